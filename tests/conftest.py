@@ -1,0 +1,20 @@
+"""Suite-wide set-up: headless Qt, single-threaded BLAS, Hypothesis profiles.
+
+The environment is set before anything imports numpy or creates a QApplication; setdefault lets
+a developer override it (QT_QPA_PLATFORM=xcb to watch the GUI tests).
+"""
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+from hypothesis import HealthCheck, settings  # noqa: E402  (after the environment on purpose)
+
+# "ci" (default): the same examples on every run, no timing-based failures on a loaded 2-core box.
+settings.register_profile(
+    "ci", derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+# "dev": fresh random examples each run, to find new failures (HYPOTHESIS_PROFILE=dev).
+settings.register_profile("dev", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
