@@ -1,0 +1,196 @@
+"""The Project model: pages of nodes and edges, as plain data (no Qt, no blocks, no files).
+
+It must not import PySide6, the block library, the compiler or the runtime.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import ProjectError
+
+__all__ = ["Edge", "Node", "Page", "Project", "split_port", "arrays_equal"]
+
+_ID_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
+
+
+def arrays_equal(a, b) -> bool:
+    """Exact equality of two arrays, dtype and shape included; NaNs equal NaNs."""
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
+
+
+def _dicts_of_arrays_equal(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(arrays_equal(a[k], b[k]) for k in a)
+
+
+def _attrs_equal(a: dict, b: dict) -> bool:
+    if a.keys() != b.keys():
+        return False
+    for k in a:
+        x, y = a[k], b[k]
+        if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+            if not (isinstance(x, np.ndarray) and isinstance(y, np.ndarray) and arrays_equal(x, y)):
+                return False
+        elif type(x) is not type(y) or x != y:
+            return False
+    return True
+
+
+def split_port(port: str) -> tuple[str, int | None]:
+    """``"inputs[2]"`` -> ``("inputs", 2)``; ``"x"`` -> ``("x", None)``."""
+    if port.endswith("]") and "[" in port:
+        base, _, idx = port[:-1].partition("[")
+        if idx.isdigit():
+            return base, int(idx)
+    return port, None
+
+
+@dataclass(eq=False)
+class Node:
+    """One block on a page.
+
+    ``inputs`` holds inline constants of unwired inputs (port -> array); ``state`` holds values a
+    block owns between runs (a Variable's value, optimizer slots). ``attrs`` are kept as given:
+    the compiler validates them, so a file with a bad attr still opens.
+    """
+
+    id: str
+    block: str
+    attrs: dict = field(default_factory=dict)
+    inputs: dict = field(default_factory=dict)
+    position: tuple = (0.0, 0.0)
+    label: str = ""
+    state: dict = field(default_factory=dict)
+
+    def __eq__(self, other):
+        if not isinstance(other, Node):
+            return NotImplemented
+        return (self.id == other.id and self.block == other.block and self.label == other.label
+                and tuple(self.position) == tuple(other.position)
+                and _attrs_equal(self.attrs, other.attrs)
+                and _dicts_of_arrays_equal(self.inputs, other.inputs)
+                and _dicts_of_arrays_equal(self.state, other.state))
+
+
+@dataclass(frozen=True, order=True)
+class Edge:
+    """A wire from an output port to an input port on the same page."""
+
+    src: str
+    src_port: str
+    dst: str
+    dst_port: str
+
+    def __str__(self):
+        return f"{self.src}.{self.src_port} -> {self.dst}.{self.dst_port}"
+
+
+@dataclass(eq=False)
+class Page:
+    """One diagram: its own graph and its own scope, named after the page.
+
+    ``loss`` names the node (``"Sum_1"`` or ``"Sum_1:output"``) whose output is the page's default
+    gradient target; ``feeds`` holds saved values for Placeholders (node id -> array); ``text``
+    is a note shown on the page.
+    """
+
+    name: str
+    nodes: dict = field(default_factory=dict)
+    edges: list = field(default_factory=list)
+    loss: str | None = None
+    feeds: dict = field(default_factory=dict)
+    text: str = ""
+
+    @property
+    def scope(self) -> str:
+        return self.name
+
+    def full_name(self, node_id: str) -> str:
+        """The node's scoped name, as TensorFlow would print it: ``page/MatMul_1``."""
+        return f"{self.scope}/{node_id}"
+
+    def new_id(self, block: str) -> str:
+        """The next free id for a block: ``MatMul_1``, ``MatMul_2``, ..."""
+        n = 1
+        while f"{block}_{n}" in self.nodes:
+            n += 1
+        return f"{block}_{n}"
+
+    def add_node(self, block: str, *, id: str | None = None, attrs=None, inputs=None,
+                 position=(0.0, 0.0), label: str = "", state=None) -> Node:
+        node_id = id or self.new_id(block)
+        if node_id in self.nodes:
+            raise ProjectError(f"page '{self.name}' already has a node '{node_id}'")
+        if not _ID_RE.match(node_id):
+            raise ProjectError(f"'{node_id}' is not a valid node id (letters, digits, _ . -)")
+        node = Node(node_id, block, dict(attrs or {}), {k: np.asarray(v) for k, v in (inputs or {}).items()},
+                    tuple(float(p) for p in position), label, dict(state or {}))
+        self.nodes[node_id] = node
+        return node
+
+    def connect(self, src: str, src_port: str, dst: str, dst_port: str) -> Edge:
+        for nid in (src, dst):
+            if nid not in self.nodes:
+                raise ProjectError(f"page '{self.name}' has no node '{nid}'")
+        edge = Edge(src, src_port, dst, dst_port)
+        self.edges.append(edge)
+        return edge
+
+    def remove_node(self, node_id: str) -> None:
+        del self.nodes[node_id]
+        self.edges = [e for e in self.edges if node_id not in (e.src, e.dst)]
+        self.feeds.pop(node_id, None)
+
+    def incoming(self, node_id: str) -> list:
+        return [e for e in self.edges if e.dst == node_id]
+
+    def loss_target(self) -> tuple[str, str | None] | None:
+        if not self.loss:
+            return None
+        node, _, port = self.loss.partition(":")
+        return node, port or None
+
+    def __eq__(self, other):
+        if not isinstance(other, Page):
+            return NotImplemented
+        return (self.name == other.name and self.loss == other.loss and self.text == other.text
+                and list(self.nodes) == list(other.nodes)
+                and all(self.nodes[k] == other.nodes[k] for k in self.nodes)
+                and sorted(self.edges) == sorted(other.edges)
+                and _dicts_of_arrays_equal(self.feeds, other.feeds))
+
+
+@dataclass(eq=False)
+class Project:
+    """A blockflow project: named pages plus free-form metadata (title, description)."""
+
+    pages: list = field(default_factory=list)
+    metadata: dict = field(default_factory=dict)
+
+    def page(self, name: str | None = None) -> Page:
+        """The page called ``name``; the first page when ``name`` is None."""
+        if not self.pages:
+            raise ProjectError("the project has no pages")
+        if name is None:
+            return self.pages[0]
+        for p in self.pages:
+            if p.name == name:
+                return p
+        raise ProjectError(f"no page named '{name}' (pages: {', '.join(p.name for p in self.pages)})")
+
+    def add_page(self, name: str) -> Page:
+        if not name or "/" in name:
+            raise ProjectError(f"page name {name!r} must be non-empty and contain no '/'")
+        if any(p.name == name for p in self.pages):
+            raise ProjectError(f"there is already a page named '{name}'")
+        page = Page(name)
+        self.pages.append(page)
+        return page
+
+    def __eq__(self, other):
+        if not isinstance(other, Project):
+            return NotImplemented
+        return self.metadata == other.metadata and self.pages == other.pages

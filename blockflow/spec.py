@@ -1,0 +1,552 @@
+"""The block declaration API: ports, attrs, tensor types and the @block decorator.
+
+Block packages import only this module and numpy. It must not import anything else of blockflow.
+"""
+from __future__ import annotations
+
+import inspect
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+__all__ = [
+    "Attr", "BlockSpec", "BlockDeclarationError", "Input", "InputList", "Output", "ShapeError",
+    "TensorType", "AttrError", "block", "broadcast_shapes", "unbroadcast", "normalize_axis",
+    "reduce_shape", "DTYPE_NAMES", "FLOAT_DTYPES", "SCOPE_PORT",
+]
+
+#: Name of the implicit port every block has: it shows the page's scope and is never wired.
+SCOPE_PORT = "scope"
+
+DTYPE_NAMES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")
+FLOAT_DTYPES = frozenset({"float16", "float32", "float64"})
+INT_DTYPES = frozenset({"int8", "int16", "int32", "int64", "uint8"})
+
+#: Dtype constraints an input may declare. Any other identifier is a type variable (like TF's
+#: attr ``T``): every input with the same variable must get the same dtype.
+DTYPE_CLASSES = {
+    "float": FLOAT_DTYPES,
+    "int": INT_DTYPES,
+    "bool": frozenset({"bool"}),
+    "number": FLOAT_DTYPES | INT_DTYPES,
+    "any": frozenset(DTYPE_NAMES),
+}
+
+# Keyword-only parameters the runtime supplies itself; a block may ask for them by name.
+CONTEXT_PARAMS = frozenset({"needs"})
+
+
+class BlockDeclarationError(TypeError):
+    """A block class is declared wrongly; raised at import time, naming the block."""
+
+
+class ShapeError(ValueError):
+    """Raised by a block's ``infer`` when its inputs' shapes or dtypes do not fit together."""
+
+
+class AttrError(ValueError):
+    """An attr value does not satisfy its declaration."""
+
+
+# --------------------------------------------------------------------------------------------
+# Tensor types
+
+
+_DTYPE_TYPE = {np.dtype(n): type(np.dtype(n)) for n in DTYPE_NAMES}
+
+
+@dataclass(frozen=True, slots=True)
+class TensorType:
+    """Shape and dtype of a tensor known before running: ``None`` in a shape is an unknown size.
+
+    ``value`` is set when the value itself is known at compile time (a constant).
+    """
+
+    shape: tuple
+    dtype: np.dtype
+    value: Any = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self):
+        dtype = self.dtype
+        if type(dtype) is not _DTYPE_TYPE.get(dtype):
+            object.__setattr__(self, "dtype", np.dtype(dtype))
+        shape = self.shape
+        if type(shape) is not tuple or not all(type(d) is int or d is None for d in shape):
+            object.__setattr__(self, "shape", tuple(None if d is None else int(d) for d in shape))
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def is_float(self) -> bool:
+        return self.dtype.kind == "f"
+
+    @property
+    def size(self):
+        """Number of elements, or None when a dimension is unknown."""
+        if any(d is None for d in self.shape):
+            return None
+        return math.prod(self.shape)
+
+    def with_shape(self, shape) -> "TensorType":
+        return TensorType(tuple(shape), self.dtype)
+
+    def with_dtype(self, dtype) -> "TensorType":
+        return TensorType(self.shape, dtype)
+
+    def describe(self) -> str:
+        dims = ",".join("?" if d is None else str(d) for d in self.shape)
+        return f"{self.dtype.name}[{dims}]"
+
+    __str__ = describe
+
+    @classmethod
+    def of(cls, value) -> "TensorType":
+        """The type of a concrete array, remembering the value."""
+        arr = np.asarray(value)
+        return cls(arr.shape, arr.dtype, arr)
+
+
+def _dims_broadcast(a, b, shape_a, shape_b):
+    if a == 1:
+        return b
+    if b == 1 or a == b:
+        return a
+    if a is None and b is None:
+        return None
+    if a is None:
+        return b
+    if b is None:
+        return a
+    raise ShapeError(f"shapes {_fmt(shape_a)} and {_fmt(shape_b)} do not broadcast")
+
+
+def _fmt(shape) -> str:
+    return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def broadcast_shapes(*shapes) -> tuple:
+    """numpy's broadcasting rule, also for shapes with unknown (None) sizes."""
+    if len(shapes) == 2 and shapes[0] == shapes[1] and None not in shapes[0]:
+        return tuple(shapes[0])
+    result: tuple = ()
+    for shape in shapes:
+        shape = tuple(shape)
+        n = max(len(result), len(shape))
+        a = (1,) * (n - len(result)) + result
+        b = (1,) * (n - len(shape)) + shape
+        result = tuple(_dims_broadcast(x, y, result, shape) for x, y in zip(a, b))
+    return result
+
+
+def normalize_axis(axis, rank: int) -> tuple:
+    """Axes as a sorted tuple of non-negative ints; ``None`` means every axis."""
+    if axis is None:
+        return tuple(range(rank))
+    axes = np.asarray(axis).reshape(-1).tolist()
+    out = []
+    for a in axes:
+        a = int(a)
+        if not -rank <= a < max(rank, 1):
+            raise ShapeError(f"axis {a} is out of range for a tensor of rank {rank}")
+        out.append(a % rank if rank else 0)
+    if len(set(out)) != len(out):
+        raise ShapeError(f"axis {axes} names an axis twice")
+    return tuple(sorted(out))
+
+
+def reduce_shape(shape, axis, keep_dims: bool) -> tuple:
+    """The shape left after reducing ``axis`` (None: all axes)."""
+    axes = normalize_axis(axis, len(shape))
+    if keep_dims:
+        return tuple(1 if i in axes else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
+def unbroadcast(g, shape):
+    """Sum a cotangent back down to ``shape``: the one place broadcasting is undone."""
+    if g.shape == shape:
+        return g
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        i + lead for i, d in enumerate(shape) if d == 1 and g.shape[i + lead] != 1
+    )
+    if axes:
+        g = g.sum(axis=axes, keepdims=True)
+    return g.reshape(shape)
+
+
+# --------------------------------------------------------------------------------------------
+# Ports and attrs
+
+_NO_DEFAULT = object()
+
+
+def _check_dtype_constraint(owner: str, dtype: str):
+    if not isinstance(dtype, str) or not (dtype in DTYPE_CLASSES or dtype in DTYPE_NAMES
+                                          or dtype.isidentifier()):
+        raise BlockDeclarationError(f"{owner}: dtype constraint {dtype!r} is not a dtype, a "
+                                    f"dtype class ({', '.join(DTYPE_CLASSES)}) or a type variable")
+
+
+_ACCEPTS: dict = {}
+
+
+@dataclass(frozen=True)
+class Input:
+    """A single input port.
+
+    ``dtype`` is a dtype name, a class (float, int, bool, number, any) or a type variable
+    such as ``"T"`` shared with other inputs. A ``static`` input must be known when compiling
+    (an inline constant or a wire from a Const); ``infer`` and ``forward`` get its value.
+    An ``optional`` input may stay unwired and then takes ``default``.
+    """
+
+    name: str
+    dtype: str = "T"
+    static: bool = False
+    optional: bool = False
+    default: Any = None
+    doc: str = ""
+    variadic = False
+
+    def accepts(self, dtype: np.dtype) -> bool:
+        key = (self.dtype, dtype)
+        hit = _ACCEPTS.get(key)
+        if hit is None:
+            hit = _ACCEPTS[key] = self._accepts(dtype)
+        return hit
+
+    def _accepts(self, dtype: np.dtype) -> bool:
+        allowed = DTYPE_CLASSES.get(self.dtype)
+        if allowed is None:
+            return self.dtype not in DTYPE_NAMES or np.dtype(dtype).name == self.dtype
+        return np.dtype(dtype).name in allowed
+
+    @property
+    def differentiable(self) -> bool:
+        if self.static:
+            return False
+        allowed = DTYPE_CLASSES.get(self.dtype)
+        if allowed is None:
+            return self.dtype not in DTYPE_NAMES or self.dtype in FLOAT_DTYPES
+        return bool(allowed & FLOAT_DTYPES)
+
+
+@dataclass(frozen=True)
+class InputList(Input):
+    """A variadic input (enuSpace's InputList): ports ``name[0]``, ``name[1]``, ...
+
+    ``forward`` and ``infer`` get a list; ``vjp`` returns a list for it.
+    """
+
+    min_count: int = 1
+    variadic = True
+
+    def port(self, index: int) -> str:
+        return f"{self.name}[{index}]"
+
+
+@dataclass(frozen=True)
+class Output:
+    """An output port. ``differentiable=False`` marks outputs no gradient can flow back from."""
+
+    name: str
+    doc: str = ""
+    differentiable: bool = True
+
+
+_ATTR_KINDS = ("int", "float", "bool", "str", "choice", "dtype", "shape", "ints", "tensor")
+
+
+@dataclass(frozen=True)
+class Attr:
+    """A typed block parameter with a default and validation.
+
+    kinds: int, float, bool, str, choice (one of ``choices``), dtype (a dtype name), shape (a
+    list of sizes, -1 or None for unknown), ints (a list of ints), tensor (an array).
+    """
+
+    name: str
+    kind: str
+    default: Any = _NO_DEFAULT
+    choices: tuple = ()
+    min: float | None = None
+    max: float | None = None
+    doc: str = ""
+
+    @property
+    def required(self) -> bool:
+        return self.default is _NO_DEFAULT
+
+    def validate(self, value):
+        """Return the value in canonical form or raise AttrError saying what is wrong."""
+        kind = self.kind
+        if kind == "bool":
+            if not isinstance(value, (bool, np.bool_)):
+                raise AttrError(f"expected true or false, got {value!r}")
+            return bool(value)
+        if kind in ("int", "float"):
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+                raise AttrError(f"expected a number, got {value!r}")
+            if kind == "int":
+                if float(value) != int(value):
+                    raise AttrError(f"expected an integer, got {value!r}")
+                value = int(value)
+            else:
+                value = float(value)
+                if math.isnan(value):
+                    raise AttrError("expected a number, got NaN")
+            if self.min is not None and value < self.min:
+                raise AttrError(f"must be at least {self.min}, got {value}")
+            if self.max is not None and value > self.max:
+                raise AttrError(f"must be at most {self.max}, got {value}")
+            return value
+        if kind == "str":
+            if not isinstance(value, str):
+                raise AttrError(f"expected a string, got {value!r}")
+            return value
+        if kind == "choice":
+            if value not in self.choices:
+                raise AttrError(f"expected one of {', '.join(map(str, self.choices))}; got {value!r}")
+            return value
+        if kind == "dtype":
+            allowed = self.choices or DTYPE_NAMES
+            if value not in allowed:
+                raise AttrError(f"expected a dtype ({', '.join(allowed)}), got {value!r}")
+            return value
+        if kind in ("shape", "ints"):
+            if not isinstance(value, (list, tuple)):
+                raise AttrError(f"expected a list of integers, got {value!r}")
+            out = []
+            for v in value:
+                if kind == "shape" and (v is None or (isinstance(v, int) and v == -1)):
+                    out.append(None)
+                    continue
+                if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                    raise AttrError(f"expected a list of integers, got {value!r}")
+                if kind == "shape" and v < 0:
+                    raise AttrError(f"sizes must be at least 0 (or -1 for unknown), got {v}")
+                out.append(int(v))
+            return tuple(out)
+        if kind == "tensor":
+            if value is None:
+                return None
+            try:
+                arr = np.asarray(value)
+            except Exception as exc:  # ragged nested lists and the like
+                raise AttrError(f"expected an array: {exc}") from None
+            if arr.dtype == object or arr.dtype.kind not in "biuf":
+                raise AttrError(f"expected an array of numbers, got {value!r}")
+            return arr
+        raise AttrError(f"unknown attr kind {kind!r}")
+
+
+# --------------------------------------------------------------------------------------------
+# Block specs
+
+
+@dataclass(frozen=True, eq=False)
+class BlockSpec:
+    """The frozen, checked declaration of one block type."""
+
+    name: str
+    category: str
+    doc: str
+    inputs: tuple
+    outputs: tuple
+    attrs: tuple
+    infer: Callable
+    forward: Callable
+    vjp: Callable | None
+    role: str
+    gradient: str
+    aliases: tuple
+    source: str
+    vjp_context: frozenset
+    initial: Callable | None
+    attr_map: dict = field(repr=False)
+    input_map: dict = field(repr=False)
+    output_map: dict = field(repr=False)
+
+    @property
+    def summary(self) -> str:
+        """First line of the docstring: the palette tooltip."""
+        return self.doc.strip().splitlines()[0] if self.doc.strip() else ""
+
+    @property
+    def differentiable(self) -> bool:
+        return self.gradient == "vjp"
+
+    def default_attrs(self) -> dict:
+        return {a.name: a.default for a in self.attrs if not a.required}
+
+    def validate_attrs(self, given: dict) -> tuple[dict, list[tuple[str, str]]]:
+        """Full attr dict with defaults filled in, and a list of (attr, problem)."""
+        values, problems = {}, []
+        for name in given:
+            if name not in self.attr_map:
+                problems.append((name, f"{self.name} has no attr '{name}'"))
+        for a in self.attrs:
+            if a.name in given:
+                try:
+                    values[a.name] = a.validate(given[a.name])
+                except AttrError as exc:
+                    problems.append((a.name, f"attr '{a.name}': {exc}"))
+            elif a.required:
+                problems.append((a.name, f"attr '{a.name}' is required"))
+            else:
+                values[a.name] = a.default
+        return values, problems
+
+    def __repr__(self):
+        return f"<block {self.name} ({self.category}) from {self.source}>"
+
+
+_ROLES = ("op", "placeholder", "variable")
+_GRADIENTS = ("stop", "none", "prevent")
+
+
+def _fail(name, msg):
+    raise BlockDeclarationError(f"block {name!r}: {msg}")
+
+
+def _check_signature(name, fn_name, fn, positional, attrs, extra_first=(), context=frozenset()):
+    """The function must take the inputs positionally and exactly the attrs as keywords."""
+    if not callable(fn):
+        _fail(name, f"{fn_name} must be a function")
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        _fail(name, f"{fn_name} has no inspectable signature; wrap it in a def")
+    pos, kw = [], []
+    for p in sig.parameters.values():
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            pos.append(p.name)
+        elif p.kind == p.KEYWORD_ONLY:
+            kw.append(p.name)
+        else:
+            _fail(name, f"{fn_name} must not take *args or **kwargs (parameter {p.name!r})")
+    want_pos = list(extra_first) + list(positional)
+    if len(pos) != len(want_pos):
+        _fail(name, f"{fn_name} takes {len(pos)} positional parameters ({', '.join(pos) or 'none'}) "
+                    f"but should take {len(want_pos)}: {', '.join(want_pos) or 'none'}")
+    attr_names = {a.name for a in attrs}
+    kw_set = set(kw)
+    used_context = kw_set & context
+    missing = attr_names - kw_set
+    extra = kw_set - attr_names - context
+    if missing or extra:
+        bits = []
+        if missing:
+            bits.append("missing keyword-only " + ", ".join(sorted(missing)))
+        if extra:
+            bits.append("unknown keyword-only " + ", ".join(sorted(extra)))
+        _fail(name, f"{fn_name}: attrs must be keyword-only parameters ({'; '.join(bits)})")
+    return frozenset(used_context)
+
+
+def block(name: str, *, category: str, aliases: tuple = ()):
+    """Turn a namespace class into a checked, frozen :class:`BlockSpec`.
+
+    The class body declares ``inputs``, ``outputs``, ``attrs`` (tuples), the functions
+    ``infer`` and ``forward`` and, when the block is differentiable, ``vjp``. A non-differentiable
+    block sets ``gradient = "stop"`` (StopGradient's cut), ``"prevent"`` (differentiating through it
+    is an error) or leaves the default ``"none"``. ``role`` is ``"placeholder"`` or ``"variable"``
+    for the blocks whose value comes from outside the graph.
+    """
+
+    def decorate(cls) -> BlockSpec:
+        if not isinstance(name, str) or not name.isidentifier():
+            raise BlockDeclarationError(f"block name {name!r} must be an identifier")
+        if not isinstance(category, str) or not category:
+            _fail(name, "category must be a non-empty string")
+        doc = inspect.getdoc(cls) or ""
+        if not doc.strip():
+            _fail(name, "a block needs a docstring (it is the palette tooltip and the reference)")
+        ns = vars(cls)
+        inputs = tuple(ns.get("inputs", ()))
+        outputs = tuple(ns.get("outputs", ()))
+        attrs = tuple(ns.get("attrs", ()))
+        for p in inputs:
+            if not isinstance(p, Input):
+                _fail(name, f"inputs must be Input or InputList, got {p!r}")
+            _check_dtype_constraint(f"block {name!r} input {p.name!r}", p.dtype)
+        for p in outputs:
+            if not isinstance(p, Output):
+                _fail(name, f"outputs must be Output, got {p!r}")
+        for a in attrs:
+            if not isinstance(a, Attr):
+                _fail(name, f"attrs must be Attr, got {a!r}")
+            if a.kind not in _ATTR_KINDS:
+                _fail(name, f"attr {a.name!r} has unknown kind {a.kind!r}")
+            if a.kind == "choice" and not a.choices:
+                _fail(name, f"attr {a.name!r} is a choice but lists no choices")
+            if not a.required:
+                try:
+                    a.validate(a.default)
+                except AttrError as exc:
+                    _fail(name, f"default of attr {a.name!r} is invalid: {exc}")
+        if sum(isinstance(p, InputList) for p in inputs) > 1:
+            _fail(name, "at most one InputList per block")
+        seen: dict[str, str] = {}
+        for kind, items in (("input", inputs), ("output", outputs), ("attr", attrs)):
+            for item in items:
+                if not isinstance(item.name, str) or not item.name.isidentifier():
+                    _fail(name, f"{kind} name {item.name!r} must be an identifier")
+                if item.name == SCOPE_PORT:
+                    _fail(name, f"'{SCOPE_PORT}' is the implicit scope port; choose another {kind} name")
+                if item.name in CONTEXT_PARAMS:
+                    _fail(name, f"{kind} name {item.name!r} is reserved")
+                if item.name in seen and not (kind == "attr") and seen[item.name] != "attr":
+                    _fail(name, f"{kind} name {item.name!r} is used twice")
+                if kind == "attr" and item.name in seen:
+                    _fail(name, f"attr {item.name!r} has the same name as {seen[item.name]} {item.name!r}")
+                seen[item.name] = kind
+        role = ns.get("role", "op")
+        if role not in _ROLES:
+            _fail(name, f"role must be one of {_ROLES}, got {role!r}")
+        if role != "op" and (inputs or len(outputs) != 1):
+            _fail(name, f"a {role} block has no inputs and exactly one output")
+        in_names = [p.name for p in inputs]
+        for fn_name in ("infer", "forward"):
+            if fn_name not in ns:
+                _fail(name, f"missing {fn_name}")
+        _check_signature(name, "infer", ns["infer"], in_names, attrs)
+        extra = ("value",) if role != "op" else ()
+        _check_signature(name, "forward", ns["forward"], in_names, attrs, extra_first=extra)
+        initial = ns.get("initial")
+        if role == "variable":
+            if initial is None:
+                _fail(name, "a variable block needs initial(**attrs) giving its first value")
+            _check_signature(name, "initial", initial, (), attrs)
+        elif initial is not None:
+            _fail(name, "only variable blocks declare initial")
+        vjp = ns.get("vjp")
+        gradient = ns.get("gradient")
+        context = frozenset()
+        if vjp is not None:
+            if gradient not in (None, "vjp"):
+                _fail(name, f"declares gradient={gradient!r} and a vjp; pick one")
+            if not any(p.differentiable for p in inputs):
+                _fail(name, "has a vjp but no input that can take a gradient")
+            context = _check_signature(name, "vjp", vjp, in_names, attrs,
+                                       extra_first=("g", "out"), context=CONTEXT_PARAMS)
+            gradient = "vjp"
+        else:
+            gradient = gradient or "none"
+            if gradient not in _GRADIENTS:
+                _fail(name, f"gradient must be one of {_GRADIENTS} (or give a vjp), got {gradient!r}")
+        module = getattr(cls, "__module__", "?")
+        return BlockSpec(
+            name=name, category=category, doc=doc, inputs=inputs, outputs=outputs, attrs=attrs,
+            infer=ns["infer"], forward=ns["forward"], vjp=vjp, role=role, gradient=gradient,
+            aliases=tuple(aliases), source=f"{module}.{cls.__qualname__}", vjp_context=context,
+            initial=initial, attr_map={a.name: a for a in attrs}, input_map={p.name: p for p in inputs},
+            output_map={o.name: o for o in outputs},
+        )
+
+    return decorate
