@@ -1,0 +1,348 @@
+"""Benchmark runner: blockflow against hand-written numpy, measured in the same process.
+
+    python benchmarks/run.py            # all workloads, full repeats
+    python benchmarks/run.py --quick    # a smoke run (few repeats; ratios are noisy)
+    python benchmarks/run.py mlp chain  # some workloads
+
+Prints, for each workload, the median time of hand-written numpy and of blockflow (forward +
+backward, interleaved repeats) and their ratio against the target. Runs single-threaded BLAS,
+as the tests do (see ../shared/PERF_NOTES.md on why).
+"""
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"
+
+import argparse  # noqa: E402
+import gc  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from blockflow.compiler import compile_project  # noqa: E402
+from blockflow.project import Project  # noqa: E402
+from blockflow.runtime import run  # noqa: E402
+
+
+def timeit_pair(hand, ours, repeats: int, inner: int = 1):
+    """Median seconds per call of two functions, interleaved so both see the same machine."""
+    hand(), ours()  # warm up (plans are generated on first use)
+    th, to = [], []
+    for _ in range(repeats):
+        for fn, acc in ((hand, th), (ours, to)):
+            t0 = time.perf_counter()
+            for _ in range(inner):
+                fn()
+            acc.append((time.perf_counter() - t0) / inner)
+    return statistics.median(th), statistics.median(to)
+
+
+# ------------------------------------------------------------------------------------ (a) MLP
+
+
+def mlp_project(batch=64, sizes=(784, 256, 256, 10)):
+    p = Project()
+    pg = p.add_page("mlp")
+    pg.add_node("Placeholder", id="x", attrs={"shape": [batch, sizes[0]]})
+    pg.add_node("Placeholder", id="y", attrs={"shape": [batch, sizes[-1]]})
+    prev = ("x", "output")
+    for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:]), 1):
+        pg.add_node("Variable", id=f"W{i}", attrs={"shape": [n_in, n_out], "initializer": "glorot_uniform", "seed": i})
+        pg.add_node("Variable", id=f"b{i}", attrs={"shape": [n_out]})
+        pg.add_node("MatMul", id=f"MatMul_{i}")
+        pg.add_node("Add", id=f"Add_{i}")
+        pg.connect(*prev, f"MatMul_{i}", "a")
+        pg.connect(f"W{i}", "ref", f"MatMul_{i}", "b")
+        pg.connect(f"MatMul_{i}", "product", f"Add_{i}", "x")
+        pg.connect(f"b{i}", "ref", f"Add_{i}", "y")
+        prev = (f"Add_{i}", "z")
+        if i < len(sizes) - 1:
+            pg.add_node("Relu", id=f"Relu_{i}")
+            pg.connect(*prev, f"Relu_{i}", "features")
+            prev = (f"Relu_{i}", "activations")
+    pg.add_node("SoftmaxCrossEntropyWithLogits", id="ce")
+    pg.connect(*prev, "ce", "features")
+    pg.connect("y", "output", "ce", "labels")
+    pg.add_node("Mean", id="loss")
+    pg.connect("ce", "loss", "loss", "input")
+    pg.loss = "loss"
+    return p
+
+
+def bench_mlp(repeats):
+    rng = np.random.default_rng(0)
+    program = compile_project(mlp_project())
+    program.raise_for_errors()
+    x = rng.normal(size=(64, 784)).astype(np.float32)
+    y = np.eye(10, dtype=np.float32)[rng.integers(0, 10, 64)]
+    W = [program.variable_values[f"W{i}"] for i in (1, 2, 3)]
+    b = [program.variable_values[f"b{i}"] for i in (1, 2, 3)]
+    feeds = {"x": x, "y": y}
+
+    def hand():
+        h1 = x @ W[0] + b[0]
+        a1 = np.maximum(h1, 0)
+        h2 = a1 @ W[1] + b[1]
+        a2 = np.maximum(h2, 0)
+        logits = a2 @ W[2] + b[2]
+        m = logits.max(axis=1, keepdims=True)
+        z = logits - m
+        e = np.exp(z)
+        s = e.sum(axis=1, keepdims=True)
+        loss = np.mean(-(y * (z - np.log(s))).sum(axis=1))
+        d = (e / s - y) / np.float32(64)
+        dW3, db3 = a2.T @ d, d.sum(axis=0)
+        d2 = (d @ W[2].T) * (h2 > 0)
+        dW2, db2 = a1.T @ d2, d2.sum(axis=0)
+        d1 = (d2 @ W[1].T) * (h1 > 0)
+        dW1, db1 = x.T @ d1, d1.sum(axis=0)
+        return loss, dW1, db1, dW2, db2, dW3, db3
+
+    def ours():
+        return run(program, feeds, target="loss", record=False, check_numerics=False)
+
+    def ours_checked():
+        return run(program, feeds, target="loss", record=False)
+
+    ref, res = hand(), ours()
+    np.testing.assert_allclose(res.variable_grads["W1"], ref[1], rtol=2e-3, atol=1e-6)
+    np.testing.assert_allclose(res.variable_grads["b3"], ref[6], rtol=2e-3, atol=1e-6)
+    h, o = timeit_pair(hand, ours, repeats)
+    _, oc = timeit_pair(hand, ours_checked, max(3, repeats // 2))
+    return [("(a) MLP step 64x784-256-256-10", h, o, 1.10, f"with NaN/Inf checks: {oc / h:.2f}x")]
+
+
+# ------------------------------------------------------------------------- (b) stable softmax
+
+
+def softmax_project(n):
+    p = Project()
+    pg = p.add_page("softmax")
+    pg.add_node("Placeholder", id="x", attrs={"shape": [n]})
+    pg.add_node("Placeholder", id="w", attrs={"shape": [n]})
+    for nid, block in (("Max_1", "Max"), ("StopGradient_1", "StopGradient"), ("Subtract_1", "Subtract"),
+                       ("Softmax_1", "Softmax"), ("Multiply_1", "Multiply"), ("Sum_1", "Sum")):
+        pg.add_node(block, id=nid)
+    pg.connect("x", "output", "Max_1", "input")
+    pg.connect("Max_1", "output", "StopGradient_1", "input")
+    pg.connect("x", "output", "Subtract_1", "x")
+    pg.connect("StopGradient_1", "output", "Subtract_1", "y")
+    pg.connect("Subtract_1", "z", "Softmax_1", "logits")
+    pg.connect("Softmax_1", "softmax", "Multiply_1", "x")
+    pg.connect("w", "output", "Multiply_1", "y")
+    pg.connect("Multiply_1", "z", "Sum_1", "input")
+    pg.loss = "Sum_1"
+    return p
+
+
+def bench_softmax(repeats, n=1_000_000):
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=n).astype(np.float32) * 3
+    w = rng.normal(size=n).astype(np.float32)
+    program = compile_project(softmax_project(n))
+    program.raise_for_errors()
+    feeds = {"x": x, "w": w}
+
+    def hand():
+        z = x - x.max()
+        e = np.exp(z)
+        p = e / e.sum()
+        loss = (p * w).sum()
+        gx = p * (w - (w * p).sum())
+        return loss, gx
+
+    def ours():
+        return run(program, feeds, target="Sum_1", wrt=["x"], record=False, check_numerics=False)
+
+    ref, res = hand(), ours()
+    np.testing.assert_allclose(res.variable_grads["x"], ref[1], rtol=1e-3, atol=1e-9)
+    h, o = timeit_pair(hand, ours, repeats)
+    return [("(b) stable softmax, 1e6 float32", h, o, 1.10, "")]
+
+
+# ---------------------------------------------------------------------------- (c) op chain
+
+_CHAIN = ("Tanh", "Multiply", "Add", "Negate")
+
+
+def chain_project(n_ops):
+    p = Project()
+    pg = p.add_page("chain")
+    pg.add_node("Placeholder", id="x", attrs={"shape": [8]})
+    prev = ("x", "output")
+    for i in range(n_ops):
+        kind = _CHAIN[i % len(_CHAIN)]
+        nid = f"op{i}"
+        if kind == "Tanh":
+            pg.add_node("Tanh", id=nid)
+            pg.connect(*prev, nid, "x")
+            prev = (nid, "y")
+        elif kind == "Negate":
+            pg.add_node("Negate", id=nid)
+            pg.connect(*prev, nid, "x")
+            prev = (nid, "y")
+        else:
+            pg.add_node(kind, id=nid, inputs={"y": np.float32(1.5 if kind == "Multiply" else 0.1)})
+            pg.connect(*prev, nid, "x")
+            prev = (nid, "z")
+    pg.add_node("Sum", id="loss")
+    pg.connect(*prev, "loss", "input")
+    pg.loss = "loss"
+    return p
+
+
+def bench_chain(repeats, n_ops=1000):
+    program = compile_project(chain_project(n_ops))
+    program.raise_for_errors()
+    x = np.linspace(-1, 1, 8).astype(np.float32)
+    mul, add = np.float32(1.5), np.float32(0.1)
+    feeds = {"x": x}
+
+    def hand():
+        v = x
+        tape = []
+        for i in range(n_ops):
+            k = i % 4
+            if k == 0:
+                v = np.tanh(v)
+                tape.append(v)
+            elif k == 1:
+                v = v * mul
+            elif k == 2:
+                v = v + add
+            else:
+                v = -v
+        loss = v.sum()
+        g = np.ones_like(v)
+        t = len(tape)
+        for i in reversed(range(n_ops)):
+            k = i % 4
+            if k == 0:
+                t -= 1
+                g = g * (1 - tape[t] * tape[t])
+            elif k == 1:
+                g = g * mul
+            elif k == 3:
+                g = -g
+        return loss, g
+
+    def ours():
+        return run(program, feeds, target="loss", wrt=["x"], record=False, check_numerics=False)
+
+    ref, res = hand(), ours()
+    np.testing.assert_allclose(res.variable_grads["x"], ref[1], rtol=1e-4, atol=1e-6)
+    h, o = timeit_pair(hand, ours, repeats)
+    note = f"{h / n_ops * 1e6:.2f} vs {o / n_ops * 1e6:.2f} us per op"
+    return [(f"(c) chain of {n_ops} ops on 8 floats", h, o, 1.5, note)]
+
+
+# ---------------------------------------------------------------------------- (d) compiling
+
+
+def generated_project(n_blocks, seed=0):
+    """A random layered diagram with about 1.5 wires per block."""
+    rng = np.random.default_rng(seed)
+    p = Project()
+    pg = p.add_page("big")
+    ids = []
+    for i in range(n_blocks):
+        if i < 4 or rng.random() < 0.1:
+            nid = f"x{i}"
+            pg.add_node("Placeholder", id=nid, attrs={"shape": [4]})
+            ids.append((nid, "output"))
+            continue
+        nid = f"n{i}"
+        if rng.random() < 0.5:
+            pg.add_node("Add", id=nid)
+            a, b = rng.integers(max(0, len(ids) - 50), len(ids), size=2)
+            pg.connect(*ids[a], nid, "x")
+            pg.connect(*ids[b], nid, "y")
+            ids.append((nid, "z"))
+        else:
+            pg.add_node("Tanh", id=nid)
+            a = rng.integers(max(0, len(ids) - 50), len(ids))
+            pg.connect(*ids[a], nid, "x")
+            ids.append((nid, "y"))
+    return p
+
+
+def bench_compile(repeats, sizes=(1_000, 10_000, 100_000)):
+    rows = []
+    base = None
+    for n in sizes:
+        project = generated_project(n)
+        reps = max(1, repeats // (n // 1000 if n >= 10_000 else 1))
+        times = []
+        for _ in range(min(reps, 7)):
+            gc.collect()
+            t0 = time.perf_counter()
+            program = compile_project(project)
+            times.append(time.perf_counter() - t0)
+        assert program.ok, program.errors[:3]
+        t = statistics.median(times)
+        per = t / n * 1e6
+        base = base or per
+        target = 0.250 if n == 10_000 else None
+        note = f"{per:.1f} us per block ({per / base:.2f}x the 1k cost per block)"
+        rows.append((f"(d) compile {n} blocks", None, t, target, note))
+    return rows
+
+
+WORKLOADS = {"mlp": bench_mlp, "softmax": bench_softmax, "chain": bench_chain, "compile": bench_compile}
+
+
+def blas_info() -> str:
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return "BLAS threads: limited to 1 by environment (install threadpoolctl to see which BLAS)"
+    bits = [f"{i.get('internal_api')} {i.get('version')} ({i.get('architecture')}), {i.get('num_threads')} thread(s)"
+            for i in threadpool_info()]
+    return "BLAS: " + "; ".join(bits)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("workloads", nargs="*", help=f"some of {', '.join(WORKLOADS)} (default: all)")
+    parser.add_argument("--quick", action="store_true", help="few repeats: checks the runner, not the speed")
+    args = parser.parse_args(argv)
+    names = args.workloads or list(WORKLOADS)
+    unknown = [n for n in names if n not in WORKLOADS]
+    if unknown:
+        parser.error(f"unknown workload(s) {', '.join(unknown)}; choose from {', '.join(WORKLOADS)}")
+    repeats = 3 if args.quick else 41
+    print(f"python {sys.version.split()[0]}, numpy {np.__version__}; {blas_info()}")
+    print(f"{'workload':<38} {'numpy':>10} {'blockflow':>10} {'ratio':>7} {'target':>7}  ok   note")
+    failed = 0
+    for name in names:
+        fn = WORKLOADS[name]
+        if name == "compile" and args.quick:
+            rows = fn(repeats, sizes=(1_000, 10_000))
+        elif name == "chain" and args.quick:
+            rows = fn(repeats, n_ops=200)
+        else:
+            rows = fn(repeats)
+        for label, hand, ours, target, note in rows:
+            if hand is None:
+                ratio_s = "-"
+                ok = target is None or ours <= target
+                target_s = "-" if target is None else f"{target * 1e3:.0f} ms"
+            else:
+                ratio = ours / hand
+                ratio_s = f"{ratio:.2f}x"
+                ok = ratio <= target
+                target_s = f"{target:.2f}x"
+            failed += not ok
+            hand_s = "-" if hand is None else f"{hand * 1e3:.3f} ms"
+            print(f"{label:<38} {hand_s:>10} {ours * 1e3:>7.3f} ms {ratio_s:>7} {target_s:>7}  "
+                  f"{'yes' if ok else 'NO ':<4} {note}", flush=True)
+    print("all targets met" if not failed else f"{failed} target(s) missed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,441 @@
+"""The command line: ``blockflow run | check | blocks``, for scripts, CI and users without a display.
+
+Errors are one clear line and a documented exit code (see EXIT_CODES); a traceback only with
+--debug. Must not import PySide6 or the block library.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import sys
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+from . import __version__
+from .errors import BlockflowError, CompileError, ProjectError, ProjectFileError, RunError
+
+EXIT_OK = 0
+EXIT_DIAGNOSTICS = 1  # the diagram has errors
+EXIT_USAGE = 2  # bad command line (argparse's own code)
+EXIT_FILE = 3  # a project or feed file cannot be read
+EXIT_RUN = 4  # a run failed: a block raised, NaN/Inf, a missing or wrong feed
+
+EXIT_CODES = {
+    EXIT_OK: "success",
+    EXIT_DIAGNOSTICS: "the diagram has errors (diagnostics are printed)",
+    EXIT_USAGE: "bad command line",
+    EXIT_FILE: "a project or data file cannot be read",
+    EXIT_RUN: "the run failed (a block raised, NaN/Inf appeared, a feed is missing or wrong)",
+}
+
+
+class CliError(BlockflowError):
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.code = code
+
+
+# ------------------------------------------------------------------------------------ helpers
+
+
+def _load(path: str):
+    from .project_io import load_project
+
+    return load_project(path)
+
+
+def _registry():
+    from .registry import Registry
+
+    reg = Registry.from_entry_points(strict=False)
+    for where, problem in reg.problems:
+        print(f"blockflow: warning: block package {where} was skipped: {problem}", file=sys.stderr)
+    return reg
+
+
+def parse_feed(spec: str) -> tuple[str, np.ndarray]:
+    """``NAME=file.npy``, ``NAME=file.csv`` or ``NAME=<inline JSON>`` -> (name, array)."""
+    name, sep, value = spec.partition("=")
+    if not sep or not name:
+        raise CliError(f"--feed {spec!r}: expected NAME=VALUE (a .npy or .csv file, or inline JSON)", EXIT_USAGE)
+    text = value.strip()
+    if text.endswith(".npy"):
+        try:
+            return name, np.load(text, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise CliError(f"--feed {name}: cannot read {text}: {exc}", EXIT_FILE) from None
+    if text.endswith(".csv"):
+        return name, _read_csv(name, text)
+    try:
+        data = json.loads(text)
+        arr = np.asarray(data)
+    except (ValueError, TypeError) as exc:
+        raise CliError(f"--feed {name}: {text!r} is neither a .npy/.csv file nor JSON ({exc})", EXIT_USAGE) from None
+    if arr.dtype.kind not in "biuf":
+        raise CliError(f"--feed {name}: expected numbers, got {text!r}", EXIT_USAGE)
+    return name, arr
+
+
+def _read_csv(name: str, path: str) -> np.ndarray:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"--feed {name}: cannot read {path}: {exc}", EXIT_FILE) from None
+    rows = [r for r in csv.reader(io.StringIO(text)) if r and any(c.strip() for c in r)]
+    if rows and not _numeric_row(rows[0]):
+        rows = rows[1:]  # a header
+    try:
+        arr = np.array([[float(c) for c in r] for r in rows], dtype=np.float64)
+    except ValueError as exc:
+        raise CliError(f"--feed {name}: {path}: not a table of numbers ({exc})", EXIT_FILE) from None
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        arr = arr[:, 0]
+    return arr
+
+
+def _numeric_row(row) -> bool:
+    try:
+        [float(c) for c in row]
+        return True
+    except ValueError:
+        return False
+
+
+def array_to_json(arr) -> dict:
+    """An array as JSON: dtype, shape and nested data; NaN/Inf as the strings "NaN", "Infinity"."""
+    arr = np.asarray(arr)
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        flat = ["NaN" if np.isnan(v) else ("Infinity" if v > 0 else "-Infinity") if np.isinf(v) else float(v)
+                for v in arr.reshape(-1).tolist()]
+        data = np.array(flat, dtype=object).reshape(arr.shape).tolist() if arr.ndim else flat[0]
+    else:
+        data = arr.tolist()
+    return {"dtype": arr.dtype.name, "shape": list(arr.shape), "data": data}
+
+
+def summarize(arr) -> str:
+    """A short text form of an array: its values when small, else shape and statistics."""
+    arr = np.asarray(arr)
+    if arr.size <= 8:
+        if arr.ndim == 0:
+            return np.format_float_positional(arr.item(), precision=6, trim="-") if arr.dtype.kind == "f" \
+                else str(arr.item())
+        return np.array2string(arr, precision=6, suppress_small=False, separator=", ", max_line_width=200)
+    if arr.dtype.kind in "fiu" and arr.size:
+        finite = arr[np.isfinite(arr)] if arr.dtype.kind == "f" else arr
+        stats = (f"min {finite.min():.6g}, mean {finite.mean():.6g}, max {finite.max():.6g}"
+                 if finite.size else "no finite values")
+        bad = arr.size - finite.size
+        return stats + (f", {bad} non-finite" if bad else "")
+    return f"{arr.size} values"
+
+
+# ------------------------------------------------------------------------------------ commands
+
+
+def cmd_run(args) -> int:
+    from .compiler import compile_project
+    from .runtime import run
+
+    project = _load(args.project)
+    program = compile_project(project, args.page, _registry())
+    if not program.ok:
+        _print_diagnostics(program.diagnostics, sys.stderr)
+        raise CliError(f"{args.project}: the diagram has errors; nothing was run", EXIT_DIAGNOSTICS)
+    feeds = dict(parse_feed(f) for f in args.feed)
+    target = None
+    if not args.forward_only:
+        if args.grad:
+            target = args.grad
+        elif program.loss is not None:
+            target = ":".join(p for p in program.loss if p)
+    seed = None
+    if args.grad_seed is not None:
+        _, seed = parse_feed(f"seed={args.grad_seed}")
+    result = run(program, feeds, target=target, grad_seed=seed, record=True)
+    fetch = [program.resolve_target(f) for f in args.fetch] if args.fetch else None
+    if args.json:
+        json.dump(_result_json(args, program, result, fetch), sys.stdout, ensure_ascii=False, indent=1)
+        sys.stdout.write("\n")
+    else:
+        _print_result(program, result, fetch)
+    return EXIT_OK
+
+
+def _selected(program, fetch):
+    if fetch is None:
+        return [o for st in program.steps for o in st.outputs]
+    return fetch
+
+
+def _result_json(args, program, result, fetch) -> dict:
+    slots = program.slots
+    out = {
+        "project": str(args.project),
+        "page": program.page_name,
+        "scope": program.scope,
+        "target": None if result.target is None else ":".join(result.target),
+        "values": {},
+        "gradients": {},
+    }
+    for s in _selected(program, fetch):
+        key = (slots[s].node, slots[s].port)
+        out["values"][":".join(key)] = array_to_json(result.values[key])
+        if key in result.grads:
+            out["gradients"][":".join(key)] = array_to_json(result.grads[key])
+    if result.target is not None:
+        paths = result.paths
+        out["variable_gradients"] = {k: array_to_json(v) for k, v in result.variable_grads.items()}
+        out["edges"] = [
+            {"from": f"{e.src}:{e.src_port}", "to": f"{e.dst}:{e.dst_port}",
+             "gradient": array_to_json(result.edge_grads[e]) if e in result.edge_grads else None,
+             "status": "flows" if e in paths.flows else "cut" if e in paths.cut else "unreached",
+             "cut_by": list(paths.cut.get(e, ())), "reason": paths.reason(e)}
+            for e in sorted(program.edge_types)
+        ]
+    return out
+
+
+def _print_result(program, result, fetch):
+    slots = program.slots
+    target = "" if result.target is None else f", gradients of {program.full_name(result.target[0])}:{result.target[1]}"
+    print(f"page '{program.page_name}': {len(program.steps)} blocks{target}")
+    rows = []
+    for s in _selected(program, fetch):
+        key = (slots[s].node, slots[s].port)
+        name = f"{program.full_name(key[0])}:{key[1]}"
+        rows.append((name, slots[s].type.describe(), summarize(result.values[key]),
+                     summarize(result.grads[key]) if key in result.grads else None))
+    width = max((len(r[0]) for r in rows), default=10)
+    twidth = max((len(r[1]) for r in rows), default=5)
+    for name, t, value, grad in rows:
+        print(f"  {name:<{width}}  {t:<{twidth}}  = {value}")
+        if grad is not None:
+            print(f"  {'':<{width}}  {'':<{twidth}}  d = {grad}")
+    if result.target is not None:
+        paths = result.paths
+        cut = sorted(paths.cut.items())
+        if cut:
+            print("wires cut from the gradient:")
+            for e, _ in cut:
+                print(f"  {e}: {paths.reason(e)}")
+        if paths.cut_sources:
+            for node, by in sorted(paths.cut_sources.items()):
+                print(f"  {program.full_name(node)} receives no gradient: cut by {', '.join(by)}")
+
+
+def cmd_check(args) -> int:
+    from .compiler import compile_project
+
+    project = _load(args.project)
+    registry = _registry()
+    pages = [p.name for p in project.pages] if args.page is None else [args.page]
+    all_diags, summary = [], []
+    for name in pages:
+        program = compile_project(project, name, registry)
+        all_diags.extend(program.diagnostics)
+        summary.append((program, len(program.errors)))
+    if args.json:
+        json.dump({"project": str(args.project),
+                   "pages": [{"page": p.page_name, "blocks": len(p.steps), "errors": n,
+                              "edges": [{"from": f"{e.src}:{e.src_port}", "to": f"{e.dst}:{e.dst_port}",
+                                         "dtype": t.dtype.name,
+                                         "shape": [d if d is not None else None for d in t.shape]}
+                                        for e, t in sorted(p.edge_types.items())]}
+                             for p, n in summary],
+                   "diagnostics": [{"severity": d.severity, "page": d.page, "node": d.node, "port": d.port,
+                                    "message": d.message} for d in all_diags]},
+                  sys.stdout, ensure_ascii=False, indent=1)
+        sys.stdout.write("\n")
+    else:
+        _print_diagnostics(all_diags, sys.stdout)
+        for program, n in summary:
+            status = "ok" if n == 0 else f"{n} error{'s' if n != 1 else ''}"
+            print(f"page '{program.page_name}': {len(program.steps)} blocks, {len(program.edge_types)} wires: {status}")
+            if args.verbose:
+                for e, t in sorted(program.edge_types.items()):
+                    print(f"  {e}: {t.describe()}")
+    errors = sum(n for _, n in summary)
+    return EXIT_DIAGNOSTICS if errors else EXIT_OK
+
+
+def _print_diagnostics(diags, stream):
+    for d in diags:
+        print(str(d), file=stream)
+
+
+def cmd_blocks(args) -> int:
+    registry = _registry()
+    if args.markdown:
+        text = blocks_markdown(registry)
+        if args.output:
+            Path(args.output).write_text(text, encoding="utf-8")
+            print(f"wrote {args.output} ({len(registry)} blocks)")
+        else:
+            sys.stdout.write(text)
+        return EXIT_OK
+    cats = registry.categories()
+    if args.json:
+        json.dump([{"name": s.name, "category": s.category, "summary": s.summary,
+                    "inputs": [p.name for p in s.inputs], "outputs": [o.name for o in s.outputs],
+                    "attrs": [a.name for a in s.attrs], "differentiable": s.differentiable}
+                   for c in cats.values() for s in c], sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return EXIT_OK
+    for cat, specs in cats.items():
+        print(f"{cat} ({len(specs)})")
+        for s in specs:
+            print(f"  {s.name:<34} {s.summary}")
+    print(f"{len(registry)} blocks")
+    return EXIT_OK
+
+
+def blocks_markdown(registry) -> str:
+    """The block reference (docs/blocks.md), generated from the block declarations."""
+    cats = registry.categories()
+    out = ["# Block reference", "",
+           "Generated by `blockflow blocks --markdown --output docs/blocks.md` from the block",
+           "declarations; do not edit by hand. Every block also has the implicit **scope** port (the",
+           "page's scope, never wired). Ports are TensorFlow's; dtype `T` means all `T` ports share one dtype.",
+           "", f"{len(registry)} blocks in {len(cats)} categories.", ""]
+    for cat, specs in cats.items():
+        out.append(f"- **{cat}**: " + ", ".join(f"[{s.name}](#{s.name.lower()})" for s in specs))
+    out.append("")
+    for cat, specs in cats.items():
+        out += [f"## {cat}", ""]
+        for s in specs:
+            out += [f"### {s.name}", ""]
+            if s.aliases:
+                out += [f"Also known as: {', '.join(s.aliases)}.", ""]
+            out += [s.doc.strip(), ""]
+            grad = {"vjp": "differentiable", "stop": "stops the gradient (nothing flows back)",
+                    "none": "not differentiable", "prevent": "differentiating through it is an error"}[s.gradient]
+            out += [f"Gradient: {grad}.", ""]
+            if s.inputs:
+                out += ["| input | dtype | notes |", "|---|---|---|"]
+                for p in s.inputs:
+                    notes = []
+                    if p.variadic:
+                        notes.append(f"variadic: {p.port(0)}, {p.port(1)}, ... (at least {p.min_count})")
+                    if p.static:
+                        notes.append("known before running (inline value or Const)")
+                    if p.optional:
+                        notes.append(f"optional, default {p.default!r}")
+                    if p.doc:
+                        notes.append(p.doc)
+                    out.append(f"| `{p.name}` | {p.dtype} | {'; '.join(notes)} |")
+                out.append("")
+            if s.outputs:
+                out += ["| output | notes |", "|---|---|"]
+                for o in s.outputs:
+                    notes = [o.doc] if o.doc else []
+                    if not o.differentiable:
+                        notes.append("not differentiable")
+                    out.append(f"| `{o.name}` | {'; '.join(notes)} |")
+                out.append("")
+            if s.attrs:
+                out += ["| attr | kind | default | notes |", "|---|---|---|---|"]
+                for a in s.attrs:
+                    notes = []
+                    if a.choices:
+                        notes.append("one of " + ", ".join(f"`{c}`" for c in a.choices))
+                    if a.min is not None:
+                        notes.append(f">= {a.min}")
+                    if a.max is not None:
+                        notes.append(f"<= {a.max}")
+                    if a.doc:
+                        notes.append(a.doc)
+                    default = "required" if a.required else f"`{json.dumps(_jsonable(a.default))}`"
+                    out.append(f"| `{a.name}` | {a.kind} | {default} | {'; '.join(notes)} |")
+                out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _jsonable(v):
+    if isinstance(v, tuple):
+        return list(v)
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    return v
+
+
+# ------------------------------------------------------------------------------------ parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    codes = "\n".join(f"  {k}  {v}" for k, v in EXIT_CODES.items())
+    parser = argparse.ArgumentParser(
+        prog="blockflow", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Draw a differentiable model as a block diagram, run it, see its gradients.",
+        epilog=f"exit codes:\n{codes}")
+    parser.add_argument("--version", action="version", version=f"blockflow {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("run", help="run a page forward (and backward from its loss), print values and gradients")
+    p.add_argument("project", help="a .bflow.json project file")
+    p.add_argument("--page", help="the page to run (default: the first)")
+    p.add_argument("--feed", action="append", default=[], metavar="NAME=VALUE",
+                   help="feed a Placeholder from a .npy or .csv file or inline JSON (repeatable)")
+    p.add_argument("--fetch", action="append", default=[], metavar="NODE[:PORT]",
+                   help="only show these outputs (repeatable; default: all)")
+    p.add_argument("--grad", metavar="NODE[:PORT]", help="gradient target (default: the page's loss)")
+    p.add_argument("--grad-seed", metavar="VALUE", help="cotangent for a non-scalar target (.npy/.csv/JSON)")
+    p.add_argument("--forward-only", action="store_true", help="no backward pass")
+    p.add_argument("--json", action="store_true", help="machine-readable output of values and gradients")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("check", help="compile the project and list its diagnostics")
+    p.add_argument("project")
+    p.add_argument("--page", help="check only this page (default: all pages)")
+    p.add_argument("--json", action="store_true", help="machine-readable diagnostics and wire types")
+    p.add_argument("-v", "--verbose", action="store_true", help="also print every wire's shape and dtype")
+    p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("blocks", help="the block catalogue")
+    p.add_argument("--markdown", action="store_true", help="the block reference as Markdown (docs/blocks.md)")
+    p.add_argument("--output", "-o", help="write the Markdown here instead of standard output")
+    p.add_argument("--json", action="store_true", help="machine-readable catalogue")
+    p.set_defaults(func=cmd_blocks)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_OK
+    try:
+        return args.func(args)
+    except CliError as exc:
+        _report(args, exc)
+        return exc.code
+    except ProjectFileError as exc:
+        _report(args, exc)
+        return EXIT_FILE
+    except ProjectError as exc:  # a page or node named on the command line does not exist
+        _report(args, exc)
+        return EXIT_USAGE
+    except CompileError as exc:
+        _report(args, exc)
+        return EXIT_DIAGNOSTICS
+    except RunError as exc:
+        _report(args, exc)
+        return EXIT_RUN
+    except BlockflowError as exc:
+        _report(args, exc)
+        return EXIT_RUN if args.command == "run" else EXIT_DIAGNOSTICS
+    except OSError as exc:
+        _report(args, exc)
+        return EXIT_FILE
+
+
+def _report(args, exc):
+    if getattr(args, "debug", False):
+        traceback.print_exception(exc)
+    print(f"blockflow: error: {exc}", file=sys.stderr)

@@ -1,0 +1,607 @@
+"""The compiler: turns one page of a Project into a frozen Program, or diagnostics saying why not.
+
+It validates blocks, attrs and wires, infers every edge's shape and dtype, orders the steps
+deterministically (networkx) and answers gradient-reachability questions. It must not import
+PySide6 or the block library (blocks come from a Registry).
+"""
+from __future__ import annotations
+
+import gc
+from dataclasses import dataclass
+import networkx as nx
+import numpy as np
+
+from .errors import CompileError, ProjectError
+from .project import Edge, Page, Project, split_port
+from .registry import Registry, default_registry
+from .spec import SCOPE_PORT, BlockSpec, InputList, ShapeError, TensorType
+
+__all__ = ["Diagnostic", "Program", "Step", "Slot", "GradientPaths", "compile_project", "compile_page"]
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One problem, tied to a node (and a port when there is one)."""
+
+    severity: str  # "error" or "warning"
+    page: str
+    node: str | None
+    port: str | None
+    message: str
+
+    @property
+    def where(self) -> str:
+        if self.node is None:
+            return f"page '{self.page}'"
+        name = f"{self.page}/{self.node}"
+        return f"{name} port '{self.port}'" if self.port else name
+
+    def __str__(self):
+        return f"{self.severity}: {self.where}: {self.message}"
+
+
+@dataclass(frozen=True, eq=False)
+class Slot:
+    """A value in a run: an output port of a node, or an inline constant of an input."""
+
+    index: int
+    node: str
+    port: str
+    type: TensorType
+    const: bool = False  # an inline constant or default of an unwired input
+
+
+@dataclass(frozen=True, eq=False)
+class Step:
+    """One node in the schedule: which slots it reads and writes."""
+
+    index: int
+    node: str
+    spec: BlockSpec
+    attrs: dict
+    #: per declared input: a slot index, a tuple of slot indices (InputList), or None (unwired optional)
+    inputs: tuple
+    #: static inputs' values by input position (None for non-static)
+    static: tuple
+    outputs: tuple
+    #: per flattened input slot: (declared input position, list index or None, Edge or None)
+    in_edges: tuple
+
+    @property
+    def role(self) -> str:
+        return self.spec.role
+
+
+class Program:
+    """A compiled page: a flat, deterministic schedule of steps over numbered slots.
+
+    ``ok`` is False when there are error diagnostics; such a program can still be inspected
+    (types of whatever compiled) but not run.
+    """
+
+    def __init__(self, page: Page, steps, slots, diagnostics, graph, edge_types, port_slots,
+                 variable_values, feeds):
+        self.page_name = page.name
+        self.scope = page.scope
+        self.loss = page.loss_target()
+        self.steps: tuple[Step, ...] = tuple(steps)
+        self.slots: tuple[Slot, ...] = tuple(slots)
+        self.diagnostics: tuple[Diagnostic, ...] = tuple(diagnostics)
+        #: node-level dependency graph (one arc per pair of wired nodes)
+        self.graph: nx.DiGraph = graph
+        self.edge_types: dict[Edge, TensorType] = edge_types
+        self.port_slots: dict[tuple[str, str], int] = port_slots
+        self.variable_values: dict[str, np.ndarray] = variable_values
+        self.feeds: dict[str, np.ndarray] = feeds
+        self.step_of: dict[str, Step] = {s.node: s for s in self.steps}
+        self._plans: dict = {}
+        self._paths: dict = {}
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.severity == "error"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def raise_for_errors(self) -> None:
+        if not self.ok:
+            raise CompileError(self.errors)
+
+    def full_name(self, node: str) -> str:
+        return f"{self.scope}/{node}"
+
+    def output_type(self, node: str, port: str | None = None) -> TensorType:
+        return self.slots[self.slot_of(node, port)].type
+
+    def slot_of(self, node: str, port: str | None = None) -> int:
+        """The slot of ``node``'s output ``port`` (its first output when port is None)."""
+        step = self.step_of.get(node)
+        if step is None:
+            raise ProjectError(f"page '{self.page_name}' has no compiled node '{node}'")
+        if port is None:
+            if not step.outputs:
+                raise ProjectError(f"{self.full_name(node)} has no outputs")
+            return step.outputs[0]
+        idx = self.port_slots.get((node, port))
+        if idx is None:
+            names = ", ".join(o.name for o in step.spec.outputs)
+            raise ProjectError(f"{self.full_name(node)} ({step.spec.name}) has no output '{port}' (outputs: {names})")
+        return idx
+
+    def resolve_target(self, target) -> int:
+        """A slot from ``"node"``, ``"node:port"``, ``(node, port)`` or None (the page's loss)."""
+        if target is None:
+            if self.loss is None:
+                raise ProjectError(f"page '{self.page_name}' marks no loss; name a gradient target")
+            return self.slot_of(*self.loss)
+        if isinstance(target, str):
+            node, _, port = target.partition(":")
+            return self.slot_of(node, port or None)
+        return self.slot_of(*target)
+
+    def gradient_paths(self, target=None, wrt=None) -> "GradientPaths":
+        """Which wires carry gradient from ``target`` back to the ``wrt`` nodes, and which are cut.
+
+        ``wrt``: node ids to differentiate for; None means every node (all float values that can
+        reach the target get a gradient, as the editor shows them).
+        """
+        t = self.resolve_target(target)
+        key = (t, None if wrt is None else frozenset(wrt))
+        paths = self._paths.get(key)
+        if paths is None:
+            paths = self._paths[key] = GradientPaths(self, t, key[1])
+        return paths
+
+
+class GradientPaths:
+    """Gradient reachability for one target (computed from the schedule, in one reverse sweep).
+
+    - ``flows``: edges along which gradient of the target flows to a wanted node;
+    - ``cut``: edges that would carry gradient but for the blocks named (StopGradient, a
+      non-differentiable block, an integer wire), as ``{edge: (node, ...)}``;
+    - ``unreached``: edges that do not lead to the target at all;
+    - ``slots``: slots whose gradient is computed; ``sources``: Variables and Placeholders that
+      receive gradient; ``cut_sources``: those that would, but for the cutters named.
+    """
+
+    def __init__(self, program: Program, target: int, wrt):
+        self.program = program
+        self.target = target
+        slots = program.slots
+        n = len(slots)
+        strict = bytearray(n)
+        cutters: list = [None] * n  # None: not even relaxed-reachable; else frozenset of cutters
+        strict[target] = 1
+        cutters[target] = frozenset()
+        edge_strict: dict[Edge, bool] = {}
+        edge_cut: dict[Edge, frozenset] = {}
+        passes: dict[tuple[int, int], bool] = {}
+        for step in reversed(program.steps):
+            spec = step.spec
+            out_strict = False
+            out_cut = None
+            for k, o in enumerate(step.outputs):
+                if cutters[o] is None:
+                    continue
+                differentiable = spec.outputs[k].differentiable and slots[o].type.is_float
+                if strict[o] and differentiable and spec.gradient == "vjp":
+                    out_strict = True
+                extra = frozenset() if differentiable else frozenset((step.node,))
+                c = cutters[o] | extra
+                out_cut = c if out_cut is None else out_cut | c
+            if out_cut is None:
+                continue
+            for j, (pos, _, edge) in enumerate(step.in_edges):
+                src = _flat_input(step, j)
+                if src is None:
+                    continue
+                decl = spec.inputs[pos]
+                ok = spec.gradient == "vjp" and decl.differentiable and slots[src].type.is_float
+                is_strict = out_strict and ok
+                c = out_cut if ok else out_cut | {step.node}
+                passes[(step.index, j)] = is_strict
+                if edge is not None:
+                    edge_strict[edge] = edge_strict.get(edge, False) or is_strict
+                    edge_cut[edge] = c
+                if is_strict:
+                    strict[src] = 1
+                cutters[src] = c if cutters[src] is None else cutters[src] | c
+        # Forward sweep: which slots depend, through differentiable inputs, on a wanted node.
+        live = bytearray(n)
+        for step in program.steps:
+            if wrt is None or step.node in wrt:
+                for o in step.outputs:
+                    live[o] = 1
+                continue
+            if any(passes.get((step.index, j)) and live[_flat_input(step, j)]
+                   for j in range(len(step.in_edges))):
+                for o in step.outputs:
+                    live[o] = 1
+        self.wrt = wrt
+        self.live = live
+        self.strict = strict
+        #: (step index, flat input index) -> True when a cotangent must be computed for it
+        self.needs = {k: v and bool(live[_flat_input(program.steps[k[0]], k[1])])
+                      for k, v in passes.items()}
+        self.slots = frozenset(i for i in range(n) if strict[i] and live[i])
+        self.flows = frozenset(e for e, s in edge_strict.items() if s and live[program.port_slots[(e.src, e.src_port)]])
+        self.cut = {e: tuple(sorted(edge_cut[e])) for e, s in edge_strict.items() if not s}
+        known = set(edge_strict)
+        self.unreached = frozenset(e for e in program.edge_types if e not in known)
+        self.sources = tuple(s.node for s in program.steps
+                             if s.role in ("variable", "placeholder") and strict[s.outputs[0]])
+        self.cut_sources = {s.node: tuple(sorted(cutters[s.outputs[0]])) for s in program.steps
+                            if s.role in ("variable", "placeholder") and not strict[s.outputs[0]]
+                            and cutters[s.outputs[0]] is not None}
+
+    def reason(self, edge: Edge) -> str:
+        """Why gradient does or does not flow along ``edge``, in words."""
+        if edge in self.flows:
+            return "carries gradient to the target"
+        if edge in self.cut:
+            names = []
+            for node in self.cut[edge]:
+                spec = self.program.step_of[node].spec
+                what = "StopGradient" if spec.gradient == "stop" else f"non-differentiable {spec.name}"
+                names.append(f"{node} ({what})")
+            return "gradient is cut by " + ", ".join(names)
+        if edge in self.unreached:
+            return "does not lead to the target"
+        return "leads to the target but to no node gradients are wanted for"
+
+
+def _flat_input(step: Step, j: int):
+    pos, idx, _ = step.in_edges[j]
+    src = step.inputs[pos]
+    return src[idx] if idx is not None else src
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def compile_project(project: Project, page: str | None = None, registry: Registry | None = None) -> Program:
+    """Compile one page (the first when ``page`` is None) of ``project``."""
+    return compile_page(project.page(page), registry)
+
+
+def compile_page(page: Page, registry: Registry | None = None) -> Program:
+    """Compile a page; never raises for a bad diagram: problems land in ``diagnostics``."""
+    # Compiling makes many small objects and frees none: the cyclic collector would rescan the
+    # growing heap again and again (super-linear time on big pages), so it waits until the end.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _Compiler(page, registry or default_registry()).run()
+    finally:
+        if enabled:
+            gc.enable()
+
+
+class _Compiler:
+    def __init__(self, page: Page, registry: Registry):
+        self.page = page
+        self.registry = registry
+        self.diags: list[Diagnostic] = []
+        self.failed: set[str] = set()
+
+    def error(self, node, port, message, fail=True):
+        """Record an error; ``fail`` also stops the node from compiling (and what depends on it)."""
+        self.diags.append(Diagnostic("error", self.page.name, node, port, message))
+        if node is not None and fail:
+            self.failed.add(node)
+
+    def warn(self, node, port, message):
+        self.diags.append(Diagnostic("warning", self.page.name, node, port, message))
+
+    def run(self) -> Program:
+        page = self.page
+        specs: dict[str, BlockSpec] = {}
+        attrs: dict[str, dict] = {}
+        for nid, node in page.nodes.items():
+            spec = self.registry.get(node.block)
+            if spec is None:
+                alias = self.registry.resolve_alias(node.block)
+                hint = f" (did you mean '{alias}'?)" if alias else ""
+                self.error(nid, None, f"unknown block '{node.block}'{hint}; it is kept as a placeholder")
+                continue
+            specs[nid] = spec
+            values, problems = spec.validate_attrs(node.attrs)
+            for attr, problem in problems:
+                self.error(nid, None, problem)
+            attrs[nid] = values
+            for port in node.inputs:
+                name, idx = split_port(port)
+                decl = spec.input_map.get(name)
+                if decl is None or (idx is not None) != decl.variadic:
+                    self.error(nid, port, f"{spec.name} has no input '{port}' for the inline value")
+
+        # Wires: check both ends, then build the graph.
+        fed: dict[tuple[str, str], Edge] = {}
+        good_edges: list[Edge] = []
+        for e in page.edges:
+            ok = True
+            for nid, port, outgoing in ((e.src, e.src_port, True), (e.dst, e.dst_port, False)):
+                if nid not in page.nodes:
+                    self.error(None, None, f"wire {e} names a node '{nid}' that is not on the page")
+                    ok = False
+                    continue
+                if port == SCOPE_PORT:
+                    self.error(nid, port, "the scope port is automatic and cannot be wired", fail=False)
+                    ok = False
+                    continue
+                spec = specs.get(nid)
+                if spec is None:
+                    continue  # unknown block: already reported
+                if outgoing:
+                    if port not in spec.output_map:
+                        names = ", ".join(o.name for o in spec.outputs) or "none"
+                        self.error(nid, port, f"wire {e} starts at '{port}', which is not an output of "
+                                              f"{spec.name} (outputs: {names})", fail=False)
+                        ok = False
+                else:
+                    name, idx = split_port(port)
+                    decl = spec.input_map.get(name)
+                    if decl is None or (idx is not None) != decl.variadic:
+                        if port in spec.output_map:
+                            msg = f"wire {e} ends at '{port}', which is an output, not an input"
+                        else:
+                            names = ", ".join(p.port(0) if p.variadic else p.name for p in spec.inputs) or "none"
+                            msg = f"wire {e} ends at '{port}', which is not an input of {spec.name} (inputs: {names})"
+                        self.error(nid, port, msg, fail=False)
+                        ok = False
+            if not ok:
+                continue
+            key = (e.dst, e.dst_port)
+            if key in fed:
+                self.error(e.dst, e.dst_port, f"input is fed by two wires: {fed[key]} and {e}", fail=False)
+                continue
+            if e.dst_port in page.nodes[e.dst].inputs:
+                self.warn(e.dst, e.dst_port, "input is wired, so its inline value is ignored")
+            fed[key] = e
+            good_edges.append(e)
+        # The ordering graph: one arc per pair of wired nodes (networkx sorts and names cycles).
+        graph = nx.DiGraph()
+        graph.add_nodes_from(page.nodes)
+        graph.add_edges_from((e.src, e.dst) for e in good_edges)
+
+        order = self._order(graph)
+        return self._infer(order, specs, attrs, fed, graph)
+
+    def _order(self, graph) -> list[str]:
+        try:
+            return list(nx.topological_sort(graph))
+        except nx.NetworkXUnfeasible:
+            pass
+        in_cycle: set[str] = set()
+        for comp in nx.strongly_connected_components(graph):
+            if len(comp) == 1:
+                (only,) = comp
+                if not graph.has_edge(only, only):
+                    continue
+            sub = graph.subgraph(comp)
+            cycle = [u for u, _ in nx.find_cycle(sub)]
+            ordered = [n for n in self.page.nodes if n in comp]
+            names = " -> ".join(cycle + cycle[:1])
+            for nid in ordered:
+                self.error(nid, None, f"is part of a cycle: {names}")
+            in_cycle |= comp
+        acyclic = graph.subgraph([n for n in graph if n not in in_cycle])
+        order = list(nx.topological_sort(acyclic))
+        return order
+
+    def _infer(self, order, specs, attrs, fed, graph) -> Program:
+        page = self.page
+        slots: list[Slot] = []
+        port_slots: dict[tuple[str, str], int] = {}
+        steps: list[Step] = []
+        edge_types: dict[Edge, TensorType] = {}
+        failed = self.failed
+        fed_ports: dict[str, list[str]] = {}
+        for dst, port in fed:
+            fed_ports.setdefault(dst, []).append(port)
+        variable_values: dict[str, np.ndarray] = {}
+        feeds: dict[str, np.ndarray] = {}
+        for nid in order:
+            spec = specs.get(nid)
+            if spec is None or nid in failed:
+                failed.add(nid)
+                continue
+            node = page.nodes[nid]
+            if any(fed[(nid, port)].src in failed for port in fed_ports.get(nid, ())):
+                failed.add(nid)  # the cause upstream is reported already
+                continue
+            args, inputs, static, in_edges = [], [], [], []
+            bad = False
+            for pos, decl in enumerate(spec.inputs):
+                if decl.variadic:
+                    indices = [i for base, i in map(split_port, fed_ports.get(nid, ())) if base == decl.name]
+                    inline_idx = sorted(split_port(p)[1] for p in node.inputs if split_port(p)[0] == decl.name)
+                    present = sorted(set(indices) | set(inline_idx))
+                    if present != list(range(len(present))):
+                        missing = next(i for i in range(len(present) + 1) if i not in present)
+                        self.error(nid, decl.port(missing), f"{decl.port(missing)} is empty; variadic inputs "
+                                                            f"fill up in order from {decl.port(0)}")
+                        bad = True
+                        continue
+                    if len(present) < decl.min_count:
+                        self.error(nid, decl.port(len(present)),
+                                   f"'{decl.name}' needs at least {decl.min_count} inputs, has {len(present)}")
+                        bad = True
+                        continue
+                    group = []
+                    for i in present:
+                        r = self._input_slot(nid, node, decl, decl.port(i), fed, slots, port_slots)
+                        if r is None:
+                            bad = True
+                            continue
+                        group.append(r)
+                        in_edges.append((pos, len(group) - 1, fed.get((nid, decl.port(i)))))
+                    inputs.append(tuple(s for s, _ in group))
+                    args.append([t for _, t in group])
+                    static.append(None)
+                    continue
+                r = self._input_slot(nid, node, decl, decl.name, fed, slots, port_slots)
+                if r is None:
+                    bad = True
+                    continue
+                slot, t = r
+                if decl.static:
+                    value = None if t is None else t.value
+                    if t is not None and value is None:
+                        self.error(nid, decl.name, f"input '{decl.name}' must be known before running: give it "
+                                                   f"an inline value or wire a Const into it")
+                        bad = True
+                        continue
+                    args.append(value)
+                    static.append(value)
+                else:
+                    args.append(t)
+                    static.append(None)
+                inputs.append(slot)
+                if slot is not None:
+                    in_edges.append((pos, None, fed.get((nid, decl.name))))
+            if bad:
+                continue
+            if not self._check_dtypes(nid, spec, args, inputs, slots):
+                continue
+            try:
+                result = spec.infer(*args, **attrs[nid])
+            except ShapeError as exc:
+                self.error(nid, None, str(exc))
+                continue
+            except Exception as exc:  # a bug in the block's infer: report it on the node
+                self.error(nid, None, f"{spec.name}.infer failed: {type(exc).__name__}: {exc}")
+                continue
+            outs = result if isinstance(result, tuple) else (result,)
+            if len(outs) != len(spec.outputs) or not all(isinstance(t, TensorType) for t in outs):
+                self.error(nid, None, f"{spec.name}.infer returned {result!r}, expected "
+                                      f"{len(spec.outputs)} TensorType(s)")
+                continue
+            out_slots = []
+            for decl, t in zip(spec.outputs, outs):
+                idx = len(slots)
+                slots.append(Slot(idx, nid, decl.name, t))
+                port_slots[(nid, decl.name)] = idx
+                out_slots.append(idx)
+            if spec.role == "variable":
+                value = node.state.get("value")
+                if value is None:
+                    value = spec.initial(**attrs[nid])
+                elif value.shape != outs[0].shape or value.dtype != outs[0].dtype:
+                    self.error(nid, None, f"stored value is {TensorType.of(value)} but the Variable is "
+                                          f"declared {outs[0]}")
+                    continue
+                variable_values[nid] = value
+            elif spec.role == "placeholder" and nid in page.feeds:
+                feeds[nid] = page.feeds[nid]
+            steps.append(Step(len(steps), nid, spec, attrs[nid], tuple(inputs), tuple(static),
+                              tuple(out_slots), tuple(in_edges)))
+        for (dst, dst_port), e in fed.items():
+            idx = port_slots.get((e.src, e.src_port))
+            if idx is not None and dst not in failed:
+                edge_types[e] = slots[idx].type
+        for nid in page.feeds:
+            spec = specs.get(nid)
+            if nid in page.nodes and spec is not None and spec.role != "placeholder":
+                self.warn(nid, None, f"has a saved feed but is a {spec.name}, not a Placeholder")
+        if page.loss:
+            lnode, _, lport = page.loss.partition(":")
+            if lnode not in page.nodes:
+                self.error(None, None, f"the page's loss names a node '{lnode}' that is not on the page")
+            elif lnode not in failed and lport and (lnode, lport) not in port_slots:
+                self.error(lnode, lport, f"the page's loss names an output '{lport}' that does not exist")
+        self.diags.sort(key=lambda d: (d.severity != "error", d.node or "", d.port or ""))
+        return Program(page, steps, slots, self.diags, graph, edge_types, port_slots, variable_values, feeds)
+
+    def _input_slot(self, nid, node, decl, port, fed, slots, port_slots):
+        """(slot index or None, TensorType or None) for one input port; None when it cannot be fed."""
+        e = fed.get((nid, port))
+        if e is not None:
+            idx = port_slots[(e.src, e.src_port)]
+            return idx, slots[idx].type
+        if port in node.inputs:
+            value = node.inputs[port]
+            t = TensorType.of(value)
+        elif decl.optional:
+            if decl.default is None:
+                return None, None
+            t = TensorType.of(np.asarray(decl.default))
+        else:
+            self.error(nid, port, f"input '{port}' is not connected and has no inline value")
+            return None
+        idx = len(slots)
+        slots.append(Slot(idx, nid, port, t, const=True))
+        return idx, t
+
+    def _check_dtypes(self, nid, spec, args, inputs, slots) -> bool:
+        """Dtype classes and type variables; inline constants adopt their variable's dtype."""
+        resolved: dict[str, tuple[str, np.dtype]] = {}
+        ok = True
+        flat = []
+        for pos, decl in enumerate(spec.inputs):
+            if decl.variadic:
+                for k, s in enumerate(inputs[pos]):
+                    flat.append((decl, decl.port(k), s))
+            elif inputs[pos] is not None:
+                flat.append((decl, decl.name, inputs[pos]))
+        # First pass: wired inputs fix each type variable.
+        for decl, port, s in flat:
+            slot = slots[s]
+            if not decl.accepts(slot.type.dtype):
+                if slot.const and decl.dtype in ("float", "number", "any"):
+                    continue  # an inline constant is cast below
+                self.error(nid, port, f"input '{port}' must be {decl.dtype}, got {slot.type.dtype.name}")
+                ok = False
+                continue
+            if decl.dtype in ("float", "int", "bool", "number", "any") or slot.const:
+                continue
+            prev = resolved.get(decl.dtype)
+            if prev is None:
+                resolved[decl.dtype] = (port, slot.type.dtype)
+            elif prev[1] != slot.type.dtype:
+                self.error(nid, port, f"input '{port}' is {slot.type.dtype.name} but '{prev[0]}' is "
+                                      f"{prev[1].name}; both must have the same dtype")
+                ok = False
+        if not ok:
+            return False
+        # Second pass: cast inline constants to their variable's dtype (or float32 for 'float').
+        for decl, port, s in flat:
+            slot = slots[s]
+            if not slot.const:
+                continue
+            want = resolved.get(decl.dtype, (None, None))[1]
+            if want is None:
+                if decl.accepts(slot.type.dtype):
+                    if decl.dtype not in ("float", "int", "bool", "number", "any"):
+                        resolved[decl.dtype] = (port, slot.type.dtype)
+                    continue
+                want = np.dtype("float32") if decl.dtype in ("float", "number", "any") else None
+                if want is None:
+                    self.error(nid, port, f"inline value of '{port}' must be {decl.dtype}, "
+                                          f"got {slot.type.dtype.name}")
+                    ok = False
+                    continue
+            if want == slot.type.dtype:
+                continue
+            value = slot.type.value
+            cast = value.astype(want)
+            if value.dtype.kind == "f" and want.kind in "iub" and not np.array_equal(cast, value):
+                self.error(nid, port, f"inline value {value.tolist()} cannot be {want.name} without losing "
+                                      f"its fraction")
+                ok = False
+                continue
+            new = Slot(s, slot.node, slot.port, TensorType(cast.shape, cast.dtype, cast), const=True)
+            slots[s] = new
+            self._replace_arg(spec, args, inputs, s, new.type)
+        return ok
+
+    @staticmethod
+    def _replace_arg(spec, args, inputs, s, t):
+        for pos, decl in enumerate(spec.inputs):
+            if decl.variadic:
+                if s in inputs[pos]:
+                    args[pos][inputs[pos].index(s)] = t
+            elif inputs[pos] == s:
+                args[pos] = t.value if decl.static else t

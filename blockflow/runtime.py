@@ -1,0 +1,469 @@
+"""The numpy runtime: forward and reverse-mode backward passes over a compiled Program.
+
+For each kind of run (which values to fetch, which target, which nodes to differentiate for,
+whether to record everything) the Program's schedule is turned once into straight-line Python
+that calls the blocks' numpy functions; the hot path touches no dicts and no networkx. Only slot
+numbers and references to block functions enter that code, never text from a project.
+Must not import PySide6 or the block library.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import partial
+
+import numpy as np
+
+from .compiler import GradientPaths, Program, Step
+from .errors import BlockExecutionError, CompileError, FeedError, NumericsError, RunError
+from .project import Edge
+from .spec import ShapeError, TensorType
+
+__all__ = ["RunResult", "run", "run_forward", "run_backward"]
+
+
+@dataclass
+class RunResult:
+    """What a run produced.
+
+    ``values`` and ``grads`` are keyed by ``(node, output port)``; ``grads`` holds the total
+    gradient of the target with respect to each output (the sum over the wires it feeds);
+    ``edge_grads`` the gradient flowing back along each wire; ``variable_grads`` the gradient
+    of each Variable (and Placeholder) by node id. Without ``record`` only the fetched values and
+    the wanted nodes' gradients are kept.
+    """
+
+    program: Program
+    values: dict = field(default_factory=dict)
+    grads: dict = field(default_factory=dict)
+    edge_grads: dict = field(default_factory=dict)
+    variable_grads: dict = field(default_factory=dict)
+    target: tuple | None = None
+    paths: GradientPaths | None = None
+
+    def value(self, node: str, port: str | None = None) -> np.ndarray:
+        return self.values[self._key(node, port)]
+
+    def grad(self, node: str, port: str | None = None) -> np.ndarray | None:
+        return self.grads.get(self._key(node, port))
+
+    def _key(self, node, port):
+        slot = self.program.slots[self.program.slot_of(node, port)]
+        return slot.node, slot.port
+
+
+def run_forward(program: Program, feeds=None, **kw) -> RunResult:
+    """A forward pass only; see :func:`run`."""
+    return run(program, feeds, target=None, **kw)
+
+
+def run_backward(program: Program, feeds=None, target=None, **kw) -> RunResult:
+    """Forward and backward from ``target`` (default: the page's loss); see :func:`run`."""
+    return run(program, feeds, target=target if target is not None else _LOSS, **kw)
+
+
+_LOSS = object()
+
+
+def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None, wrt=None,
+        variables=None, record: bool = True, check_numerics: bool = True) -> RunResult:
+    """Run a compiled page.
+
+    feeds: ``{placeholder node id: array}``; missing ones come from the page's saved feeds.
+    fetch: node ids or ``"node:port"`` whose values to return (with ``record``, all are kept).
+    target: the scalar output to differentiate (``"node"``, ``"node:port"``), or None for a
+    forward pass only; ``grad_seed`` is the cotangent for a non-scalar target.
+    wrt: node ids to compute gradients for; None means every node when recording, else the
+    trainable Variables.
+    variables: ``{variable node id: array}`` overriding the values stored in the project.
+    record: keep every value and every wire's gradient (the editor's view); otherwise values are
+    freed as soon as nothing needs them.
+    check_numerics: raise :class:`NumericsError` naming the node that first produced NaN/Inf.
+    """
+    program.raise_for_errors()
+    if target is _LOSS:
+        target = None
+        t_slot = program.resolve_target(None)
+    elif target is None:
+        t_slot = None
+    else:
+        t_slot = program.resolve_target(target)
+    if t_slot is not None and wrt is None and not record:
+        wrt = [s.node for s in program.steps if s.role == "variable" and s.attrs.get("trainable", True)]
+    fetch_slots = tuple(program.resolve_target(f) for f in (fetch or ()))
+    if t_slot is not None:
+        ttype = program.slots[t_slot].type
+        if not ttype.is_float:
+            raise RunError(f"the gradient target {_slot_name(program, t_slot)} is {ttype}; only float "
+                           f"values can be differentiated")
+        if grad_seed is None and ttype.size != 1:
+            raise RunError(f"the gradient target {_slot_name(program, t_slot)} is {ttype}, not a scalar: "
+                           f"give a gradient seed of its shape or pick a scalar target")
+    key = (fetch_slots, t_slot, None if wrt is None else frozenset(wrt), record, grad_seed is not None)
+    plan = program._plans.get(key)
+    if plan is None:
+        plan = program._plans[key] = _Plan(program, fetch_slots, t_slot, key[2], record)
+    var_list = plan.variable_inputs(variables)
+    feed_list = plan.feed_inputs(feeds)
+    seed = None
+    if grad_seed is not None:
+        seed = np.asarray(grad_seed, dtype=program.slots[t_slot].type.dtype)
+    with np.errstate(all="ignore"):
+        out = plan.fn(var_list, feed_list, seed)
+    result = plan.package(out)
+    if check_numerics:
+        plan.check(result, out, variables, feeds, grad_seed, wrt)
+    return result
+
+
+def _slot_name(program: Program, slot: int) -> str:
+    s = program.slots[slot]
+    return f"{program.full_name(s.node)}:{s.port}"
+
+
+class _Plan:
+    """Straight-line code for one kind of run, generated once per Program and key."""
+
+    def __init__(self, program: Program, fetch, target, wrt, record):
+        self.program = program
+        self.fetch = fetch
+        self.target = target
+        self.record = record
+        slots = program.slots
+        paths = program.gradient_paths((slots[target].node, slots[target].port), wrt) \
+            if target is not None else None
+        self.paths = paths
+        steps = program.steps
+        # Forward: everything when recording; otherwise what the fetches and the target need.
+        if record:
+            fwd = list(steps)
+        else:
+            need = set(fetch) | ({target} if target is not None else set())
+            keep = set()
+            for st in reversed(steps):
+                if any(o in need for o in st.outputs):
+                    keep.add(st.index)
+                    need.update(s for s in _step_sources(st) if s is not None)
+            fwd = [st for st in steps if st.index in keep]
+        self.var_steps = [st for st in fwd if st.role == "variable"]
+        self.feed_steps = [st for st in fwd if st.role == "placeholder"]
+        # Backward: steps with at least one input needing a cotangent, in reverse order.
+        bwd = []
+        if paths is not None:
+            for st in reversed(fwd):
+                if st.spec.gradient == "vjp" and any(paths.needs.get((st.index, j)) for j in range(len(st.in_edges))):
+                    bwd.append(st)
+        self.bwd = bwd
+        self.wanted_grads = []  # (node, slot) of variable/placeholder outputs with gradient
+        if paths is not None:
+            for st in fwd:
+                if st.role in ("variable", "placeholder") and st.outputs[0] in paths.slots:
+                    if wrt is None or st.node in wrt:
+                        self.wanted_grads.append((st.node, st.outputs[0]))
+        self._generate(fwd, bwd)
+
+    # ---------------------------------------------------------------------------- codegen
+    def _generate(self, fwd, bwd):
+        program, slots, paths = self.program, self.program.slots, self.paths
+        ns: dict = {"_fail": self._fail, "_ones": np.ones_like}
+        lines: list[tuple[str, set, set]] = []  # (code, names read, names written)
+
+        def arg(slot):
+            if slot is None:
+                return "None", set()
+            if slots[slot].const:
+                name = f"c{slot}"
+                ns[name] = slots[slot].type.value
+                return name, set()
+            return f"s{slot}", {f"s{slot}"}
+
+        def call_args(st: Step):
+            parts, reads = [], set()
+            for pos, src in enumerate(st.inputs):
+                if st.static[pos] is not None:
+                    name = f"k{st.index}_{pos}"
+                    ns[name] = st.static[pos]
+                    parts.append(name)
+                elif isinstance(src, tuple):
+                    items = [arg(s) for s in src]
+                    parts.append("[" + ", ".join(a for a, _ in items) + "]")
+                    for _, r in items:
+                        reads |= r
+                else:
+                    a, r = arg(src)
+                    parts.append(a)
+                    reads |= r
+            return parts, reads
+
+        var_index = {st.index: i for i, st in enumerate(self.var_steps)}
+        feed_index = {st.index: i for i, st in enumerate(self.feed_steps)}
+        for st in fwd:
+            outs = [f"s{o}" for o in st.outputs]
+            if st.role == "variable":
+                lines.append((f"{outs[0]} = V[{var_index[st.index]}]", set(), set(outs)))
+                continue
+            fname = f"f{st.index}"
+            ns[fname] = partial(st.spec.forward, **st.attrs) if st.attrs else st.spec.forward
+            if st.role == "placeholder":
+                lines.append((f"_n = {st.index}; {outs[0]} = {fname}(F[{feed_index[st.index]}])",
+                              set(), set(outs)))
+                continue
+            parts, reads = call_args(st)
+            target = outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ")" if outs else "_"
+            lines.append((f"_n = {st.index}; {target} = {fname}({', '.join(parts)})", reads, set(outs)))
+
+        edge_names: list[tuple[str, Edge]] = []
+        grad_written: set[int] = set()
+        if self.target is not None:
+            t = self.target
+            lines.append((f"_n = -1; g{t} = G0 if G0 is not None else _ones(s{t})", {f"s{t}"}, {f"g{t}"}))
+            grad_written.add(t)
+            for st in bwd:
+                spec = st.spec
+                gparts, reads = [], set()
+                for o in st.outputs:
+                    if o in grad_written:
+                        gparts.append(f"g{o}")
+                        reads.add(f"g{o}")
+                    else:
+                        gparts.append("None")
+                oparts = [f"s{o}" for o in st.outputs]
+                reads |= set(oparts)
+                if len(st.outputs) == 1:
+                    gexpr, oexpr = gparts[0], oparts[0]
+                else:
+                    gexpr, oexpr = "(" + ", ".join(gparts) + ")", "(" + ", ".join(oparts) + ")"
+                if all(g == "None" for g in gparts):
+                    continue
+                parts, r2 = call_args(st)
+                reads |= r2
+                needs_flat = [bool(paths.needs.get((st.index, j))) for j in range(len(st.in_edges))]
+                needs = []
+                j = 0
+                for pos, src in enumerate(st.inputs):
+                    if isinstance(src, tuple):
+                        needs.append(tuple(needs_flat[j:j + len(src)]))
+                        j += len(src)
+                    elif src is None:
+                        needs.append(False)
+                    else:
+                        needs.append(needs_flat[j])
+                        j += 1
+                kw = dict(st.attrs)
+                if "needs" in spec.vjp_context:
+                    kw["needs"] = tuple(needs)
+                bname = f"b{st.index}"
+                ns[bname] = partial(spec.vjp, **kw) if kw else spec.vjp
+                r = f"r{st.index}"
+                lines.append((f"_n = {-2 - st.index}; {r} = {bname}({gexpr}, {oexpr}, {', '.join(parts)})",
+                              reads, {r}))
+                for j, (pos, idx, edge) in enumerate(st.in_edges):
+                    if not needs_flat[j]:
+                        continue
+                    src = _flat(st, j)
+                    expr = f"{r}[{pos}]" if idx is None else f"{r}[{pos}][{idx}]"
+                    if self.record and edge is not None:
+                        ename = f"e{len(edge_names)}"
+                        edge_names.append((ename, edge))
+                        lines.append((f"{ename} = {expr}", {r}, {ename}))
+                        expr = ename
+                    if src in grad_written:
+                        lines.append((f"g{src} = g{src} + {expr}", {f"g{src}", expr if expr.startswith("e") else r},
+                                      {f"g{src}"}))
+                    else:
+                        grad_written.add(src)
+                        lines.append((f"g{src} = {expr}", {expr if expr.startswith("e") else r}, {f"g{src}"}))
+
+        # What the function returns.
+        if self.record:
+            value_slots = [o for st in fwd for o in st.outputs]
+            grad_slots = sorted(grad_written)
+        else:
+            value_slots = sorted(set(self.fetch) | ({self.target} if self.target is not None else set()))
+            grad_slots = [s for _, s in self.wanted_grads]
+        self.value_slots = value_slots
+        self.grad_slots = grad_slots
+        self.edge_list = [e for _, e in edge_names]
+        returned = {f"s{s}" for s in value_slots} | {f"g{s}" for s in grad_slots} | {n for n, _ in edge_names}
+        ret = ("return (" + "".join(f"s{s}, " for s in value_slots) + "), ("
+               + "".join(f"g{s}, " for s in grad_slots) + "), ("
+               + "".join(f"{n}, " for n, _ in edge_names) + ")")
+        body = lines if self.record else _with_frees(lines, returned)
+        src = ["def _run(V, F, G0):", "    _n = -1", "    try:"]
+        src += [f"        {code}" for code, _, _ in body]
+        src += [f"        {ret}", "    except Exception as _e:", "        _fail(_n, _e, locals())"]
+        self.source = "\n".join(src)
+        exec(compile(self.source, f"<blockflow plan {program.page_name}>", "exec"), ns)
+        self.fn = ns["_run"]
+
+    # ------------------------------------------------------------------------- inputs/outputs
+    def variable_inputs(self, variables):
+        program = self.program
+        out = []
+        for st in self.var_steps:
+            value = None if variables is None else variables.get(st.node)
+            if value is None:
+                value = program.variable_values[st.node]
+            else:
+                want = program.slots[st.outputs[0]].type
+                value = np.asarray(value)
+                if value.shape != want.shape:
+                    raise RunError(f"value given for Variable {program.full_name(st.node)} has shape "
+                                   f"{list(value.shape)}, the Variable is {want}")
+                value = value.astype(want.dtype, copy=False)
+            out.append(value)
+        return out
+
+    def feed_inputs(self, feeds):
+        program = self.program
+        feeds = dict(feeds or {})
+        for name in feeds:
+            st = program.step_of.get(name)
+            if st is None or st.role != "placeholder":
+                known = ", ".join(s.node for s in program.steps if s.role == "placeholder") or "none"
+                raise FeedError(f"there is no Placeholder '{name}' on page '{program.page_name}' "
+                                f"(Placeholders: {known})")
+        out = []
+        for st in self.feed_steps:
+            value = feeds.get(st.node)
+            if value is None:
+                value = program.feeds.get(st.node)
+            if value is None:
+                t = program.slots[st.outputs[0]].type
+                raise FeedError(f"Placeholder {program.full_name(st.node)} ({t}) has no feed: pass one "
+                                f"or save a feed in the project")
+            out.append(value)
+        return out
+
+    def package(self, out) -> RunResult:
+        values, grads, edges = out
+        program = self.program
+        slots = program.slots
+        res = RunResult(program, target=None, paths=self.paths)
+        if self.target is not None:
+            res.target = (slots[self.target].node, slots[self.target].port)
+        res.values = {(slots[s].node, slots[s].port): v for s, v in zip(self.value_slots, values)}
+        res.grads = {(slots[s].node, slots[s].port): g for s, g in zip(self.grad_slots, grads)}
+        res.edge_grads = dict(zip(self.edge_list, edges))
+        for node, s in self.wanted_grads:
+            g = res.grads.get((slots[s].node, slots[s].port))
+            if g is not None:
+                res.variable_grads[node] = g
+        return res
+
+    # --------------------------------------------------------------------------- failures
+    def _fail(self, n, exc, local):
+        program = self.program
+        if isinstance(exc, RunError):
+            raise exc
+        if n == -1:
+            raise RunError(f"the gradient seed does not fit the target: {exc}") from exc
+        phase = "forward" if n >= 0 else "backward"
+        st = program.steps[n if n >= 0 else -2 - n]
+        name = program.full_name(st.node)
+        if st.role == "placeholder":
+            raise FeedError(f"feed for Placeholder {name} does not fit: {exc}") from None
+        shapes = []
+        for pos, decl in enumerate(st.spec.inputs):
+            src = st.inputs[pos]
+            srcs = src if isinstance(src, tuple) else (src,)
+            for k, s in enumerate(srcs):
+                port = decl.port(k) if decl.variadic else decl.name
+                if st.static[pos] is not None:
+                    v = st.static[pos]
+                elif s is None:
+                    continue
+                elif program.slots[s].const:
+                    v = program.slots[s].type.value
+                else:
+                    v = local.get(f"s{s}")
+                if v is not None:
+                    shapes.append(f"{port} {TensorType.of(v).describe()}")
+        msg = str(exc) if isinstance(exc, ShapeError) else f"{type(exc).__name__}: {exc}"
+        raise BlockExecutionError(f"{name} ({st.spec.name})", msg, ", ".join(shapes), phase) from exc
+
+    def check(self, result: RunResult, out, variables, feeds, grad_seed, wrt):
+        """Raise NumericsError naming the first node whose output (or gradient) is not finite."""
+        values, grads, _ = out
+        if not self.record:
+            if all(_finite(v) for v in values) and all(_finite(g) for g in grads):
+                return
+            # Something went wrong: replay recording everything to say where it started.
+            rec = run(self.program, feeds, target=None if self.target is None else
+                      (self.program.slots[self.target].node, self.program.slots[self.target].port),
+                      grad_seed=grad_seed, wrt=wrt, variables=variables, record=True, check_numerics=True)
+            del rec
+            raise RunError("a value was not finite, but a recorded replay did not reproduce it")
+        program = self.program
+        slots = program.slots
+        for st in program.steps:
+            for o in st.outputs:
+                v = result.values.get((slots[o].node, slots[o].port))
+                if v is not None and not _finite(v):
+                    raise NumericsError(f"{program.full_name(st.node)} ({st.spec.name})", slots[o].port,
+                                        _what(v), "forward")
+        for edge, g in result.edge_grads.items():
+            if not _finite(g):
+                st = program.step_of[edge.dst]
+                raise NumericsError(f"{program.full_name(st.node)} ({st.spec.name})", edge.dst_port,
+                                    _what(g), "backward")
+
+
+def _flat(st: Step, j: int):
+    pos, idx, _ = st.in_edges[j]
+    src = st.inputs[pos]
+    return src[idx] if idx is not None else src
+
+
+def _step_sources(st: Step):
+    for src in st.inputs:
+        if isinstance(src, tuple):
+            yield from src
+        else:
+            yield src
+
+
+def _finite(v) -> bool:
+    if not isinstance(v, np.ndarray):
+        v = np.asarray(v)
+    if v.dtype.kind not in "fc":
+        return True
+    # A sum is one read-only pass; only when it is not finite do we look closer (it may overflow).
+    if math.isfinite(float(v.sum())):
+        return True
+    return bool(np.isfinite(v).all())
+
+
+def _what(v) -> str:
+    v = np.asarray(v)
+    nan = int(np.isnan(v).sum())
+    inf = int(np.isinf(v).sum())
+    bits = []
+    if nan:
+        bits.append(f"NaN ({nan} of {v.size} values)")
+    if inf:
+        bits.append(f"Inf ({inf} of {v.size} values)")
+    return " and ".join(bits) or "a non-finite value"
+
+
+def _with_frees(lines, returned):
+    """Insert ``del`` statements after the last read of every local that is not returned."""
+    last: dict[str, int] = {}
+    for i, (_, reads, writes) in enumerate(lines):
+        for name in writes:
+            last.setdefault(name, i)
+            last[name] = max(last[name], i)
+        for name in reads:
+            last[name] = i
+    frees: dict[int, list[str]] = {}
+    for name, i in last.items():
+        if name not in returned and not name.startswith("r"):
+            frees.setdefault(i, []).append(name)
+        elif name.startswith("r"):
+            frees.setdefault(i, []).append(name)
+    out = []
+    for i, (code, reads, writes) in enumerate(lines):
+        out.append((code, reads, writes))
+        if i in frees:
+            out.append(("del " + ", ".join(sorted(frees[i])), set(), set()))
+    return out

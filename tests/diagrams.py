@@ -1,0 +1,46 @@
+"""Small diagrams the tests build in code (shared by several test files)."""
+from __future__ import annotations
+
+import numpy as np
+
+from blockflow.project import Project
+from blockflow.registry import default_registry
+
+
+def chain(*specs, page="main", feeds=None):
+    """A project whose page wires ``(id, block, attrs, {input: source})`` tuples in order."""
+    project = Project()
+    pg = project.add_page(page)
+    for nid, block, attrs, wires in specs:
+        node = pg.add_node(block, id=nid, attrs=attrs or {})
+        for port, src in (wires or {}).items():
+            if isinstance(src, str):
+                sid, _, sport = src.partition(":")
+                pg.connect(sid, sport or _first_output(pg, sid), nid, port)
+            else:
+                node.inputs[port] = np.asarray(src)
+    for k, v in (feeds or {}).items():
+        pg.feeds[k] = np.asarray(v)
+    return project
+
+
+def _first_output(page, nid):
+    spec = default_registry().get(page.nodes[nid].block)
+    return spec.outputs[0].name if spec is not None else "output"
+
+
+def softmax_project(stable=True, x=(2.0, 1.0, 0.1, 3.0, -1.0), w=(1.0, 2.0, 3.0, 4.0, 5.0)):
+    """x - StopGradient(Max(x)) (or x - Max(x) when not stable), Softmax, weighted sum."""
+    shift = "StopGradient_1" if stable else "Max_1"
+    specs = [("x", "Placeholder", {"shape": [len(x)]}, None),
+             ("Max_1", "Max", {}, {"input": "x"})]
+    if stable:
+        specs.append(("StopGradient_1", "StopGradient", {}, {"input": "Max_1"}))
+    specs += [("Subtract_1", "Subtract", {}, {"x": "x", "y": shift}),
+              ("Softmax_1", "Softmax", {}, {"logits": "Subtract_1"}),
+              ("w", "Const", {"value": np.asarray(w, np.float32)}, None),
+              ("Multiply_1", "Multiply", {}, {"x": "Softmax_1", "y": "w"}),
+              ("Sum_1", "Sum", {}, {"input": "Multiply_1"})]
+    project = chain(*specs, feeds={"x": np.asarray(x, np.float32)})
+    project.pages[0].loss = "Sum_1"
+    return project

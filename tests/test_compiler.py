@@ -1,0 +1,205 @@
+"""The compiler: diagnostics tied to nodes and ports, shape inference, schedule, reachability."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from blockflow.compiler import compile_project
+from blockflow.errors import CompileError
+from blockflow.project import Project
+
+from diagrams import chain, softmax_project
+
+
+def messages(program):
+    return [str(d) for d in program.errors]
+
+
+def test_clean_diagram_infers_every_wire():
+    program = compile_project(softmax_project())
+    assert program.ok, messages(program)
+    types = {f"{e.src}>{e.dst}.{e.dst_port}": t.describe() for e, t in program.edge_types.items()}
+    assert types["x>Max_1.input"] == "float32[5]"
+    assert types["Max_1>StopGradient_1.input"] == "float32[]"
+    assert types["Subtract_1>Softmax_1.logits"] == "float32[5]"
+    assert types["Multiply_1>Sum_1.input"] == "float32[5]"
+    assert program.output_type("Sum_1").shape == ()
+
+
+def test_unknown_dims_propagate():
+    p = chain(("x", "Placeholder", {"shape": [-1, 3]}, None),
+              ("W", "Variable", {"shape": [3, 4]}, None),
+              ("m", "MatMul", {}, {"a": "x", "b": "W"}),
+              ("s", "Sum", {"keep_dims": True}, {"input": "m", "axis": np.array(1)}))
+    program = compile_project(p)
+    assert program.ok, messages(program)
+    assert program.output_type("m").shape == (None, 4)
+    assert program.output_type("s").shape == (None, 1)
+
+
+def test_every_problem_is_reported_at_once_and_tied_to_node_and_port():
+    p = chain(("x", "Placeholder", {"shape": [3]}, None),
+              ("y", "Placeholder", {"shape": [4]}, None),
+              ("bad_shape", "Add", {}, {"x": "x", "y": "y"}),
+              ("missing", "Multiply", {}, {"x": "x"}),
+              ("mystery", "NoSuchBlock", {}, None),
+              ("bad_attr", "MatMul", {"transpose_a": "yes"}, {"a": "x", "b": "x"}))
+    pg = p.pages[0]
+    pg.add_node("Add", id="a1")
+    pg.add_node("Identity", id="a2")
+    pg.connect("a1", "z", "a2", "input")
+    pg.connect("a2", "output", "a1", "x")
+    pg.nodes["a1"].inputs["y"] = np.float32(1)
+    pg.connect("x", "output", "a2", "nonexistent")
+    pg.connect("x", "scope", "missing", "y")
+    program = compile_project(p)
+    assert not program.ok
+    by_node = {}
+    for d in program.errors:
+        by_node.setdefault(d.node, []).append(d)
+    assert "[3]" in by_node["bad_shape"][0].message and "[4]" in by_node["bad_shape"][0].message
+    assert any(d.port == "y" and "not connected" in d.message for d in by_node["missing"])
+    assert "unknown block 'NoSuchBlock'" in by_node["mystery"][0].message
+    assert any("transpose_a" in d.message for d in by_node["bad_attr"])
+    cyc = [d for d in program.errors if "cycle" in d.message]
+    assert {d.node for d in cyc} == {"a1", "a2"}
+    assert "a1 -> a2 -> a1" in cyc[0].message or "a2 -> a1 -> a2" in cyc[0].message
+    assert any(d.port == "nonexistent" and "not an input of Identity" in d.message for d in by_node["a2"])
+    assert any(d.port == "scope" and "scope port" in d.message for d in by_node["x"])
+    with pytest.raises(CompileError) as info:
+        program.raise_for_errors()
+    assert "main/bad_shape" in str(info.value)
+
+
+def test_dtype_mismatch_names_both_ports_and_dtypes():
+    p = chain(("x", "Placeholder", {"shape": [3]}, None),
+              ("i", "Placeholder", {"shape": [3], "dtype": "int32"}, None),
+              ("add", "Add", {}, {"x": "x", "y": "i"}))
+    (d,) = compile_project(p).errors
+    assert (d.node, d.port) == ("add", "y")
+    assert "int32" in d.message and "float32" in d.message and "'x'" in d.message
+
+
+def test_float_only_input_rejects_int():
+    p = chain(("i", "Placeholder", {"shape": [3], "dtype": "int32"}, None),
+              ("e", "Exp", {}, {"x": "i"}))
+    (d,) = compile_project(p).errors
+    assert (d.node, d.port) == ("e", "x") and "must be float" in d.message
+
+
+def test_inline_constant_adopts_the_wired_dtype():
+    p = chain(("x", "Placeholder", {"shape": [2], "dtype": "float64"}, None),
+              ("add", "Add", {}, {"x": "x", "y": 2}))
+    program = compile_project(p)
+    assert program.ok, messages(program)
+    assert program.output_type("add").dtype == np.float64
+
+
+def test_inline_fraction_cannot_become_int():
+    p = chain(("i", "Placeholder", {"shape": [2], "dtype": "int32"}, None),
+              ("add", "Add", {}, {"x": "i", "y": 2.5}))
+    (d,) = compile_project(p).errors
+    assert d.port == "y" and "fraction" in d.message
+
+
+def test_static_input_must_be_known():
+    p = chain(("x", "Placeholder", {"shape": [2, 3]}, None),
+              ("ax", "Placeholder", {"shape": [], "dtype": "int32"}, None),
+              ("s", "Sum", {}, {"input": "x", "axis": "ax"}))
+    (d,) = compile_project(p).errors
+    assert (d.node, d.port) == ("s", "axis") and "Const" in d.message
+    ok = chain(("x", "Placeholder", {"shape": [2, 3]}, None),
+               ("ax", "Const", {"value": np.array(1), "dtype": "int32"}, None),
+               ("s", "Sum", {}, {"input": "x", "axis": "ax"}))
+    program = compile_project(ok)
+    assert program.ok and program.output_type("s").shape == (2,)
+
+
+def test_two_wires_into_one_input():
+    p = chain(("x", "Placeholder", {"shape": [2]}, None),
+              ("y", "Placeholder", {"shape": [2]}, None),
+              ("n", "Negate", {}, {"x": "x"}))
+    p.pages[0].connect("y", "output", "n", "x")
+    (d,) = compile_project(p).errors
+    assert (d.node, d.port) == ("n", "x") and "two wires" in d.message
+
+
+def test_variadic_inputs_fill_in_order():
+    p = chain(("x", "Placeholder", {"shape": [2]}, None),
+              ("n", "AddN", {}, {"inputs[0]": "x", "inputs[2]": "x"}))
+    (d,) = compile_project(p).errors
+    assert d.port == "inputs[1]"
+    good = chain(("x", "Placeholder", {"shape": [2]}, None),
+                 ("n", "AddN", {}, {"inputs[0]": "x", "inputs[1]": "x", "inputs[2]": [1.0, 2.0]}))
+    program = compile_project(good)
+    assert program.ok, messages(program)
+
+
+def test_variable_value_must_match_its_declaration():
+    p = chain(("v", "Variable", {"shape": [2]}, None))
+    p.pages[0].nodes["v"].state["value"] = np.zeros(3, np.float32)
+    (d,) = compile_project(p).errors
+    assert d.node == "v" and "float32[3]" in d.message and "float32[2]" in d.message
+
+
+def test_schedule_is_deterministic_and_independent_of_wire_order():
+    a = softmax_project()
+    b = softmax_project()
+    b.pages[0].edges.reverse()
+    sa = [s.node for s in compile_project(a).steps]
+    sb = [s.node for s in compile_project(b).steps]
+    assert sa == [s.node for s in compile_project(a).steps]
+    pos = {n: i for i, n in enumerate(sb)}
+    for e in b.pages[0].edges:
+        assert pos[e.src] < pos[e.dst]
+    assert set(sa) == set(sb)
+
+
+def test_gradient_reachability_of_the_stable_softmax():
+    program = compile_project(softmax_project())
+    paths = program.gradient_paths()  # the page's loss
+    flows = {(e.src, e.dst) for e in paths.flows}
+    assert ("x", "Subtract_1") in flows and ("Softmax_1", "Multiply_1") in flows
+    cut = {(e.src, e.dst): by for e, by in paths.cut.items()}
+    assert cut[("Max_1", "StopGradient_1")] == ("StopGradient_1",)
+    assert cut[("x", "Max_1")] == ("StopGradient_1",)
+    assert ("StopGradient_1", "Subtract_1") in flows  # gradient arrives at the cut and stops
+    assert paths.sources == ("x",)
+    edge = next(e for e in paths.cut if e.src == "x")
+    assert "StopGradient_1 (StopGradient)" in paths.reason(edge)
+    # Without the StopGradient, everything flows.
+    plain = compile_project(softmax_project(stable=False)).gradient_paths()
+    assert not plain.cut and plain.sources == ("x",)
+
+
+def test_reachability_marks_unreached_and_non_differentiable_inputs():
+    p = chain(("x", "Placeholder", {"shape": [4]}, None),
+              ("shape", "Const", {"value": np.array([2, 2]), "dtype": "int32"}, None),
+              ("r", "Reshape", {}, {"tensor": "x", "shape": "shape"}),
+              ("loss", "Sum", {}, {"input": "r"}),
+              ("other", "Exp", {}, {"x": "x"}))
+    paths = compile_project(p).gradient_paths("loss")
+    status = {(e.src, e.dst): e for e in p.pages[0].edges}
+    assert status[("x", "r")] in paths.flows
+    assert paths.cut[status[("shape", "r")]] == ("r",)
+    assert status[("x", "other")] in paths.unreached
+    assert "does not lead" in paths.reason(status[("x", "other")])
+
+
+def test_wrt_limits_what_is_wanted():
+    p = chain(("x", "Placeholder", {"shape": [2, 3]}, None),
+              ("W", "Variable", {"shape": [3, 2]}, None),
+              ("m", "MatMul", {}, {"a": "x", "b": "W"}),
+              ("loss", "Sum", {}, {"input": "m"}))
+    program = compile_project(p)
+    only_w = program.gradient_paths("loss", wrt=["W"])
+    assert {e.src for e in only_w.flows} == {"W", "m"}
+    everything = program.gradient_paths("loss")
+    assert {e.src for e in everything.flows} == {"x", "W", "m"}
+
+
+def test_empty_project_page():
+    project = Project()
+    project.add_page("empty")
+    program = compile_project(project)
+    assert program.ok and program.steps == ()
