@@ -13,7 +13,7 @@ from .errors import ProjectError
 
 __all__ = ["Edge", "Node", "Page", "Project", "split_port", "arrays_equal"]
 
-_ID_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
+_ID_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 
 
 def arrays_equal(a, b) -> bool:
@@ -26,17 +26,23 @@ def _dicts_of_arrays_equal(a: dict, b: dict) -> bool:
     return a.keys() == b.keys() and all(arrays_equal(a[k], b[k]) for k in a)
 
 
-def _attrs_equal(a: dict, b: dict) -> bool:
-    if a.keys() != b.keys():
+def _values_equal(x, y) -> bool:
+    """Equality of attr values as a file keeps them: arrays exactly, a tuple equal to a list."""
+    if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+        return isinstance(x, np.ndarray) and isinstance(y, np.ndarray) and arrays_equal(x, y)
+    if isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)):
+        return len(x) == len(y) and all(_values_equal(a, b) for a, b in zip(x, y))
+    if isinstance(x, dict) and isinstance(y, dict):
+        return _attrs_equal(x, y)
+    if type(x) is not type(y):
         return False
-    for k in a:
-        x, y = a[k], b[k]
-        if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
-            if not (isinstance(x, np.ndarray) and isinstance(y, np.ndarray) and arrays_equal(x, y)):
-                return False
-        elif type(x) is not type(y) or x != y:
-            return False
-    return True
+    if isinstance(x, float) and x != x and y != y:
+        return True
+    return x == y
+
+
+def _attrs_equal(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(_values_equal(a[k], b[k]) for k in a)
 
 
 def split_port(port: str) -> tuple[str, int | None]:
@@ -124,7 +130,7 @@ class Page:
         node_id = id or self.new_id(block)
         if node_id in self.nodes:
             raise ProjectError(f"page '{self.name}' already has a node '{node_id}'")
-        if not _ID_RE.match(node_id):
+        if not _ID_RE.fullmatch(node_id):
             raise ProjectError(f"'{node_id}' is not a valid node id (letters, digits, _ . -)")
         node = Node(node_id, block, dict(attrs or {}), {k: np.asarray(v) for k, v in (inputs or {}).items()},
                     tuple(float(p) for p in position), label, dict(state or {}))
