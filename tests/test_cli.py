@@ -1,0 +1,128 @@
+"""The command line: run, check, blocks; exit codes; one-line errors."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from blockflow.cli import EXIT_DIAGNOSTICS, EXIT_FILE, EXIT_OK, EXIT_RUN, EXIT_USAGE, blocks_markdown, main
+from blockflow.project_io import save_project
+from blockflow.registry import default_registry
+
+from diagrams import chain
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "sample_projects" / "stable_softmax.bflow.json"
+
+
+def cli(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def softmax(x):
+    e = np.exp(x - x.max())
+    return e / e.sum()
+
+
+def test_run_json_on_the_sample_gives_the_right_numbers(capsys):
+    code, out, err = cli(capsys, "run", SAMPLE, "--json")
+    assert code == EXIT_OK, err
+    data = json.loads(out)
+    x = np.array(data["values"]["x:output"]["data"], np.float64)
+    w = np.array(data["values"]["w:output"]["data"], np.float64)
+    p = softmax(x)
+    assert data["page"] == "stable_softmax" and data["target"] == "Sum_1:output"
+    np.testing.assert_allclose(data["values"]["Softmax_1:softmax"]["data"], p, rtol=1e-6)
+    np.testing.assert_allclose(data["values"]["Sum_1:output"]["data"], p @ w, rtol=1e-6)
+    np.testing.assert_allclose(data["gradients"]["x:output"]["data"], p * (w - p @ w), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(data["variable_gradients"]["x"]["data"], p * (w - p @ w), rtol=1e-5, atol=1e-7)
+    edges = {(e["from"], e["to"]): e for e in data["edges"]}
+    cut = edges[("Max_1:output", "StopGradient_1:input")]
+    assert cut["status"] == "cut" and cut["cut_by"] == ["StopGradient_1"] and cut["gradient"] is None
+    assert edges[("x:output", "Subtract_1:x")]["status"] == "flows"
+
+
+def test_run_text_output_and_page_and_feeds(capsys, tmp_path):
+    code, out, _ = cli(capsys, "run", SAMPLE)
+    assert code == EXIT_OK
+    assert "stable_softmax/Sum_1:output" in out and "cut by StopGradient_1" in out
+    big = tmp_path / "big.npy"
+    np.save(big, np.full(5, 1000.0, np.float32))
+    code, out, err = cli(capsys, "run", SAMPLE, "--page", "naive", "--feed", f"x={big}")
+    assert code == EXIT_RUN
+    assert err.count("\n") == 1 and "naive/Exp_1" in err and "Inf" in err
+    code, out, _ = cli(capsys, "run", SAMPLE, "--feed", "x=[1000,1001,1002,1003,1004]", "--json")
+    assert code == EXIT_OK
+    assert all(np.isfinite(json.loads(out)["gradients"]["x:output"]["data"]))
+    csv = tmp_path / "x.csv"
+    csv.write_text("x\n1\n2\n3\n4\n5\n")
+    code, out, _ = cli(capsys, "run", SAMPLE, "--feed", f"x={csv}", "--fetch", "Sum_1", "--forward-only", "--json")
+    assert code == EXIT_OK
+    data = json.loads(out)
+    assert list(data["values"]) == ["Sum_1:output"] and data["target"] is None
+
+
+def test_run_errors_are_one_line_with_documented_codes(capsys, tmp_path):
+    code, _, err = cli(capsys, "run", tmp_path / "missing.bflow.json")
+    assert code == EXIT_FILE and err.strip().count("\n") == 0 and "missing.bflow.json" in err
+    bad = tmp_path / "bad.bflow.json"
+    bad.write_text('{"format": "blockflow-project", "version": 1, "pages": [}')
+    code, _, err = cli(capsys, "run", bad)
+    assert code == EXIT_FILE and "bad.bflow.json" in err and "line 1" in err
+    assert "Traceback" not in err
+    code, _, err = cli(capsys, "run", SAMPLE, "--page", "nope")
+    assert code == EXIT_USAGE and "no page named 'nope'" in err
+    code, _, err = cli(capsys, "run", SAMPLE, "--feed", "x=[1,2]")
+    assert code == EXIT_RUN and "stable_softmax/x" in err
+    code, _, err = cli(capsys, "run", SAMPLE, "--feed", "nofeed")
+    assert code == EXIT_USAGE
+    code, _, err = cli(capsys, "--debug", "run", SAMPLE, "--feed", "x=[1,2]")
+    assert code == EXIT_RUN and "Traceback" in err
+
+
+def test_check_lists_every_problem_and_exits_non_zero(capsys, tmp_path):
+    code, out, _ = cli(capsys, "check", SAMPLE)
+    assert code == EXIT_OK and "page 'stable_softmax'" in out and "ok" in out
+    p = chain(("x", "Placeholder", {"shape": [3]}, None),
+              ("y", "Placeholder", {"shape": [4]}, None),
+              ("add", "Add", {}, {"x": "x", "y": "y"}),
+              ("mul", "Multiply", {}, {"x": "x"}))
+    path = tmp_path / "broken.bflow.json"
+    save_project(p, path)
+    code, out, _ = cli(capsys, "check", path)
+    assert code == EXIT_DIAGNOSTICS
+    assert "main/add" in out and "[3]" in out and "[4]" in out
+    assert "main/mul port 'y'" in out and "2 errors" in out
+    code, out, _ = cli(capsys, "check", path, "--json")
+    diags = json.loads(out)["diagnostics"]
+    assert {(d["node"], d["port"]) for d in diags} == {("add", None), ("mul", "y")}
+    code, out, _ = cli(capsys, "check", SAMPLE, "-v")
+    assert "x.output -> Subtract_1.x: float32[5]" in out
+
+
+def test_blocks_catalogue_and_reference(capsys):
+    code, out, _ = cli(capsys, "blocks")
+    assert code == EXIT_OK and "StopGradient" in out and "array_ops" in out
+    code, out, _ = cli(capsys, "blocks", "--json")
+    names = {b["name"] for b in json.loads(out)}
+    assert {"MatMul", "StopGradient", "Softmax"} <= names
+
+
+def test_committed_block_reference_is_up_to_date():
+    committed = (ROOT / "docs" / "blocks.md").read_text(encoding="utf-8")
+    assert committed == blocks_markdown(default_registry()), \
+        "docs/blocks.md is stale: run blockflow blocks --markdown --output docs/blocks.md"
+
+
+def test_console_entry_point_runs():
+    proc = subprocess.run([sys.executable, "-m", "blockflow", "check", str(SAMPLE)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "blockflow", "--help"], capture_output=True, text=True, timeout=60)
+    assert "exit codes" in proc.stdout
