@@ -150,7 +150,7 @@ def normalize_axis(axis, rank: int) -> tuple:
     out = []
     for a in axes:
         a = int(a)
-        if not -rank <= a < max(rank, 1):
+        if not -rank <= a < rank:
             raise ShapeError(f"axis {a} is out of range for a tensor of rank {rank}")
         out.append(a % rank if rank else 0)
     if len(set(out)) != len(out):
@@ -171,6 +171,8 @@ def unbroadcast(g, shape):
     if g.shape == shape:
         return g
     lead = g.ndim - len(shape)
+    if lead and g.shape[lead:] == shape:  # the common bias case: only leading axes to sum
+        return g.sum(axis=tuple(range(lead)))
     axes = tuple(range(lead)) + tuple(
         i + lead for i, d in enumerate(shape) if d == 1 and g.shape[i + lead] != 1
     )
@@ -187,9 +189,10 @@ _NO_DEFAULT = object()
 
 def _check_dtype_constraint(owner: str, dtype: str):
     if not isinstance(dtype, str) or not (dtype in DTYPE_CLASSES or dtype in DTYPE_NAMES
-                                          or dtype.isidentifier()):
+                                          or (dtype.isidentifier() and dtype[0].isupper())):
         raise BlockDeclarationError(f"{owner}: dtype constraint {dtype!r} is not a dtype, a "
-                                    f"dtype class ({', '.join(DTYPE_CLASSES)}) or a type variable")
+                                    f"dtype class ({', '.join(DTYPE_CLASSES)}) or a type variable "
+                                    f"(an identifier starting with a capital, like T)")
 
 
 _ACCEPTS: dict = {}
@@ -293,7 +296,7 @@ class Attr:
             if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
                 raise AttrError(f"expected a number, got {value!r}")
             if kind == "int":
-                if float(value) != int(value):
+                if not math.isfinite(float(value)) or float(value) != int(value):
                     raise AttrError(f"expected an integer, got {value!r}")
                 value = int(value)
             else:
@@ -315,6 +318,8 @@ class Attr:
             return value
         if kind == "dtype":
             allowed = self.choices or DTYPE_NAMES
+            if isinstance(value, np.dtype):
+                value = value.name
             if value not in allowed:
                 raise AttrError(f"expected a dtype ({', '.join(allowed)}), got {value!r}")
             return value
@@ -323,7 +328,7 @@ class Attr:
                 raise AttrError(f"expected a list of integers, got {value!r}")
             out = []
             for v in value:
-                if kind == "shape" and (v is None or (isinstance(v, int) and v == -1)):
+                if kind == "shape" and (v is None or (isinstance(v, (int, np.integer)) and v == -1)):
                     out.append(None)
                     continue
                 if isinstance(v, bool) or not isinstance(v, (int, np.integer)):

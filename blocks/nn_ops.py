@@ -1,0 +1,206 @@
+"""nn_ops: activations, softmax and losses.
+
+Imports only blockflow.spec and numpy.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from blockflow.spec import DTYPE_NAMES, Input, Output, ShapeError, TensorType, block
+
+_ZERO = {np.dtype(n): np.dtype(n).type(0) for n in DTYPE_NAMES}
+# The ufunc reductions themselves: the array methods add a Python layer per call.
+_min, _max = np.minimum.reduce, np.maximum.reduce
+# Largest row sum of exp(x) the unshifted fast path takes (see _exp_rows): 1/tiny, far enough
+# below the largest float that exp(log(s)) cannot overflow, whichever way log(s) rounds.
+_FAST_SUM_MAX = {np.dtype(n): np.dtype(n).type(1 / np.finfo(n).tiny)
+                 for n in ("float16", "float32", "float64")}
+
+
+def _fmt(shape) -> str:
+    return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def _exp_rows(x, log=True):
+    """Row-wise (over the last axis) exponentials: ``(e, s, hi, lo)``.
+
+    ``e = exp(x - c)`` for a per-row shift ``c``, ``s`` its row sums, and ``hi + lo`` the row's
+    log-normalizer ``log(sum(exp(x)))``, split so that ``(x - hi) - lo`` is an accurate
+    log-softmax (``log=False`` skips them: the fast path then gives None for both). All but ``e``
+    have the last axis kept as size 1.
+
+    The textbook shift is ``c = max(x)``, costing a pass for the max and one for the subtraction.
+    We first try ``c = 0``: when every row has ``1 <= s < inf``, the unshifted ``e / s`` is as
+    accurate as the shifted one. Nothing overflowed (``s`` is finite), and an entry whose exp
+    underflowed (or went subnormal) has a true softmax ``exp(x_i) / s <= exp(x_i)``, below the
+    smallest normal float itself, so the shifted formula cannot represent it any better; the
+    entries that matter are computed with exp's full relative accuracy. If a row sums below 1
+    (all its logits very negative: its large probabilities would come out of underflowed exps)
+    or overflows, we fall back to the shifted formula for the whole tensor.
+
+    For the log-normalizer, ``log(s)`` rounded to ``hi`` carries an error of up to half an ulp
+    of ``hi``, which is not small next to a log-probability close to 0 when the logits are large
+    (say ``x = [80, 70]``). ``lo = log(s * exp(-hi))`` recovers it to within a few ulps of 1,
+    as accurate as the shifted formula's ``log(sum(exp(x - max)))``; it costs a few operations
+    on the row sums only. ``s < 1/tiny`` keeps ``exp(hi)`` far from overflowing.
+    """
+    with np.errstate(over="ignore", under="ignore"):
+        e = np.exp(x)
+        s = e.sum(axis=-1, keepdims=True)
+    if s.size and _min(s, axis=None) >= 1 and _max(s, axis=None) < _FAST_SUM_MAX[x.dtype]:
+        if not log:
+            return e, s, None, None
+        hi = np.log(s)
+        return e, s, hi, np.log(s / np.exp(hi))
+    if not x.size:
+        return e, s, s, s
+    hi = x.max(axis=-1, keepdims=True)
+    np.subtract(x, hi, out=e)
+    with np.errstate(under="ignore"):
+        np.exp(e, out=e)
+    s = e.sum(axis=-1, keepdims=True)
+    return e, s, hi, np.log(s)
+
+
+def _log_softmax(x):
+    e, s, hi, lo = _exp_rows(x)
+    np.subtract(x, hi, out=e)
+    e -= lo
+    return e
+
+
+def _float_rank1(op, t):
+    if t.rank < 1:
+        raise ShapeError(f"{op} works along the last axis and needs a tensor of rank 1 or more, got {t}")
+    return TensorType(t.shape, t.dtype)
+
+
+@block("Relu", category="nn_ops")
+class Relu:
+    """Rectified linear unit: ``max(features, 0)`` elementwise.
+
+    The gradient passes where ``features > 0`` and is 0 elsewhere (also at exactly 0, as in
+    TensorFlow).
+    """
+
+    inputs = (Input("features", dtype="number"),)
+    outputs = (Output("activations"),)
+
+    def infer(features):
+        return TensorType(features.shape, features.dtype)
+
+    def forward(features):
+        return np.maximum(features, _ZERO[features.dtype])
+
+    def vjp(g, out, features):
+        return (g * (out > 0),)
+
+
+@block("Softmax", category="nn_ops")
+class Softmax:
+    """Softmax over the last axis: ``exp(logits) / sum(exp(logits))``, row by row.
+
+    Numerically stable for any finite logits (huge or very negative), like TensorFlow's
+    ``tf.nn.softmax``; each row of the result sums to 1.
+    """
+
+    inputs = (Input("logits", dtype="float"),)
+    outputs = (Output("softmax"),)
+
+    def infer(logits):
+        return _float_rank1("Softmax", logits)
+
+    def forward(logits):
+        e, s, _, _ = _exp_rows(logits, log=False)
+        e /= s
+        return e
+
+    def vjp(g, out, logits):
+        # gx = out * (g - sum(g * out)) in three passes: the row dot products are read without
+        # writing the products out, then one buffer is written and scaled in place.
+        buf = np.subtract(g, np.einsum("...j,...j->...", g, out)[..., None])
+        buf *= out
+        return (buf,)
+
+
+@block("LogSoftmax", category="nn_ops")
+class LogSoftmax:
+    """Log of the softmax over the last axis: ``logits - log(sum(exp(logits)))``, row by row.
+
+    Numerically stable for any finite logits, like TensorFlow's ``tf.nn.log_softmax``; more
+    accurate than Log after Softmax for small probabilities.
+    """
+
+    inputs = (Input("logits", dtype="float"),)
+    outputs = (Output("logsoftmax"),)
+
+    def infer(logits):
+        return _float_rank1("LogSoftmax", logits)
+
+    def forward(logits):
+        return _log_softmax(logits)
+
+    def vjp(g, out, logits):
+        # gx = g - softmax * sum(g), with softmax = exp(out).
+        p = np.exp(out)
+        p *= g.sum(axis=-1, keepdims=True)
+        np.subtract(g, p, out=p)
+        return (p,)
+
+
+@block("SoftmaxCrossEntropyWithLogits", category="nn_ops")
+class SoftmaxCrossEntropyWithLogits:
+    """Cross-entropy between ``labels`` and the softmax of ``features``, row by row.
+
+    ``features`` (the logits) and ``labels`` are [batch, classes]; each row of ``labels`` is a
+    probability distribution (one-hot for hard labels). ``loss`` is [batch]:
+    ``-sum(labels * log_softmax(features))``, computed stably. ``backprop`` is
+    ``softmax(features) - labels``, the gradient of the loss with respect to the features, as
+    TensorFlow's op returns it; no gradient flows back from it. The loss's gradient with respect
+    to ``labels`` is ``-log_softmax(features)``.
+    """
+
+    inputs = (Input("features", dtype="float"), Input("labels", dtype="float"))
+    outputs = (Output("loss"), Output("backprop", differentiable=False))
+
+    def infer(features, labels):
+        if features.rank != 2 or labels.rank != 2:
+            raise ShapeError(f"SoftmaxCrossEntropyWithLogits needs [batch, classes] features and labels, "
+                             f"got {features} and {labels}")
+        if features.dtype != labels.dtype:
+            raise ShapeError(f"SoftmaxCrossEntropyWithLogits: features are {features.dtype.name} but "
+                             f"labels are {labels.dtype.name}")
+        shape = []
+        for a, b in zip(features.shape, labels.shape):
+            if a is not None and b is not None and a != b:
+                raise ShapeError(f"SoftmaxCrossEntropyWithLogits: features {_fmt(features.shape)} and "
+                                 f"labels {_fmt(labels.shape)} differ in shape")
+            shape.append(b if a is None else a)
+        return TensorType(shape[:1], features.dtype), TensorType(shape, features.dtype)
+
+    def forward(features, labels):
+        if features.shape != labels.shape:
+            raise ShapeError(f"SoftmaxCrossEntropyWithLogits: features {list(features.shape)} and "
+                             f"labels {list(labels.shape)} differ in shape")
+        e, s, hi, lo = _exp_rows(features)
+        # -log_softmax = (hi - x) + lo: every term is >= 0 up to rounding, so the weighted row
+        # sums below do not cancel and a loss close to 0 keeps its relative accuracy.
+        nlp = np.subtract(hi, features)
+        nlp += lo
+        loss = np.einsum("ij,ij->i", labels, nlp)
+        e /= s
+        e -= labels
+        return loss, e
+
+    def vjp(g, out, features, labels, *, needs):
+        g_loss = g[0]
+        if g_loss is None:
+            return None, None
+        g_col = g_loss[:, None]
+        g_features = out[1] * g_col if needs[0] else None
+        g_labels = None
+        if needs[1]:
+            g_labels = _log_softmax(features)
+            g_labels *= g_col
+            np.negative(g_labels, out=g_labels)
+        return g_features, g_labels

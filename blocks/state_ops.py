@@ -1,0 +1,77 @@
+"""state_ops: Variable, the block whose value lives in the project and is trained.
+
+Imports only blockflow.spec and numpy.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from blockflow.spec import Attr, Output, ShapeError, TensorType, block
+
+_INITIALIZERS = ("zeros", "ones", "value", "random_normal", "random_uniform", "glorot_uniform",
+                 "glorot_normal")
+
+
+def _fan_in_out(shape):
+    if len(shape) == 0:
+        return 1, 1
+    if len(shape) == 1:
+        return shape[0], shape[0]
+    receptive = int(np.prod(shape[:-2])) if len(shape) > 2 else 1
+    return shape[-2] * receptive, shape[-1] * receptive
+
+
+@block("Variable", category="state_ops", aliases=("VariableV2",))
+class Variable:
+    """A trainable tensor whose value is stored in the project file.
+
+    Its first value comes from ``initializer``: zeros, ones, the given ``initial_value``, or a
+    seeded random draw (``random_normal`` and ``random_uniform`` use ``stddev``/``scale``;
+    ``glorot_uniform``/``glorot_normal`` scale by fan-in and fan-out). Training updates the stored
+    value; "reset" draws the first value again, identically for the same seed. Optimizers only
+    change Variables whose ``trainable`` flag is set.
+    """
+
+    role = "variable"
+    outputs = (Output("ref", doc="the current value"),)
+    attrs = (
+        Attr("shape", "shape", (), doc="the variable's shape (no unknown sizes)"),
+        Attr("dtype", "dtype", "float32", choices=("float16", "float32", "float64")),
+        Attr("initializer", "choice", "zeros", choices=_INITIALIZERS),
+        Attr("initial_value", "tensor", None, doc="used when initializer is 'value'"),
+        Attr("stddev", "float", 1.0, min=0.0, doc="standard deviation of random_normal"),
+        Attr("scale", "float", 1.0, min=0.0, doc="random_uniform draws from [-scale, scale)"),
+        Attr("seed", "int", 0, min=0, doc="seed of the random initializers"),
+        Attr("trainable", "bool", True, doc="whether optimizers update it"),
+    )
+
+    def infer(*, shape, dtype, initializer, initial_value, stddev, scale, seed, trainable):
+        if initializer == "value":
+            if initial_value is None:
+                raise ShapeError("initializer 'value' needs an initial_value")
+            return TensorType(np.shape(initial_value), dtype)
+        if any(d is None for d in shape):
+            raise ShapeError(f"a Variable's shape must be fully known, got {list(shape)}")
+        return TensorType(shape, dtype)
+
+    def initial(*, shape, dtype, initializer, initial_value, stddev, scale, seed, trainable):
+        if initializer == "value":
+            return np.array(initial_value, dtype=dtype)
+        if initializer in ("zeros", "ones"):
+            return (np.zeros if initializer == "zeros" else np.ones)(shape, dtype=dtype)
+        rng = np.random.default_rng(seed)
+        if initializer == "random_normal":
+            value = rng.normal(0.0, stddev, size=shape)
+        elif initializer == "random_uniform":
+            value = rng.uniform(-scale, scale, size=shape)
+        else:
+            fan_in, fan_out = _fan_in_out(shape)
+            if initializer == "glorot_uniform":
+                limit = np.sqrt(6.0 / (fan_in + fan_out))
+                value = rng.uniform(-limit, limit, size=shape)
+            else:
+                value = rng.normal(0.0, np.sqrt(2.0 / (fan_in + fan_out)), size=shape)
+        return value.astype(dtype)
+
+    def forward(value, *, shape, dtype, initializer, initial_value, stddev, scale, seed, trainable):
+        return value
