@@ -94,6 +94,10 @@ class Program:
         self.variable_values: dict[str, np.ndarray] = variable_values
         self.feeds: dict[str, np.ndarray] = feeds
         self.step_of: dict[str, Step] = {s.node: s for s in self.steps}
+        #: the Variables optimizers may change (what training differentiates for by default)
+        self.trainable = frozenset(s.node for s in self.steps
+                                   if s.role == "variable" and s.attrs.get("trainable", True))
+        self._ok = not any(d.severity == "error" for d in self.diagnostics)
         self._plans: dict = {}
         self._paths: dict = {}
 
@@ -103,10 +107,10 @@ class Program:
 
     @property
     def ok(self) -> bool:
-        return not self.errors
+        return self._ok
 
     def raise_for_errors(self) -> None:
-        if not self.ok:
+        if not self._ok:
             raise CompileError(self.errors)
 
     def full_name(self, node: str) -> str:

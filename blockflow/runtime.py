@@ -89,7 +89,7 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
     else:
         t_slot = program.resolve_target(target)
     if t_slot is not None and wrt is None and not record:
-        wrt = [s.node for s in program.steps if s.role == "variable" and s.attrs.get("trainable", True)]
+        wrt = program.trainable
     fetch_slots = tuple(program.resolve_target(f) for f in (fetch or ()))
     if t_slot is not None:
         ttype = program.slots[t_slot].type
@@ -99,7 +99,9 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
         if grad_seed is None and ttype.size != 1:
             raise RunError(f"the gradient target {_slot_name(program, t_slot)} is {ttype}, not a scalar: "
                            f"give a gradient seed of its shape or pick a scalar target")
-    key = (fetch_slots, t_slot, None if wrt is None else frozenset(wrt), record, grad_seed is not None)
+    if wrt is not None and not isinstance(wrt, frozenset):
+        wrt = frozenset(wrt)
+    key = (fetch_slots, t_slot, wrt, record, grad_seed is not None)
     plan = program._plans.get(key)
     if plan is None:
         plan = program._plans[key] = _Plan(program, fetch_slots, t_slot, key[2], record)
@@ -283,6 +285,11 @@ class _Plan:
             grad_slots = [s for _, s in self.wanted_grads]
         self.value_slots = value_slots
         self.grad_slots = grad_slots
+        key = lambda i: (slots[i].node, slots[i].port)  # noqa: E731
+        self.value_keys = [key(i) for i in value_slots]
+        self.grad_keys = [key(i) for i in grad_slots]
+        self.wanted_keys = [(node, key(i)) for node, i in self.wanted_grads]
+        self.target_key = None if self.target is None else key(self.target)
         self.edge_list = [e for _, e in edge_names]
         returned = {f"s{s}" for s in value_slots} | {f"g{s}" for s in grad_slots} | {n for n, _ in edge_names}
         ret = ("return (" + "".join(f"s{s}, " for s in value_slots) + "), ("
@@ -299,6 +306,8 @@ class _Plan:
     # ------------------------------------------------------------------------- inputs/outputs
     def variable_inputs(self, variables):
         program = self.program
+        if not variables:
+            return [program.variable_values[st.node] for st in self.var_steps]
         out = []
         for st in self.var_steps:
             value = None if variables is None else variables.get(st.node)
@@ -316,7 +325,7 @@ class _Plan:
 
     def feed_inputs(self, feeds):
         program = self.program
-        feeds = dict(feeds or {})
+        feeds = feeds or {}
         for name in feeds:
             st = program.step_of.get(name)
             if st is None or st.role != "placeholder":
@@ -337,16 +346,13 @@ class _Plan:
 
     def package(self, out) -> RunResult:
         values, grads, edges = out
-        program = self.program
-        slots = program.slots
-        res = RunResult(program, target=None, paths=self.paths)
-        if self.target is not None:
-            res.target = (slots[self.target].node, slots[self.target].port)
-        res.values = {(slots[s].node, slots[s].port): v for s, v in zip(self.value_slots, values)}
-        res.grads = {(slots[s].node, slots[s].port): g for s, g in zip(self.grad_slots, grads)}
-        res.edge_grads = dict(zip(self.edge_list, edges))
-        for node, s in self.wanted_grads:
-            g = res.grads.get((slots[s].node, slots[s].port))
+        res = RunResult(self.program, target=self.target_key, paths=self.paths)
+        res.values = dict(zip(self.value_keys, values))
+        res.grads = dict(zip(self.grad_keys, grads))
+        if self.edge_list:
+            res.edge_grads = dict(zip(self.edge_list, edges))
+        for node, key in self.wanted_keys:
+            g = res.grads.get(key)
             if g is not None:
                 res.variable_grads[node] = g
         return res

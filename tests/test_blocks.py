@@ -518,9 +518,12 @@ def test_softmax_matches_the_shifted_formula(registry, which, dtype):
         log_got = registry["LogSoftmax"].forward(x)
     assert got.dtype == dtype and log_got.dtype == dtype
     assert np.all(np.isfinite(got)) and np.all(np.isfinite(log_got))
+    # The shifted formula (taken for small tensors) rounds x - max first: an error of up to
+    # half an ulp of |x - max|, which exp turns into a relative error of that size.
+    spread = np.abs(x - x.max(axis=-1, keepdims=True)).astype(np.float64)
     tol = 4 * np.finfo(dtype).eps
     ref = _shifted_softmax(x)
-    np.testing.assert_allclose(got, ref, rtol=tol, atol=np.finfo(dtype).tiny * 4)
+    assert np.all(np.abs(got - ref) <= tol * np.maximum(spread, 1) * np.abs(ref) + np.finfo(dtype).tiny * 4)
     np.testing.assert_allclose(got.sum(axis=-1), 1.0, rtol=16 * np.finfo(dtype).eps)
     # Log-probabilities: within a few ulps of max(|log p|, 1), also for log p close to 0.
     log_ref = _shifted_log_softmax(x)
@@ -543,10 +546,27 @@ def test_log_softmax_keeps_small_log_probabilities_accurate(registry):
 def test_softmax_skips_the_shift_when_it_can():
     from blockflow_blocks import nn_ops
 
-    assert nn_ops._exp_rows(SOFTMAX_INPUTS["random"].astype(np.float32), log=False)[2] is None
+    big = lambda which: np.tile(SOFTMAX_INPUTS[which].astype(np.float32), (nn_ops._SMALL, 1))  # noqa: E731
+    assert nn_ops._exp_rows(big("random"), log=False)[2] is None
     for which in ("huge", "very-negative", "mixed-rows", "all-below-one", "near-overflow"):
-        shift = nn_ops._exp_rows(SOFTMAX_INPUTS[which].astype(np.float32), log=False)[2]
-        np.testing.assert_array_equal(shift, SOFTMAX_INPUTS[which].astype(np.float32).max(-1, keepdims=True))
+        shift = nn_ops._exp_rows(big(which), log=False)[2]
+        np.testing.assert_array_equal(shift, big(which).max(-1, keepdims=True))
+    # Small tensors always take the shifted formula: fewer numpy calls.
+    small = SOFTMAX_INPUTS["random"].astype(np.float32)
+    np.testing.assert_array_equal(nn_ops._exp_rows(small, log=False)[2], small.max(-1, keepdims=True))
+
+
+@pytest.mark.parametrize("which", ["random", "huge", "mixed-rows", "all-below-one", "near-overflow"])
+def test_softmax_fast_path_on_big_tensors_matches_the_shifted_formula(registry, which):
+    from blockflow_blocks import nn_ops
+
+    x = np.tile(SOFTMAX_INPUTS[which].astype(np.float32), (nn_ops._SMALL, 1))
+    got = registry["Softmax"].forward(x)
+    ref = _shifted_softmax(x)
+    np.testing.assert_allclose(got, ref, rtol=4 * np.finfo(np.float32).eps, atol=np.finfo(np.float32).tiny * 4)
+    log_ref = _shifted_log_softmax(x)
+    error = np.abs(registry["LogSoftmax"].forward(x) - log_ref) / np.maximum(np.abs(log_ref), 1)
+    assert error.max() <= 8 * np.finfo(np.float32).eps
 
 
 @pytest.mark.parametrize("which", list(SOFTMAX_INPUTS))
