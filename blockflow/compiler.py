@@ -66,6 +66,10 @@ class Step:
     outputs: tuple
     #: per flattened input slot: (declared input position, list index or None, Edge or None)
     in_edges: tuple
+    #: per declared output: a slot index, or a tuple of them for an OutputList
+    out_struct: tuple = ()
+    #: per flat output slot: the index of its declared output
+    out_decl: tuple = ()
 
     @property
     def role(self) -> str:
@@ -189,7 +193,7 @@ class GradientPaths:
             for k, o in enumerate(step.outputs):
                 if cutters[o] is None:
                     continue
-                differentiable = spec.outputs[k].differentiable and slots[o].type.is_float
+                differentiable = spec.outputs[step.out_decl[k]].differentiable and slots[o].type.is_float
                 if strict[o] and differentiable and spec.gradient == "vjp":
                     out_strict = True
                 extra = frozenset() if differentiable else frozenset((step.node,))
@@ -339,8 +343,10 @@ class _Compiler:
                 if spec is None:
                     continue  # unknown block: already reported
                 if outgoing:
-                    if port not in spec.output_map:
-                        names = ", ".join(o.name for o in spec.outputs) or "none"
+                    base, idx = split_port(port)
+                    decl = spec.output_map.get(base)
+                    if decl is None or (idx is not None) != decl.variadic:
+                        names = ", ".join(o.port(0) if o.variadic else o.name for o in spec.outputs) or "none"
                         self.error(nid, port, f"wire {e} starts at '{port}', which is not an output of "
                                               f"{spec.name} (outputs: {names})", fail=False)
                         ok = False
@@ -478,17 +484,23 @@ class _Compiler:
             except Exception as exc:  # a bug in the block's infer: report it on the node
                 self.error(nid, None, f"{spec.name}.infer failed: {type(exc).__name__}: {exc}")
                 continue
-            outs = result if isinstance(result, tuple) else (result,)
-            if len(outs) != len(spec.outputs) or not all(isinstance(t, TensorType) for t in outs):
-                self.error(nid, None, f"{spec.name}.infer returned {result!r}, expected "
-                                      f"{len(spec.outputs)} TensorType(s)")
+            outs = result if isinstance(result, tuple) and len(spec.outputs) != 1 else (result,)
+            problem = self._check_infer_result(spec, outs, attrs[nid], args)
+            if problem:
+                self.error(nid, None, f"{spec.name}.infer returned {result!r}: {problem}")
                 continue
-            out_slots = []
-            for decl, t in zip(spec.outputs, outs):
-                idx = len(slots)
-                slots.append(Slot(idx, nid, decl.name, t))
-                port_slots[(nid, decl.name)] = idx
-                out_slots.append(idx)
+            out_slots, out_struct, out_decl = [], [], []
+            for k, (decl, t) in enumerate(zip(spec.outputs, outs)):
+                group = []
+                for i, tt in enumerate(t if decl.variadic else (t,)):
+                    port = decl.port(i) if decl.variadic else decl.name
+                    idx = len(slots)
+                    slots.append(Slot(idx, nid, port, tt))
+                    port_slots[(nid, port)] = idx
+                    out_slots.append(idx)
+                    out_decl.append(k)
+                    group.append(idx)
+                out_struct.append(tuple(group) if decl.variadic else group[0])
             if spec.role == "variable":
                 value = node.state.get("value")
                 if value is None:
@@ -501,7 +513,7 @@ class _Compiler:
             elif spec.role == "placeholder" and nid in page.feeds:
                 feeds[nid] = page.feeds[nid]
             steps.append(Step(len(steps), nid, spec, attrs[nid], tuple(inputs), tuple(static),
-                              tuple(out_slots), tuple(in_edges)))
+                              tuple(out_slots), tuple(in_edges), tuple(out_struct), tuple(out_decl)))
         for (dst, dst_port), e in fed.items():
             idx = port_slots.get((e.src, e.src_port))
             if idx is not None and dst not in failed:
@@ -519,11 +531,34 @@ class _Compiler:
         self.diags.sort(key=lambda d: (d.severity != "error", d.node or "", d.port or ""))
         return Program(page, steps, slots, self.diags, graph, edge_types, port_slots, variable_values, feeds)
 
+    @staticmethod
+    def _check_infer_result(spec, outs, attrs, args) -> str | None:
+        if len(outs) != len(spec.outputs):
+            return f"expected {len(spec.outputs)} output type(s)"
+        for decl, t in zip(spec.outputs, outs):
+            if not decl.variadic:
+                if not isinstance(t, TensorType):
+                    return f"output '{decl.name}' is not a TensorType"
+                continue
+            if decl.count in attrs:
+                want = attrs[decl.count]
+            else:
+                pos = next(i for i, p in enumerate(spec.inputs) if p.name == decl.count)
+                want = len(args[pos])
+            if not isinstance(t, list) or len(t) != want or not all(isinstance(x, TensorType) for x in t):
+                return f"output list '{decl.name}' must be a list of {want} TensorType(s)"
+        return None
+
     def _input_slot(self, nid, node, decl, port, fed, slots, port_slots):
         """(slot index or None, TensorType or None) for one input port; None when it cannot be fed."""
         e = fed.get((nid, port))
         if e is not None:
-            idx = port_slots[(e.src, e.src_port)]
+            idx = port_slots.get((e.src, e.src_port))
+            if idx is None:
+                n = sum(1 for (node_id, _) in port_slots if node_id == e.src)
+                self.error(nid, port, f"wire {e} starts at '{e.src_port}', which {e.src} does not have "
+                                      f"(it has {n} output{'s' if n != 1 else ''})")
+                return None
             return idx, slots[idx].type
         if port in node.inputs:
             value = node.inputs[port]

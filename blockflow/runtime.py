@@ -9,6 +9,7 @@ Must not import PySide6 or the block library.
 from __future__ import annotations
 
 import math
+import zlib
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -66,7 +67,7 @@ _LOSS = object()
 
 
 def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None, wrt=None,
-        variables=None, record: bool = True, check_numerics: bool = True) -> RunResult:
+        variables=None, record: bool = True, check_numerics: bool = True, step: int = 0) -> RunResult:
     """Run a compiled page.
 
     feeds: ``{placeholder node id: array}``; missing ones come from the page's saved feeds.
@@ -79,6 +80,8 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
     record: keep every value and every wire's gradient (the editor's view); otherwise values are
     freed as soon as nothing needs them.
     check_numerics: raise :class:`NumericsError` naming the node that first produced NaN/Inf.
+    step: the run's number in a sequence (a training step): random blocks draw from a stream
+    fixed by their seed, their id and ``step``, so a run is reproducible and steps differ.
     """
     program.raise_for_errors()
     if target is _LOSS:
@@ -111,10 +114,10 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
     if grad_seed is not None:
         seed = np.asarray(grad_seed, dtype=program.slots[t_slot].type.dtype)
     with np.errstate(all="ignore"):
-        out = plan.fn(var_list, feed_list, seed)
+        out = plan.fn(var_list, feed_list, seed, step)
     result = plan.package(out)
     if check_numerics:
-        plan.check(result, out, variables, feeds, grad_seed, wrt)
+        plan.check(result, out, variables, feeds, grad_seed, wrt, step)
     return result
 
 
@@ -167,7 +170,7 @@ class _Plan:
     # ---------------------------------------------------------------------------- codegen
     def _generate(self, fwd, bwd):
         program, slots, paths = self.program, self.program.slots, self.paths
-        ns: dict = {"_fail": self._fail, "_ones": np.ones_like}
+        ns: dict = {"_fail": self._fail, "_ones": np.ones_like, "_R": self._rng}
         lines: list[tuple[str, set, set]] = []  # (code, names read, names written)
 
         def arg(slot):
@@ -211,7 +214,9 @@ class _Plan:
                               set(), set(outs)))
                 continue
             parts, reads = call_args(st)
-            target = outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ")" if outs else "_"
+            if "rng" in st.spec.forward_context:
+                parts.append(f"rng=_R({st.index}, S)")
+            target = _struct_expr(st, "s", lambda o: True, assign=True) if outs else "_"
             lines.append((f"_n = {st.index}; {target} = {fname}({', '.join(parts)})", reads, set(outs)))
 
         edge_names: list[tuple[str, Edge]] = []
@@ -222,22 +227,14 @@ class _Plan:
             grad_written.add(t)
             for st in bwd:
                 spec = st.spec
-                gparts, reads = [], set()
-                for o in st.outputs:
-                    if o in grad_written:
-                        gparts.append(f"g{o}")
-                        reads.add(f"g{o}")
-                    else:
-                        gparts.append("None")
-                oparts = [f"s{o}" for o in st.outputs]
-                reads |= set(oparts)
-                if len(st.outputs) == 1:
-                    gexpr, oexpr = gparts[0], oparts[0]
-                else:
-                    gexpr, oexpr = "(" + ", ".join(gparts) + ")", "(" + ", ".join(oparts) + ")"
-                if all(g == "None" for g in gparts):
+                if not any(o in grad_written for o in st.outputs):
                     continue
+                reads = {f"g{o}" for o in st.outputs if o in grad_written} | {f"s{o}" for o in st.outputs}
+                gexpr = _struct_expr(st, "g", grad_written.__contains__)
+                oexpr = _struct_expr(st, "s", lambda o: True)
                 parts, r2 = call_args(st)
+                if "rng" in spec.vjp_context:
+                    parts.append(f"rng=_R({st.index}, S)")
                 reads |= r2
                 needs_flat = [bool(paths.needs.get((st.index, j))) for j in range(len(st.in_edges))]
                 needs = []
@@ -296,12 +293,22 @@ class _Plan:
                + "".join(f"g{s}, " for s in grad_slots) + "), ("
                + "".join(f"{n}, " for n, _ in edge_names) + ")")
         body = lines if self.record else _with_frees(lines, returned)
-        src = ["def _run(V, F, G0):", "    _n = -1", "    try:"]
+        src = ["def _run(V, F, G0, S):", "    _n = -1", "    try:"]
         src += [f"        {code}" for code, _, _ in body]
         src += [f"        {ret}", "    except Exception as _e:", "        _fail(_n, _e, locals())"]
         self.source = "\n".join(src)
         exec(compile(self.source, f"<blockflow plan {program.page_name}>", "exec"), ns)
         self.fn = ns["_run"]
+
+    def _rng(self, index: int, step: int) -> np.random.Generator:
+        """The random stream of one block in one run: fixed by its seed, the step and its id.
+
+        Forward and backward get identical streams, so a vjp can redraw what forward drew
+        (Dropout's mask) instead of keeping it.
+        """
+        st = self.program.steps[index]
+        seed = int(st.attrs.get("seed", 0))
+        return np.random.default_rng([seed, step, zlib.crc32(st.node.encode("utf-8"))])
 
     # ------------------------------------------------------------------------- inputs/outputs
     def variable_inputs(self, variables):
@@ -388,7 +395,7 @@ class _Plan:
         msg = str(exc) if isinstance(exc, ShapeError) else f"{type(exc).__name__}: {exc}"
         raise BlockExecutionError(f"{name} ({st.spec.name})", msg, ", ".join(shapes), phase) from exc
 
-    def check(self, result: RunResult, out, variables, feeds, grad_seed, wrt):
+    def check(self, result: RunResult, out, variables, feeds, grad_seed, wrt, step):
         """Raise NumericsError naming the first node whose output (or gradient) is not finite."""
         values, grads, _ = out
         if not self.record:
@@ -397,7 +404,8 @@ class _Plan:
             # Something went wrong: replay recording everything to say where it started.
             rec = run(self.program, feeds, target=None if self.target is None else
                       (self.program.slots[self.target].node, self.program.slots[self.target].port),
-                      grad_seed=grad_seed, wrt=wrt, variables=variables, record=True, check_numerics=True)
+                      grad_seed=grad_seed, wrt=wrt, variables=variables, record=True, check_numerics=True,
+                      step=step)
             del rec
             raise RunError("a value was not finite, but a recorded replay did not reproduce it")
         program = self.program
@@ -419,6 +427,21 @@ def _flat(st: Step, j: int):
     pos, idx, _ = st.in_edges[j]
     src = st.inputs[pos]
     return src[idx] if idx is not None else src
+
+
+def _struct_expr(st: Step, prefix: str, present, assign: bool = False) -> str:
+    """Code for a step's outputs shaped as the block returns them: an OutputList is a list."""
+    parts = []
+    for entry in st.out_struct:
+        if isinstance(entry, tuple):
+            items = [f"{prefix}{o}" if present(o) else "None" for o in entry]
+            parts.append(("(" if assign else "[") + ", ".join(items) + ("," if len(items) == 1 else "")
+                         + (")" if assign else "]"))
+        else:
+            parts.append(f"{prefix}{entry}" if present(entry) else "None")
+    if len(parts) == 1:
+        return parts[0]
+    return "(" + ", ".join(parts) + ")"
 
 
 def _step_sources(st: Step):

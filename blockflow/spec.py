@@ -12,7 +12,8 @@ from typing import Any, Callable
 import numpy as np
 
 __all__ = [
-    "Attr", "BlockSpec", "BlockDeclarationError", "Input", "InputList", "Output", "ShapeError",
+    "Attr", "BlockSpec", "BlockDeclarationError", "Input", "InputList", "Output", "OutputList",
+    "ShapeError",
     "TensorType", "AttrError", "block", "broadcast_shapes", "unbroadcast", "normalize_axis",
     "reduce_shape", "DTYPE_NAMES", "FLOAT_DTYPES", "SCOPE_PORT",
 ]
@@ -35,7 +36,7 @@ DTYPE_CLASSES = {
 }
 
 # Keyword-only parameters the runtime supplies itself; a block may ask for them by name.
-CONTEXT_PARAMS = frozenset({"needs"})
+CONTEXT_PARAMS = frozenset({"needs", "rng"})
 
 
 class BlockDeclarationError(TypeError):
@@ -260,6 +261,23 @@ class Output:
     name: str
     doc: str = ""
     differentiable: bool = True
+    variadic = False
+
+
+@dataclass(frozen=True)
+class OutputList(Output):
+    """A variadic output: ports ``name[0]``, ``name[1]``, ...
+
+    ``count`` names what fixes their number: an int attr (Unstack's ``num``) or an InputList
+    (one output per entry, like Gradients' ``xs``). ``infer`` and ``forward`` give a list for it,
+    and ``vjp`` gets lists (with None for outputs that received no gradient).
+    """
+
+    count: str = ""
+    variadic = True
+
+    def port(self, index: int) -> str:
+        return f"{self.name}[{index}]"
 
 
 _ATTR_KINDS = ("int", "float", "bool", "str", "choice", "dtype", "shape", "ints", "tensor")
@@ -372,6 +390,7 @@ class BlockSpec:
     aliases: tuple
     source: str
     vjp_context: frozenset
+    forward_context: frozenset
     initial: Callable | None
     attr_map: dict = field(repr=False)
     input_map: dict = field(repr=False)
@@ -497,6 +516,14 @@ def block(name: str, *, category: str, aliases: tuple = ()):
                     _fail(name, f"default of attr {a.name!r} is invalid: {exc}")
         if sum(isinstance(p, InputList) for p in inputs) > 1:
             _fail(name, "at most one InputList per block")
+        for o in outputs:
+            if o.variadic:
+                counted = next((a for a in attrs if a.name == o.count), None) or \
+                    next((p for p in inputs if p.name == o.count), None)
+                if counted is None or (isinstance(counted, Attr) and counted.kind != "int") or \
+                        (isinstance(counted, Input) and not counted.variadic):
+                    _fail(name, f"OutputList {o.name!r} must be counted by an int attr or an InputList, "
+                                f"got count={o.count!r}")
         seen: dict[str, str] = {}
         for kind, items in (("input", inputs), ("output", outputs), ("attr", attrs)):
             for item in items:
@@ -522,7 +549,8 @@ def block(name: str, *, category: str, aliases: tuple = ()):
                 _fail(name, f"missing {fn_name}")
         _check_signature(name, "infer", ns["infer"], in_names, attrs)
         extra = ("value",) if role != "op" else ()
-        _check_signature(name, "forward", ns["forward"], in_names, attrs, extra_first=extra)
+        forward_context = _check_signature(name, "forward", ns["forward"], in_names, attrs,
+                                           extra_first=extra, context=frozenset({"rng"}))
         initial = ns.get("initial")
         if role == "variable":
             if initial is None:
@@ -550,6 +578,7 @@ def block(name: str, *, category: str, aliases: tuple = ()):
             name=name, category=category, doc=doc, inputs=inputs, outputs=outputs, attrs=attrs,
             infer=ns["infer"], forward=ns["forward"], vjp=vjp, role=role, gradient=gradient,
             aliases=tuple(aliases), source=f"{module}.{cls.__qualname__}", vjp_context=context,
+            forward_context=forward_context,
             initial=initial, attr_map={a.name: a for a in attrs}, input_map={p.name: p for p in inputs},
             output_map={o.name: o for o in outputs},
         )

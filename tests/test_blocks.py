@@ -4,8 +4,6 @@ family."""
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pytest
@@ -15,147 +13,25 @@ from blockflow.registry import Registry
 from blockflow.spec import ShapeError, TensorType
 from blockflow_blocks import all_blocks
 
-_rng = np.random.default_rng(20240521)
+from casekit import Case, distinct, f32, i32, ints  # noqa: F401  (also used by the tables)
 
 
-def f32(*shape, lo=-2.0, hi=2.0):
-    return _rng.uniform(lo, hi, size=shape).astype(np.float32)
+def _load_cases():
+    """Merge the CASES tables of every tests/cases_*.py module; a block listed twice is an error."""
+    import importlib
+    from pathlib import Path
+
+    cases, not_diff = {}, {}
+    for path in sorted(Path(__file__).parent.glob("cases_*.py")):
+        module = importlib.import_module(path.stem)
+        for name, entries in module.CASES.items():
+            assert name not in cases, f"{name} has cases in two modules (second: {path.name})"
+            cases[name] = entries
+        not_diff.update(getattr(module, "NOT_DIFFERENTIABLE", {}))
+    return cases, not_diff
 
 
-def away_from_zero(*shape):
-    """Entries in ±[0.2, 2]: no kink of Relu nearby."""
-    return (_rng.uniform(0.2, 2.0, size=shape) * _rng.choice([-1, 1], size=shape)).astype(np.float32)
-
-
-def distinct(*shape):
-    """Entries at least 0.1 apart: no ties for Max."""
-    n = int(np.prod(shape))
-    return (_rng.permutation(n) * 0.1 - n * 0.05).reshape(shape).astype(np.float32)
-
-
-def i32(*shape):
-    return _rng.integers(-5, 6, size=shape).astype(np.int32)
-
-
-def ints(values):
-    return np.array(values, dtype=np.int64)
-
-
-def distributions(rows, classes):
-    return _rng.dirichlet(np.ones(classes), size=rows).astype(np.float32)
-
-
-@dataclass
-class Case:
-    """One way to call a block: a value per input port (a list for an InputList), its attrs,
-    and for placeholder/variable blocks the value fed or stored."""
-
-    inputs: tuple = ()
-    attrs: dict = field(default_factory=dict)
-    value: Any = None
-    id: str = ""
-    grad: bool = True  # gradient-checkable (float inputs, no kink at the point)
-
-
-def _binary_cases(y_lo=-2.0):
-    return [
-        Case((f32(2, 3), f32(2, 3, lo=y_lo)), id="same"),
-        Case((f32(2, 3), f32(3, lo=y_lo)), id="y-broadcast"),
-        Case((f32(3), f32(2, 3, lo=y_lo)), id="x-broadcast"),
-        Case((f32(2, 1), f32(1, 3, lo=y_lo)), id="both-broadcast"),
-        Case((f32(), f32(2, 3, lo=y_lo)), id="scalar-x"),
-        Case((f32(4, 1, 3), f32(2, 1, lo=y_lo)), id="rank-3"),
-        Case((f32(), f32(lo=y_lo)), id="scalars"),
-    ]
-
-
-def _unary_cases(make=f32):
-    return [Case((make(2, 3),), id="matrix"), Case((make(),), id="scalar"), Case((make(5),), id="vector")]
-
-
-def _reduction_cases(make):
-    return [
-        Case((make(3, 4), None), id="all"),
-        Case((make(3, 4), None), {"keep_dims": True}, id="all-keep"),
-        Case((make(3, 4), ints(1)), id="axis1"),
-        Case((make(3, 4), ints(-2)), {"keep_dims": True}, id="axis-2-keep"),
-        Case((make(2, 3, 4), ints([0, 2])), id="list"),
-        Case((make(2, 3, 4), ints([2, 0])), {"keep_dims": True}, id="list-keep"),
-        Case((make(5), ints(0)), id="vector"),
-        Case((make(64, 80), ints(0)), {"keep_dims": True}, id="large"),  # a view, not a copy
-        Case((make(), None), id="scalar"),
-        Case((i32(3, 4), ints(1)), id="int32", grad=False),
-    ]
-
-
-_placeholder_value = f32(2, 3)
-_variable_attrs = {"shape": [3, 2], "initializer": "glorot_uniform", "seed": 3}
-
-CASES: dict[str, list[Case]] = {
-    # array_ops
-    "Const": [Case((), {"value": [[1.0, 2.0], [3.0, 4.0]]}, id="matrix", grad=False),
-              Case((), {"value": 7, "dtype": "int32"}, id="int", grad=False)],
-    "Placeholder": [Case((), {"shape": [-1, 3]}, value=_placeholder_value, grad=False)],
-    "Identity": _unary_cases(),
-    "StopGradient": [Case((f32(2, 3),), grad=False)],
-    "Reshape": [
-        Case((f32(2, 3, 4), ints([4, -1])), id="minus-one"),
-        Case((f32(6), ints([2, 3])), id="explicit"),
-        Case((f32(2, 3), ints([-1])), id="flatten"),
-        Case((f32(1, 1), ints([])), id="to-scalar"),
-        Case((f32(), ints([1, 1, 1])), id="from-scalar"),
-    ],
-    "Transpose": [
-        Case((f32(2, 3, 4), ints([1, 2, 0])), id="perm"),
-        Case((f32(2, 3), None), id="default"),
-        Case((f32(2, 3, 4), None), id="default-rank3"),
-        Case((f32(2, 3), ints([0, 1])), id="identity"),
-    ],
-    # math_ops
-    "Add": _binary_cases() + [Case((i32(2, 3), i32(3)), id="int32", grad=False)],
-    "Subtract": _binary_cases(),
-    "Multiply": _binary_cases() + [Case((i32(2, 3), i32(3)), id="int32", grad=False)],
-    "RealDiv": _binary_cases(y_lo=0.5),
-    "AddN": [
-        Case(([f32(2, 3), f32(2, 3), f32(2, 3)],), id="three"),
-        Case(([f32(4), f32(4)],), id="two"),
-        Case(([f32(4)],), id="one"),
-    ],
-    "Negate": _unary_cases() + [Case((i32(4),), id="int32", grad=False)],
-    "Square": _unary_cases() + [Case((i32(4),), id="int32", grad=False)],
-    "Sqrt": _unary_cases(lambda *s: f32(*s, lo=0.3, hi=3.0)),
-    "Exp": _unary_cases(),
-    "Log": _unary_cases(lambda *s: f32(*s, lo=0.3, hi=3.0)),
-    "Tanh": _unary_cases(),
-    "Sigmoid": _unary_cases(lambda *s: f32(*s, lo=-6.0, hi=6.0)),
-    "MatMul": [
-        Case((f32(3, 4), f32(4, 5)), id="plain"),
-        Case((f32(4, 3), f32(4, 5)), {"transpose_a": True}, id="ta"),
-        Case((f32(3, 4), f32(5, 4)), {"transpose_b": True}, id="tb"),
-        Case((f32(4, 3), f32(5, 4)), {"transpose_a": True, "transpose_b": True}, id="ta-tb"),
-        Case((f32(1, 4), f32(4, 1)), id="dot"),
-        Case((i32(2, 3), i32(3, 2)), id="int32", grad=False),
-    ],
-    "Sum": _reduction_cases(f32),
-    "Mean": _reduction_cases(f32),
-    "Max": _reduction_cases(distinct),
-    # nn_ops
-    "Relu": _unary_cases(away_from_zero) + [Case((i32(5),), id="int32", grad=False)],
-    "Softmax": [Case((f32(3, 5),), id="matrix"), Case((f32(5),), id="vector"),
-                Case((f32(2, 3, 4),), id="rank-3")],
-    "LogSoftmax": [Case((f32(3, 5),), id="matrix"), Case((f32(5),), id="vector"),
-                   Case((f32(2, 3, 4),), id="rank-3")],
-    "SoftmaxCrossEntropyWithLogits": [
-        Case((f32(4, 5), distributions(4, 5)), id="soft-labels"),
-        Case((f32(3, 4), np.eye(4, dtype=np.float32)[[0, 2, 3]]), id="one-hot"),
-        Case((f32(3, 4) * 50, distributions(3, 4)), id="large-logits"),
-    ],
-    # state_ops
-    "Variable": [Case((), _variable_attrs, id="glorot", grad=False),
-                 Case((), {"initializer": "value", "initial_value": [1.0, 2.0]}, id="value", grad=False)],
-}
-
-NOT_DIFFERENTIABLE = {"Const": "none", "Placeholder": "none", "Variable": "none", "StopGradient": "stop"}
+CASES, NOT_DIFFERENTIABLE = _load_cases()
 
 
 @pytest.fixture(scope="module")
