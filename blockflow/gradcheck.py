@@ -136,15 +136,45 @@ def check_block(spec: BlockSpec, inputs: Sequence | Mapping[str, Any], attrs: Ma
         attr_values_vjp = dict(attr_values, needs=needs)
     else:
         attr_values_vjp = attr_values
-    single = len(spec.outputs) == 1
+    # A random block draws from a fresh generator with the same seed on every call (forward and
+    # backward alike, as the runtime does): a deterministic function of its inputs.
+    rng_fwd = "rng" in spec.forward_context
+    rng_vjp = "rng" in spec.vjp_context
+
+    def call_forward(*a):
+        return forward(*a, **attr_values, **({"rng": np.random.default_rng(seed)} if rng_fwd else {}))
+
+    # Outputs are checked flat: an OutputList contributes one entry per port.
+    declared = call_forward(*args)
+    declared = (declared,) if len(spec.outputs) == 1 else tuple(declared)
+    counts = [len(o) if d.variadic else None for d, o in zip(spec.outputs, declared)]
+    out_mask = [d.differentiable for d, n in zip(spec.outputs, counts) for _ in range(1 if n is None else n)]
+
+    def flatten(out):
+        out = (out,) if len(spec.outputs) == 1 else tuple(out)
+        flat = []
+        for n, o in zip(counts, out):
+            flat.extend(o if n is not None else (o,))
+        return tuple(flat)
+
+    def nest(flat):
+        out, k = [], 0
+        for n in counts:
+            if n is None:
+                out.append(flat[k])
+                k += 1
+            else:
+                out.append(list(flat[k:k + n]))
+                k += n
+        return out[0] if len(out) == 1 else tuple(out)
 
     def f(*a):
-        return forward(*a, **attr_values)
+        return flatten(call_forward(*a))
 
     def vjp(g, out, *a):
-        return rule(g, out, *a, **attr_values_vjp)
+        extra = {"rng": np.random.default_rng(seed)} if rng_vjp else {}
+        return rule(nest(g), nest(out), *a, **attr_values_vjp, **extra)
 
-    out_mask = None if single else [o.differentiable for o in spec.outputs]
     return _check(f, vjp, args, wrt, [p.name for p in spec.inputs], out_mask, seed, eps, rtol, spec.name)
 
 

@@ -90,11 +90,18 @@ def _forward(spec, case, attrs):
         return spec.forward(spec.initial(**attrs), **attrs)
     if spec.role == "placeholder":
         return spec.forward(case.value, **attrs)
+    if "rng" in spec.forward_context:
+        attrs = dict(attrs, rng=np.random.default_rng(0))
     return spec.forward(*inputs, **attrs)
 
 
-def _outs(x):
-    return x if isinstance(x, tuple) else (x,)
+def _outs(x, spec):
+    """A block's result as a flat tuple, one entry per port (an OutputList gives several)."""
+    declared = (x,) if len(spec.outputs) == 1 else tuple(x)
+    flat = []
+    for port, o in zip(spec.outputs, declared):
+        flat.extend(o if port.variadic else (o,))
+    return tuple(flat)
 
 
 def _compatible(inferred, actual):
@@ -155,9 +162,9 @@ def test_tf_aliases(registry, alias, name):
 def test_infer_agrees_with_forward(registry, name, case):
     spec = registry[name]
     attrs = _attrs(spec, case)
-    inferred = _outs(spec.infer(*_types(spec, case.inputs), **attrs))
-    outs = _outs(_forward(spec, case, attrs))
-    assert len(inferred) == len(outs) == len(spec.outputs)
+    inferred = _outs(spec.infer(*_types(spec, case.inputs), **attrs), spec)
+    outs = _outs(_forward(spec, case, attrs), spec)
+    assert len(inferred) == len(outs)
     float32_in = any(np.asarray(a[0] if p.variadic else a).dtype == np.float32
                      for p, a in zip(spec.inputs, case.inputs) if not p.static)
     for t, o in zip(inferred, outs):
@@ -176,8 +183,8 @@ def test_infer_agrees_with_forward(registry, name, case):
 def test_infer_with_unknown_sizes(registry, name, case, unknown):
     spec = registry[name]
     attrs = _attrs(spec, case)
-    inferred = _outs(spec.infer(*_types(spec, case.inputs, unknown), **attrs))
-    for t, o in zip(inferred, _outs(_forward(spec, case, attrs))):
+    inferred = _outs(spec.infer(*_types(spec, case.inputs, unknown), **attrs), spec)
+    for t, o in zip(inferred, _outs(_forward(spec, case, attrs), spec)):
         assert _compatible(t.shape, np.shape(o)), f"infer says {t}, forward gives {np.shape(o)}"
         assert t.dtype == o.dtype
 
@@ -247,23 +254,25 @@ def _needs_all(spec, inputs):
 def _call_vjp(spec, g, out, inputs, attrs, needs=None):
     if "needs" in spec.vjp_context:
         attrs = dict(attrs, needs=needs if needs is not None else _needs_all(spec, inputs))
+    if "rng" in spec.vjp_context:
+        attrs = dict(attrs, rng=np.random.default_rng(0))
     return spec.vjp(g, out, *inputs, **attrs)
 
 
 def _random_cotangent(out, spec, broadcast):
     rng = np.random.default_rng(11)
-    gs = []
-    for o, port in zip(_outs(out), spec.outputs):
+
+    def one(o, port):
         if not port.differentiable:
-            gs.append(None)
-            continue
+            return None
         shape, dtype = np.shape(o), np.asarray(o).dtype
         if broadcast:  # a read-only view with zero strides, as the runtime may pass
-            g = np.broadcast_to(np.asarray(1.5, dtype=dtype), shape)
-        else:
-            g = _frozen(rng.standard_normal(shape).astype(dtype))
-        gs.append(g)
-    return tuple(gs) if isinstance(out, tuple) else gs[0]
+            return np.broadcast_to(np.asarray(1.5, dtype=dtype), shape)
+        return _frozen(rng.standard_normal(shape).astype(dtype))
+
+    declared = (out,) if len(spec.outputs) == 1 else tuple(out)
+    gs = [[one(x, port) for x in o] if port.variadic else one(o, port) for o, port in zip(declared, spec.outputs)]
+    return gs[0] if len(spec.outputs) == 1 else tuple(gs)
 
 
 @pytest.mark.parametrize("broadcast", [False, True], ids=["g-array", "g-broadcast-view"])
@@ -274,7 +283,7 @@ def test_vjp_cotangents_match_inputs_in_shape_and_dtype(registry, name, case, br
     spec = registry[name]
     attrs = _attrs(spec, case)
     inputs = _frozen(list(case.inputs))
-    out = _frozen(spec.forward(*inputs, **attrs))
+    out = _frozen(_forward(spec, case, attrs))
     if isinstance(out, tuple):
         out = tuple(_frozen(o) for o in out)
     g = _random_cotangent(out, spec, broadcast)
