@@ -49,6 +49,7 @@ class Slot:
     port: str
     type: TensorType
     const: bool = False  # an inline constant or default of an unwired input
+    state: bool = False  # a block's slot state kept with a Variable (node: the Variable, port: key)
 
 
 @dataclass(frozen=True, eq=False)
@@ -70,6 +71,8 @@ class Step:
     out_struct: tuple = ()
     #: per flat output slot: the index of its declared output
     out_decl: tuple = ()
+    #: for blocks that update state: (ref input name, ("value", variable) or (key, variable))
+    refs: tuple = ()
 
     @property
     def role(self) -> str:
@@ -84,7 +87,7 @@ class Program:
     """
 
     def __init__(self, page: Page, steps, slots, diagnostics, graph, edge_types, port_slots,
-                 variable_values, feeds):
+                 variable_values, feeds, slot_values=None):
         self.page_name = page.name
         self.scope = page.scope
         self.loss = page.loss_target()
@@ -95,7 +98,10 @@ class Program:
         self.graph: nx.DiGraph = graph
         self.edge_types: dict[Edge, TensorType] = edge_types
         self.port_slots: dict[tuple[str, str], int] = port_slots
+        #: the live state of a run sequence: Variable values by node, and blocks' slot state
+        #: (optimizer moments...) by (Variable node, key); runs that update state change them
         self.variable_values: dict[str, np.ndarray] = variable_values
+        self.slot_values: dict[tuple[str, str], np.ndarray] = slot_values or {}
         self.feeds: dict[str, np.ndarray] = feeds
         self.step_of: dict[str, Step] = {s.node: s for s in self.steps}
         #: the Variables optimizers may change (what training differentiates for by default)
@@ -174,19 +180,27 @@ class GradientPaths:
       receive gradient; ``cut_sources``: those that would, but for the cutters named.
     """
 
-    def __init__(self, program: Program, target: int, wrt):
+    def __init__(self, program: Program, target, wrt, wrt_slots=None, upto: int | None = None):
+        """``target``: a slot, or a tuple of slots (the ys of a Gradients block); ``wrt``: node ids
+        (None: every node, unless ``wrt_slots`` names the slots wanted); ``upto``: only the steps
+        before this step index take part (a Gradients block differentiates what precedes it)."""
         self.program = program
-        self.target = target
+        targets = target if isinstance(target, tuple) else (target,)
+        self.target = targets[0]
+        self.targets = targets
         slots = program.slots
         n = len(slots)
         strict = bytearray(n)
         cutters: list = [None] * n  # None: not even relaxed-reachable; else frozenset of cutters
-        strict[target] = 1
-        cutters[target] = frozenset()
+        for t in targets:
+            strict[t] = 1
+            cutters[t] = frozenset()
         edge_strict: dict[Edge, bool] = {}
         edge_cut: dict[Edge, frozenset] = {}
         passes: dict[tuple[int, int], bool] = {}
-        for step in reversed(program.steps):
+        prevent_hits: list[Step] = []
+        steps = program.steps if upto is None else program.steps[:upto]
+        for step in reversed(steps):
             spec = step.spec
             out_strict = False
             out_cut = None
@@ -201,6 +215,8 @@ class GradientPaths:
                 out_cut = c if out_cut is None else out_cut | c
             if out_cut is None:
                 continue
+            if spec.gradient == "prevent" and any(strict[o] for o in step.outputs):
+                prevent_hits.append(step)
             for j, (pos, _, edge) in enumerate(step.in_edges):
                 src = _flat_input(step, j)
                 if src is None:
@@ -218,8 +234,11 @@ class GradientPaths:
                 cutters[src] = c if cutters[src] is None else cutters[src] | c
         # Forward sweep: which slots depend, through differentiable inputs, on a wanted node.
         live = bytearray(n)
-        for step in program.steps:
-            if wrt is None or step.node in wrt:
+        for i in wrt_slots or ():
+            live[i] = 1
+        everything = wrt is None and wrt_slots is None
+        for step in steps:
+            if everything or (wrt is not None and step.node in wrt):
                 for o in step.outputs:
                     live[o] = 1
                 continue
@@ -229,6 +248,11 @@ class GradientPaths:
                     live[o] = 1
         self.wrt = wrt
         self.live = live
+        #: PreventGradient blocks the gradient would have to pass through (an error to run)
+        self.prevented = tuple(
+            st.node for st in prevent_hits
+            if any(live[_flat_input(st, j)] and slots[_flat_input(st, j)].type.is_float
+                   for j in range(len(st.in_edges)) if _flat_input(st, j) is not None))
         self.strict = strict
         #: (step index, flat input index) -> True when a cotangent must be computed for it
         self.needs = {k: v and bool(live[_flat_input(program.steps[k[0]], k[1])])
@@ -408,6 +432,9 @@ class _Compiler:
         steps: list[Step] = []
         edge_types: dict[Edge, TensorType] = {}
         failed = self.failed
+        step_by_node: dict[str, Step] = {}
+        slot_values: dict[tuple[str, str], np.ndarray] = {}
+        updaters: dict[tuple, str] = {}
         fed_ports: dict[str, list[str]] = {}
         for dst, port in fed:
             fed_ports.setdefault(dst, []).append(port)
@@ -422,9 +449,32 @@ class _Compiler:
             if any(fed[(nid, port)].src in failed for port in fed_ports.get(nid, ())):
                 failed.add(nid)  # the cause upstream is reported already
                 continue
-            args, inputs, static, in_edges = [], [], [], []
+            args, inputs, static, in_edges, refs = [], [], [], [], []
             bad = False
+            var_node = None
+            if spec.refs:
+                first = spec.refs[0]
+                e = fed.get((nid, first))
+                src = step_by_node.get(e.src) if e is not None else None
+                if src is None or src.role != "variable":
+                    self.error(nid, first, f"input '{first}' must be wired straight from a Variable: it is "
+                                           f"the state {spec.name} updates")
+                    continue
+                var_node = e.src
             for pos, decl in enumerate(spec.inputs):
+                if decl.ref:
+                    r = self._ref_input(nid, node, spec, decl, fed, slots, port_slots, step_by_node,
+                                        var_node, slot_values)
+                    if r is None:
+                        bad = True
+                        continue
+                    slot, target = r
+                    refs.append((decl.name, target))
+                    args.append(slots[slot].type)
+                    static.append(None)
+                    inputs.append(slot)
+                    in_edges.append((pos, None, fed.get((nid, decl.name))))
+                    continue
                 if decl.variadic:
                     indices = [i for base, i in map(split_port, fed_ports.get(nid, ())) if base == decl.name]
                     inline_idx = sorted(split_port(p)[1] for p in node.inputs if split_port(p)[0] == decl.name)
@@ -512,8 +562,15 @@ class _Compiler:
                 variable_values[nid] = value
             elif spec.role == "placeholder" and nid in page.feeds:
                 feeds[nid] = page.feeds[nid]
-            steps.append(Step(len(steps), nid, spec, attrs[nid], tuple(inputs), tuple(static),
-                              tuple(out_slots), tuple(in_edges), tuple(out_struct), tuple(out_decl)))
+            step = Step(len(steps), nid, spec, attrs[nid], tuple(inputs), tuple(static),
+                        tuple(out_slots), tuple(in_edges), tuple(out_struct), tuple(out_decl), tuple(refs))
+            steps.append(step)
+            step_by_node[nid] = step
+            for _, target in refs:
+                if target in updaters:
+                    self.warn(nid, None, f"updates {target[1]}'s {target[0]} as {updaters[target]} does; "
+                                         f"the later one in the schedule wins")
+                updaters[target] = nid
         for (dst, dst_port), e in fed.items():
             idx = port_slots.get((e.src, e.src_port))
             if idx is not None and dst not in failed:
@@ -529,7 +586,54 @@ class _Compiler:
             elif lnode not in failed and lport and (lnode, lport) not in port_slots:
                 self.error(lnode, lport, f"the page's loss names an output '{lport}' that does not exist")
         self.diags.sort(key=lambda d: (d.severity != "error", d.node or "", d.port or ""))
-        return Program(page, steps, slots, self.diags, graph, edge_types, port_slots, variable_values, feeds)
+        return Program(page, steps, slots, self.diags, graph, edge_types, port_slots, variable_values, feeds,
+                       slot_values)
+
+    def _ref_input(self, nid, node, spec, decl, fed, slots, port_slots, step_by_node, var_node, slot_values):
+        """(slot, state target) for a ref input: a wired Variable, or a slot kept with ``var_node``."""
+        e = fed.get((nid, decl.name))
+        if e is not None:
+            src = step_by_node.get(e.src)
+            if src is None or src.role != "variable":
+                self.error(nid, decl.name, f"input '{decl.name}' must be wired straight from a Variable")
+                return None
+            return port_slots[(e.src, e.src_port)], ("value", e.src)
+        if decl.slot is None:
+            self.error(nid, decl.name, f"input '{decl.name}' must be wired from a Variable")
+            return None
+        var_type = slots[step_by_node[var_node].outputs[0]].type
+        shape = var_type.shape if decl.slot == "like" else ()
+        key = f"{nid}.{decl.name}"
+        stored = self.page.nodes[var_node].state.get(key)
+        if stored is not None:
+            if stored.shape != shape or stored.dtype != var_type.dtype:
+                self.error(nid, decl.name, f"the saved state {var_node}/{key} is {TensorType.of(stored)}, "
+                                           f"expected {TensorType(shape, var_type.dtype)}")
+                return None
+            value = stored
+        else:
+            init = decl.slot_init
+            if isinstance(init, str):
+                init = self._known_value(nid, node, spec, init, fed, slots, port_slots)
+                if init is None:
+                    self.error(nid, init, f"the first value of the '{decl.name}' state comes from input "
+                                          f"'{decl.slot_init}', which must then be a constant")
+                    return None
+            value = np.full(shape, init, dtype=var_type.dtype)
+        slot_values[(var_node, key)] = value
+        idx = len(slots)
+        slots.append(Slot(idx, var_node, key, TensorType(shape, var_type.dtype), state=True))
+        return idx, (key, var_node)
+
+    def _known_value(self, nid, node, spec, name, fed, slots, port_slots):
+        """The compile-time value of an input (inline, a wired Const, or its default), or None."""
+        e = fed.get((nid, name))
+        if e is not None:
+            idx = port_slots.get((e.src, e.src_port))
+            return None if idx is None else slots[idx].type.value
+        if name in node.inputs:
+            return node.inputs[name]
+        return spec.input_map[name].default
 
     @staticmethod
     def _check_infer_result(spec, outs, attrs, args) -> str | None:

@@ -150,6 +150,11 @@ class Page:
         self.edges = [e for e in self.edges if node_id not in (e.src, e.dst)]
         self.feeds.pop(node_id, None)
 
+    def apply_state(self, updates: dict) -> None:
+        """Store a run's state updates (``RunResult.state_updates``) in the Variables' nodes."""
+        for node_id, changes in updates.items():
+            self.nodes[node_id].state.update(changes)
+
     def incoming(self, node_id: str) -> list:
         return [e for e in self.edges if e.dst == node_id]
 

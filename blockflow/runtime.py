@@ -39,6 +39,9 @@ class RunResult:
     grads: dict = field(default_factory=dict)
     edge_grads: dict = field(default_factory=dict)
     variable_grads: dict = field(default_factory=dict)
+    #: state a run changed: {Variable node: {"value": new value, slot key: new slot value}};
+    #: Page.apply_state writes it into the project
+    state_updates: dict = field(default_factory=dict)
     target: tuple | None = None
     paths: GradientPaths | None = None
 
@@ -67,7 +70,8 @@ _LOSS = object()
 
 
 def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None, wrt=None,
-        variables=None, record: bool = True, check_numerics: bool = True, step: int = 0) -> RunResult:
+        variables=None, record: bool = True, check_numerics: bool = True, step: int = 0,
+        commit: bool = True) -> RunResult:
     """Run a compiled page.
 
     feeds: ``{placeholder node id: array}``; missing ones come from the page's saved feeds.
@@ -82,6 +86,10 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
     check_numerics: raise :class:`NumericsError` naming the node that first produced NaN/Inf.
     step: the run's number in a sequence (a training step): random blocks draw from a stream
     fixed by their seed, their id and ``step``, so a run is reproducible and steps differ.
+    commit: blocks that update state (Assign, Apply*) change the program's Variables and slots
+    once the run has finished without error; ``result.state_updates`` lists the changes (write
+    them into the project with ``Page.apply_state``). Within a run every block reads the values
+    from its start.
     """
     program.raise_for_errors()
     if target is _LOSS:
@@ -118,6 +126,8 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
     result = plan.package(out)
     if check_numerics:
         plan.check(result, out, variables, feeds, grad_seed, wrt, step)
+    if commit and result.state_updates:
+        plan.commit(result)
     return result
 
 
@@ -146,12 +156,17 @@ class _Plan:
             need = set(fetch) | ({target} if target is not None else set())
             keep = set()
             for st in reversed(steps):
-                if any(o in need for o in st.outputs):
+                if st.refs or any(o in need for o in st.outputs):  # state updates always run
                     keep.add(st.index)
                     need.update(s for s in _step_sources(st) if s is not None)
             fwd = [st for st in steps if st.index in keep]
         self.var_steps = [st for st in fwd if st.role == "variable"]
         self.feed_steps = [st for st in fwd if st.role == "placeholder"]
+        self.state_slots = sorted({s for st in fwd for s in _step_sources(st)
+                                   if s is not None and program.slots[s].state})
+        self.prevented_by_gradients = None
+        if paths is not None and paths.prevented:
+            raise RunError(self._prevent_message(paths.prevented, "the gradient of " + _slot_name(program, target)))
         # Backward: steps with at least one input needing a cotangent, in reverse order.
         bwd = []
         if paths is not None:
@@ -166,11 +181,23 @@ class _Plan:
                     if wrt is None or st.node in wrt:
                         self.wanted_grads.append((st.node, st.outputs[0]))
         self._generate(fwd, bwd)
+        if self.prevented_by_gradients is not None:
+            node, prevented = self.prevented_by_gradients
+            raise RunError(self._prevent_message(prevented, f"{program.full_name(node)} (Gradients)"))
+
+    def _prevent_message(self, nodes, what) -> str:
+        program = self.program
+        bits = []
+        for node in nodes:
+            msg = program.step_of[node].attrs.get("message") or ""
+            bits.append(f"{program.full_name(node)}" + (f" ({msg})" if msg else ""))
+        return (f"{what} would have to pass through {', '.join(bits)}: PreventGradient forbids "
+                f"differentiating through it")
 
     # ---------------------------------------------------------------------------- codegen
     def _generate(self, fwd, bwd):
-        program, slots, paths = self.program, self.program.slots, self.paths
-        ns: dict = {"_fail": self._fail, "_ones": np.ones_like, "_R": self._rng}
+        program, slots = self.program, self.program.slots
+        ns: dict = {"_fail": self._fail, "_ones": np.ones_like, "_zeros": np.zeros_like, "_R": self._rng}
         lines: list[tuple[str, set, set]] = []  # (code, names read, names written)
 
         def arg(slot):
@@ -200,12 +227,20 @@ class _Plan:
                     reads |= r
             return parts, reads
 
+        self.arg, self.call_args, self.ns = arg, call_args, ns
         var_index = {st.index: i for i, st in enumerate(self.var_steps)}
         feed_index = {st.index: i for i, st in enumerate(self.feed_steps)}
+        # Slot state (optimizer moments...) is read like a Variable, after the Variables in V.
+        for i, s in enumerate(self.state_slots):
+            lines.append((f"s{s} = V[{len(self.var_steps) + i}]", set(), {f"s{s}"}))
+        update_names = []
         for st in fwd:
             outs = [f"s{o}" for o in st.outputs]
             if st.role == "variable":
                 lines.append((f"{outs[0]} = V[{var_index[st.index]}]", set(), set(outs)))
+                continue
+            if st.role == "gradients":
+                self._emit_gradients_block(st, lines)
                 continue
             fname = f"f{st.index}"
             ns[fname] = partial(st.spec.forward, **st.attrs) if st.attrs else st.spec.forward
@@ -217,61 +252,20 @@ class _Plan:
             if "rng" in st.spec.forward_context:
                 parts.append(f"rng=_R({st.index}, S)")
             target = _struct_expr(st, "s", lambda o: True, assign=True) if outs else "_"
-            lines.append((f"_n = {st.index}; {target} = {fname}({', '.join(parts)})", reads, set(outs)))
+            writes = set(outs)
+            if st.refs:
+                target = f"({target}, u{st.index})"
+                writes.add(f"u{st.index}")
+                update_names.append((f"u{st.index}", st))
+            lines.append((f"_n = {st.index}; {target} = {fname}({', '.join(parts)})", reads, writes))
 
         edge_names: list[tuple[str, Edge]] = []
         grad_written: set[int] = set()
         if self.target is not None:
             t = self.target
             lines.append((f"_n = -1; g{t} = G0 if G0 is not None else _ones(s{t})", {f"s{t}"}, {f"g{t}"}))
-            grad_written.add(t)
-            for st in bwd:
-                spec = st.spec
-                if not any(o in grad_written for o in st.outputs):
-                    continue
-                reads = {f"g{o}" for o in st.outputs if o in grad_written} | {f"s{o}" for o in st.outputs}
-                gexpr = _struct_expr(st, "g", grad_written.__contains__)
-                oexpr = _struct_expr(st, "s", lambda o: True)
-                parts, r2 = call_args(st)
-                if "rng" in spec.vjp_context:
-                    parts.append(f"rng=_R({st.index}, S)")
-                reads |= r2
-                needs_flat = [bool(paths.needs.get((st.index, j))) for j in range(len(st.in_edges))]
-                needs = []
-                j = 0
-                for pos, src in enumerate(st.inputs):
-                    if isinstance(src, tuple):
-                        needs.append(tuple(needs_flat[j:j + len(src)]))
-                        j += len(src)
-                    elif src is None:
-                        needs.append(False)
-                    else:
-                        needs.append(needs_flat[j])
-                        j += 1
-                kw = dict(st.attrs)
-                if "needs" in spec.vjp_context:
-                    kw["needs"] = tuple(needs)
-                bname = f"b{st.index}"
-                ns[bname] = partial(spec.vjp, **kw) if kw else spec.vjp
-                r = f"r{st.index}"
-                lines.append((f"_n = {-2 - st.index}; {r} = {bname}({gexpr}, {oexpr}, {', '.join(parts)})",
-                              reads, {r}))
-                for j, (pos, idx, edge) in enumerate(st.in_edges):
-                    if not needs_flat[j]:
-                        continue
-                    src = _flat(st, j)
-                    expr = f"{r}[{pos}]" if idx is None else f"{r}[{pos}][{idx}]"
-                    if self.record and edge is not None:
-                        ename = f"e{len(edge_names)}"
-                        edge_names.append((ename, edge))
-                        lines.append((f"{ename} = {expr}", {r}, {ename}))
-                        expr = ename
-                    if src in grad_written:
-                        lines.append((f"g{src} = g{src} + {expr}", {f"g{src}", expr if expr.startswith("e") else r},
-                                      {f"g{src}"}))
-                    else:
-                        grad_written.add(src)
-                        lines.append((f"g{src} = {expr}", {expr if expr.startswith("e") else r}, {f"g{src}"}))
+            grad_written = self._emit_backward(lines, self.paths, bwd, {t}, "g",
+                                               edge_names if self.record else None)
 
         # What the function returns.
         if self.record:
@@ -282,16 +276,19 @@ class _Plan:
             grad_slots = [s for _, s in self.wanted_grads]
         self.value_slots = value_slots
         self.grad_slots = grad_slots
+        self.update_steps = [st for _, st in update_names]
         key = lambda i: (slots[i].node, slots[i].port)  # noqa: E731
         self.value_keys = [key(i) for i in value_slots]
         self.grad_keys = [key(i) for i in grad_slots]
         self.wanted_keys = [(node, key(i)) for node, i in self.wanted_grads]
         self.target_key = None if self.target is None else key(self.target)
         self.edge_list = [e for _, e in edge_names]
-        returned = {f"s{s}" for s in value_slots} | {f"g{s}" for s in grad_slots} | {n for n, _ in edge_names}
+        returned = ({f"s{s}" for s in value_slots} | {f"g{s}" for s in grad_slots} | {n for n, _ in edge_names}
+                    | {n for n, _ in update_names})
         ret = ("return (" + "".join(f"s{s}, " for s in value_slots) + "), ("
                + "".join(f"g{s}, " for s in grad_slots) + "), ("
-               + "".join(f"{n}, " for n, _ in edge_names) + ")")
+               + "".join(f"{n}, " for n, _ in edge_names) + "), ("
+               + "".join(f"{n}, " for n, _ in update_names) + ")")
         body = lines if self.record else _with_frees(lines, returned)
         src = ["def _run(V, F, G0, S):", "    _n = -1", "    try:"]
         src += [f"        {code}" for code, _, _ in body]
@@ -299,6 +296,91 @@ class _Plan:
         self.source = "\n".join(src)
         exec(compile(self.source, f"<blockflow plan {program.page_name}>", "exec"), ns)
         self.fn = ns["_run"]
+
+    def _emit_backward(self, lines, paths, bwd, seeded, gp, edge_names):
+        """Reverse-mode code over ``bwd`` (steps in reverse order) from the cotangents already in
+        ``{gp}{slot}`` for the ``seeded`` slots; returns the slots that got a cotangent. With
+        ``edge_names`` each wire's share is kept under a name of its own (the editor shows it)."""
+        ns, call_args = self.ns, self.call_args
+        grad_written = set(seeded)
+        for st in bwd:
+            spec = st.spec
+            if not any(o in grad_written for o in st.outputs):
+                continue
+            reads = {f"{gp}{o}" for o in st.outputs if o in grad_written} | {f"s{o}" for o in st.outputs}
+            gexpr = _struct_expr(st, gp, grad_written.__contains__)
+            oexpr = _struct_expr(st, "s", lambda o: True)
+            parts, r2 = call_args(st)
+            if "rng" in spec.vjp_context:
+                parts.append(f"rng=_R({st.index}, S)")
+            reads |= r2
+            needs_flat = [bool(paths.needs.get((st.index, j))) for j in range(len(st.in_edges))]
+            if not any(needs_flat):
+                continue
+            needs = []
+            j = 0
+            for pos, src in enumerate(st.inputs):
+                if isinstance(src, tuple):
+                    needs.append(tuple(needs_flat[j:j + len(src)]))
+                    j += len(src)
+                elif src is None:
+                    needs.append(False)
+                else:
+                    needs.append(needs_flat[j])
+                    j += 1
+            kw = dict(st.attrs)
+            if "needs" in spec.vjp_context:
+                kw["needs"] = tuple(needs)
+            bname = f"b{st.index}_{len(ns)}"
+            ns[bname] = partial(spec.vjp, **kw) if kw else spec.vjp
+            r = f"{gp}r{st.index}"
+            lines.append((f"_n = {-2 - st.index}; {r} = {bname}({gexpr}, {oexpr}, {', '.join(parts)})",
+                          reads, {r}))
+            for j, (pos, idx, edge) in enumerate(st.in_edges):
+                if not needs_flat[j]:
+                    continue
+                src = _flat(st, j)
+                expr, read = (f"{r}[{pos}]" if idx is None else f"{r}[{pos}][{idx}]"), r
+                if edge_names is not None and edge is not None:
+                    ename = f"e{len(edge_names)}"
+                    edge_names.append((ename, edge))
+                    lines.append((f"{ename} = {expr}", {r}, {ename}))
+                    expr = read = ename
+                name = f"{gp}{src}"
+                if src in grad_written:
+                    lines.append((f"{name} = {name} + {expr}", {name, read}, {name}))
+                else:
+                    grad_written.add(src)
+                    lines.append((f"{name} = {expr}", {read}, {name}))
+        return grad_written
+
+    def _emit_gradients_block(self, st: Step, lines) -> None:
+        """TF's tf.gradients as a block: reverse mode, inline, over what precedes it on the page."""
+        program = self.program
+        ys, xs = st.inputs[0], st.inputs[1]
+        seeds_in = st.inputs[2] if len(st.inputs) > 2 and st.inputs[2] else ()
+        paths = GradientPaths(program, tuple(ys), None, frozenset(xs), upto=st.index)
+        if paths.prevented:
+            self.prevented_by_gradients = (st.node, paths.prevented)
+        gp = f"h{st.index}_"
+        seeded = set()
+        for i, y in enumerate(ys):
+            seed, reads = (self.arg(seeds_in[i]) if i < len(seeds_in) else (f"_ones(s{y})", {f"s{y}"}))
+            name = f"{gp}{y}"
+            if y in seeded:
+                lines.append((f"{name} = {name} + {seed}", reads | {name}, {name}))
+            else:
+                lines.append((f"_n = {st.index}; {name} = {seed}", reads, {name}))
+                seeded.add(y)
+        bwd = [s for s in reversed(program.steps[:st.index])
+               if s.spec.gradient == "vjp" and any(paths.needs.get((s.index, j)) for j in range(len(s.in_edges)))]
+        written = self._emit_backward(lines, paths, bwd, seeded, gp, None)
+        for x, o in zip(xs, st.outputs):
+            if x in written:
+                lines.append((f"s{o} = {gp}{x}", {f"{gp}{x}"}, {f"s{o}"}))
+            else:  # x does not reach the ys (or only through a StopGradient): its gradient is zero
+                a, reads = self.arg(x)
+                lines.append((f"s{o} = _zeros({a})", reads, {f"s{o}"}))
 
     def _rng(self, index: int, step: int) -> np.random.Generator:
         """The random stream of one block in one run: fixed by its seed, the step and its id.
@@ -313,8 +395,9 @@ class _Plan:
     # ------------------------------------------------------------------------- inputs/outputs
     def variable_inputs(self, variables):
         program = self.program
+        states = [program.slot_values[(program.slots[s].node, program.slots[s].port)] for s in self.state_slots]
         if not variables:
-            return [program.variable_values[st.node] for st in self.var_steps]
+            return [program.variable_values[st.node] for st in self.var_steps] + states
         out = []
         for st in self.var_steps:
             value = None if variables is None else variables.get(st.node)
@@ -328,7 +411,7 @@ class _Plan:
                                    f"{list(value.shape)}, the Variable is {want}")
                 value = value.astype(want.dtype, copy=False)
             out.append(value)
-        return out
+        return out + states
 
     def feed_inputs(self, feeds):
         program = self.program
@@ -352,7 +435,7 @@ class _Plan:
         return out
 
     def package(self, out) -> RunResult:
-        values, grads, edges = out
+        values, grads, edges, updates = out
         res = RunResult(self.program, target=self.target_key, paths=self.paths)
         res.values = dict(zip(self.value_keys, values))
         res.grads = dict(zip(self.grad_keys, grads))
@@ -362,7 +445,30 @@ class _Plan:
             g = res.grads.get(key)
             if g is not None:
                 res.variable_grads[node] = g
+        for st, changed in zip(self.update_steps, updates):
+            targets = dict(st.refs)
+            for name, value in changed.items():
+                key, node = targets[name]
+                res.state_updates.setdefault(node, {})[key] = value
         return res
+
+    def commit(self, result: RunResult) -> None:
+        """Make a run's state updates the program's state: later runs read the new values."""
+        program = self.program
+        for node, changes in result.state_updates.items():
+            current = program.variable_values[node]
+            for key, value in changes.items():
+                value = np.asarray(value)
+                old = current if key == "value" else program.slot_values[(node, key)]
+                if value.shape != old.shape:
+                    raise RunError(f"an update of {program.full_name(node)}'s {key} has shape "
+                                   f"{list(value.shape)}, the state is {list(old.shape)}")
+                value = value.astype(old.dtype, copy=False)
+                changes[key] = value
+                if key == "value":
+                    program.variable_values[node] = value
+                else:
+                    program.slot_values[(node, key)] = value
 
     # --------------------------------------------------------------------------- failures
     def _fail(self, n, exc, local):
@@ -397,7 +503,7 @@ class _Plan:
 
     def check(self, result: RunResult, out, variables, feeds, grad_seed, wrt, step):
         """Raise NumericsError naming the first node whose output (or gradient) is not finite."""
-        values, grads, _ = out
+        values, grads, _, _ = out
         if not self.record:
             if all(_finite(v) for v in values) and all(_finite(g) for g in grads):
                 return
@@ -476,23 +582,20 @@ def _what(v) -> str:
 
 
 def _with_frees(lines, returned):
-    """Insert ``del`` statements after the last read of every local that is not returned."""
+    """Insert ``del`` statements after the last use of every local that is not returned."""
     last: dict[str, int] = {}
     for i, (_, reads, writes) in enumerate(lines):
         for name in writes:
-            last.setdefault(name, i)
-            last[name] = max(last[name], i)
+            last[name] = max(last.get(name, i), i)
         for name in reads:
             last[name] = i
     frees: dict[int, list[str]] = {}
     for name, i in last.items():
-        if name not in returned and not name.startswith("r"):
-            frees.setdefault(i, []).append(name)
-        elif name.startswith("r"):
+        if name not in returned:
             frees.setdefault(i, []).append(name)
     out = []
-    for i, (code, reads, writes) in enumerate(lines):
-        out.append((code, reads, writes))
+    for i, line in enumerate(lines):
+        out.append(line)
         if i in frees:
             out.append(("del " + ", ".join(sorted(frees[i])), set(), set()))
     return out

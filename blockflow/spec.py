@@ -207,6 +207,13 @@ class Input:
     such as ``"T"`` shared with other inputs. A ``static`` input must be known when compiling
     (an inline constant or a wire from a Const); ``infer`` and ``forward`` get its value.
     An ``optional`` input may stay unwired and then takes ``default``.
+
+    A ``ref`` input names state the block updates (TF's ref inputs: ApplyAdam's ``var``, ``m``,
+    ``v``): it must be wired straight from a Variable, whose value the block reads and replaces.
+    A ref input with a ``slot`` may instead stay unwired: its state is then kept with the block's
+    first ref input's Variable (saved in the project beside its value), created as ``"like"`` (the
+    Variable's shape) or ``"scalar"``, filled with ``slot_init`` (a number, or the name of another
+    input whose value to start from).
     """
 
     name: str
@@ -215,6 +222,9 @@ class Input:
     optional: bool = False
     default: Any = None
     doc: str = ""
+    ref: bool = False
+    slot: str | None = None
+    slot_init: Any = 0.0
     variadic = False
 
     def accepts(self, dtype: np.dtype) -> bool:
@@ -232,7 +242,7 @@ class Input:
 
     @property
     def differentiable(self) -> bool:
-        if self.static:
+        if self.static or self.ref:
             return False
         allowed = DTYPE_CLASSES.get(self.dtype)
         if allowed is None:
@@ -392,6 +402,7 @@ class BlockSpec:
     vjp_context: frozenset
     forward_context: frozenset
     initial: Callable | None
+    refs: tuple
     attr_map: dict = field(repr=False)
     input_map: dict = field(repr=False)
     output_map: dict = field(repr=False)
@@ -430,7 +441,7 @@ class BlockSpec:
         return f"<block {self.name} ({self.category}) from {self.source}>"
 
 
-_ROLES = ("op", "placeholder", "variable")
+_ROLES = ("op", "placeholder", "variable", "gradients")
 _GRADIENTS = ("stop", "none", "prevent")
 
 
@@ -480,7 +491,13 @@ def block(name: str, *, category: str, aliases: tuple = ()):
     ``infer`` and ``forward`` and, when the block is differentiable, ``vjp``. A non-differentiable
     block sets ``gradient = "stop"`` (StopGradient's cut), ``"prevent"`` (differentiating through it
     is an error) or leaves the default ``"none"``. ``role`` is ``"placeholder"`` or ``"variable"``
-    for the blocks whose value comes from outside the graph.
+    for the blocks whose value comes from outside the graph, and ``"gradients"`` for the in-graph
+    gradient block (the runtime computes it; its ``forward`` is never called).
+
+    A block with ``ref`` inputs updates state: its ``forward`` returns ``(outputs, updates)`` where
+    ``updates`` maps ref input names to their new values. The runtime commits them when the run
+    has finished without error; every block that reads a Variable in that run sees its value from
+    the start of the run (wire from the updating block's output to use the new value).
     """
 
     def decorate(cls) -> BlockSpec:
@@ -514,8 +531,6 @@ def block(name: str, *, category: str, aliases: tuple = ()):
                     a.validate(a.default)
                 except AttrError as exc:
                     _fail(name, f"default of attr {a.name!r} is invalid: {exc}")
-        if sum(isinstance(p, InputList) for p in inputs) > 1:
-            _fail(name, "at most one InputList per block")
         for o in outputs:
             if o.variadic:
                 counted = next((a for a in attrs if a.name == o.count), None) or \
@@ -541,14 +556,31 @@ def block(name: str, *, category: str, aliases: tuple = ()):
         role = ns.get("role", "op")
         if role not in _ROLES:
             _fail(name, f"role must be one of {_ROLES}, got {role!r}")
-        if role != "op" and (inputs or len(outputs) != 1):
+        if role in ("placeholder", "variable") and (inputs or len(outputs) != 1):
             _fail(name, f"a {role} block has no inputs and exactly one output")
         in_names = [p.name for p in inputs]
         for fn_name in ("infer", "forward"):
             if fn_name not in ns:
                 _fail(name, f"missing {fn_name}")
         _check_signature(name, "infer", ns["infer"], in_names, attrs)
-        extra = ("value",) if role != "op" else ()
+        extra = ("value",) if role in ("placeholder", "variable") else ()
+        refs = tuple(p.name for p in inputs if p.ref)
+        for p in inputs:
+            if p.slot not in (None, "like", "scalar"):
+                _fail(name, f"input {p.name!r}: slot must be 'like' or 'scalar', got {p.slot!r}")
+            if p.slot is not None and not p.ref:
+                _fail(name, f"input {p.name!r} has a slot but is not a ref input")
+            if p.ref and (p.variadic or p.static):
+                _fail(name, f"ref input {p.name!r} cannot be static or variadic")
+            if isinstance(p.slot_init, str) and p.slot_init not in {q.name for q in inputs}:
+                _fail(name, f"input {p.name!r}: slot_init names no input {p.slot_init!r}")
+        if refs:
+            first = next(p for p in inputs if p.ref)
+            if first.slot is not None:
+                _fail(name, f"the first ref input {first.name!r} is the Variable the block updates; it "
+                            f"cannot be a slot")
+            if "vjp" in ns:
+                _fail(name, "a block that updates state (ref inputs) has no vjp")
         forward_context = _check_signature(name, "forward", ns["forward"], in_names, attrs,
                                            extra_first=extra, context=frozenset({"rng"}))
         initial = ns.get("initial")
@@ -579,7 +611,7 @@ def block(name: str, *, category: str, aliases: tuple = ()):
             infer=ns["infer"], forward=ns["forward"], vjp=vjp, role=role, gradient=gradient,
             aliases=tuple(aliases), source=f"{module}.{cls.__qualname__}", vjp_context=context,
             forward_context=forward_context,
-            initial=initial, attr_map={a.name: a for a in attrs}, input_map={p.name: p for p in inputs},
+            initial=initial, refs=refs, attr_map={a.name: a for a in attrs}, input_map={p.name: p for p in inputs},
             output_map={o.name: o for o in outputs},
         )
 

@@ -7,8 +7,10 @@ from __future__ import annotations
 from blockflow.spec import BlockSpec
 
 from . import array_ops, math_ops, nn_ops, state_ops
+from . import training_ops
+from . import random_ops
 
-_MODULES = (array_ops, math_ops, nn_ops, state_ops)
+_MODULES = (array_ops, math_ops, nn_ops, state_ops, training_ops, random_ops)
 
 
 def all_blocks() -> list[BlockSpec]:

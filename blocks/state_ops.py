@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from blockflow.spec import Attr, Output, ShapeError, TensorType, block
+from blockflow.spec import Attr, Input, Output, ShapeError, TensorType, block, broadcast_shapes
 
 _INITIALIZERS = ("zeros", "ones", "value", "random_normal", "random_uniform", "glorot_uniform",
                  "glorot_normal")
@@ -75,3 +75,71 @@ class Variable:
 
     def forward(value, *, shape, dtype, initializer, initial_value, stddev, scale, seed, trainable):
         return value
+
+
+_ASSIGN_DOC_TAIL = """
+    ``value`` must have the Variable's shape or broadcast to it (a Variable's shape never changes).
+    Like every block that updates state, the new value is committed when the run finishes
+    without error: within the run, blocks that read the Variable directly see the value it had
+    when the run started, and blocks wired from ``output_ref`` see the new value (TensorFlow's
+    "read after the assign", made explicit by the wire). Not differentiable.
+"""
+
+
+def _assign_infer(ref, value):
+    try:
+        shape = broadcast_shapes(ref.shape, value.shape)
+    except ShapeError:
+        shape = None
+    if shape is None or len(shape) != len(ref.shape) or any(
+            r is not None and s is not None and r != s for r, s in zip(ref.shape, shape)):
+        raise ShapeError(f"the value {value} does not fit the Variable {ref}")
+    return ref
+
+
+@block("Assign", category="state_ops")
+class Assign:
+    __doc__ = """Sets a Variable (wired into ``ref``) to ``value``; ``output_ref`` is the new value.
+""" + _ASSIGN_DOC_TAIL
+
+    inputs = (Input("ref", ref=True), Input("value"))
+    outputs = (Output("output_ref", doc="the Variable's new value"),)
+
+    def infer(ref, value):
+        return _assign_infer(ref, value)
+
+    def forward(ref, value):
+        new = np.array(np.broadcast_to(value, ref.shape), dtype=ref.dtype)
+        return new, {"ref": new}
+
+
+@block("AssignAdd", category="state_ops")
+class AssignAdd:
+    __doc__ = """Adds ``value`` to a Variable (wired into ``ref``); ``output_ref`` is the new value.
+""" + _ASSIGN_DOC_TAIL
+
+    inputs = (Input("ref", ref=True), Input("value"))
+    outputs = (Output("output_ref", doc="the Variable's new value"),)
+
+    def infer(ref, value):
+        return _assign_infer(ref, value)
+
+    def forward(ref, value):
+        new = ref + value
+        return new, {"ref": new}
+
+
+@block("AssignSub", category="state_ops")
+class AssignSub:
+    __doc__ = """Subtracts ``value`` from a Variable (wired into ``ref``); ``output_ref`` is the new value.
+""" + _ASSIGN_DOC_TAIL
+
+    inputs = (Input("ref", ref=True), Input("value"))
+    outputs = (Output("output_ref", doc="the Variable's new value"),)
+
+    def infer(ref, value):
+        return _assign_infer(ref, value)
+
+    def forward(ref, value):
+        new = ref - value
+        return new, {"ref": new}

@@ -92,7 +92,14 @@ def _forward(spec, case, attrs):
         return spec.forward(case.value, **attrs)
     if "rng" in spec.forward_context:
         attrs = dict(attrs, rng=np.random.default_rng(0))
-    return spec.forward(*inputs, **attrs)
+    out = spec.forward(*inputs, **attrs)
+    if spec.refs:  # a state update: (outputs, {ref input: new value})
+        out, updates = out
+        assert set(updates) <= set(spec.refs), f"{spec.name} updates {set(updates) - set(spec.refs)}"
+        for name, value in updates.items():
+            current = inputs[[p.name for p in spec.inputs].index(name)]
+            assert np.shape(value) == np.shape(current) and np.asarray(value).dtype == current.dtype, name
+    return out
 
 
 def _outs(x, spec):
