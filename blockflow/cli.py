@@ -23,6 +23,7 @@ EXIT_DIAGNOSTICS = 1  # the diagram has errors
 EXIT_USAGE = 2  # bad command line (argparse's own code)
 EXIT_FILE = 3  # a project or feed file cannot be read
 EXIT_RUN = 4  # a run failed: a block raised, NaN/Inf, a missing or wrong feed
+EXIT_INTERNAL = 5  # a bug: an unexpected exception
 
 EXIT_CODES = {
     EXIT_OK: "success",
@@ -30,6 +31,7 @@ EXIT_CODES = {
     EXIT_USAGE: "bad command line",
     EXIT_FILE: "a project or data file cannot be read",
     EXIT_RUN: "the run failed (a block raised, NaN/Inf appeared, a feed is missing or wrong)",
+    EXIT_INTERNAL: "internal error (a bug in blockflow or a block package; --debug shows where)",
 }
 
 
@@ -57,41 +59,41 @@ def _registry():
     return reg
 
 
-def parse_feed(spec: str) -> tuple[str, np.ndarray]:
+def parse_feed(spec: str, option: str = "--feed") -> tuple[str, np.ndarray]:
     """``NAME=file.npy``, ``NAME=file.csv`` or ``NAME=<inline JSON>`` -> (name, array)."""
     name, sep, value = spec.partition("=")
     if not sep or not name:
-        raise CliError(f"--feed {spec!r}: expected NAME=VALUE (a .npy or .csv file, or inline JSON)", EXIT_USAGE)
+        raise CliError(f"{option} {spec!r}: expected NAME=VALUE (a .npy or .csv file, or inline JSON)", EXIT_USAGE)
     text = value.strip()
     if text.endswith(".npy"):
         try:
             return name, np.load(text, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise CliError(f"--feed {name}: cannot read {text}: {exc}", EXIT_FILE) from None
+        except Exception as exc:  # numpy raises OSError, ValueError, EOFError... for bad files
+            raise CliError(f"{option} {name}: cannot read {text}: {exc or type(exc).__name__}", EXIT_FILE) from None
     if text.endswith(".csv"):
-        return name, _read_csv(name, text)
+        return name, _read_csv(f"{option} {name}", text)
     try:
         data = json.loads(text)
         arr = np.asarray(data)
     except (ValueError, TypeError) as exc:
-        raise CliError(f"--feed {name}: {text!r} is neither a .npy/.csv file nor JSON ({exc})", EXIT_USAGE) from None
+        raise CliError(f"{option} {name}: {text!r} is neither a .npy/.csv file nor JSON ({exc})", EXIT_USAGE) from None
     if arr.dtype.kind not in "biuf":
-        raise CliError(f"--feed {name}: expected numbers, got {text!r}", EXIT_USAGE)
+        raise CliError(f"{option} {name}: expected numbers, got {text!r}", EXIT_USAGE)
     return name, arr
 
 
-def _read_csv(name: str, path: str) -> np.ndarray:
+def _read_csv(what: str, path: str) -> np.ndarray:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise CliError(f"--feed {name}: cannot read {path}: {exc}", EXIT_FILE) from None
+        raise CliError(f"{what}: cannot read {path}: {exc}", EXIT_FILE) from None
     rows = [r for r in csv.reader(io.StringIO(text)) if r and any(c.strip() for c in r)]
     if rows and not _numeric_row(rows[0]):
         rows = rows[1:]  # a header
     try:
         arr = np.array([[float(c) for c in r] for r in rows], dtype=np.float64)
     except ValueError as exc:
-        raise CliError(f"--feed {name}: {path}: not a table of numbers ({exc})", EXIT_FILE) from None
+        raise CliError(f"{what}: {path}: not a table of numbers ({exc})", EXIT_FILE) from None
     if arr.ndim == 2 and arr.shape[1] == 1:
         arr = arr[:, 0]
     return arr
@@ -155,7 +157,17 @@ def cmd_run(args) -> int:
             target = ":".join(p for p in program.loss if p)
     seed = None
     if args.grad_seed is not None:
-        _, seed = parse_feed(f"seed={args.grad_seed}")
+        if target is None:
+            raise CliError("--grad-seed needs a gradient target (--grad, or a page with a loss)", EXIT_USAGE)
+        _, seed = parse_feed(f"seed={args.grad_seed}", option="--grad-seed")
+    if target is not None:
+        try:
+            ttype = program.slots[program.resolve_target(target)].type
+        except ProjectError as exc:
+            raise CliError(f"--grad {target}: {exc}", EXIT_USAGE) from None
+        if not ttype.is_float:
+            raise CliError(f"--grad {target}: that output is {ttype}; only float values can be differentiated",
+                           EXIT_USAGE)
     result = run(program, feeds, target=target, grad_seed=seed, record=True)
     fetch = [program.resolve_target(f) for f in args.fetch] if args.fetch else None
     if args.json:
@@ -433,6 +445,12 @@ def main(argv=None) -> int:
     except OSError as exc:
         _report(args, exc)
         return EXIT_FILE
+    except Exception as exc:  # a bug in blockflow or in a block package: say so plainly
+        if getattr(args, "debug", False):
+            traceback.print_exception(exc)
+        print(f"blockflow: internal error ({type(exc).__name__}: {exc}); run with --debug for the "
+              f"traceback and please report it", file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 def _report(args, exc):

@@ -207,10 +207,17 @@ class GradientPaths:
             for k, o in enumerate(step.outputs):
                 if cutters[o] is None:
                     continue
-                differentiable = spec.outputs[step.out_decl[k]].differentiable and slots[o].type.is_float
+                decl_out = spec.outputs[step.out_decl[k]]
+                differentiable = decl_out.differentiable and slots[o].type.is_float
                 if strict[o] and differentiable and spec.gradient == "vjp":
                     out_strict = True
-                extra = frozenset() if differentiable else frozenset((step.node,))
+                if differentiable:
+                    extra = frozenset()
+                elif not slots[o].type.is_float:
+                    extra = frozenset({(step.node, f"its output '{slots[o].port}' is {slots[o].type.dtype.name}, "
+                                                   f"which carries no gradient")})
+                else:
+                    extra = frozenset({(step.node, f"its output '{slots[o].port}' is not differentiable")})
                 c = cutters[o] | extra
                 out_cut = c if out_cut is None else out_cut | c
             if out_cut is None:
@@ -224,7 +231,7 @@ class GradientPaths:
                 decl = spec.inputs[pos]
                 ok = spec.gradient == "vjp" and decl.differentiable and slots[src].type.is_float
                 is_strict = out_strict and ok
-                c = out_cut if ok else out_cut | {step.node}
+                c = out_cut if ok else out_cut | {(step.node, _cut_reason(spec, decl, slots[src]))}
                 passes[(step.index, j)] = is_strict
                 if edge is not None:
                     edge_strict[edge] = edge_strict.get(edge, False) or is_strict
@@ -259,12 +266,14 @@ class GradientPaths:
                       for k, v in passes.items()}
         self.slots = frozenset(i for i in range(n) if strict[i] and live[i])
         self.flows = frozenset(e for e, s in edge_strict.items() if s and live[program.port_slots[(e.src, e.src_port)]])
-        self.cut = {e: tuple(sorted(edge_cut[e])) for e, s in edge_strict.items() if not s}
+        #: why each cut wire is cut: {edge: ((node, reason), ...)}
+        self.cut_reasons = {e: tuple(sorted(edge_cut[e])) for e, s in edge_strict.items() if not s}
+        self.cut = {e: tuple(sorted({node for node, _ in why})) for e, why in self.cut_reasons.items()}
         known = set(edge_strict)
         self.unreached = frozenset(e for e in program.edge_types if e not in known)
         self.sources = tuple(s.node for s in program.steps
                              if s.role in ("variable", "placeholder") and strict[s.outputs[0]])
-        self.cut_sources = {s.node: tuple(sorted(cutters[s.outputs[0]])) for s in program.steps
+        self.cut_sources = {s.node: tuple(sorted({n for n, _ in cutters[s.outputs[0]]})) for s in program.steps
                             if s.role in ("variable", "placeholder") and not strict[s.outputs[0]]
                             and cutters[s.outputs[0]] is not None}
 
@@ -273,15 +282,38 @@ class GradientPaths:
         if edge in self.flows:
             return "carries gradient to the target"
         if edge in self.cut:
-            names = []
-            for node in self.cut[edge]:
-                spec = self.program.step_of[node].spec
-                what = "StopGradient" if spec.gradient == "stop" else f"non-differentiable {spec.name}"
-                names.append(f"{node} ({what})")
-            return "gradient is cut by " + ", ".join(names)
+            return "gradient is cut by " + "; ".join(f"{node} ({why})" for node, why in self.cut_reasons[edge])
         if edge in self.unreached:
             return "does not lead to the target"
         return "leads to the target but to no node gradients are wanted for"
+
+
+_CLASSES = ("float", "int", "bool", "number", "any")
+
+
+def _cut_reason(spec: BlockSpec, decl, src: Slot) -> str:
+    """Why no gradient passes a block into one of its inputs, in words."""
+    if spec.gradient == "stop":
+        return "StopGradient"
+    if spec.gradient == "prevent":
+        return "PreventGradient"
+    if spec.gradient == "none":
+        return f"{spec.name} is not differentiable"
+    if decl.static:
+        return f"input '{decl.name}' is a value known before running"
+    if decl.ref:
+        return f"input '{decl.name}' is state the block updates"
+    if not src.type.is_float:
+        return f"input '{decl.name}' is {src.type.dtype.name}, which carries no gradient"
+    return f"input '{decl.name}' takes no gradient"
+
+
+def _read_only(a):
+    """A view of a project's array that a run cannot write through (results share memory)."""
+    if isinstance(a, np.ndarray) and a.flags.writeable:
+        a = a.view()
+        a.flags.writeable = False
+    return a
 
 
 def _flat_input(step: Step, j: int):
@@ -340,6 +372,9 @@ class _Compiler:
                 continue
             specs[nid] = spec
             values, problems = spec.validate_attrs(node.attrs)
+            for k, v in values.items():
+                if isinstance(v, np.ndarray):
+                    values[k] = _read_only(v)
             for attr, problem in problems:
                 self.error(nid, None, problem)
             attrs[nid] = values
@@ -398,7 +433,8 @@ class _Compiler:
         # The ordering graph: one arc per pair of wired nodes (networkx sorts and names cycles).
         graph = nx.DiGraph()
         graph.add_nodes_from(page.nodes)
-        graph.add_edges_from((e.src, e.dst) for e in good_edges)
+        # Sorted, so that the schedule depends on the wires, not on the order they are listed in.
+        graph.add_edges_from(sorted((e.src, e.dst) for e in good_edges))
 
         order = self._order(graph)
         return self._infer(order, specs, attrs, fed, graph)
@@ -416,14 +452,16 @@ class _Compiler:
                     continue
             sub = graph.subgraph(comp)
             cycle = [u for u, _ in nx.find_cycle(sub)]
-            ordered = [n for n in self.page.nodes if n in comp]
-            names = " -> ".join(cycle + cycle[:1])
-            for nid in ordered:
+            if len(cycle) > 8:
+                names = " -> ".join(cycle[:6]) + f" -> ... ({len(cycle)} blocks) -> {cycle[0]}"
+            else:
+                names = " -> ".join(cycle + cycle[:1])
+            for nid in (n for n in self.page.nodes if n in comp):
                 self.error(nid, None, f"is part of a cycle: {names}")
             in_cycle |= comp
         acyclic = graph.subgraph([n for n in graph if n not in in_cycle])
-        order = list(nx.topological_sort(acyclic))
-        return order
+        # Cycle members come last: they cannot be typed, but their inputs are still checked.
+        return list(nx.topological_sort(acyclic)) + [n for n in self.page.nodes if n in in_cycle]
 
     def _infer(self, order, specs, attrs, fed, graph) -> Program:
         page = self.page
@@ -442,12 +480,15 @@ class _Compiler:
         feeds: dict[str, np.ndarray] = {}
         for nid in order:
             spec = specs.get(nid)
-            if spec is None or nid in failed:
+            if spec is None:
                 failed.add(nid)
                 continue
             node = page.nodes[nid]
-            if any(fed[(nid, port)].src in failed for port in fed_ports.get(nid, ())):
-                failed.add(nid)  # the cause upstream is reported already
+            if nid in failed or any(fed[(nid, port)].src in failed for port in fed_ports.get(nid, ())):
+                # Its own problem, or one upstream, is reported already; what is wrong with its
+                # inputs is still worth saying now, so that every problem shows at once.
+                failed.add(nid)
+                self._check_inputs_present(nid, node, spec, fed_ports.get(nid, ()))
                 continue
             args, inputs, static, in_edges, refs = [], [], [], [], []
             bad = False
@@ -559,9 +600,9 @@ class _Compiler:
                     self.error(nid, None, f"stored value is {TensorType.of(value)} but the Variable is "
                                           f"declared {outs[0]}")
                     continue
-                variable_values[nid] = value
+                variable_values[nid] = _read_only(value)
             elif spec.role == "placeholder" and nid in page.feeds:
-                feeds[nid] = page.feeds[nid]
+                feeds[nid] = _read_only(np.asarray(page.feeds[nid]))
             step = Step(len(steps), nid, spec, attrs[nid], tuple(inputs), tuple(static),
                         tuple(out_slots), tuple(in_edges), tuple(out_struct), tuple(out_decl), tuple(refs))
             steps.append(step)
@@ -620,7 +661,7 @@ class _Compiler:
                                           f"'{decl.slot_init}', which must then be a constant")
                     return None
             value = np.full(shape, init, dtype=var_type.dtype)
-        slot_values[(var_node, key)] = value
+        slot_values[(var_node, key)] = _read_only(value)
         idx = len(slots)
         slots.append(Slot(idx, var_node, key, TensorType(shape, var_type.dtype), state=True))
         return idx, (key, var_node)
@@ -634,6 +675,17 @@ class _Compiler:
         if name in node.inputs:
             return node.inputs[name]
         return spec.input_map[name].default
+
+    def _check_inputs_present(self, nid, node, spec, fed_ports) -> None:
+        """Report required inputs with neither a wire nor an inline value (no types needed)."""
+        given = {split_port(p)[0] for p in fed_ports} | {split_port(p)[0] for p in node.inputs}
+        for decl in spec.inputs:
+            if decl.optional or decl.name in given or (decl.variadic and decl.min_count == 0):
+                continue
+            if decl.ref and decl.slot is not None:
+                continue
+            port = decl.port(0) if decl.variadic else decl.name
+            self.error(nid, port, f"input '{port}' is not connected and has no inline value")
 
     @staticmethod
     def _check_infer_result(spec, outs, attrs, args) -> str | None:
@@ -665,7 +717,7 @@ class _Compiler:
                 return None
             return idx, slots[idx].type
         if port in node.inputs:
-            value = node.inputs[port]
+            value = _read_only(np.asarray(node.inputs[port]))
             t = TensorType.of(value)
         elif decl.optional:
             if decl.default is None:
@@ -681,6 +733,7 @@ class _Compiler:
     def _check_dtypes(self, nid, spec, args, inputs, slots) -> bool:
         """Dtype classes and type variables; inline constants adopt their variable's dtype."""
         resolved: dict[str, tuple[str, np.dtype]] = {}
+        class_hint: dict[str, np.dtype] = {}
         ok = True
         flat = []
         for pos, decl in enumerate(spec.inputs):
@@ -698,7 +751,11 @@ class _Compiler:
                 self.error(nid, port, f"input '{port}' must be {decl.dtype}, got {slot.type.dtype.name}")
                 ok = False
                 continue
-            if decl.dtype in ("float", "int", "bool", "number", "any") or slot.const:
+            if slot.const:
+                continue
+            if decl.dtype in _CLASSES:
+                # Not binding, but an inline value next to a wired float32 should be float32 too.
+                class_hint.setdefault(decl.dtype, slot.type.dtype)
                 continue
             prev = resolved.get(decl.dtype)
             if prev is None:
@@ -709,16 +766,22 @@ class _Compiler:
                 ok = False
         if not ok:
             return False
-        # Second pass: cast inline constants to their variable's dtype (or float32 for 'float').
+        # A type variable fed only inline values takes the widest of their dtypes.
+        for decl, port, s in flat:
+            if slots[s].const and decl.dtype not in _CLASSES and decl.dtype not in resolved:
+                dts = [slots[t].type.dtype for d, _, t in flat if d.dtype == decl.dtype]
+                resolved[decl.dtype] = (port, np.result_type(*dts))
+        # Second pass: cast inline constants to their variable's dtype, or to the dtype of a wired
+        # input of the same class, or to float32 when a float is needed and nothing says which.
         for decl, port, s in flat:
             slot = slots[s]
             if not slot.const:
                 continue
-            want = resolved.get(decl.dtype, (None, None))[1]
+            want = resolved.get(decl.dtype, (None, None))[1] or class_hint.get(decl.dtype)
+            if want is not None and not decl.accepts(want):
+                want = None
             if want is None:
                 if decl.accepts(slot.type.dtype):
-                    if decl.dtype not in ("float", "int", "bool", "number", "any"):
-                        resolved[decl.dtype] = (port, slot.type.dtype)
                     continue
                 want = np.dtype("float32") if decl.dtype in ("float", "number", "any") else None
                 if want is None:

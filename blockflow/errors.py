@@ -61,7 +61,7 @@ class BlockExecutionError(RunError):
 class NumericsError(RunError):
     """A NaN or Inf appeared: names the node that first produced it."""
 
-    def __init__(self, node: str, port: str, what: str, phase: str = "forward"):
+    def __init__(self, node: str, port: str, what: str, phase: str = "forward", side: str = "output"):
         self.node, self.port, self.what, self.phase = node, port, what, phase
-        where = "output" if phase == "forward" else "gradient of output"
+        where = side if phase == "forward" else f"gradient of {side}"
         super().__init__(f"{node} produced {what} in its {where} '{port}' ({phase} pass)")

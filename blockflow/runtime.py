@@ -110,8 +110,20 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
         if grad_seed is None and ttype.size != 1:
             raise RunError(f"the gradient target {_slot_name(program, t_slot)} is {ttype}, not a scalar: "
                            f"give a gradient seed of its shape or pick a scalar target")
+    if grad_seed is not None and t_slot is None:
+        raise RunError("a gradient seed was given but no gradient target")
     if wrt is not None and not isinstance(wrt, frozenset):
+        if isinstance(wrt, str):
+            raise RunError(f"wrt must be a collection of node ids, not the string {wrt!r}")
         wrt = frozenset(wrt)
+        unknown = sorted(n for n in wrt if n not in program.step_of)
+        if unknown:
+            raise RunError(f"wrt names nodes that are not on page '{program.page_name}': {', '.join(unknown)}")
+    if variables:
+        unknown = sorted(n for n in variables if getattr(program.step_of.get(n), "role", None) != "variable")
+        if unknown:
+            raise RunError(f"values given for Variables that are not on page '{program.page_name}': "
+                           f"{', '.join(unknown)}")
     key = (fetch_slots, t_slot, wrt, record, grad_seed is not None)
     plan = program._plans.get(key)
     if plan is None:
@@ -120,7 +132,11 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
     feed_list = plan.feed_inputs(feeds)
     seed = None
     if grad_seed is not None:
-        seed = np.asarray(grad_seed, dtype=program.slots[t_slot].type.dtype)
+        ttype = program.slots[t_slot].type
+        seed = np.asarray(grad_seed, dtype=ttype.dtype)
+        if seed.ndim != ttype.rank or any(d is not None and d != n for d, n in zip(ttype.shape, seed.shape)):
+            raise RunError(f"the gradient seed has shape {list(seed.shape)} but the target "
+                           f"{_slot_name(program, t_slot)} is {ttype}")
     with np.errstate(all="ignore"):
         out = plan.fn(var_list, feed_list, seed, step)
     result = plan.package(out)
@@ -522,11 +538,20 @@ class _Plan:
                 if v is not None and not _finite(v):
                     raise NumericsError(f"{program.full_name(st.node)} ({st.spec.name})", slots[o].port,
                                         _what(v), "forward")
+        if self.target is not None:
+            seed = result.grads.get(self.target_key)
+            if seed is not None and not _finite(seed):
+                raise NumericsError("the gradient seed", self.target_key[1], _what(seed), "backward")
+        # In backward order: each wire's share, then the sums where an output feeds several blocks.
         for edge, g in result.edge_grads.items():
             if not _finite(g):
                 st = program.step_of[edge.dst]
                 raise NumericsError(f"{program.full_name(st.node)} ({st.spec.name})", edge.dst_port,
-                                    _what(g), "backward")
+                                    _what(g), "backward", side="input")
+        for key, g in result.grads.items():
+            if not _finite(g):
+                raise NumericsError(f"{program.full_name(key[0])}", key[1], _what(g) + " (summed over its wires)",
+                                    "backward")
 
 
 def _flat(st: Step, j: int):
@@ -564,7 +589,9 @@ def _finite(v) -> bool:
     if v.dtype.kind not in "fc":
         return True
     # A sum is one read-only pass; only when it is not finite do we look closer (it may overflow).
-    if math.isfinite(float(v.sum())):
+    with np.errstate(all="ignore"):
+        total = float(v.sum())
+    if math.isfinite(total):
         return True
     return bool(np.isfinite(v).all())
 

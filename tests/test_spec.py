@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from blockflow.spec import (Attr, AttrError, BlockDeclarationError, BlockSpec, Input, InputList,
-                            Output, ShapeError, TensorType, block, broadcast_shapes, normalize_axis,
+                            Output, OutputList, ShapeError, TensorType, block, broadcast_shapes, normalize_axis,
                             reduce_shape, unbroadcast)
 
 # --------------------------------------------------------------------------------------------
@@ -123,8 +123,6 @@ def _fn(src):
     ({"inputs": (Input("needs"),)}, "reserved"),
     ({"inputs": (Input("bad name"),)}, "must be an identifier"),
     ({"inputs": (Input("x", dtype="float 32"),)}, "dtype constraint"),
-    ({"inputs": (InputList("a"), InputList("b")), "infer": _fn("(a, b)"), "forward": _fn("(a, b)")},
-     "at most one InputList"),
     ({"inputs": (Input("i", dtype="int"),), "infer": _fn("(i)"), "forward": _fn("(i)"),
       "vjp": _fn("(g, out, i)")}, "no input that can take a gradient"),
     ({"inputs": (Input("i", static=True),), "infer": _fn("(i)"), "forward": _fn("(i)"),
@@ -420,3 +418,32 @@ def test_dtype_attr_takes_a_numpy_dtype_and_gives_its_name():
 def test_axis_zero_of_a_scalar_is_out_of_range():
     with pytest.raises(ShapeError, match="out of range"):
         normalize_axis(0, 0)
+
+
+def test_several_input_lists_and_a_counted_output_list():
+    @block("Zip", category="test")
+    class Zip:
+        """Pairs up two lists (Gradients-like ports)."""
+
+        inputs = (InputList("a"), InputList("b", min_count=0, optional=True))
+        outputs = (OutputList("out", count="a"),)
+
+        def infer(a, b):
+            return list(a)
+
+        def forward(a, b):
+            return list(a)
+
+    assert [p.name for p in Zip.inputs] == ["a", "b"] and Zip.outputs[0].port(2) == "out[2]"
+    with pytest.raises(BlockDeclarationError, match="counted by an int attr or an InputList"):
+        @block("Bad", category="test")
+        class Bad:
+            """Counts by a missing name."""
+
+            outputs = (OutputList("out", count="nope"),)
+
+            def infer():
+                return []
+
+            def forward():
+                return []
