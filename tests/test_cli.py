@@ -126,3 +126,18 @@ def test_console_entry_point_runs():
     assert proc.returncode == 0, proc.stderr
     proc = subprocess.run([sys.executable, "-m", "blockflow", "--help"], capture_output=True, text=True, timeout=60)
     assert "exit codes" in proc.stdout
+
+
+def test_bad_feeds_seeds_and_targets_are_usage_or_file_errors(capsys, tmp_path):
+    empty = tmp_path / "empty.npy"
+    empty.write_bytes(b"")
+    code, _, err = cli(capsys, "run", SAMPLE, "--feed", f"x={empty}")
+    assert code == EXIT_FILE and "empty.npy" in err and "Traceback" not in err
+    code, _, err = cli(capsys, "run", SAMPLE, "--grad-seed", "zz", "--grad", "Subtract_1")
+    assert code == EXIT_USAGE and "--grad-seed" in err
+    code, _, err = cli(capsys, "run", SAMPLE, "--forward-only", "--grad-seed", "1")
+    assert code == EXIT_USAGE and "needs a gradient target" in err
+    code, _, err = cli(capsys, "run", SAMPLE, "--grad", "Subtract_1", "--grad-seed", "[[1,2,3,4,5]]")
+    assert code == EXIT_RUN and "seed has shape [1, 5]" in err
+    code, _, err = cli(capsys, "run", SAMPLE, "--grad", "nope")
+    assert code == EXIT_USAGE and "nope" in err

@@ -203,3 +203,50 @@ def test_empty_project_page():
     project.add_page("empty")
     program = compile_project(project)
     assert program.ok and program.steps == ()
+
+
+def test_problems_downstream_of_a_failed_block_are_still_reported():
+    p = chain(("p", "Placeholder", {"shape": [3]}, None),
+              ("bad", "Square", {"oops": 1}, {"x": "p"}),
+              ("a", "Add", {}, {"x": "bad"}))
+    found = {(d.node, d.port) for d in compile_project(p).errors}
+    assert ("bad", None) in found and ("a", "y") in found
+
+
+def test_a_long_cycle_is_named_briefly():
+    p = chain(*[(f"n{i}", "Identity", {}, None) for i in range(50)])
+    for i in range(50):
+        p.pages[0].connect(f"n{(i + 1) % 50}", "output", f"n{i}", "input")
+    errors = compile_project(p).errors
+    assert len(errors) == 50 and all(len(d.message) < 200 for d in errors)
+    assert "(50 blocks)" in errors[0].message
+
+
+def test_equal_projects_get_the_same_schedule():
+    a = chain(("x", "Placeholder", {"shape": [2]}, None), ("z_b", "Square", {}, {"x": "x"}),
+              ("a_c", "Square", {}, {"x": "x"}), ("m_d", "Square", {}, {"x": "x"}))
+    b = chain(("x", "Placeholder", {"shape": [2]}, None), ("z_b", "Square", {}, {"x": "x"}),
+              ("a_c", "Square", {}, {"x": "x"}), ("m_d", "Square", {}, {"x": "x"}))
+    b.pages[0].edges.reverse()
+    assert a == b
+    assert [s.node for s in compile_project(a).steps] == [s.node for s in compile_project(b).steps]
+
+
+def test_cut_reasons_say_why():
+    p = chain(("x", "Placeholder", {"shape": [4]}, None),
+              ("shape", "Const", {"value": np.array([2, 2]), "dtype": "int32"}, None),
+              ("r", "Reshape", {}, {"tensor": "x", "shape": "shape"}),
+              ("loss", "Sum", {}, {"input": "r"}))
+    paths = compile_project(p).gradient_paths("loss")
+    edge = next(e for e in paths.cut)
+    assert "value known before running" in paths.reason(edge)
+
+
+def test_inline_labels_take_the_wired_features_dtype():
+    p = chain(("f", "Placeholder", {"shape": [1, 3]}, None),
+              ("ce", "SoftmaxCrossEntropyWithLogits", {}, {"features": "f", "labels": [[0.0, 1.0, 0.0]]}))
+    program = compile_project(p)
+    assert program.ok, messages(program)
+    p = chain(("n", "AddN", {}, {"inputs[0]": np.array(1), "inputs[1]": np.array(2.5)}))
+    program = compile_project(p)
+    assert program.ok and program.output_type("n").dtype == np.float64

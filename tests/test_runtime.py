@@ -237,3 +237,43 @@ def test_repeated_runs_reuse_the_plan_and_agree():
     b = run(program, target=None, fetch=["Sum_1"], record=False)
     assert len(program._plans) == 1
     assert a.value("Sum_1") == b.value("Sum_1")
+
+
+def test_gradient_seed_must_fit_the_target():
+    p = chain(("x", "Placeholder", {"shape": [3]}, None), ("sq", "Square", {}, {"x": "x"}),
+              feeds={"x": np.ones(3, np.float32)})
+    program = compile_project(p)
+    with pytest.raises(RunError, match=r"seed has shape \[4, 3\]"):
+        run(program, target="sq", grad_seed=np.ones((4, 3)))
+    with pytest.raises(RunError, match="no gradient target"):
+        run(program, grad_seed=1.0)
+
+
+def test_wrt_and_variables_are_checked():
+    program = compile_project(softmax_project())
+    with pytest.raises(RunError, match="not on page 'main': nope"):
+        run(program, target="Sum_1", wrt={"nope"})
+    with pytest.raises(RunError, match="not the string"):
+        run(program, target="Sum_1", wrt="x")
+    with pytest.raises(RunError, match="typo"):
+        run(program, variables={"typo": np.zeros(1)})
+
+
+def test_results_cannot_write_into_the_project():
+    project = softmax_project()
+    result = run(compile_project(project))
+    for node in ("x", "w"):
+        with pytest.raises(ValueError, match="read-only"):
+            result.value(node)[...] = 0
+    np.testing.assert_array_equal(project.pages[0].feeds["x"], np.float32([2.0, 1.0, 0.1, 3.0, -1.0]))
+
+
+def test_inf_in_a_summed_gradient_is_reported():
+    v = np.array([1e-10, 1e-10], np.float32)
+    p = chain(("v", "Variable", {"shape": [2], "initializer": "value", "initial_value": v}, None),
+              ("m1", "Multiply", {}, {"x": "v", "y": np.float32(2e38)}),
+              ("m2", "Multiply", {}, {"x": "v", "y": np.float32(2e38)}),
+              ("a", "Add", {}, {"x": "m1", "y": "m2"}),
+              ("s", "Sum", {}, {"input": "a"}))
+    with pytest.raises(NumericsError, match="main/v .*Inf.*summed"):
+        run(compile_project(p), target="s")

@@ -1,0 +1,135 @@
+"""Test cases for the nn_ops blocks of issue 3 (activations, losses, BiasAdd, Conv2D, pooling,
+Dropout, TopK, InTopK): one entry per block name, merged by tests/test_blocks.py."""
+from __future__ import annotations
+
+import numpy as np
+
+from casekit import Case, _unary_cases, away_from_zero, distinct, distributions, f32, i32, ints
+
+_rng = np.random.default_rng(31)
+
+
+def _relu6_points(*shape):
+    """Entries in [-2, 8], at least 0.2 from the kinks at 0 and 6."""
+    x = _rng.uniform(-2.0, 8.0, size=shape)
+    x = np.where(np.abs(x) < 0.2, x + 0.5, x)
+    x = np.where(np.abs(x - 6) < 0.2, x + 0.5, x)
+    return x.astype(np.float32)
+
+
+def _labels(batch, classes, dtype=np.int32):
+    return _rng.integers(0, classes, size=batch).astype(dtype)
+
+
+def _probabilities(*shape):
+    return _rng.uniform(0.0, 1.0, size=shape).astype(np.float32)
+
+
+def _nhwc(op, spec):
+    """Strides/ksize/dilations lists in NHWC order from (h, w)."""
+    return [1, spec[0], spec[1], 1]
+
+
+def _conv(x, f, padding="VALID", strides=(1, 1), dilations=(1, 1), id="", **extra):
+    attrs = {"padding": padding, "strides": [1, *strides, 1], "dilations": [1, *dilations, 1], **extra}
+    return Case((x, f), attrs, id=id)
+
+
+def _pool(x, padding, ksize, strides, id, grad=True):
+    return Case((x,), {"padding": padding, "ksize": [1, *ksize, 1], "strides": [1, *strides, 1]},
+                id=id, grad=grad)
+
+
+def _pool_cases(make):
+    return [
+        _pool(make(2, 4, 6, 3), "VALID", (2, 2), (2, 2), "valid-2x2-s2"),
+        _pool(make(2, 5, 7, 3), "VALID", (2, 2), (2, 2), "valid-2x2-s2-odd"),
+        _pool(make(2, 5, 5, 2), "VALID", (3, 3), (1, 1), "valid-3x3-s1"),
+        _pool(make(2, 5, 7, 3), "SAME", (2, 2), (2, 2), "same-2x2-s2-odd"),
+        _pool(make(2, 5, 6, 2), "SAME", (3, 3), (2, 2), "same-3x3-s2-overlap"),
+        _pool(make(1, 5, 5, 2), "SAME", (3, 3), (1, 1), "same-3x3-s1"),
+        _pool(make(2, 4, 4, 2), "SAME", (2, 2), (1, 1), "same-2x2-s1-asymmetric"),
+        _pool(make(2, 6, 5, 1), "VALID", (3, 2), (2, 1), "valid-rect"),
+        _pool(make(1, 1, 1, 1), "SAME", (3, 3), (2, 2), "tiny-same"),
+        Case((make(2, 3, 5, 7),), {"padding": "SAME", "ksize": [1, 1, 3, 3], "strides": [1, 1, 2, 2],
+                                   "data_format": "NCHW"}, id="nchw-same-s2"),
+    ]
+
+
+CASES: dict[str, list[Case]] = {
+    "BiasAdd": [
+        Case((f32(2, 3, 4, 5), f32(5)), id="nhwc"),
+        Case((f32(3, 4), f32(4)), id="matrix"),
+        Case((f32(2, 5, 3, 4), f32(5)), {"data_format": "NCHW"}, id="nchw"),
+        Case((f32(2, 5, 3), f32(5)), {"data_format": "NCHW"}, id="nchw-rank3"),
+        Case((f32(4, 2), f32(2)), {"data_format": "NCHW"}, id="nchw-matrix"),
+        Case((i32(2, 3), i32(3)), id="int32", grad=False),
+    ],
+    "Relu6": _unary_cases(_relu6_points) + [Case((i32(6) * 2,), id="int32", grad=False)],
+    "Elu": _unary_cases(away_from_zero) + [Case((f32(3, 4, lo=-8, hi=3),), id="wide")],
+    "Selu": _unary_cases(away_from_zero) + [Case((f32(3, 4, lo=-8, hi=3),), id="wide", grad=False)],
+    "LeakyRelu": _unary_cases(away_from_zero) + [
+        Case((away_from_zero(3, 4),), {"alpha": 0.01}, id="alpha-0.01"),
+        Case((away_from_zero(3, 4),), {"alpha": 1.5}, id="alpha-1.5"),
+    ],
+    "Softplus": _unary_cases() + [Case((f32(4, 5, lo=-40, hi=40),), id="wide")],
+    "Softsign": _unary_cases(away_from_zero) + [Case((f32(3, 4, lo=-30, hi=30),), id="wide")],
+    "L2Loss": _unary_cases() + [Case((f32(2, 3, 4),), id="rank-3")],
+    "SparseSoftmaxCrossEntropyWithLogits": [
+        Case((f32(4, 5), _labels(4, 5)), id="int32-labels"),
+        Case((f32(3, 6), _labels(3, 6, np.int64)), id="int64-labels"),
+        Case((f32(3, 4) * 50, _labels(3, 4)), id="large-logits"),
+        Case((f32(1, 1), np.zeros(1, np.int32)), id="one-class"),
+    ],
+    "SigmoidCrossEntropyWithLogits": [
+        Case((_probabilities(3, 4), f32(3, 4, lo=-4, hi=4)), id="matrix"),
+        Case((np.array([0.0, 1.0, 1.0, 0.0, 0.3], np.float32),
+              np.array([-30.0, 30.0, -30.0, 30.0, 0.5], np.float32)), id="confident"),
+        Case((_probabilities(2, 3, 2), f32(2, 3, 2)), id="rank-3"),
+        Case((_probabilities(), f32()), id="scalar"),
+    ],
+    "Conv2D": [
+        _conv(f32(2, 5, 5, 3), f32(3, 3, 3, 4), "VALID", id="valid-s1"),
+        _conv(f32(2, 7, 6, 2), f32(3, 3, 2, 3), "VALID", (2, 2), id="valid-s2-odd"),
+        _conv(f32(2, 5, 5, 3), f32(3, 3, 3, 2), "SAME", id="same-s1"),
+        _conv(f32(2, 7, 6, 2), f32(3, 3, 2, 3), "SAME", (2, 2), id="same-s2-odd"),
+        _conv(f32(2, 6, 5, 2), f32(2, 2, 2, 3), "SAME", (1, 1), id="same-even-kernel-asymmetric"),
+        _conv(f32(2, 8, 7, 2), f32(4, 3, 2, 2), "SAME", (2, 3), id="same-rect-s2x3"),
+        _conv(f32(2, 7, 7, 2), f32(3, 3, 2, 2), "VALID", dilations=(2, 2), id="valid-dilated"),
+        _conv(f32(2, 7, 6, 2), f32(3, 2, 2, 2), "SAME", dilations=(2, 3), id="same-dilated"),
+        _conv(f32(2, 9, 8, 2), f32(2, 2, 2, 3), "SAME", (2, 2), (2, 2), id="same-dilated-s2"),
+        _conv(f32(2, 4, 5, 3), f32(1, 1, 3, 4), "VALID", id="1x1"),
+        _conv(f32(1, 4, 5, 2), f32(3, 3, 2, 2), "EXPLICIT", (2, 1),
+              explicit_paddings=[0, 0, 1, 2, 0, 1, 0, 0], id="explicit"),
+        Case((f32(2, 3, 6, 5), f32(3, 3, 3, 2)),
+             {"padding": "SAME", "strides": [1, 1, 2, 2], "dilations": [1, 1, 1, 1], "data_format": "NCHW"},
+             id="nchw-same-s2"),
+        Case((f32(1, 3, 3, 1), f32(3, 3, 1, 1)), {"padding": "VALID"}, id="single-output"),
+    ],
+    "MaxPool": _pool_cases(distinct) + [
+        _pool(i32(2, 5, 5, 2), "SAME", (2, 2), (2, 2), "int32", grad=False),
+    ],
+    "AvgPool": _pool_cases(f32),
+    "Dropout": [
+        Case((f32(4, 5),), {"rate": 0.5, "seed": 3}, id="half"),
+        Case((f32(2, 3, 4),), {"rate": 0.2}, id="rate-0.2"),
+        Case((f32(4, 5),), {"rate": 0.5, "training": False}, id="inference"),
+        Case((f32(3),), {"rate": 0.0}, id="rate-0"),
+        Case((f32(),), {"rate": 0.1}, id="scalar"),
+    ],
+    "TopK": [
+        Case((distinct(3, 6), ints(3)), id="sorted"),
+        Case((distinct(3, 6), ints(3)), {"sorted": False}, id="unsorted"),
+        Case((distinct(2, 3, 5), ints(2)), id="rank-3"),
+        Case((distinct(7), None), id="default-k"),
+        Case((distinct(2, 4), ints(4)), id="k-all"),
+        Case((distinct(2, 4), ints(0)), id="k-0"),
+        Case((i32(3, 5), ints(2)), id="int32", grad=False),
+    ],
+    "InTopK": [
+        Case((f32(4, 5), _labels(4, 5), ints(2)), id="k2", grad=False),
+        Case((f32(3, 6), _labels(3, 6, np.int64), ints(1)), id="k1-int64", grad=False),
+    ],
+}
+
+NOT_DIFFERENTIABLE = {"InTopK": "none"}

@@ -1,0 +1,575 @@
+"""nn_ops of issue 3: TensorFlow's semantics checked on hand-computed cases (SAME padding
+arithmetic, pooling ties and padding, top-k ties, in-top-k boundaries, loss formulas), against
+naive reference loops, through the runtime, and the error messages."""
+from __future__ import annotations
+
+import itertools
+import warnings
+
+import numpy as np
+import pytest
+
+from blockflow.compiler import compile_project
+from blockflow.registry import Registry
+from blockflow.runtime import run
+from blockflow.spec import ShapeError, TensorType
+from blockflow_blocks import all_blocks
+from blockflow_blocks import nn_ops as N
+
+from casekit import ints
+from diagrams import chain
+
+REG = Registry(all_blocks())
+RNG = np.random.default_rng(42)
+
+
+def f32(x):
+    return np.asarray(x, dtype=np.float32)
+
+
+def attrs(name, **given):
+    values, problems = REG[name].validate_attrs(given)
+    assert not problems, problems
+    return values
+
+
+def conv(x, f, **kw):
+    return N.Conv2D.forward(x, f, **attrs("Conv2D", **kw))
+
+
+def conv_vjp(g, x, f, **kw):
+    a = attrs("Conv2D", **kw)
+    return N.Conv2D.vjp(g, N.Conv2D.forward(x, f, **a), x, f, **a, needs=(True, True))
+
+
+def pool(name, x, **kw):
+    return REG[name].forward(x, **attrs(name, **kw))
+
+
+def pool_grad(name, x, g=None, **kw):
+    spec, a = REG[name], attrs(name, **kw)
+    out = spec.forward(x, **a)
+    (gx,) = spec.vjp(np.ones_like(out) if g is None else g, out, x, **a)
+    return gx
+
+
+def row(values):
+    """A [1, 1, W, 1] image from a list."""
+    return f32(values).reshape(1, 1, -1, 1)
+
+
+# --------------------------------------------------------------------------------------------
+# Activations
+
+
+def test_relu6_clips_and_its_gradient_is_zero_at_both_kinks():
+    x = f32([-1.0, 0.0, 3.0, 6.0, 7.0])
+    out = N.Relu6.forward(x)
+    np.testing.assert_array_equal(out, [0, 0, 3, 6, 6])
+    assert out.dtype == np.float32
+    (gx,) = N.Relu6.vjp(np.ones(5, np.float32), out, x)
+    np.testing.assert_array_equal(gx, [0, 0, 1, 0, 0])
+    assert N.Relu6.forward(np.array([-3, 2, 9], np.int32)).dtype == np.int32
+
+
+def test_elu_selu_values_and_no_overflow_warning():
+    x = f32([-2.0, -0.5, 0.0, 1.5, 200.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        elu = N.Elu.forward(x)
+        selu = N.Selu.forward(x)
+    neg = np.expm1(np.minimum(x, 0))
+    np.testing.assert_allclose(elu, np.where(x > 0, x, neg), rtol=1e-6)
+    alpha, scale = 1.6732632423543772, 1.0507009873554805
+    np.testing.assert_allclose(selu, scale * np.where(x > 0, x, alpha * neg), rtol=1e-6)
+    assert elu.dtype == selu.dtype == np.float32
+    # gradients at 0: TF's EluGrad/SeluGrad take the positive branch (outputs < 0 is false)
+    (ge,) = N.Elu.vjp(np.ones(5, np.float32), elu, x)
+    np.testing.assert_allclose(ge, [np.exp(-2.0), np.exp(-0.5), 1, 1, 1], rtol=1e-6)
+    (gs,) = N.Selu.vjp(np.ones(5, np.float32), selu, x)
+    np.testing.assert_allclose(gs, [scale * alpha * np.exp(-2.0), scale * alpha * np.exp(-0.5),
+                                    scale, scale, scale], rtol=1e-6)
+
+
+def test_leaky_relu_gradient_at_zero_is_alpha():
+    x = f32([-2.0, 0.0, 3.0])
+    out = N.LeakyRelu.forward(x, alpha=0.1)
+    np.testing.assert_allclose(out, [-0.2, 0.0, 3.0], rtol=1e-6)
+    (gx,) = N.LeakyRelu.vjp(np.ones(3, np.float32), out, x, alpha=0.1)
+    np.testing.assert_allclose(gx, [0.1, 0.1, 1.0], rtol=1e-6)
+    assert out.dtype == gx.dtype == np.float32
+    assert REG["LeakyRelu"].default_attrs() == {"alpha": 0.2}
+
+
+def test_softplus_is_accurate_and_quiet_at_the_extremes():
+    x = np.array([-1000.0, -100.0, -1.0, 0.0, 1.0, 40.0, 1000.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = N.Softplus.forward(x)
+        (g,) = N.Softplus.vjp(np.ones_like(x), out, x)
+    np.testing.assert_allclose(out, [0.0, np.exp(-100.0), np.log1p(np.exp(-1.0)), np.log(2.0),
+                                     1 + np.log1p(np.exp(-1.0)), 40.0, 1000.0], rtol=1e-15)
+    np.testing.assert_allclose(g, np.exp(np.minimum(x, 0)) / (1 + np.exp(-np.abs(x))), rtol=1e-14)
+    x32 = f32([-100.0, 0.0, 100.0])
+    assert N.Softplus.forward(x32).dtype == np.float32
+
+
+def test_softsign():
+    x = f32([-3.0, 0.0, 1.0])
+    out = N.Softsign.forward(x)
+    np.testing.assert_allclose(out, [-0.75, 0.0, 0.5], rtol=1e-7)
+    (g,) = N.Softsign.vjp(np.ones(3, np.float32), out, x)
+    np.testing.assert_allclose(g, [1 / 16, 1.0, 0.25], rtol=1e-7)
+
+
+# --------------------------------------------------------------------------------------------
+# Losses
+
+
+def test_l2_loss_is_half_the_sum_of_squares():
+    out = N.L2Loss.forward(f32([[1.0, 2.0], [3.0, -1.0]]))
+    assert out == 7.5 and out.dtype == np.float32 and np.shape(out) == ()
+    assert N.L2Loss.forward(np.array([1, 2, 3], np.float16)).dtype == np.float16
+    (g,) = N.L2Loss.vjp(np.float32(2.0), out, f32([1.0, -3.0]))
+    np.testing.assert_array_equal(g, [2.0, -6.0])
+
+
+def test_sparse_softmax_cross_entropy_values_and_backprop():
+    x = f32([[1.0, 2.0, 3.0], [1000.0, 0.0, -1000.0]])
+    labels = np.array([2, 1], np.int64)
+    loss, backprop = N.SparseSoftmaxCrossEntropyWithLogits.forward(x, labels)
+    assert loss.dtype == backprop.dtype == np.float32
+    np.testing.assert_allclose(loss, [np.log(np.exp(-2) + np.exp(-1) + 1), 1000.0], rtol=1e-6)
+    p = np.exp(x[0] - x[0].max())
+    p /= p.sum()
+    np.testing.assert_allclose(backprop, [p - [0, 0, 1], [1, -1, 0]], rtol=1e-6, atol=1e-7)
+    # agrees with the dense op on one-hot labels
+    dense_loss, dense_bp = REG["SoftmaxCrossEntropyWithLogits"].forward(x, np.eye(3, dtype=np.float32)[labels])
+    np.testing.assert_allclose(loss, dense_loss, rtol=1e-6)
+    np.testing.assert_allclose(backprop, dense_bp, rtol=1e-6, atol=1e-7)
+    g = f32([2.0, -1.0])
+    gx, gl = N.SparseSoftmaxCrossEntropyWithLogits.vjp((g, None), (loss, backprop), x, labels)
+    assert gl is None
+    np.testing.assert_allclose(gx, backprop * g[:, None])
+    assert N.SparseSoftmaxCrossEntropyWithLogits.vjp((None, None), (loss, backprop), x, labels) == (None, None)
+
+
+@pytest.mark.parametrize("labels, message", [
+    ([0, 3, 1], r"label 3 in row 1 is outside the valid range \[0, 3\)"),
+    ([0, 1, -1], r"label -1 in row 2 is outside the valid range \[0, 3\)"),
+])
+def test_sparse_softmax_cross_entropy_rejects_out_of_range_labels_naming_the_row(labels, message):
+    with pytest.raises(ValueError, match=message):
+        N.SparseSoftmaxCrossEntropyWithLogits.forward(f32(np.zeros((3, 3))), np.array(labels, np.int32))
+
+
+def test_sigmoid_cross_entropy_matches_the_textbook_formula_and_is_stable():
+    z = f32([0.0, 1.0, 0.3, 1.0, 0.0])
+    x = f32([-1.5, 2.0, 0.0, -100.0, 100.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = N.SigmoidCrossEntropyWithLogits.forward(z, x)
+        gz, gx = N.SigmoidCrossEntropyWithLogits.vjp(np.ones(5, np.float32), out, z, x, needs=(True, True))
+    xd, zd = x.astype(np.float64), z.astype(np.float64)
+    s = 1 / (1 + np.exp(-xd))
+    naive = -zd[:3] * np.log(s[:3]) - (1 - zd[:3]) * np.log1p(-s[:3])
+    np.testing.assert_allclose(out[:3], naive, rtol=1e-6)
+    np.testing.assert_allclose(out[3:], [100.0, 100.0], rtol=1e-6)
+    np.testing.assert_allclose(gx, s - zd, rtol=1e-6, atol=1e-30)
+    np.testing.assert_allclose(gz, -xd)
+    assert out.dtype == gx.dtype == gz.dtype == np.float32
+    # a confident, correct logit keeps its tiny loss: log1p(exp(-30))
+    tiny = N.SigmoidCrossEntropyWithLogits.forward(f32([1.0]), f32([30.0]))
+    np.testing.assert_allclose(tiny, [np.exp(-30.0)], rtol=1e-6)
+
+
+# --------------------------------------------------------------------------------------------
+# BiasAdd
+
+
+def test_bias_add_nhwc_and_nchw():
+    x = RNG.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    b = f32([1, 2, 3, 4, 5])
+    np.testing.assert_array_equal(N.BiasAdd.forward(x, b, data_format="NHWC"), x + b)
+    xc = x.transpose(0, 3, 1, 2)
+    out = N.BiasAdd.forward(xc, b, data_format="NCHW")
+    np.testing.assert_array_equal(out, (x + b).transpose(0, 3, 1, 2))
+    g = RNG.standard_normal(out.shape).astype(np.float32)
+    gv, gb = N.BiasAdd.vjp(g, out, xc, b, data_format="NCHW", needs=(True, True))
+    np.testing.assert_allclose(gb, g.sum(axis=(0, 2, 3)), rtol=1e-5)
+    assert gv is g and gb.dtype == np.float32
+    with pytest.raises(ShapeError, match="one entry per channel"):
+        N.BiasAdd.forward(x, f32([1, 2, 3]), data_format="NHWC")
+
+
+# --------------------------------------------------------------------------------------------
+# Conv2D
+
+
+def naive_conv(x, f, strides=(1, 1), dilations=(1, 1), pads=(0, 0, 0, 0)):
+    """The definition, one output pixel at a time, from explicit (top, bottom, left, right) pads."""
+    n, h, w, cin = x.shape
+    kh, kw, _, cout = f.shape
+    top, bottom, left, right = pads
+    xp = np.zeros((n, h + top + bottom, w + left + right, cin))
+    xp[:, top:top + h, left:left + w] = x
+    eh, ew = (kh - 1) * dilations[0] + 1, (kw - 1) * dilations[1] + 1
+    oh = (xp.shape[1] - eh) // strides[0] + 1
+    ow = (xp.shape[2] - ew) // strides[1] + 1
+    out = np.zeros((n, oh, ow, cout))
+    for b, i, j, o in itertools.product(range(n), range(oh), range(ow), range(cout)):
+        for p, q in itertools.product(range(kh), range(kw)):
+            out[b, i, j, o] += xp[b, i * strides[0] + p * dilations[0], j * strides[1] + q * dilations[1]] @ f[p, q, :, o]
+    return out
+
+
+def tf_same_pads(size, k, s, d=1):
+    out = -(-size // s)
+    total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
+    return total // 2, total - total // 2
+
+
+def test_conv2d_same_padding_puts_the_odd_entry_after():
+    # width 6, kernel 3, stride 2: 3 outputs, one padding entry, on the right: [1,2,3] [3,4,5] [5,6,0]
+    out = conv(row([1, 2, 3, 4, 5, 6]), np.ones((1, 3, 1, 1), np.float32), padding="SAME", strides=[1, 1, 2, 1])
+    np.testing.assert_array_equal(out.ravel(), [6, 12, 11])
+    # even kernel, stride 1: the padding goes after as well
+    out = conv(row([1, 2, 3]), f32([1, 10]).reshape(1, 2, 1, 1), padding="SAME")
+    np.testing.assert_array_equal(out.ravel(), [21, 32, 3])
+    # width 5, kernel 3, stride 2: 3 outputs, padding 1 on each side: [0,1,2] [2,3,4] [4,5,0]
+    out = conv(row([1, 2, 3, 4, 5]), np.ones((1, 3, 1, 1), np.float32), padding="SAME", strides=[1, 1, 2, 1])
+    np.testing.assert_array_equal(out.ravel(), [3, 9, 9])
+    # VALID drops what a stride leaves over
+    out = conv(row([1, 2, 3, 4, 5, 6]), np.ones((1, 3, 1, 1), np.float32), padding="VALID", strides=[1, 1, 2, 1])
+    np.testing.assert_array_equal(out.ravel(), [6, 12])
+
+
+@pytest.mark.parametrize("shape, fshape, padding, strides, dilations", [
+    ((2, 5, 5, 3), (3, 3, 3, 4), "VALID", (1, 1), (1, 1)),
+    ((2, 7, 6, 2), (3, 3, 2, 3), "SAME", (2, 2), (1, 1)),
+    ((1, 6, 5, 2), (2, 2, 2, 3), "SAME", (1, 1), (1, 1)),
+    ((2, 8, 7, 2), (4, 3, 2, 2), "SAME", (2, 3), (1, 1)),
+    ((2, 7, 7, 2), (3, 3, 2, 2), "VALID", (1, 1), (2, 2)),
+    ((1, 7, 6, 2), (3, 2, 2, 2), "SAME", (1, 1), (2, 3)),
+    ((1, 9, 8, 2), (2, 2, 2, 3), "SAME", (2, 2), (2, 2)),
+    ((1, 10, 11, 1), (5, 4, 1, 2), "SAME", (3, 4), (1, 1)),
+])
+def test_conv2d_matches_the_naive_definition(shape, fshape, padding, strides, dilations):
+    x = RNG.standard_normal(shape)
+    f = RNG.standard_normal(fshape)
+    pads = (0, 0, 0, 0)
+    if padding == "SAME":
+        pads = tf_same_pads(shape[1], fshape[0], strides[0], dilations[0]) + \
+            tf_same_pads(shape[2], fshape[1], strides[1], dilations[1])
+    got = conv(x, f, padding=padding, strides=[1, *strides, 1], dilations=[1, *dilations, 1])
+    np.testing.assert_allclose(got, naive_conv(x, f, strides, dilations, pads), rtol=1e-10, atol=1e-12)
+    expect = N.Conv2D.infer(TensorType(shape, "float64"), TensorType(fshape, "float64"),
+                            **attrs("Conv2D", padding=padding, strides=[1, *strides, 1],
+                                    dilations=[1, *dilations, 1]))
+    assert expect.shape == got.shape
+
+
+def test_conv2d_explicit_padding_matches_the_naive_definition():
+    x, f = RNG.standard_normal((2, 4, 5, 2)), RNG.standard_normal((3, 3, 2, 2))
+    got = conv(x, f, padding="EXPLICIT", explicit_paddings=[0, 0, 1, 2, 0, 3, 0, 0], strides=[1, 2, 1, 1])
+    np.testing.assert_allclose(got, naive_conv(x, f, (2, 1), (1, 1), (1, 2, 0, 3)), rtol=1e-10)
+
+
+def test_conv2d_nchw_is_nhwc_transposed():
+    x, f = RNG.standard_normal((2, 7, 6, 3)).astype(np.float32), RNG.standard_normal((3, 2, 3, 4)).astype(np.float32)
+    nhwc = conv(x, f, padding="SAME", strides=[1, 2, 2, 1], dilations=[1, 1, 2, 1])
+    xc = x.transpose(0, 3, 1, 2)
+    nchw = conv(xc, f, padding="SAME", strides=[1, 1, 2, 2], dilations=[1, 1, 1, 2], data_format="NCHW")
+    np.testing.assert_allclose(nchw, nhwc.transpose(0, 3, 1, 2), rtol=1e-6)
+    g = RNG.standard_normal(nhwc.shape).astype(np.float32)
+    gx, gf = conv_vjp(g, x, f, padding="SAME", strides=[1, 2, 2, 1], dilations=[1, 1, 2, 1])
+    gxc, gfc = conv_vjp(g.transpose(0, 3, 1, 2), xc, f, padding="SAME", strides=[1, 1, 2, 2],
+                        dilations=[1, 1, 1, 2], data_format="NCHW")
+    np.testing.assert_allclose(gxc, gx.transpose(0, 3, 1, 2), rtol=1e-5)
+    np.testing.assert_allclose(gfc, gf, rtol=1e-5)
+
+
+def test_conv2d_gradients_are_the_transposed_linear_map():
+    """<conv(x, f), g> = <x, gx> = <f, gf>, since the convolution is linear in each operand."""
+    x, f = RNG.standard_normal((2, 7, 6, 2)), RNG.standard_normal((3, 3, 2, 3))
+    kw = dict(padding="SAME", strides=[1, 2, 2, 1], dilations=[1, 1, 1, 1])
+    out = conv(x, f, **kw)
+    g = RNG.standard_normal(out.shape)
+    gx, gf = conv_vjp(g, x, f, **kw)
+    np.testing.assert_allclose(np.vdot(out, g), np.vdot(x, gx), rtol=1e-10)
+    np.testing.assert_allclose(np.vdot(out, g), np.vdot(f, gf), rtol=1e-10)
+
+
+# --------------------------------------------------------------------------------------------
+# Pooling
+
+
+def test_max_pool_gives_a_tie_to_the_first_max_in_the_window():
+    x = f32([[3, 1], [3, 3]]).reshape(1, 2, 2, 1)
+    gx = pool_grad("MaxPool", x, ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1])
+    np.testing.assert_array_equal(gx.reshape(2, 2), [[1, 0], [0, 0]])
+    x = f32([[1, 3], [3, 3]]).reshape(1, 2, 2, 1)
+    gx = pool_grad("MaxPool", x, ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1])
+    np.testing.assert_array_equal(gx.reshape(2, 2), [[0, 1], [0, 0]])
+
+
+def test_max_pool_overlapping_windows_add_up():
+    x = row([1, 5, 2, 0, 4])
+    out = pool("MaxPool", x, ksize=[1, 1, 2, 1], strides=[1, 1, 1, 1])
+    np.testing.assert_array_equal(out.ravel(), [5, 5, 2, 4])
+    gx = pool_grad("MaxPool", x, g=f32([1, 10, 100, 1000]).reshape(out.shape), ksize=[1, 1, 2, 1],
+                   strides=[1, 1, 1, 1])
+    np.testing.assert_array_equal(gx.ravel(), [0, 11, 100, 0, 1000])
+
+
+def test_max_pool_same_never_takes_the_padding():
+    x = row([-5, -3, -4, -7, -6])  # kernel 3, stride 2, SAME: windows [p,-5,-3] [-3,-4,-7] [-7,-6,p]
+    out = pool("MaxPool", x, ksize=[1, 1, 3, 1], strides=[1, 1, 2, 1], padding="SAME")
+    np.testing.assert_array_equal(out.ravel(), [-3, -3, -6])
+    gx = pool_grad("MaxPool", x, ksize=[1, 1, 3, 1], strides=[1, 1, 2, 1], padding="SAME")
+    np.testing.assert_array_equal(gx.ravel(), [0, 2, 0, 0, 1])
+    xi = np.array([-5, -3, -4, -7, -6], np.int32).reshape(1, 1, 5, 1)
+    outi = pool("MaxPool", xi, ksize=[1, 1, 3, 1], strides=[1, 1, 2, 1], padding="SAME")
+    assert outi.dtype == np.int32 and outi.ravel().tolist() == [-3, -3, -6]
+
+
+def test_avg_pool_same_averages_only_the_real_entries():
+    x = row([1, 2, 3, 4, 5])  # kernel 3, stride 2, SAME: pads 1 and 1
+    out = pool("AvgPool", x, ksize=[1, 1, 3, 1], strides=[1, 1, 2, 1], padding="SAME")
+    np.testing.assert_allclose(out.ravel(), [1.5, 3.0, 4.5])
+    gx = pool_grad("AvgPool", x, ksize=[1, 1, 3, 1], strides=[1, 1, 2, 1], padding="SAME")
+    np.testing.assert_allclose(gx.ravel(), [0.5, 0.5 + 1 / 3, 1 / 3, 1 / 3 + 0.5, 0.5])
+    ones = np.ones((2, 5, 7, 3), np.float32)
+    same = pool("AvgPool", ones, ksize=[1, 3, 3, 1], strides=[1, 2, 2, 1], padding="SAME")
+    np.testing.assert_array_equal(same, np.ones((2, 3, 4, 3)))
+    assert same.dtype == np.float32
+
+
+def naive_pool(x, k, s, padding, reduce):
+    n, h, w, c = x.shape
+    if padding == "SAME":
+        (t, _), (l, _) = tf_same_pads(h, k[0], s[0]), tf_same_pads(w, k[1], s[1])
+        oh, ow = -(-h // s[0]), -(-w // s[1])
+    else:
+        t = l = 0
+        oh, ow = (h - k[0]) // s[0] + 1, (w - k[1]) // s[1] + 1
+    out = np.zeros((n, oh, ow, c))
+    for i, j in itertools.product(range(oh), range(ow)):
+        r0, c0 = i * s[0] - t, j * s[1] - l
+        win = x[:, max(r0, 0):r0 + k[0], max(c0, 0):c0 + k[1]]
+        out[:, i, j] = reduce(win, axis=(1, 2))
+    return out
+
+
+@pytest.mark.parametrize("name, reduce", [("MaxPool", np.max), ("AvgPool", np.mean)])
+@pytest.mark.parametrize("shape, k, s, padding", [
+    ((2, 5, 7, 3), (2, 2), (2, 2), "SAME"), ((2, 6, 5, 2), (3, 3), (2, 2), "SAME"),
+    ((1, 5, 5, 2), (3, 3), (1, 1), "SAME"), ((2, 6, 5, 1), (3, 2), (2, 1), "VALID"),
+    ((1, 9, 10, 2), (4, 3), (3, 2), "SAME"), ((1, 9, 10, 2), (4, 3), (3, 2), "VALID"),
+])
+def test_pools_match_the_naive_definition(name, reduce, shape, k, s, padding):
+    x = RNG.standard_normal(shape)
+    got = pool(name, x, ksize=[1, *k, 1], strides=[1, *s, 1], padding=padding)
+    np.testing.assert_allclose(got, naive_pool(x, k, s, padding, reduce), rtol=1e-12)
+
+
+def test_pools_nchw_are_nhwc_transposed():
+    x = RNG.standard_normal((2, 5, 7, 3)).astype(np.float32)
+    for name in ("MaxPool", "AvgPool"):
+        a = pool(name, x, ksize=[1, 3, 2, 1], strides=[1, 2, 2, 1], padding="SAME")
+        b = pool(name, x.transpose(0, 3, 1, 2), ksize=[1, 1, 3, 2], strides=[1, 1, 2, 2], padding="SAME",
+                 data_format="NCHW")
+        np.testing.assert_allclose(b, a.transpose(0, 3, 1, 2), rtol=1e-6)
+
+
+# --------------------------------------------------------------------------------------------
+# Dropout
+
+
+def test_dropout_scales_kept_entries_and_redraws_the_same_mask_backward():
+    x = RNG.uniform(1, 2, size=(200, 50)).astype(np.float32)
+    out = N.Dropout.forward(x, rate=0.25, training=True, seed=0, rng=np.random.default_rng(5))
+    kept = out != 0
+    assert out.dtype == np.float32
+    assert abs(kept.mean() - 0.75) < 0.02
+    np.testing.assert_allclose(out[kept], x[kept] / np.float32(0.75), rtol=1e-6)
+    g = np.ones_like(x)
+    (gx,) = N.Dropout.vjp(g, out, x, rate=0.25, training=True, seed=0, rng=np.random.default_rng(5))
+    np.testing.assert_array_equal(gx != 0, kept)
+    np.testing.assert_allclose(gx[kept], 1 / 0.75, rtol=1e-6)
+    again = N.Dropout.forward(x, rate=0.25, training=True, seed=0, rng=np.random.default_rng(5))
+    np.testing.assert_array_equal(again, out)
+
+
+def test_dropout_is_the_identity_when_not_training_or_at_rate_zero():
+    x = f32([1.0, 2.0, 3.0])
+    for kw in ({"rate": 0.5, "training": False}, {"rate": 0.0, "training": True}):
+        assert N.Dropout.forward(x, seed=0, rng=np.random.default_rng(), **kw) is x
+        g = f32([1.0, 1.0, 1.0])
+        assert N.Dropout.vjp(g, x, x, seed=0, rng=np.random.default_rng(), **kw)[0] is g
+
+
+def test_dropout_rate_one_is_rejected():
+    with pytest.raises(ShapeError, match=r"rate must be in \[0, 1\)"):
+        N.Dropout.infer(TensorType((3,), "float32"), rate=1.0, training=True, seed=0)
+    assert REG["Dropout"].validate_attrs({"rate": 1.5})[1]
+
+
+def test_dropout_through_the_runtime_uses_one_mask_forward_and_backward():
+    p = chain(("x", "Placeholder", {"shape": [40, 30]}, None),
+              ("d", "Dropout", {"rate": 0.5, "seed": 9}, {"x": "x"}),
+              ("loss", "Sum", {}, {"input": "d"}))
+    program = compile_project(p)
+    assert program.ok, [str(e) for e in program.errors]
+    x = RNG.uniform(1, 2, size=(40, 30)).astype(np.float32)
+    res = run(program, {"x": x}, target="loss", fetch=["d"])
+    out, gx = res.value("d"), res.grad("x")
+    assert 0.3 < (out != 0).mean() < 0.7
+    np.testing.assert_array_equal(out != 0, gx != 0)
+    np.testing.assert_allclose(gx[gx != 0], 2.0)
+
+
+# --------------------------------------------------------------------------------------------
+# TopK and InTopK
+
+
+def test_top_k_ties_come_lower_index_first():
+    x = f32([[1, 3, 3, 2, 3], [5, 4, 4, 4, 0]])
+    values, indices = N.TopK.forward(x, ints(3), sorted=True)
+    np.testing.assert_array_equal(values, [[3, 3, 3], [5, 4, 4]])
+    np.testing.assert_array_equal(indices, [[1, 2, 4], [0, 1, 2]])
+    assert indices.dtype == np.int32 and values.dtype == np.float32
+    xi = np.array([7, -2, 7, 9], np.int32)
+    values, indices = N.TopK.forward(xi, ints(4), sorted=True)
+    assert values.tolist() == [9, 7, 7, -2] and indices.tolist() == [3, 0, 2, 1]
+
+
+def test_top_k_unsorted_keeps_index_order_and_gradient_scatters():
+    x = f32([[0.5, 4.0, -1.0, 2.0, 3.0]])
+    values, indices = N.TopK.forward(x, ints(3), sorted=False)
+    np.testing.assert_array_equal(indices, [[1, 3, 4]])
+    np.testing.assert_array_equal(values, [[4.0, 2.0, 3.0]])
+    gx, gk = N.TopK.vjp((f32([[10, 20, 30]]), None), (values, indices), x, ints(3), sorted=False)
+    assert gk is None and gx.dtype == np.float32
+    np.testing.assert_array_equal(gx, [[0, 10, 0, 20, 30]])
+
+
+def test_top_k_default_k_is_one_and_too_large_k_is_an_error():
+    values, indices = N.TopK.forward(f32([1, 9, 3]), None, sorted=True)
+    assert values.tolist() == [9.0] and indices.tolist() == [1]
+    with pytest.raises(ShapeError, match="at least k = 4"):
+        N.TopK.infer(TensorType((2, 3), "float32"), ints(4), sorted=True)
+    with pytest.raises(ShapeError, match="at least k = 4"):
+        N.TopK.forward(f32([[1, 2, 3]]), ints(4), sorted=True)
+    with pytest.raises(ShapeError, match="single integer"):
+        N.TopK.infer(TensorType((2, 3), "float32"), ints([1, 2]), sorted=True)
+
+
+def test_in_top_k_counts_ties_at_the_boundary_as_in():
+    pred = f32([[0.1, 0.3, 0.3, 0.2], [0.1, 0.3, 0.3, 0.2], [0.1, 0.3, 0.3, 0.2], [0.4, 0.3, 0.3, 0.2]])
+    targets = np.array([2, 3, 1, 3], np.int32)
+    np.testing.assert_array_equal(N.InTopK.forward(pred, targets, ints(1)), [True, False, True, False])
+    np.testing.assert_array_equal(N.InTopK.forward(pred, targets, ints(3)), [True, True, True, False])
+    np.testing.assert_array_equal(N.InTopK.forward(pred, targets, ints(0)), [False] * 4)
+
+
+def test_in_top_k_is_false_for_bad_targets_and_non_finite_rows():
+    pred = f32([[0.1, 0.9, 0.0], [0.1, np.inf, 0.0], [np.nan, 0.5, 0.2], [0.3, 0.2, 0.1]])
+    targets = np.array([5, 1, 1, -1], np.int64)
+    out = N.InTopK.forward(pred, targets, ints(3))
+    assert out.dtype == np.bool_ and out.tolist() == [False, False, False, False]
+
+
+# --------------------------------------------------------------------------------------------
+# infer: errors and unknown sizes
+
+
+@pytest.mark.parametrize("name, inputs, given, message", [
+    ("Conv2D", [TensorType((1, 5, 5, 3), "float32"), TensorType((3, 3, 2, 4), "float32")], {},
+     r"has 3 channels \(NHWC\) but filter \[3,3,2,4\] expects 2"),
+    ("Conv2D", [TensorType((1, 2, 5, 3), "float32"), TensorType((3, 3, 3, 4), "float32")], {},
+     "window's height 3 is larger than the input's height 2 with VALID padding"),
+    ("Conv2D", [TensorType((1, 5, 5, 3), "float32"), TensorType((3, 3, 3, 4), "float32")],
+     {"dilations": [1, 3, 1, 1]}, r"height 3 \(dilated to 7\)"),
+    ("Conv2D", [TensorType((1, 5, 5, 3), "float32"), TensorType((3, 3, 3, 4), "float32")],
+     {"strides": [2, 1, 1, 1]}, "batch and channel"),
+    ("Conv2D", [TensorType((1, 5, 5, 3), "float32"), TensorType((3, 3, 3, 4), "float32")],
+     {"strides": [1, 1, 1]}, "4 entries"),
+    ("Conv2D", [TensorType((1, 5, 5, 3), "float32"), TensorType((3, 3, 3, 4), "float32")],
+     {"padding": "EXPLICIT", "explicit_paddings": [0, 0, 1, 1]}, "8 non-negative ints"),
+    ("Conv2D", [TensorType((1, 5, 5, 3), "float32"), TensorType((3, 3, 3, 4), "float32")],
+     {"padding": "SAME", "explicit_paddings": [0, 0, 1, 1, 1, 1, 0, 0]}, "only used with EXPLICIT"),
+    ("Conv2D", [TensorType((5, 5, 3), "float32"), TensorType((3, 3, 3, 4), "float32")], {}, "rank-4 input"),
+    ("Conv2D", [TensorType((1, 5, 5, 3), "float32"), TensorType((3, 3, 3, 4), "float64")], {}, "float64"),
+    ("MaxPool", [TensorType((1, 5, 5, 3), "float32")], {"ksize": [1, 2, 2]}, "ksize must have 4 entries"),
+    ("MaxPool", [TensorType((1, 5, 5, 3), "float32")], {"ksize": [1, 2, 2, 2]}, "batch and channel"),
+    ("AvgPool", [TensorType((1, 5, 1, 3), "float32")], {}, "width 2 is larger than the input's width 1"),
+    ("BiasAdd", [TensorType((2, 3), "float32"), TensorType((4,), "float32")], {}, "one entry per channel"),
+    ("BiasAdd", [TensorType((2, 3, 4), "float32"), TensorType((4,), "float32")], {"data_format": "NCHW"},
+     r"axis 1, size 3"),
+    ("BiasAdd", [TensorType((3,), "float32"), TensorType((3,), "float32")], {}, "rank 2 or more"),
+    ("SparseSoftmaxCrossEntropyWithLogits", [TensorType((2, 3), "float32"), TensorType((3,), "int32")], {},
+     "differ in batch size"),
+    ("SparseSoftmaxCrossEntropyWithLogits", [TensorType((2, 3), "float32"), TensorType((2, 3), "int32")], {},
+     r"\[batch\] labels"),
+    ("SigmoidCrossEntropyWithLogits", [TensorType((2, 3), "float32"), TensorType((3,), "float32")], {},
+     r"labels \[2,3\] and logits \[3\] must have the same shape"),
+    ("InTopK", [TensorType((2, 3), "float32"), TensorType((3,), "int32"), ints(1)], {}, "differ in batch"),
+    ("TopK", [TensorType((), "float32"), ints(1)], {}, "rank 1 or more"),
+])
+def test_infer_rejects_what_does_not_fit(name, inputs, given, message):
+    spec = REG[name]
+    with pytest.raises(ShapeError, match=message):
+        spec.infer(*inputs, **attrs(name, **given))
+
+
+def test_infer_keeps_unknown_sizes():
+    t = N.Conv2D.infer(TensorType((None, 7, None, 3), "float32"), TensorType((3, 3, 3, 8), "float32"),
+                       **attrs("Conv2D", padding="SAME", strides=[1, 2, 2, 1]))
+    assert t.shape == (None, 4, None, 8)
+    t = N.Conv2D.infer(TensorType((2, 7, 7, None), "float32"), TensorType((3, None, None, None), "float32"),
+                       **attrs("Conv2D"))
+    assert t.shape == (2, 5, None, None)
+    t = N.MaxPool.infer(TensorType((None, 5, 7, 3), "float32"), **attrs("MaxPool", padding="SAME"))
+    assert t.shape == (None, 3, 4, 3)
+    loss, bp = N.SparseSoftmaxCrossEntropyWithLogits.infer(TensorType((None, 4), "float32"),
+                                                           TensorType((6,), "int32"))
+    assert loss.shape == (6,) and bp.shape == (6, 4)
+    values, indices = N.TopK.infer(TensorType((None, None), "float32"), ints(2), sorted=True)
+    assert values.shape == indices.shape == (None, 2) and indices.dtype == np.int32
+
+
+@pytest.mark.parametrize("alias, name", [("TopKV2", "TopK"), ("InTopKV2", "InTopK")])
+def test_tf_aliases(alias, name):
+    assert REG.resolve_alias(alias) == name
+
+
+# --------------------------------------------------------------------------------------------
+# A small CNN through the runtime
+
+
+def test_a_small_cnn_trains_through_the_runtime_with_correct_gradients():
+    p = chain(("x", "Placeholder", {"shape": [2, 6, 5, 2], "dtype": "float64"}, None),
+              ("w", "Placeholder", {"shape": [3, 3, 2, 3], "dtype": "float64"}, None),
+              ("b", "Placeholder", {"shape": [3], "dtype": "float64"}, None),
+              ("y", "Placeholder", {"shape": [2], "dtype": "int32"}, None),
+              ("conv", "Conv2D", {"padding": "SAME", "strides": [1, 2, 1, 1]}, {"input": "x", "filter": "w"}),
+              ("bias", "BiasAdd", {}, {"value": "conv", "bias": "b"}),
+              ("act", "Elu", {}, {"features": "bias"}),
+              ("pool", "MaxPool", {"padding": "SAME"}, {"input": "act"}),
+              ("avg", "AvgPool", {"ksize": [1, 2, 3, 1], "padding": "VALID"}, {"value": "pool"}),
+              ("flat", "Reshape", {}, {"tensor": "avg", "shape": ints([2, 3])}),
+              ("ce", "SparseSoftmaxCrossEntropyWithLogits", {}, {"features": "flat", "labels": "y"}),
+              ("loss", "Mean", {}, {"input": "ce:loss"}))
+    program = compile_project(p)
+    assert program.ok, [str(e) for e in program.errors]
+    feeds = {"x": RNG.standard_normal((2, 6, 5, 2)), "w": RNG.standard_normal((3, 3, 2, 3)),
+             "b": RNG.standard_normal(3), "y": np.array([2, 0], np.int32)}
+    res = run(program, feeds, target="loss")
+    for name in ("w", "b"):
+        x = feeds[name]
+        v = RNG.standard_normal(x.shape)
+        eps = 1e-6
+        plus = run(program, {**feeds, name: x + eps * v}, fetch=["loss"]).value("loss")
+        minus = run(program, {**feeds, name: x - eps * v}, fetch=["loss"]).value("loss")
+        np.testing.assert_allclose(np.vdot(res.grad(name), v), (plus - minus) / (2 * eps), rtol=1e-6)
