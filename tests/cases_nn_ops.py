@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from casekit import Case, _unary_cases, away_from_zero, distinct, distributions, f32, i32, ints
+from casekit import Case, _unary_cases, away_from_zero, distinct, f32, i32, ints
 
 _rng = np.random.default_rng(31)
 
@@ -23,11 +23,6 @@ def _labels(batch, classes, dtype=np.int32):
 
 def _probabilities(*shape):
     return _rng.uniform(0.0, 1.0, size=shape).astype(np.float32)
-
-
-def _nhwc(op, spec):
-    """Strides/ksize/dilations lists in NHWC order from (h, w)."""
-    return [1, spec[0], spec[1], 1]
 
 
 def _conv(x, f, padding="VALID", strides=(1, 1), dilations=(1, 1), id="", **extra):

@@ -219,7 +219,8 @@ def naive_conv(x, f, strides=(1, 1), dilations=(1, 1), pads=(0, 0, 0, 0)):
     out = np.zeros((n, oh, ow, cout))
     for b, i, j, o in itertools.product(range(n), range(oh), range(ow), range(cout)):
         for p, q in itertools.product(range(kh), range(kw)):
-            out[b, i, j, o] += xp[b, i * strides[0] + p * dilations[0], j * strides[1] + q * dilations[1]] @ f[p, q, :, o]
+            r, c = i * strides[0] + p * dilations[0], j * strides[1] + q * dilations[1]
+            out[b, i, j, o] += xp[b, r, c] @ f[p, q, :, o]
     return out
 
 
