@@ -109,6 +109,7 @@ class Program:
                                    if s.role == "variable" and s.attrs.get("trainable", True))
         self._ok = not any(d.severity == "error" for d in self.diagnostics)
         self._plans: dict = {}
+        self._targets: dict[str, int] = {}
         self._paths: dict = {}
 
     @property
@@ -146,6 +147,12 @@ class Program:
 
     def resolve_target(self, target) -> int:
         """A slot from ``"node"``, ``"node:port"``, ``(node, port)`` or None (the page's loss)."""
+        if isinstance(target, str):
+            hit = self._targets.get(target)
+            if hit is None:
+                node, _, port = target.partition(":")
+                hit = self._targets[target] = self.slot_of(node, port or None)
+            return hit
         if target is None:
             if self.loss is None:
                 raise ProjectError(f"page '{self.page_name}' marks no loss; name a gradient target")

@@ -93,7 +93,6 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
     """
     program.raise_for_errors()
     if target is _LOSS:
-        target = None
         t_slot = program.resolve_target(None)
     elif target is None:
         t_slot = None
@@ -141,7 +140,8 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
         out = plan.fn(var_list, feed_list, seed, step)
     result = plan.package(out)
     if check_numerics:
-        plan.check(result, out, variables, feeds, grad_seed, wrt, step)
+        with np.errstate(all="ignore"):
+            plan.check(result, out, variables, feeds, grad_seed, wrt, step)
     if commit and result.state_updates:
         plan.commit(result)
     return result
@@ -589,9 +589,8 @@ def _finite(v) -> bool:
     if v.dtype.kind not in "fc":
         return True
     # A sum is one read-only pass; only when it is not finite do we look closer (it may overflow).
-    with np.errstate(all="ignore"):
-        total = float(v.sum())
-    if math.isfinite(total):
+    # Callers silence numpy's overflow warnings around it.
+    if math.isfinite(float(v.sum())):
         return True
     return bool(np.isfinite(v).all())
 
