@@ -1,0 +1,165 @@
+"""The Document: every edit undoable, exact round trips, refused wires leave the model alone."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from blockflow.compiler import compile_project
+from blockflow.errors import ProjectError, ProjectFileError
+from blockflow.gui.document import Document
+from blockflow.project_io import dumps_project, load_project
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "sample_projects" / "stable_softmax.bflow.json"
+
+
+@pytest.fixture
+def doc(qapp):
+    return Document()
+
+
+def build_stable_softmax(doc):
+    d = doc
+    d.add_node("Placeholder", (0, 160), node_id="x", attrs={"shape": [5]})
+    d.add_node("Max", (200, 40))
+    d.add_node("StopGradient", (400, 40))
+    d.add_node("Subtract", (600, 160))
+    d.add_node("Softmax", (800, 160))
+    d.add_node("Const", (1000, 320), node_id="w", attrs={"value": [1.0, -2.0, 0.5, 3.0, 1.5]})
+    d.add_node("Multiply", (1200, 160))
+    d.add_node("Sum", (1400, 160))
+    d.connect("x", "output", "Max_1", "input")
+    d.connect("Max_1", "output", "StopGradient_1", "input")
+    d.connect("x", "output", "Subtract_1", "x")
+    d.connect("StopGradient_1", "output", "Subtract_1", "y")
+    d.connect("Subtract_1", "z", "Softmax_1", "logits")
+    d.connect("Softmax_1", "softmax", "Multiply_1", "x")
+    d.connect("w", "output", "Multiply_1", "y")
+    d.connect("Multiply_1", "z", "Sum_1", "input")
+    d.set_loss("Sum_1")
+
+
+def test_building_undo_all_and_redo_all(doc):
+    empty = dumps_project(doc.project)
+    build_stable_softmax(doc)
+    built = dumps_project(doc.project)
+    assert doc.program().ok, [str(e) for e in doc.program().errors]
+    n = doc.undo_stack.count()
+    for _ in range(n):
+        doc.undo_stack.undo()
+    assert dumps_project(doc.project) == empty
+    for _ in range(n):
+        doc.undo_stack.redo()
+    assert dumps_project(doc.project) == built
+
+
+def test_refused_wires_leave_the_project_unchanged(doc):
+    build_stable_softmax(doc)
+    before = dumps_project(doc.project)
+    count = doc.undo_stack.count()
+    verdict = doc.check_connection("Sum_1", "output", "Max_1", "input")
+    assert not verdict and "cycle" in verdict.reason
+    doc.add_node("Placeholder", (0, 400), node_id="i", attrs={"shape": [5], "dtype": "int32"})
+    before = dumps_project(doc.project)
+    count = doc.undo_stack.count()
+    verdict = doc.check_connection("i", "output", "Softmax_1", "logits")
+    assert not verdict and "float" in verdict.reason
+    verdict = doc.check_connection("x", "output", "Sum_1", "output")
+    assert not verdict and "two outputs" in verdict.reason
+    verdict = doc.check_connection("x", "scope", "Sum_1", "input")
+    assert not verdict and "scope" in verdict.reason
+    doc.add_node("Placeholder", (0, 500), node_id="v3", attrs={"shape": [3]})
+    verdict = doc.check_connection("v3", "output", "Subtract_1", "y")
+    assert not verdict and "[3]" in verdict.reason and "[5]" in verdict.reason
+    for args in (("Sum_1", "output", "Max_1", "input"), ("i", "output", "Softmax_1", "logits")):
+        with pytest.raises(ProjectError):
+            doc.connect(*args)
+    assert doc.undo_stack.count() == count + 1  # only the added Placeholder v3
+    doc.undo_stack.undo()
+    assert dumps_project(doc.project) == before
+
+
+def test_wiring_a_fed_input_replaces_the_old_wire_undoably(doc):
+    build_stable_softmax(doc)
+    doc.add_node("Placeholder", (0, 400), node_id="x2", attrs={"shape": [5]})
+    before = dumps_project(doc.project)
+    doc.connect("x2", "output", "Subtract_1", "x")
+    feeding = [e for e in doc.page().edges if (e.dst, e.dst_port) == ("Subtract_1", "x")]
+    assert [e.src for e in feeding] == ["x2"]
+    doc.undo_stack.undo()
+    assert dumps_project(doc.project) == before
+
+
+def test_delete_paste_duplicate_layout_are_single_steps(doc):
+    build_stable_softmax(doc)
+    before = dumps_project(doc.project)
+    n = doc.undo_stack.count()
+    doc.remove_nodes(["Max_1", "StopGradient_1", "Sum_1"])
+    assert doc.undo_stack.count() == n + 1
+    assert doc.page().loss is None
+    doc.undo_stack.undo()
+    assert dumps_project(doc.project) == before
+    frag = doc.copy_fragment(["Max_1", "StopGradient_1"])
+    new = doc.paste_fragment(frag, (50, 600))
+    assert new == ["Max_2", "StopGradient_2"]
+    assert any(e.src == "Max_2" and e.dst == "StopGradient_2" for e in doc.page().edges)
+    assert doc.page().nodes["Max_2"].position == (50.0, 600.0)
+    assert doc.undo_stack.count() == n + 1
+    doc.undo_stack.undo()
+    doc.auto_layout()
+    assert doc.undo_stack.count() == n + 1
+    xs = {nid: node.position[0] for nid, node in doc.page().nodes.items()}
+    assert xs["x"] < xs["Max_1"] < xs["StopGradient_1"] < xs["Subtract_1"]
+    doc.undo_stack.undo()
+    assert dumps_project(doc.project) == before
+
+
+def test_moves_in_one_gesture_merge(doc):
+    doc.add_node("Exp", (0, 0))
+    g = doc.new_gesture()
+    doc.move_nodes({"Exp_1": ((0, 0), (10, 0))}, gesture=g)
+    doc.move_nodes({"Exp_1": ((10, 0), (30, 5))}, gesture=g)
+    assert doc.undo_stack.count() == 2
+    doc.undo_stack.undo()
+    assert doc.page().nodes["Exp_1"].position == (0.0, 0.0)
+
+
+def test_attrs_are_validated_and_pages_edited(doc):
+    doc.add_node("MatMul", (0, 0))
+    with pytest.raises(ProjectError, match="transpose_a"):
+        doc.set_attr("MatMul_1", "transpose_a", "yes")
+    doc.set_attr("MatMul_1", "transpose_a", True)
+    assert doc.page().nodes["MatMul_1"].attrs == {"transpose_a": True}
+    doc.set_inline("MatMul_1", "b", [[1.0], [2.0]])
+    np.testing.assert_array_equal(doc.page().nodes["MatMul_1"].inputs["b"], [[1.0], [2.0]])
+    name = doc.add_page()
+    doc.rename_page(name, "second")
+    doc.move_page("second", 0)
+    assert [p.name for p in doc.project.pages] == ["second", "main"]
+    with pytest.raises(ProjectError):
+        doc.rename_page("second", "main")
+    doc.remove_page("second")
+    for _ in range(doc.undo_stack.count()):
+        doc.undo_stack.undo()
+    assert [p.name for p in doc.project.pages] == ["main"] and not doc.page().nodes
+
+
+def test_open_save_and_a_bad_file_leaves_the_document_untouched(doc, tmp_path):
+    doc.open(SAMPLE)
+    assert not doc.dirty and doc.title == "stable_softmax.bflow.json"
+    doc.set_label("x", "input")
+    assert doc.dirty and doc.title.endswith("*")
+    bad = tmp_path / "bad.bflow.json"
+    bad.write_text("{not json")
+    before = dumps_project(doc.project)
+    with pytest.raises(ProjectFileError):
+        doc.open(bad)
+    assert dumps_project(doc.project) == before and doc.dirty
+    out = tmp_path / "out.bflow.json"
+    doc.save(out)
+    assert not doc.dirty
+    again = load_project(out)
+    assert again.pages[0].nodes["x"].label == "input"
+    assert [s.node for s in compile_project(again).steps] == [s.node for s in compile_project(load_project(SAMPLE)).steps]
