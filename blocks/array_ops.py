@@ -6,6 +6,7 @@ Imports only blockflow.spec and numpy.
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 
 import numpy as np
@@ -1286,40 +1287,34 @@ class Fill:
         return None, np.asarray(np.add.reduce(g, axis=None, dtype=g.dtype))
 
 
-@block("ZerosLike", category="array_ops", aliases=("zeros_like",))
-class ZerosLike:
-    """Zeros of the shape and dtype of ``x``.
+def _filled_like(name, fill, doc):
+    """A block giving ``fill(x)`` (np.zeros_like, np.ones_like): a tensor of x's shape and dtype."""
+    def infer(x):
+        return TensorType(x.shape, x.dtype)
+
+    def forward(x):
+        return fill(x)
+
+    infer.__qualname__, forward.__qualname__ = f"{name}.infer", f"{name}.forward"
+    body = dict(__module__=__name__, __qualname__=name, __doc__=inspect.cleandoc(doc),
+                inputs=(Input("x", dtype="any"),), outputs=(Output("y"),), infer=infer, forward=forward)
+    return block(name, category="array_ops", aliases=(fill.__name__,))(type(name, (), body))
+
+
+ZerosLike = _filled_like("ZerosLike", np.zeros_like, """
+    Zeros of the shape and dtype of ``x``.
 
     TensorFlow's ``tf.zeros_like``. Not differentiable: the result does not depend on the
     values of ``x``.
-    """
-
-    inputs = (Input("x", dtype="any"),)
-    outputs = (Output("y"),)
-
-    def infer(x):
-        return TensorType(x.shape, x.dtype)
-
-    def forward(x):
-        return np.zeros_like(x)
+    """)
 
 
-@block("OnesLike", category="array_ops", aliases=("ones_like",))
-class OnesLike:
-    """Ones of the shape and dtype of ``x``.
+OnesLike = _filled_like("OnesLike", np.ones_like, """
+    Ones of the shape and dtype of ``x``.
 
     TensorFlow's ``tf.ones_like``. Not differentiable: the result does not depend on the values
     of ``x``.
-    """
-
-    inputs = (Input("x", dtype="any"),)
-    outputs = (Output("y"),)
-
-    def infer(x):
-        return TensorType(x.shape, x.dtype)
-
-    def forward(x):
-        return np.ones_like(x)
+    """)
 
 
 @block("BroadcastTo", category="array_ops", aliases=("broadcast_to",))

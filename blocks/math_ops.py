@@ -5,6 +5,9 @@ Imports only blockflow.spec and numpy.
 """
 from __future__ import annotations
 
+import inspect
+from types import FunctionType
+
 import numpy as np
 
 from blockflow.spec import (DTYPE_NAMES, Attr, Input, InputList, Output, ShapeError, TensorType,
@@ -88,6 +91,93 @@ def _kept_shape(shape, axes):
     if axes is None:
         return (1,) * len(shape)
     return tuple(1 if i in axes else d for i, d in enumerate(shape))
+
+
+# --------------------------------------------------------------------------------------------
+# Block families. A family's blocks differ only in a name, a ufunc, a gradient rule and their
+# docstrings: a factory below declares each of them from those, with the rest written once.
+
+
+def _declare(name, doc, aliases=(), **body):
+    """The block ``name`` made as a class statement with docstring ``doc`` and ``body`` (ports,
+    infer, forward, vjp) would make it, and declared with @block.
+
+    The factories make forward, infer and vjp as closures over the ufunc and the block's name: a
+    call costs what a hand-written method costs. Those closures (and lambdas) are named here
+    after the block, as a class statement names its methods (``Sin.forward``).
+    """
+    for key, fn in body.items():
+        if isinstance(fn, FunctionType) and ("<locals>" in fn.__qualname__ or fn.__name__ == "<lambda>"):
+            fn.__name__, fn.__qualname__ = key, f"{name}.{key}"
+    body.update(__module__=__name__, __qualname__=name, __doc__=inspect.cleandoc(doc))
+    return block(name, category="math_ops", aliases=aliases)(type(name, (), body))
+
+
+def _unary(name, fn, vjp=None, *, doc, dtype="float", aliases=()):
+    """An elementwise function of one tensor: ``y = fn(x)``, of x's shape and dtype.
+
+    ``fn`` is a numpy ufunc or a function of ``x``. ``vjp(g, out, x)`` is the gradient rule; a
+    block without one is not differentiable. ``dtype`` is what ``x`` may be.
+    """
+    if isinstance(fn, np.ufunc):
+        ufunc = fn
+
+        def fn(x):
+            return ufunc(x)
+
+    body = dict(inputs=(Input("x", dtype=dtype),), outputs=(Output("y"),), infer=_like, forward=fn)
+    if vjp is not None:
+        body["vjp"] = vjp
+    return _declare(name, doc, aliases, **body)
+
+
+def _times(deriv):
+    """The gradient rule ``g * deriv(x)``, for a ufunc ``deriv`` (Sin's is ``_times(np.cos)``)."""
+    def vjp(g, out, x):
+        t = deriv(x)
+        t *= g
+        return (t,)
+    return vjp
+
+
+# The reductions over ``axis`` with ``keep_dims`` (TensorFlow's ReduceSum and kin).
+_REDUCE_AXIS = Input("axis", dtype="int", static=True, optional=True)
+_REDUCE_INPUTS = (Input("input", dtype="number"), _REDUCE_AXIS)
+_KEEP_DIMS = (Attr("keep_dims", "bool", False),)
+
+
+def _reduce_infer(x, axis, *, keep_dims):
+    return TensorType(reduce_shape(x.shape, axis, keep_dims), x.dtype)
+
+
+def _ufunc_reduce(ufunc):
+    """The forward of a reduction that is ``ufunc.reduce`` over ``axis``."""
+    reduce = ufunc.reduce
+
+    def forward(x, axis, *, keep_dims):
+        return reduce(x, axis=_axes(axis, x.ndim), keepdims=keep_dims)
+    return forward
+
+
+def _extremum(name, ufunc, example):
+    """Max or Min over ``axis``; the gradient goes to the entries equal to the result."""
+    def vjp(g, out, x, axis, *, keep_dims):
+        axes = _axes(axis, x.ndim)
+        kept = _kept_shape(x.shape, axes)
+        mask = x == out.reshape(kept)
+        count = mask.sum(axis=axes, keepdims=True, dtype=x.dtype)
+        return (mask * (g.reshape(kept) / count), None)
+
+    word = ufunc.__name__  # maximum, minimum
+    doc = f"""
+        {word.title()} of ``input`` over ``axis`` (all axes when unwired); ``keep_dims`` keeps them.
+
+        The gradient goes to the entries equal to the {word}; when several entries tie, it is split
+        evenly among them (TensorFlow's rule): {example} sends [0, 0.5, 0.5].
+        """
+    return _declare(name, doc, (f"Reduce{name}", f"reduce_{name.lower()}"), inputs=_REDUCE_INPUTS,
+                    outputs=(Output("output"),), attrs=_KEEP_DIMS, infer=_reduce_infer,
+                    forward=_ufunc_reduce(ufunc), vjp=vjp)
 
 
 # --------------------------------------------------------------------------------------------
@@ -217,136 +307,62 @@ class AddN:
 # Elementwise unary ops
 
 
-@block("Negate", category="math_ops", aliases=("Neg",))
-class Negate:
-    """Elementwise ``-x``."""
-
-    inputs = (Input("x", dtype="number"),)
-    outputs = (Output("y"),)
-
-    def infer(x):
-        return _like(x)
-
-    def forward(x):
-        return np.negative(x)
-
-    def vjp(g, out, x):
-        return (np.negative(g),)
+Negate = _unary("Negate", np.negative, lambda g, out, x: (np.negative(g),), dtype="number",
+                aliases=("Neg",), doc="""Elementwise ``-x``.""")
 
 
-@block("Square", category="math_ops")
-class Square:
-    """Elementwise ``x * x``."""
-
-    inputs = (Input("x", dtype="number"),)
-    outputs = (Output("y"),)
-
-    def infer(x):
-        return _like(x)
-
-    def forward(x):
-        return x * x
-
-    def vjp(g, out, x):
-        t = g * x
-        t += t  # 2 * g * x without a constant that could promote a float32 scalar
-        return (t,)
+def _square_vjp(g, out, x):
+    t = g * x
+    t += t  # 2 * g * x without a constant that could promote a float32 scalar
+    return (t,)
 
 
-@block("Sqrt", category="math_ops")
-class Sqrt:
-    """Elementwise square root; ``nan`` for negative entries."""
-
-    inputs = (Input("x", dtype="float"),)
-    outputs = (Output("y"),)
-
-    def infer(x):
-        return _like(x)
-
-    def forward(x):
-        return np.sqrt(x)
-
-    def vjp(g, out, x):
-        return (g / (out + out),)
+Square = _unary("Square", lambda x: x * x, _square_vjp, dtype="number", doc="""Elementwise ``x * x``.""")
 
 
-@block("Exp", category="math_ops")
-class Exp:
-    """Elementwise natural exponential ``e ** x``."""
-
-    inputs = (Input("x", dtype="float"),)
-    outputs = (Output("y"),)
-
-    def infer(x):
-        return _like(x)
-
-    def forward(x):
-        return np.exp(x)
-
-    def vjp(g, out, x):
-        return (g * out,)
+Sqrt = _unary("Sqrt", np.sqrt, lambda g, out, x: (g / (out + out),), doc="""
+    Elementwise square root; ``nan`` for negative entries.
+    """)
 
 
-@block("Log", category="math_ops")
-class Log:
-    """Elementwise natural logarithm; ``-inf`` at 0 and ``nan`` for negative entries."""
-
-    inputs = (Input("x", dtype="float"),)
-    outputs = (Output("y"),)
-
-    def infer(x):
-        return _like(x)
-
-    def forward(x):
-        return np.log(x)
-
-    def vjp(g, out, x):
-        return (g / x,)
+Exp = _unary("Exp", np.exp, lambda g, out, x: (g * out,), doc="""
+    Elementwise natural exponential ``e ** x``.
+    """)
 
 
-@block("Tanh", category="math_ops")
-class Tanh:
-    """Elementwise hyperbolic tangent."""
-
-    inputs = (Input("x", dtype="float"),)
-    outputs = (Output("y"),)
-
-    def infer(x):
-        return _like(x)
-
-    def forward(x):
-        return np.tanh(x)
-
-    def vjp(g, out, x):
-        t = _ONE[out.dtype] - out * out
-        t *= g
-        return (t,)
+Log = _unary("Log", np.log, lambda g, out, x: (g / x,), doc="""
+    Elementwise natural logarithm; ``-inf`` at 0 and ``nan`` for negative entries.
+    """)
 
 
-@block("Sigmoid", category="math_ops")
-class Sigmoid:
-    """Elementwise logistic function ``1 / (1 + exp(-x))``.
+def _tanh_vjp(g, out, x):
+    t = _ONE[out.dtype] - out * out
+    t *= g
+    return (t,)
+
+
+Tanh = _unary("Tanh", np.tanh, _tanh_vjp, doc="""Elementwise hyperbolic tangent.""")
+
+
+def _sigmoid(x):
+    e = np.exp(np.minimum(np.negative(x), _EXP_ARG_MAX[x.dtype]))
+    e += _ONE[x.dtype]
+    return np.reciprocal(e)
+
+
+def _sigmoid_vjp(g, out, x):
+    t = _ONE[out.dtype] - out
+    t *= out
+    t *= g
+    return (t,)
+
+
+Sigmoid = _unary("Sigmoid", _sigmoid, _sigmoid_vjp, doc="""
+    Elementwise logistic function ``1 / (1 + exp(-x))``.
 
     Accurate in relative terms over the whole range, including far negative ``x`` where the
     result is tiny.
-    """
-
-    inputs = (Input("x", dtype="float"),)
-    outputs = (Output("y"),)
-
-    def infer(x):
-        return _like(x)
-
-    def forward(x):
-        e = np.exp(np.minimum(np.negative(x), _EXP_ARG_MAX[x.dtype]))
-        e += _ONE[x.dtype]
-        return np.reciprocal(e)
-
-    def vjp(g, out, x):
-        t = _ONE[out.dtype] - out
-        t *= out
-        t *= g
-        return (t,)
+    """)
 
 
 # --------------------------------------------------------------------------------------------
@@ -410,12 +426,10 @@ class Sum:
     input's dtype (an int32 sum stays int32, as in TensorFlow).
     """
 
-    inputs = (Input("input", dtype="number"), Input("axis", dtype="int", static=True, optional=True))
+    inputs = _REDUCE_INPUTS
     outputs = (Output("output"),)
-    attrs = (Attr("keep_dims", "bool", False),)
-
-    def infer(x, axis, *, keep_dims):
-        return TensorType(reduce_shape(x.shape, axis, keep_dims), x.dtype)
+    attrs = _KEEP_DIMS
+    infer = _reduce_infer
 
     def forward(x, axis, *, keep_dims):
         return np.sum(x, axis=_axes(axis, x.ndim), dtype=x.dtype, keepdims=keep_dims)
@@ -432,12 +446,10 @@ class Mean:
     tensors the mean is the sum divided by the count, truncated toward zero, as in TensorFlow.
     """
 
-    inputs = (Input("input", dtype="number"), Input("axis", dtype="int", static=True, optional=True))
+    inputs = _REDUCE_INPUTS
     outputs = (Output("output"),)
-    attrs = (Attr("keep_dims", "bool", False),)
-
-    def infer(x, axis, *, keep_dims):
-        return TensorType(reduce_shape(x.shape, axis, keep_dims), x.dtype)
+    attrs = _KEEP_DIMS
+    infer = _reduce_infer
 
     def forward(x, axis, *, keep_dims):
         axes = _axes(axis, x.ndim)
@@ -455,30 +467,7 @@ class Mean:
         return (_spread(g / x.dtype.type(max(count, 1)), x, _axes(axis, x.ndim), keep_dims), None)
 
 
-@block("Max", category="math_ops", aliases=("ReduceMax", "reduce_max"))
-class Max:
-    """Maximum of ``input`` over ``axis`` (all axes when unwired); ``keep_dims`` keeps them.
-
-    The gradient goes to the entries equal to the maximum; when several entries tie, it is split
-    evenly among them (TensorFlow's rule): the max of [1, 3, 3] sends [0, 0.5, 0.5].
-    """
-
-    inputs = (Input("input", dtype="number"), Input("axis", dtype="int", static=True, optional=True))
-    outputs = (Output("output"),)
-    attrs = (Attr("keep_dims", "bool", False),)
-
-    def infer(x, axis, *, keep_dims):
-        return TensorType(reduce_shape(x.shape, axis, keep_dims), x.dtype)
-
-    def forward(x, axis, *, keep_dims):
-        return np.max(x, axis=_axes(axis, x.ndim), keepdims=keep_dims)
-
-    def vjp(g, out, x, axis, *, keep_dims):
-        axes = _axes(axis, x.ndim)
-        kept = _kept_shape(x.shape, axes)
-        mask = x == out.reshape(kept)
-        count = mask.sum(axis=axes, keepdims=True, dtype=x.dtype)
-        return (mask * (g.reshape(kept) / count), None)
+Max = _extremum("Max", np.maximum, "the max of [1, 3, 3]")
 
 
 # --------------------------------------------------------------------------------------------
@@ -536,291 +525,138 @@ def _one_axis(op, axis, rank, default=0):
 # Elementwise unary ops (float in, float out unless said otherwise)
 
 
-@block("Abs", category="math_ops")
-class Abs:
-    """Elementwise absolute value ``|x|``.
+Abs = _unary("Abs", np.abs, lambda g, out, x: (g * np.sign(x),), dtype="number", doc="""
+    Elementwise absolute value ``|x|``.
 
     The gradient is ``g * sign(x)``: 0 at exactly ``x = 0``, as in TensorFlow.
-    """
-
-    inputs = (Input("x", dtype="number"),)
-    outputs = (Output("y"),)
-
-    def infer(x):
-        return _like(x)
-
-    def forward(x):
-        return np.abs(x)
-
-    def vjp(g, out, x):
-        return (g * np.sign(x),)
+    """)
 
 
-@block("Sign", category="math_ops")
-class Sign:
-    """Elementwise sign: -1 where ``x < 0``, 0 where ``x == 0``, 1 where ``x > 0``.
+Sign = _unary("Sign", np.sign, dtype="number", doc="""
+    Elementwise sign: -1 where ``x < 0``, 0 where ``x == 0``, 1 where ``x > 0``.
 
     ``nan`` stays ``nan``. Not differentiable: TensorFlow's gradient of Sign is zero everywhere,
     so no gradient flows back through it (FGSM's ``Sign(Gradients(loss, x))`` is a constant
     step direction).
-    """
-
-    inputs = (Input("x", dtype="number"),)
-    outputs = (Output("y"),)
-
-    def infer(x):
-        return _like(x)
-
-    def forward(x):
-        return np.sign(x)
+    """)
 
 
-@block("Rsqrt", category="math_ops")
-class Rsqrt:
-    """Elementwise reciprocal square root ``1 / sqrt(x)``.
+def _rsqrt_vjp(g, out, x):
+    t = out * out
+    t *= out
+    t *= g
+    t *= _NEG_HALF[out.dtype]
+    return (t,)
+
+
+Rsqrt = _unary("Rsqrt", lambda x: np.reciprocal(np.sqrt(x)), _rsqrt_vjp, doc="""
+    Elementwise reciprocal square root ``1 / sqrt(x)``.
 
     ``inf`` at 0 and ``nan`` for negative entries. The gradient is ``-0.5 * g * y ** 3``.
-    """
-
-    inputs = (Input("x", dtype="float"),)
-    outputs = (Output("y"),)
-
-    def infer(x):
-        return _like(x)
-
-    def forward(x):
-        return np.reciprocal(np.sqrt(x))
-
-    def vjp(g, out, x):
-        t = out * out
-        t *= out
-        t *= g
-        t *= _NEG_HALF[out.dtype]
-        return (t,)
+    """)
 
 
-@block("Reciprocal", category="math_ops", aliases=("Inv",))
-class Reciprocal:
-    """Elementwise ``1 / x``; ``inf`` at 0.
+def _reciprocal_vjp(g, out, x):
+    t = np.negative(out)
+    t *= out
+    t *= g
+    return (t,)
+
+
+Reciprocal = _unary("Reciprocal", np.reciprocal, _reciprocal_vjp, aliases=("Inv",), doc="""
+    Elementwise ``1 / x``; ``inf`` at 0.
 
     The gradient is ``-g * y ** 2`` (``-g / x ** 2``).
-    """
-
-    inputs = (Input("x", dtype="float"),)
-    outputs = (Output("y"),)
-
-    def infer(x):
-        return _like(x)
-
-    def forward(x):
-        return np.reciprocal(x)
-
-    def vjp(g, out, x):
-        t = np.negative(out)
-        t *= out
-        t *= g
-        return (t,)
+    """)
 
 
-@block("Log1p", category="math_ops")
-class Log1p:
-    """Elementwise ``log(1 + x)``, accurate also for tiny ``x``.
+Log1p = _unary("Log1p", np.log1p, lambda g, out, x: (g / (x + _ONE[x.dtype]),), doc="""
+    Elementwise ``log(1 + x)``, accurate also for tiny ``x``.
 
     ``-inf`` at -1 and ``nan`` below. The gradient is ``g / (1 + x)``.
-    """
-
-    inputs = (Input("x", dtype="float"),)
-    outputs = (Output("y"),)
-
-    def infer(x):
-        return _like(x)
-
-    def forward(x):
-        return np.log1p(x)
-
-    def vjp(g, out, x):
-        return (g / (x + _ONE[x.dtype]),)
+    """)
 
 
-@block("Expm1", category="math_ops")
-class Expm1:
-    """Elementwise ``exp(x) - 1``, accurate also for tiny ``x``.
+Expm1 = _unary("Expm1", np.expm1, _times(np.exp), doc="""
+    Elementwise ``exp(x) - 1``, accurate also for tiny ``x``.
 
     The gradient is ``g * exp(x)``.
-    """
-
-    inputs = (Input("x", dtype="float"),)
-    outputs = (Output("y"),)
-
-    def infer(x):
-        return _like(x)
-
-    def forward(x):
-        return np.expm1(x)
-
-    def vjp(g, out, x):
-        t = np.exp(x)
-        t *= g
-        return (t,)
+    """)
 
 
-@block("Sin", category="math_ops")
-class Sin:
-    """Elementwise sine (radians). The gradient is ``g * cos(x)``."""
-
-    inputs = (Input("x", dtype="float"),)
-    outputs = (Output("y"),)
-
-    def infer(x):
-        return _like(x)
-
-    def forward(x):
-        return np.sin(x)
-
-    def vjp(g, out, x):
-        t = np.cos(x)
-        t *= g
-        return (t,)
+Sin = _unary("Sin", np.sin, _times(np.cos), doc="""
+    Elementwise sine (radians). The gradient is ``g * cos(x)``.
+    """)
 
 
-@block("Cos", category="math_ops")
-class Cos:
-    """Elementwise cosine (radians). The gradient is ``-g * sin(x)``."""
-
-    inputs = (Input("x", dtype="float"),)
-    outputs = (Output("y"),)
-
-    def infer(x):
-        return _like(x)
-
-    def forward(x):
-        return np.cos(x)
-
-    def vjp(g, out, x):
-        t = np.sin(x)
-        t *= g
-        return (_ineg(t),)
+def _cos_vjp(g, out, x):
+    t = np.sin(x)
+    t *= g
+    return (_ineg(t),)
 
 
-@block("Tan", category="math_ops")
-class Tan:
-    """Elementwise tangent (radians). The gradient is ``g / cos(x) ** 2`` (``g * (1 + y ** 2)``)."""
-
-    inputs = (Input("x", dtype="float"),)
-    outputs = (Output("y"),)
-
-    def infer(x):
-        return _like(x)
-
-    def forward(x):
-        return np.tan(x)
-
-    def vjp(g, out, x):
-        t = out * out
-        t += _ONE[out.dtype]
-        t *= g
-        return (t,)
+Cos = _unary("Cos", np.cos, _cos_vjp, doc="""
+    Elementwise cosine (radians). The gradient is ``-g * sin(x)``.
+    """)
 
 
-@block("Asin", category="math_ops")
-class Asin:
-    """Elementwise arcsine, in [-pi/2, pi/2]; ``nan`` outside [-1, 1].
+def _tan_vjp(g, out, x):
+    t = out * out
+    t += _ONE[out.dtype]
+    t *= g
+    return (t,)
+
+
+Tan = _unary("Tan", np.tan, _tan_vjp, doc="""
+    Elementwise tangent (radians). The gradient is ``g / cos(x) ** 2`` (``g * (1 + y ** 2)``).
+    """)
+
+
+def _asin_vjp(g, out, x):
+    one = _ONE[x.dtype]
+    return (g / np.sqrt((one - x) * (one + x)),)
+
+
+Asin = _unary("Asin", np.arcsin, _asin_vjp, doc="""
+    Elementwise arcsine, in [-pi/2, pi/2]; ``nan`` outside [-1, 1].
 
     The gradient is ``g / sqrt(1 - x ** 2)`` (computed as ``(1 - x)(1 + x)`` to stay accurate near
     ±1, where it grows without bound).
-    """
-
-    inputs = (Input("x", dtype="float"),)
-    outputs = (Output("y"),)
-
-    def infer(x):
-        return _like(x)
-
-    def forward(x):
-        return np.arcsin(x)
-
-    def vjp(g, out, x):
-        one = _ONE[x.dtype]
-        return (g / np.sqrt((one - x) * (one + x)),)
+    """)
 
 
-@block("Acos", category="math_ops")
-class Acos:
-    """Elementwise arccosine, in [0, pi]; ``nan`` outside [-1, 1].
+def _acos_vjp(g, out, x):
+    one = _ONE[x.dtype]
+    t = np.sqrt((one - x) * (one + x))
+    return (np.negative(g) / t,)
+
+
+Acos = _unary("Acos", np.arccos, _acos_vjp, doc="""
+    Elementwise arccosine, in [0, pi]; ``nan`` outside [-1, 1].
 
     The gradient is ``-g / sqrt(1 - x ** 2)``.
-    """
-
-    inputs = (Input("x", dtype="float"),)
-    outputs = (Output("y"),)
-
-    def infer(x):
-        return _like(x)
-
-    def forward(x):
-        return np.arccos(x)
-
-    def vjp(g, out, x):
-        one = _ONE[x.dtype]
-        t = np.sqrt((one - x) * (one + x))
-        return (np.negative(g) / t,)
+    """)
 
 
-@block("Atan", category="math_ops")
-class Atan:
-    """Elementwise arctangent, in (-pi/2, pi/2). The gradient is ``g / (1 + x ** 2)``."""
-
-    inputs = (Input("x", dtype="float"),)
-    outputs = (Output("y"),)
-
-    def infer(x):
-        return _like(x)
-
-    def forward(x):
-        return np.arctan(x)
-
-    def vjp(g, out, x):
-        t = x * x
-        t += _ONE[x.dtype]
-        return (g / t,)
+def _atan_vjp(g, out, x):
+    t = x * x
+    t += _ONE[x.dtype]
+    return (g / t,)
 
 
-@block("Sinh", category="math_ops")
-class Sinh:
-    """Elementwise hyperbolic sine. The gradient is ``g * cosh(x)``."""
-
-    inputs = (Input("x", dtype="float"),)
-    outputs = (Output("y"),)
-
-    def infer(x):
-        return _like(x)
-
-    def forward(x):
-        return np.sinh(x)
-
-    def vjp(g, out, x):
-        t = np.cosh(x)
-        t *= g
-        return (t,)
+Atan = _unary("Atan", np.arctan, _atan_vjp, doc="""
+    Elementwise arctangent, in (-pi/2, pi/2). The gradient is ``g / (1 + x ** 2)``.
+    """)
 
 
-@block("Cosh", category="math_ops")
-class Cosh:
-    """Elementwise hyperbolic cosine. The gradient is ``g * sinh(x)``."""
+Sinh = _unary("Sinh", np.sinh, _times(np.cosh), doc="""
+    Elementwise hyperbolic sine. The gradient is ``g * cosh(x)``.
+    """)
 
-    inputs = (Input("x", dtype="float"),)
-    outputs = (Output("y"),)
 
-    def infer(x):
-        return _like(x)
-
-    def forward(x):
-        return np.cosh(x)
-
-    def vjp(g, out, x):
-        t = np.sinh(x)
-        t *= g
-        return (t,)
+Cosh = _unary("Cosh", np.cosh, _times(np.sinh), doc="""
+    Elementwise hyperbolic cosine. The gradient is ``g * sinh(x)``.
+    """)
 
 
 # W. J. Cody, "Rational Chebyshev approximations for the error function", Math. Comp. 23 (1969),
@@ -923,86 +759,55 @@ def _erf64(x):
     return out.reshape(shape)
 
 
-@block("Erf", category="math_ops")
-class Erf:
-    """Elementwise Gauss error function ``erf(x) = 2/sqrt(pi) * integral of exp(-t**2) from 0 to x``.
+def _erf(x):
+    if x.dtype == np.float64:
+        return _erf64(x)
+    return _erf64(x.astype(np.float64)).astype(x.dtype)
+
+
+def _erf_vjp(g, out, x):
+    t = x * x
+    t = np.exp(_ineg(t))
+    t *= _TWO_OVER_SQRT_PI[x.dtype]
+    t *= g
+    return (t,)
+
+
+Erf = _unary("Erf", _erf, _erf_vjp, doc="""
+    Elementwise Gauss error function ``erf(x) = 2/sqrt(pi) * integral of exp(-t**2) from 0 to x``.
 
     Computed in float64 with W. J. Cody's rational Chebyshev approximations (relative error of a
     few ulps over the whole line, tails included) and rounded to the input's dtype. The gradient
     is ``g * 2/sqrt(pi) * exp(-x ** 2)``.
-    """
-
-    inputs = (Input("x", dtype="float"),)
-    outputs = (Output("y"),)
-
-    def infer(x):
-        return _like(x)
-
-    def forward(x):
-        if x.dtype == np.float64:
-            return _erf64(x)
-        return _erf64(x.astype(np.float64)).astype(x.dtype)
-
-    def vjp(g, out, x):
-        t = x * x
-        t = np.exp(_ineg(t))
-        t *= _TWO_OVER_SQRT_PI[x.dtype]
-        t *= g
-        return (t,)
+    """)
 
 
-@block("Floor", category="math_ops")
-class Floor:
-    """Elementwise floor: the largest integer not greater than ``x``, as a float.
+Floor = _unary("Floor", np.floor, doc="""
+    Elementwise floor: the largest integer not greater than ``x``, as a float.
 
     Not differentiable (TensorFlow gives no gradient: the derivative is 0 almost everywhere).
-    """
-
-    inputs = (Input("x", dtype="float"),)
-    outputs = (Output("y"),)
-
-    def infer(x):
-        return _like(x)
-
-    def forward(x):
-        return np.floor(x)
+    """)
 
 
-@block("Ceil", category="math_ops")
-class Ceil:
-    """Elementwise ceiling: the smallest integer not less than ``x``, as a float.
+Ceil = _unary("Ceil", np.ceil, doc="""
+    Elementwise ceiling: the smallest integer not less than ``x``, as a float.
 
     Not differentiable (TensorFlow gives no gradient).
-    """
-
-    inputs = (Input("x", dtype="float"),)
-    outputs = (Output("y"),)
-
-    def infer(x):
-        return _like(x)
-
-    def forward(x):
-        return np.ceil(x)
+    """)
 
 
-@block("Round", category="math_ops")
-class Round:
-    """Elementwise rounding to the nearest integer, halves to even (banker's rounding).
+def _round(x):
+    if x.dtype.kind != "f":
+        return x
+    return np.rint(x)
+
+
+Round = _unary("Round", _round, dtype="number", doc="""
+    Elementwise rounding to the nearest integer, halves to even (banker's rounding).
 
     As TensorFlow's ``tf.round``: 0.5 and -0.5 round to 0, 1.5 and 2.5 to 2. Integer tensors pass
     unchanged. Not differentiable (TensorFlow gives no gradient).
-    """
-
-    inputs = (Input("x", dtype="number"),)
-    outputs = (Output("y"),)
-
-    def infer(x):
-        return _like(x)
-
-    def forward(x):
-        if x.dtype.kind != "f":
-            return x
-        return np.rint(x)
+    """)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1041,46 +846,25 @@ class Pow:
         return gx, gy
 
 
-@block("Maximum", category="math_ops")
-class Maximum:
-    """Elementwise ``max(x, y)`` with numpy broadcasting.
-
-    The gradient goes to ``x`` where ``x >= y`` and to ``y`` elsewhere: on a tie it all goes to
-    ``x`` (TensorFlow's rule).
-    """
-
-    inputs = (Input("x"), Input("y"))
-    outputs = (Output("z"),)
-
+def _elementwise_extremum(name, ufunc, short, to_x, symbol):
+    """Maximum or Minimum: ``ufunc(x, y)``; the gradient goes to ``x`` where ``to_x(x, y)``."""
     def infer(x, y):
-        return _binary_infer("Maximum", x, y)
+        return _binary_infer(name, x, y)
 
     def forward(x, y):
-        return np.maximum(x, y)
+        return ufunc(x, y)
 
     def vjp(g, out, x, y, *, needs):
-        return _select_grad(g, np.greater_equal(x, y), x, y, needs)
+        return _select_grad(g, to_x(x, y), x, y, needs)
 
+    doc = f"""
+        Elementwise ``{short}(x, y)`` with numpy broadcasting.
 
-@block("Minimum", category="math_ops")
-class Minimum:
-    """Elementwise ``min(x, y)`` with numpy broadcasting.
-
-    The gradient goes to ``x`` where ``x <= y`` and to ``y`` elsewhere: on a tie it all goes to
-    ``x`` (TensorFlow's rule).
-    """
-
-    inputs = (Input("x"), Input("y"))
-    outputs = (Output("z"),)
-
-    def infer(x, y):
-        return _binary_infer("Minimum", x, y)
-
-    def forward(x, y):
-        return np.minimum(x, y)
-
-    def vjp(g, out, x, y, *, needs):
-        return _select_grad(g, np.less_equal(x, y), x, y, needs)
+        The gradient goes to ``x`` where ``x {symbol} y`` and to ``y`` elsewhere: on a tie it all goes to
+        ``x`` (TensorFlow's rule).
+        """
+    return _declare(name, doc, inputs=(Input("x"), Input("y")), outputs=(Output("z"),),
+                    infer=infer, forward=forward, vjp=vjp)
 
 
 def _select_grad(g, to_x, x, y, needs):
@@ -1088,6 +872,12 @@ def _select_grad(g, to_x, x, y, needs):
     gx = unbroadcast(g * to_x, x.shape) if needs[0] else None
     gy = unbroadcast(g * np.logical_not(to_x), y.shape) if needs[1] else None
     return gx, gy
+
+
+Maximum = _elementwise_extremum("Maximum", np.maximum, "max", np.greater_equal, ">=")
+
+
+Minimum = _elementwise_extremum("Minimum", np.minimum, "min", np.less_equal, "<=")
 
 
 @block("SquaredDifference", category="math_ops")
@@ -1176,30 +966,7 @@ class FloorMod:
 # Reductions
 
 
-@block("Min", category="math_ops", aliases=("ReduceMin", "reduce_min"))
-class Min:
-    """Minimum of ``input`` over ``axis`` (all axes when unwired); ``keep_dims`` keeps them.
-
-    The gradient goes to the entries equal to the minimum; when several entries tie, it is split
-    evenly among them (TensorFlow's rule): the min of [3, 1, 1] sends [0, 0.5, 0.5].
-    """
-
-    inputs = (Input("input", dtype="number"), Input("axis", dtype="int", static=True, optional=True))
-    outputs = (Output("output"),)
-    attrs = (Attr("keep_dims", "bool", False),)
-
-    def infer(x, axis, *, keep_dims):
-        return TensorType(reduce_shape(x.shape, axis, keep_dims), x.dtype)
-
-    def forward(x, axis, *, keep_dims):
-        return np.minimum.reduce(x, axis=_axes(axis, x.ndim), keepdims=keep_dims)
-
-    def vjp(g, out, x, axis, *, keep_dims):
-        axes = _axes(axis, x.ndim)
-        kept = _kept_shape(x.shape, axes)
-        mask = x == out.reshape(kept)
-        count = mask.sum(axis=axes, keepdims=True, dtype=x.dtype)
-        return (mask * (g.reshape(kept) / count), None)
+Min = _extremum("Min", np.minimum, "the min of [3, 1, 1]")
 
 
 def _others_product(x, axes):
@@ -1236,12 +1003,10 @@ class Prod:
     without any division, as TensorFlow does.
     """
 
-    inputs = (Input("input", dtype="number"), Input("axis", dtype="int", static=True, optional=True))
+    inputs = _REDUCE_INPUTS
     outputs = (Output("output"),)
-    attrs = (Attr("keep_dims", "bool", False),)
-
-    def infer(x, axis, *, keep_dims):
-        return TensorType(reduce_shape(x.shape, axis, keep_dims), x.dtype)
+    attrs = _KEEP_DIMS
+    infer = _reduce_infer
 
     def forward(x, axis, *, keep_dims):
         return np.multiply.reduce(x, axis=_axes(axis, x.ndim), dtype=x.dtype, keepdims=keep_dims)
@@ -1258,97 +1023,61 @@ class Prod:
         return (others, None)
 
 
-def _arg_reduce_infer(op, x, dimension, output_type):
-    if x.dtype.kind == "b":
-        raise ShapeError(f"{op} does not take bool tensors")
-    axis = _one_axis(op, dimension, x.rank)
-    return TensorType(x.shape[:axis] + x.shape[axis + 1:], output_type)
-
-
-@block("ArgMax", category="math_ops")
-class ArgMax:
-    """Index of the largest entry of ``input`` along ``dimension`` (TF python's ``axis``).
-
-    ``dimension`` is one axis (0 when unwired; negative counts from the end), which the result
-    drops. On ties the first index wins, as in TensorFlow. The result is ``output_type`` (int64 by
-    default). Not differentiable: an integer output carries no gradient.
-    """
-
-    inputs = (Input("input", dtype="number"),
-              Input("dimension", dtype="int", static=True, optional=True, default=0,
-                    doc="the axis to reduce (TF python's axis)"))
-    outputs = (Output("output", differentiable=False),)
-    attrs = (Attr("output_type", "dtype", "int64", choices=("int32", "int64")),)
-
+def _arg_extremum(name, fn, word):
+    """ArgMax or ArgMin: ``fn`` (np.argmax, np.argmin) along one axis, which the result drops."""
     def infer(x, dimension, *, output_type):
-        return _arg_reduce_infer("ArgMax", x, dimension, output_type)
+        if x.dtype.kind == "b":
+            raise ShapeError(f"{name} does not take bool tensors")
+        axis = _one_axis(name, dimension, x.rank)
+        return TensorType(x.shape[:axis] + x.shape[axis + 1:], output_type)
 
     def forward(x, dimension, *, output_type):
-        return np.argmax(x, axis=_one_axis("ArgMax", dimension, x.ndim)).astype(output_type, copy=False)
+        return fn(x, axis=_one_axis(name, dimension, x.ndim)).astype(output_type, copy=False)
+
+    doc = f"""
+        Index of the {word} entry of ``input`` along ``dimension`` (TF python's ``axis``).
+
+        ``dimension`` is one axis (0 when unwired; negative counts from the end), which the result
+        drops. On ties the first index wins, as in TensorFlow. The result is ``output_type`` (int64 by
+        default). Not differentiable: an integer output carries no gradient.
+        """
+    return _declare(name, doc,
+                    inputs=(Input("input", dtype="number"),
+                            Input("dimension", dtype="int", static=True, optional=True, default=0,
+                                  doc="the axis to reduce (TF python's axis)")),
+                    outputs=(Output("output", differentiable=False),),
+                    attrs=(Attr("output_type", "dtype", "int64", choices=("int32", "int64")),),
+                    infer=infer, forward=forward)
 
 
-@block("ArgMin", category="math_ops")
-class ArgMin:
-    """Index of the smallest entry of ``input`` along ``dimension`` (TF python's ``axis``).
-
-    ``dimension`` is one axis (0 when unwired; negative counts from the end), which the result
-    drops. On ties the first index wins, as in TensorFlow. The result is ``output_type`` (int64 by
-    default). Not differentiable: an integer output carries no gradient.
-    """
-
-    inputs = (Input("input", dtype="number"),
-              Input("dimension", dtype="int", static=True, optional=True, default=0,
-                    doc="the axis to reduce (TF python's axis)"))
-    outputs = (Output("output", differentiable=False),)
-    attrs = (Attr("output_type", "dtype", "int64", choices=("int32", "int64")),)
-
-    def infer(x, dimension, *, output_type):
-        return _arg_reduce_infer("ArgMin", x, dimension, output_type)
-
-    def forward(x, dimension, *, output_type):
-        return np.argmin(x, axis=_one_axis("ArgMin", dimension, x.ndim)).astype(output_type, copy=False)
+ArgMax = _arg_extremum("ArgMax", np.argmax, "largest")
 
 
-def _bool_reduce_infer(op, x, axis, keep_dims):
-    if x.dtype.kind != "b":
-        raise ShapeError(f"{op} reduces bool tensors, got {x.dtype.name}")
-    return TensorType(reduce_shape(x.shape, axis, keep_dims), _BOOL)
+ArgMin = _arg_extremum("ArgMin", np.argmin, "smallest")
 
 
-@block("All", category="math_ops", aliases=("ReduceAll", "reduce_all"))
-class All:
-    """Logical AND of a bool ``input`` over ``axis`` (all axes when unwired); ``keep_dims`` keeps them.
-
-    An empty reduction is true. Not differentiable (bool output).
-    """
-
-    inputs = (Input("input", dtype="bool"), Input("axis", dtype="int", static=True, optional=True))
-    outputs = (Output("output", differentiable=False),)
-    attrs = (Attr("keep_dims", "bool", False),)
-
+def _bool_reduction(name, ufunc, word, empty):
+    """All or Any: ``ufunc.reduce`` (np.logical_and, np.logical_or) of a bool tensor over ``axis``."""
     def infer(x, axis, *, keep_dims):
-        return _bool_reduce_infer("All", x, axis, keep_dims)
+        if x.dtype.kind != "b":
+            raise ShapeError(f"{name} reduces bool tensors, got {x.dtype.name}")
+        return TensorType(reduce_shape(x.shape, axis, keep_dims), _BOOL)
 
-    def forward(x, axis, *, keep_dims):
-        return np.logical_and.reduce(x, axis=_axes(axis, x.ndim), keepdims=keep_dims)
+    doc = f"""
+        Logical {word} of a bool ``input`` over ``axis`` (all axes when unwired); ``keep_dims`` keeps them.
+
+        An empty reduction is {empty}. Not differentiable (bool output).
+        """
+    return _declare(name, doc, (f"Reduce{name}", f"reduce_{name.lower()}"),
+                    inputs=(Input("input", dtype="bool"), _REDUCE_AXIS),
+                    outputs=(Output("output", differentiable=False),), attrs=_KEEP_DIMS,
+                    infer=infer, forward=_ufunc_reduce(ufunc))
 
 
-@block("Any", category="math_ops", aliases=("ReduceAny", "reduce_any"))
-class Any:
-    """Logical OR of a bool ``input`` over ``axis`` (all axes when unwired); ``keep_dims`` keeps them.
+All = _bool_reduction("All", np.logical_and, "AND", "true")
 
-    An empty reduction is false. Not differentiable (bool output).
-    """
 
-    inputs = (Input("input", dtype="bool"), Input("axis", dtype="int", static=True, optional=True))
-    outputs = (Output("output", differentiable=False),)
-    attrs = (Attr("keep_dims", "bool", False),)
-
-    def infer(x, axis, *, keep_dims):
-        return _bool_reduce_infer("Any", x, axis, keep_dims)
-
-    def forward(x, axis, *, keep_dims):
-        return np.logical_or.reduce(x, axis=_axes(axis, x.ndim), keepdims=keep_dims)
+Any = _bool_reduction("Any", np.logical_or, "OR", "false")
 
 
 # --------------------------------------------------------------------------------------------
@@ -1363,106 +1092,40 @@ def _compare_infer(op, x, y, ordered=True):
     return TensorType(broadcast_shapes(x.shape, y.shape), _BOOL)
 
 
-@block("Equal", category="math_ops")
-class Equal:
-    """Elementwise ``x == y`` as a bool tensor, with numpy broadcasting.
-
-    ``nan`` equals nothing, itself included. Not differentiable (bool output).
-    """
-
-    inputs = (Input("x"), Input("y"))
-    outputs = (Output("z", differentiable=False),)
-
+def _comparison(name, ufunc, symbol, note="", ordered=True):
+    """``x <symbol> y`` elementwise as a bool tensor; ``ordered`` comparisons refuse bool inputs."""
     def infer(x, y):
-        return _compare_infer("Equal", x, y, ordered=False)
+        return _compare_infer(name, x, y, ordered)
 
     def forward(x, y):
-        return np.equal(x, y)
+        return ufunc(x, y)
+
+    doc = f"""
+        Elementwise ``x {symbol} y`` as a bool tensor, with numpy broadcasting.
+
+        {note}Not differentiable (bool output).
+        """
+    return _declare(name, doc, inputs=(Input("x"), Input("y")), outputs=(Output("z", differentiable=False),),
+                    infer=infer, forward=forward)
 
 
-@block("NotEqual", category="math_ops")
-class NotEqual:
-    """Elementwise ``x != y`` as a bool tensor, with numpy broadcasting.
-
-    ``nan`` differs from everything, itself included. Not differentiable (bool output).
-    """
-
-    inputs = (Input("x"), Input("y"))
-    outputs = (Output("z", differentiable=False),)
-
-    def infer(x, y):
-        return _compare_infer("NotEqual", x, y, ordered=False)
-
-    def forward(x, y):
-        return np.not_equal(x, y)
+Equal = _comparison("Equal", np.equal, "==", "``nan`` equals nothing, itself included. ", ordered=False)
 
 
-@block("Greater", category="math_ops")
-class Greater:
-    """Elementwise ``x > y`` as a bool tensor, with numpy broadcasting.
-
-    Not differentiable (bool output).
-    """
-
-    inputs = (Input("x"), Input("y"))
-    outputs = (Output("z", differentiable=False),)
-
-    def infer(x, y):
-        return _compare_infer("Greater", x, y)
-
-    def forward(x, y):
-        return np.greater(x, y)
+NotEqual = _comparison("NotEqual", np.not_equal, "!=", "``nan`` differs from everything, itself included. ",
+                       ordered=False)
 
 
-@block("GreaterEqual", category="math_ops")
-class GreaterEqual:
-    """Elementwise ``x >= y`` as a bool tensor, with numpy broadcasting.
-
-    Not differentiable (bool output).
-    """
-
-    inputs = (Input("x"), Input("y"))
-    outputs = (Output("z", differentiable=False),)
-
-    def infer(x, y):
-        return _compare_infer("GreaterEqual", x, y)
-
-    def forward(x, y):
-        return np.greater_equal(x, y)
+Greater = _comparison("Greater", np.greater, ">")
 
 
-@block("Less", category="math_ops")
-class Less:
-    """Elementwise ``x < y`` as a bool tensor, with numpy broadcasting.
-
-    Not differentiable (bool output).
-    """
-
-    inputs = (Input("x"), Input("y"))
-    outputs = (Output("z", differentiable=False),)
-
-    def infer(x, y):
-        return _compare_infer("Less", x, y)
-
-    def forward(x, y):
-        return np.less(x, y)
+GreaterEqual = _comparison("GreaterEqual", np.greater_equal, ">=")
 
 
-@block("LessEqual", category="math_ops")
-class LessEqual:
-    """Elementwise ``x <= y`` as a bool tensor, with numpy broadcasting.
+Less = _comparison("Less", np.less, "<")
 
-    Not differentiable (bool output).
-    """
 
-    inputs = (Input("x"), Input("y"))
-    outputs = (Output("z", differentiable=False),)
-
-    def infer(x, y):
-        return _compare_infer("LessEqual", x, y)
-
-    def forward(x, y):
-        return np.less_equal(x, y)
+LessEqual = _comparison("LessEqual", np.less_equal, "<=")
 
 
 def _logical_infer(op, *types):
@@ -1474,32 +1137,23 @@ def _logical_infer(op, *types):
     return TensorType(broadcast_shapes(types[0].shape, types[1].shape), _BOOL)
 
 
-@block("LogicalAnd", category="math_ops")
-class LogicalAnd:
-    """Elementwise ``x AND y`` of bool tensors, with numpy broadcasting. Not differentiable."""
-
-    inputs = (Input("x", dtype="bool"), Input("y", dtype="bool"))
-    outputs = (Output("z", differentiable=False),)
-
+def _logical(name, ufunc, word):
+    """``x <word> y`` of bool tensors, elementwise."""
     def infer(x, y):
-        return _logical_infer("LogicalAnd", x, y)
+        return _logical_infer(name, x, y)
 
     def forward(x, y):
-        return np.logical_and(x, y)
+        return ufunc(x, y)
+
+    doc = f"Elementwise ``x {word} y`` of bool tensors, with numpy broadcasting. Not differentiable."
+    return _declare(name, doc, inputs=(Input("x", dtype="bool"), Input("y", dtype="bool")),
+                    outputs=(Output("z", differentiable=False),), infer=infer, forward=forward)
 
 
-@block("LogicalOr", category="math_ops")
-class LogicalOr:
-    """Elementwise ``x OR y`` of bool tensors, with numpy broadcasting. Not differentiable."""
+LogicalAnd = _logical("LogicalAnd", np.logical_and, "AND")
 
-    inputs = (Input("x", dtype="bool"), Input("y", dtype="bool"))
-    outputs = (Output("z", differentiable=False),)
 
-    def infer(x, y):
-        return _logical_infer("LogicalOr", x, y)
-
-    def forward(x, y):
-        return np.logical_or(x, y)
+LogicalOr = _logical("LogicalOr", np.logical_or, "OR")
 
 
 @block("LogicalNot", category="math_ops")
@@ -1575,6 +1229,7 @@ def _scan_infer(op, x, axis):
     return _like(x)
 
 
+_SCAN_INPUTS = (Input("x", dtype="number"), Input("axis", dtype="int", static=True, optional=True, default=0))
 _SCAN_ATTRS = (
     Attr("exclusive", "bool", False, doc="leave each entry out of its own running result"),
     Attr("reverse", "bool", False, doc="run from the end of the axis toward its start"),
@@ -1591,8 +1246,7 @@ class Cumsum:
     same ``exclusive``.
     """
 
-    inputs = (Input("x", dtype="number"),
-              Input("axis", dtype="int", static=True, optional=True, default=0))
+    inputs = _SCAN_INPUTS
     outputs = (Output("out"),)
     attrs = _SCAN_ATTRS
 
@@ -1621,8 +1275,7 @@ class Cumprod:
     ``g`` times the products with that zero left out, and later zeros get 0.
     """
 
-    inputs = (Input("x", dtype="number"),
-              Input("axis", dtype="int", static=True, optional=True, default=0))
+    inputs = _SCAN_INPUTS
     outputs = (Output("out"),)
     attrs = _SCAN_ATTRS
 

@@ -838,6 +838,28 @@ _POOL_ATTRS = (
 _NO_DILATION = (1, 1)
 
 
+def _pool_windows(op, value, ksize, strides, padding, data_format):
+    """``value`` as NHWC and the geometry of its pooling windows: ``(x, k, s, oh, ow, pads)``."""
+    x = _to_nhwc(value, data_format)
+    return (x, *_pool_setup(op, x.shape, ksize, strides, padding, data_format))
+
+
+def _pool_reduce(ufunc, x, k, s, oh, ow, p, fill):
+    """``ufunc`` (np.maximum, np.add) folded over each window of NHWC ``x``, padded with ``fill``.
+
+    One strided operation per kernel offset, in place: [N, oh, ow, C].
+    """
+    if not (oh and ow):
+        return np.empty((x.shape[0], oh, ow, x.shape[3]), x.dtype)
+    xp = _pad(x, p, fill)
+    out = xp[_offset(0, 0, oh, ow, s, _NO_DILATION)].copy()
+    for i in range(k[0]):
+        for j in range(k[1]):
+            if i or j:
+                ufunc(out, xp[_offset(i, j, oh, ow, s, _NO_DILATION)], out=out)
+    return out
+
+
 def _lowest(dtype):
     return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
 
@@ -862,21 +884,11 @@ class MaxPool:
         return _pool_infer("MaxPool", input, ksize, strides, padding, data_format)
 
     def forward(input, *, ksize, strides, padding, data_format):
-        x = _to_nhwc(input, data_format)
-        k, s, oh, ow, p = _pool_setup("MaxPool", x.shape, ksize, strides, padding, data_format)
-        if not (oh and ow):
-            return _from_nhwc(np.empty((x.shape[0], oh, ow, x.shape[3]), x.dtype), data_format)
-        xp = _pad(x, p, _lowest(x.dtype))
-        out = xp[_offset(0, 0, oh, ow, s, _NO_DILATION)].copy()
-        for i in range(k[0]):
-            for j in range(k[1]):
-                if i or j:
-                    np.maximum(out, xp[_offset(i, j, oh, ow, s, _NO_DILATION)], out=out)
-        return _from_nhwc(out, data_format)
+        x, k, s, oh, ow, p = _pool_windows("MaxPool", input, ksize, strides, padding, data_format)
+        return _from_nhwc(_pool_reduce(np.maximum, x, k, s, oh, ow, p, _lowest(x.dtype)), data_format)
 
     def vjp(g, out, input, *, ksize, strides, padding, data_format):
-        x = _to_nhwc(input, data_format)
-        k, s, oh, ow, p = _pool_setup("MaxPool", x.shape, ksize, strides, padding, data_format)
+        x, k, s, oh, ow, p = _pool_windows("MaxPool", input, ksize, strides, padding, data_format)
         out = _to_nhwc(out, data_format)
         xp = _pad(x, p, _lowest(x.dtype))
         zero = _ZERO[g.dtype]
@@ -908,6 +920,14 @@ def _window_counts(h, w, k, s, p, oh, ow, dtype):
     return counts
 
 
+def _window_sizes(x, k, s, oh, ow, p):
+    """What AvgPool divides by: the real entries per window ([oh, ow, 1]), or k's area without
+    padding."""
+    if any(p):
+        return _window_counts(x.shape[1], x.shape[2], k, s, p, oh, ow, x.dtype)
+    return x.dtype.type(k[0] * k[1])
+
+
 @block("AvgPool", category="nn_ops")
 class AvgPool:
     """Mean over 2-D windows of ``value`` (NHWC), per channel.
@@ -927,30 +947,15 @@ class AvgPool:
         return _pool_infer("AvgPool", value, ksize, strides, padding, data_format)
 
     def forward(value, *, ksize, strides, padding, data_format):
-        x = _to_nhwc(value, data_format)
-        k, s, oh, ow, p = _pool_setup("AvgPool", x.shape, ksize, strides, padding, data_format)
-        if not (oh and ow):
-            return _from_nhwc(np.empty((x.shape[0], oh, ow, x.shape[3]), x.dtype), data_format)
-        xp = _pad(x, p, 0)
-        out = xp[_offset(0, 0, oh, ow, s, _NO_DILATION)].copy()
-        for i in range(k[0]):
-            for j in range(k[1]):
-                if i or j:
-                    out += xp[_offset(i, j, oh, ow, s, _NO_DILATION)]
-        if any(p):
-            out /= _window_counts(x.shape[1], x.shape[2], k, s, p, oh, ow, x.dtype)
-        else:
-            out /= x.dtype.type(k[0] * k[1])
+        x, k, s, oh, ow, p = _pool_windows("AvgPool", value, ksize, strides, padding, data_format)
+        out = _pool_reduce(np.add, x, k, s, oh, ow, p, 0)
+        if oh and ow:
+            out /= _window_sizes(x, k, s, oh, ow, p)
         return _from_nhwc(out, data_format)
 
     def vjp(g, out, value, *, ksize, strides, padding, data_format):
-        x = _to_nhwc(value, data_format)
-        k, s, oh, ow, p = _pool_setup("AvgPool", x.shape, ksize, strides, padding, data_format)
-        g = _to_nhwc(g, data_format)
-        if any(p):
-            share = g / _window_counts(x.shape[1], x.shape[2], k, s, p, oh, ow, x.dtype)
-        else:
-            share = g / x.dtype.type(k[0] * k[1])
+        x, k, s, oh, ow, p = _pool_windows("AvgPool", value, ksize, strides, padding, data_format)
+        share = _to_nhwc(g, data_format) / _window_sizes(x, k, s, oh, ow, p)
         gx = _col2im(lambda i, j: share, x.shape, k, oh, ow, p, s, _NO_DILATION, g.dtype)
         return (_from_nhwc(gx, data_format),)
 

@@ -4,6 +4,8 @@ Imports only blockflow.spec and numpy.
 """
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 
 from blockflow.spec import Attr, Input, Output, ShapeError, TensorType, block, broadcast_shapes
@@ -97,49 +99,30 @@ def _assign_infer(ref, value):
     return ref
 
 
-@block("Assign", category="state_ops")
-class Assign:
-    __doc__ = """Sets a Variable (wired into ``ref``) to ``value``; ``output_ref`` is the new value.
-""" + _ASSIGN_DOC_TAIL
-
-    inputs = (Input("ref", ref=True), Input("value"))
-    outputs = (Output("output_ref", doc="the Variable's new value"),)
-
-    def infer(ref, value):
-        return _assign_infer(ref, value)
-
+def _assign(name, update, summary):
+    """A block that sets the Variable wired into ``ref`` to ``update(ref, value)``; ``summary`` is
+    the first line of its docstring."""
     def forward(ref, value):
-        new = np.array(np.broadcast_to(value, ref.shape), dtype=ref.dtype)
+        new = update(ref, value)
         return new, {"ref": new}
 
-
-@block("AssignAdd", category="state_ops")
-class AssignAdd:
-    __doc__ = """Adds ``value`` to a Variable (wired into ``ref``); ``output_ref`` is the new value.
-""" + _ASSIGN_DOC_TAIL
-
-    inputs = (Input("ref", ref=True), Input("value"))
-    outputs = (Output("output_ref", doc="the Variable's new value"),)
-
-    def infer(ref, value):
-        return _assign_infer(ref, value)
-
-    def forward(ref, value):
-        new = ref + value
-        return new, {"ref": new}
+    forward.__qualname__ = f"{name}.forward"
+    body = dict(__module__=__name__, __qualname__=name,
+                __doc__=inspect.cleandoc(f"{summary}\n{_ASSIGN_DOC_TAIL}"),
+                inputs=(Input("ref", ref=True), Input("value")),
+                outputs=(Output("output_ref", doc="the Variable's new value"),),
+                infer=_assign_infer, forward=forward)
+    return block(name, category="state_ops")(type(name, (), body))
 
 
-@block("AssignSub", category="state_ops")
-class AssignSub:
-    __doc__ = """Subtracts ``value`` from a Variable (wired into ``ref``); ``output_ref`` is the new value.
-""" + _ASSIGN_DOC_TAIL
+def _replaced(ref, value):
+    """Assign's new value: ``value`` broadcast to the Variable's shape, in its dtype (a copy)."""
+    return np.array(np.broadcast_to(value, ref.shape), dtype=ref.dtype)
 
-    inputs = (Input("ref", ref=True), Input("value"))
-    outputs = (Output("output_ref", doc="the Variable's new value"),)
 
-    def infer(ref, value):
-        return _assign_infer(ref, value)
-
-    def forward(ref, value):
-        new = ref - value
-        return new, {"ref": new}
+Assign = _assign("Assign", _replaced,
+                 "Sets a Variable (wired into ``ref``) to ``value``; ``output_ref`` is the new value.")
+AssignAdd = _assign("AssignAdd", np.add,
+                    "Adds ``value`` to a Variable (wired into ``ref``); ``output_ref`` is the new value.")
+AssignSub = _assign("AssignSub", np.subtract, "Subtracts ``value`` from a Variable (wired into ``ref``); "
+                                              "``output_ref`` is the new value.")
