@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # blockflow's one entry point for developers and CI:
-#   ./dev.sh run  [args...]   set everything up, then run the main job (args go to it)
+#   ./dev.sh run  [args...]   set everything up, then run the main job: the editor (args: blockflow's)
 #   ./dev.sh test [args...]   set everything up, then lint-imports + pytest (args go to pytest)
 # Set-up: a Python >= 3.11, the Debian packages Qt needs, a venv (.venv or $BLOCKFLOW_VENV)
 # with `pip install -e '.[test]'`, redone only when pyproject.toml changes.
@@ -27,7 +27,9 @@ die() { say "$*"; exit 1; }
 
 usage() {
     cat >&2 <<'EOF'
-usage: ./dev.sh run  [args...]   set up, then run the default sample project headless
+usage: ./dev.sh run  [args...]   set up, then open the editor on the default sample project
+                                  (no display: render it to sample_projects/stable_softmax.png);
+                                  args replace it: ./dev.sh run check x.bflow.json
        ./dev.sh test [args...]   set up, then run lint-imports and the test suite (args go to pytest)
 environment: BLOCKFLOW_VENV (default .venv), BLOCKFLOW_PYTHON (interpreter to build the venv with)
 EOF
@@ -160,9 +162,14 @@ setup() {
     ensure_installed
 }
 
+# The editor on the default sample; without a display it says so and renders the sample to a PNG.
+# Arguments replace the sample: `./dev.sh run other.bflow.json`, `./dev.sh run check x.bflow.json`.
 run_job() {
     cd "$ROOT"
-    exec "$VENV/bin/blockflow" run sample_projects/stable_softmax.bflow.json "$@"
+    if (($#)); then
+        exec "$VENV/bin/blockflow" "$@"
+    fi
+    exec "$VENV/bin/blockflow" sample_projects/stable_softmax.bflow.json
 }
 
 test_job() {

@@ -76,7 +76,7 @@ def test_wheel_declares_the_entry_points(wheel):
         entry_points.optionxform = str
         entry_points.read_string(z.read(name).decode())
     assert dict(entry_points["blockflow.blocks"]) == PYPROJECT["project"]["entry-points"]["blockflow.blocks"]
-    assert entry_points["console_scripts"]["blockflow"] == "blockflow.cli:main"
+    assert entry_points["console_scripts"]["blockflow"] == "blockflow.gui.app:main"
 
 
 CHECK_INSTALLED = r"""

@@ -1,0 +1,203 @@
+"""The ``blockflow`` command: the editor, ``render`` (headless pictures), and the core CLI.
+
+``blockflow [PROJECT]`` opens the editor (the stable softmax sample when no project is given);
+without a display it says so and renders the project's first page to a PNG instead.
+``blockflow render PROJECT -o out.png|svg [--page P]`` draws a page offscreen. Every other
+command (run, check, blocks) is blockflow.cli's, which stays free of Qt.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from .. import cli
+
+__all__ = ["main", "build_parser", "has_display", "DEFAULT_SAMPLE"]
+
+DEFAULT_SAMPLE = "stable_softmax.bflow.json"
+_CLI_COMMANDS = ("run", "check", "blocks")
+
+
+def has_display() -> bool:
+    """Can a window be shown? On Linux that needs an X11 or Wayland display (or an explicit
+    non-windowing Qt platform such as offscreen, chosen on purpose with QT_QPA_PLATFORM)."""
+    if not sys.platform.startswith("linux"):
+        return True
+    if os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
+        return True
+    platform = os.environ.get("QT_QPA_PLATFORM", "").split(":")[0]
+    return platform not in ("", "xcb", "wayland", "wayland-egl")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """blockflow.cli's parser with the ``render`` command added and the editor described."""
+    parser = cli.build_parser()
+    parser.usage = "blockflow [PROJECT]  |  blockflow [--debug] COMMAND ..."
+    parser.description = (
+        "Draw a differentiable model as a block diagram, run it, see its gradients.\n\n"
+        "With no command, `blockflow [PROJECT]` opens the editor (on the stable softmax sample when\n"
+        "no project is given); without a display it renders the project's first page to a PNG.")
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    p = sub.add_parser("render", help="draw a page as PNG or SVG without a display, as the editor draws it")
+    p.add_argument("project", help="a .bflow.json project file")
+    p.add_argument("-o", "--output", required=True, help="the picture to write: *.png or *.svg")
+    p.add_argument("--page", help="the page to draw (default: the first)")
+    return parser
+
+
+def _default_project() -> Path:
+    from .main_window import sample_projects
+
+    found = [p for p in sample_projects() if p.name == DEFAULT_SAMPLE]
+    if not found:
+        raise cli.CliError(f"the default sample {DEFAULT_SAMPLE} is not installed; give a project file",
+                           cli.EXIT_FILE)
+    return found[0]
+
+
+def _headless() -> None:
+    if not has_display():
+        os.environ["QT_QPA_PLATFORM"] = "offscreen"
+
+
+def _application(argv0: str = "blockflow"):
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance()
+    if app is None:
+        app = QApplication([argv0])
+    app.setOrganizationName("blockflow")
+    app.setApplicationName("blockflow")
+    return app
+
+
+def render(project_path: str, output: str, page: str | None = None) -> str:
+    """Render one page of a project file to ``output``; returns the path written."""
+    from ..project_io import load_project
+    from .render import render_page
+
+    suffix = Path(output).suffix.lower()
+    if suffix not in (".png", ".svg"):
+        raise cli.CliError(f"-o {output}: the picture must end in .png or .svg", cli.EXIT_USAGE)
+    project = load_project(project_path)
+    name = project.page(page).name
+    _headless()
+    _application()
+    render_page(project, name, output)
+    return output
+
+
+def _fallback_picture(project_path: Path) -> Path:
+    """Where the no-display fallback writes: next to the project, else in the working directory."""
+    stem = project_path.name
+    for suffix in (".bflow.json", ".json"):
+        if stem.endswith(suffix):
+            stem = stem[: -len(suffix)]
+            break
+    beside = project_path.parent / f"{stem}.png"
+    if os.access(project_path.parent, os.W_OK) and (not beside.exists() or os.access(beside, os.W_OK)):
+        return beside
+    return Path.cwd() / f"blockflow-{stem}.png"
+
+
+def _run_render(args) -> int:
+    try:
+        out = render(args.project, args.output, args.page)
+    except cli.CliError as exc:
+        print(f"blockflow: error: {exc}", file=sys.stderr)
+        return exc.code
+    except Exception as exc:  # file and page errors: one clear line, as the core CLI does
+        return _report(exc, args.debug)
+    print(f"wrote {out}")
+    return cli.EXIT_OK
+
+
+def _report(exc: Exception, debug: bool) -> int:
+    from ..errors import BlockflowError, ProjectError, ProjectFileError
+
+    if debug:
+        import traceback
+
+        traceback.print_exception(exc)
+    if isinstance(exc, (ProjectFileError, OSError)):
+        code = cli.EXIT_FILE
+    elif isinstance(exc, ProjectError):
+        code = cli.EXIT_USAGE
+    elif isinstance(exc, BlockflowError):
+        code = cli.EXIT_DIAGNOSTICS
+    else:
+        print(f"blockflow: internal error ({type(exc).__name__}: {exc}); run with --debug for the "
+              f"traceback and please report it", file=sys.stderr)
+        return cli.EXIT_INTERNAL
+    print(f"blockflow: error: {exc}", file=sys.stderr)
+    return code
+
+
+def run_editor(project: str | None, *, debug: bool = False, exec_loop: bool = True) -> int:
+    """Open the editor on ``project`` (a path) or on a copy of the default sample; without a
+    display, say so and draw the project's first page to a PNG instead."""
+    from ..project_io import load_project
+
+    sample = project is None
+    try:
+        path = _default_project() if sample else Path(project)
+    except cli.CliError as exc:
+        print(f"blockflow: error: {exc}", file=sys.stderr)
+        return exc.code
+    try:
+        loaded = load_project(path)
+    except Exception as exc:
+        return _report(exc, debug)
+    if not has_display():
+        out = _fallback_picture(path.resolve())
+        print(f"blockflow: no display (neither DISPLAY nor WAYLAND_DISPLAY is set), so the editor "
+              f"cannot open; drawing the first page of {path} instead")
+        try:
+            _headless()
+            _application()
+            from .render import render_page
+
+            render_page(loaded, loaded.pages[0].name, str(out))
+        except Exception as exc:
+            return _report(exc, debug)
+        print(f"wrote {out}")
+        return cli.EXIT_OK
+    app = _application()
+    from .document import Document
+    from .main_window import MainWindow
+
+    document = Document(loaded, None if sample else str(path))
+    window = MainWindow(document)
+    if not sample:
+        window.add_recent(str(path))
+    window.show()
+    window.view.fit_to_view()
+    if not exec_loop:
+        return cli.EXIT_OK
+    return app.exec()
+
+
+def main(argv=None) -> int:
+    """The console script ``blockflow``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    rest = [a for a in argv if a != "--debug"]
+    if rest and (rest[0] in (*_CLI_COMMANDS, "render") or rest[0].startswith("-")):
+        if rest[0] in _CLI_COMMANDS:
+            return cli.main(argv)
+        parser = build_parser()
+        args = parser.parse_args(argv)  # --help and --version exit here
+        if args.command == "render":
+            return _run_render(args)
+        return cli.main(argv)
+    if len(rest) > 1:
+        print(f"blockflow: error: expected one project file, got {len(rest)} arguments "
+              f"(see blockflow --help)", file=sys.stderr)
+        return cli.EXIT_USAGE
+    return run_editor(rest[0] if rest else None, debug=debug)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,659 @@
+"""The editor's main window: canvas, page tabs, docks, menus, files and settings.
+
+It wires views to the Document and edits only through it; file I/O goes through
+Document.open/save (atomic) and render_page for pictures.
+"""
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from PySide6.QtCore import QByteArray, QEvent, QMimeData, QSettings, Qt, QTimer, QUrl
+from PySide6.QtGui import QAction, QDesktopServices, QKeySequence
+from PySide6.QtWidgets import (QDockWidget, QFileDialog, QHBoxLayout, QInputDialog,
+                               QLabel, QMainWindow, QMessageBox, QTabBar, QToolButton,
+                               QUndoView, QVBoxLayout, QWidget)
+
+from .. import __version__
+from ..errors import BlockflowError, ProjectError
+from ..project_io import load_project
+from .canvas import DiagramView
+from .document import Document
+from .inspector import InspectorPanel
+from .palette import PalettePanel
+from .problems import ProblemsPanel
+
+__all__ = ["MainWindow", "PageTabBar", "sample_projects", "read_recent_files", "PROJECT_FILTER", "MAX_RECENT"]
+
+PROJECT_SUFFIX = ".bflow.json"
+PROJECT_FILTER = "blockflow projects (*.bflow.json);;JSON files (*.json);;All files (*)"
+MAX_RECENT = 10
+_STATE_VERSION = 1
+
+
+def sample_projects() -> list[Path]:
+    """The sample projects shipped in the package (blockflow.sample_projects), sorted by name."""
+    try:
+        root = Path(str(resources.files("blockflow.sample_projects")))
+    except ModuleNotFoundError:
+        # An editable install maps blockflow.sample_projects to the source tree's folder, but a
+        # folder without __init__.py under a mapped package is not importable there.
+        root = Path(__file__).resolve().parents[2] / "sample_projects"
+    if not root.is_dir():
+        return []
+    return sorted((p for p in root.iterdir() if p.name.endswith(PROJECT_SUFFIX)), key=lambda p: p.name)
+
+
+def read_recent_files(settings: QSettings) -> list[str]:
+    """The recent-files list, most recent first. Read back from a file, a one-element list comes
+    back as a str and an empty one as None (QT_NOTES §7)."""
+    value = settings.value("recentFiles", [])
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    return [str(v) for v in value]
+
+
+def _block_reference() -> Path | None:
+    path = Path(__file__).resolve().parents[2] / "docs" / "blocks.md"
+    return path if path.is_file() else None
+
+
+def _project_paths(mime: QMimeData) -> list[str]:
+    if not mime.hasUrls():
+        return []
+    return [u.toLocalFile() for u in mime.urls()
+            if u.isLocalFile() and u.toLocalFile().endswith(".json")]
+
+
+class PageTabBar(QTabBar):
+    """One tab per page, kept in the document's order; a drag is one move_page on release."""
+
+    def __init__(self, document, parent=None):
+        super().__init__(parent)
+        self.document = document
+        self.setMovable(True)
+        self.setTabsClosable(True)
+        self.setExpanding(False)
+        self.setDocumentMode(True)
+        self.setUsesScrollButtons(True)
+        self._dragged: str | None = None
+        self._syncing = False
+        self.currentChanged.connect(self._on_current_changed)
+        document.pages_changed.connect(self.sync)
+        document.current_page_changed.connect(lambda _p: self.sync())
+        document.project_replaced.connect(self.sync)
+        self.sync()
+
+    def names(self) -> list[str]:
+        return [self.tabData(i) for i in range(self.count())]
+
+    def sync(self) -> None:
+        """Make the tabs match the document's pages (names, order, tooltips, current)."""
+        self._syncing = True
+        try:
+            pages = self.document.project.pages
+            while self.count() > len(pages):
+                self.removeTab(self.count() - 1)
+            while self.count() < len(pages):
+                self.addTab("")
+            for i, page in enumerate(pages):
+                self.setTabText(i, page.name)
+                self.setTabData(i, page.name)
+                self.setTabToolTip(i, f"page '{page.name}': its blocks are named {page.scope}/<id> "
+                                      f"(the scope follows the page name)\n"
+                                      f"double-click to rename, drag to reorder")
+            names = [p.name for p in pages]
+            self.setCurrentIndex(names.index(self.document.current_page))
+            self.setTabsClosable(len(pages) > 1)
+        finally:
+            self._syncing = False
+
+    def _on_current_changed(self, index: int) -> None:
+        if self._syncing or index < 0:
+            return
+        self.document.set_current_page(self.tabData(index))
+
+    def mousePressEvent(self, event):
+        i = self.tabAt(event.position().toPoint())
+        self._dragged = self.tabData(i) if i >= 0 else None
+        super().mousePressEvent(event)
+
+    def mouseReleaseEvent(self, event):
+        super().mouseReleaseEvent(event)
+        name, self._dragged = self._dragged, None
+        if name is None or self._syncing:
+            return
+        names = self.names()
+        if name in names and names != [p.name for p in self.document.project.pages]:
+            # The bar already shows the new order; the document's signal re-syncs it exactly.
+            self.document.move_page(name, names.index(name))
+            self.sync()
+
+
+class MainWindow(QMainWindow):
+    """The editor window around one Document.
+
+    ``settings`` defaults to QSettings() (organisation/application set by the launcher); tests
+    pass an INI file. ``actions`` maps short names to the menu actions.
+    """
+
+    def __init__(self, document: Document | None = None, settings: QSettings | None = None,
+                 parent=None):
+        super().__init__(parent)
+        self.document = document or Document()
+        self.settings = settings if settings is not None else QSettings()
+        self.setObjectName("blockflowMainWindow")
+        self.setAcceptDrops(True)
+        self.setDockNestingEnabled(True)
+        self.actions: dict[str, QAction] = {}
+        self._selection: list[str] = []
+
+        self.view = DiagramView(self.document, self)
+        self.tabs = PageTabBar(self.document, self)
+        add_page = QToolButton(self)
+        add_page.setText("+")
+        add_page.setToolTip("Add a page")
+        add_page.setAutoRaise(True)
+        add_page.clicked.connect(self.add_page)
+        top = QHBoxLayout()
+        top.setContentsMargins(0, 0, 0, 0)
+        top.setSpacing(2)
+        top.addWidget(self.tabs, 1)
+        top.addWidget(add_page)
+        central = QWidget(self)
+        col = QVBoxLayout(central)
+        col.setContentsMargins(0, 0, 0, 0)
+        col.setSpacing(0)
+        col.addLayout(top)
+        col.addWidget(self.view, 1)
+        self.setCentralWidget(central)
+        self.tabs.tabBarDoubleClicked.connect(self._rename_tab)
+        self.tabs.tabCloseRequested.connect(lambda i: self.delete_page(self.tabs.tabData(i)))
+
+        self.palette_panel = PalettePanel(self.document.registry, self)
+        self.inspector = InspectorPanel(self.document, self)
+        self.problems = ProblemsPanel(self.document, self)
+        self.history = QUndoView(self.document.undo_stack, self)
+        self.history.setEmptyLabel("(start)")
+        self.docks = {
+            "palette": self._dock("Blocks", "paletteDock", self.palette_panel, Qt.LeftDockWidgetArea),
+            "minimap": self._dock("Overview", "minimapDock", self.view.minimap(), Qt.LeftDockWidgetArea),
+            "inspector": self._dock("Inspector", "inspectorDock", self.inspector, Qt.RightDockWidgetArea),
+            "problems": self._dock("Problems", "problemsDock", self.problems, Qt.BottomDockWidgetArea),
+            "history": self._dock("History", "historyDock", self.history, Qt.BottomDockWidgetArea),
+        }
+        self.tabifyDockWidget(self.docks["problems"], self.docks["history"])
+        self.docks["problems"].raise_()
+
+        self._status_page = QLabel()
+        self._status_blocks = QLabel()
+        self._status_selection = QLabel()
+        self._status_zoom = QLabel()
+        for w in (self._status_page, self._status_blocks, self._status_selection, self._status_zoom):
+            w.setContentsMargins(6, 0, 6, 0)
+            self.statusBar().addPermanentWidget(w)
+
+        self._build_actions()
+        self._build_menus()
+        self._connect()
+        self._restore_settings()
+        self._update_title()
+        self._update_status()
+
+    # ------------------------------------------------------------------------- building
+    def _dock(self, title: str, name: str, widget: QWidget, area) -> QDockWidget:
+        dock = QDockWidget(title, self)
+        dock.setObjectName(name)
+        dock.setWidget(widget)
+        self.addDockWidget(area, dock)
+        return dock
+
+    def _action(self, key: str, text: str, slot, shortcut=None, tip: str = "") -> QAction:
+        act = QAction(text, self)
+        if shortcut is not None:
+            act.setShortcut(QKeySequence(shortcut))
+        if tip:
+            act.setStatusTip(tip)
+            act.setToolTip(tip)
+        act.triggered.connect(lambda _checked=False: slot())
+        self.actions[key] = act
+        return act
+
+    def _build_actions(self) -> None:
+        K = QKeySequence.StandardKey
+        v = self.view
+        a = self._action
+        a("new", "&New", self.new_file, K.New, "Start an empty project")
+        a("open", "&Open…", self.open_file, K.Open, "Open a project file")
+        a("save", "&Save", self.save, K.Save, "Save the project")
+        a("save_as", "Save &As…", self.save_as, K.SaveAs, "Save the project under a new name")
+        a("export_png", "Export &PNG…", lambda: self.export("png"), None, "Draw this page as a PNG image")
+        a("export_svg", "Export S&VG…", lambda: self.export("svg"), None, "Draw this page as an SVG image")
+        a("quit", "&Quit", self.close, K.Quit)
+        undo = self.document.undo_stack.createUndoAction(self, "&Undo")
+        undo.setShortcut(QKeySequence(K.Undo))
+        redo = self.document.undo_stack.createRedoAction(self, "&Redo")
+        redo.setShortcuts([QKeySequence(K.Redo), QKeySequence("Ctrl+Y")]
+                          if QKeySequence(K.Redo) != QKeySequence("Ctrl+Y") else [QKeySequence(K.Redo)])
+        self.actions["undo"], self.actions["redo"] = undo, redo
+        for act in (undo, redo):
+            self.addAction(act)
+        a("cut", "Cu&t", self.cut, K.Cut)
+        a("copy", "&Copy", self.copy, K.Copy)
+        a("paste", "&Paste", self.paste, K.Paste)
+        a("duplicate", "D&uplicate", v.duplicate_selection, "Ctrl+D")
+        a("delete", "&Delete", v.delete_selection, K.Delete)
+        a("select_all", "Select &All", v.select_all, K.SelectAll)
+        a("auto_layout", "Auto-&layout Page", v.auto_layout, "Ctrl+L",
+          "Arrange the blocks in layers from inputs to outputs")
+        for how, text in (("left", "Left Edges"), ("hcenter", "Horizontal Centres"), ("right", "Right Edges"),
+                          ("top", "Top Edges"), ("vcenter", "Vertical Centres"), ("bottom", "Bottom Edges")):
+            a(f"align_{how}", text, lambda how=how: v.align_selection(how))
+        for how, text in (("horizontal", "Horizontally"), ("vertical", "Vertically")):
+            a(f"distribute_{how}", text, lambda how=how: v.distribute_selection(how))
+        a("zoom_in", "Zoom &In", lambda: self._zoom(v.zoom_in), K.ZoomIn)
+        a("zoom_out", "Zoom &Out", lambda: self._zoom(v.zoom_out), K.ZoomOut)
+        a("reset_zoom", "&Actual Size", lambda: self._zoom(v.reset_zoom), "Ctrl+1")
+        a("fit", "&Fit to Window", lambda: self._zoom(v.fit_to_view), "Ctrl+0",
+          "Show the whole page")
+        a("add_page", "&Add Page", self.add_page, "Ctrl+Shift+N")
+        a("rename_page", "&Rename Page…", lambda: self.rename_page(), "F2")
+        a("delete_page", "&Delete Page…", lambda: self.delete_page())
+        a("next_page", "&Next Page", lambda: self._step_page(1), "Ctrl+PgDown")
+        a("prev_page", "&Previous Page", lambda: self._step_page(-1), "Ctrl+PgUp")
+        a("about", "&About blockflow", self.about)
+        a("block_reference", "&Block Reference", self.open_block_reference, K.HelpContents)
+        self.actions["block_reference"].setEnabled(_block_reference() is not None)
+
+    def _build_menus(self) -> None:
+        act = self.actions
+        bar = self.menuBar()
+        m = bar.addMenu("&File")
+        m.addActions([act["new"], act["open"]])
+        self.recent_menu = m.addMenu("Open &Recent")
+        self.recent_menu.aboutToShow.connect(self._fill_recent_menu)
+        self.sample_menu = m.addMenu("Open Sa&mple")
+        for path in sample_projects():
+            s = self.sample_menu.addAction(path.name[: -len(PROJECT_SUFFIX)].replace("_", " "))
+            s.setData(str(path))
+            s.setStatusTip(f"Open a copy of the sample {path.name}")
+            s.triggered.connect(lambda _c=False, p=str(path): self.open_sample(p))
+        m.addSeparator()
+        m.addActions([act["save"], act["save_as"]])
+        m.addSeparator()
+        m.addActions([act["export_png"], act["export_svg"]])
+        m.addSeparator()
+        m.addAction(act["quit"])
+        self._fill_recent_menu()
+
+        m = bar.addMenu("&Edit")
+        m.addActions([act["undo"], act["redo"]])
+        m.addSeparator()
+        m.addActions([act["cut"], act["copy"], act["paste"], act["duplicate"], act["delete"]])
+        m.addSeparator()
+        m.addAction(act["select_all"])
+        self.align_menu = m.addMenu("Ali&gn")
+        for how in ("left", "hcenter", "right"):
+            self.align_menu.addAction(act[f"align_{how}"])
+        self.align_menu.addSeparator()
+        for how in ("top", "vcenter", "bottom"):
+            self.align_menu.addAction(act[f"align_{how}"])
+        self.distribute_menu = m.addMenu("Dis&tribute")
+        self.distribute_menu.addActions([act["distribute_horizontal"], act["distribute_vertical"]])
+        m.addAction(act["auto_layout"])
+
+        m = bar.addMenu("&View")
+        m.addActions([act["zoom_in"], act["zoom_out"], act["reset_zoom"], act["fit"]])
+        m.addSeparator()
+        panels = m.addMenu("&Panels")
+        for key in ("palette", "inspector", "problems", "history", "minimap"):
+            toggle = self.docks[key].toggleViewAction()
+            self.actions["show_" + key] = toggle
+            panels.addAction(toggle)
+        self.view_menu = m
+
+        m = bar.addMenu("&Page")
+        m.addActions([act["add_page"], act["rename_page"], act["delete_page"]])
+        m.addSeparator()
+        m.addActions([act["next_page"], act["prev_page"]])
+
+        m = bar.addMenu("&Help")
+        m.addActions([act["block_reference"], act["about"]])
+
+    def _connect(self) -> None:
+        doc, v = self.document, self.view
+        doc.dirty_changed.connect(lambda _d: self._update_title())
+        doc.path_changed.connect(lambda _p: self._update_title())
+        doc.project_replaced.connect(self._on_project_replaced)
+        doc.structure_changed.connect(lambda _p: self._update_status())
+        doc.current_page_changed.connect(self._on_page_changed)
+        doc.pages_changed.connect(self._update_status)
+        v.selection_changed.connect(self._on_selection_changed)
+        v.status_message.connect(lambda msg: self.statusBar().showMessage(msg, 6000))
+        v.viewport().installEventFilter(self)
+        v.view_changed.connect(self._update_zoom)
+        self.palette_panel.block_activated.connect(self.add_block_at_centre)
+        self.problems.problem_activated.connect(self.reveal_node)
+        self.problems.count_changed.connect(self._on_problem_count)
+        self._on_problem_count(self.problems.errors, self.problems.warnings)
+
+    # ------------------------------------------------------------------------- settings
+    def _restore_settings(self) -> None:
+        geometry = self.settings.value("window/geometry")
+        state = self.settings.value("window/state")
+        if isinstance(geometry, QByteArray) and not geometry.isEmpty():
+            self.restoreGeometry(geometry)
+        else:
+            screen = self.screen().availableGeometry()
+            self.resize(min(1600, int(screen.width() * 0.92)), min(900, int(screen.height() * 0.9)))
+            self.resizeDocks([self.docks["palette"], self.docks["inspector"]], [220, 310], Qt.Horizontal)
+            self.resizeDocks([self.docks["problems"]], [130], Qt.Vertical)
+            self.resizeDocks([self.docks["palette"], self.docks["minimap"]], [560, 170], Qt.Vertical)
+        if isinstance(state, QByteArray) and not state.isEmpty():
+            self.restoreState(state, _STATE_VERSION)
+
+    def save_settings(self) -> None:
+        self.settings.setValue("window/geometry", self.saveGeometry())
+        self.settings.setValue("window/state", self.saveState(_STATE_VERSION))
+        self.settings.sync()
+
+    def recent_files(self) -> list[str]:
+        return read_recent_files(self.settings)
+
+    def add_recent(self, path: str) -> None:
+        path = str(Path(path).resolve())
+        files = [path] + [f for f in self.recent_files() if f != path]
+        self.settings.setValue("recentFiles", files[:MAX_RECENT])
+        self.settings.sync()
+        self._fill_recent_menu()
+
+    def _fill_recent_menu(self) -> None:
+        menu = self.recent_menu
+        menu.clear()
+        files = self.recent_files()
+        for i, path in enumerate(files):
+            act = menu.addAction(f"&{i + 1}  {Path(path).name}" if i < 9 else Path(path).name)
+            act.setData(path)
+            act.setToolTip(path)
+            act.setStatusTip(path)
+            act.setEnabled(Path(path).is_file())
+            act.triggered.connect(lambda _c=False, p=path: self.open_file(p))
+        if files:
+            menu.addSeparator()
+            clear = menu.addAction("Clear Menu")
+            clear.triggered.connect(self._clear_recent)
+        else:
+            none = menu.addAction("No recent files")
+            none.setEnabled(False)
+
+    def _clear_recent(self) -> None:
+        self.settings.setValue("recentFiles", [])
+        self._fill_recent_menu()
+
+    # ------------------------------------------------------------------------- files
+    def maybe_save(self) -> bool:
+        """Ask about unsaved changes; True when it is fine to go on (saved or discarded)."""
+        if not self.document.dirty:
+            return True
+        name = Path(self.document.path).name if self.document.path else "Untitled"
+        answer = QMessageBox.question(
+            self, "Unsaved changes", f"Save the changes to “{name}” before closing it?",
+            QMessageBox.Save | QMessageBox.Discard | QMessageBox.Cancel, QMessageBox.Save)
+        if answer == QMessageBox.Save:
+            return self.save()
+        return answer == QMessageBox.Discard
+
+    def new_file(self) -> None:
+        if self.maybe_save():
+            self.document.new()
+
+    def _dialog_dir(self) -> str:
+        if self.document.path:
+            return str(Path(self.document.path).parent)
+        recent = self.recent_files()
+        return str(Path(recent[0]).parent) if recent else str(Path.cwd())
+
+    def open_file(self, path: str | None = None) -> bool:
+        """Open ``path`` (or ask for one); a file that fails to load leaves everything as it was."""
+        if not self.maybe_save():
+            return False
+        if path is None:
+            path, _ = QFileDialog.getOpenFileName(self, "Open project", self._dialog_dir(), PROJECT_FILTER)
+            if not path:
+                return False
+        try:
+            self.document.open(path)
+        except (BlockflowError, OSError) as exc:
+            QMessageBox.critical(self, "Cannot open project", f"The project could not be opened.\n\n{exc}")
+            return False
+        self.add_recent(path)
+        self.statusBar().showMessage(f"Opened {path}", 5000)
+        return True
+
+    def open_sample(self, path: str) -> bool:
+        """Open a copy of a shipped sample: it gets no file name, so Save asks where to put it."""
+        if not self.maybe_save():
+            return False
+        try:
+            project = load_project(path)
+        except (BlockflowError, OSError) as exc:
+            QMessageBox.critical(self, "Cannot open sample", str(exc))
+            return False
+        self.document.replace_project(project, None)
+        self.statusBar().showMessage(f"Opened the sample {Path(path).name} (Save As to keep your changes)",
+                                     8000)
+        return True
+
+    def save(self) -> bool:
+        if not self.document.path:
+            return self.save_as()
+        return self._save_to(self.document.path)
+
+    def save_as(self) -> bool:
+        if self.document.path:
+            suggested = self.document.path
+        else:
+            title = self.document.project.metadata.get("title") or "untitled"
+            stem = "".join(c if c.isalnum() or c in "-_" else "_" for c in title.lower()).strip("_")
+            suggested = str(Path(self._dialog_dir()) / f"{stem or 'untitled'}{PROJECT_SUFFIX}")
+        path, _ = QFileDialog.getSaveFileName(self, "Save project as", suggested,
+                                              "blockflow projects (*.bflow.json)")
+        if not path:
+            return False
+        if not path.endswith(PROJECT_SUFFIX):
+            path = (path[:-5] if path.endswith(".json") else path) + PROJECT_SUFFIX
+        return self._save_to(path)
+
+    def _save_to(self, path: str) -> bool:
+        try:
+            saved = self.document.save(path)
+        except (BlockflowError, OSError) as exc:
+            QMessageBox.critical(self, "Cannot save project", f"The project was not saved.\n\n{exc}")
+            return False
+        self.add_recent(saved)
+        self.statusBar().showMessage(f"Saved {saved}", 5000)
+        return True
+
+    def export(self, kind: str) -> bool:
+        """Draw the current page to a PNG or SVG file (the same drawing as `blockflow render`)."""
+        from .render import render_page
+
+        page = self.document.current_page
+        base = Path(self.document.path).name[: -len(PROJECT_SUFFIX)] if self.document.path and \
+            self.document.path.endswith(PROJECT_SUFFIX) else "diagram"
+        suggested = str(Path(self._dialog_dir()) / f"{base}-{page}.{kind}")
+        path, _ = QFileDialog.getSaveFileName(self, f"Export page as {kind.upper()}", suggested,
+                                              f"{kind.upper()} images (*.{kind})")
+        if not path:
+            return False
+        if not path.lower().endswith("." + kind):
+            path += "." + kind
+        try:
+            render_page(self.document.project, page, path, registry=self.document.registry)
+        except (BlockflowError, OSError) as exc:
+            QMessageBox.critical(self, "Cannot export", str(exc))
+            return False
+        self.statusBar().showMessage(f"Exported page '{page}' to {path}", 5000)
+        return True
+
+    # ------------------------------------------------------------------------- window events
+    def closeEvent(self, event):
+        if self.maybe_save():
+            self.save_settings()
+            event.accept()
+        else:
+            event.ignore()
+
+    def dragEnterEvent(self, event):
+        if _project_paths(event.mimeData()):
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    dragMoveEvent = dragEnterEvent
+
+    def dropEvent(self, event):
+        paths = _project_paths(event.mimeData())
+        if paths:
+            event.acceptProposedAction()
+            # Open after the drop returns: a modal prompt inside a drop handler blocks the source.
+            QTimer.singleShot(0, lambda: self.open_file(paths[0]))
+
+    def eventFilter(self, obj, event):
+        kind = event.type()
+        if obj is self.view.viewport():
+            if kind in (QEvent.DragEnter, QEvent.DragMove, QEvent.Drop) and _project_paths(event.mimeData()):
+                if kind == QEvent.Drop:
+                    self.dropEvent(event)
+                else:
+                    event.acceptProposedAction()
+                return True
+        return super().eventFilter(obj, event)
+
+    # ------------------------------------------------------------------------- editing
+    def add_block_at_centre(self, block: str) -> str:
+        nid = self.view.drop_block(block, self.view.view_center_scene_pos())
+        if nid:
+            self.view.select_nodes([nid])
+        return nid
+
+    def reveal_node(self, node_id: str) -> None:
+        if node_id in self.document.page().nodes:
+            self.view.select_nodes([node_id])
+            self.view.center_on_node(node_id)
+            self.view.setFocus()
+
+    def copy(self) -> None:
+        self.view.copy_selection()
+
+    def cut(self) -> None:
+        self.view.cut_selection()
+
+    def paste(self) -> None:
+        self.view.paste()
+
+    def _zoom(self, how) -> None:
+        how()
+        self._update_status()
+
+    # ------------------------------------------------------------------------- pages
+    def add_page(self) -> str:
+        name = self.document.add_page()
+        self.document.set_current_page(name)
+        return name
+
+    def _rename_tab(self, index: int) -> None:
+        if index >= 0:
+            self.rename_page(self.tabs.tabData(index))
+
+    def rename_page(self, name: str | None = None) -> bool:
+        name = name or self.document.current_page
+        new, ok = QInputDialog.getText(self, "Rename page",
+                                       "New name (it is also the scope of the page's blocks):", text=name)
+        if not ok or new.strip() == name:
+            return False
+        try:
+            self.document.rename_page(name, new.strip())
+        except ProjectError as exc:
+            QMessageBox.warning(self, "Cannot rename page", str(exc))
+            return False
+        return True
+
+    def delete_page(self, name: str | None = None) -> bool:
+        name = name or self.document.current_page
+        if len(self.document.project.pages) < 2:
+            QMessageBox.information(self, "Delete page", "A project keeps at least one page.")
+            return False
+        n = len(self.document.page(name).nodes)
+        answer = QMessageBox.question(
+            self, "Delete page", f"Delete the page “{name}” and its {n} block{'s' if n != 1 else ''}?\n"
+                                 f"(Undo brings it back.)",
+            QMessageBox.Yes | QMessageBox.Cancel, QMessageBox.Cancel)
+        if answer != QMessageBox.Yes:
+            return False
+        self.document.remove_page(name)
+        return True
+
+    def _step_page(self, step: int) -> None:
+        names = [p.name for p in self.document.project.pages]
+        i = names.index(self.document.current_page)
+        self.document.set_current_page(names[(i + step) % len(names)])
+
+    # ------------------------------------------------------------------------- help
+    def about(self) -> None:
+        QMessageBox.about(self, "About blockflow",
+                          f"<h3>blockflow {__version__}</h3>"
+                          "<p>Draw a differentiable model as a TensorFlow-style block diagram, run it "
+                          "with numpy, and see its gradients flow. StopGradient is a block: the diagram "
+                          "shows where gradient flows and where it is cut.</p>")
+
+    def open_block_reference(self) -> None:
+        path = _block_reference()
+        if path is not None:
+            QDesktopServices.openUrl(QUrl.fromLocalFile(str(path)))
+
+    # ------------------------------------------------------------------------- display
+    def _update_title(self) -> None:
+        title = self.document.project.metadata.get("title") or ""
+        text = self.document.title
+        if title and title != "Untitled" and not self.document.path:
+            text += f" — {title}"
+        self.setWindowTitle(f"{text} — blockflow")
+
+    def _on_project_replaced(self) -> None:
+        self._selection = []
+        self._update_title()
+        self._update_status()
+
+    def _on_page_changed(self, _page: str) -> None:
+        self._selection = []
+        self._update_status()
+
+    def _on_selection_changed(self, ids: list) -> None:
+        self._selection = list(ids)
+        self.inspector.set_nodes(ids)
+        self._update_status()
+
+    def _on_problem_count(self, errors: int, warnings: int) -> None:
+        parts = []
+        if errors:
+            parts.append(f"{errors} error{'s' if errors != 1 else ''}")
+        if warnings:
+            parts.append(f"{warnings} warning{'s' if warnings != 1 else ''}")
+        self.docks["problems"].setWindowTitle("Problems" + (f" ({', '.join(parts)})" if parts else ""))
+
+    def _update_status(self) -> None:
+        page = self.document.page()
+        n = len(page.nodes)
+        self._status_page.setText(f"Page: {page.name}")
+        self._status_page.setToolTip(f"scope {page.scope}/")
+        self._status_blocks.setText(f"{n} block{'s' if n != 1 else ''}, {len(page.edges)} "
+                                    f"wire{'s' if len(page.edges) != 1 else ''}")
+        sel = len(self._selection)
+        self._status_selection.setText(f"{sel} selected" if sel else "")
+        self._update_zoom()
+
+    def _update_zoom(self) -> None:
+        self._status_zoom.setText(f"zoom {self.view.zoom() * 100:.0f} %")

@@ -1,0 +1,150 @@
+"""Colours, fonts and metrics of the canvas, taken from the application's QPalette.
+
+One Style object is shared by every item of a scene; it is rebuilt when the palette changes
+(light/dark). Dtype colours are mid-lightness hues that read on white and on dark grey alike.
+"""
+from __future__ import annotations
+
+from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPalette, QPen, QBrush, Qt
+from PySide6.QtWidgets import QApplication
+
+__all__ = ["Style", "FONT_FAMILY", "dtype_class"]
+
+FONT_FAMILY = "DejaVu Sans"
+
+#: port colours by dtype class
+DTYPE_COLORS = {
+    "float": "#3f8fe0",   # blue
+    "int": "#2fae6a",     # green
+    "bool": "#e08a2a",    # orange
+    "any": "#9a8fb0",     # grey-violet: not known yet
+}
+
+#: header tints by block category (mixed with the body colour)
+CATEGORY_COLORS = {
+    "array_ops": "#4f8fd0",
+    "math_ops": "#49a86c",
+    "nn_ops": "#c0603c",
+    "random_ops": "#b0529a",
+    "state_ops": "#c9a13a",
+    "training_ops": "#7d62c8",
+    "gradients": "#3aa8a8",
+}
+
+_FLOAT = frozenset({"float", "float16", "float32", "float64"})
+_INT = frozenset({"int", "int8", "int16", "int32", "int64", "uint8"})
+
+
+def dtype_class(name) -> str:
+    """A dtype name, a numpy dtype or a spec constraint -> "float", "int", "bool" or "any"."""
+    if name is None:
+        return "any"
+    kind = getattr(name, "kind", None)
+    if kind is not None:
+        return {"f": "float", "i": "int", "u": "int", "b": "bool"}.get(kind, "any")
+    if name in _FLOAT:
+        return "float"
+    if name in _INT:
+        return "int"
+    if name == "bool":
+        return "bool"
+    return "any"
+
+
+def _mix(a: QColor, b: QColor, t: float) -> QColor:
+    """``a`` moved towards ``b`` by ``t``."""
+    return QColor.fromRgbF(a.redF() + (b.redF() - a.redF()) * t,
+                           a.greenF() + (b.greenF() - a.greenF()) * t,
+                           a.blueF() + (b.blueF() - a.blueF()) * t, 1.0)
+
+
+class Style:
+    """Everything an item needs to paint, prepared once (pens, brushes, fonts, metrics)."""
+
+    # metrics, in scene units (pixels at 100 %)
+    HEADER_H = 36.0       # op name and label
+    ROW_H = 18.0          # one port row
+    PORTS_TOP = 40.0      # first port row starts here
+    RESULT_H = 16.0       # the result area under the ports
+    BOTTOM_PAD = 5.0
+    SCOPE_H = 13.0        # the scope tab above the body
+    PORT_R = 4.5          # port circle radius
+    MIN_W = 120.0
+    RADIUS = 7.0
+
+    def __init__(self, palette: QPalette | None = None):
+        if palette is None:
+            app = QApplication.instance()
+            palette = app.palette() if app is not None else QPalette()
+        self.palette = palette
+        base = palette.color(QPalette.Base)
+        text = palette.color(QPalette.Text)
+        window = palette.color(QPalette.Window)
+        self.dark = base.lightnessF() < 0.5
+        self.text = text
+        self.muted = _mix(text, base, 0.45)
+        self.background = _mix(window, base, 0.5) if not self.dark else _mix(window, QColor("#000000"), 0.25)
+        self.grid_minor = _mix(self.background, text, 0.05)
+        self.grid_major = _mix(self.background, text, 0.10)
+        self.body = _mix(base, text, 0.03) if not self.dark else _mix(base, text, 0.10)
+        self.result_area = _mix(self.body, text, 0.06)
+        self.border = _mix(base, text, 0.45)
+        self.highlight = palette.color(QPalette.Highlight)
+        self.error = QColor("#e0403a")
+        self.warning = QColor("#d9a21f")
+        self.loss = QColor("#d0453a") if not self.dark else QColor("#ff7a6e")
+        self.wire = _mix(text, base, 0.35)
+        self.dtype = {k: QColor(v) for k, v in DTYPE_COLORS.items()}
+        self.category = {k: _mix(self.body, QColor(v), 0.55 if self.dark else 0.30)
+                         for k, v in CATEGORY_COLORS.items()}
+        self.category_default = _mix(self.body, text, 0.12)
+
+        # pens and brushes (shared objects: setPen with the same pen is cheap)
+        self.border_pen = QPen(self.border, 1.2)
+        self.selected_pen = QPen(self.highlight, 2.6)
+        self.error_pen = QPen(self.error, 2.4)
+        self.warning_pen = QPen(self.warning, 2.0)
+        self.body_brush = QBrush(self.body)
+        self.result_brush = QBrush(self.result_area)
+        self.text_pen = QPen(text)
+        self.muted_pen = QPen(self.muted)
+        self.port_outline = QPen(_mix(base, text, 0.65), 1.0)
+        self.port_brushes = {k: QBrush(c) for k, c in self.dtype.items()}
+        self.port_empty = QBrush(self.body)
+        self.accept_pen = QPen(self.highlight, 2.2)
+        self.wire_pens = {k: self._wire_pen(c) for k, c in self.dtype.items()}
+        self.wire_pens["none"] = self._wire_pen(self.wire)
+        self.wire_selected = self._wire_pen(self.highlight, 3.4)
+        self.wire_hover = {k: self._wire_pen(p.color(), 3.0) for k, p in self.wire_pens.items()}
+        self.live_wire = self._wire_pen(self.highlight, 2.2, Qt.DashLine)
+        self.inline_brush = QBrush(_mix(base, text, 0.08))
+        self.inline_pen = QPen(_mix(base, text, 0.35), 1.0)
+
+        # fonts
+        self.title_font = self._font(9.5, bold=True)
+        self.sub_font = self._font(8.0)
+        self.port_font = self._font(7.5)
+        self.scope_font = self._font(6.5)
+        self.inline_font = self._font(7.0)
+        self.badge_font = self._font(6.5, bold=True)
+        self.title_fm = QFontMetricsF(self.title_font)
+        self.sub_fm = QFontMetricsF(self.sub_font)
+        self.port_fm = QFontMetricsF(self.port_font)
+        self.scope_fm = QFontMetricsF(self.scope_font)
+        self.inline_fm = QFontMetricsF(self.inline_font)
+
+    @staticmethod
+    def _font(points: float, bold: bool = False) -> QFont:
+        f = QFont(FONT_FAMILY)
+        f.setPointSizeF(points)
+        f.setBold(bold)
+        f.setHintingPreference(QFont.PreferNoHinting)  # same layout at every zoom
+        return f
+
+    @staticmethod
+    def _wire_pen(color: QColor, width: float = 2.0, style=Qt.SolidLine) -> QPen:
+        pen = QPen(color, width, style, Qt.RoundCap, Qt.RoundJoin)
+        return pen
+
+    def header_color(self, category: str) -> QColor:
+        return self.category.get(category, self.category_default)
