@@ -26,6 +26,24 @@ __all__ = ["BLOCK_MIME", "FRAGMENT_MIME", "DiagramScene", "DiagramView", "Minima
 BLOCK_MIME = "application/x-blockflow-block"
 from .document import FRAGMENT_MIME  # noqa: E402  (one definition)
 
+_clipboard_hook = []
+
+
+def _release_clipboard_at_exit() -> None:
+    """Qt keeps clipboard data in a C++ static that outlives Python; destroying its wrapped
+    QMimeData after the interpreter is gone crashes the process on exit. Clear it while Python
+    still runs (once registered, at interpreter exit)."""
+    if not _clipboard_hook:
+        import atexit
+
+        def clear():
+            app = QApplication.instance()
+            if app is not None:
+                app.clipboard().clear()
+
+        atexit.register(clear)
+        _clipboard_hook.append(clear)
+
 #: below this zoom, big pages are drawn by one overview item
 OVERVIEW_SCALE = 0.3
 #: pages with at least this many blocks use the overview item when zoomed far out
@@ -636,6 +654,7 @@ class DiagramView(QGraphicsView):
         mime.setData(FRAGMENT_MIME, text.encode("utf-8"))
         mime.setText(text)
         QApplication.clipboard().setMimeData(mime)
+        _release_clipboard_at_exit()
         self.status_message.emit(f"copied {len(nodes)} block(s)")
         return text
 
