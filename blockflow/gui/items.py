@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QPainterPath, QPainterPathStroker, QPen
-from PySide6.QtWidgets import QGraphicsItem, QGraphicsPathItem, QStyle
+from PySide6.QtWidgets import QGraphicsItem, QGraphicsPathItem, QGraphicsRectItem, QStyle
 
 from .style import Style
 
@@ -50,6 +50,7 @@ class NodeData:
     def same_shape(self, other: "NodeData") -> bool:
         """Would ``other`` lay the block out the same way (so wires need not move)?"""
         return (other is not None and self.block == other.block and self.subtitle == other.subtitle
+                and self.scope == other.scope and self.is_loss == other.is_loss
                 and [(p.name, p.label, p.inline) for p in self.inputs]
                 == [(p.name, p.label, p.inline) for p in other.inputs]
                 and [p.name for p in self.outputs] == [p.name for p in other.outputs])
@@ -67,9 +68,12 @@ def wire_path(p0: QPointF, p1: QPointF) -> QPainterPath:
     return path
 
 
-class NodeItem(QGraphicsItem):
+class NodeItem(QGraphicsRectItem):
     """A block: rounded body, op name and label, scope tab on top, ports left and right,
-    inline constants beside their ports, a result area below."""
+    inline constants beside their ports, a result area below.
+
+    A QGraphicsRectItem only so that boundingRect() stays in C++ (its rect is the bounds, no pen):
+    Qt asks every block for it on many repaints, and a Python override costs ~2 µs a call."""
 
     Type = QGraphicsItem.UserType + 1
 
@@ -80,6 +84,7 @@ class NodeItem(QGraphicsItem):
         self.edges: set = set()              # EdgeItems attached (kept by the scene)
         self.accept: frozenset | None = None  # ports that would take the wire being drawn
         self.hover_port: str | None = None
+        self.setPen(Qt.NoPen)
         self._layout()
 
     # ------------------------------------------------------------------------ geometry
@@ -95,7 +100,6 @@ class NodeItem(QGraphicsItem):
         relayout = not self.data.same_shape(data)
         self.data = data
         if relayout:
-            self.prepareGeometryChange()
             self._layout()
         self.update()
         return relayout
@@ -129,14 +133,12 @@ class NodeItem(QGraphicsItem):
                 y = ports[p.name].y()
                 self.inline_rects[p.name] = QRectF(-st.PORT_R - 4 - tw, y - 7, tw, 14)
                 inline_w = max(inline_w, tw + st.PORT_R + 5)
-        scope_w = min(st.scope_fm.horizontalAdvance(d.scope) + 18, w - 16)
+        scope_w = min(st.scope_fm.horizontalAdvance(d.scope) + 18, w - (76 if d.is_loss else 16))
         self.scope_rect = QRectF((w - scope_w) / 2, -st.SCOPE_H, scope_w, st.SCOPE_H + st.RADIUS)
         left = max(inline_w, st.PORT_R + 1.5)
         self._bounds = QRectF(-left, -st.SCOPE_H - 1.5, w + left + st.PORT_R + 1.5,
                               h + st.SCOPE_H + 3.0)
-
-    def boundingRect(self) -> QRectF:
-        return self._bounds
+        self.setRect(self._bounds)
 
     def shape(self) -> QPainterPath:
         path = QPainterPath()
@@ -209,6 +211,10 @@ class NodeItem(QGraphicsItem):
         if change == QGraphicsItem.ItemPositionHasChanged:
             for e in self.edges:
                 e.update_path()
+            if not self.isVisible():   # moved while the overview draws it: draw it live instead
+                scene = self.scene()
+                if scene is not None and getattr(scene, "overview_on", False):
+                    scene.make_live(self)
         return value
 
     # ------------------------------------------------------------------------ painting
@@ -460,6 +466,7 @@ class OverviewItem(QGraphicsItem):
         self._groups: list = []        # (brush colour, [QRectF]) per category
         self._marked: list = []        # (pen, [QRectF]) selected/error outlines
         self._wires: list = []         # (pen, QPainterPath)
+        self.live: set = set()         # node ids drawn by their own items (being dragged)
         self.setZValue(-2.0)
 
     def mark_dirty(self) -> None:
@@ -472,7 +479,10 @@ class OverviewItem(QGraphicsItem):
         groups: dict = {}
         marked: dict = {}
         bounds = QRectF()
-        for item in self.model.node_items.values():
+        live = self.live
+        for nid, item in self.model.node_items.items():
+            if nid in live:
+                continue
             r = item.body.translated(item.pos())
             groups.setdefault(item.data.category, []).append(r)
             if item.data.errors:
@@ -481,7 +491,9 @@ class OverviewItem(QGraphicsItem):
                 marked.setdefault("selected", []).append(r)
             bounds = bounds.united(r)
         wires: dict = {}
-        for e in self.model.edge_items.values():
+        for edge, e in self.model.edge_items.items():
+            if edge.src in live or edge.dst in live:
+                continue
             path = wires.get(e.cls)
             if path is None:
                 path = wires[e.cls] = QPainterPath()

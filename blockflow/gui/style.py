@@ -112,10 +112,7 @@ class Style:
         self.port_brushes = {k: QBrush(c) for k, c in self.dtype.items()}
         self.port_empty = QBrush(self.body)
         self.accept_pen = QPen(self.highlight, 2.2)
-        self.wire_pens = {k: self._wire_pen(c) for k, c in self.dtype.items()}
-        self.wire_pens["none"] = self._wire_pen(self.wire)
-        self.wire_selected = self._wire_pen(self.highlight, 3.4)
-        self.wire_hover = {k: self._wire_pen(p.color(), 3.0) for k, p in self.wire_pens.items()}
+        self.set_fine_wires(False)
         self.live_wire = self._wire_pen(self.highlight, 2.2, Qt.DashLine)
         self.inline_brush = QBrush(_mix(base, text, 0.08))
         self.inline_pen = QPen(_mix(base, text, 0.35), 1.0)
@@ -132,6 +129,25 @@ class Style:
         self.port_fm = QFontMetricsF(self.port_font)
         self.scope_fm = QFontMetricsF(self.scope_font)
         self.inline_fm = QFontMetricsF(self.inline_font)
+
+    def set_fine_wires(self, fine: bool) -> None:
+        """Wire pens: 2 px, or on big pages 1 px cosmetic ones. Qt's raster engine strokes 1 px
+        pens on a fast path; wider pens go through the general stroker, ~5x slower per wire, which
+        dominates frames with hundreds of long wires in view (benchmarks/canvas.py)."""
+        self.fine_wires = fine
+        colors = dict(self.dtype, none=self.wire)
+        if fine:
+            self.wire_pens = {k: self._cosmetic(c) for k, c in colors.items()}
+        else:
+            self.wire_pens = {k: self._wire_pen(c) for k, c in colors.items()}
+        self.wire_selected = self._wire_pen(self.highlight, 3.4)
+        self.wire_hover = {k: self._wire_pen(c, 3.0) for k, c in colors.items()}
+
+    @staticmethod
+    def _cosmetic(color: QColor) -> QPen:
+        pen = QPen(color, 1.0)
+        pen.setCosmetic(True)
+        return pen
 
     @staticmethod
     def _font(points: float, bold: bool = False) -> QFont:

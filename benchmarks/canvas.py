@@ -1,0 +1,207 @@
+"""Canvas benchmark: the editor's DiagramView on generated pages of 1,000 and 5,000 blocks.
+
+    python benchmarks/canvas.py            # full repeats
+    python benchmarks/canvas.py --quick    # a smoke run (fewer repeats)
+    python benchmarks/canvas.py 1000       # some sizes only
+
+Offscreen, 1920x1080, antialiasing on (as the editor draws). Prints, per size, medians of:
+  load        parse the project file + build the scene + first frame painted
+  full view   one frame with the whole page fitted in the view
+  zoomed in   one frame at 100 % (about 70 blocks visible)
+  drag        one mouse-move step of dragging one block: setPos (wires re-pathed) + repaint,
+              at 100 % and at the full view
+against the targets of issue 4 (QT_NOTES.md §6). Frames are full repaints (viewport().grab()).
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import gc  # noqa: E402
+import math  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from PySide6.QtCore import QEvent, QObject, QPointF  # noqa: E402
+from PySide6.QtGui import QFont  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
+
+from blockflow.project_io import dumps_project, loads_project  # noqa: E402
+from blockflow.registry import default_registry  # noqa: E402
+from run import generated_project  # noqa: E402
+
+TARGETS = {  # size: (load s, full-view frame s, zoomed-in frame s, drag per move s)
+    1000: (0.35, 0.040, 0.020, 0.004),
+    5000: (1.5, 0.050, 0.020, 0.008),
+}
+
+
+TILE = 7
+
+
+def laid_out(n: int, tiled: bool = True):
+    """benchmarks/run.py's generated page (each block fed by some of the 50 before it), placed on
+    a grid with the screen's aspect ratio: in generation order filling 7x7 tiles, so wires stay
+    local as in a drawn diagram (``tiled=False``: plain rows, where a wire may cross 50 blocks)."""
+    project = generated_project(n)
+    page = project.pages[0]
+    cols = max(TILE, round(math.sqrt(n * 16 / 9 * 130 / 220) / TILE) * TILE)
+    for i, node in enumerate(page.nodes.values()):
+        if tiled:
+            tile, k = divmod(i, TILE * TILE)
+            tiles_per_row = cols // TILE
+            col = (tile % tiles_per_row) * TILE + k % TILE
+            row = (tile // tiles_per_row) * TILE + k // TILE
+        else:
+            col, row = i % cols, i // cols
+        node.position = (float(col * 220), float(row * 130))
+    return project
+
+
+class PaintCounter(QObject):
+    def __init__(self):
+        super().__init__()
+        self.paints = 0
+
+    def eventFilter(self, obj, event):
+        if event.type() == QEvent.Paint:
+            self.paints += 1
+        return False
+
+
+def median_time(fn, repeats: int) -> float:
+    fn()  # warm
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def bench(n: int, repeats: int, loads: int) -> list[tuple]:
+    from blockflow.gui.canvas import DiagramView
+    from blockflow.gui.document import Document
+
+    app = QApplication.instance()
+    registry = default_registry()
+    text = dumps_project(laid_out(n))
+    load_times, ready_times = [], []
+    view = doc = None
+    for _ in range(loads):
+        if view is not None:
+            view.close()
+            view.deleteLater()
+            app.processEvents()
+        gc.collect()
+        t0 = time.perf_counter()
+        doc = Document(loads_project(text, "<generated>"), registry=registry)
+        view = DiagramView(doc)
+        view.resize(1920, 1080)
+        view.show()
+        view.fit_to_view()
+        view.viewport().grab()
+        t1 = time.perf_counter()
+        app.processEvents()           # the deferred compile: port dtypes and error outlines
+        view.viewport().grab()
+        t2 = time.perf_counter()
+        load_times.append(t1 - t0)
+        ready_times.append(t2 - t0)
+    load = statistics.median(load_times)
+    ready = statistics.median(ready_times)
+    vp = view.viewport()
+    counter = PaintCounter()
+    vp.installEventFilter(counter)
+
+    view.fit_to_view()
+    app.processEvents()
+    fit_scale = view.zoom()
+    full = median_time(vp.grab, repeats)
+
+    def drag_frames(items, moves):
+        """Median per move over ``moves`` steps of each block in turn."""
+        per = [drag_block(item, moves) for item in items]
+        if os.environ.get("CANVAS_BENCH_DEBUG"):
+            print([round(statistics.median(p) * 1000, 1) for p in per], [len(i.edges) for i in items])
+        return statistics.median(t for p in per for t in p)
+
+    def drag_block(item, moves):
+        times = []
+        base = item.pos()
+        if view.zoom() >= 0.99:
+            view.centerOn(base)
+            app.processEvents()
+        for k in range(moves):
+            before = counter.paints
+            t0 = time.perf_counter()
+            item.setPos(base + QPointF(3 * (k + 1), 2 * (k + 1)))
+            deadline = t0 + 2.0
+            while counter.paints == before and time.perf_counter() < deadline:
+                app.processEvents()
+            times.append(time.perf_counter() - t0)
+        item.setPos(base)
+        app.processEvents()
+        return times
+
+    scene = view.diagram_scene()
+    # the dragged blocks: wired ones near the middle of the page
+    ids = list(scene.node_items)
+    middle = [scene.node_items[i] for i in ids[len(ids) // 2 - 40:len(ids) // 2 + 40]
+              if len(scene.node_items[i].edges) >= 2][::8]
+    item = middle[0]
+    drag_fit = drag_frames(middle, repeats)
+
+    view.reset_zoom()
+    view.centerOn(item.sceneBoundingRect().center())
+    app.processEvents()
+    visible = sum(1 for i in scene.items(view.mapToScene(vp.rect()).boundingRect())
+                  if i.type() == item.type())
+    zoomed = median_time(vp.grab, repeats)
+    drag_z1 = drag_frames(middle, repeats)
+    vp.removeEventFilter(counter)
+    view.close()
+    t = TARGETS.get(n, (None,) * 4)
+    return [
+        (f"{n} blocks: load to first frame", load, t[0],
+         f"types and error outlines shown after {ready:.2f} s"),
+        (f"{n} blocks: full-view frame (scale {fit_scale:.2f})", full, t[1],
+         "overview item" if scene.overview is not None and fit_scale < 0.3 and len(ids) >= 400 else ""),
+        (f"{n} blocks: zoomed-in frame (scale 1, {visible} blocks)", zoomed, t[2], ""),
+        (f"{n} blocks: drag one block, per move, at scale 1", drag_z1, t[3], f"{len(middle)} blocks in turn"),
+        (f"{n} blocks: drag one block, per move, full view", drag_fit, t[3], f"{len(middle)} blocks in turn"),
+    ]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("sizes", nargs="*", type=int, default=[1000, 5000])
+    ap.add_argument("--quick", action="store_true", help="few repeats (a smoke run)")
+    args = ap.parse_args(argv)
+    app = QApplication.instance() or QApplication(["blockflow-canvas-bench"])
+    app.setFont(QFont("DejaVu Sans", 9))
+    repeats, loads = (3, 1) if args.quick else (9, 3)
+    print(f"canvas benchmark: offscreen raster, 1920x1080, antialiased; medians of {repeats} "
+          f"frames ({loads} load(s))")
+    failed = 0
+    for n in args.sizes:
+        for name, seconds, target, note in bench(n, repeats, loads):
+            verdict = ""
+            if target is not None:
+                ok = seconds <= target
+                failed += not ok
+                verdict = f"target {target * 1000:7.1f} ms  {'ok' if ok else 'SLOW'}"
+            print(f"  {name:<52} {seconds * 1000:8.1f} ms  {verdict}  {note}".rstrip())
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
