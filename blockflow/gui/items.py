@@ -133,11 +133,12 @@ class NodeItem(QGraphicsRectItem):
                 y = ports[p.name].y()
                 self.inline_rects[p.name] = QRectF(-st.PORT_R - 4 - tw, y - 7, tw, 14)
                 inline_w = max(inline_w, tw + st.PORT_R + 5)
-        scope_w = min(st.scope_fm.horizontalAdvance(d.scope) + 18, w - (76 if d.is_loss else 16))
+        scope_w = min(st.scope_fm.horizontalAdvance(d.scope) + 18, w - 16)
         self.scope_rect = QRectF((w - scope_w) / 2, -st.SCOPE_H, scope_w, st.SCOPE_H + st.RADIUS)
         left = max(inline_w, st.PORT_R + 1.5)
-        self._bounds = QRectF(-left, -st.SCOPE_H - 1.5, w + left + st.PORT_R + 1.5,
-                              h + st.SCOPE_H + 3.0)
+        # The loss badge sits above the scope tab, so the tab keeps the page name whole.
+        top = st.SCOPE_H * (2 if d.is_loss else 1) + 1.5
+        self._bounds = QRectF(-left, -top, w + left + st.PORT_R + 1.5, h + top + 1.5)
         self.setRect(self._bounds)
 
     def shape(self) -> QPainterPath:
@@ -286,7 +287,7 @@ class NodeItem(QGraphicsRectItem):
                          st.sub_fm.elidedText(d.subtitle, _ELIDE, w - 16))
         if d.is_loss:
             painter.setFont(st.badge_font)
-            badge = QRectF(w - 30, -st.SCOPE_H + 1, 28, st.SCOPE_H - 2)
+            badge = QRectF(w - 30, -2 * st.SCOPE_H, 28, st.SCOPE_H - 1)
             painter.setPen(Qt.NoPen)
             painter.setBrush(st.loss)
             painter.drawRoundedRect(badge, 4, 4)
