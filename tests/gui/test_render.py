@@ -29,7 +29,8 @@ def block_rects(project, page):
     scene.render_mode = True
     scene.load(pg, compile_page(pg, reg))
     origin = scene.items_rect().topLeft()
-    rects = {nid: item.sceneBoundingRect().translated(-origin.x() + MARGIN, -origin.y() + MARGIN)
+    rects = {nid: (item.sceneBoundingRect().translated(-origin.x() + MARGIN, -origin.y() + MARGIN),
+                   item.scenePos().y() - origin.y() + MARGIN)  # where the body (below the scope tab) starts
              for nid, item in scene.node_items.items()}
     size = scene.items_rect().size()
     scene.clear()
@@ -53,10 +54,10 @@ def check_picture(img: QImage, project, page):
     bg = style.background
     corner = img.pixelColor(2, 2)
     assert near(corner, bg, 12)
-    for nid, rect in rects.items():
+    for nid, (rect, body_top) in rects.items():
         filled = count(img, rect, lambda c: not near(c, bg, 12))
-        assert filled > 0.5 * rect.width() * rect.height(), nid       # the block is drawn there
-        title = QRectF(rect.left(), rect.top() + 14, rect.width(), 22)
+        assert filled > 0.4 * rect.width() * rect.height(), nid       # the block is drawn there
+        title = QRectF(rect.left(), body_top + 1, rect.width(), 22)
         assert count(img, title, lambda c: near(c, style.text)) > 25, nid  # its name is text
 
 
@@ -110,4 +111,4 @@ def test_render_outlines_blocks_with_errors(qapp, tmp_path):
     img = QImage(str(out))
     rects, _ = block_rects(project, "main")
     red = QColor("#e0403a")
-    assert count(img, rects["s"], lambda c: near(c, red, 60)) > 100
+    assert count(img, rects["s"][0], lambda c: near(c, red, 60)) > 100
