@@ -46,6 +46,40 @@ def _weighted_sum(page: Page, src: str, col: float) -> None:
     page.loss = "Sum_1"
 
 
+def _shift(page: Page, stop: bool) -> str:
+    """x - Max(x), through StopGradient when ``stop``; returns the difference's port."""
+    _inputs(page)
+    page.add_node("Max", id="Max_1", position=(200, 40))
+    shift = "Max_1.output"
+    if stop:
+        page.add_node("StopGradient", id="StopGradient_1", position=(400, 40))
+        _wire(page, "Max_1.output", "StopGradient_1.input")
+        shift = "StopGradient_1.output"
+    page.add_node("Subtract", id="Subtract_1", position=(600, 160))
+    _wire(page, "x.output", "Max_1.input")
+    _wire(page, "x.output", "Subtract_1.x")
+    _wire(page, shift, "Subtract_1.y")
+    return "Subtract_1.z"
+
+
+def _exp_normalised(page: Page, src: str, col: float) -> str:
+    """exp(src) / sum(exp(src)) from Exp, Sum and RealDiv; returns the quotient's port."""
+    page.add_node("Exp", id="Exp_1", position=(col, 160))
+    page.add_node("Sum", id="Sum_2", position=(col + 200, 40), label="normaliser")
+    page.add_node("RealDiv", id="RealDiv_1", position=(col + 400, 160))
+    _wire(page, src, "Exp_1.x")
+    _wire(page, "Exp_1.y", "Sum_2.input")
+    _wire(page, "Exp_1.y", "RealDiv_1.x")
+    _wire(page, "Sum_2.output", "RealDiv_1.y")
+    return "RealDiv_1.z"
+
+
+def _softmax(page: Page, src: str) -> str:
+    page.add_node("Softmax", id="Softmax_1", position=(800, 160))
+    _wire(page, src, "Softmax_1.logits")
+    return "Softmax_1.softmax"
+
+
 def stable_softmax() -> Project:
     project = Project(metadata={
         "title": "Stable softmax",
@@ -62,63 +96,23 @@ def stable_softmax() -> Project:
         "see the wires into StopGradient cut. The other pages write the softmax out by hand, drop\n"
         "the StopGradient (same gradient, more work) and drop the shift (overflows)."
     )
-    _inputs(page)
-    page.add_node("Max", id="Max_1", position=(200, 40))
-    page.add_node("StopGradient", id="StopGradient_1", position=(400, 40))
-    page.add_node("Subtract", id="Subtract_1", position=(600, 160))
-    page.add_node("Softmax", id="Softmax_1", position=(800, 160))
-    _wire(page, "x.output", "Max_1.input")
-    _wire(page, "Max_1.output", "StopGradient_1.input")
-    _wire(page, "x.output", "Subtract_1.x")
-    _wire(page, "StopGradient_1.output", "Subtract_1.y")
-    _wire(page, "Subtract_1.z", "Softmax_1.logits")
-    _weighted_sum(page, "Softmax_1.softmax", 1000)
+    _weighted_sum(page, _softmax(page, _shift(page, stop=True)), 1000)
 
     page = project.add_page("by_hand")
     page.text = ("The same softmax written out: exp(z) / sum(exp(z)) with z = x - StopGradient(Max(x)).\n"
                  "Stable for large x, and its gradient equals the Softmax block's.")
-    _inputs(page)
-    page.add_node("Max", id="Max_1", position=(200, 40))
-    page.add_node("StopGradient", id="StopGradient_1", position=(400, 40))
-    page.add_node("Subtract", id="Subtract_1", position=(600, 160))
-    page.add_node("Exp", id="Exp_1", position=(800, 160))
-    page.add_node("Sum", id="Sum_2", position=(1000, 40), label="normaliser")
-    page.add_node("RealDiv", id="RealDiv_1", position=(1200, 160))
-    _wire(page, "x.output", "Max_1.input")
-    _wire(page, "Max_1.output", "StopGradient_1.input")
-    _wire(page, "x.output", "Subtract_1.x")
-    _wire(page, "StopGradient_1.output", "Subtract_1.y")
-    _wire(page, "Subtract_1.z", "Exp_1.x")
-    _wire(page, "Exp_1.y", "Sum_2.input")
-    _wire(page, "Exp_1.y", "RealDiv_1.x")
-    _wire(page, "Sum_2.output", "RealDiv_1.y")
-    _weighted_sum(page, "RealDiv_1.z", 1400)
+    _weighted_sum(page, _exp_normalised(page, _shift(page, stop=True), 800), 1400)
 
     page = project.add_page("without_stop_gradient")
     page.text = ("x - Max(x) with the gradient flowing through Max too. The result and the gradient are\n"
                  "the same (the max's share sums to zero), but the backward pass has to differentiate Max.")
-    _inputs(page)
-    page.add_node("Max", id="Max_1", position=(200, 40))
-    page.add_node("Subtract", id="Subtract_1", position=(600, 160))
-    page.add_node("Softmax", id="Softmax_1", position=(800, 160))
-    _wire(page, "x.output", "Max_1.input")
-    _wire(page, "x.output", "Subtract_1.x")
-    _wire(page, "Max_1.output", "Subtract_1.y")
-    _wire(page, "Subtract_1.z", "Softmax_1.logits")
-    _weighted_sum(page, "Softmax_1.softmax", 1000)
+    _weighted_sum(page, _softmax(page, _shift(page, stop=False)), 1000)
 
     page = project.add_page("naive")
     page.text = ("exp(x) / sum(exp(x)) with no shift: fine for small x, but exp overflows to Inf for\n"
                  "x around 100 in float32 and the result turns into NaN (try a feed of x near 1000).")
     _inputs(page)
-    page.add_node("Exp", id="Exp_1", position=(200, 160))
-    page.add_node("Sum", id="Sum_2", position=(400, 40), label="normaliser")
-    page.add_node("RealDiv", id="RealDiv_1", position=(600, 160))
-    _wire(page, "x.output", "Exp_1.x")
-    _wire(page, "Exp_1.y", "Sum_2.input")
-    _wire(page, "Exp_1.y", "RealDiv_1.x")
-    _wire(page, "Sum_2.output", "RealDiv_1.y")
-    _weighted_sum(page, "RealDiv_1.z", 800)
+    _weighted_sum(page, _exp_normalised(page, "x.output", 200), 800)
     return project
 
 
