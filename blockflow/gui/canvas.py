@@ -48,10 +48,16 @@ def _release_clipboard_at_exit() -> None:
 OVERVIEW_SCALE = 0.3
 #: pages with at least this many blocks use the overview item when zoomed far out
 OVERVIEW_MIN_NODES = 2000
+#: pages with fewer blocks keep the op names on the blocks when zoomed out to Style.FLAT_LOD
+#: (a fitted small page stays readable); bigger ones draw no text below Style.DETAIL_LOD, so
+#: zoomed-out frames of 1000+ block pages stay fast
+FAR_TITLES_MAX_NODES = 500
 #: pages with at least this many wires draw them with 1 px pens (Qt's fast stroking path)
 FINE_WIRES_MIN_EDGES = 500
 MIN_SCALE, MAX_SCALE = 0.02, 4.0
 GRID = 10.0
+#: how far a repeated paste at the same spot moves down and right of the previous one
+PASTE_STEP = 3 * GRID
 
 
 # ------------------------------------------------------------------------------- node data
@@ -175,6 +181,7 @@ class DiagramScene(QGraphicsScene):
         self.page = page
         self.program = program
         self.style.set_fine_wires(len(page.edges) >= FINE_WIRES_MIN_EDGES)
+        self.style.title_lod = Style.FLAT_LOD if len(page.nodes) < FAR_TITLES_MAX_NODES else Style.DETAIL_LOD
         incoming: dict[str, list] = {}
         outgoing: dict[str, list] = {}
         for e in page.edges:
@@ -339,6 +346,23 @@ class DiagramScene(QGraphicsScene):
         m = max(2000.0, rect.width(), rect.height())
         self.setSceneRect(rect.adjusted(-m, -m, m, m))
 
+    def restyle(self) -> None:
+        """The shared Style was rebuilt (a palette change): drop what was drawn with the old one."""
+        self._grid = None
+        self.setBackgroundBrush(self.style.background)
+        for item in self.node_items.values():
+            item.update()               # also drops the item's cached pixmap
+        for item in self.edge_items.values():
+            item._restyle()
+        if self.overview is not None:
+            self.overview.mark_dirty()
+        for item in self.items():
+            if isinstance(item, (NoticeItem, LiveWireItem)):
+                if isinstance(item, LiveWireItem):
+                    item.setPen(self.style.live_wire)
+                item.update()
+        self.update()
+
     def _grid_brush(self) -> QBrush:
         """The grid as a texture brush: one C++ fill per repaint instead of drawing lines."""
         brush = getattr(self, "_grid", None)
@@ -424,6 +448,7 @@ class DiagramView(QGraphicsView):
         self._pending_fit = True
         self._views: dict[str, tuple] = {}       # page -> (transform, centre) to come back to
         self._last_scene_pos: QPointF | None = None
+        self._last_paste: tuple | None = None    # (page, anchor, repeat, {id: position})
         self._minimap: Minimap | None = None
         self._notice_timer = QTimer(self)
         self._notice_timer.setSingleShot(True)
@@ -696,11 +721,24 @@ class DiagramView(QGraphicsView):
         if not text:
             return []
         pos = self._cursor_scene_pos()
+        anchor = (round(pos.x() / GRID) * GRID, round(pos.y() / GRID) * GRID)
+        # Pasting again at the same spot while the last paste still lies there: step down-right,
+        # so the copies do not hide each other.
+        repeat = 0
+        last = self._last_paste
+        page = self.doc.page()
+        if last is not None and last[0] == page.name and last[1] == anchor and any(
+                nid in page.nodes and tuple(page.nodes[nid].position) == tuple(p)
+                for nid, p in last[3].items()):
+            repeat = last[2] + 1
+        at = (anchor[0] + repeat * PASTE_STEP, anchor[1] + repeat * PASTE_STEP)
         try:
-            ids = self.doc.paste_fragment(text, (round(pos.x() / GRID) * GRID, round(pos.y() / GRID) * GRID))
+            ids = self.doc.paste_fragment(text, at)
         except ProjectError as exc:
             self.status_message.emit(f"cannot paste: {exc}")
             return []
+        self._last_paste = (page.name, anchor, repeat,
+                            {nid: tuple(page.nodes[nid].position) for nid in ids if nid in page.nodes})
         self.select_nodes(ids)
         self.status_message.emit(f"pasted {len(ids)} block(s)")
         return ids
@@ -1117,9 +1155,25 @@ class DiagramView(QGraphicsView):
             self._notice = NoticeItem(self.style_)
             self._scene.addItem(self._notice)
         self._notice.set_text(reason)
-        self._notice.setPos(sp)
+        self._notice.setPos(self._notice_pos(sp, self._notice.boundingRect()))
         self._notice.setVisible(True)
         self._notice_timer.start(4000)
+
+    def _notice_pos(self, sp: QPointF, rect: QRectF, margin: float = 4.0) -> QPointF:
+        """Where to put a notice (``rect``: its bounds in pixels, beside its origin) meant for
+        the cursor at ``sp``: below right of it, flipped to the other side of the cursor where
+        that would leave the viewport, then kept inside the viewport."""
+        vp = QRectF(self.viewport().rect())
+        at = self.viewportTransform().map(sp)
+        left, top = at.x() + rect.left(), at.y() + rect.top()
+        if left + rect.width() > vp.right() - margin:
+            left = at.x() - rect.left() - rect.width()
+        if top + rect.height() > vp.bottom() - margin:
+            top = at.y() - rect.top() - rect.height()
+        left = max(vp.left() + margin, min(left, vp.right() - margin - rect.width()))
+        top = max(vp.top() + margin, min(top, vp.bottom() - margin - rect.height()))
+        inverse, _ok = self.viewportTransform().inverted()
+        return inverse.map(QPointF(left - rect.left(), top - rect.top()))
 
     def notice_text(self) -> str:
         """The message shown at the cursor ("" when none is showing)."""
@@ -1177,6 +1231,23 @@ class DiagramView(QGraphicsView):
     def focusOutEvent(self, event):
         self._space = False
         super().focusOutEvent(event)
+
+    # ---------------------------------------------------------------- theme
+    def changeEvent(self, event):
+        super().changeEvent(event)
+        if event.type() in (QEvent.PaletteChange, QEvent.ApplicationPaletteChange):
+            self.restyle()
+
+    def restyle(self) -> None:
+        """Follow a palette change (light/dark): rebuild the shared Style in place and repaint
+        the scene, its items and the minimap with it."""
+        palette = self.palette()
+        if Style.palette_key(palette) == self.style_.key:
+            return
+        self.style_.set_palette(palette)
+        self._scene.restyle()
+        if self._minimap is not None:
+            self._minimap.restyle()
 
     # ---------------------------------------------------------------- drag and drop
     def dragEnterEvent(self, event):
@@ -1334,6 +1405,11 @@ class Minimap(QWidget):
 
     def mark_dirty(self) -> None:
         self._timer.start(120)
+
+    def restyle(self) -> None:
+        """Redraw with the view's rebuilt Style (after a palette change)."""
+        self._pixmap = None
+        self.update()
 
     def resizeEvent(self, event):
         self._rebuild()

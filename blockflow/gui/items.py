@@ -231,7 +231,7 @@ class NodeItem(QGraphicsRectItem):
             outline = st.warning_pen
         else:
             outline = st.border_pen
-        if lod < 0.3:  # far out: a flat box
+        if lod < st.FLAT_LOD:  # far out: a flat box
             painter.fillRect(self.body, st.header_color(d.category))
             if outline is not st.border_pen:
                 painter.setPen(outline)
@@ -253,14 +253,16 @@ class NodeItem(QGraphicsRectItem):
         clip.addRect(QRectF(0, 0, w, st.HEADER_H))
         painter.setBrush(QBrush(st.header_color(d.category)))
         painter.drawPath(header.intersected(clip))
-        if lod >= 0.45:
+        if lod >= st.DETAIL_LOD:
             painter.setBrush(st.result_brush)
             painter.drawRoundedRect(self.result_rect, 3, 3)
         painter.setBrush(Qt.NoBrush)
         painter.setPen(outline)
         painter.drawRoundedRect(body, st.RADIUS, st.RADIUS)
-        if lod < 0.45:  # middle distance: body and ports, no text
+        if lod < st.DETAIL_LOD:  # middle distance: body and ports; the op name on small pages
             self._paint_ports(painter, False)
+            if lod >= st.title_lod:
+                self._paint_far_title(painter, st.DETAIL_LOD / lod)
             return
         # scope port: a hollow diamond (drawn, never connectable) and the page's scope
         sr = self.scope_rect
@@ -318,6 +320,21 @@ class NodeItem(QGraphicsRectItem):
                 painter.drawText(rect.adjusted(4, 0, -3, 0), _AL,
                                  st.inline_fm.elidedText(p.inline, _ELIDE, rect.width() - 7))
         self._paint_ports(painter, True)
+
+    def _paint_far_title(self, painter, factor: float) -> None:
+        """The op name alone, centred in the header and scaled by ``factor`` so that it keeps the
+        on-screen size it has at DETAIL_LOD (elided to the block's width)."""
+        st, w = self.style, self.w
+        avail = (w - 12) / factor
+        height = st.HEADER_H / factor
+        painter.save()
+        painter.translate(w / 2, st.HEADER_H / 2)
+        painter.scale(factor, factor)
+        painter.setPen(st.text_pen)
+        painter.setFont(st.title_font)
+        painter.drawText(QRectF(-avail / 2, -height / 2, avail, height), _AC,
+                         st.title_fm.elidedText(self.data.block, _ELIDE, avail))
+        painter.restore()
 
     def _paint_ports(self, painter, detail: bool) -> None:
         st = self.style

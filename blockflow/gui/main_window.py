@@ -9,10 +9,11 @@ from importlib import resources
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QEvent, QMimeData, QSettings, Qt, QTimer, QUrl
-from PySide6.QtGui import QAction, QDesktopServices, QKeySequence
-from PySide6.QtWidgets import (QDockWidget, QFileDialog, QHBoxLayout, QInputDialog,
-                               QLabel, QMainWindow, QMessageBox, QTabBar, QToolButton,
-                               QUndoView, QVBoxLayout, QWidget)
+from PySide6.QtGui import QAction, QDesktopServices, QKeyEvent, QKeySequence
+from PySide6.QtWidgets import (QAbstractSpinBox, QApplication, QComboBox, QDockWidget,
+                               QFileDialog, QHBoxLayout, QInputDialog, QLabel, QLineEdit,
+                               QMainWindow, QMessageBox, QPlainTextEdit, QTabBar, QTextEdit,
+                               QToolButton, QUndoView, QVBoxLayout, QWidget)
 
 from .. import __version__
 from ..errors import BlockflowError, ProjectError
@@ -240,12 +241,14 @@ class MainWindow(QMainWindow):
         self.actions["undo"], self.actions["redo"] = undo, redo
         for act in (undo, redo):
             self.addAction(act)
-        a("cut", "Cu&t", self.cut, K.Cut)
-        a("copy", "&Copy", self.copy, K.Copy)
-        a("paste", "&Paste", self.paste, K.Paste)
-        a("duplicate", "D&uplicate", v.duplicate_selection, "Ctrl+D")
-        a("delete", "&Delete", v.delete_selection, K.Delete)
-        a("select_all", "Select &All", v.select_all, K.SelectAll)
+        # The canvas's edits; while a text field has focus, their keys are the field's.
+        t = self._canvas_edit
+        a("cut", "Cu&t", t("cut", self.cut), K.Cut)
+        a("copy", "&Copy", t("copy", self.copy), K.Copy)
+        a("paste", "&Paste", t("paste", self.paste), K.Paste)
+        a("duplicate", "D&uplicate", t("duplicate", v.duplicate_selection), "Ctrl+D")
+        a("delete", "&Delete", t("delete", v.delete_selection), K.Delete)
+        a("select_all", "Select &All", t("select_all", v.select_all), K.SelectAll)
         a("auto_layout", "Auto-&layout Page", v.auto_layout, "Ctrl+L",
           "Arrange the blocks in layers from inputs to outputs")
         for how, text in (("left", "Left Edges"), ("hcenter", "Horizontal Centres"), ("right", "Right Edges"),
@@ -266,6 +269,41 @@ class MainWindow(QMainWindow):
         a("about", "&About blockflow", self.about)
         a("block_reference", "&Block Reference", self.open_block_reference, K.HelpContents)
         self.actions["block_reference"].setEnabled(_block_reference() is not None)
+
+    def text_input_focus(self) -> QWidget | None:
+        """The text field being typed in (a line edit, spin box, editable combo box or text
+        edit of this window), or None."""
+        w = QApplication.focusWidget()
+        if w is None or w is self.view or not (w is self or self.isAncestorOf(w)):
+            return None
+        if isinstance(w, QComboBox):
+            return w if w.isEditable() else None
+        if isinstance(w, (QLineEdit, QAbstractSpinBox, QTextEdit, QPlainTextEdit)):
+            return w
+        return None
+
+    def _canvas_edit(self, key: str, slot):
+        """``slot`` for an action acting on the canvas; while a text field has focus, the
+        action's key goes to the field instead, as if the action were not there (so typing is
+        never lost to a canvas edit that rebuilds the inspector)."""
+        def run():
+            field = self.text_input_focus()
+            if field is None:
+                slot()
+                return
+            action = self.actions[key]
+            shortcut = action.shortcut()
+            if shortcut.isEmpty():
+                return
+            combo = shortcut[0]
+            # A sent key press is matched against the shortcuts again: keep this one out of it.
+            action.setEnabled(False)
+            try:
+                for kind in (QEvent.KeyPress, QEvent.KeyRelease):
+                    QApplication.sendEvent(field, QKeyEvent(kind, combo.key(), combo.keyboardModifiers()))
+            finally:
+                action.setEnabled(True)
+        return run
 
     def _build_menus(self) -> None:
         act = self.actions

@@ -5,7 +5,7 @@ canvas code beyond the MIME type; it edits nothing itself (the main window adds 
 """
 from __future__ import annotations
 
-from PySide6.QtCore import QMimeData, QRectF, Qt, Signal
+from PySide6.QtCore import QEvent, QMimeData, QRectF, Qt, Signal
 from PySide6.QtGui import QDrag, QIcon, QPainter, QPalette, QPen, QPixmap
 from PySide6.QtWidgets import (QAbstractItemView, QLineEdit, QTreeWidget, QTreeWidgetItem,
                                QVBoxLayout, QWidget)
@@ -16,6 +16,7 @@ from .style import Style
 __all__ = ["PalettePanel", "BlockTree"]
 
 _BLOCK_ROLE = Qt.UserRole + 1
+_CATEGORY_ROLE = Qt.UserRole + 2
 
 
 class BlockTree(QTreeWidget):
@@ -112,9 +113,10 @@ class PalettePanel(QWidget):
         return QIcon(pix)
 
     def _populate(self) -> None:
-        style = Style(self.palette())
+        style = self._style = Style(self.palette())
         for category, specs in self.registry.categories().items():
             cat = QTreeWidgetItem(self.tree, [f"{category}  ({len(specs)})"])
+            cat.setData(0, _CATEGORY_ROLE, category)
             cat.setIcon(0, self._swatch(style, category))
             cat.setFlags(Qt.ItemIsEnabled)
             font = cat.font(0)
@@ -133,6 +135,20 @@ class PalettePanel(QWidget):
                 self._rows[spec.name] = row
                 self._haystack[spec.name] = " ".join((spec.name, *spec.aliases, spec.summary)).lower()
         self.tree.collapseAll()
+
+    def changeEvent(self, event):
+        super().changeEvent(event)
+        if event.type() in (QEvent.PaletteChange, QEvent.ApplicationPaletteChange):
+            self.restyle()
+
+    def restyle(self) -> None:
+        """Repaint the category swatches in the current palette's colours (light/dark)."""
+        style = getattr(self, "_style", None)
+        if style is None or Style.palette_key(self.palette()) == style.key:
+            return
+        style = self._style = Style(self.palette())
+        for cat in self._categories:
+            cat.setIcon(0, self._swatch(style, cat.data(0, _CATEGORY_ROLE)))
 
     def set_filter(self, text: str) -> None:
         """Show the blocks whose name, aliases or summary contain every word of ``text``."""

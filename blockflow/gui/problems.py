@@ -1,7 +1,8 @@
-"""The problems panel: the compiler's diagnostics for the current page, kept live.
+"""The problems panel: the compiler's diagnostics for every page, kept live.
 
-It reads ``document.program().diagnostics`` (no checking of its own) and reports clicks as
-``problem_activated(node_id)``; the main window selects and centres the block.
+It reads ``document.program(page).diagnostics`` (no checking of its own). A click on a problem of
+another page makes that page current, then reports ``problem_activated(node_id)``; the main
+window selects and centres the block.
 """
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ from PySide6.QtWidgets import (QAbstractItemView, QStyle, QTreeWidget, QTreeWidg
 __all__ = ["ProblemsPanel"]
 
 _NODE_ROLE = Qt.UserRole + 1
+_PAGE_ROLE = Qt.UserRole + 2
 
 
 class ProblemsPanel(QWidget):
-    """A list of severity, place and message; ``count_changed(errors, warnings)`` after updates."""
+    """A list of page, severity, place and message (pages in project order, errors first
+    within a page); ``count_changed(errors, warnings)`` after updates, counting every page."""
 
     problem_activated = Signal(str)
     count_changed = Signal(int, int)
@@ -24,14 +27,15 @@ class ProblemsPanel(QWidget):
         super().__init__(parent)
         self.document = document
         self.tree = QTreeWidget(self)
-        self.tree.setColumnCount(2)
-        self.tree.setHeaderLabels(["Block", "Problem"])
+        self.tree.setColumnCount(3)
+        self.tree.setHeaderLabels(["Page", "Block", "Problem"])
         self.tree.setRootIsDecorated(False)
         self.tree.setAlternatingRowColors(True)
         self.tree.setSelectionMode(QAbstractItemView.SingleSelection)
         self.tree.setWordWrap(True)
         self.tree.header().setStretchLastSection(True)
-        self.tree.setColumnWidth(0, 170)
+        self.tree.setColumnWidth(0, 120)
+        self.tree.setColumnWidth(1, 170)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.tree)
@@ -40,8 +44,8 @@ class ProblemsPanel(QWidget):
         self._pending.setSingleShot(True)
         self._pending.setInterval(0)
         self._pending.timeout.connect(self.refresh)
-        document.structure_changed.connect(self._on_structure_changed)
-        document.current_page_changed.connect(lambda _page: self._pending.start())
+        document.structure_changed.connect(lambda _page: self._pending.start())
+        document.page_renamed.connect(lambda _old, _new: self._pending.start())
         document.project_replaced.connect(self._pending.start)
         document.pages_changed.connect(self._pending.start)
         self.tree.itemClicked.connect(self._on_item)
@@ -49,31 +53,30 @@ class ProblemsPanel(QWidget):
         self.errors = self.warnings = 0
         self.refresh()
 
-    def _on_structure_changed(self, page: str) -> None:
-        if page == self.document.current_page:
-            self._pending.start()
-
     def refresh(self) -> None:
         self._pending.stop()
-        diagnostics = self.document.program().diagnostics
         self.tree.clear()
         style = self.style()
         icons = {"error": style.standardIcon(QStyle.SP_MessageBoxCritical),
                  "warning": style.standardIcon(QStyle.SP_MessageBoxWarning)}
         errors = warnings = 0
-        for d in sorted(diagnostics, key=lambda d: d.severity != "error"):
-            where = d.node or "(page)"
-            if d.port:
-                where += f" · {d.port}"
-            item = QTreeWidgetItem(self.tree, [where, d.message])
-            item.setIcon(0, icons.get(d.severity, icons["warning"]))
-            item.setToolTip(0, f"{d.severity}: {d.where}")
-            item.setToolTip(1, d.message)
-            item.setData(0, _NODE_ROLE, d.node or "")
-            errors += d.severity == "error"
-            warnings += d.severity != "error"
-        if not diagnostics:
-            item = QTreeWidgetItem(self.tree, ["", "No problems on this page."])
+        for page in self.document.project.pages:
+            diagnostics = self.document.program(page.name).diagnostics
+            for d in sorted(diagnostics, key=lambda d: d.severity != "error"):
+                where = d.node or "(page)"
+                if d.port:
+                    where += f" · {d.port}"
+                item = QTreeWidgetItem(self.tree, [page.name, where, d.message])
+                item.setIcon(0, icons.get(d.severity, icons["warning"]))
+                item.setToolTip(0, f"{d.severity} on page '{page.name}'")
+                item.setToolTip(1, f"{d.severity}: {d.where}")
+                item.setToolTip(2, d.message)
+                item.setData(0, _NODE_ROLE, d.node or "")
+                item.setData(0, _PAGE_ROLE, page.name)
+                errors += d.severity == "error"
+                warnings += d.severity != "error"
+        if not errors and not warnings:
+            item = QTreeWidgetItem(self.tree, ["", "", "No problems."])
             item.setFlags(Qt.ItemIsEnabled)
             item.setIcon(0, style.standardIcon(QStyle.SP_DialogApplyButton))
         self.errors, self.warnings = errors, warnings
@@ -81,11 +84,18 @@ class ProblemsPanel(QWidget):
 
     def rows(self) -> list[tuple[str, str]]:
         """(node id, message) of each listed problem, in display order."""
-        return [(self.tree.topLevelItem(i).data(0, _NODE_ROLE) or "", self.tree.topLevelItem(i).text(1))
-                for i in range(self.tree.topLevelItemCount())
-                if self.tree.topLevelItem(i).data(0, _NODE_ROLE) is not None]
+        return [(node, message) for _page, node, message in self.page_rows()]
+
+    def page_rows(self) -> list[tuple[str, str, str]]:
+        """(page, node id, message) of each listed problem, in display order."""
+        items = [self.tree.topLevelItem(i) for i in range(self.tree.topLevelItemCount())]
+        return [(item.data(0, _PAGE_ROLE) or "", item.data(0, _NODE_ROLE) or "", item.text(2))
+                for item in items if item.data(0, _NODE_ROLE) is not None]
 
     def _on_item(self, item: QTreeWidgetItem, _column: int) -> None:
-        node = item.data(0, _NODE_ROLE)
+        page, node = item.data(0, _PAGE_ROLE), item.data(0, _NODE_ROLE)
+        if page and page != self.document.current_page and \
+                any(p.name == page for p in self.document.project.pages):
+            self.document.set_current_page(page)
         if node:
             self.problem_activated.emit(node)

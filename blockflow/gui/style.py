@@ -72,11 +72,26 @@ class Style:
     MIN_W = 120.0
     RADIUS = 7.0
 
+    #: the zoom from which a block draws all its text (ports, scope, inline values)
+    DETAIL_LOD = 0.45
+    #: the zoom below which a block is a flat box (no ports, no text)
+    FLAT_LOD = 0.3
+
     def __init__(self, palette: QPalette | None = None):
+        self.fine_wires = False
+        #: the lowest zoom at which block titles are drawn; small pages lower it to FLAT_LOD
+        #: (DiagramScene.load), big ones keep DETAIL_LOD so zoomed-out frames paint no text
+        self.title_lod = self.DETAIL_LOD
+        self.set_palette(palette)
+
+    def set_palette(self, palette: QPalette | None = None) -> None:
+        """(Re)build every colour, pen and brush from ``palette`` (the application's when None),
+        in place: the items of a scene share this object and see the new look on their next paint."""
         if palette is None:
             app = QApplication.instance()
             palette = app.palette() if app is not None else QPalette()
         self.palette = palette
+        self.key = self.palette_key(palette)
         base = palette.color(QPalette.Base)
         text = palette.color(QPalette.Text)
         window = palette.color(QPalette.Window)
@@ -112,7 +127,7 @@ class Style:
         self.port_brushes = {k: QBrush(c) for k, c in self.dtype.items()}
         self.port_empty = QBrush(self.body)
         self.accept_pen = QPen(self.highlight, 2.2)
-        self.set_fine_wires(False)
+        self.set_fine_wires(self.fine_wires)
         self.live_wire = self._wire_pen(self.highlight, 2.2, Qt.DashLine)
         self.inline_brush = QBrush(_mix(base, text, 0.08))
         self.inline_pen = QPen(_mix(base, text, 0.35), 1.0)
@@ -129,6 +144,12 @@ class Style:
         self.port_fm = QFontMetricsF(self.port_font)
         self.scope_fm = QFontMetricsF(self.scope_font)
         self.inline_fm = QFontMetricsF(self.inline_font)
+
+    @staticmethod
+    def palette_key(palette: QPalette) -> tuple:
+        """The palette colours a Style is made from: equal keys give the same Style."""
+        return tuple(palette.color(role).rgba() for role in
+                     (QPalette.Base, QPalette.Text, QPalette.Window, QPalette.Highlight))
 
     def set_fine_wires(self, fine: bool) -> None:
         """Wire pens: 2 px, or on big pages 1 px cosmetic ones. Qt's raster engine strokes 1 px

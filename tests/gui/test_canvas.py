@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt
+from PySide6.QtCore import QMimeData, QPoint, QPointF, QRectF, Qt
 from PySide6.QtGui import (QColor, QDragEnterEvent, QDragMoveEvent, QDropEvent, QFont, QImage,
                            QWheelEvent)
 from PySide6.QtWidgets import QApplication
@@ -518,3 +518,105 @@ def test_screenshot_of_the_sample_has_every_block_with_readable_text(qtbot, doc,
         assert view.viewport().rect().contains(rect), nid
         title = rect.adjusted(0, 10, 0, -rect.height() + 40)
         assert text_pixels(img, title, text) > 25, nid  # the op name is drawn in the text colour
+
+
+# ---------------------------------------------------------------------------- audit follow-ups
+def header_ink(view, nid) -> int:
+    """Text-coloured pixels in the header of block ``nid`` as the viewport shows it now."""
+    QApplication.processEvents()
+    img = view.viewport().grab().toImage()
+    item = view.node_item(nid)
+    body = item.body.translated(item.pos())
+    header = QRectF(body.left(), body.top(), body.width(), view.style_.HEADER_H)
+    return text_pixels(img, view.mapFromScene(header).boundingRect(), view.style_.text, tol=150)
+
+
+def grid_page(n: int):
+    from blockflow.project import Node, Project
+
+    project = Project()
+    page = project.add_page("main")
+    for i in range(n):
+        page.nodes[f"t{i}"] = Node(f"t{i}", "Tanh", position=((i % 40) * 200.0, (i // 40) * 120.0))
+    return project
+
+
+def test_titles_show_at_middle_zoom_on_small_pages_only(qtbot, qapp):
+    from blockflow.gui.canvas import FAR_TITLES_MAX_NODES
+    from blockflow.gui.style import Style
+
+    qapp.setFont(QFont("DejaVu Sans", 9))
+    for n, titled in ((8, True), (FAR_TITLES_MAX_NODES, False)):
+        view = make_view(qtbot, Document(grid_page(n)))
+        view._set_scale(0.4)                      # between FLAT_LOD and DETAIL_LOD
+        assert Style.FLAT_LOD < view.zoom() < Style.DETAIL_LOD
+        view.centerOn(view.node_item("t0").sceneBoundingRect().center())
+        assert (header_ink(view, "t0") > 10) == titled, n
+        view._set_scale(0.25)                     # far out: flat boxes on every page
+        view.centerOn(view.node_item("t0").sceneBoundingRect().center())
+        assert header_ink(view, "t0") == 0, n
+        view.close()
+
+
+def test_pasting_twice_at_the_same_spot_offsets_the_second_copy(qtbot, view, doc):
+    two_blocks(doc)
+    view.select_nodes(["x", "t"])
+    view.copy_selection()
+    view._last_scene_pos = QPointF(100, 400)
+    first = view.paste()
+    second = view.paste()
+    third = view.paste()
+    pos = lambda ids: min(tuple(doc.page().nodes[n].position) for n in ids)  # noqa: E731
+    assert pos(first) == (100, 400)
+    assert pos(second) != pos(first) and pos(third) not in (pos(first), pos(second))
+    assert pos(second)[0] > 100 and pos(second)[1] > 400
+    # once the stacked copies are gone (undone), a paste lands at the cursor again
+    for _ in range(3):
+        doc.undo_stack.undo()
+    assert pos(view.paste()) == (100, 400)
+
+
+def test_the_refusal_notice_stays_inside_the_viewport(qtbot, view, doc):
+    vp = view.viewport().rect()
+    reason = "cannot wire a.output to b.x: " + "a long reason that needs room " * 3
+    for corner in (vp.bottomRight(), vp.topRight(), vp.bottomLeft(), vp.topLeft(), vp.center()):
+        view._refuse(reason, view.mapToScene(corner))
+        notice = view._notice
+        assert view.notice_text() == reason
+        shown = notice.deviceTransform(view.viewportTransform()).mapRect(notice.boundingRect())
+        assert QRectF(vp).contains(shown), (corner, shown)
+
+
+def test_the_canvas_follows_a_live_palette_change(qtbot, qapp, view, doc):
+    from PySide6.QtGui import QPalette
+
+    doc.add_node("Tanh", (0, 0), node_id="t")
+    view.centerOn(QPointF(300, 300))
+    mini = view.minimap()
+    qtbot.addWidget(mini)
+    mini.resize(200, 120)
+    mini.show()
+    QApplication.processEvents()
+    corner = QPoint(3, 3)                     # empty canvas
+    assert view.viewport().grab().toImage().pixelColor(corner).lightnessF() > 0.6
+    assert mini.grab().toImage().pixelColor(corner).lightnessF() > 0.6
+    body = view.mapFromScene(view.node_item("t").pos() + QPointF(20, 60))
+    assert view.viewport().grab().toImage().pixelColor(body).lightnessF() > 0.6
+    old = qapp.palette()
+    dark = QPalette(old)
+    for role, colour in ((QPalette.Window, "#2b2b2b"), (QPalette.Base, "#1e1e1e"),
+                         (QPalette.Text, "#e6e6e6"), (QPalette.WindowText, "#e6e6e6"),
+                         (QPalette.Button, "#353535"), (QPalette.ButtonText, "#e6e6e6")):
+        dark.setColor(role, QColor(colour))
+    try:
+        qapp.setPalette(dark)
+        QApplication.processEvents()
+        assert view.style_.dark
+        img = view.viewport().grab().toImage()
+        assert img.pixelColor(corner).lightnessF() < 0.3
+        assert img.pixelColor(body).lightnessF() < 0.3          # the block's cached look too
+        assert mini.grab().toImage().pixelColor(corner).lightnessF() < 0.3
+    finally:
+        qapp.setPalette(old)
+        QApplication.processEvents()
+    assert view.viewport().grab().toImage().pixelColor(corner).lightnessF() > 0.6

@@ -10,7 +10,7 @@ import pytest
 from PySide6.QtCore import QMimeData, QPoint, QPointF, QSettings, Qt, QUrl
 from PySide6.QtGui import (QColor, QDragEnterEvent, QDragMoveEvent, QDropEvent, QFont, QImage, QPalette,
                            QPainter, QTransform)
-from PySide6.QtWidgets import QApplication, QFileDialog, QInputDialog, QMessageBox
+from PySide6.QtWidgets import QAbstractSpinBox, QApplication, QFileDialog, QInputDialog, QMessageBox
 
 from blockflow.compiler import compile_page
 from blockflow.gui.document import Document
@@ -613,3 +613,116 @@ def test_screenshot_of_the_editor_has_readable_text_and_every_block(qtbot, setti
         # the block's title is drawn: dark ink in the top part of its body
         title = box.adjusted(4, 4, -4, -box.height() // 2)
         assert ink_pixels(image, title, text_colour) > 15, nid
+
+
+# ------------------------------------------------------------------------------- audit follow-ups
+
+
+def test_the_fitted_sample_in_a_small_window_shows_its_block_titles(qtbot, settings_path):
+    doc = Document(load_project(SAMPLE), None)
+    window = make_window(qtbot, settings_path, doc, size=(1200, 750))
+    view = window.view
+    view.fit_to_view()
+    QApplication.processEvents()
+    assert view.zoom() < 0.45                  # below the zoom that shows every label
+    image = view.viewport().grab().toImage()
+    text_colour = view.style_.text
+    for nid in doc.page().nodes:
+        item = view.node_item(nid)
+        box = view.mapFromScene(item.sceneBoundingRect()).boundingRect()
+        assert view.viewport().rect().contains(box), nid
+        body = item.body.translated(item.pos())
+        header = view.mapFromScene(body.adjusted(0, 0, 0, -body.height() + 36)).boundingRect()
+        assert ink_pixels(image, header, text_colour) > 10, nid
+
+
+def test_edit_shortcuts_act_on_the_text_field_being_typed_in(qtbot, sample_window):
+    window, doc, view, inspector = sample_window, sample_window.document, sample_window.view, \
+        sample_window.inspector
+    window.activateWindow()
+    view.select_nodes(["x"])
+    settle(qtbot, inspector)
+    nodes = dict(doc.page().nodes)
+    steps = doc.undo_stack.count()
+    edit = inspector.field("attr:shape")
+    edit.setFocus()
+    edit.selectAll()
+    qtbot.keyClicks(edit, "[7, 8")
+    for key, modifier in ((Qt.Key_D, Qt.ControlModifier), (Qt.Key_A, Qt.ControlModifier),
+                          (Qt.Key_C, Qt.ControlModifier), (Qt.Key_X, Qt.ControlModifier),
+                          (Qt.Key_V, Qt.ControlModifier), (Qt.Key_Delete, Qt.NoModifier)):
+        qtbot.keyClick(edit, key, modifier)
+        settle(qtbot, inspector)
+        assert inspector.field("attr:shape") is edit, key      # the form was not rebuilt
+        assert set(doc.page().nodes) == set(nodes) and doc.undo_stack.count() == steps, key
+        assert view.selected_nodes() == ["x"]
+    assert edit.text() == "[7, 8"                  # select all, cut, paste back
+    # The menu's actions go to the field too while it has focus.
+    window.actions["select_all"].trigger()
+    window.actions["delete"].trigger()
+    window.actions["duplicate"].trigger()
+    assert edit.text() == "" and set(doc.page().nodes) == set(nodes)
+    assert view.selected_nodes() == ["x"]
+    # A spin box is a text field as well.
+    leaky = doc.add_node("LeakyRelu", (0, 600))
+    nodes = dict(doc.page().nodes)
+    view.select_nodes([leaky])
+    settle(qtbot, inspector)
+    spin = next(f.widget for f in inspector.fields.values() if isinstance(f.widget, QAbstractSpinBox))
+    spin.setFocus()
+    qtbot.keyClick(spin, Qt.Key_D, Qt.ControlModifier)
+    qtbot.keyClick(spin, Qt.Key_A, Qt.ControlModifier)
+    qtbot.keyClick(spin, Qt.Key_Delete)
+    settle(qtbot, inspector)
+    assert set(doc.page().nodes) == set(nodes) and view.selected_nodes() == [leaky]
+    assert any(f.widget is spin for f in inspector.fields.values())
+    # Back on the canvas, the shortcuts edit the diagram.
+    view.setFocus()
+    view.select_nodes(["x"])
+    qtbot.keyClick(view, Qt.Key_D, Qt.ControlModifier)
+    assert len(doc.page().nodes) == len(nodes) + 1
+
+
+def test_problems_of_every_page_are_listed_and_a_click_goes_to_the_page(qtbot, sample_window):
+    window, doc, view = sample_window, sample_window.document, sample_window.view
+    other = "by_hand"
+    (edge, *_) = [e for e in doc.page(other).edges]
+    doc.disconnect([edge], page=other)
+    assert doc.current_page != other
+    panel = window.problems
+    qtbot.waitUntil(lambda: any(page == other for page, _n, _m in panel.page_rows()))
+    assert panel.tree.headerItem().text(0) == "Page"
+    rows = [(page, node) for page, node, _m in panel.page_rows()]
+    assert (other, edge.dst) in rows
+    assert "Problems (" in window.docks["problems"].windowTitle()
+    tree = panel.tree
+    row = next(tree.topLevelItem(i) for i in range(tree.topLevelItemCount())
+               if (tree.topLevelItem(i).text(0), tree.topLevelItem(i).data(0, Qt.UserRole + 1))
+               == (other, edge.dst))
+    qtbot.mouseClick(tree.viewport(), Qt.LeftButton, Qt.NoModifier, tree.visualItemRect(row).center())
+    assert doc.current_page == other and window.tabs.tabText(window.tabs.currentIndex()) == other
+    assert view.selected_nodes() == [edge.dst]
+    centre = view.mapFromScene(view.node_item(edge.dst).sceneBoundingRect().center())
+    middle = view.viewport().rect().center()
+    assert abs(centre.x() - middle.x()) < 20 and abs(centre.y() - middle.y()) < 20
+    qtbot.waitUntil(lambda: window.inspector.node_id == edge.dst)
+
+
+def test_palette_swatches_follow_a_live_palette_change(qtbot, qapp, window):
+    panel = window.palette_panel
+    cat = panel.tree.topLevelItem(0)
+    before = cat.icon(0).pixmap(14, 14).toImage()
+    old = qapp.palette()
+    dark = QPalette(old)
+    for role, colour in ((QPalette.Window, "#2b2b2b"), (QPalette.Base, "#1e1e1e"),
+                         (QPalette.Text, "#e6e6e6"), (QPalette.WindowText, "#e6e6e6")):
+        dark.setColor(role, QColor(colour))
+    try:
+        qapp.setPalette(dark)
+        QApplication.processEvents()
+        after = cat.icon(0).pixmap(14, 14).toImage()
+        assert after != before
+        assert window.view.viewport().grab().toImage().pixelColor(3, 3).lightnessF() < 0.3
+    finally:
+        qapp.setPalette(old)
+        QApplication.processEvents()

@@ -211,4 +211,15 @@ def test_problems_panel_is_live_and_reports_clicks(qtbot, doc):
     qtbot.waitUntil(lambda: panel.errors == 1)
     doc.add_page("other")
     doc.set_current_page("other")
-    qtbot.waitUntil(lambda: panel.errors == 0)
+    # every page's problems stay listed, with their page
+    doc.add_node("Softmax", (0, 0), node_id="s", page="other")
+    qtbot.waitUntil(lambda: panel.errors == 2)
+    assert sorted(p for p, n, _m in panel.page_rows()) == ["main", "other"]
+    clicked.clear()
+    doc.set_current_page("main")
+    row = next(panel.tree.topLevelItem(i) for i in range(panel.tree.topLevelItemCount())
+               if panel.tree.topLevelItem(i).text(0) == "other")
+    qtbot.mouseClick(panel.tree.viewport(), Qt.LeftButton, pos=panel.tree.visualItemRect(row).center())
+    assert doc.current_page == "other" and clicked == ["s"]
+    doc.remove_nodes(["s"], page="other")
+    qtbot.waitUntil(lambda: panel.errors == 1)
