@@ -88,28 +88,28 @@ def stable_softmax() -> Project:
 
     page = project.add_page("stable_softmax")
     page.text = (
-        "A numerically stable softmax, as the TensorFlow docs for stop_gradient write it:\n"
-        "z = x - StopGradient(Max(x)), p = Softmax(z), loss = Sum(p * w).\n"
-        "Subtracting the max keeps exp() from overflowing (try x around 1000). The max is only a\n"
-        "shift: softmax does not change when a constant is subtracted, so its gradient would add\n"
-        "nothing. StopGradient says so, and the backward pass skips Max entirely: run Backward and\n"
-        "see the wires into StopGradient cut. The other pages write the softmax out by hand, drop\n"
+        "A numerically stable softmax, as the TensorFlow docs for stop_gradient write it: "
+        "z = x - StopGradient(Max(x)), p = Softmax(z), loss = Sum(p * w). "
+        "Subtracting the max keeps exp() from overflowing (try x around 1000). The max is only a "
+        "shift: softmax does not change when a constant is subtracted, so its gradient would add "
+        "nothing. StopGradient says so, and the backward pass skips Max entirely (blockflow run "
+        "lists the wires into StopGradient as cut). The other pages write the softmax out by hand, drop "
         "the StopGradient (same gradient, more work) and drop the shift (overflows)."
     )
     _weighted_sum(page, _softmax(page, _shift(page, stop=True)), 1000)
 
     page = project.add_page("by_hand")
-    page.text = ("The same softmax written out: exp(z) / sum(exp(z)) with z = x - StopGradient(Max(x)).\n"
+    page.text = ("The same softmax written out: exp(z) / sum(exp(z)) with z = x - StopGradient(Max(x)). "
                  "Stable for large x, and its gradient equals the Softmax block's.")
     _weighted_sum(page, _exp_normalised(page, _shift(page, stop=True), 800), 1400)
 
     page = project.add_page("without_stop_gradient")
-    page.text = ("x - Max(x) with the gradient flowing through Max too. The result and the gradient are\n"
+    page.text = ("x - Max(x) with the gradient flowing through Max too. The result and the gradient are "
                  "the same (the max's share sums to zero), but the backward pass has to differentiate Max.")
     _weighted_sum(page, _softmax(page, _shift(page, stop=False)), 1000)
 
     page = project.add_page("naive")
-    page.text = ("exp(x) / sum(exp(x)) with no shift: fine for small x, but exp overflows to Inf for\n"
+    page.text = ("exp(x) / sum(exp(x)) with no shift: fine for small x, but exp overflows to Inf for "
                  "x around 100 in float32 and the result turns into NaN (try a feed of x near 1000).")
     _inputs(page)
     _weighted_sum(page, _exp_normalised(page, "x.output", 200), 800)
