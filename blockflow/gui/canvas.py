@@ -841,8 +841,12 @@ class DiagramView(QGraphicsView):
         self._changed()
 
     def _update_overview(self) -> None:
+        scale = self.transform().m11()
         big = len(self._scene.node_items) >= OVERVIEW_MIN_NODES
-        self._scene.set_overview(big and self.transform().m11() < OVERVIEW_SCALE)
+        self._scene.set_overview(big and scale < OVERVIEW_SCALE)
+        # Far out, blocks are flat boxes: antialiasing only blurs them and their wires, and it
+        # is most of the cost of repainting while a block is dragged (QT_NOTES §4).
+        self.setRenderHint(QPainter.Antialiasing, scale >= Style.FLAT_LOD)
 
     def _changed(self) -> None:
         self.view_changed.emit()
