@@ -127,10 +127,11 @@ class Document(QObject):
     def new(self) -> None:
         self.replace_project(self._empty_project(), None)
 
-    def open(self, path) -> None:
-        """Load ``path``; on error raise ProjectFileError and leave the document as it was."""
+    def open(self, path, as_copy: bool = False) -> None:
+        """Load ``path``; on error raise ProjectFileError and leave the document as it was.
+        ``as_copy`` opens it untitled (a shipped sample: Save then asks where to put it)."""
         project = load_project(path)
-        self.replace_project(project, path)
+        self.replace_project(project, None if as_copy else path)
 
     def save(self, path=None) -> str:
         """Save atomically (to ``path``, or where it came from); mark the history clean."""

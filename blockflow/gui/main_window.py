@@ -17,7 +17,6 @@ from PySide6.QtWidgets import (QAbstractSpinBox, QApplication, QComboBox, QDockW
 
 from .. import __version__
 from ..errors import BlockflowError, ProjectError
-from ..project_io import load_project
 from .canvas import DiagramView
 from .document import Document
 from .inspector import InspectorPanel
@@ -461,10 +460,7 @@ class MainWindow(QMainWindow):
             path, _ = QFileDialog.getOpenFileName(self, "Open project", self._dialog_dir(), PROJECT_FILTER)
             if not path:
                 return False
-        try:
-            self.document.open(path)
-        except (BlockflowError, OSError) as exc:
-            QMessageBox.critical(self, "Cannot open project", f"The project could not be opened.\n\n{exc}")
+        if not self._open(path, as_copy=False):
             return False
         self.add_recent(path)
         self.statusBar().showMessage(f"Opened {path}", 5000)
@@ -472,16 +468,18 @@ class MainWindow(QMainWindow):
 
     def open_sample(self, path: str) -> bool:
         """Open a copy of a shipped sample: it gets no file name, so Save asks where to put it."""
-        if not self.maybe_save():
+        if not self.maybe_save() or not self._open(path, as_copy=True):
             return False
-        try:
-            project = load_project(path)
-        except (BlockflowError, OSError) as exc:
-            QMessageBox.critical(self, "Cannot open sample", str(exc))
-            return False
-        self.document.replace_project(project, None)
         self.statusBar().showMessage(f"Opened the sample {Path(path).name} (Save As to keep your changes)",
                                      8000)
+        return True
+
+    def _open(self, path: str, as_copy: bool) -> bool:
+        try:
+            self.document.open(path, as_copy=as_copy)
+        except (BlockflowError, OSError) as exc:
+            QMessageBox.critical(self, "Cannot open project", f"The project could not be opened.\n\n{exc}")
+            return False
         return True
 
     def save(self) -> bool:
@@ -496,8 +494,7 @@ class MainWindow(QMainWindow):
             title = self.document.project.metadata.get("title") or "untitled"
             stem = "".join(c if c.isalnum() or c in "-_" else "_" for c in title.lower()).strip("_")
             suggested = str(Path(self._dialog_dir()) / f"{stem or 'untitled'}{PROJECT_SUFFIX}")
-        path, _ = QFileDialog.getSaveFileName(self, "Save project as", suggested,
-                                              "blockflow projects (*.bflow.json)")
+        path, _ = QFileDialog.getSaveFileName(self, "Save project as", suggested, PROJECT_FILTER)
         if not path:
             return False
         if not path.endswith(PROJECT_SUFFIX):
