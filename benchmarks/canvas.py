@@ -6,11 +6,17 @@
 
 Offscreen, 1920x1080, antialiasing on (as the editor draws). Prints, per size, medians of:
   load        parse the project file + build the scene + first frame painted
-  full view   one frame with the whole page fitted in the view
+  full view   one frame with the whole page fitted in the view: drawn afresh (as after a zoom
+              step: the cached pixmaps of the blocks or of the overview dropped), and
+              repainted from the cached pixmaps (an expose, a scroll of the dock beside it)
   zoomed in   one frame at 100 % (about 70 blocks visible)
-  drag        one mouse-move step of dragging one block: setPos (wires re-pathed) + repaint,
-              at 100 % and at the full view
+  drag        one mouse-move step of a real mouse drag of one block (mouse events sent to the
+              viewport): the move, its wires re-pathed, and the paint that shows it; at 100 %
+              and at the full view. The drag start (one picture of the view taken for the drag
+              layer, blockflow/gui/draglayer.py) is reported beside it.
 against the targets of issue 4 (QT_NOTES.md §6). Frames are full repaints (viewport().grab()).
+Far out on pages of 500+ blocks one overview item draws the page (tiled, from a pixmap cache); a
+dragged block and its wires are drawn by their own items over it.
 """
 from __future__ import annotations
 
@@ -31,8 +37,8 @@ from pathlib import Path  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from PySide6.QtCore import QEvent, QObject, QPointF  # noqa: E402
-from PySide6.QtGui import QFont  # noqa: E402
+from PySide6.QtCore import QEvent, QObject, QPoint, QPointF, Qt  # noqa: E402
+from PySide6.QtGui import QFont, QMouseEvent  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from blockflow.project_io import dumps_project, loads_project  # noqa: E402
@@ -126,39 +132,79 @@ def bench(n: int, repeats: int, loads: int) -> list[tuple]:
     app.processEvents()
     fit_scale = view.zoom()
     full = median_time(vp.grab, repeats)
+    scene = view.diagram_scene()
+
+    def fresh_frame():
+        """A frame drawn without cached pixmaps, as after a zoom step."""
+        if scene.overview_on:
+            scene.overview.update()
+        else:
+            for node in scene.node_items.values():
+                node.update()
+        vp.grab()
+
+    full_fresh = median_time(fresh_frame, repeats)
+    fit_how = "overview item" if scene.overview_on else "block items"
+
+    layer = view._drag_layer
+    viewport_paints_in_drags = [0]
+
+    def send(kind, pos, buttons):
+        button = Qt.LeftButton if kind != QEvent.MouseMove else Qt.NoButton
+        ev = QMouseEvent(kind, QPointF(pos), QPointF(vp.mapToGlobal(pos)), button, buttons, Qt.NoModifier)
+        QApplication.sendEvent(vp, ev)
+
+    def settle():
+        """Let the deferred work of a finished drag (the move command's compile) run."""
+        for _ in range(50):
+            app.processEvents()
+            if not view._compile_timer.isActive():
+                break
+        app.processEvents()
 
     def drag_frames(items, moves):
-        """Median per move over ``moves`` steps of each block in turn."""
+        """Median per move over ``moves`` steps of each block in turn, and of the drag starts."""
         per = [drag_block(item, moves) for item in items]
         if os.environ.get("CANVAS_BENCH_DEBUG"):
-            print([round(statistics.median(p) * 1000, 1) for p in per], [len(i.edges) for i in items])
-        return statistics.median(t for p in per for t in p)
+            print([round(statistics.median(p[1]) * 1000, 1) for p in per], [len(i.edges) for i in items])
+        return (statistics.median(t for p in per for t in p[1]),
+                statistics.median(p[0] for p in per))
 
     def drag_block(item, moves):
-        times = []
-        base = item.pos()
+        """A real mouse drag of ``item``: press on its title, ``moves`` moves, release. Each move
+        is timed from the event to the end of the paint that shows it."""
         if view.zoom() >= 0.99:
-            view.centerOn(base)
+            view.centerOn(item.pos())
             app.processEvents()
-        for k in range(moves):
-            before = counter.paints
+        at = view.mapFromScene(item.sceneBoundingRect().center())
+        view.select_nodes([])
+        send(QEvent.MouseButtonPress, at, Qt.LeftButton)
+        times = []
+        for k in range(moves + 1):
+            surface = layer.paints if layer.active else None
+            before_vp = counter.paints
             t0 = time.perf_counter()
-            item.setPos(base + QPointF(3 * (k + 1), 2 * (k + 1)))
+            send(QEvent.MouseMove, at + QPoint(3 * (k + 1), 2 * (k + 1)), Qt.LeftButton)
             deadline = t0 + 2.0
-            while counter.paints == before and time.perf_counter() < deadline:
+            while time.perf_counter() < deadline:
+                if (layer.paints > surface) if surface is not None else (layer.paints or counter.paints > before_vp):
+                    break
                 app.processEvents()
             times.append(time.perf_counter() - t0)
-        item.setPos(base)
-        app.processEvents()
-        return times
+            if surface is not None:
+                viewport_paints_in_drags[0] += counter.paints - before_vp
+            if k == 0:
+                layer.paints = 0
+        send(QEvent.MouseButtonRelease, at + QPoint(3 * (moves + 1), 2 * (moves + 1)), Qt.NoButton)
+        settle()
+        return times[0], times[1:]
 
-    scene = view.diagram_scene()
     # the dragged blocks: wired ones near the middle of the page
     ids = list(scene.node_items)
     middle = [scene.node_items[i] for i in ids[len(ids) // 2 - 40:len(ids) // 2 + 40]
               if len(scene.node_items[i].edges) >= 2][::8]
     item = middle[0]
-    drag_fit = drag_frames(middle, repeats)
+    drag_fit, start_fit = drag_frames(middle, repeats)
 
     view.reset_zoom()
     view.centerOn(item.sceneBoundingRect().center())
@@ -166,18 +212,21 @@ def bench(n: int, repeats: int, loads: int) -> list[tuple]:
     visible = sum(1 for i in scene.items(view.mapToScene(vp.rect()).boundingRect())
                   if i.type() == item.type())
     zoomed = median_time(vp.grab, repeats)
-    drag_z1 = drag_frames(middle, repeats)
+    drag_z1, start_z1 = drag_frames(middle, repeats)
     vp.removeEventFilter(counter)
     view.close()
     t = TARGETS.get(n, (None,) * 4)
     return [
         (f"{n} blocks: load to first frame", load, t[0],
          f"types and error outlines shown after {ready:.2f} s"),
-        (f"{n} blocks: full-view frame (scale {fit_scale:.2f})", full, t[1],
-         "overview item" if scene.overview is not None and fit_scale < 0.3 and len(ids) >= 400 else ""),
+        (f"{n} blocks: full-view frame (scale {fit_scale:.2f}), drawn afresh", full_fresh, t[1], fit_how),
+        (f"{n} blocks: full-view frame, repainted from cache", full, t[1], ""),
         (f"{n} blocks: zoomed-in frame (scale 1, {visible} blocks)", zoomed, t[2], ""),
-        (f"{n} blocks: drag one block, per move, at scale 1", drag_z1, t[3], f"{len(middle)} blocks in turn"),
-        (f"{n} blocks: drag one block, per move, full view", drag_fit, t[3], f"{len(middle)} blocks in turn"),
+        (f"{n} blocks: drag one block, per move, at scale 1", drag_z1, t[3],
+         f"{len(middle)} blocks in turn; drag start {start_z1 * 1000:.1f} ms"),
+        (f"{n} blocks: drag one block, per move, full view", drag_fit, t[3],
+         f"{len(middle)} blocks in turn; drag start {start_fit * 1000:.1f} ms;"
+         f" viewport repaints during moves: {viewport_paints_in_drags[0]}"),
     ]
 
 

@@ -11,9 +11,14 @@ import numpy as np
 
 from .errors import ProjectError
 
-__all__ = ["Edge", "Node", "Page", "Project", "split_port", "arrays_equal"]
+__all__ = ["Edge", "Node", "Page", "Project", "split_port", "arrays_equal", "valid_node_id"]
 
 _ID_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
+
+
+def valid_node_id(node_id: str) -> bool:
+    """A node id: a letter or ``_`` first, then letters, digits, ``_ . -`` (TF's op-name rule)."""
+    return isinstance(node_id, str) and _ID_RE.fullmatch(node_id) is not None
 
 
 def arrays_equal(a, b) -> bool:
@@ -130,7 +135,7 @@ class Page:
         node_id = id or self.new_id(block)
         if node_id in self.nodes:
             raise ProjectError(f"page '{self.name}' already has a node '{node_id}'")
-        if not _ID_RE.fullmatch(node_id):
+        if not valid_node_id(node_id):
             raise ProjectError(f"'{node_id}' is not a valid node id (letters, digits, _ . -)")
         node = Node(node_id, block, dict(attrs or {}), {k: np.asarray(v) for k, v in (inputs or {}).items()},
                     tuple(float(p) for p in position), label, dict(state or {}))

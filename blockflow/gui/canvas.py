@@ -7,17 +7,20 @@ once, on release, as one undo step.
 """
 from __future__ import annotations
 
+import time
+
 import networkx as nx
 import numpy as np
 from PySide6.QtCore import QEvent, QPoint, QPointF, QRectF, Qt, QTimer, Signal, QMimeData
 from PySide6.QtGui import (QBrush, QColor, QKeySequence, QMouseEvent, QPainter, QPen,
                            QPixmap)
 from PySide6.QtWidgets import (QApplication, QGraphicsItem, QGraphicsScene, QGraphicsView,
-                               QInputDialog, QMenu, QToolTip, QWidget)
+                               QInputDialog, QMenu, QMessageBox, QToolTip, QWidget)
 
 from ..errors import ProjectError
 from ..project import Edge, split_port
 from ..spec import SCOPE_PORT
+from .draglayer import DragLayer
 from .items import EdgeItem, LiveWireItem, NodeData, NodeItem, NoticeItem, OverviewItem, Port
 from .style import Style, dtype_class
 
@@ -46,8 +49,9 @@ def _release_clipboard_at_exit() -> None:
 
 #: below this zoom, big pages are drawn by one overview item
 OVERVIEW_SCALE = 0.3
-#: pages with at least this many blocks use the overview item when zoomed far out
-OVERVIEW_MIN_NODES = 2000
+#: pages with at least this many blocks use the overview item when zoomed far out (below
+#: Style.FLAT_LOD their blocks are flat boxes without text, which the overview draws the same)
+OVERVIEW_MIN_NODES = 500
 #: pages with fewer blocks keep the op names on the blocks when zoomed out to Style.FLAT_LOD
 #: (a fitted small page stays readable); bigger ones draw no text below Style.DETAIL_LOD, so
 #: zoomed-out frames of 1000+ block pages stay fast
@@ -399,6 +403,13 @@ class _WireDrag:
         self.live: LiveWireItem | None = None
         self.accept: dict[str, frozenset] = {}
         self.target: tuple[str, str] | None = None
+        self.pending: list[tuple[str, str]] = []      # lit ports still to check exactly
+        self.refused: dict[tuple[str, str], str] = {}  # lit, then refused by the exact check
+
+
+#: while a wire is drawn, lit ports in view are checked exactly (a trial compile each, by the
+#: Document) in slices of this many seconds between events, the nearest first, at most this many
+LIGHT_UP_SLICE, LIGHT_UP_MAX_CHECKS = 0.008, 400
 
 
 def _compatible(src_cls: str, constraint: str) -> bool:
@@ -460,6 +471,10 @@ class DiagramView(QGraphicsView):
         self._rect_timer.setSingleShot(True)
         self._rect_timer.timeout.connect(self._scene.fit_scene_rect)
         self._notice: NoticeItem | None = None
+        self._light_timer = QTimer(self)         # exact checks of lit ports, a slice at a time
+        self._light_timer.setSingleShot(True)
+        self._light_timer.timeout.connect(self._refine_light_up)
+        self._drag_layer = DragLayer(self)       # moving blocks drawn over a still picture
         self._scene.selectionChanged.connect(self._on_selection)
         d = document
         d.node_added.connect(self._on_node_added)
@@ -472,6 +487,7 @@ class DiagramView(QGraphicsView):
         d.structure_changed.connect(self._on_structure)
         d.current_page_changed.connect(self._on_page_switched)
         d.page_renamed.connect(self._on_page_renamed)
+        d.node_renamed.connect(self._on_node_renamed)
         d.project_replaced.connect(self._on_project_replaced)
         self._load()
 
@@ -480,6 +496,8 @@ class DiagramView(QGraphicsView):
         return page == self.doc.current_page and self._scene.page is self.doc.page()
 
     def _load(self) -> None:
+        self._drag_layer.end()
+        self._move_start = None
         self._wire = None
         self._selected_wires.clear()
         self._notice = None
@@ -557,6 +575,16 @@ class DiagramView(QGraphicsView):
             self._views[new] = self._views.pop(old)
         if self._scene.page is not None and self._scene.page.name == new:
             self._scene.refresh_all()
+
+    def _on_node_renamed(self, page, old, new):
+        """A block's id changed: its item and wires are keyed by ids, so rebuild the page's items
+        (the view stays where it is) and keep the selection on the renamed block."""
+        if not self._current(page):
+            return
+        selected = [new if i.node_id == old else i.node_id for i in self._scene.selectedItems()
+                    if isinstance(i, NodeItem)]     # the items still carry the old id
+        self._load()
+        self.select_nodes([n for n in selected if n in self._scene.node_items])
 
     def _on_project_replaced(self):
         self._views.clear()
@@ -793,9 +821,11 @@ class DiagramView(QGraphicsView):
         start, end = key(items[0]), key(items[-1]) + size(items[-1])
         gap = (end - start - sum(size(i) for i in items)) / (len(items) - 1)
         moves, at = {}, start
-        for i in items:
+        for k, i in enumerate(items):
             old = (i.pos().x(), i.pos().y())
-            moves[i.node_id] = (old, (at, old[1]) if horizontal else (old[0], at))
+            # the end blocks stay; the ones between land on the grid
+            to = at if k in (0, len(items) - 1) else round(at / GRID) * GRID
+            moves[i.node_id] = (old, (to, old[1]) if horizontal else (old[0], to))
             at += size(i) + gap
         self._push_moves(moves, f"Distribute {how}ly")
 
@@ -823,6 +853,7 @@ class DiagramView(QGraphicsView):
 
     # ---------------------------------------------------------------- zoom and pan
     def _set_scale(self, s: float) -> None:
+        self._drag_layer.end()
         s = min(MAX_SCALE, max(MIN_SCALE, s))
         self.setTransform(self.transform().fromScale(s, s))
         self._update_overview()
@@ -854,6 +885,7 @@ class DiagramView(QGraphicsView):
             self._minimap.update()
 
     def scrollContentsBy(self, dx, dy):
+        self._drag_layer.end()          # its picture no longer matches the view
         super().scrollContentsBy(dx, dy)
         self._changed()
 
@@ -866,6 +898,7 @@ class DiagramView(QGraphicsView):
         event.accept()
 
     def resizeEvent(self, event):
+        self._drag_layer.end()
         super().resizeEvent(event)
         if self._pending_fit and self.isVisible():
             self.fit_to_view()
@@ -940,7 +973,7 @@ class DiagramView(QGraphicsView):
                 event.accept()
                 return
             shift = bool(event.modifiers() & (Qt.ShiftModifier | Qt.ControlModifier))
-            if item is None:
+            if item is None and self._node_at(sp) is None:   # a block covers the wires behind it
                 edge = self._edge_at(sp)
                 if edge is not None:
                     if not shift:
@@ -980,7 +1013,11 @@ class DiagramView(QGraphicsView):
             self._drag_wire(sp)
             event.accept()
             return
+        if self._move_start and event.buttons() & Qt.LeftButton and not self._drag_layer.active:
+            nodes = [self._scene.node_items[n] for n in self._move_start if n in self._scene.node_items]
+            self._drag_layer.begin(nodes)
         super().mouseMoveEvent(event)
+        self._drag_layer.moved()
 
     def mouseReleaseEvent(self, event):
         pos = event.position().toPoint()
@@ -998,6 +1035,7 @@ class DiagramView(QGraphicsView):
             event = QMouseEvent(event.type(), event.position(), event.globalPosition(), event.button(),
                                 event.buttons(), event.modifiers() | Qt.ControlModifier)
         super().mouseReleaseEvent(event)
+        self._drag_layer.end()
         start, self._move_start = self._move_start, None
         if start:
             moves = {}
@@ -1073,6 +1111,46 @@ class DiagramView(QGraphicsView):
         drag.accept = accept
         for nid, ports in accept.items():
             items[nid].set_accept(ports)
+        # The dtype pre-check above is cheap; shapes and block rules need the compiler. Check the
+        # lit ports in view exactly, nearest to the anchor first, a slice at a time.
+        view_rect = self.mapToScene(self.viewport().rect()).boundingRect()
+        origin = anchor.port_scene_pos(drag.port)
+        pending = []
+        for nid, ports in accept.items():
+            item = items[nid]
+            if not view_rect.intersects(item.sceneBoundingRect()):
+                continue
+            for port in ports:
+                if drag.picked is not None and (nid, port) == (drag.picked.dst, drag.picked.dst_port):
+                    continue
+                d = item.port_scene_pos(port) - origin
+                pending.append((d.x() * d.x() + d.y() * d.y(), nid, port))
+        pending.sort(reverse=True)
+        drag.pending = [(nid, port) for _, nid, port in pending[-LIGHT_UP_MAX_CHECKS:]]
+        if drag.pending:
+            self._light_timer.start(0)
+
+    def _refine_light_up(self) -> None:
+        """One slice of the exact checks of lit ports; a port the Document refuses goes dark."""
+        drag = self._wire
+        if drag is None or not drag.pending:
+            return
+        deadline = time.perf_counter() + LIGHT_UP_SLICE
+        items = self._scene.node_items
+        while drag.pending and time.perf_counter() < deadline:
+            nid, port = drag.pending.pop()
+            if nid not in items or port not in drag.accept.get(nid, ()):
+                continue
+            if drag.from_output:
+                verdict = self.doc.check_connection(drag.node, drag.port, nid, port)
+            else:
+                verdict = self.doc.check_connection(nid, port, drag.node, drag.port)
+            if not verdict.ok:
+                drag.refused[(nid, port)] = verdict.reason
+                drag.accept[nid] = drag.accept[nid] - {port}
+                items[nid].set_accept(drag.accept[nid])
+        if drag.pending:
+            self._light_timer.start(0)
 
     def _drag_wire(self, sp: QPointF) -> None:
         drag = self._wire
@@ -1086,6 +1164,8 @@ class DiagramView(QGraphicsView):
         if item is not None and port in drag.accept.get(item.node_id, ()):
             end = item.port_scene_pos(port)
             drag.target = (item.node_id, port)
+        elif item is not None and (item.node_id, port) in drag.refused:
+            self.status_message.emit(f"{item.node_id}.{port}: {drag.refused[item.node_id, port]}")
         fixed = anchor.port_scene_pos(drag.port)
         if drag.from_output:
             drag.live.set_ends(fixed, end)
@@ -1234,6 +1314,7 @@ class DiagramView(QGraphicsView):
 
     def focusOutEvent(self, event):
         self._space = False
+        self._drag_layer.end()
         super().focusOutEvent(event)
 
     # ---------------------------------------------------------------- theme
@@ -1339,6 +1420,7 @@ class DiagramView(QGraphicsView):
             nid = item.node_id
             if not item.isSelected():
                 self.select_nodes([nid])
+            menu.addAction("Rename id…", lambda: self._rename_id(nid))
             menu.addAction("Rename label…", lambda: self._rename(nid))
             menu.addAction("Duplicate", self.duplicate_selection)
             page = self._scene.page
@@ -1374,6 +1456,18 @@ class DiagramView(QGraphicsView):
         text, ok = QInputDialog.getText(self, "Rename label", f"Label of {nid}:", text=node.label)
         if ok and text != node.label:
             self.doc.set_label(nid, text)
+
+    def _rename_id(self, nid: str) -> None:
+        if nid not in self.doc.page().nodes:
+            return
+        text, ok = QInputDialog.getText(self, "Rename block", f"New id of {nid} (its full name is "
+                                        f"{self.doc.page().full_name(nid)}):", text=nid)
+        if ok and text != nid:
+            try:
+                self.doc.rename_node(nid, text.strip())
+            except ProjectError as exc:
+                self.status_message.emit(str(exc))
+                QMessageBox.warning(self, "Rename block", str(exc))
 
     # ---------------------------------------------------------------- selection
     def _on_selection(self):

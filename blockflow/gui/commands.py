@@ -189,6 +189,20 @@ class SetPageFieldCommand(DocCommand):
             self.doc._page_field_changed(self.page_name, self.field)
 
 
+class RenameNodeCommand(DocCommand):
+    """Gives a block a new id (its TF name): its wires, the loss mark and its saved feed follow."""
+
+    def __init__(self, doc, page: str, old: str, new: str):
+        super().__init__(doc, page, f"Rename {old} to {new}")
+        self.old, self.new = old, new
+
+    def redo(self):
+        self.doc._rename_node(self.page_name, self.old, self.new)
+
+    def undo(self):
+        self.doc._rename_node(self.page_name, self.new, self.old)
+
+
 class AddPageCommand(QUndoCommand):
     def __init__(self, doc, page: Page, index: int | None = None):
         super().__init__(f"Add page {page.name}")

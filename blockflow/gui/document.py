@@ -17,7 +17,7 @@ from PySide6.QtGui import QUndoStack
 
 from ..compiler import Program, compile_page
 from ..errors import ProjectError
-from ..project import Edge, Node, Page, Project, split_port
+from ..project import Edge, Node, Page, Project, split_port, valid_node_id
 from ..project_io import dumps_project, load_project, loads_project, save_project
 from ..registry import Registry, default_registry
 from ..spec import SCOPE_PORT
@@ -57,6 +57,7 @@ class Document(QObject):
     page_field_changed = Signal(str, str)
     pages_changed = Signal()
     page_renamed = Signal(str, str)
+    node_renamed = Signal(str, str, str)     # page, old id, new id
     current_page_changed = Signal(str)
     structure_changed = Signal(str)
     project_replaced = Signal()
@@ -291,6 +292,21 @@ class Document(QObject):
         self.undo_stack.push(C.SetNodeFieldCommand(self, page, node_id, "label", None, label,
                                                    f"Label {node_id}"))
 
+    def rename_node(self, old: str, new: str, page: str | None = None) -> None:
+        """Give a block a new id (the last part of its full name ``scope/id``), undoably."""
+        page = page or self.current_page
+        pg = self.page(page)
+        if old not in pg.nodes:
+            raise ProjectError(f"there is no block '{old}'")
+        if new == old:
+            return
+        if not valid_node_id(new):
+            raise ProjectError(f"'{new}' is not a valid id: a letter or _ first, then letters, "
+                               "digits, _ . -")
+        if new in pg.nodes:
+            raise ProjectError(f"page '{pg.name}' already has a block '{new}'")
+        self.undo_stack.push(C.RenameNodeCommand(self, page, old, new))
+
     def set_feed(self, node_id: str, value, page: str | None = None) -> None:
         page = page or self.current_page
         value = None if value is None else np.asarray(value)
@@ -458,6 +474,20 @@ class Document(QObject):
         self.edge_removed.emit(page, edge)
         self._edited(page)
         return index
+
+    def _rename_node(self, page: str, old: str, new: str) -> None:
+        pg = self.project.page(page)
+        node = pg.nodes[old]
+        node.id = new
+        pg.nodes = {(new if k == old else k): v for k, v in pg.nodes.items()}
+        pg.edges = [Edge(new if e.src == old else e.src, e.src_port, new if e.dst == old else e.dst, e.dst_port)
+                    if old in (e.src, e.dst) else e for e in pg.edges]
+        if pg.loss is not None and pg.loss.partition(":")[0] == old:
+            pg.loss = new + pg.loss[len(old):]
+        if old in pg.feeds:
+            pg.feeds = {(new if k == old else k): v for k, v in pg.feeds.items()}
+        self.node_renamed.emit(page, old, new)
+        self._edited(page)
 
     def _set_positions(self, page: str, positions: dict) -> None:
         pg = self.project.page(page)

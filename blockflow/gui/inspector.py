@@ -147,6 +147,8 @@ class _Field:
 
     def apply(self, value_getter) -> None:
         """Compute the value (may raise ValueError) and hand it to the document."""
+        if not any(f is self for f in self.panel.fields.values()):
+            return      # a field of a form already replaced (its block is no longer inspected)
         try:
             self._commit(value_getter())
         except (ValueError, ProjectError) as exc:
@@ -205,6 +207,7 @@ class InspectorPanel(QWidget):
         document.page_field_changed.connect(self._on_page_edit)
         document.structure_changed.connect(lambda page: self._on_page_edit(page, ""))
         document.node_removed.connect(self._on_node_removed)
+        document.node_renamed.connect(self._on_node_renamed)
         document.current_page_changed.connect(lambda _p: self.set_nodes([]))
         document.project_replaced.connect(lambda: self.set_nodes([]))
         document.page_renamed.connect(lambda _old, _new: self._pending.start())
@@ -222,6 +225,13 @@ class InspectorPanel(QWidget):
 
     def _on_page_edit(self, page: str, _what: str) -> None:
         if page == self.document.current_page:
+            self._pending.start()
+
+    def _on_node_renamed(self, page: str, old: str, new: str) -> None:
+        if page == self.document.current_page:
+            self._selection = [new if n == old else n for n in self._selection]
+            if self.node_id == old:
+                self.node_id = new
             self._pending.start()
 
     def _on_node_removed(self, page: str, node_id: str) -> None:
@@ -253,6 +263,10 @@ class InspectorPanel(QWidget):
     # ---------------------------------------------------------------- building the form
     def _new_body(self) -> QVBoxLayout:
         self.fields = {}
+        old = self.scroll.takeWidget()
+        if old is not None:      # maybe inside a signal of one of its fields (a rename): later
+            old.hide()
+            old.deleteLater()
         self.body = QWidget()
         layout = QVBoxLayout(self.body)
         layout.setContentsMargins(8, 8, 8, 8)
@@ -320,6 +334,13 @@ class InspectorPanel(QWidget):
 
         form = QFormLayout()
         form.setFieldGrowthPolicy(QFormLayout.AllNonFixedFieldsGrow)
+        ident = QLineEdit()
+        ident.setFont(mono)
+        ident.setToolTip("the block's id: the last part of its full name (scope/id), as TF names ops")
+        f = _Field(ident, lambda v: doc.rename_node(self.node_id, v.strip()), ident.setText, self)
+        ident.editingFinished.connect(lambda f=f: f.apply(ident.text))
+        self.fields["id"] = f
+        self._add_row(form, "Id", f)
         label = QLineEdit()
         label.setPlaceholderText("a label shown on the block")
         f = _Field(label, lambda v: doc.set_label(self.node_id, v) if v != doc.page().nodes[self.node_id].label
@@ -536,7 +557,9 @@ class InspectorPanel(QWidget):
         for key, f in self.fields.items():
             if f.widget.hasFocus() and f.error.text():
                 continue  # keep the user's rejected text in front of them
-            if key == "label":
+            if key == "id":
+                f.load(self.node_id)
+            elif key == "label":
                 f.load(node.label)
             elif key == "loss":
                 f.load(page.loss is not None and page.loss.partition(":")[0] == self.node_id)

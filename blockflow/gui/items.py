@@ -56,14 +56,32 @@ class NodeData:
                 and [p.name for p in self.outputs] == [p.name for p in other.outputs])
 
 
-def wire_path(p0: QPointF, p1: QPointF) -> QPainterPath:
-    """The cubic bezier of a wire from an output at ``p0`` to an input at ``p1``."""
+def wire_path(p0: QPointF, p1: QPointF, src_box: QRectF | None = None,
+              dst_box: QRectF | None = None) -> QPainterPath:
+    """The cubic bezier of a wire from an output at ``p0`` to an input at ``p1``.
+
+    A wire going backwards (its input left of its output) with the blocks' boxes given is routed
+    around them: out of the output to the right, along a lane between the two blocks (or under
+    both when they overlap in height), and into the input from the left, instead of a loop
+    drawn through both blocks."""
     x0, y0, x1, y1 = p0.x(), p0.y(), p1.x(), p1.y()
+    path = QPainterPath(p0)
+    if x1 < x0 + 20 and src_box is not None and dst_box is not None:
+        upper, lower = (src_box, dst_box) if src_box.top() <= dst_box.top() else (dst_box, src_box)
+        if lower.top() - upper.bottom() >= 24:         # a gap between them: the lane runs there
+            lane = (upper.bottom() + lower.top()) / 2
+        else:                                           # side by side: under both
+            lane = max(src_box.bottom(), dst_box.bottom()) + 24
+        reach = 40.0
+        xm = (x0 + x1) / 2
+        path.cubicTo(x0 + reach * 1.5, y0, x0 + reach, lane, min(x0, max(xm, x1)), lane)
+        path.lineTo(max(x1, min(xm, x0)), lane)
+        path.cubicTo(x1 - reach, lane, x1 - reach * 1.5, y1, x1, y1)
+        return path
     dx = abs(x1 - x0) * 0.5
-    if x1 < x0 + 20:           # a wire going backwards loops out instead of cutting the blocks
+    if x1 < x0 + 20:           # backwards, no boxes known: loop out instead of cutting straight
         dx = max(dx, 60.0) + abs(y1 - y0) * 0.15
     dx = max(dx, 30.0)
-    path = QPainterPath(p0)
     path.cubicTo(x0 + dx, y0, x1 - dx, y1, x1, y1)
     return path
 
@@ -385,7 +403,8 @@ class EdgeItem(QGraphicsPathItem):
     def update_path(self) -> None:
         self._shape = None
         self.setPath(wire_path(self.src.port_scene_pos(self.edge.src_port),
-                               self.dst.port_scene_pos(self.edge.dst_port)))
+                               self.dst.port_scene_pos(self.edge.dst_port),
+                               self.src.sceneBoundingRect(), self.dst.sceneBoundingRect()))
 
     def shape(self) -> QPainterPath:  # a wider grip than the 2 px stroke
         if self._shape is None:
@@ -473,7 +492,13 @@ class NoticeItem(QGraphicsItem):
 
 class OverviewItem(QGraphicsItem):
     """Far out on a big page, one item draws every block (drawRects) and every wire (one path per
-    colour) instead of thousands of items painting themselves. Rebuilt lazily when marked dirty."""
+    colour) instead of thousands of items painting themselves. Rebuilt lazily when marked dirty.
+
+    The page is cut into square tiles; each tile keeps its own rects and paths and the bounds of
+    what it draws, and a repaint draws only the tiles that meet the exposed area. Dragging a block
+    far out then repaints the few tiles under the block and its wires, not the whole page."""
+
+    TILE = 1600.0   # scene units: a few blocks across, ~150 px at the overview's zoom
 
     def __init__(self, scene_model, style: Style):
         super().__init__()
@@ -481,11 +506,12 @@ class OverviewItem(QGraphicsItem):
         self.style = style
         self._dirty = True
         self._bounds = QRectF()
-        self._groups: list = []        # (brush colour, [QRectF]) per category
-        self._marked: list = []        # (pen, [QRectF]) selected/error outlines
-        self._wires: list = []         # (pen, QPainterPath)
+        # (bounds, wires [(pen, path)], groups [(brush colour, [QRectF])], marked [(pen, [QRectF])])
+        self._tiles: list = []
         self.live: set = set()         # node ids drawn by their own items (being dragged)
         self.setZValue(-2.0)
+        self.setFlag(QGraphicsItem.ItemUsesExtendedStyleOption)
+        self.setCacheMode(QGraphicsItem.DeviceCoordinateCache)
 
     def mark_dirty(self) -> None:
         self._dirty = True
@@ -494,37 +520,57 @@ class OverviewItem(QGraphicsItem):
     def rebuild(self) -> None:
         self._dirty = False
         st = self.style
-        groups: dict = {}
-        marked: dict = {}
-        bounds = QRectF()
+        size = self.TILE
+        tiles: dict = {}               # (i, j) -> [bounds, {cls: path}, {cat: rects}, {mark: rects}]
+
+        def tile_of(r: QRectF) -> list:
+            c = r.center()
+            key = (int(c.x() // size), int(c.y() // size))
+            t = tiles.get(key)
+            if t is None:
+                t = tiles[key] = [QRectF(r), {}, {}, {}]
+            else:
+                t[0] = t[0].united(r)
+            return t
+
         live = self.live
         for nid, item in self.model.node_items.items():
             if nid in live:
                 continue
             r = item.body.translated(item.pos())
-            groups.setdefault(item.data.category, []).append(r)
+            t = tile_of(r)
+            t[2].setdefault(item.data.category, []).append(r)
             if item.data.errors:
-                marked.setdefault("error", []).append(r)
+                t[3].setdefault("error", []).append(r)
             elif item.isSelected():
-                marked.setdefault("selected", []).append(r)
-            bounds = bounds.united(r)
-        wires: dict = {}
+                t[3].setdefault("selected", []).append(r)
+            elif item.data.warnings:
+                t[3].setdefault("warning", []).append(r)
         for edge, e in self.model.edge_items.items():
             if edge.src in live or edge.dst in live:
                 continue
-            path = wires.get(e.cls)
+            p = e.path()
+            t = tile_of(p.boundingRect())
+            path = t[1].get(e.cls)
             if path is None:
-                path = wires[e.cls] = QPainterPath()
-            path.addPath(e.path())
-        self._groups = [(st.header_color(cat), rects) for cat, rects in groups.items()]
-        pens = {"error": QPen(st.error, 0), "selected": QPen(st.highlight, 0)}
-        self._marked = [(pens[k], v) for k, v in marked.items()]
-        self._wires = [(QPen(st.wire_pens[cls].color(), 0), p) for cls, p in wires.items()]
-        for _, p in wires.items():
-            bounds = bounds.united(p.boundingRect())
+                path = t[1][e.cls] = QPainterPath()
+            path.addPath(p)
+        pens = {"error": st.error_pen, "selected": st.selected_pen, "warning": st.warning_pen}
+        wire_pens = {cls: QPen(pen.color(), 0) for cls, pen in st.wire_pens.items()}
+        colours: dict = {}
+        bounds = QRectF()
+        self._tiles = []
+        for b, wires, groups, marked in tiles.values():
+            b = b.adjusted(-4, -4, 4, 4)
+            bounds = bounds.united(b)
+            self._tiles.append((
+                b,
+                [(wire_pens[cls], path) for cls, path in wires.items()],
+                [(colours.setdefault(cat, st.header_color(cat)), rects) for cat, rects in groups.items()],
+                [(pens[k], rects) for k, rects in marked.items()]))
         if bounds != self._bounds:
             self.prepareGeometryChange()
-            self._bounds = bounds.adjusted(-4, -4, 4, 4)
+            self._bounds = bounds
 
     def boundingRect(self):
         if self._dirty:
@@ -534,15 +580,20 @@ class OverviewItem(QGraphicsItem):
     def paint(self, painter, option, widget=None):
         if self._dirty:
             self.rebuild()
+        exposed = option.exposedRect
+        shown = [t for t in self._tiles if t[0].intersects(exposed)]
         painter.setBrush(Qt.NoBrush)
-        for pen, path in self._wires:
-            painter.setPen(pen)
-            painter.drawPath(path)
+        for _, wires, _, _ in shown:
+            for pen, path in wires:
+                painter.setPen(pen)
+                painter.drawPath(path)
         painter.setPen(Qt.NoPen)
-        for color, rects in self._groups:
-            painter.setBrush(color)
-            painter.drawRects(rects)
+        for _, _, groups, _ in shown:
+            for color, rects in groups:
+                painter.setBrush(color)
+                painter.drawRects(rects)
         painter.setBrush(Qt.NoBrush)
-        for pen, rects in self._marked:
-            painter.setPen(pen)
-            painter.drawRects(rects)
+        for _, _, _, marked in shown:
+            for pen, rects in marked:
+                painter.setPen(pen)
+                painter.drawRects(rects)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QMimeData, QPoint, QPointF, QRectF, Qt
+from PySide6.QtCore import QEvent, QMimeData, QObject, QPoint, QPointF, QRectF, Qt
 from PySide6.QtGui import (QColor, QDragEnterEvent, QDragMoveEvent, QDropEvent, QFont, QImage,
                            QWheelEvent)
 from PySide6.QtWidgets import QApplication
@@ -147,6 +147,31 @@ def test_compatible_ports_light_up_while_dragging(qtbot, view, doc):
     assert len(doc.page().edges) == 1
 
 
+def test_lit_ports_are_then_checked_exactly_so_a_wrong_shape_goes_dark(qtbot, view, doc):
+    two_blocks(doc)
+    doc.add_node("Placeholder", (0, 450), node_id="p4", attrs={"shape": [4]})
+    doc.add_node("Add", (300, 450), node_id="a")          # y fed a [4]: a [3] into x is refused
+    doc.add_node("Multiply", (300, 250), node_id="m")     # nothing fed yet: stays lit
+    doc.connect("x", "output", "t", "x")
+    doc.connect("p4", "output", "a", "y")
+    QApplication.processEvents()
+    vp = view.viewport()
+    messages = []
+    view.status_message.connect(messages.append)
+    a = port_pos(view, "t", "y")
+    qtbot.mousePress(vp, Qt.LeftButton, Qt.NoModifier, a)
+    qtbot.mouseMove(vp, a + QPoint(40, 30))
+    assert "x" in view.node_item("a").accept             # dtype says yes at first
+    qtbot.waitUntil(lambda: not view._wire.pending, timeout=3000)
+    assert view.node_item("a").accept == frozenset({"y"})   # replacing y's wire is fine
+    assert view.node_item("m").accept == frozenset({"x", "y"})
+    qtbot.mouseMove(vp, port_pos(view, "a", "x"))
+    assert any(m.startswith("a.x: ") and "broadcast" in m for m in messages), messages
+    qtbot.mouseRelease(vp, Qt.LeftButton, Qt.NoModifier, port_pos(view, "a", "x"))
+    assert len(doc.page().edges) == 2
+    assert "broadcast" in view.notice_text()
+
+
 @pytest.mark.parametrize("case", ["cycle", "dtype", "two outputs", "scope"])
 def test_refused_wires_leave_the_project_unchanged_and_say_why(qtbot, view, doc, case):
     two_blocks(doc)
@@ -245,6 +270,71 @@ def test_move_a_block_by_mouse_then_undo(qtbot, view, doc):
     assert view.node_item("t").pos() == QPointF(300, 0)
 
 
+def test_a_click_on_a_block_in_front_of_a_wire_picks_the_block(qtbot, view, doc):
+    doc.add_node("Placeholder", (0, 0), node_id="x", attrs={"shape": [3]})
+    doc.add_node("Tanh", (700, 0), node_id="t")
+    doc.connect("x", "output", "t", "x")
+    wire = view.edge_item(Edge("x", "output", "t", "x")).path()
+    middle = wire.pointAtPercent(0.5)
+    doc.add_node("Exp", (middle.x() - 60, middle.y() - 40), node_id="e")   # over the wire
+    QApplication.processEvents()
+    at = vp_pos(view, middle)
+    assert view.node_item("e").sceneBoundingRect().contains(middle)
+    qtbot.mouseClick(view.viewport(), Qt.LeftButton, Qt.NoModifier, at)
+    assert view.selected_nodes() == ["e"] and view.selected_wires() == []
+    drag(qtbot, view, at, at + QPoint(40, 60))
+    assert doc.page().nodes["e"].position != (middle.x() - 60, middle.y() - 40)
+
+
+def test_a_dragged_block_is_drawn_on_the_drag_layer_as_the_view_draws_it(qtbot, view, doc):
+    two_blocks(doc)
+    doc.connect("x", "output", "t", "x")
+    QApplication.processEvents()
+    vp = view.viewport()
+    item = view.node_item("t")
+    wire = view.edge_item(Edge("x", "output", "t", "x"))
+    start = vp_pos(view, item.sceneBoundingRect().center())
+    paints = []
+    vp.installEventFilter(filt := _PaintSpy(paints))
+    qtbot.mousePress(vp, Qt.LeftButton, Qt.NoModifier, start)
+    qtbot.mouseMove(vp, start + QPoint(20, 10))
+    layer = view._drag_layer
+    assert layer.active and layer.isVisible()
+    assert item.opacity() == 0.0 and wire.opacity() == 0.0
+    QApplication.processEvents()
+    before = len(paints)
+    for i in range(2, 6):
+        qtbot.mouseMove(vp, start + QPoint(20 * i, 10 * i))
+        QApplication.processEvents()
+    assert len(paints) == before, "the viewport repainted under the drag layer"
+    on_layer = layer.grab().toImage()
+    qtbot.mouseRelease(vp, Qt.LeftButton, Qt.NoModifier, start + QPoint(100, 50))
+    vp.removeEventFilter(filt)
+    assert not layer.active and not layer.isVisible()
+    assert item.opacity() == 1.0 and wire.opacity() == 1.0
+    assert doc.page().nodes["t"].position == (400.0, 50.0)
+    QApplication.processEvents()
+    in_view = vp.grab().toImage()
+    assert on_layer.size() == in_view.size()
+    # the block and its wire were drawn where the view then draws them (a few AA pixels aside)
+    rect = vp_pos(view, item.sceneBoundingRect().center())
+    differ = sum(on_layer.pixel(x, y) != in_view.pixel(x, y)
+                 for x in range(0, in_view.width(), 3) for y in range(0, in_view.height(), 3))
+    assert differ < 0.002 * (in_view.width() // 3) * (in_view.height() // 3), differ
+    assert on_layer.pixel(rect) == in_view.pixel(rect) != view.style_.background.rgb()
+
+
+class _PaintSpy(QObject):
+    def __init__(self, sink):
+        super().__init__()
+        self.sink = sink
+
+    def eventFilter(self, obj, event):
+        if event.type() == QEvent.Paint:
+            self.sink.append(event.rect())
+        return False
+
+
 def test_dragging_a_selection_moves_all_as_one_step_and_wires_follow(qtbot, view, doc):
     two_blocks(doc)
     doc.connect("x", "output", "t", "x")
@@ -336,7 +426,8 @@ def test_align_and_distribute_are_one_undo_step(qtbot, view, doc):
     assert doc.undo_stack.count() == count + 1
     view.distribute_selection("horizontal")
     xs = [doc.page().nodes[n].position[0] for n in ("t0", "t1", "t2")]
-    assert xs[1] - xs[0] == pytest.approx(xs[2] - xs[1])
+    assert xs[0] == 0.0 and xs[2] == 610.0                # the ends stay
+    assert xs[1] % 10 == 0 and abs((xs[1] - xs[0]) - (xs[2] - xs[1])) <= 10   # even, on the grid
     assert doc.undo_stack.count() == count + 2
     view.align_selection("left")
     assert {doc.page().nodes[n].position[0] for n in ("t0", "t1", "t2")} == {0.0}
@@ -620,3 +711,16 @@ def test_the_canvas_follows_a_live_palette_change(qtbot, qapp, view, doc):
         qapp.setPalette(old)
         QApplication.processEvents()
     assert view.viewport().grab().toImage().pixelColor(corner).lightnessF() > 0.6
+
+
+@pytest.mark.parametrize("dst_at", [(0, 30), (0, 300), (-200, -300), (100, 0)])
+def test_a_backward_wire_runs_around_both_blocks_not_through_them(view, doc, dst_at):
+    doc.add_node("Placeholder", (400, 0), node_id="x", attrs={"shape": [3]})
+    doc.add_node("Tanh", dst_at, node_id="t")
+    doc.connect("x", "output", "t", "x")
+    path = view.edge_item(Edge("x", "output", "t", "x")).path()
+    boxes = [view.node_item(n).sceneBoundingRect().adjusted(8, 8, -8, -8) for n in ("x", "t")]
+    points = [path.pointAtPercent(k / 200) for k in range(201)]
+    assert not [p for p in points if any(b.contains(p) for b in boxes)]
+    assert (points[0] - view.node_item("x").port_scene_pos("output")).manhattanLength() < 0.5
+    assert (points[-1] - view.node_item("t").port_scene_pos("x")).manhattanLength() < 0.5

@@ -163,3 +163,32 @@ def test_open_save_and_a_bad_file_leaves_the_document_untouched(doc, tmp_path):
     again = load_project(out)
     assert again.pages[0].nodes["x"].label == "input"
     assert [s.node for s in compile_project(again).steps] == [s.node for s in compile_project(load_project(SAMPLE)).steps]
+
+
+def test_renaming_a_block_carries_its_wires_loss_and_feed_and_undoes_exactly(doc):
+    doc.add_node("Placeholder", (0, 0), node_id="x", attrs={"shape": [3]})
+    doc.add_node("Tanh", (200, 0), node_id="t")
+    doc.add_node("Sum", (400, 0), node_id="s")
+    doc.connect("x", "output", "t", "x")
+    doc.connect("t", "y", "s", "input")
+    doc.set_loss("s:output")
+    doc.set_feed("x", np.array([1.0, 2.0, 3.0], np.float32))
+    before = dumps_project(doc.project)
+    doc.rename_node("x", "inputs")
+    doc.rename_node("s", "loss_total")
+    page = doc.page()
+    assert list(page.nodes) == ["inputs", "t", "loss_total"]
+    assert page.nodes["inputs"].id == "inputs"
+    assert [str(e) for e in page.edges] == ["inputs.output -> t.x", "t.y -> loss_total.input"]
+    assert page.loss == "loss_total:output" and list(page.feeds) == ["inputs"]
+    assert compile_project(doc.project).ok and page.full_name("inputs") == "main/inputs"
+    for bad, why in (("t", "already has"), ("2x", "not a valid id"), ("a b", "not a valid id"), ("", "not a valid")):
+        with pytest.raises(ProjectError, match=why):
+            doc.rename_node("inputs", bad)
+    with pytest.raises(ProjectError, match="no block"):
+        doc.rename_node("nope", "z")
+    doc.undo_stack.undo()
+    doc.undo_stack.undo()
+    assert dumps_project(doc.project) == before
+    doc.undo_stack.redo()
+    assert "inputs" in doc.page().nodes

@@ -726,3 +726,28 @@ def test_palette_swatches_follow_a_live_palette_change(qtbot, qapp, window):
     finally:
         qapp.setPalette(old)
         QApplication.processEvents()
+
+
+def test_renaming_a_block_in_the_inspector_keeps_it_selected_and_wired(qtbot, sample_window):
+    win, view, doc = sample_window, sample_window.view, sample_window.document
+    nid = next(n for n, node in doc.page().nodes.items() if node.block == "StopGradient")
+    view.select_nodes([nid])
+    qtbot.waitUntil(lambda: win.inspector.node_id == nid)
+    edit = win.inspector.field("id")
+    edit.setFocus()
+    edit.selectAll()
+    qtbot.keyClicks(edit, "no_grad")
+    qtbot.keyClick(edit, Qt.Key_Return)
+    qtbot.waitUntil(lambda: win.inspector.node_id == "no_grad")
+    assert view.selected_nodes() == ["no_grad"] and "no_grad" in view.diagram_scene().node_items
+    assert win.inspector.full_name.text() == "stable_softmax/no_grad"
+    assert any(e.src == "no_grad" for e in doc.page().edges)
+    assert all(item.edges for item in view.diagram_scene().node_items.values())
+    edit = win.inspector.field("id")
+    edit.setFocus()
+    edit.selectAll()
+    qtbot.keyClicks(edit, "x")                     # taken by the Placeholder
+    qtbot.keyClick(edit, Qt.Key_Return)
+    assert "already has" in win.inspector.field_error("id")
+    doc.undo_stack.undo()
+    qtbot.waitUntil(lambda: nid in view.diagram_scene().node_items)
