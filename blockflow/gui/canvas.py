@@ -7,11 +7,12 @@ once, on release, as one undo step.
 """
 from __future__ import annotations
 
+import math
 import time
 
 import networkx as nx
 import numpy as np
-from PySide6.QtCore import QEvent, QPoint, QPointF, QRectF, Qt, QTimer, Signal, QMimeData
+from PySide6.QtCore import QEvent, QLineF, QMimeData, QPoint, QPointF, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import (QBrush, QColor, QKeySequence, QMouseEvent, QPainter, QPen,
                            QPixmap)
 from PySide6.QtWidgets import (QApplication, QGraphicsItem, QGraphicsScene, QGraphicsView,
@@ -352,7 +353,6 @@ class DiagramScene(QGraphicsScene):
 
     def restyle(self) -> None:
         """The shared Style was rebuilt (a palette change): drop what was drawn with the old one."""
-        self._grid = None
         self.setBackgroundBrush(self.style.background)
         for item in self.node_items.values():
             item.update()               # also drops the item's cached pixmap
@@ -367,30 +367,27 @@ class DiagramScene(QGraphicsScene):
                 item.update()
         self.update()
 
-    def _grid_brush(self) -> QBrush:
-        """The grid as a texture brush: one C++ fill per repaint instead of drawing lines."""
-        brush = getattr(self, "_grid", None)
-        if brush is None:
-            step, cell = int(GRID * 2), int(GRID * 2) * 5
-            pm = QPixmap(cell, cell)
-            pm.fill(self.style.background)
-            p = QPainter(pm)
-            p.setPen(QPen(self.style.grid_minor, 1))
-            for k in range(0, cell, step):
-                p.drawLine(k, 0, k, cell)
-                p.drawLine(0, k, cell, k)
-            p.setPen(QPen(self.style.grid_major, 1))
-            p.drawLine(0, 0, 0, cell)
-            p.drawLine(0, 0, cell, 0)
-            p.end()
-            brush = self._grid = QBrush(pm)
-        return brush
-
     def drawBackground(self, painter, rect):
+        """The background and, from zoom 0.45 up, the grid: lines every 2 grid steps, a darker one
+        every 10, drawn as 1-pixel cosmetic lines without antialiasing so they stay crisp and even
+        at every zoom (a texture brush scaled by the view drops or doubles lines)."""
+        painter.fillRect(rect, self.style.background)
         if not self.show_grid or self.render_mode or painter.worldTransform().m11() < 0.45:
-            painter.fillRect(rect, self.style.background)
-        else:
-            painter.fillRect(rect, self._grid_brush())
+            return
+        step = GRID * 2
+        minor, major = [], []
+        top, bottom, left, right = rect.top(), rect.bottom(), rect.left(), rect.right()
+        for i in range(math.ceil(left / step), math.floor(right / step) + 1):
+            (major if i % 5 == 0 else minor).append(QLineF(i * step, top, i * step, bottom))
+        for i in range(math.ceil(top / step), math.floor(bottom / step) + 1):
+            (major if i % 5 == 0 else minor).append(QLineF(left, i * step, right, i * step))
+        aa = painter.testRenderHint(QPainter.Antialiasing)
+        painter.setRenderHint(QPainter.Antialiasing, False)
+        painter.setPen(QPen(self.style.grid_minor, 0))
+        painter.drawLines(minor)
+        painter.setPen(QPen(self.style.grid_major, 0))
+        painter.drawLines(major)
+        painter.setRenderHint(QPainter.Antialiasing, aa)
 
 
 # ------------------------------------------------------------------------------- gestures
