@@ -1,7 +1,9 @@
 """Numerical gradient checks: a vjp rule against central differences, in float64.
 
 :func:`check_block` checks one block's ``vjp`` against its ``forward``; :func:`check_vjp` does the
-same for any pair of plain callables (a whole diagram, say). Imports only numpy and blockflow.spec.
+same for any pair of plain callables; :func:`check_program` checks the runtime's gradients of a
+whole compiled page (the editor's "Check gradients" and ``blockflow check --grad``). Imports only
+numpy and blockflow.spec (and the runtime, inside check_program).
 """
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ import numpy as np
 
 from .spec import BlockSpec
 
-__all__ = ["GradCheckEntry", "GradCheckResult", "check_block", "check_vjp"]
+__all__ = ["GradCheckEntry", "GradCheckResult", "check_block", "check_vjp", "check_program", "check_page",
+           "promote_page"]
 
 _EPS64 = np.finfo(np.float64).eps
 
@@ -178,6 +181,111 @@ def check_block(spec: BlockSpec, inputs: Sequence | Mapping[str, Any], attrs: Ma
     return _check(f, vjp, args, wrt, [p.name for p in spec.inputs], out_mask, seed, eps, rtol, spec.name)
 
 
+def check_program(program, feeds=None, target=None, *, wrt=None, seed: int = 0,
+                  eps: float | None = None, rtol: float | None = None) -> GradCheckResult:
+    """Check the runtime's gradients of a compiled page against central differences.
+
+    The inputs checked are the page's float Placeholders (fed from ``feeds``, else the page's saved
+    feeds) and Variables (their stored values), or the node ids in ``wrt``; the function is the
+    ``target`` output (default: the page's loss). Each input is checked along one seeded random
+    direction with a random cotangent for the target, as :func:`check_vjp` does.
+
+    The runtime computes in the page's own dtypes, so a float32 page is checked with a larger step
+    and tolerance (defaults: eps 1e-3, rtol 1e-2; float64: 1e-6, 1e-6). Random blocks draw the same
+    numbers in every run of the check, so the function is deterministic.
+    """
+    from .runtime import run   # the runtime imports this module's siblings; keep the import local
+
+    feeds = {**program.feeds, **dict(feeds or {})}
+    t = program.resolve_target(target)
+    tslot = program.slots[t]
+    key = f"{tslot.node}:{tslot.port}"
+    wanted = None if wrt is None else set(wrt)
+    leaves, names, args = [], [], []
+    for st in program.steps:
+        if st.role not in ("placeholder", "variable") or (wanted is not None and st.node not in wanted):
+            continue
+        value = feeds.get(st.node) if st.role == "placeholder" else program.variable_values.get(st.node)
+        if value is None:
+            if st.role == "placeholder" and (wanted is None or st.node in wanted):
+                raise ValueError(f"Placeholder {program.full_name(st.node)} has no feed to check at")
+            continue
+        value = np.asarray(value)
+        if value.dtype.kind != "f":
+            continue
+        leaves.append((st, value.dtype))
+        names.append(st.node)
+        args.append(value)
+    low = min((dt.itemsize for _, dt in leaves), default=8) < 8 or tslot.type.dtype.itemsize < 8
+    eps = eps if eps is not None else (1e-3 if low else 1e-6)
+    rtol = rtol if rtol is not None else (1e-2 if low else 1e-6)
+    roundoff = float(np.finfo(np.float32).eps) if low else _EPS64
+    out_dtype = np.dtype(tslot.type.dtype)
+
+    def inputs(a):
+        fed, variables = dict(feeds), {}
+        for (st, dt), x in zip(leaves, a):
+            (fed if st.role == "placeholder" else variables)[st.node] = np.asarray(x, dtype=dt)
+        return fed, variables
+
+    def f(*a):
+        fed, variables = inputs(a)
+        r = run(program, fed, fetch=[key], variables=variables, record=False, check_numerics=False,
+                commit=False)
+        return np.asarray(r.value(tslot.node, tslot.port), dtype=np.float64)
+
+    def vjp(g, out, *a):
+        fed, variables = inputs(a)
+        r = run(program, fed, target=key, grad_seed=np.asarray(g, dtype=out_dtype), wrt=names,
+                variables=variables, record=False, check_numerics=False, commit=False)
+        return [np.zeros(np.shape(x)) if r.variable_grads.get(n) is None
+                else np.asarray(r.variable_grads[n], dtype=np.float64) for n, x in zip(names, a)]
+
+    label = f"{program.full_name(tslot.node)}:{tslot.port}"
+    args64 = [_to_float64(a) for a in args]
+    return _check(f, vjp, args64, list(range(len(args64))), names, None, seed, eps, rtol, label, roundoff)
+
+
+def promote_page(page, registry):
+    """A copy of ``page`` computing in float64: float16/float32 dtype attrs (given or defaulted),
+    inline constants, saved feeds and stored Variable values become float64. The project is not
+    touched."""
+    import copy
+
+    out = copy.copy(page)
+    out.nodes = {}
+    for nid, node in page.nodes.items():
+        n = copy.copy(node)
+        spec = registry.get(node.block)
+        attrs = dict(node.attrs)
+        for decl in (spec.attrs if spec is not None else ()):
+            if decl.kind == "dtype" and str(attrs.get(decl.name, decl.default)) in ("float16", "float32") \
+                    and (not decl.choices or "float64" in decl.choices):
+                attrs[decl.name] = "float64"
+        n.attrs = attrs
+        n.inputs = {k: _to_float64(np.asarray(v)) for k, v in node.inputs.items()}
+        n.state = {k: _to_float64(np.asarray(v)) for k, v in node.state.items()}
+        out.nodes[nid] = n
+    out.edges = list(page.edges)
+    out.feeds = {k: _to_float64(np.asarray(v)) for k, v in page.feeds.items()}
+    return out
+
+
+def check_page(page, registry=None, feeds=None, target=None, *, wrt=None, seed: int = 0) -> GradCheckResult:
+    """:func:`check_program` on ``page`` promoted to float64 (:func:`promote_page`), where central
+    differences are precise (eps 1e-6, rtol 1e-5); a page that does not compile in float64 (a
+    block that wants float32) is checked as it is, with float32's step and tolerance."""
+    from .compiler import compile_page
+    from .registry import default_registry
+
+    registry = registry or default_registry()
+    promoted = compile_page(promote_page(page, registry), registry)
+    feeds64 = {k: _to_float64(np.asarray(v)) for k, v in (feeds or {}).items()}
+    if promoted.ok:
+        return check_program(promoted, feeds64, target, wrt=wrt, seed=seed, eps=1e-6, rtol=1e-5)
+    return check_program(compile_page(page, registry), feeds, target, wrt=wrt, seed=seed)
+
+
 # --------------------------------------------------------------------------------------------
 
 
@@ -223,7 +331,8 @@ def _as_outputs(out) -> tuple:
     return tuple(out) if isinstance(out, tuple) else (out,)
 
 
-def _check(f, vjp, args, wrt, names, out_mask, seed, eps, rtol, label) -> GradCheckResult:
+def _check(f, vjp, args, wrt, names, out_mask, seed, eps, rtol, label,
+           roundoff: float = _EPS64) -> GradCheckResult:
     if not wrt:
         return GradCheckResult(label=label, entries=(), rtol=rtol)
     rng = np.random.default_rng(seed)
@@ -245,7 +354,7 @@ def _check(f, vjp, args, wrt, names, out_mask, seed, eps, rtol, label) -> GradCh
     # Rounding noise of the difference quotient, from the size of the terms it sums.
     scale = sum(float(np.sum(np.abs(u * np.asarray(o, dtype=np.float64))))
                 for u, o in zip(us, outs) if u is not None)
-    floor = max(64 * _EPS64 * scale / eps, np.finfo(np.float64).tiny)
+    floor = max(64 * roundoff * scale / eps, np.finfo(np.float64).tiny)
 
     entries = []
     for i in wrt:

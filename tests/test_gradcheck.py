@@ -285,3 +285,64 @@ def test_check_vjp_demands_one_cotangent_per_arg():
     with pytest.raises(ValueError, match="one cotangent per input"):
         check_vjp(lambda x: x, lambda g, out, x: g, [X])
 
+
+
+# ------------------------------------------------------------------------- whole pages
+def _page_with(square_spec):
+    """x (fed) * w (a Variable) -> Square -> Sum, in float32, with the given Square block."""
+    from blockflow.project import Project
+    from blockflow.registry import Registry
+    from blockflow_blocks import all_blocks
+
+    registry = Registry([b for b in all_blocks() if b.name != "Square"] + [square_spec])
+    project = Project()
+    page = project.add_page("main")
+    page.add_node("Placeholder", id="x", attrs={"shape": [4]})
+    page.add_node("Variable", id="w", attrs={"shape": [4]},
+                  state={"value": np.array([0.5, -1.0, 2.0, 0.1], np.float32)})
+    page.add_node("Multiply", id="m")
+    page.add_node("Square", id="s")
+    page.add_node("Sum", id="L")
+    page.connect("x", "output", "m", "x")
+    page.connect("w", "ref", "m", "y")
+    page.connect("m", "z", "s", "x")
+    page.connect("s", "y", "L", "input")
+    page.loss = "L"
+    page.feeds["x"] = np.array([1.0, 2.0, -3.0, 0.5], np.float32)
+    return page, registry
+
+
+def test_check_program_passes_a_right_float32_page_with_float32_tolerances():
+    from blockflow.compiler import compile_page
+    from blockflow.gradcheck import check_program
+
+    page, registry = _page_with(_square(wrong=False))
+    program = compile_page(page, registry)
+    assert program.ok, program.diagnostics
+    result = check_program(program)
+    assert result.passed, str(result)
+    assert [e.name for e in result.entries] == ["x", "w"] and result.rtol == 1e-2
+    assert "main/L:output" in str(result)
+
+
+def test_check_page_works_in_float64_and_catches_a_wrong_block_rule():
+    from blockflow.gradcheck import check_page, promote_page
+
+    page, registry = _page_with(_square(wrong=False))
+    before = {k: v.copy() for k, v in page.feeds.items()}
+    promoted = promote_page(page, registry)
+    assert promoted.nodes["x"].attrs["dtype"] == "float64" and promoted.feeds["x"].dtype == np.float64
+    assert promoted.nodes["w"].state["value"].dtype == np.float64
+    assert page.feeds["x"].dtype == np.float32 and "dtype" not in page.nodes["x"].attrs   # untouched
+    np.testing.assert_array_equal(page.feeds["x"], before["x"])
+    good = check_page(page, registry)
+    assert good.passed and good.rtol == 1e-5 and good.worst.error < 1e-6, str(good)
+
+    bad_page, bad_registry = _page_with(_square(wrong=True))
+    result = check_page(bad_page, bad_registry)
+    assert not result.passed and all(not e.passed for e in result.entries)
+    for e in result.entries:   # the wrong rule halves every gradient
+        assert e.numeric == pytest.approx(2 * e.analytic, rel=1e-6)
+    again = check_page(bad_page, bad_registry)
+    assert [e.error for e in again.entries] == [e.error for e in result.entries]
+    assert [e.name for e in check_page(bad_page, bad_registry, wrt=["w"]).entries] == ["w"]
