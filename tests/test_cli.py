@@ -141,3 +141,53 @@ def test_bad_feeds_seeds_and_targets_are_usage_or_file_errors(capsys, tmp_path):
     assert code == EXIT_RUN and "seed has shape [1, 5]" in err
     code, _, err = cli(capsys, "run", SAMPLE, "--grad", "nope")
     assert code == EXIT_USAGE and "nope" in err
+
+
+def test_check_grad_checks_each_page_in_float64(capsys, tmp_path):
+    code, out, err = cli(capsys, "check", str(SAMPLE), "--grad")
+    assert code == EXIT_OK, err
+    assert out.count("gradient check of ") == 4 and "FAILED" not in out
+    assert "  x: analytic" in out
+    code, out, _ = cli(capsys, "check", str(SAMPLE), "--page", "naive", "--grad", "Sum_1", "--json")
+    report = json.loads(out)["gradient_checks"]
+    assert report[0]["page"] == "naive" and report[0]["passed"] and report[0]["rtol"] == 1e-5
+    assert [e["input"] for e in report[0]["inputs"]] == ["x"]
+    # a page with no loss: skipped among all pages, a usage error when it is the page asked for
+    path = tmp_path / "noloss.bflow.json"
+    save_project(chain(("x", "Placeholder", {"shape": [2]}, None), ("t", "Tanh", {}, {"x": "x"}),
+                       feeds={"x": [1.0, 2.0]}), path)
+    code, out, _ = cli(capsys, "check", str(path), "--grad")
+    assert code == EXIT_OK and "gradient check skipped: the page marks no loss" in out
+    code, _, err = cli(capsys, "check", str(path), "--page", "main", "--grad")
+    assert code == EXIT_USAGE and "marks no loss" in err and "Traceback" not in err
+    code, out, _ = cli(capsys, "check", str(path), "--grad", "t")   # a non-scalar target: seeded
+    assert code == EXIT_OK and "passed" in out
+
+
+def test_check_grad_fails_with_exit_1_when_a_block_rule_is_wrong(capsys, monkeypatch):
+    import blockflow.cli as cli_module
+    from blockflow.registry import Registry
+    from blockflow.spec import Input, Output, block
+    from blockflow_blocks import all_blocks
+
+    @block("Softmax", category="test")
+    class BadSoftmax:
+        """Softmax whose gradient forgets the subtraction term."""
+
+        inputs = (Input("logits", dtype="float"),)
+        outputs = (Output("softmax"),)
+
+        def infer(logits):
+            return logits
+
+        def forward(logits):
+            e = np.exp(logits - logits.max(axis=-1, keepdims=True))
+            return e / e.sum(axis=-1, keepdims=True)
+
+        def vjp(g, out, logits):
+            return (g * out,)
+
+    registry = Registry([b for b in all_blocks() if b.name != "Softmax"] + [BadSoftmax])
+    monkeypatch.setattr(cli_module, "_registry", lambda: registry)
+    code, out, _ = cli(capsys, "check", str(SAMPLE), "--page", "stable_softmax", "--grad")
+    assert code == EXIT_DIAGNOSTICS and "FAILED" in out and "x:" in out
