@@ -406,6 +406,9 @@ class BlockSpec:
     attr_map: dict = field(repr=False)
     input_map: dict = field(repr=False)
     output_map: dict = field(repr=False)
+    #: The local derivative rule in words and formulas, per input, in terms of the upstream
+    #: gradient ``g`` and the port names (``dx = g · (1 − y²)``); "" when the block gives none.
+    grad_rule: str = ""
 
     @property
     def summary(self) -> str:
@@ -498,6 +501,10 @@ def block(name: str, *, category: str, aliases: tuple = ()):
     ``updates`` maps ref input names to their new values. The runtime commits them when the run
     has finished without error; every block that reads a Variable in that run sees its value from
     the start of the run (wire from the updating block's output to use the new value).
+
+    ``grad_rule`` (a string, optional) states the block's local derivative rule for people: one
+    short line per input, ``dNAME = ...`` in terms of the upstream gradient ``g`` and the ports'
+    names (``dx = g · (1 − y²)``). A block that cuts or forbids the gradient may say why instead.
     """
 
     def decorate(cls) -> BlockSpec:
@@ -605,6 +612,9 @@ def block(name: str, *, category: str, aliases: tuple = ()):
             gradient = gradient or "none"
             if gradient not in _GRADIENTS:
                 _fail(name, f"gradient must be one of {_GRADIENTS} (or give a vjp), got {gradient!r}")
+        grad_rule = ns.get("grad_rule", "")
+        if not isinstance(grad_rule, str):
+            _fail(name, f"grad_rule must be a string, got {grad_rule!r}")
         module = getattr(cls, "__module__", "?")
         return BlockSpec(
             name=name, category=category, doc=doc, inputs=inputs, outputs=outputs, attrs=attrs,
@@ -612,7 +622,7 @@ def block(name: str, *, category: str, aliases: tuple = ()):
             aliases=tuple(aliases), source=f"{module}.{cls.__qualname__}", vjp_context=context,
             forward_context=forward_context,
             initial=initial, refs=refs, attr_map={a.name: a for a in attrs}, input_map={p.name: p for p in inputs},
-            output_map={o.name: o for o in outputs},
+            output_map={o.name: o for o in outputs}, grad_rule=inspect.cleandoc(grad_rule),
         )
 
     return decorate

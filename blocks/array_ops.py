@@ -72,6 +72,7 @@ class Identity:
 
     inputs = (Input("input"),)
     outputs = (Output("output"),)
+    grad_rule = "dinput = g"
 
     def infer(x):
         return x
@@ -95,6 +96,10 @@ class StopGradient:
     inputs = (Input("input"),)
     outputs = (Output("output"),)
     gradient = "stop"
+    grad_rule = """
+        identity forward; sends no gradient back: dinput = 0
+        (in the backward pass the block is a constant)
+        """
 
     def infer(x):
         return x
@@ -113,6 +118,7 @@ class Reshape:
 
     inputs = (Input("tensor"), Input("shape", dtype="int", static=True, doc="the new sizes; one may be -1"))
     outputs = (Output("output"),)
+    grad_rule = "dtensor = g reshaped to tensor's shape"
 
     def infer(tensor, shape):
         target = np.asarray(shape)
@@ -160,6 +166,9 @@ class Transpose:
     inputs = (Input("x"), Input("perm", dtype="int", static=True, optional=True,
                                 doc="the new order of the axes; reversed when unwired"))
     outputs = (Output("y"),)
+    grad_rule = """
+        dx = g transposed by the inverse permutation argsort(perm) (axes reversed again when perm is unwired)
+        """
 
     def infer(x, perm):
         if perm is None:
@@ -270,6 +279,9 @@ class PreventGradient:
     outputs = (Output("output"),)
     attrs = (Attr("message", "str", "", doc="shown in the error when a gradient reaches the block"),)
     gradient = "prevent"
+    grad_rule = """
+        identity forward; a gradient reaching it is an error naming the block (with message): no dinput
+        """
 
     def infer(x, *, message):
         return x
@@ -291,6 +303,7 @@ class EnsureShape:
     inputs = (Input("input"),)
     outputs = (Output("output"),)
     attrs = (Attr("shape", "shape", (), doc="the expected shape; -1 for an open size"),)
+    grad_rule = "dinput = g"
 
     def infer(x, *, shape):
         return TensorType(_merge("EnsureShape", x.shape, shape, "input shape and expected shape"),
@@ -315,6 +328,7 @@ class IdentityN:
 
     inputs = (InputList("input", dtype="any"),)
     outputs = (OutputList("output", count="input"),)
+    grad_rule = "dinput[i] = g[i], the gradient of output[i] (zeros when output[i] gets none)"
 
     def infer(xs):
         return list(xs)
@@ -342,6 +356,7 @@ class ExpandDims:
 
     inputs = (Input("input"), Input("axis", dtype="int", static=True, doc="where the new axis goes"))
     outputs = (Output("output"),)
+    grad_rule = "dinput = g reshaped to input's shape (the inserted size-1 axis removed)"
 
     def infer(x, axis):
         a = _axis_in("ExpandDims", _static_int("ExpandDims", "axis", axis), x.rank + 1)
@@ -389,6 +404,7 @@ class Squeeze:
     inputs = (Input("input"),)
     outputs = (Output("output"),)
     attrs = (Attr("axis", "ints", (), doc="the size-1 axes to remove; all of them when empty"),)
+    grad_rule = "dinput = g reshaped to input's shape (the removed size-1 axes put back)"
 
     def infer(x, *, axis):
         axes = _squeeze_axes("Squeeze", x.shape, axis)
@@ -422,6 +438,7 @@ class Concat:
     inputs = (InputList("values", doc="the tensors to join, of one rank and dtype"),
               Input("axis", dtype="int", static=True, doc="the axis to join along"))
     outputs = (Output("output"),)
+    grad_rule = "dvalues[i] = the slice of g along axis where values[i] was placed"
 
     def infer(values, axis):
         first = values[0]
@@ -472,6 +489,7 @@ class Stack:
     inputs = (InputList("values", doc="the tensors to stack, all of one shape and dtype"),)
     outputs = (Output("output"),)
     attrs = (Attr("axis", "int", 0, doc="position of the new axis in the result"),)
+    grad_rule = "dvalues[i] = g[..., i, ...], the i-th slice of g along axis"
 
     def infer(values, *, axis):
         shape = values[0].shape
@@ -516,6 +534,9 @@ class Unstack:
     outputs = (OutputList("output", count="num"),)
     attrs = (Attr("num", "int", min=0, doc="the number of outputs: the size of axis"),
              Attr("axis", "int", 0, doc="the axis to unstack along"))
+    grad_rule = """
+        dvalue = the gradients g[i] of output[i] stacked along axis (zeros for outputs that got none)
+        """
 
     def infer(value, *, num, axis):
         if value.rank == 0:
@@ -559,6 +580,9 @@ class Split:
     inputs = (Input("axis", dtype="int", static=True, doc="the axis to cut along"), Input("value"))
     outputs = (OutputList("output", count="num_split"),)
     attrs = (Attr("num_split", "int", min=1, doc="the number of equal pieces"),)
+    grad_rule = """
+        dvalue = the gradients g[i] of output[i] concatenated along axis (zeros for pieces that got none)
+        """
 
     def infer(axis, value, *, num_split):
         if value.rank == 0:
@@ -622,6 +646,9 @@ class SplitV:
               Input("axis", dtype="int", static=True, doc="the axis to cut along"))
     outputs = (OutputList("output", count="num_split"),)
     attrs = (Attr("num_split", "int", min=1, doc="the number of pieces (entries of size_splits)"),)
+    grad_rule = """
+        dvalue = the gradients g[i] of output[i] concatenated along axis (zeros for pieces that got none)
+        """
 
     def infer(value, size_splits, axis, *, num_split):
         if value.rank == 0:
@@ -700,6 +727,7 @@ class Slice:
               Input("begin", dtype="int", static=True, doc="first index on each axis"),
               Input("size", dtype="int", static=True, doc="entries taken on each axis; -1 for all the rest"))
     outputs = (Output("output"),)
+    grad_rule = "dinput = zeros of input's shape with g written back at the sliced block"
 
     def infer(x, begin, size):
         _, shape = _slice_index(x.shape, begin, size)
@@ -822,6 +850,10 @@ class StridedSlice:
              Attr("ellipsis_mask", "int", 0, min=0, doc="bit i set: entry i is '...'"),
              Attr("new_axis_mask", "int", 0, min=0, doc="bit i set: entry i inserts a size-1 axis"),
              Attr("shrink_axis_mask", "int", 0, min=0, doc="bit i set: entry i takes index begin[i]"))
+    grad_rule = """
+        dinput = zeros of input's shape with g written back where the slice read
+        (the same begin, end, strides and masks)
+        """
 
     def infer(x, begin, end, strides, *, begin_mask, end_mask, ellipsis_mask, new_axis_mask,
               shrink_axis_mask):
@@ -890,6 +922,11 @@ class Gather:
               Input("axis", dtype="int", static=True, optional=True, doc="0 when unwired"))
     outputs = (Output("output"),)
     attrs = (Attr("batch_dims", "int", 0, doc="leading axes shared by params and indices"),)
+    grad_rule = """
+        dparams = zeros of params' shape with g scatter-added at indices along axis
+        with batch_dims, each batch entry scatters into its own slice of params
+        an index repeated gets the sum of its gradients; no gradient to indices (integers)
+        """
 
     def infer(params, indices, axis, *, batch_dims):
         ax = 0 if axis is None else _static_int("Gather", "axis", axis)
@@ -977,6 +1014,10 @@ class GatherNd:
 
     inputs = (Input("params"), Input("indices", dtype="int", doc="index vectors along the last axis"))
     outputs = (Output("output"),)
+    grad_rule = """
+        dparams = zeros of params' shape with g scatter-added at the index vectors in indices
+        repeated indices accumulate; no gradient to indices (integers)
+        """
 
     def infer(params, indices):
         k = _nd_check("GatherNd", params.shape, indices)
@@ -1010,6 +1051,10 @@ class ScatterNd:
               Input("updates", dtype="number"),
               Input("shape", dtype="int", static=True, doc="the result's shape"))
     outputs = (Output("output"),)
+    grad_rule = """
+        dupdates = g gathered at the index vectors in indices (GatherNd(g, indices))
+        no gradient to indices (integers)
+        """
 
     def infer(indices, updates, shape):
         dims = _static_ints("ScatterNd", "shape", shape)
@@ -1053,6 +1098,7 @@ class Tile:
 
     inputs = (Input("input"), Input("multiples", dtype="int", static=True, doc="copies along each axis"))
     outputs = (Output("output"),)
+    grad_rule = "dinput = g summed over the multiples[i] copies along each axis i"
 
     def infer(x, multiples):
         m = _static_ints("Tile", "multiples", multiples, x.rank)
@@ -1097,6 +1143,7 @@ class Pad:
               Input("paddings", dtype="int", static=True, doc="[rank, 2]: entries added before and after"))
     outputs = (Output("output"),)
     attrs = (Attr("constant_values", "float", 0.0, doc="the value of the added entries"),)
+    grad_rule = "dinput = the middle block of g (g with the paddings cut off)"
 
     def infer(x, paddings, *, constant_values):
         pads = _paddings("Pad", paddings, x.shape)
@@ -1138,6 +1185,10 @@ class MirrorPad:
               Input("paddings", dtype="int", static=True, doc="[rank, 2]: entries added before and after"))
     outputs = (Output("output"),)
     attrs = (Attr("mode", "choice", "REFLECT", choices=("REFLECT", "SYMMETRIC")),)
+    grad_rule = """
+        dinput = the middle block of g plus the padded parts of g mirrored back onto the entries they copy
+        folded axis by axis, so a corner goes back along both axes
+        """
 
     def infer(x, paddings, *, mode):
         pads = _paddings("MirrorPad", paddings, x.shape)
@@ -1194,6 +1245,7 @@ class Reverse:
 
     inputs = (Input("tensor"), Input("axis", dtype="int", static=True, doc="the axes to reverse"))
     outputs = (Output("output"),)
+    grad_rule = "dtensor = g reversed along the same axes"
 
     def infer(x, axis):
         normalize_axis(_static_ints("Reverse", "axis", axis), x.rank)
@@ -1272,6 +1324,7 @@ class Fill:
     inputs = (Input("dims", dtype="int", static=True, doc="the result's shape"),
               Input("value", doc="the scalar to repeat"))
     outputs = (Output("output"),)
+    grad_rule = "dvalue = Σ g, the sum of every entry of g"
 
     def infer(dims, value):
         shape = _static_ints("Fill", "dims", dims)
@@ -1328,6 +1381,7 @@ class BroadcastTo:
 
     inputs = (Input("input"), Input("shape", dtype="int", static=True, doc="the result's shape"))
     outputs = (Output("output"),)
+    grad_rule = "dinput = unbroadcast(g): g summed over the broadcast axes, back to input's shape"
 
     def infer(x, shape):
         dims = _static_ints("BroadcastTo", "shape", shape)
@@ -1446,6 +1500,12 @@ class Select:
 
     inputs = (Input("condition", dtype="bool"), Input("t"), Input("e"))
     outputs = (Output("output"),)
+    grad_rule = """
+        dt = unbroadcast(g where condition, else 0)
+        de = unbroadcast(g where not condition, else 0)
+        no gradient to condition (bool)
+        unbroadcast: summed over the broadcast axes, back to the input's shape
+        """
 
     def infer(condition, t, e):
         if t.dtype != e.dtype:
@@ -1498,6 +1558,7 @@ class Diag:
 
     inputs = (Input("diagonal", dtype="number"),)
     outputs = (Output("output"),)
+    grad_rule = "ddiagonal = the diagonal part of g (DiagPart(g))"
 
     def infer(d):
         return _fold("Diag", TensorType(d.shape + d.shape, d.dtype), Diag.forward, d)
@@ -1523,6 +1584,7 @@ class DiagPart:
 
     inputs = (Input("input", dtype="number"),)
     outputs = (Output("diagonal"),)
+    grad_rule = "dinput = g placed on the diagonal of zeros of input's shape (Diag(g))"
 
     def infer(x):
         k = x.rank // 2

@@ -113,11 +113,12 @@ def _declare(name, doc, aliases=(), **body):
     return block(name, category="math_ops", aliases=aliases)(type(name, (), body))
 
 
-def _unary(name, fn, vjp=None, *, doc, dtype="float", aliases=()):
+def _unary(name, fn, vjp=None, *, doc, dtype="float", aliases=(), rule=""):
     """An elementwise function of one tensor: ``y = fn(x)``, of x's shape and dtype.
 
     ``fn`` is a numpy ufunc or a function of ``x``. ``vjp(g, out, x)`` is the gradient rule; a
-    block without one is not differentiable. ``dtype`` is what ``x`` may be.
+    block without one is not differentiable. ``rule`` states it for people (``dx = g · cos(x)``).
+    ``dtype`` is what ``x`` may be.
     """
     if isinstance(fn, np.ufunc):
         ufunc = fn
@@ -128,6 +129,8 @@ def _unary(name, fn, vjp=None, *, doc, dtype="float", aliases=()):
     body = dict(inputs=(Input("x", dtype=dtype),), outputs=(Output("y"),), infer=_like, forward=fn)
     if vjp is not None:
         body["vjp"] = vjp
+    if rule:
+        body["grad_rule"] = rule
     return _declare(name, doc, aliases, **body)
 
 
@@ -175,9 +178,11 @@ def _extremum(name, ufunc, example):
         The gradient goes to the entries equal to the {word}; when several entries tie, it is split
         evenly among them (TensorFlow's rule): {example} sends [0, 0.5, 0.5].
         """
+    rule = (f"dinput = g routed to the entries equal to the {name.lower()}, split evenly among ties "
+            f"(g / their count each); 0 elsewhere")
     return _declare(name, doc, (f"Reduce{name}", f"reduce_{name.lower()}"), inputs=_REDUCE_INPUTS,
                     outputs=(Output("output"),), attrs=_KEEP_DIMS, infer=_reduce_infer,
-                    forward=_ufunc_reduce(ufunc), vjp=vjp)
+                    forward=_ufunc_reduce(ufunc), vjp=vjp, grad_rule=rule)
 
 
 # --------------------------------------------------------------------------------------------
@@ -190,6 +195,11 @@ class Add:
 
     inputs = (Input("x"), Input("y"))
     outputs = (Output("z"),)
+    grad_rule = """
+        dx = unbroadcast(g)
+        dy = unbroadcast(g)
+        unbroadcast: summed over the broadcast axes, back to the input's shape
+        """
 
     def infer(x, y):
         return _binary_infer("Add", x, y)
@@ -208,6 +218,11 @@ class Subtract:
 
     inputs = (Input("x"), Input("y"))
     outputs = (Output("z"),)
+    grad_rule = """
+        dx = unbroadcast(g)
+        dy = −unbroadcast(g)
+        unbroadcast: summed over the broadcast axes, back to the input's shape
+        """
 
     def infer(x, y):
         return _binary_infer("Subtract", x, y)
@@ -226,6 +241,11 @@ class Multiply:
 
     inputs = (Input("x"), Input("y"))
     outputs = (Output("z"),)
+    grad_rule = """
+        dx = unbroadcast(g · y)
+        dy = unbroadcast(g · x)
+        unbroadcast: summed over the broadcast axes, back to the input's shape
+        """
 
     def infer(x, y):
         return _binary_infer("Multiply", x, y)
@@ -248,6 +268,11 @@ class RealDiv:
 
     inputs = (Input("x", dtype="float"), Input("y", dtype="float"))
     outputs = (Output("z"),)
+    grad_rule = """
+        dx = unbroadcast(g / y)
+        dy = −unbroadcast(g · z / y)   (= −g · x / y²)
+        unbroadcast: summed over the broadcast axes, back to the input's shape
+        """
 
     def infer(x, y):
         return _binary_infer("RealDiv", x, y)
@@ -279,6 +304,7 @@ class AddN:
 
     inputs = (InputList("inputs", doc="the tensors to add, all of one shape"),)
     outputs = (Output("sum"),)
+    grad_rule = "dinputs[i] = g, for every i (no broadcasting)"
 
     def infer(inputs):
         _check_arithmetic("AddN", *inputs)
@@ -308,7 +334,7 @@ class AddN:
 
 
 Negate = _unary("Negate", np.negative, lambda g, out, x: (np.negative(g),), dtype="number",
-                aliases=("Neg",), doc="""Elementwise ``-x``.""")
+                aliases=("Neg",), rule="dx = −g", doc="""Elementwise ``-x``.""")
 
 
 def _square_vjp(g, out, x):
@@ -317,20 +343,21 @@ def _square_vjp(g, out, x):
     return (t,)
 
 
-Square = _unary("Square", lambda x: x * x, _square_vjp, dtype="number", doc="""Elementwise ``x * x``.""")
+Square = _unary("Square", lambda x: x * x, _square_vjp, dtype="number",
+                rule="dx = 2 · g · x", doc="""Elementwise ``x * x``.""")
 
 
-Sqrt = _unary("Sqrt", np.sqrt, lambda g, out, x: (g / (out + out),), doc="""
+Sqrt = _unary("Sqrt", np.sqrt, lambda g, out, x: (g / (out + out),), rule="dx = g / (2 · y)", doc="""
     Elementwise square root; ``nan`` for negative entries.
     """)
 
 
-Exp = _unary("Exp", np.exp, lambda g, out, x: (g * out,), doc="""
+Exp = _unary("Exp", np.exp, lambda g, out, x: (g * out,), rule="dx = g · y", doc="""
     Elementwise natural exponential ``e ** x``.
     """)
 
 
-Log = _unary("Log", np.log, lambda g, out, x: (g / x,), doc="""
+Log = _unary("Log", np.log, lambda g, out, x: (g / x,), rule="dx = g / x", doc="""
     Elementwise natural logarithm; ``-inf`` at 0 and ``nan`` for negative entries.
     """)
 
@@ -341,7 +368,7 @@ def _tanh_vjp(g, out, x):
     return (t,)
 
 
-Tanh = _unary("Tanh", np.tanh, _tanh_vjp, doc="""Elementwise hyperbolic tangent.""")
+Tanh = _unary("Tanh", np.tanh, _tanh_vjp, rule="dx = g · (1 − y²)", doc="""Elementwise hyperbolic tangent.""")
 
 
 def _sigmoid(x):
@@ -357,7 +384,7 @@ def _sigmoid_vjp(g, out, x):
     return (t,)
 
 
-Sigmoid = _unary("Sigmoid", _sigmoid, _sigmoid_vjp, doc="""
+Sigmoid = _unary("Sigmoid", _sigmoid, _sigmoid_vjp, rule="dx = g · y · (1 − y)", doc="""
     Elementwise logistic function ``1 / (1 + exp(-x))``.
 
     Accurate in relative terms over the whole range, including far negative ``x`` where the
@@ -383,6 +410,13 @@ class MatMul:
         Attr("transpose_a", "bool", False, doc="multiply by a's transpose"),
         Attr("transpose_b", "bool", False, doc="multiply by b's transpose"),
     )
+    grad_rule = """
+        da = g · bᵀ
+        db = aᵀ · g
+        with transpose_a: da = b · gᵀ, db = a · g
+        with transpose_b: da = g · b, db = gᵀ · a
+        with both: da = bᵀ · gᵀ, db = gᵀ · aᵀ
+        """
 
     def infer(a, b, *, transpose_a, transpose_b):
         if a.rank != 2 or b.rank != 2:
@@ -429,6 +463,7 @@ class Sum:
     inputs = _REDUCE_INPUTS
     outputs = (Output("output"),)
     attrs = _KEEP_DIMS
+    grad_rule = "dinput = g broadcast back over the reduced axes"
     infer = _reduce_infer
 
     def forward(x, axis, *, keep_dims):
@@ -449,6 +484,10 @@ class Mean:
     inputs = _REDUCE_INPUTS
     outputs = (Output("output"),)
     attrs = _KEEP_DIMS
+    grad_rule = """
+        dinput = g / n broadcast back over the reduced axes
+        n: the number of entries averaged into each output
+        """
     infer = _reduce_infer
 
     def forward(x, axis, *, keep_dims):
@@ -525,7 +564,8 @@ def _one_axis(op, axis, rank, default=0):
 # Elementwise unary ops (float in, float out unless said otherwise)
 
 
-Abs = _unary("Abs", np.abs, lambda g, out, x: (g * np.sign(x),), dtype="number", doc="""
+Abs = _unary("Abs", np.abs, lambda g, out, x: (g * np.sign(x),), dtype="number",
+             rule="dx = g · sign(x)   (0 at x = 0)", doc="""
     Elementwise absolute value ``|x|``.
 
     The gradient is ``g * sign(x)``: 0 at exactly ``x = 0``, as in TensorFlow.
@@ -549,7 +589,7 @@ def _rsqrt_vjp(g, out, x):
     return (t,)
 
 
-Rsqrt = _unary("Rsqrt", lambda x: np.reciprocal(np.sqrt(x)), _rsqrt_vjp, doc="""
+Rsqrt = _unary("Rsqrt", lambda x: np.reciprocal(np.sqrt(x)), _rsqrt_vjp, rule="dx = −½ · g · y³", doc="""
     Elementwise reciprocal square root ``1 / sqrt(x)``.
 
     ``inf`` at 0 and ``nan`` for negative entries. The gradient is ``-0.5 * g * y ** 3``.
@@ -563,28 +603,30 @@ def _reciprocal_vjp(g, out, x):
     return (t,)
 
 
-Reciprocal = _unary("Reciprocal", np.reciprocal, _reciprocal_vjp, aliases=("Inv",), doc="""
+Reciprocal = _unary("Reciprocal", np.reciprocal, _reciprocal_vjp, aliases=("Inv",),
+                    rule="dx = −g · y²", doc="""
     Elementwise ``1 / x``; ``inf`` at 0.
 
     The gradient is ``-g * y ** 2`` (``-g / x ** 2``).
     """)
 
 
-Log1p = _unary("Log1p", np.log1p, lambda g, out, x: (g / (x + _ONE[x.dtype]),), doc="""
+Log1p = _unary("Log1p", np.log1p, lambda g, out, x: (g / (x + _ONE[x.dtype]),),
+               rule="dx = g / (1 + x)", doc="""
     Elementwise ``log(1 + x)``, accurate also for tiny ``x``.
 
     ``-inf`` at -1 and ``nan`` below. The gradient is ``g / (1 + x)``.
     """)
 
 
-Expm1 = _unary("Expm1", np.expm1, _times(np.exp), doc="""
+Expm1 = _unary("Expm1", np.expm1, _times(np.exp), rule="dx = g · exp(x)", doc="""
     Elementwise ``exp(x) - 1``, accurate also for tiny ``x``.
 
     The gradient is ``g * exp(x)``.
     """)
 
 
-Sin = _unary("Sin", np.sin, _times(np.cos), doc="""
+Sin = _unary("Sin", np.sin, _times(np.cos), rule="dx = g · cos(x)", doc="""
     Elementwise sine (radians). The gradient is ``g * cos(x)``.
     """)
 
@@ -595,7 +637,7 @@ def _cos_vjp(g, out, x):
     return (_ineg(t),)
 
 
-Cos = _unary("Cos", np.cos, _cos_vjp, doc="""
+Cos = _unary("Cos", np.cos, _cos_vjp, rule="dx = −g · sin(x)", doc="""
     Elementwise cosine (radians). The gradient is ``-g * sin(x)``.
     """)
 
@@ -607,7 +649,7 @@ def _tan_vjp(g, out, x):
     return (t,)
 
 
-Tan = _unary("Tan", np.tan, _tan_vjp, doc="""
+Tan = _unary("Tan", np.tan, _tan_vjp, rule="dx = g · (1 + y²)", doc="""
     Elementwise tangent (radians). The gradient is ``g / cos(x) ** 2`` (``g * (1 + y ** 2)``).
     """)
 
@@ -617,7 +659,7 @@ def _asin_vjp(g, out, x):
     return (g / np.sqrt((one - x) * (one + x)),)
 
 
-Asin = _unary("Asin", np.arcsin, _asin_vjp, doc="""
+Asin = _unary("Asin", np.arcsin, _asin_vjp, rule="dx = g / √((1 − x) · (1 + x))", doc="""
     Elementwise arcsine, in [-pi/2, pi/2]; ``nan`` outside [-1, 1].
 
     The gradient is ``g / sqrt(1 - x ** 2)`` (computed as ``(1 - x)(1 + x)`` to stay accurate near
@@ -631,7 +673,7 @@ def _acos_vjp(g, out, x):
     return (np.negative(g) / t,)
 
 
-Acos = _unary("Acos", np.arccos, _acos_vjp, doc="""
+Acos = _unary("Acos", np.arccos, _acos_vjp, rule="dx = −g / √((1 − x) · (1 + x))", doc="""
     Elementwise arccosine, in [0, pi]; ``nan`` outside [-1, 1].
 
     The gradient is ``-g / sqrt(1 - x ** 2)``.
@@ -644,17 +686,17 @@ def _atan_vjp(g, out, x):
     return (g / t,)
 
 
-Atan = _unary("Atan", np.arctan, _atan_vjp, doc="""
+Atan = _unary("Atan", np.arctan, _atan_vjp, rule="dx = g / (1 + x²)", doc="""
     Elementwise arctangent, in (-pi/2, pi/2). The gradient is ``g / (1 + x ** 2)``.
     """)
 
 
-Sinh = _unary("Sinh", np.sinh, _times(np.cosh), doc="""
+Sinh = _unary("Sinh", np.sinh, _times(np.cosh), rule="dx = g · cosh(x)", doc="""
     Elementwise hyperbolic sine. The gradient is ``g * cosh(x)``.
     """)
 
 
-Cosh = _unary("Cosh", np.cosh, _times(np.sinh), doc="""
+Cosh = _unary("Cosh", np.cosh, _times(np.sinh), rule="dx = g · sinh(x)", doc="""
     Elementwise hyperbolic cosine. The gradient is ``g * sinh(x)``.
     """)
 
@@ -773,7 +815,7 @@ def _erf_vjp(g, out, x):
     return (t,)
 
 
-Erf = _unary("Erf", _erf, _erf_vjp, doc="""
+Erf = _unary("Erf", _erf, _erf_vjp, rule="dx = g · 2/√π · exp(−x²)", doc="""
     Elementwise Gauss error function ``erf(x) = 2/sqrt(pi) * integral of exp(-t**2) from 0 to x``.
 
     Computed in float64 with W. J. Cody's rational Chebyshev approximations (relative error of a
@@ -826,6 +868,12 @@ class Pow:
 
     inputs = (Input("x"), Input("y"))
     outputs = (Output("z"),)
+    grad_rule = """
+        dx = unbroadcast(g · y · x^(y − 1))
+        dy = unbroadcast(g · z · log(x)), with log(x) taken as 0 where x ≤ 0
+        a zero g gives 0 even where the factor is inf or nan (TensorFlow's mul_no_nan)
+        unbroadcast: summed over the broadcast axes, back to the input's shape
+        """
 
     def infer(x, y):
         return _binary_infer("Pow", x, y)
@@ -846,8 +894,9 @@ class Pow:
         return gx, gy
 
 
-def _elementwise_extremum(name, ufunc, short, to_x, symbol):
-    """Maximum or Minimum: ``ufunc(x, y)``; the gradient goes to ``x`` where ``to_x(x, y)``."""
+def _elementwise_extremum(name, ufunc, short, to_x, symbol, rule):
+    """Maximum or Minimum: ``ufunc(x, y)``; the gradient goes to ``x`` where ``to_x(x, y)``
+    (``symbol``), which ``rule`` states for people."""
     def infer(x, y):
         return _binary_infer(name, x, y)
 
@@ -864,7 +913,7 @@ def _elementwise_extremum(name, ufunc, short, to_x, symbol):
         ``x`` (TensorFlow's rule).
         """
     return _declare(name, doc, inputs=(Input("x"), Input("y")), outputs=(Output("z"),),
-                    infer=infer, forward=forward, vjp=vjp)
+                    infer=infer, forward=forward, vjp=vjp, grad_rule=rule)
 
 
 def _select_grad(g, to_x, x, y, needs):
@@ -874,10 +923,18 @@ def _select_grad(g, to_x, x, y, needs):
     return gx, gy
 
 
-Maximum = _elementwise_extremum("Maximum", np.maximum, "max", np.greater_equal, ">=")
+Maximum = _elementwise_extremum("Maximum", np.maximum, "max", np.greater_equal, ">=", """
+    dx = unbroadcast(g where x ≥ y, else 0)
+    dy = unbroadcast(g where x < y, else 0)
+    a tie goes to x; unbroadcast: summed over the broadcast axes, back to the input's shape
+    """)
 
 
-Minimum = _elementwise_extremum("Minimum", np.minimum, "min", np.less_equal, "<=")
+Minimum = _elementwise_extremum("Minimum", np.minimum, "min", np.less_equal, "<=", """
+    dx = unbroadcast(g where x ≤ y, else 0)
+    dy = unbroadcast(g where x > y, else 0)
+    a tie goes to x; unbroadcast: summed over the broadcast axes, back to the input's shape
+    """)
 
 
 @block("SquaredDifference", category="math_ops")
@@ -889,6 +946,11 @@ class SquaredDifference:
 
     inputs = (Input("x"), Input("y"))
     outputs = (Output("z"),)
+    grad_rule = """
+        dx = unbroadcast(2 · g · (x − y))
+        dy = −unbroadcast(2 · g · (x − y))
+        unbroadcast: summed over the broadcast axes, back to the input's shape
+        """
 
     def infer(x, y):
         return _binary_infer("SquaredDifference", x, y)
@@ -944,6 +1006,11 @@ class FloorMod:
 
     inputs = (Input("x"), Input("y"))
     outputs = (Output("z"),)
+    grad_rule = """
+        dx = unbroadcast(g)
+        dy = −unbroadcast(g · floor(x / y))
+        unbroadcast: summed over the broadcast axes, back to the input's shape
+        """
 
     def infer(x, y):
         return _binary_infer("FloorMod", x, y)
@@ -1006,6 +1073,11 @@ class Prod:
     inputs = _REDUCE_INPUTS
     outputs = (Output("output"),)
     attrs = _KEEP_DIMS
+    grad_rule = """
+        dinput = g · (the product of the other entries of its group), broadcast back over the reduced axes
+        computed as g · output / input when the product is a normal, finite number
+        otherwise without division, exact also where the input holds zeros
+        """
     infer = _reduce_infer
 
     def forward(x, axis, *, keep_dims):
@@ -1187,6 +1259,10 @@ class Cast:
     inputs = (Input("x", dtype="any"),)
     outputs = (Output("y"),)
     attrs = (Attr("DstT", "dtype", "float32", doc="the dtype to convert to"),)
+    grad_rule = """
+        dx = g cast back to x's dtype, for a float-to-float cast
+        no gradient when x or y has an integer or bool dtype
+        """
 
     def infer(x, *, DstT):
         return TensorType(x.shape, DstT)
@@ -1249,6 +1325,7 @@ class Cumsum:
     inputs = _SCAN_INPUTS
     outputs = (Output("out"),)
     attrs = _SCAN_ATTRS
+    grad_rule = "dx = the running sum of g along axis in the opposite direction (same exclusive)"
 
     def infer(x, axis, *, exclusive, reverse):
         return _scan_infer("Cumsum", x, axis)
@@ -1278,6 +1355,12 @@ class Cumprod:
     inputs = _SCAN_INPUTS
     outputs = (Output("out"),)
     attrs = _SCAN_ATTRS
+    grad_rule = """
+        dx[k] = Σ over the entries of out that contain x[k] of g · (the product of their other factors)
+        computed as (the running sum of g ⊙ out in the opposite direction) / x where x ≠ 0
+        the first zero along the scan gets that sum with itself left out of the products
+        later zeros get 0
+        """
 
     def infer(x, axis, *, exclusive, reverse):
         return _scan_infer("Cumprod", x, axis)
@@ -1325,6 +1408,14 @@ class BatchMatMul:
         Attr("adj_x", "bool", False, doc="transpose the last two axes of x first"),
         Attr("adj_y", "bool", False, doc="transpose the last two axes of y first"),
     )
+    grad_rule = """
+        dx = unbroadcast(g · yᵀ)
+        dy = unbroadcast(xᵀ · g)
+        with adj_x: dx = unbroadcast(y · gᵀ), dy = unbroadcast(x · g)
+        with adj_y: dx = unbroadcast(g · y), dy = unbroadcast(gᵀ · x)
+        with both: dx = unbroadcast(yᵀ · gᵀ), dy = unbroadcast(gᵀ · xᵀ)
+        products and ᵀ act on the last two axes; unbroadcast: summed over the batch axes that were broadcast
+        """
 
     def infer(x, y, *, adj_x, adj_y):
         if x.rank < 2 or y.rank < 2:
@@ -1500,6 +1591,12 @@ class ClipByValue:
 
     inputs = (Input("t"), Input("clip_value_min"), Input("clip_value_max"))
     outputs = (Output("output"),)
+    grad_rule = """
+        dt = g where clip_value_min ≤ t ≤ clip_value_max, else 0
+        dclip_value_min = unbroadcast(g where t < clip_value_min, else 0)
+        dclip_value_max = unbroadcast(g where t > clip_value_max, else 0)
+        unbroadcast: summed over the broadcast axes, back to the input's shape
+        """
 
     def infer(t, clip_value_min, clip_value_max):
         _check_arithmetic("ClipByValue", t, clip_value_min, clip_value_max)

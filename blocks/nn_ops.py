@@ -101,6 +101,7 @@ class Relu:
 
     inputs = (Input("features", dtype="number"),)
     outputs = (Output("activations"),)
+    grad_rule = "dfeatures = g where features > 0, else 0 (also 0 at features = 0)"
 
     def infer(features):
         return TensorType(features.shape, features.dtype)
@@ -122,6 +123,7 @@ class Softmax:
 
     inputs = (Input("logits", dtype="float"),)
     outputs = (Output("softmax"),)
+    grad_rule = "dlogits = softmax ⊙ (g − Σ(g ⊙ softmax)), the sum along the last axis"
 
     def infer(logits):
         return _float_rank1("Softmax", logits)
@@ -149,6 +151,7 @@ class LogSoftmax:
 
     inputs = (Input("logits", dtype="float"),)
     outputs = (Output("logsoftmax"),)
+    grad_rule = "dlogits = g − exp(logsoftmax) · Σ g, the sum along the last axis"
 
     def infer(logits):
         return _float_rank1("LogSoftmax", logits)
@@ -178,6 +181,11 @@ class SoftmaxCrossEntropyWithLogits:
 
     inputs = (Input("features", dtype="float"), Input("labels", dtype="float"))
     outputs = (Output("loss"), Output("backprop", differentiable=False))
+    grad_rule = """
+        g: the gradient arriving at loss, one entry per row (backprop sends none back)
+        dfeatures = backprop · g, row by row: (softmax(features) − labels) · g
+        dlabels = −log_softmax(features) · g, row by row
+        """
 
     def infer(features, labels):
         if features.rank != 2 or labels.rank != 2:
@@ -264,6 +272,7 @@ class Relu6:
 
     inputs = (Input("features", dtype="number"),)
     outputs = (Output("activations"),)
+    grad_rule = "dfeatures = g where 0 < features < 6, else 0 (also 0 at exactly 0 and 6)"
 
     def infer(features):
         return _no_bool("Relu6", features)
@@ -285,6 +294,7 @@ class Elu:
 
     inputs = (Input("features", dtype="float"),)
     outputs = (Output("activations"),)
+    grad_rule = "dfeatures = g where features > 0, g · (activations + 1) = g · exp(features) elsewhere"
 
     def infer(features):
         return _like(features)
@@ -313,6 +323,10 @@ class Selu:
 
     inputs = (Input("features", dtype="float"),)
     outputs = (Output("activations"),)
+    grad_rule = """
+        dfeatures = g · scale where activations ≥ 0 (features ≥ 0)
+        dfeatures = g · (activations + scale · alpha) where activations < 0
+        """
 
     def infer(features):
         return _like(features)
@@ -344,6 +358,7 @@ class LeakyRelu:
     inputs = (Input("features", dtype="float"),)
     outputs = (Output("activations"),)
     attrs = (Attr("alpha", "float", 0.2, doc="slope for negative inputs"),)
+    grad_rule = "dfeatures = g where features > 0, alpha · g elsewhere (also at 0)"
 
     def infer(features, *, alpha):
         return _like(features)
@@ -366,6 +381,7 @@ class Softplus:
 
     inputs = (Input("features", dtype="float"),)
     outputs = (Output("activations"),)
+    grad_rule = "dfeatures = g · sigmoid(features), computed as g · exp(features − activations)"
 
     def infer(features):
         return _like(features)
@@ -388,6 +404,7 @@ class Softsign:
 
     inputs = (Input("features", dtype="float"),)
     outputs = (Output("activations"),)
+    grad_rule = "dfeatures = g / (1 + |features|)²"
 
     def infer(features):
         return _like(features)
@@ -418,6 +435,7 @@ class L2Loss:
 
     inputs = (Input("t", dtype="float"),)
     outputs = (Output("output"),)
+    grad_rule = "dt = g · t"
 
     def infer(t):
         return TensorType((), t.dtype)
@@ -453,6 +471,11 @@ class SparseSoftmaxCrossEntropyWithLogits:
 
     inputs = (Input("features", dtype="float"), Input("labels", dtype="int"))
     outputs = (Output("loss"), Output("backprop", differentiable=False))
+    grad_rule = """
+        g: the gradient arriving at loss, one entry per row (backprop sends none back)
+        dfeatures = backprop · g, row by row: (softmax(features) − one_hot(labels)) · g
+        no gradient to labels (integers)
+        """
 
     def infer(features, labels):
         if features.rank != 2 or labels.rank != 1:
@@ -500,6 +523,10 @@ class SigmoidCrossEntropyWithLogits:
 
     inputs = (Input("labels", dtype="float"), Input("logits", dtype="float"))
     outputs = (Output("output"),)
+    grad_rule = """
+        dlabels = −g · logits
+        dlogits = g · (sigmoid(logits) − labels)
+        """
 
     def infer(labels, logits):
         if labels.dtype != logits.dtype:
@@ -556,6 +583,10 @@ class BiasAdd:
     outputs = (Output("output"),)
     attrs = (Attr("data_format", "choice", "NHWC", choices=_LAYOUTS,
                   doc="NHWC: channels last; NCHW: channels at axis 1"),)
+    grad_rule = """
+        dvalue = g
+        dbias = g summed over every axis but the channel axis (the last for NHWC, axis 1 for NCHW)
+        """
 
     def infer(value, bias, *, data_format):
         if value.dtype != bias.dtype:
@@ -765,6 +796,11 @@ class Conv2D:
         Attr("data_format", "choice", "NHWC", choices=_LAYOUTS),
         Attr("dilations", "ints", (1, 1, 1, 1), doc="filter dilation per axis, [1, dh, dw, 1] in NHWC"),
     )
+    grad_rule = """
+        dinput = each output position's g times filter, added back onto that position's input window
+        overlapping windows add up; what lands on the padding is dropped
+        dfilter = Σ over the batch and the output positions of (input window) ⊗ g
+        """
 
     def infer(input, filter, *, strides, padding, explicit_paddings, data_format, dilations):
         if input.dtype != filter.dtype:
@@ -879,6 +915,10 @@ class MaxPool:
     inputs = (Input("input", dtype="number"),)
     outputs = (Output("output"),)
     attrs = _POOL_ATTRS
+    grad_rule = """
+        dinput = each window's g routed to the window's max; overlapping windows add up
+        on a tie all of it goes to the first max in row-major window order (not split)
+        """
 
     def infer(input, *, ksize, strides, padding, data_format):
         return _pool_infer("MaxPool", input, ksize, strides, padding, data_format)
@@ -942,6 +982,10 @@ class AvgPool:
     inputs = (Input("value", dtype="float"),)
     outputs = (Output("output"),)
     attrs = _POOL_ATTRS
+    grad_rule = """
+        dvalue = each window's g / n, spread over its n real (unpadded) entries
+        overlapping windows add up
+        """
 
     def infer(value, *, ksize, strides, padding, data_format):
         return _pool_infer("AvgPool", value, ksize, strides, padding, data_format)
@@ -984,6 +1028,10 @@ class Dropout:
         Attr("training", "bool", True, doc="false: pass x through unchanged"),
         Attr("seed", "int", 0, doc="seed of the dropout masks"),
     )
+    grad_rule = """
+        dx = g ⊙ mask / (1 − rate), with the forward pass's mask (1 where kept, 0 where dropped)
+        dx = g when training is false or rate is 0
+        """
 
     def infer(x, *, rate, training, seed):
         if rate >= 1:
@@ -1034,6 +1082,10 @@ class TopK:
               Input("k", dtype="int", static=True, optional=True, default=1, doc="how many entries"))
     outputs = (Output("values"), Output("indices", differentiable=False))
     attrs = (Attr("sorted", "bool", True, doc="values in descending order (else in index order)"),)
+    grad_rule = """
+        g: the gradient arriving at values (indices carry none)
+        dinput = g scattered back to the positions in indices along the last axis, 0 elsewhere
+        """
 
     def infer(input, k, *, sorted):
         _no_bool("TopK", input)
