@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import gc
 from dataclasses import dataclass
+from pathlib import Path
 import networkx as nx
 import numpy as np
 
+from .datafiles import DataFileError, DataFiles
 from .errors import CompileError, ProjectError
 from .project import Edge, Page, Project, split_port
 from .registry import Registry, default_registry
@@ -111,6 +113,8 @@ class Program:
         self._plans: dict = {}
         self._targets: dict[str, int] = {}
         self._paths: dict = {}
+        #: the project's data files (dataset blocks read them; None: the project has no folder)
+        self.files: DataFiles | None = None
 
     @property
     def errors(self) -> list[Diagnostic]:
@@ -333,27 +337,45 @@ def _flat_input(step: Step, j: int):
 
 
 def compile_project(project: Project, page: str | None = None, registry: Registry | None = None) -> Program:
-    """Compile one page (the first when ``page`` is None) of ``project``."""
-    return compile_page(project.page(page), registry)
+    """Compile one page (the first when ``page`` is None) of ``project``; its dataset blocks read
+    files from the project's folder (``project.base_dir``, set when it was loaded or saved)."""
+    return compile_page(project.page(page), registry, files=project_files(project))
 
 
-def compile_page(page: Page, registry: Registry | None = None) -> Program:
-    """Compile a page; never raises for a bad diagram: problems land in ``diagnostics``."""
+def project_files(project: Project) -> DataFiles | None:
+    """The project's data files (None for a project that lives in no folder yet)."""
+    base = getattr(project, "base_dir", None)
+    if base is None:
+        return None
+    files = getattr(project, "_files", None)
+    if files is None or files.base_dir != Path(base).resolve():
+        files = DataFiles(base)
+        try:
+            project._files = files
+        except AttributeError:
+            pass
+    return files
+
+
+def compile_page(page: Page, registry: Registry | None = None, files: DataFiles | None = None) -> Program:
+    """Compile a page; never raises for a bad diagram: problems land in ``diagnostics``.
+    ``files``: where dataset blocks read their files (None: they cannot)."""
     # Compiling makes many small objects and frees none: the cyclic collector would rescan the
     # growing heap again and again (super-linear time on big pages), so it waits until the end.
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _Compiler(page, registry or default_registry()).run()
+        return _Compiler(page, registry or default_registry(), files).run()
     finally:
         if enabled:
             gc.enable()
 
 
 class _Compiler:
-    def __init__(self, page: Page, registry: Registry):
+    def __init__(self, page: Page, registry: Registry, files: DataFiles | None = None):
         self.page = page
         self.registry = registry
+        self.files = files
         self.diags: list[Diagnostic] = []
         self.failed: set[str] = set()
 
@@ -575,8 +597,11 @@ class _Compiler:
             if not self._check_dtypes(nid, spec, args, inputs, slots):
                 continue
             try:
-                result = spec.infer(*args, **attrs[nid])
-            except ShapeError as exc:
+                if spec.infer_context:
+                    result = spec.infer(*args, **attrs[nid], files=self.files)
+                else:
+                    result = spec.infer(*args, **attrs[nid])
+            except (ShapeError, DataFileError) as exc:
                 self.error(nid, None, str(exc))
                 continue
             except Exception as exc:  # a bug in the block's infer: report it on the node
@@ -634,8 +659,10 @@ class _Compiler:
             elif lnode not in failed and lport and (lnode, lport) not in port_slots:
                 self.error(lnode, lport, f"the page's loss names an output '{lport}' that does not exist")
         self.diags.sort(key=lambda d: (d.severity != "error", d.node or "", d.port or ""))
-        return Program(page, steps, slots, self.diags, graph, edge_types, port_slots, variable_values, feeds,
-                       slot_values)
+        program = Program(page, steps, slots, self.diags, graph, edge_types, port_slots, variable_values,
+                          feeds, slot_values)
+        program.files = self.files
+        return program
 
     def _ref_input(self, nid, node, spec, decl, fed, slots, port_slots, step_by_node, var_node, slot_values):
         """(slot, state target) for a ref input: a wired Variable, or a slot kept with ``var_node``."""

@@ -185,6 +185,9 @@ class Project:
 
     pages: list = field(default_factory=list)
     metadata: dict = field(default_factory=dict)
+    #: the folder the project was loaded from or saved to (not saved in the file): dataset
+    #: blocks read their files relative to it; None for a project not yet saved
+    base_dir: str | None = field(default=None, compare=False, repr=False)
 
     def page(self, name: str | None = None) -> Page:
         """The page called ``name``; the first page when ``name`` is None."""

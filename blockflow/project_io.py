@@ -753,7 +753,9 @@ def load_project(path) -> Project:
             data = f.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise ProjectFileError(name, "", f"cannot read the file: {exc.strerror or exc}") from None
-    return loads_project(data, name)
+    project = loads_project(data, name)
+    project.base_dir = os.path.dirname(os.path.abspath(name))
+    return project
 
 
 # --------------------------------------------------------------------------------------------
@@ -989,7 +991,8 @@ def save_project(project: Project, path) -> None:
     The text is written to a temporary file in the same directory, flushed and fsynced, then
     moved onto ``path`` with ``os.replace`` and the directory fsynced. On any failure the old
     file is untouched and the temporary file removed. An existing file keeps its permission
-    bits; a symlink is followed (the file it points to is replaced, the link stays).
+    bits; a symlink is followed (the file it points to is replaced, the link stays). The project's
+    ``base_dir`` becomes the file's folder (dataset blocks read their files from there).
     Raises ProjectFileError if the project cannot be written or the file system refuses.
     """
     name = os.fspath(path)
@@ -1033,3 +1036,4 @@ def save_project(project: Project, path) -> None:
             except OSError:
                 pass
     _fsync_dir(directory)
+    project.base_dir = os.path.dirname(os.path.abspath(name))   # where its data files now live

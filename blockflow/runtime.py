@@ -16,6 +16,7 @@ from functools import partial
 import numpy as np
 
 from .compiler import GradientPaths, Program, Step
+from .datafiles import SPLITS, DataRequest
 from .errors import BlockExecutionError, CompileError, FeedError, NumericsError, RunError
 from .project import Edge
 from .spec import ShapeError, TensorType
@@ -71,7 +72,7 @@ _LOSS = object()
 
 def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None, wrt=None,
         variables=None, record: bool = True, check_numerics: bool = True, step: int = 0,
-        commit: bool = True) -> RunResult:
+        commit: bool = True, split: str = "train") -> RunResult:
     """Run a compiled page.
 
     feeds: ``{placeholder node id: array}``; missing ones come from the page's saved feeds.
@@ -86,12 +87,16 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
     check_numerics: raise :class:`NumericsError` naming the node that first produced NaN/Inf.
     step: the run's number in a sequence (a training step): random blocks draw from a stream
     fixed by their seed, their id and ``step``, so a run is reproducible and steps differ.
+    split: which part of their data dataset blocks give: "train" (batch ``step`` of the training
+    part), "test" (the held-out part) or "all".
     commit: blocks that update state (Assign, Apply*) change the program's Variables and slots
     once the run has finished without error; ``result.state_updates`` lists the changes (write
     them into the project with ``Page.apply_state``). Within a run every block reads the values
     from its start.
     """
     program.raise_for_errors()
+    if split not in SPLITS:
+        raise RunError(f"split must be one of {', '.join(SPLITS)}, not {split!r}")
     if target is _LOSS:
         t_slot = program.resolve_target(None)
     elif target is None:
@@ -137,11 +142,11 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
             raise RunError(f"the gradient seed has shape {list(seed.shape)} but the target "
                            f"{_slot_name(program, t_slot)} is {ttype}")
     with np.errstate(all="ignore"):
-        out = plan.fn(var_list, feed_list, seed, step)
+        out = plan.fn(var_list, feed_list, seed, step, split)
     result = plan.package(out)
     if check_numerics:
         with np.errstate(all="ignore"):
-            plan.check(result, out, variables, feeds, grad_seed, wrt, step)
+            plan.check(result, out, variables, feeds, grad_seed, wrt, step, split)
     if commit and result.state_updates:
         plan.commit(result)
     return result
@@ -213,7 +218,8 @@ class _Plan:
     # ---------------------------------------------------------------------------- codegen
     def _generate(self, fwd, bwd):
         program, slots = self.program, self.program.slots
-        ns: dict = {"_fail": self._fail, "_ones": np.ones_like, "_zeros": np.zeros_like, "_R": self._rng}
+        ns: dict = {"_fail": self._fail, "_ones": np.ones_like, "_zeros": np.zeros_like, "_R": self._rng,
+                    "_DR": DataRequest, "_FILES": program.files}
         lines: list[tuple[str, set, set]] = []  # (code, names read, names written)
 
         def arg(slot):
@@ -267,6 +273,10 @@ class _Plan:
             parts, reads = call_args(st)
             if "rng" in st.spec.forward_context:
                 parts.append(f"rng=_R({st.index}, S)")
+            if "data" in st.spec.forward_context:
+                parts.append("data=_DR(S, D)")
+            if "files" in st.spec.forward_context:
+                parts.append("files=_FILES")
             target = _struct_expr(st, "s", lambda o: True, assign=True) if outs else "_"
             writes = set(outs)
             if st.refs:
@@ -306,7 +316,7 @@ class _Plan:
                + "".join(f"{n}, " for n, _ in edge_names) + "), ("
                + "".join(f"{n}, " for n, _ in update_names) + ")")
         body = lines if self.record else _with_frees(lines, returned)
-        src = ["def _run(V, F, G0, S):", "    _n = -1", "    try:"]
+        src = ["def _run(V, F, G0, S, D):", "    _n = -1", "    try:"]
         src += [f"        {code}" for code, _, _ in body]
         src += [f"        {ret}", "    except Exception as _e:", "        _fail(_n, _e, locals())"]
         self.source = "\n".join(src)
@@ -517,7 +527,7 @@ class _Plan:
         msg = str(exc) if isinstance(exc, ShapeError) else f"{type(exc).__name__}: {exc}"
         raise BlockExecutionError(f"{name} ({st.spec.name})", msg, ", ".join(shapes), phase) from exc
 
-    def check(self, result: RunResult, out, variables, feeds, grad_seed, wrt, step):
+    def check(self, result: RunResult, out, variables, feeds, grad_seed, wrt, step, split="train"):
         """Raise NumericsError naming the first node whose output (or gradient) is not finite."""
         values, grads, _, _ = out
         if not self.record:
@@ -527,7 +537,7 @@ class _Plan:
             rec = run(self.program, feeds, target=None if self.target is None else
                       (self.program.slots[self.target].node, self.program.slots[self.target].port),
                       grad_seed=grad_seed, wrt=wrt, variables=variables, record=True, check_numerics=True,
-                      step=step)
+                      step=step, split=split, commit=False)
             del rec
             raise RunError("a value was not finite, but a recorded replay did not reproduce it")
         program = self.program

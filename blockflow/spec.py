@@ -36,7 +36,16 @@ DTYPE_CLASSES = {
 }
 
 # Keyword-only parameters the runtime supplies itself; a block may ask for them by name.
+#: - ``rng``: a numpy Generator for this block in this run (forward and vjp get the same stream);
+#: - ``needs``: (vjp) which inputs want a cotangent;
+#: - ``data``: (forward) the run's DataRequest: ``step`` (a training step's number) and ``split``
+#:   ("train", "test", "all"), for dataset blocks;
+#: - ``files``: (infer, forward) the project's data files: ``table(path)`` -> (column names, 2-D
+#:   float array) for .csv, ``arrays(path)`` -> {name: array} for .npy/.npz; paths are relative to
+#:   the project's folder and may not leave it; None when the project has no folder.
 CONTEXT_PARAMS = frozenset({"needs", "rng"})
+FORWARD_CONTEXT = frozenset({"rng", "data", "files"})
+INFER_CONTEXT = frozenset({"files"})
 
 
 class BlockDeclarationError(TypeError):
@@ -409,6 +418,8 @@ class BlockSpec:
     #: The local derivative rule in words and formulas, per input, in terms of the upstream
     #: gradient ``g`` and the port names (``dx = g · (1 − y²)``); "" when the block gives none.
     grad_rule: str = ""
+    #: context parameters ``infer`` asks for (``files``)
+    infer_context: frozenset = frozenset()
 
     @property
     def summary(self) -> str:
@@ -569,7 +580,7 @@ def block(name: str, *, category: str, aliases: tuple = ()):
         for fn_name in ("infer", "forward"):
             if fn_name not in ns:
                 _fail(name, f"missing {fn_name}")
-        _check_signature(name, "infer", ns["infer"], in_names, attrs)
+        infer_context = _check_signature(name, "infer", ns["infer"], in_names, attrs, context=INFER_CONTEXT)
         extra = ("value",) if role in ("placeholder", "variable") else ()
         refs = tuple(p.name for p in inputs if p.ref)
         for p in inputs:
@@ -589,7 +600,7 @@ def block(name: str, *, category: str, aliases: tuple = ()):
             if "vjp" in ns:
                 _fail(name, "a block that updates state (ref inputs) has no vjp")
         forward_context = _check_signature(name, "forward", ns["forward"], in_names, attrs,
-                                           extra_first=extra, context=frozenset({"rng"}))
+                                           extra_first=extra, context=FORWARD_CONTEXT)
         initial = ns.get("initial")
         if role == "variable":
             if initial is None:
@@ -620,7 +631,7 @@ def block(name: str, *, category: str, aliases: tuple = ()):
             name=name, category=category, doc=doc, inputs=inputs, outputs=outputs, attrs=attrs,
             infer=ns["infer"], forward=ns["forward"], vjp=vjp, role=role, gradient=gradient,
             aliases=tuple(aliases), source=f"{module}.{cls.__qualname__}", vjp_context=context,
-            forward_context=forward_context,
+            forward_context=forward_context, infer_context=infer_context,
             initial=initial, refs=refs, attr_map={a.name: a for a in attrs}, input_map={p.name: p for p in inputs},
             output_map={o.name: o for o in outputs}, grad_rule=inspect.cleandoc(grad_rule),
         )

@@ -9,8 +9,9 @@ from blockflow.spec import BlockSpec
 from . import array_ops, math_ops, nn_ops, state_ops
 from . import training_ops
 from . import random_ops
+from . import data_ops
 
-_MODULES = (array_ops, math_ops, nn_ops, state_ops, training_ops, random_ops)
+_MODULES = (array_ops, math_ops, nn_ops, state_ops, training_ops, random_ops, data_ops)
 
 
 def all_blocks() -> list[BlockSpec]:

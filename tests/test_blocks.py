@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 import pytest
 
+from blockflow.datafiles import DataFiles, DataRequest
 from blockflow.gradcheck import check_block
 from blockflow.registry import Registry
 from blockflow.spec import ShapeError, TensorType
@@ -92,8 +93,20 @@ def _attrs(spec, case):
     return values
 
 
+DATA_FILES = DataFiles(__import__("pathlib").Path(__file__).parent / "data")
+
+
+def _infer(spec, types, attrs):
+    """spec.infer with the context it asks for (the test data folder as the project's files)."""
+    return spec.infer(*types, **attrs, **({"files": DATA_FILES} if "files" in spec.infer_context else {}))
+
+
 def _forward(spec, case, attrs):
     inputs = _frozen(list(case.inputs))
+    if "data" in spec.forward_context:
+        attrs = dict(attrs, data=DataRequest())
+    if "files" in spec.forward_context:
+        attrs = dict(attrs, files=DATA_FILES)
     if spec.role == "variable":
         return spec.forward(spec.initial(**attrs), **attrs)
     if spec.role == "placeholder":
@@ -177,7 +190,7 @@ def test_tf_aliases(registry, alias, name):
 def test_infer_agrees_with_forward(registry, name, case):
     spec = registry[name]
     attrs = _attrs(spec, case)
-    inferred = _outs(spec.infer(*_types(spec, case.inputs), **attrs), spec)
+    inferred = _outs(_infer(spec, _types(spec, case.inputs), attrs), spec)
     outs = _outs(_forward(spec, case, attrs), spec)
     assert len(inferred) == len(outs)
     float32_in = any(np.asarray(a[0] if p.variadic else a).dtype == np.float32
@@ -198,7 +211,7 @@ def test_infer_agrees_with_forward(registry, name, case):
 def test_infer_with_unknown_sizes(registry, name, case, unknown):
     spec = registry[name]
     attrs = _attrs(spec, case)
-    inferred = _outs(spec.infer(*_types(spec, case.inputs, unknown), **attrs), spec)
+    inferred = _outs(_infer(spec, _types(spec, case.inputs, unknown), attrs), spec)
     for t, o in zip(inferred, _outs(_forward(spec, case, attrs), spec)):
         assert _compatible(t.shape, np.shape(o)), f"infer says {t}, forward gives {np.shape(o)}"
         assert t.dtype == o.dtype

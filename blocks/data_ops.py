@@ -1,0 +1,397 @@
+"""data_ops: datasets on the canvas. Each block is a source of (features, labels) batches.
+
+A dataset block holds a whole dataset (generated from its attrs and seed, or read from a file next
+to the project) split once into a train part and a test part (``test_fraction``, a seeded
+split). What it outputs depends on the run (the ``data`` context the runtime hands to
+``forward``):
+
+- a training step ``k`` (split "train") gets batch ``k``: with ``batch_size`` 0 the whole train
+  part, else consecutive batches of the train part, reshuffled every epoch (seeded) when
+  ``shuffle`` is on; the last batch of an epoch may be smaller;
+- an evaluation run (split "test") gets the whole test part; split "all" gets every row.
+
+The batch size is not part of the wire's type (``[?, features]``), as in TF's datasets. Labels are
+class indices (int32, ``[?]``) or one-hot rows (float32, ``[?, classes]``) for the classifiers, and
+a float column ``[?, 1]`` for the regression sets (a noisy line, a sine wave).
+
+File datasets read ``.csv`` (a header row naming the columns) or ``.npy``/``.npz`` (loaded without
+pickle) through the ``files`` context: paths are relative to the project's folder and may not
+leave it (the runtime resolves and checks them, and caches what it read).
+
+Imports only blockflow.spec and numpy.
+"""
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+
+from blockflow.spec import Attr, Output, ShapeError, TensorType, block
+
+_SEED = Attr("seed", "int", 0, min=0, doc="fixes the generated points and the train/test split")
+_N = Attr("n", "int", 200, min=1, max=10_000_000, doc="number of examples")
+_NOISE = Attr("noise", "float", 0.1, min=0.0, doc="standard deviation of the Gaussian noise added")
+_BATCH = Attr("batch_size", "int", 0, min=0, doc="examples per training batch (0: the whole train part)")
+_TEST = Attr("test_fraction", "float", 0.2, min=0.0, max=0.9,
+             doc="share of the examples held out for evaluation (split 'test')")
+_SHUFFLE = Attr("shuffle", "bool", True, doc="reshuffle the train part every epoch (seeded)")
+_LABELS = Attr("label_format", "choice", "index", choices=("index", "onehot"),
+               doc="class indices (int32, [?]) or one-hot rows (float32, [?, classes])")
+_COMMON = (_BATCH, _TEST, _SHUFFLE, _SEED)
+
+
+def _features():
+    return Output("features", doc="a batch of examples, one per row")
+
+
+def _targets(doc="the batch's labels"):
+    return Output("labels", doc=doc)
+
+
+# ------------------------------------------------------------------------------- batching
+def _split(n: int, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Row indices of the train and test parts: a seeded permutation, the test part its head."""
+    order = np.random.default_rng([seed, 0x5EED]).permutation(n)
+    n_test = int(round(n * test_fraction))
+    if test_fraction > 0 and n_test == 0 and n > 1:
+        n_test = 1
+    return np.sort(order[n_test:]), np.sort(order[:n_test])
+
+
+def _rows(n: int, data, *, batch_size: int, test_fraction: float, shuffle: bool, seed: int,
+          who: str) -> np.ndarray:
+    """The row indices a run gets (see the module docstring)."""
+    train, test = _split(n, test_fraction, seed)
+    split = getattr(data, "split", "train")
+    step = int(getattr(data, "step", 0))
+    if split == "all":
+        return np.arange(n)
+    if split == "test":
+        if test.size == 0:
+            raise ValueError(f"{who} has no test part (test_fraction is 0)")
+        return test
+    if split != "train":
+        raise ValueError(f"{who}: unknown split {split!r} (train, test, all)")
+    if train.size == 0:
+        raise ValueError(f"{who} has no training examples left after the test part")
+    if batch_size <= 0 or batch_size >= train.size:
+        if shuffle and batch_size > 0:
+            return train[np.random.default_rng([seed, step]).permutation(train.size)]
+        return train
+    per_epoch = math.ceil(train.size / batch_size)
+    epoch, b = divmod(step, per_epoch)
+    order = np.random.default_rng([seed, epoch, 1]).permutation(train.size) if shuffle else np.arange(train.size)
+    return train[order[b * batch_size:(b + 1) * batch_size]]
+
+
+def _classes_out(y: np.ndarray, classes: int, label_format: str):
+    if label_format == "onehot":
+        out = np.zeros((y.size, classes), np.float32)
+        out[np.arange(y.size), y] = 1.0
+        return out
+    return y.astype(np.int32)
+
+
+def _class_types(d: int, classes: int, label_format: str):
+    y = TensorType((None,), "int32") if label_format == "index" else TensorType((None, classes), "float32")
+    return TensorType((None, d), "float32"), y
+
+
+# ------------------------------------------------------------------------------- generators
+@lru_cache(maxsize=32)
+def _moons(n, noise, seed):
+    rng = np.random.default_rng(seed)
+    n0 = n // 2
+    t0 = np.linspace(0, math.pi, n0)
+    t1 = np.linspace(0, math.pi, n - n0)
+    x = np.concatenate([np.stack([np.cos(t0), np.sin(t0)], 1),
+                        np.stack([1 - np.cos(t1), 0.5 - np.sin(t1)], 1)])
+    y = np.concatenate([np.zeros(n0, np.int64), np.ones(n - n0, np.int64)])
+    x = x + rng.normal(0, noise, x.shape)
+    return _frozen(x.astype(np.float32)), _frozen(y)
+
+
+@lru_cache(maxsize=32)
+def _spirals(n, noise, classes, turns, seed):
+    rng = np.random.default_rng(seed)
+    k = np.arange(n) % classes
+    t = np.concatenate([np.linspace(0.05, 1, int((k == c).sum())) for c in range(classes)])
+    k = np.sort(k)
+    angle = 2 * math.pi * turns * t + 2 * math.pi * k / classes
+    x = np.stack([t * np.cos(angle), t * np.sin(angle)], 1) + rng.normal(0, noise, (n, 2))
+    return _frozen(x.astype(np.float32)), _frozen(k.astype(np.int64))
+
+
+@lru_cache(maxsize=32)
+def _blobs(n, classes, features, spread, seed):
+    rng = np.random.default_rng(seed)
+    centres = rng.uniform(-5, 5, (classes, features))
+    k = np.sort(np.arange(n) % classes)
+    x = centres[k] + rng.normal(0, spread, (n, features))
+    return _frozen(x.astype(np.float32)), _frozen(k.astype(np.int64))
+
+
+@lru_cache(maxsize=32)
+def _xor(n, noise, seed):
+    corners = np.array([[0, 0], [0, 1], [1, 0], [1, 1]], np.float64)
+    k = np.arange(n) % 4
+    x = corners[k]
+    if n > 4:
+        x = x + np.random.default_rng(seed).normal(0, noise, x.shape)
+    y = np.array([0, 1, 1, 0])[k]
+    return _frozen(x.astype(np.float32)), _frozen(y.astype(np.int64))
+
+
+@lru_cache(maxsize=32)
+def _line(n, slope, intercept, noise, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-1, 1, (n, 1))
+    y = slope * x + intercept + rng.normal(0, noise, (n, 1))
+    return _frozen(x.astype(np.float32)), _frozen(y.astype(np.float32))
+
+
+@lru_cache(maxsize=32)
+def _sine(n, periods, noise, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-math.pi * periods, math.pi * periods, (n, 1))
+    y = np.sin(x) + rng.normal(0, noise, (n, 1))
+    return _frozen(x.astype(np.float32)), _frozen(y.astype(np.float32))
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
+
+
+def _batch(name, x, y, data, batch_size, test_fraction, shuffle, seed):
+    rows = _rows(len(x), data, batch_size=batch_size, test_fraction=test_fraction, shuffle=shuffle,
+                 seed=seed, who=name)
+    return x[rows], y[rows]
+
+
+@block("MakeMoons", category="data_ops")
+class MakeMoons:
+    """Two interleaving half circles in the plane (scikit-learn's make_moons): a classifier needs
+    a curved boundary. Features [?, 2] float32; labels 0 / 1."""
+
+    outputs = (_features(), _targets())
+    attrs = (_N, _NOISE, _LABELS, *_COMMON)
+
+    def infer(*, n, noise, label_format, batch_size, test_fraction, shuffle, seed):
+        return _class_types(2, 2, label_format)
+
+    def forward(*, n, noise, label_format, batch_size, test_fraction, shuffle, seed, data):
+        x, y = _moons(n, float(noise), seed)
+        x, y = _batch("MakeMoons", x, y, data, batch_size, test_fraction, shuffle, seed)
+        return x, _classes_out(y, 2, label_format)
+
+
+@block("MakeSpirals", category="data_ops")
+class MakeSpirals:
+    """Interleaved spiral arms, one class per arm: hard for a linear model, easy to draw.
+    Features [?, 2] float32; labels 0 .. classes-1."""
+
+    outputs = (_features(), _targets())
+    attrs = (_N, Attr("noise", "float", 0.05, min=0.0, doc="standard deviation of the Gaussian noise"),
+             Attr("classes", "int", 2, min=2, max=10, doc="number of arms (classes)"),
+             Attr("turns", "float", 1.0, min=0.1, max=5.0, doc="how many turns each arm makes"),
+             _LABELS, *_COMMON)
+
+    def infer(*, n, noise, classes, turns, label_format, batch_size, test_fraction, shuffle, seed):
+        return _class_types(2, classes, label_format)
+
+    def forward(*, n, noise, classes, turns, label_format, batch_size, test_fraction, shuffle, seed, data):
+        x, y = _spirals(n, float(noise), classes, float(turns), seed)
+        x, y = _batch("MakeSpirals", x, y, data, batch_size, test_fraction, shuffle, seed)
+        return x, _classes_out(y, classes, label_format)
+
+
+@block("MakeBlobs", category="data_ops")
+class MakeBlobs:
+    """Gaussian blobs, one per class, around seeded random centres in [-5, 5]^dims.
+    Features [?, dims] float32; labels 0 .. classes-1."""
+
+    outputs = (_features(), _targets())
+    attrs = (_N, Attr("classes", "int", 3, min=1, max=100, doc="number of blobs (classes)"),
+             Attr("dims", "int", 2, min=1, max=10_000, doc="dimensions of each example"),
+             Attr("spread", "float", 1.0, min=0.0, doc="standard deviation of each blob"),
+             _LABELS, *_COMMON)
+
+    def infer(*, n, classes, dims, spread, label_format, batch_size, test_fraction, shuffle, seed):
+        return _class_types(dims, classes, label_format)
+
+    def forward(*, n, classes, dims, spread, label_format, batch_size, test_fraction, shuffle, seed, data):
+        x, y = _blobs(n, classes, dims, float(spread), seed)
+        x, y = _batch("MakeBlobs", x, y, data, batch_size, test_fraction, shuffle, seed)
+        return x, _classes_out(y, classes, label_format)
+
+
+@block("MakeXor", category="data_ops")
+class MakeXor:
+    """The XOR truth table: the corners (0,0) (0,1) (1,0) (1,1) labelled 0 1 1 0, repeated to n
+    examples with noise when n > 4. With n = 4 (the default), exactly the table, no test part."""
+
+    outputs = (_features(), _targets())
+    attrs = (Attr("n", "int", 4, min=4, max=10_000_000, doc="number of examples (4: the table itself)"),
+             _NOISE, _LABELS, _BATCH, Attr("test_fraction", "float", 0.0, min=0.0, max=0.9,
+                                           doc="share of the examples held out for evaluation"),
+             _SHUFFLE, _SEED)
+
+    def infer(*, n, noise, label_format, batch_size, test_fraction, shuffle, seed):
+        return _class_types(2, 2, label_format)
+
+    def forward(*, n, noise, label_format, batch_size, test_fraction, shuffle, seed, data):
+        x, y = _xor(n, float(noise), seed)
+        x, y = _batch("MakeXor", x, y, data, batch_size, test_fraction, shuffle, seed)
+        return x, _classes_out(y, 2, label_format)
+
+
+@block("MakeLine", category="data_ops")
+class MakeLine:
+    """Points on a noisy line: y = slope·x + intercept + noise, x uniform in [-1, 1]. For linear
+    regression. Features [?, 1] float32; labels (the y values) [?, 1] float32."""
+
+    outputs = (_features(), _targets("the y values, one per row"))
+    attrs = (_N, Attr("slope", "float", 1.0), Attr("intercept", "float", 0.0), _NOISE, *_COMMON)
+
+    def infer(*, n, slope, intercept, noise, batch_size, test_fraction, shuffle, seed):
+        return TensorType((None, 1), "float32"), TensorType((None, 1), "float32")
+
+    def forward(*, n, slope, intercept, noise, batch_size, test_fraction, shuffle, seed, data):
+        x, y = _line(n, float(slope), float(intercept), float(noise), seed)
+        return _batch("MakeLine", x, y, data, batch_size, test_fraction, shuffle, seed)
+
+
+@block("MakeSine", category="data_ops")
+class MakeSine:
+    """A noisy sine wave: y = sin(x) + noise, x uniform over ``periods`` periods around 0. For
+    regression with a small network. Features [?, 1] float32; labels [?, 1] float32."""
+
+    outputs = (_features(), _targets("the y values, one per row"))
+    attrs = (_N, Attr("periods", "float", 1.0, min=0.1, max=100.0, doc="how many periods of the wave"),
+             _NOISE, *_COMMON)
+
+    def infer(*, n, periods, noise, batch_size, test_fraction, shuffle, seed):
+        return TensorType((None, 1), "float32"), TensorType((None, 1), "float32")
+
+    def forward(*, n, periods, noise, batch_size, test_fraction, shuffle, seed, data):
+        x, y = _sine(n, float(periods), float(noise), seed)
+        return _batch("MakeSine", x, y, data, batch_size, test_fraction, shuffle, seed)
+
+
+# ------------------------------------------------------------------------------- files
+_PATH = Attr("path", "str", "", doc="the file, relative to the project's folder")
+_LABEL_KIND = Attr("label_format", "choice", "index", choices=("index", "onehot", "value"),
+                   doc="class indices (int32 [?]), one-hot rows (float32 [?, classes]) or the "
+                       "column's values (float32 [?, 1])")
+
+
+def _table(files, path: str, who: str):
+    if not path:
+        raise ShapeError(f"{who}: give the path of the file (relative to the project's folder)")
+    if files is None:
+        raise ShapeError(f"{who}: files can only be read from a project saved in a folder")
+    return files.table(path)
+
+
+def _split_columns(who, names, table, label):
+    if label and label not in names:
+        raise ShapeError(f"{who}: the file has no column '{label}' (columns: {', '.join(names)})")
+    keep = [i for i, c in enumerate(names) if c != label]
+    if not keep:
+        raise ShapeError(f"{who}: the file has no feature column besides the label")
+    x = table[:, keep]
+    y = table[:, names.index(label)] if label else None
+    return x, y
+
+
+def _label_out(who, y, label_format, classes):
+    if y is None:   # no label column: an empty batch of labels of the declared type
+        t = _label_type(label_format, classes)
+        return np.zeros((0,) + tuple(t.shape[1:]), t.dtype)
+    if label_format == "value":
+        return y.astype(np.float32).reshape(-1, 1)
+    if not np.all(np.isfinite(y)) or np.any(y != np.round(y)) or np.any(y < 0):
+        raise ValueError(f"{who}: class labels must be whole numbers from 0")
+    k = y.astype(np.int64)
+    if k.size and k.max() >= classes:
+        raise ValueError(f"{who}: a label is {int(k.max())} but classes is {classes}")
+    return _classes_out(k, classes, label_format)
+
+
+def _label_type(label_format, classes):
+    if label_format == "value":
+        return TensorType((None, 1), "float32")
+    return TensorType((None,), "int32") if label_format == "index" else TensorType((None, classes), "float32")
+
+
+@block("CsvDataset", category="data_ops")
+class CsvDataset:
+    """A table from a .csv file with a header row: the ``label`` column gives the labels, every
+    other column is a feature (numbers only). Features [?, columns] float32."""
+
+    outputs = (_features(), _targets())
+    attrs = (_PATH, Attr("label", "str", "label", doc="the label column's name ('' for none: labels empty)"),
+             _LABEL_KIND, Attr("classes", "int", 2, min=1, max=100_000, doc="number of classes (index/onehot)"),
+             *_COMMON)
+
+    def infer(*, path, label, label_format, classes, batch_size, test_fraction, shuffle, seed, files):
+        names, table = _table(files, path, "CsvDataset")
+        x, _ = _split_columns("CsvDataset", names, table, label)
+        return TensorType((None, x.shape[1]), "float32"), _label_type(label_format, classes)
+
+    def forward(*, path, label, label_format, classes, batch_size, test_fraction, shuffle, seed, files, data):
+        names, table = _table(files, path, "CsvDataset")
+        x, y = _split_columns("CsvDataset", names, table, label)
+        rows = _rows(len(x), data, batch_size=batch_size, test_fraction=test_fraction, shuffle=shuffle,
+                     seed=seed, who="CsvDataset")
+        return x[rows].astype(np.float32), _label_out("CsvDataset", None if y is None else y[rows], label_format, classes)
+
+
+@block("NumpyDataset", category="data_ops")
+class NumpyDataset:
+    """Arrays from a .npz file (``features_key`` and ``labels_key``) or a .npy file (features
+    only), loaded without pickle. Features: the array's rows, flattened to [?, d] float32."""
+
+    outputs = (_features(), _targets())
+    attrs = (_PATH, Attr("features_key", "str", "x", doc="the features array in a .npz file"),
+             Attr("labels_key", "str", "y", doc="the labels array in a .npz file ('' for none)"),
+             _LABEL_KIND, Attr("classes", "int", 2, min=1, max=100_000, doc="number of classes (index/onehot)"),
+             *_COMMON)
+
+    def infer(*, path, features_key, labels_key, label_format, classes, batch_size, test_fraction, shuffle, seed,
+              files):
+        x, _ = _arrays(files, path, features_key, labels_key)
+        return TensorType((None, x.shape[1]), "float32"), _label_type(label_format, classes)
+
+    def forward(*, path, features_key, labels_key, label_format, classes, batch_size, test_fraction, shuffle, seed,
+                files, data):
+        x, y = _arrays(files, path, features_key, labels_key)
+        rows = _rows(len(x), data, batch_size=batch_size, test_fraction=test_fraction, shuffle=shuffle,
+                     seed=seed, who="NumpyDataset")
+        return x[rows].astype(np.float32), _label_out("NumpyDataset", None if y is None else y[rows], label_format,
+                                                      classes)
+
+
+def _arrays(files, path, features_key, labels_key):
+    who = "NumpyDataset"
+    if not path:
+        raise ShapeError(f"{who}: give the path of the file (relative to the project's folder)")
+    if files is None:
+        raise ShapeError(f"{who}: files can only be read from a project saved in a folder")
+    arrays = files.arrays(path)
+    if features_key not in arrays:
+        raise ShapeError(f"{who}: the file has no array '{features_key}' (arrays: {', '.join(arrays)})")
+    x = np.asarray(arrays[features_key])
+    if x.ndim == 0 or x.dtype.kind not in "biuf":
+        raise ShapeError(f"{who}: '{features_key}' must be an array of numbers with one example per row")
+    x = x.reshape(len(x), -1)
+    y = None
+    if labels_key and labels_key in arrays:
+        y = np.asarray(arrays[labels_key]).reshape(-1)
+        if y.shape[0] != x.shape[0]:
+            raise ShapeError(f"{who}: '{labels_key}' has {y.shape[0]} rows but '{features_key}' has {x.shape[0]}")
+    elif labels_key and path.endswith(".npz"):
+        raise ShapeError(f"{who}: the file has no array '{labels_key}' (arrays: {', '.join(arrays)})")
+    return x, y
