@@ -115,6 +115,8 @@ class Program:
         self._paths: dict = {}
         #: the project's data files (dataset blocks read them; None: the project has no folder)
         self.files: DataFiles | None = None
+        #: Variables whose value is stored in the project (the others start from their initializer)
+        self.stored_variables: frozenset = frozenset()
 
     @property
     def errors(self) -> list[Diagnostic]:
@@ -376,6 +378,7 @@ class _Compiler:
         self.page = page
         self.registry = registry
         self.files = files
+        self.stored: set[str] = set()   # Variables whose value is stored in the project
         self.diags: list[Diagnostic] = []
         self.failed: set[str] = set()
 
@@ -632,6 +635,8 @@ class _Compiler:
                     self.error(nid, None, f"stored value is {TensorType.of(value)} but the Variable is "
                                           f"declared {outs[0]}")
                     continue
+                else:
+                    self.stored.add(nid)
                 variable_values[nid] = _read_only(value)
             elif spec.role == "placeholder" and nid in page.feeds:
                 feeds[nid] = _read_only(np.asarray(page.feeds[nid]))
@@ -662,6 +667,7 @@ class _Compiler:
         program = Program(page, steps, slots, self.diags, graph, edge_types, port_slots, variable_values,
                           feeds, slot_values)
         program.files = self.files
+        program.stored_variables = frozenset(self.stored)
         return program
 
     def _ref_input(self, nid, node, spec, decl, fed, slots, port_slots, step_by_node, var_node, slot_values):

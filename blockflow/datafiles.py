@@ -1,7 +1,8 @@
 """Data for dataset blocks: which batch a run wants, and the project's data files.
 
 - :class:`DataRequest` is the ``data`` context a dataset block's ``forward`` receives: the run's
-  ``step`` (a training step's number, 0 for a single run) and ``split`` ("train", "test", "all").
+  ``step`` (a training step's number, 0 for a single run), ``split`` ("train", "test", "all") and
+  ``seed`` (a training run's seed, 0 by default).
 - :class:`DataFiles` is the ``files`` context (``infer`` and ``forward``): it reads ``.csv`` tables
   (a header row naming the columns; numbers only) and ``.npy``/``.npz`` arrays (never unpickling:
   ``allow_pickle=False``) by a path relative to the project's folder. A path may not be absolute
@@ -32,10 +33,12 @@ class DataFileError(ValueError):
 
 @dataclass(frozen=True)
 class DataRequest:
-    """What a run asks a dataset block for."""
+    """What a run asks a dataset block for: batch ``step`` of ``split``; ``seed`` (the run's seed,
+    when not 0) changes the shuffling of the batches."""
 
     step: int = 0
     split: str = "train"
+    seed: int = 0
 
 
 class DataFiles:

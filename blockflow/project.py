@@ -105,7 +105,7 @@ class Page:
 
     ``loss`` names the node (``"Sum_1"`` or ``"Sum_1:output"``) whose output is the page's default
     gradient target; ``feeds`` holds saved values for Placeholders (node id -> array); ``text``
-    is a note shown on the page.
+    is a note shown on the page; ``metrics`` lists other scalar outputs to plot while training.
     """
 
     name: str
@@ -114,6 +114,8 @@ class Page:
     loss: str | None = None
     feeds: dict = field(default_factory=dict)
     text: str = ""
+    #: scalar outputs to plot while training ("node" or "node:port"), e.g. an accuracy
+    metrics: list = field(default_factory=list)
 
     @property
     def scope(self) -> str:
@@ -173,6 +175,7 @@ class Page:
         if not isinstance(other, Page):
             return NotImplemented
         return (self.name == other.name and self.loss == other.loss and self.text == other.text
+                and list(self.metrics) == list(other.metrics)
                 and list(self.nodes) == list(other.nodes)
                 and all(self.nodes[k] == other.nodes[k] for k in self.nodes)
                 and sorted(self.edges) == sorted(other.edges)

@@ -86,7 +86,7 @@ _DIGITS_RE = re.compile(r"([0-9]+)")
 _NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 _TOP_KEYS = ("format", "version", "metadata", "pages")
-_PAGE_KEYS = ("name", "text", "loss", "nodes", "edges", "feeds")
+_PAGE_KEYS = ("name", "text", "loss", "metrics", "nodes", "edges", "feeds")
 _NODE_KEYS = ("id", "block", "label", "position", "attrs", "inputs", "state")
 _EDGE_KEYS = ("from", "to")
 _ARRAY_KEYS = ("dtype", "shape", "data", "base64")
@@ -270,10 +270,25 @@ def _parse_endpoint(s, where: str, nodes, page: str) -> tuple[str, str]:
     return node, port
 
 
-def _check_loss(loss, where: str, nodes, page: str) -> str:
+def _check_metrics(metrics, where: str, nodes, page: str) -> list:
+    if not isinstance(metrics, list):
+        raise _Invalid(where, f"metrics must be a list of \"node\" or \"node:port\" strings, found "
+                              f"{_describe(metrics)}")
+    if len(metrics) > 1000:
+        raise _Invalid(where, f"{len(metrics)} metrics; the limit is 1000")
+    seen = set()
+    for k, m in enumerate(metrics):
+        _check_loss(m, f"{where}[{k}]", nodes, page, what="a metric")
+        if m in seen:
+            raise _Invalid(f"{where}[{k}]", f"{_short(m)} is listed twice")
+        seen.add(m)
+    return list(metrics)
+
+
+def _check_loss(loss, where: str, nodes, page: str, what: str = "the loss") -> str:
     if not isinstance(loss, str):
-        raise _Invalid(where, f"the loss must be null or a string \"node\" or \"node:port\", "
-                              f"found {_describe(loss)}")
+        raise _Invalid(where, f"{what} must be {'null or ' if what == 'the loss' else ''}a string \"node\" "
+                              f"or \"node:port\", found {_describe(loss)}")
     node, sep, port = loss.partition(":")
     if not node or (sep and not port):
         raise _Invalid(where, f"{_short(loss)} is not of the form \"node\" or \"node:port\"")
@@ -281,7 +296,7 @@ def _check_loss(loss, where: str, nodes, page: str) -> str:
     if sep:
         _check_port(port, where)
     if node not in nodes:
-        raise _Invalid(where, f"the loss names no node on page '{page}': there is no '{node}'")
+        raise _Invalid(where, f"{what} names no node on page '{page}': there is no '{node}'")
     return loss
 
 
@@ -685,7 +700,8 @@ def _decode_page(obj, where: str, seen: dict) -> Page:
     loss = obj.get("loss")
     if loss is not None:
         loss = _check_loss(loss, _key(where, "loss"), nodes, name)
-    return Page(name, nodes, edges, loss, feeds, text)
+    metrics = _check_metrics(obj.get("metrics", []), _key(where, "metrics"), nodes, name)
+    return Page(name, nodes, edges, loss, feeds, text, metrics)
 
 
 def _decode_node(obj, where: str) -> Node:
@@ -827,8 +843,12 @@ def _encode_page(page, where: str, seen: dict) -> dict:
     loss = page.loss or None
     if loss is not None:
         _check_loss(loss, _key(where, "loss"), page.nodes, name)
-    return {"name": name, "text": text, "loss": loss, "nodes": nodes,
-            "edges": [{"from": a, "to": b} for a, b in edges], "feeds": feeds}
+    metrics = _check_metrics(list(page.metrics), _key(where, "metrics"), page.nodes, name)
+    out = {"name": name, "text": text, "loss": loss, "nodes": nodes,
+           "edges": [{"from": a, "to": b} for a, b in edges], "feeds": feeds}
+    if metrics:
+        out["metrics"] = metrics
+    return out
 
 
 def _encode_node(key, node, where: str) -> dict:
@@ -945,7 +965,8 @@ def _fmt_page(p: dict, ind: str) -> str:
             f'{i}"name": {_compact(p["name"])},\n'
             f'{i}"text": {_compact(p["text"])},\n'
             f'{i}"loss": {_compact(p["loss"])},\n'
-            f'{i}"nodes": {_fmt_list(p["nodes"], i, _fmt_node)},\n'
+            + (f'{i}"metrics": {_compact(p["metrics"])},\n' if p.get("metrics") else "")
+            + f'{i}"nodes": {_fmt_list(p["nodes"], i, _fmt_node)},\n'
             f'{i}"edges": {_fmt_list(p["edges"], i, lambda e, _: _compact(e))},\n'
             f'{i}"feeds": {_fmt_members(p["feeds"], i)}\n'
             f"{ind}}}")

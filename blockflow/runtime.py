@@ -72,7 +72,7 @@ _LOSS = object()
 
 def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None, wrt=None,
         variables=None, record: bool = True, check_numerics: bool = True, step: int = 0,
-        commit: bool = True, split: str = "train") -> RunResult:
+        commit: bool = True, split: str = "train", run_seed: int = 0) -> RunResult:
     """Run a compiled page.
 
     feeds: ``{placeholder node id: array}``; missing ones come from the page's saved feeds.
@@ -89,6 +89,8 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
     fixed by their seed, their id and ``step``, so a run is reproducible and steps differ.
     split: which part of their data dataset blocks give: "train" (batch ``step`` of the training
     part), "test" (the held-out part) or "all".
+    run_seed: mixed into every random stream (random blocks, Dropout, dataset shuffles) when not 0:
+    a training run's seed; the same run_seed, step and block give the same numbers.
     commit: blocks that update state (Assign, Apply*) change the program's Variables and slots
     once the run has finished without error; ``result.state_updates`` lists the changes (write
     them into the project with ``Page.apply_state``). Within a run every block reads the values
@@ -142,11 +144,11 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
             raise RunError(f"the gradient seed has shape {list(seed.shape)} but the target "
                            f"{_slot_name(program, t_slot)} is {ttype}")
     with np.errstate(all="ignore"):
-        out = plan.fn(var_list, feed_list, seed, step, split)
+        out = plan.fn(var_list, feed_list, seed, DataRequest(step, split, run_seed))
     result = plan.package(out)
     if check_numerics:
         with np.errstate(all="ignore"):
-            plan.check(result, out, variables, feeds, grad_seed, wrt, step, split)
+            plan.check(result, out, variables, feeds, grad_seed, wrt, step, split, run_seed)
     if commit and result.state_updates:
         plan.commit(result)
     return result
@@ -219,7 +221,7 @@ class _Plan:
     def _generate(self, fwd, bwd):
         program, slots = self.program, self.program.slots
         ns: dict = {"_fail": self._fail, "_ones": np.ones_like, "_zeros": np.zeros_like, "_R": self._rng,
-                    "_DR": DataRequest, "_FILES": program.files}
+                    "_FILES": program.files}
         lines: list[tuple[str, set, set]] = []  # (code, names read, names written)
 
         def arg(slot):
@@ -272,9 +274,9 @@ class _Plan:
                 continue
             parts, reads = call_args(st)
             if "rng" in st.spec.forward_context:
-                parts.append(f"rng=_R({st.index}, S)")
+                parts.append(f"rng=_R({st.index}, D)")
             if "data" in st.spec.forward_context:
-                parts.append("data=_DR(S, D)")
+                parts.append("data=D")
             if "files" in st.spec.forward_context:
                 parts.append("files=_FILES")
             target = _struct_expr(st, "s", lambda o: True, assign=True) if outs else "_"
@@ -316,7 +318,7 @@ class _Plan:
                + "".join(f"{n}, " for n, _ in edge_names) + "), ("
                + "".join(f"{n}, " for n, _ in update_names) + ")")
         body = lines if self.record else _with_frees(lines, returned)
-        src = ["def _run(V, F, G0, S, D):", "    _n = -1", "    try:"]
+        src = ["def _run(V, F, G0, D):", "    _n = -1", "    try:"]
         src += [f"        {code}" for code, _, _ in body]
         src += [f"        {ret}", "    except Exception as _e:", "        _fail(_n, _e, locals())"]
         self.source = "\n".join(src)
@@ -338,7 +340,7 @@ class _Plan:
             oexpr = _struct_expr(st, "s", lambda o: True)
             parts, r2 = call_args(st)
             if "rng" in spec.vjp_context:
-                parts.append(f"rng=_R({st.index}, S)")
+                parts.append(f"rng=_R({st.index}, D)")
             reads |= r2
             needs_flat = [bool(paths.needs.get((st.index, j))) for j in range(len(st.in_edges))]
             if not any(needs_flat):
@@ -408,15 +410,19 @@ class _Plan:
                 a, reads = self.arg(x)
                 lines.append((f"s{o} = _zeros({a})", reads, {f"s{o}"}))
 
-    def _rng(self, index: int, step: int) -> np.random.Generator:
-        """The random stream of one block in one run: fixed by its seed, the step and its id.
+    def _rng(self, index: int, data: DataRequest) -> np.random.Generator:
+        """The random stream of one block in one run: fixed by its seed, the step and its id (and
+        the run's seed when it is not 0).
 
         Forward and backward get identical streams, so a vjp can redraw what forward drew
         (Dropout's mask) instead of keeping it.
         """
         st = self.program.steps[index]
         seed = int(st.attrs.get("seed", 0))
-        return np.random.default_rng([seed, step, zlib.crc32(st.node.encode("utf-8"))])
+        key = [seed, data.step, zlib.crc32(st.node.encode("utf-8"))]
+        if data.seed:
+            key.append(data.seed)
+        return np.random.default_rng(key)
 
     # ------------------------------------------------------------------------- inputs/outputs
     def variable_inputs(self, variables):
@@ -527,7 +533,7 @@ class _Plan:
         msg = str(exc) if isinstance(exc, ShapeError) else f"{type(exc).__name__}: {exc}"
         raise BlockExecutionError(f"{name} ({st.spec.name})", msg, ", ".join(shapes), phase) from exc
 
-    def check(self, result: RunResult, out, variables, feeds, grad_seed, wrt, step, split="train"):
+    def check(self, result: RunResult, out, variables, feeds, grad_seed, wrt, step, split="train", run_seed=0):
         """Raise NumericsError naming the first node whose output (or gradient) is not finite."""
         values, grads, _, _ = out
         if not self.record:
@@ -537,7 +543,7 @@ class _Plan:
             rec = run(self.program, feeds, target=None if self.target is None else
                       (self.program.slots[self.target].node, self.program.slots[self.target].port),
                       grad_seed=grad_seed, wrt=wrt, variables=variables, record=True, check_numerics=True,
-                      step=step, split=split, commit=False)
+                      step=step, split=split, run_seed=run_seed, commit=False)
             del rec
             raise RunError("a value was not finite, but a recorded replay did not reproduce it")
         program = self.program

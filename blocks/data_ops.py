@@ -76,12 +76,11 @@ def _rows(n: int, data, *, batch_size: int, test_fraction: float, shuffle: bool,
     if train.size == 0:
         raise ValueError(f"{who} has no training examples left after the test part")
     if batch_size <= 0 or batch_size >= train.size:
-        if shuffle and batch_size > 0:
-            return train[np.random.default_rng([seed, step]).permutation(train.size)]
         return train
     per_epoch = math.ceil(train.size / batch_size)
     epoch, b = divmod(step, per_epoch)
-    order = np.random.default_rng([seed, epoch, 1]).permutation(train.size) if shuffle else np.arange(train.size)
+    key = [seed, epoch, 1] + ([int(data.seed)] if getattr(data, "seed", 0) else [])
+    order = np.random.default_rng(key).permutation(train.size) if shuffle else np.arange(train.size)
     return train[order[b * batch_size:(b + 1) * batch_size]]
 
 

@@ -1044,3 +1044,25 @@ def test_public_array_helpers_raise_project_file_errors():
 def test_constants():
     assert io.FORMAT == "blockflow-project" and io.VERSION == 1 and io.MIGRATIONS == {}
     assert io.SUFFIX == ".bflow.json"
+
+
+def test_page_metrics_round_trip_and_are_checked():
+    project = sample_project()
+    page = project.pages[0]
+    text_before = io.dumps_project(project)
+    assert '"metrics"' not in text_before            # written only when there are some
+    first = next(iter(page.nodes))
+    page.metrics = [first, f"{first}:output"]
+    text = io.dumps_project(project)
+    back = io.loads_project(text)
+    assert back.pages[0].metrics == page.metrics and back == project
+    doc = json.loads(text)
+    for bad, where, why in (("Nope", "metrics[0]", "a metric names no node"), (3, "metrics[0]", "a metric must be a string"),
+                            ([first, first], "metrics[1]", "listed twice")):
+        d = copy.deepcopy(doc)
+        d["pages"][0]["metrics"] = bad if isinstance(bad, list) else [bad]
+        err = raw_error(json.dumps(d))
+        assert err.where.endswith(where) and why in err.problem, (err.where, err.problem)
+    d = copy.deepcopy(doc)
+    d["pages"][0]["metrics"] = "acc"
+    assert "must be a list" in raw_error(json.dumps(d)).problem

@@ -54,11 +54,12 @@ class RemoveNodeCommand(DocCommand):
         self.feed = page.feeds.get(self.node_id)
         self.was_loss = page.loss is not None and page.loss.partition(":")[0] == self.node_id
         self.loss = page.loss
+        self.metrics = list(page.metrics)
         self.index = self.doc._take_node(self.page_name, self.node_id)
 
     def undo(self):
         self.doc._insert_node(self.page_name, self.node, self.index, feed=self.feed,
-                              loss=self.loss if self.was_loss else None)
+                              loss=self.loss if self.was_loss else None, metrics=self.metrics)
 
 
 class ConnectCommand(DocCommand):

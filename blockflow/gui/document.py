@@ -318,6 +318,19 @@ class Document(QObject):
         self.undo_stack.push(C.SetPageFieldCommand(self, page, "loss", node_id,
                                                    text=f"Mark {node_id} as the loss" if node_id else "Clear loss"))
 
+    def set_metrics(self, metrics, page: str | None = None) -> None:
+        """The scalar outputs to plot while training (``"node"`` or ``"node:port"``), undoably."""
+        page = page or self.current_page
+        pg = self.page(page)
+        metrics = list(metrics)
+        for m in metrics:
+            if not isinstance(m, str) or m.partition(":")[0] not in pg.nodes:
+                raise ProjectError(f"{m!r} names no block on page '{pg.name}'")
+        if len(set(metrics)) != len(metrics):
+            raise ProjectError("a metric is listed twice")
+        if metrics != list(pg.metrics):
+            self.undo_stack.push(C.SetPageFieldCommand(self, page, "metrics", metrics, text="Set plotted metrics"))
+
     def set_page_text(self, text: str, page: str | None = None) -> None:
         page = page or self.current_page
         self.undo_stack.push(C.SetPageFieldCommand(self, page, "text", text, text="Edit page note"))
@@ -438,7 +451,7 @@ class Document(QObject):
         self._programs.pop(page, None)
         self.structure_changed.emit(page)
 
-    def _insert_node(self, page: str, node: Node, index: int | None, feed=None, loss=None) -> None:
+    def _insert_node(self, page: str, node: Node, index: int | None, feed=None, loss=None, metrics=None) -> None:
         pg = self.project.page(page)
         items = list(pg.nodes.items())
         items.insert(len(items) if index is None else index, (node.id, node))
@@ -447,6 +460,8 @@ class Document(QObject):
             pg.feeds[node.id] = feed
         if loss is not None:
             pg.loss = loss
+        if metrics is not None:
+            pg.metrics = list(metrics)
         self.node_added.emit(page, node.id)
         self._edited(page)
 
@@ -457,6 +472,7 @@ class Document(QObject):
         pg.feeds.pop(node_id, None)
         if pg.loss is not None and pg.loss.partition(":")[0] == node_id:
             pg.loss = None
+        pg.metrics = [m for m in pg.metrics if m.partition(":")[0] != node_id]
         self.node_removed.emit(page, node_id)
         self._edited(page)
         return index
@@ -484,6 +500,7 @@ class Document(QObject):
                     if old in (e.src, e.dst) else e for e in pg.edges]
         if pg.loss is not None and pg.loss.partition(":")[0] == old:
             pg.loss = new + pg.loss[len(old):]
+        pg.metrics = [new + m[len(old):] if m.partition(":")[0] == old else m for m in pg.metrics]
         if old in pg.feeds:
             pg.feeds = {(new if k == old else k): v for k, v in pg.feeds.items()}
         self.node_renamed.emit(page, old, new)

@@ -172,6 +172,7 @@ def test_renaming_a_block_carries_its_wires_loss_and_feed_and_undoes_exactly(doc
     doc.connect("x", "output", "t", "x")
     doc.connect("t", "y", "s", "input")
     doc.set_loss("s:output")
+    doc.set_metrics(["t:y", "s"])
     doc.set_feed("x", np.array([1.0, 2.0, 3.0], np.float32))
     before = dumps_project(doc.project)
     doc.rename_node("x", "inputs")
@@ -181,6 +182,7 @@ def test_renaming_a_block_carries_its_wires_loss_and_feed_and_undoes_exactly(doc
     assert page.nodes["inputs"].id == "inputs"
     assert [str(e) for e in page.edges] == ["inputs.output -> t.x", "t.y -> loss_total.input"]
     assert page.loss == "loss_total:output" and list(page.feeds) == ["inputs"]
+    assert page.metrics == ["t:y", "loss_total"]
     assert compile_project(doc.project).ok and page.full_name("inputs") == "main/inputs"
     for bad, why in (("t", "already has"), ("2x", "not a valid id"), ("a b", "not a valid id"), ("", "not a valid")):
         with pytest.raises(ProjectError, match=why):
@@ -192,3 +194,19 @@ def test_renaming_a_block_carries_its_wires_loss_and_feed_and_undoes_exactly(doc
     assert dumps_project(doc.project) == before
     doc.undo_stack.redo()
     assert "inputs" in doc.page().nodes
+
+
+def test_metrics_follow_deleted_blocks_and_come_back_with_undo(doc):
+    doc.add_node("Placeholder", (0, 0), node_id="x", attrs={"shape": []})
+    doc.add_node("Tanh", (200, 0), node_id="t")
+    doc.connect("x", "output", "t", "x")
+    doc.set_metrics(["t", "x:output"])
+    with pytest.raises(ProjectError, match="names no block"):
+        doc.set_metrics(["nope"])
+    with pytest.raises(ProjectError, match="twice"):
+        doc.set_metrics(["t", "t"])
+    doc.remove_nodes(["t"])
+    assert doc.page().metrics == ["x:output"]
+    dumps_project(doc.project)              # saves (a metric naming a missing block would not)
+    doc.undo_stack.undo()
+    assert doc.page().metrics == ["t", "x:output"]
