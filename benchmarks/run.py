@@ -123,6 +123,42 @@ def bench_mlp(repeats):
     return [("(a) MLP step 64x784-256-256-10", h, o, 1.10, f"with NaN/Inf checks: {oc / h:.2f}x")]
 
 
+# ------------------------------------------------------------------------ (e) training step
+
+
+def bench_train(repeats):
+    """The training loop's overhead: a Trainer step (forward, backward, an Adam update of every
+    Variable, bookkeeping) against the same work done directly: the runtime's forward+backward
+    and one call of ApplyAdam's rule per Variable (target: under 10 %)."""
+    from blockflow.registry import default_registry
+    from blockflow.training import TrainConfig, Trainer
+
+    rng = np.random.default_rng(0)
+    program = compile_project(mlp_project())
+    feeds = {"x": rng.normal(size=(64, 784)).astype(np.float32),
+             "y": np.eye(10, dtype=np.float32)[rng.integers(0, 10, 64)]}
+    trainer = Trainer(program, TrainConfig(optimizer="adam", hyper={"lr": 1e-4}, check_numerics=False), feeds=feeds)
+    apply = default_registry()["ApplyAdam"].forward
+    values = {k: v.copy() for k, v in trainer.values.items()}
+    slots = {v: (np.zeros_like(values[v]), np.zeros_like(values[v])) for v in trainer.trainable}
+    scalars = [np.float32(x) for x in (0.9, 0.999, 1e-4, 0.9, 0.999, 1e-7)]
+
+    def fwd_bwd():
+        return run(program, feeds, target="loss", wrt=trainer.trainable, variables=values, record=False,
+                   check_numerics=False, commit=False)
+
+    def direct():
+        r = fwd_bwd()
+        for v in trainer.trainable:
+            m, s = slots[v]
+            apply(values[v], m, s, *scalars[:2], *scalars[2:], r.variable_grads[v], use_nesterov=False)
+
+    h, o = timeit_pair(direct, trainer.step, repeats)
+    f, _ = timeit_pair(fwd_bwd, direct, max(3, repeats // 2))
+    return [("(e) train step (Adam), loop overhead", h, o, 1.10,
+             f"'numpy' column: forward+backward+ApplyAdam called directly; fwd+bwd alone {f * 1e3:.3f} ms")]
+
+
 # ------------------------------------------------------------------------- (b) stable softmax
 
 
@@ -295,7 +331,8 @@ def bench_compile(repeats, sizes=(1_000, 10_000, 100_000)):
     return rows
 
 
-WORKLOADS = {"mlp": bench_mlp, "softmax": bench_softmax, "chain": bench_chain, "compile": bench_compile}
+WORKLOADS = {"mlp": bench_mlp, "softmax": bench_softmax, "chain": bench_chain, "compile": bench_compile,
+             "train": bench_train}
 
 
 def blas_info() -> str:

@@ -309,6 +309,100 @@ def _grad_checks(args, project, registry, summary) -> dict:
     return out
 
 
+def cmd_train(args) -> int:
+    from .project_io import save_project
+    from .training import OPTIMIZERS, TrainConfig, Trainer, training_program
+
+    project = _load(args.project)
+    registry = _registry()
+    try:
+        program = training_program(project, args.page, registry, batch_size=args.batch_size)
+    except ValueError as exc:
+        raise CliError(f"--batch-size: {exc}", EXIT_USAGE) from None
+    if not program.ok:
+        _print_diagnostics(program.diagnostics, sys.stderr)
+        raise CliError(f"{args.project}: the diagram has errors; nothing was trained", EXIT_DIAGNOSTICS)
+    page = project.page(args.page)
+    hyper = {}
+    if args.lr is not None:
+        hyper["lr"] = args.lr
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise CliError(f"--set {item!r}: give NAME=VALUE", EXIT_USAGE)
+        try:
+            hyper[key] = json.loads(value)
+        except json.JSONDecodeError:
+            raise CliError(f"--set {item!r}: the value must be a number or true/false", EXIT_USAGE) from None
+    metrics = tuple(args.metric) if args.metric else tuple(page.metrics)
+    config = TrainConfig(steps=args.steps, optimizer=args.optimizer, hyper=hyper, seed=args.seed,
+                         target=args.loss, metrics=metrics, eval_every=args.eval_every,
+                         mode=args.mode)
+    try:
+        trainer = Trainer(program, config, registry)
+    except (ValueError, ProjectError) as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
+    bar = _Progress(args.steps, enabled=not args.quiet and not args.json)
+    history = trainer.train(callback=lambda rec, _t: bar.update(rec))
+    bar.close()
+    final = history.steps[-1] if history.steps else None
+    evaluation = history.evaluations[-1][1] if history.evaluations else None
+    rate = len(history.steps) / history.seconds if history.seconds > 0 else float("inf")
+    if args.save:
+        page.apply_state(trainer.state_updates())
+        save_project(project, args.save)
+    if args.json:
+        json.dump({"project": str(args.project), "page": page.name, "mode": trainer.mode,
+                   "optimizer": args.optimizer if trainer.mode == "optimizer" else None,
+                   "steps": len(history.steps), "seconds": history.seconds, "seed": args.seed,
+                   "loss": history.losses, "metrics": {m: history.metric(m) for m in trainer.metric_keys},
+                   "test": [{"step": k, **v} for k, v in history.evaluations],
+                   "saved": args.save}, sys.stdout, ensure_ascii=False, indent=1)
+        sys.stdout.write("\n")
+    else:
+        what = (f"{OPTIMIZERS[args.optimizer][0].replace('Apply', '')} ({args.optimizer})"
+                if trainer.mode == "optimizer" else "the page's own update blocks")
+        print(f"trained page '{page.name}' for {len(history.steps)} steps with {what}, "
+              f"{rate:,.0f} steps/s")
+        if final is not None:
+            print(f"loss: {history.steps[0].loss:.6g} -> {final.loss:.6g}")
+            for m, v in final.metrics.items():
+                print(f"{m}: {v:.6g}")
+        if evaluation is not None:
+            print("test: " + ", ".join(f"{k} {v:.6g}" for k, v in evaluation.items()))
+        print(f"saved to {args.save}" if args.save else "not saved (use --save OUT to keep the trained values)")
+    return EXIT_OK
+
+
+class _Progress:
+    """A one-line progress bar on standard error (a line per 10 % when it is not a terminal)."""
+
+    def __init__(self, total: int, enabled: bool = True):
+        self.total, self.enabled = max(total, 1), enabled
+        self.tty = enabled and sys.stderr.isatty()
+        self.shown = -1
+
+    def update(self, record) -> None:
+        if not self.enabled:
+            return
+        done = record.step + 1
+        if self.tty:
+            width = 30
+            filled = int(width * done / self.total)
+            sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} "
+                             f"loss {record.loss:.4g}")
+            sys.stderr.flush()
+        else:
+            tenth = done * 10 // self.total
+            if tenth != self.shown:
+                self.shown = tenth
+                print(f"step {done}/{self.total}: loss {record.loss:.6g}", file=sys.stderr)
+
+    def close(self) -> None:
+        if self.tty:
+            sys.stderr.write("\n")
+
+
 def _print_diagnostics(diags, stream):
     for d in diags:
         print(str(d), file=stream)
@@ -448,6 +542,30 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also check each page's gradients of its loss (or of NODE) against central "
                         "differences, in float64; exit 1 when a check fails")
     p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("train", help="train a page's Variables and report the loss (and save them)")
+    p.add_argument("project")
+    p.add_argument("--page", help="the page to train (default: the first)")
+    p.add_argument("--steps", type=int, required=True, help="number of training steps")
+    p.add_argument("--optimizer", default="adam", choices=("sgd", "momentum", "adam", "rmsprop", "adagrad"),
+                   help="the update rule (the Apply* block of the same name; default adam)")
+    p.add_argument("--lr", type=float, help="learning rate (default: the optimizer's)")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="another optimizer setting: momentum, beta1, beta2, epsilon, rho, use_nesterov")
+    p.add_argument("--batch-size", type=int, help="examples per step for the page's dataset blocks (0: all)")
+    p.add_argument("--seed", type=int, default=0, help="mixed into random streams, batch order and random "
+                                                      "initial values (default 0); same seed, same result")
+    p.add_argument("--loss", metavar="NODE[:PORT]", help="the scalar to minimise (default: the page's loss)")
+    p.add_argument("--metric", action="append", default=[], metavar="NODE[:PORT]",
+                   help="a scalar to report (default: the page's metrics)")
+    p.add_argument("--eval-every", type=int, default=0, metavar="K",
+                   help="also evaluate on the datasets' test part every K steps and at the end")
+    p.add_argument("--mode", default="auto", choices=("auto", "optimizer", "graph"),
+                   help="graph: one run per step of the page's own Gradients/Apply* blocks (auto: when it has any)")
+    p.add_argument("--save", metavar="OUT", help="write the project with the trained values here (may be PROJECT)")
+    p.add_argument("--json", action="store_true", help="machine-readable history")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("blocks", help="the block catalogue")
     p.add_argument("--markdown", action="store_true", help="the block reference as Markdown (docs/blocks.md)")
