@@ -311,19 +311,26 @@ def _grad_checks(args, project, registry, summary) -> dict:
 
 def cmd_train(args) -> int:
     from .project_io import save_project
-    from .training import OPTIMIZERS, TrainConfig, Trainer, training_program
+    from .training import OPTIMIZERS, TrainConfig, Trainer, recommended_settings, training_program
 
     project = _load(args.project)
     registry = _registry()
+    recommended = recommended_settings(project, args.page)
+    optimizer = args.optimizer or recommended.get("optimizer", "adam")
+    steps = args.steps if args.steps is not None else recommended.get("steps")
+    if steps is None:
+        raise CliError("give --steps N (the project recommends no number of steps for this page)", EXIT_USAGE)
+    seed = args.seed if args.seed is not None else recommended.get("seed", 0)
+    batch_size = args.batch_size if args.batch_size is not None else recommended.get("batch_size")
     try:
-        program = training_program(project, args.page, registry, batch_size=args.batch_size)
+        program = training_program(project, args.page, registry, batch_size=batch_size)
     except ValueError as exc:
         raise CliError(f"--batch-size: {exc}", EXIT_USAGE) from None
     if not program.ok:
         _print_diagnostics(program.diagnostics, sys.stderr)
         raise CliError(f"{args.project}: the diagram has errors; nothing was trained", EXIT_DIAGNOSTICS)
     page = project.page(args.page)
-    hyper = {}
+    hyper = dict(recommended.get("hyper", {})) if optimizer == recommended.get("optimizer", "adam") else {}
     if args.lr is not None:
         hyper["lr"] = args.lr
     for item in args.set:
@@ -335,14 +342,14 @@ def cmd_train(args) -> int:
         except json.JSONDecodeError:
             raise CliError(f"--set {item!r}: the value must be a number or true/false", EXIT_USAGE) from None
     metrics = tuple(args.metric) if args.metric else tuple(page.metrics)
-    config = TrainConfig(steps=args.steps, optimizer=args.optimizer, hyper=hyper, seed=args.seed,
+    config = TrainConfig(steps=steps, optimizer=optimizer, hyper=hyper, seed=seed,
                          target=args.loss, metrics=metrics, eval_every=args.eval_every,
                          mode=args.mode)
     try:
         trainer = Trainer(program, config, registry)
     except (ValueError, ProjectError) as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
-    bar = _Progress(args.steps, enabled=not args.quiet and not args.json)
+    bar = _Progress(steps, enabled=not args.quiet and not args.json)
     history = trainer.train(callback=lambda rec, _t: bar.update(rec))
     bar.close()
     final = history.steps[-1] if history.steps else None
@@ -353,14 +360,16 @@ def cmd_train(args) -> int:
         save_project(project, args.save)
     if args.json:
         json.dump({"project": str(args.project), "page": page.name, "mode": trainer.mode,
-                   "optimizer": args.optimizer if trainer.mode == "optimizer" else None,
-                   "steps": len(history.steps), "seconds": history.seconds, "seed": args.seed,
+                   "optimizer": optimizer if trainer.mode == "optimizer" else None,
+                   "settings": trainer.hyper if trainer.mode == "optimizer" else None,
+                   "steps": len(history.steps), "seconds": history.seconds, "seed": seed,
                    "loss": history.losses, "metrics": {m: history.metric(m) for m in trainer.metric_keys},
                    "test": [{"step": k, **v} for k, v in history.evaluations],
                    "saved": args.save}, sys.stdout, ensure_ascii=False, indent=1)
         sys.stdout.write("\n")
     else:
-        what = (f"{OPTIMIZERS[args.optimizer][0].replace('Apply', '')} ({args.optimizer})"
+        what = (f"{OPTIMIZERS[optimizer][0].replace('Apply', '')} ({optimizer}, "
+                + ", ".join(f"{k} {v:g}" for k, v in trainer.hyper.items() if not isinstance(v, bool)) + ")"
                 if trainer.mode == "optimizer" else "the page's own update blocks")
         print(f"trained page '{page.name}' for {len(history.steps)} steps with {what}, "
               f"{rate:,.0f} steps/s")
@@ -546,15 +555,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train a page's Variables and report the loss (and save them)")
     p.add_argument("project")
     p.add_argument("--page", help="the page to train (default: the first)")
-    p.add_argument("--steps", type=int, required=True, help="number of training steps")
-    p.add_argument("--optimizer", default="adam", choices=("sgd", "momentum", "adam", "rmsprop", "adagrad"),
-                   help="the update rule (the Apply* block of the same name; default adam)")
+    p.add_argument("--steps", type=int, help="number of training steps (default: the project's recommendation)")
+    p.add_argument("--optimizer", choices=("sgd", "momentum", "adam", "rmsprop", "adagrad"),
+                   help="the update rule (the Apply* block of the same name; default: the project's "
+                        "recommendation, else adam)")
     p.add_argument("--lr", type=float, help="learning rate (default: the optimizer's)")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="another optimizer setting: momentum, beta1, beta2, epsilon, rho, use_nesterov")
     p.add_argument("--batch-size", type=int, help="examples per step for the page's dataset blocks (0: all)")
-    p.add_argument("--seed", type=int, default=0, help="mixed into random streams, batch order and random "
-                                                      "initial values (default 0); same seed, same result")
+    p.add_argument("--seed", type=int, help="mixed into random streams, batch order and random "
+                                           "initial values (default: the project's, else 0); same seed, same result")
     p.add_argument("--loss", metavar="NODE[:PORT]", help="the scalar to minimise (default: the page's loss)")
     p.add_argument("--metric", action="append", default=[], metavar="NODE[:PORT]",
                    help="a scalar to report (default: the page's metrics)")

@@ -31,7 +31,7 @@ from .registry import Registry, default_registry
 from .runtime import run
 
 __all__ = ["OPTIMIZERS", "TrainConfig", "Trainer", "StepRecord", "TrainingHistory", "optimizer_defaults",
-           "training_program"]
+           "training_program", "recommended_settings"]
 
 #: optimizer name -> (Apply* block, {hyperparameter: default}); the learning rate is "lr"
 OPTIMIZERS: dict[str, tuple[str, dict]] = {
@@ -311,6 +311,42 @@ class Trainer:
             for (node, key), value in self.slot_values.items():
                 out.setdefault(node, {})[key] = np.array(value)
         return out
+
+
+def recommended_settings(project, page: str | None = None) -> dict:
+    """The training settings a project recommends for a page: ``metadata["training"][page]``, a
+    JSON object with any of ``optimizer``, ``steps``, ``batch_size``, ``seed``, ``lr`` and the
+    optimizer's other settings (``momentum``, ``beta1``...). Unknown or ill-typed entries are
+    left out (the file is data; the caller's own defaults apply)."""
+    name = project.page(page).name
+    table = project.metadata.get("training") if isinstance(project.metadata, dict) else None
+    entry = table.get(name) if isinstance(table, dict) else None
+    if not isinstance(entry, dict):
+        return {}
+    out: dict = {}
+    optimizer = entry.get("optimizer")
+    if isinstance(optimizer, str) and optimizer in OPTIMIZERS:
+        out["optimizer"] = optimizer
+    for key in ("steps", "seed"):
+        v = entry.get(key)
+        if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+            out[key] = v
+    bs = entry.get("batch_size")
+    if bs is None or (isinstance(bs, int) and not isinstance(bs, bool) and bs >= 0):
+        if "batch_size" in entry:
+            out["batch_size"] = bs
+    settings = optimizer_defaults(out.get("optimizer", "adam"))
+    hyper = {}
+    for key, default in settings.items():
+        v = entry.get(key)
+        if isinstance(default, bool):
+            if isinstance(v, bool):
+                hyper[key] = v
+        elif isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0:
+            hyper[key] = float(v)
+    if hyper:
+        out["hyper"] = hyper
+    return out
 
 
 def training_program(project, page: str | None = None, registry: Registry | None = None, *,

@@ -176,7 +176,7 @@ def test_cli_train_reports_saves_and_is_deterministic(tmp_path, capsys):
                  "--save", str(out_path), "--seed", "3"])
     out, err = capsys.readouterr()
     assert code == EXIT_OK, err
-    assert "trained page 'main' for 200 steps with Adam (adam)" in out and "acc:output:" in out
+    assert "trained page 'main' for 200 steps with Adam (adam, lr 0.05" in out and "acc:output:" in out
     assert "test: loss" in out and f"saved to {out_path}" in out and "step 200/200" in err
     trained = load_project(out_path)
     assert not np.array_equal(trained.pages[0].nodes["W1"].state["value"],
@@ -189,3 +189,27 @@ def test_cli_train_reports_saves_and_is_deterministic(tmp_path, capsys):
     assert main(["train", str(path), "--steps", "5", "--set", "beta1"]) == EXIT_USAGE
     assert main(["train", str(path), "--steps", "5", "--optimizer", "sgd", "--set", "beta1=0.5"]) == EXIT_USAGE
     assert "no setting 'beta1'" in capsys.readouterr().err
+
+
+def test_the_projects_recommended_settings_are_the_defaults_and_options_win(tmp_path, capsys):
+    from blockflow.training import recommended_settings
+
+    project = regression()
+    project.metadata["training"] = {"main": {"optimizer": "sgd", "lr": 0.1, "steps": 40, "seed": 2,
+                                             "batch_size": None, "momentum": 5, "junk": "x"}}
+    rec = recommended_settings(project)
+    assert rec == {"optimizer": "sgd", "steps": 40, "seed": 2, "batch_size": None, "hyper": {"lr": 0.1}}
+    project.metadata["training"]["main"]["lr"] = "fast"          # ill-typed entries are ignored
+    assert "hyper" not in recommended_settings(project)
+    project.metadata["training"]["main"]["lr"] = 0.1
+    path = tmp_path / "r.bflow.json"
+    save_project(project, path)
+    assert main(["train", str(path), "--json"]) == EXIT_OK
+    out = json.loads(capsys.readouterr().out)
+    assert out["steps"] == 40 and out["optimizer"] == "sgd" and out["settings"] == {"lr": 0.1} and out["seed"] == 2
+    assert main(["train", str(path), "--json", "--steps", "3", "--optimizer", "adam"]) == EXIT_OK
+    out = json.loads(capsys.readouterr().out)
+    assert out["steps"] == 3 and out["optimizer"] == "adam" and out["settings"]["lr"] == 0.001
+    save_project(regression(), path)
+    assert main(["train", str(path)]) == EXIT_USAGE
+    assert "give --steps" in capsys.readouterr().err
