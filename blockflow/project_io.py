@@ -33,6 +33,7 @@ import os
 import re
 import secrets
 import stat
+import time
 
 import numpy as np
 
@@ -42,7 +43,7 @@ from .project import Edge, Node, Page, Project
 __all__ = [
     "FORMAT", "VERSION", "SUFFIX", "MIGRATIONS", "DTYPES", "INLINE_DATA_MAX", "MAX_FILE_BYTES",
     "MAX_ARRAY_ELEMENTS", "MAX_NODES_PER_PAGE", "MAX_DEPTH", "MAX_NDIM",
-    "dumps_project", "loads_project", "load_project", "save_project",
+    "dumps_project", "loads_project", "load_project", "save_project", "backup_path", "BACKUP_SUFFIX",
     "encode_array", "decode_array",
 ]
 
@@ -993,6 +994,59 @@ def dumps_project(project: Project, *, path="<project>") -> str:
         raise ProjectFileError(path, exc.where, exc.problem) from None
 
 
+#: a temporary file left by a save that crashed is removed by a later save once it is this old
+STALE_TEMPORARY_SECONDS = 60.0
+
+
+def _remove_stale_temporaries(target: str) -> None:
+    """Remove ``.NAME.xxxxxxxx.tmp`` files (of ``target`` and its backup) left by saves that
+    were killed, once they are old enough not to belong to a save still running elsewhere."""
+    directory = os.path.dirname(target) or "."
+    names = {os.path.basename(target), os.path.basename(backup_path(target))}
+    now = time.time()
+    try:
+        entries = os.listdir(directory)
+    except OSError:
+        return
+    for entry in entries:
+        if not (entry.startswith(".") and entry.endswith(".tmp")):
+            continue
+        stem, _, token = entry[1:-4].rpartition(".")
+        if stem not in names or len(token) != 8 or any(c not in "0123456789abcdef" for c in token):
+            continue
+        full = os.path.join(directory, entry)
+        try:
+            if now - os.stat(full).st_mtime > STALE_TEMPORARY_SECONDS:
+                os.unlink(full)
+        except OSError:
+            pass
+
+
+def _keep_backup(target: str) -> None:
+    """Make ``target + ".bak"`` the current ``target`` before it is replaced, atomically: a hard
+    link to it (or a copy where links are not possible) under a temporary name, moved onto the
+    backup's name. ``target`` itself is never moved, so it exists at every moment."""
+    bak = backup_path(target)
+    tmp = os.path.join(os.path.dirname(bak) or ".", f".{os.path.basename(bak)}.{secrets.token_hex(4)}.tmp")
+    try:
+        try:
+            os.link(target, tmp)
+        except OSError:
+            with open(target, "rb") as src, open(tmp, "xb") as dst:
+                while chunk := src.read(1 << 20):
+                    dst.write(chunk)
+                dst.flush()
+                os.fsync(dst.fileno())
+        os.replace(tmp, bak)
+        tmp = None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
 def _fsync_dir(directory: str) -> None:
     try:
         fd = os.open(directory, os.O_RDONLY)
@@ -1006,13 +1060,23 @@ def _fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
-def save_project(project: Project, path) -> None:
+#: the suffix of the backup kept of the previous version when a project file is overwritten
+BACKUP_SUFFIX = ".bak"
+
+
+def backup_path(path) -> str:
+    """Where :func:`save_project` keeps the previous version of ``path``."""
+    return os.fspath(path) + BACKUP_SUFFIX
+
+
+def save_project(project: Project, path, *, backup: bool = True) -> None:
     """Write ``project`` to ``path`` atomically.
 
     The text is written to a temporary file in the same directory, flushed and fsynced, then
     moved onto ``path`` with ``os.replace`` and the directory fsynced. On any failure the old
     file is untouched and the temporary file removed. An existing file keeps its permission
-    bits; a symlink is followed (the file it points to is replaced, the link stays). The project's
+    bits; a symlink is followed (the file it points to is replaced, the link stays). With
+    ``backup`` (the default) the version being replaced is kept as ``path + ".bak"``. The project's
     ``base_dir`` becomes the file's folder (dataset blocks read their files from there).
     Raises ProjectFileError if the project cannot be written or the file system refuses.
     """
@@ -1046,6 +1110,8 @@ def save_project(project: Project, path) -> None:
             os.fsync(f.fileno())
         if mode is not None:
             os.chmod(tmp, mode)
+            if backup:
+                _keep_backup(target)
         os.replace(tmp, target)
         tmp = None
     except OSError as exc:
@@ -1057,4 +1123,5 @@ def save_project(project: Project, path) -> None:
             except OSError:
                 pass
     _fsync_dir(directory)
+    _remove_stale_temporaries(target)
     project.base_dir = os.path.dirname(os.path.abspath(name))   # where its data files now live

@@ -5,6 +5,7 @@ import base64
 import copy
 import json
 import os
+import time
 import pickle
 import re
 import stat
@@ -871,7 +872,33 @@ def test_save_creates_and_replaces(tmp_path):
     second.metadata["title"] = "second"
     io.save_project(second, path)
     assert io.load_project(path) == second
-    assert listing(tmp_path) == ["p.bflow.json"]
+    assert listing(tmp_path) == ["p.bflow.json", "p.bflow.json.bak"]     # the previous version kept
+    assert io.load_project(tmp_path / "p.bflow.json.bak") == first
+    third = sample_project()
+    third.metadata["title"] = "third"
+    io.save_project(third, path)
+    assert io.load_project(tmp_path / "p.bflow.json.bak") == second
+    assert listing(tmp_path) == ["p.bflow.json", "p.bflow.json.bak"]
+    io.save_project(first, tmp_path / "q.bflow.json", backup=False)
+    io.save_project(second, tmp_path / "q.bflow.json", backup=False)
+    assert "q.bflow.json.bak" not in listing(tmp_path)
+
+
+def test_a_backup_is_a_copy_where_hard_links_fail(tmp_path, monkeypatch):
+    path = tmp_path / "p.bflow.json"
+    io.save_project(sample_project(), path)
+    before = path.read_bytes()
+
+    def no_links(src, dst):
+        raise OSError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    changed = sample_project()
+    changed.metadata["title"] = "changed"
+    io.save_project(changed, path)
+    assert (tmp_path / "p.bflow.json.bak").read_bytes() == before
+    assert io.load_project(path) == changed
+    assert sorted(listing(tmp_path)) == ["p.bflow.json", "p.bflow.json.bak"]
 
 
 def test_failed_replace_leaves_the_old_file_and_no_temp(tmp_path, monkeypatch):
@@ -1066,3 +1093,22 @@ def test_page_metrics_round_trip_and_are_checked():
     d = copy.deepcopy(doc)
     d["pages"][0]["metrics"] = "acc"
     assert "must be a list" in raw_error(json.dumps(d)).problem
+
+
+def test_a_save_removes_old_temporary_files_left_by_crashed_saves(tmp_path):
+    path = tmp_path / "p.bflow.json"
+    io.save_project(sample_project(), path)
+    old = tmp_path / ".p.bflow.json.0badc0de.tmp"
+    fresh = tmp_path / ".p.bflow.json.1badc0de.tmp"
+    old_bak = tmp_path / ".p.bflow.json.bak.2badc0de.tmp"
+    other = tmp_path / ".other.bflow.json.3badc0de.tmp"
+    for f in (old, fresh, old_bak, other):
+        f.write_bytes(b"{partial")
+    stale = time.time() - io.STALE_TEMPORARY_SECONDS - 5
+    for f in (old, old_bak, other):
+        os.utime(f, (stale, stale))
+    io.save_project(sample_project(), path)
+    left = set(listing(tmp_path))
+    assert old.name not in left and old_bak.name not in left       # a crashed save's leftovers
+    assert fresh.name in left                                      # may be a save still running
+    assert other.name in left                                      # another file's: not ours
