@@ -321,6 +321,26 @@ def _cut_reason(spec: BlockSpec, decl, src: Slot) -> str:
     return f"input '{decl.name}' takes no gradient"
 
 
+#: the largest tensor a block may produce (its inferred size, checked before anything is
+#: allocated: a Variable's first value, a Fill, a dataset): larger ones are a compile error
+MAX_TENSOR_BYTES = 4 * 1024 ** 3
+
+
+def _too_big(spec, outs):
+    """(port, message) for the first output whose known size exceeds MAX_TENSOR_BYTES."""
+    for decl, t in zip(spec.outputs, outs):
+        for i, tt in enumerate(t if decl.variadic else (t,)):
+            n = tt.size
+            if n is None:
+                continue
+            nbytes = n * tt.dtype.itemsize
+            if nbytes > MAX_TENSOR_BYTES:
+                port = decl.port(i) if decl.variadic else decl.name
+                return port, (f"output '{port}' would be {tt} ({nbytes / 1024 ** 3:,.1f} GiB); the limit "
+                              f"for one tensor is {MAX_TENSOR_BYTES / 1024 ** 3:.0f} GiB")
+    return None
+
+
 def _read_only(a):
     """A view of a project's array that a run cannot write through (results share memory)."""
     if isinstance(a, np.ndarray) and a.flags.writeable:
@@ -614,6 +634,10 @@ class _Compiler:
             problem = self._check_infer_result(spec, outs, attrs[nid], args)
             if problem:
                 self.error(nid, None, f"{spec.name}.infer returned {result!r}: {problem}")
+                continue
+            too_big = _too_big(spec, outs)
+            if too_big:
+                self.error(nid, too_big[0], too_big[1])
                 continue
             out_slots, out_struct, out_decl = [], [], []
             for k, (decl, t) in enumerate(zip(spec.outputs, outs)):

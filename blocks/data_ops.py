@@ -218,6 +218,9 @@ class MakeBlobs:
              _LABELS, *_COMMON)
 
     def infer(*, n, classes, dims, spread, label_format, batch_size, test_fraction, shuffle, seed):
+        if n * dims * 8 > 4 * 1024 ** 3:     # generated in float64 before the float32 copy
+            raise ShapeError(f"MakeBlobs: {n:,} examples of {dims:,} dimensions would take "
+                             f"{n * dims * 8 / 1024 ** 3:,.0f} GiB to generate; the limit is 4 GiB")
         return _class_types(dims, classes, label_format)
 
     def forward(*, n, classes, dims, spread, label_format, batch_size, test_fraction, shuffle, seed, data):

@@ -250,3 +250,24 @@ def test_inline_labels_take_the_wired_features_dtype():
     p = chain(("n", "AddN", {}, {"inputs[0]": np.array(1), "inputs[1]": np.array(2.5)}))
     program = compile_project(p)
     assert program.ok and program.output_type("n").dtype == np.float64
+
+
+def test_a_tensor_too_big_to_allocate_is_refused_at_compile_time_before_anything_is_allocated():
+    import tracemalloc
+
+    from diagrams import chain
+
+    from blockflow.compiler import MAX_TENSOR_BYTES
+
+    project = chain(("v", "Variable", {"shape": [100_000, 100_000]}, None),
+                    ("z", "Fill", {}, {"dims": np.array([10 ** 6, 10 ** 6]), "value": np.float32(1)}),
+                    ("ok", "Variable", {"shape": [10, 10]}, None))
+    tracemalloc.start()
+    program = compile_project(project)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    errors = {d.node: str(d) for d in program.errors}
+    assert set(errors) == {"v", "z"}
+    assert "would be float32[100000,100000] (37.3 GiB); the limit for one tensor is 4 GiB" in errors["v"]
+    assert "GiB" in errors["z"] and peak < 50 * 1024 * 1024
+    assert MAX_TENSOR_BYTES == 4 * 1024 ** 3

@@ -125,3 +125,9 @@ def test_file_datasets_compile_from_a_saved_project_and_say_what_is_wrong(tmp_pa
     assert errors and "no column 'class'" in errors[0] and "u, v, label" in errors[0]
     project.pages[0].nodes["d"].attrs["path"] = "../elsewhere.csv"
     assert "out of the project" in str(compile_project(project).errors[0])
+
+
+def test_a_dataset_too_big_to_generate_is_refused_by_infer():
+    project = chain(("d", "MakeBlobs", {"n": 10_000_000, "dims": 1000}, None))
+    errors = [str(d) for d in compile_project(project).errors]
+    assert errors and "would take 75 GiB to generate; the limit is 4 GiB" in errors[0]
