@@ -125,6 +125,13 @@ class Document(QObject):
         self.path_changed.emit(self.path or "")
         self.dirty_changed.emit(False)
 
+    def recover(self, project: Project, path: str | None) -> None:
+        """Take an autosaved project back (crash recovery): it is unsaved work, so the document
+        is dirty until it is saved."""
+        self.replace_project(project, path)
+        self.undo_stack.resetClean()
+        self.dirty_changed.emit(True)
+
     def new(self) -> None:
         self.replace_project(self._empty_project(), None)
 

@@ -1,0 +1,134 @@
+"""Autosave and recovery (issue 7): what is written when, what is found after a crash, and a
+real kill of a process that was editing."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PySide6.QtWidgets import QApplication
+
+from blockflow.gui.autosave import Autosaver, find_recoveries
+from blockflow.gui.document import Document
+from blockflow.project_io import dumps_project, save_project
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_autosave_writes_only_unsaved_changes_and_cleans_up(qapp, tmp_path, qtbot):
+    doc = Document()
+    saver = Autosaver(doc, tmp_path / "rec", interval_seconds=0)
+    assert not saver.autosave_now()                       # nothing to save
+    doc.add_node("Tanh", (0, 0), node_id="t")
+    assert saver.autosave_now() and saver.project_file.exists() and saver.note_file.exists()
+    assert not saver.autosave_now()                       # nothing new since
+    doc.add_node("Exp", (100, 0), node_id="e")
+    assert saver.autosave_now()
+    recs = find_recoveries(tmp_path / "rec")
+    assert recs == []                                     # this editor is alive: not an orphan
+    doc.save(tmp_path / "p.bflow.json")                   # saved: the recovery files go
+    assert not saver.project_file.exists() and not saver.note_file.exists()
+    doc.add_node("Relu", (0, 100), node_id="r")
+    saver.set_interval(0.05)
+    with qtbot.waitSignal(saver.autosaved, timeout=3000):
+        pass
+    doc.undo_stack.undo()                                 # back to the saved state: clean
+    assert not saver.project_file.exists()
+
+
+def dead_pid() -> int:
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def test_orphans_are_found_described_loaded_and_discarded(qapp, tmp_path):
+    import json
+    import socket
+
+    rec_dir = tmp_path / "rec"
+    rec_dir.mkdir()
+    doc = Document()
+    doc.add_node("Placeholder", (0, 0), node_id="x", attrs={"shape": [2]})
+    (tmp_path / "data").mkdir()
+    save_project(doc.project, rec_dir / "autosave-1.bflow.json", backup=False)
+    (rec_dir / "autosave-1.recovery.json").write_text(json.dumps(
+        {"original": str(tmp_path / "data" / "mine.bflow.json"), "saved_at": 1.0e9, "title": "mine",
+         "pid": dead_pid(), "host": socket.gethostname()}))
+    (rec_dir / "autosave-2.bflow.json").write_text("{torn")
+    (rec_dir / "autosave-2.recovery.json").write_text(json.dumps(
+        {"original": None, "saved_at": 2.0e9, "pid": dead_pid(), "host": socket.gethostname()}))
+    (rec_dir / "autosave-3.recovery.json").write_text("not json")
+    recs = find_recoveries(rec_dir)
+    assert [r.project_file.name for r in recs][:2] == ["autosave-2.bflow.json", "autosave-1.bflow.json"]
+    good = next(r for r in recs if r.project_file.name == "autosave-1.bflow.json")
+    assert good.pages == 1 and good.blocks == 1 and not good.problem
+    assert "mine.bflow.json" in good.describe() and "1 page, 1 block" in good.describe()
+    torn = next(r for r in recs if r.project_file.name == "autosave-2.bflow.json")
+    assert torn.problem and "cannot be recovered" in torn.describe()
+    assert any("unreadable note" in r.problem for r in recs)
+    project = good.load()
+    assert project.base_dir == str(tmp_path / "data")    # data files next to the original
+    target = Document()
+    target.recover(project, good.original)
+    assert target.dirty and target.path == good.original and dumps_project(target.project) == dumps_project(doc.project)
+    for r in recs:
+        r.discard()
+    assert find_recoveries(rec_dir) == []
+
+
+CHILD = textwrap.dedent("""
+    import os, sys
+    os.environ["QT_QPA_PLATFORM"] = "offscreen"
+    from PySide6.QtWidgets import QApplication
+    app = QApplication([])
+    from blockflow.gui.autosave import Autosaver
+    from blockflow.gui.document import Document
+    from blockflow.project_io import dumps_project
+    expected = sys.argv[1]
+    doc = Document()
+    saver = Autosaver(doc, interval_seconds=0.05)
+    edits = [0]
+
+    def on_saved(_path):
+        with open(expected + ".tmp", "w") as f:      # what the autosave holds, for the test
+            f.write(dumps_project(doc.project))
+        os.replace(expected + ".tmp", expected)
+        print("autosaved", edits[0], flush=True)
+        if edits[0] < 3:                 # then no more edits: the last autosave stays the last
+            edits[0] += 1
+            doc.add_node("Tanh", (edits[0] * 50.0, 0.0))
+            if edits[0] % 2 == 0:
+                doc.set_label(list(doc.page().nodes)[0], f"edit {edits[0]}")
+
+    saver.autosaved.connect(on_saved)
+    doc.add_node("Placeholder", (0, 0), node_id="x", attrs={"shape": [3]})
+    app.exec()
+""")
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+def test_a_killed_editor_process_is_recovered_exactly_as_last_autosaved(qapp, tmp_path):
+    rec_dir = tmp_path / "rec"
+    expected = tmp_path / "expected.json"
+    env = dict(os.environ, BLOCKFLOW_RECOVERY_DIR=str(rec_dir),
+               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(expected)], stdout=subprocess.PIPE, env=env)
+    try:
+        seen = 0
+        while seen < 4:                                   # let it autosave a few edits
+            line = proc.stdout.readline()
+            assert line.startswith(b"autosaved"), line
+            seen += 1
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+        proc.stdout.close()
+    recs = find_recoveries(rec_dir)
+    assert len(recs) == 1 and not recs[0].problem and recs[0].original is None
+    assert dumps_project(recs[0].load()) == expected.read_text()
