@@ -153,6 +153,31 @@ class SetNodeFieldCommand(DocCommand):
         self.doc._node_changed(self.page_name, self.node_id)
 
 
+class SetStatesCommand(DocCommand):
+    """Replaces the stored state (a Variable's value, optimizer slots) of several nodes at once:
+    the values a training produced, or a reset (empty state: the initializer draws again)."""
+
+    def __init__(self, doc, page: str, states: dict, text: str):
+        super().__init__(doc, page, text)
+        self.states = {nid: dict(st) for nid, st in states.items()}
+        self.old: dict = {}
+
+    def redo(self):
+        nodes = self.page.nodes
+        self.old = {nid: nodes[nid].state for nid in self.states}
+        for nid, st in self.states.items():
+            nodes[nid].state = dict(st)
+        for nid in self.states:
+            self.doc._node_changed(self.page_name, nid)
+
+    def undo(self):
+        nodes = self.page.nodes
+        for nid, st in self.old.items():
+            nodes[nid].state = st
+        for nid in self.old:
+            self.doc._node_changed(self.page_name, nid)
+
+
 class SetPageFieldCommand(DocCommand):
     """Sets a page's loss, text, or the saved feed of one Placeholder (``None`` removes it)."""
 

@@ -15,7 +15,7 @@ import numpy as np
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QUndoStack
 
-from ..compiler import Program, compile_page
+from ..compiler import Program, compile_page, project_files
 from ..errors import ProjectError
 from ..project import Edge, Node, Page, Project, split_port, valid_node_id
 from ..project_io import dumps_project, load_project, loads_project, save_project
@@ -104,7 +104,8 @@ class Document(QObject):
         name = page or self.current_page
         prog = self._programs.get(name)
         if prog is None:
-            prog = self._programs[name] = compile_page(self.page(name), self.registry)
+            prog = self._programs[name] = compile_page(self.page(name), self.registry,
+                                                       files=project_files(self.project))
         return prog
 
     def spec(self, page: str, node_id: str):
@@ -146,7 +147,12 @@ class Document(QObject):
         target = str(path or self.path or "")
         if not target:
             raise ProjectError("the project has no file name yet: save it with a name")
+        before = self.project.base_dir
         save_project(self.project, target)
+        if self.project.base_dir != before:       # dataset files are now looked up elsewhere
+            self._programs.clear()
+            for pg in self.project.pages:
+                self.structure_changed.emit(pg.name)
         self.undo_stack.setClean()
         if target != self.path:
             self.path = target
@@ -232,7 +238,7 @@ class Document(QObject):
         trial = copy.copy(pg)
         trial.edges = [e for e in pg.edges if e is not replaces] + [Edge(src, src_port, dst, dst_port)]
         trial.nodes = dict(pg.nodes)
-        after = [d for d in compile_page(trial, self.registry).errors
+        after = [d for d in compile_page(trial, self.registry, files=project_files(self.project)).errors
                  if d.node == dst and str(d) not in before and d.port in (dst_port, None)]
         if after:
             return ConnectionCheck(False, after[0].message, replaces)
@@ -324,6 +330,45 @@ class Document(QObject):
         page = page or self.current_page
         self.undo_stack.push(C.SetPageFieldCommand(self, page, "loss", node_id,
                                                    text=f"Mark {node_id} as the loss" if node_id else "Clear loss"))
+
+    def apply_training(self, updates: dict, steps: int, page: str | None = None) -> list[str]:
+        """Store trained values (``Trainer.state_updates()``: {Variable: {"value": array, slot:
+        array}}) as one undoable edit. Variables the page no longer has, or whose type changed
+        since training started, are left out; their ids are returned."""
+        page = page or self.current_page
+        pg = self.page(page)
+        states, skipped = {}, []
+        program = self.program(page)
+        for nid, changes in updates.items():
+            node = pg.nodes.get(nid)
+            spec = self.registry.get(node.block) if node is not None else None
+            value = changes.get("value")
+            if spec is None or spec.role != "variable" or value is None:
+                skipped.append(nid)
+                continue
+            try:
+                t = program.output_type(nid)
+            except ProjectError:
+                skipped.append(nid)
+                continue
+            if tuple(t.shape) != tuple(np.shape(value)) or t.dtype != np.asarray(value).dtype:
+                skipped.append(nid)
+                continue
+            states[nid] = {k: np.array(v) for k, v in changes.items()}
+        if states:
+            self.undo_stack.push(C.SetStatesCommand(self, page, states, f"Train {steps} step{'s' if steps != 1 else ''}"))
+        return skipped
+
+    def reset_variables(self, page: str | None = None) -> list[str]:
+        """Forget the trained values of every Variable on the page (their initializers draw the
+        first values again), as one undoable edit; returns the Variables reset."""
+        page = page or self.current_page
+        pg = self.page(page)
+        ids = [nid for nid, n in pg.nodes.items()
+               if n.state and getattr(self.registry.get(n.block), "role", None) == "variable"]
+        if ids:
+            self.undo_stack.push(C.SetStatesCommand(self, page, {nid: {} for nid in ids}, "Reset variables"))
+        return ids
 
     def set_metrics(self, metrics, page: str | None = None) -> None:
         """The scalar outputs to plot while training (``"node"`` or ``"node:port"``), undoably."""

@@ -210,3 +210,30 @@ def test_metrics_follow_deleted_blocks_and_come_back_with_undo(doc):
     dumps_project(doc.project)              # saves (a metric naming a missing block would not)
     doc.undo_stack.undo()
     assert doc.page().metrics == ["t", "x:output"]
+
+
+def test_training_results_and_reset_are_single_undoable_edits(doc):
+    doc.add_node("Variable", (0, 0), node_id="w", attrs={"shape": [2]})
+    doc.add_node("Variable", (0, 100), node_id="v", attrs={"shape": [3]})
+    before = dumps_project(doc.project)
+    skipped = doc.apply_training({"w": {"value": np.array([1.0, 2.0], np.float32), "m": np.zeros(2, np.float32)},
+                                  "v": {"value": np.zeros(4, np.float32)},        # the wrong shape now
+                                  "gone": {"value": np.zeros(1, np.float32)}}, steps=10)
+    assert sorted(skipped) == ["gone", "v"]
+    assert doc.page().nodes["w"].state["value"].tolist() == [1.0, 2.0]
+    assert doc.undo_stack.undoText() == "Train 10 steps"
+    assert compile_project(doc.project).variable_values["w"].tolist() == [1.0, 2.0]
+    assert doc.reset_variables() == ["w"]
+    assert doc.page().nodes["w"].state == {}
+    doc.undo_stack.undo()
+    assert doc.page().nodes["w"].state["value"].tolist() == [1.0, 2.0]
+    doc.undo_stack.undo()
+    assert dumps_project(doc.project) == before
+
+
+def test_a_dataset_file_next_to_the_project_compiles_in_the_document(doc, tmp_path):
+    (tmp_path / "d.csv").write_text("a,label\n1,0\n2,1\n")
+    doc.add_node("CsvDataset", (0, 0), node_id="d", attrs={"path": "d.csv", "test_fraction": 0.0})
+    assert "saved in a folder" in str(doc.program().errors[0])
+    doc.save(tmp_path / "p.bflow.json")
+    assert doc.program().ok, [str(d) for d in doc.program().errors]
