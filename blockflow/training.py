@@ -275,9 +275,10 @@ class Trainer:
         out.update({m: float(r.value(*m.split(":"))) for m in self.metric_keys})
         return out
 
-    def train(self, steps: int | None = None, callback=None, should_stop=None) -> TrainingHistory:
+    def train(self, steps: int | None = None, callback=None, should_stop=None, on_evaluate=None) -> TrainingHistory:
         """Run ``steps`` steps (default: the config's). ``callback(record, trainer)`` after each
-        step; ``should_stop()`` checked before each step (a Stop button)."""
+        step; ``should_stop()`` checked before each step (a Stop button); ``on_evaluate(step,
+        values)`` after each test evaluation."""
         steps = self.config.steps if steps is None else steps
         history = TrainingHistory()
         every = self.config.eval_every
@@ -292,6 +293,8 @@ class Trainer:
                 history.steps.append(record)
                 if every and ((i + 1) % every == 0 or i + 1 == steps):
                     history.evaluations.append((record.step, self.evaluate("test")))
+                    if on_evaluate is not None:
+                        on_evaluate(*history.evaluations[-1])
                 if callback is not None:
                     callback(record, self)
         finally:
