@@ -349,6 +349,8 @@ def cmd_train(args) -> int:
         trainer = Trainer(program, config, registry)
     except (ValueError, ProjectError) as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
+    for warning in trainer.warnings:
+        print(f"blockflow: warning: {warning}", file=sys.stderr)
     bar = _Progress(steps, enabled=not args.quiet and not args.json)
     history = trainer.train(callback=lambda rec, _t: bar.update(rec))
     bar.close()

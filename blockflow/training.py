@@ -138,6 +138,7 @@ class Trainer:
         self.trainable = [st.node for st in program.steps if st.node in program.trainable]
         if self.mode == "optimizer" and not self.trainable:
             raise RunError(f"page '{program.page_name}' has no trainable Variable to train")
+        self.warnings = self._check_reach() if self.mode == "optimizer" else []
         self.values = {st.node: self._start_value(st) for st in program.steps if st.role == "variable"}
         self.slot_values = dict(program.slot_values)
         self.step_index = 0
@@ -149,6 +150,18 @@ class Trainer:
             self._slots = {v: self._initial_slots(self.values[v]) for v in self.trainable}
 
     # ------------------------------------------------------------------ setup
+    def _check_reach(self) -> list[str]:
+        """Trainable Variables no gradient of the loss reaches (they would never change), and why."""
+        paths = self.program.gradient_paths(self.loss_key, wrt=self.trainable)
+        out = []
+        for v in self.trainable:
+            if v in paths.sources:
+                continue
+            cutters = paths.cut_sources.get(v)
+            why = f"cut by {', '.join(cutters)}" if cutters else "it does not lead to the loss"
+            out.append(f"no gradient of the loss reaches {v} ({why}): training will not change it")
+        return out
+
     def _target_key(self, target) -> str:
         p = self.program
         slot = p.slots[p.resolve_target(target)]

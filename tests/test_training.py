@@ -213,3 +213,18 @@ def test_the_projects_recommended_settings_are_the_defaults_and_options_win(tmp_
     save_project(regression(), path)
     assert main(["train", str(path)]) == EXIT_USAGE
     assert "give --steps" in capsys.readouterr().err
+
+
+def test_a_variable_no_gradient_reaches_is_named_before_training(capsys, tmp_path):
+    project = regression()
+    pg = project.pages[0]
+    pg.add_node("StopGradient", id="sg")
+    pg.edges = [e for e in pg.edges if not (e.src == "b" and e.dst == "h")]
+    pg.connect("b", "ref", "sg", "input")
+    pg.connect("sg", "output", "h", "y")
+    t = Trainer(compile_project(project), TrainConfig(optimizer="sgd"))
+    assert t.warnings == ["no gradient of the loss reaches b (cut by sg): training will not change it"]
+    path = tmp_path / "p.bflow.json"
+    save_project(project, path)
+    assert main(["train", str(path), "--steps", "2", "--quiet"]) == EXIT_OK
+    assert "warning: no gradient of the loss reaches b (cut by sg)" in capsys.readouterr().err

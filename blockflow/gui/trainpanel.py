@@ -345,6 +345,8 @@ class TrainPanel(QWidget):
         self.reset_button.setEnabled(False)
         what = trainer.mode if trainer.mode == "graph" else OPTIMIZERS[config.optimizer][0]
         self.info.setText(f"training with {what}…")
+        for warning in trainer.warnings:
+            self.status_message.emit(warning)
         self.training_started.emit()
         self._thread.start()
         return True
