@@ -5,6 +5,8 @@ included), so undoing everything returns the very project that was opened.
 """
 from __future__ import annotations
 
+import weakref
+
 from PySide6.QtGui import QUndoCommand
 
 from ..project import Edge, Node, Page
@@ -12,7 +14,23 @@ from ..project import Edge, Node, Page
 MOVE_ID = 1001
 
 
-class DocCommand(QUndoCommand):
+class _DocRef:
+    """``self.doc`` as a weak reference. The Document owns its undo stack, which owns the
+    commands; a command holding the Document strongly would make a reference cycle whose
+    collection order is up to the garbage collector, and PySide then deletes the commands from
+    QUndoStack::clear after their wrappers went (a segfault). Weak, the Document is freed first,
+    by reference counting, and takes its stack and commands with it."""
+
+    @property
+    def doc(self):
+        return self._doc_ref()
+
+    @doc.setter
+    def doc(self, value):
+        self._doc_ref = weakref.ref(value)
+
+
+class DocCommand(_DocRef, QUndoCommand):
     """Base: holds the document and the page the edit is on."""
 
     def __init__(self, doc, page: str, text: str):
@@ -229,7 +247,7 @@ class RenameNodeCommand(DocCommand):
         self.doc._rename_node(self.page_name, self.new, self.old)
 
 
-class AddPageCommand(QUndoCommand):
+class AddPageCommand(_DocRef, QUndoCommand):
     def __init__(self, doc, page: Page, index: int | None = None):
         super().__init__(f"Add page {page.name}")
         self.doc, self.page, self.index = doc, page, index
@@ -241,7 +259,7 @@ class AddPageCommand(QUndoCommand):
         self.index = self.doc._take_page(self.page.name)
 
 
-class RemovePageCommand(QUndoCommand):
+class RemovePageCommand(_DocRef, QUndoCommand):
     def __init__(self, doc, name: str):
         super().__init__(f"Delete page {name}")
         self.doc, self.name = doc, name
@@ -256,7 +274,7 @@ class RemovePageCommand(QUndoCommand):
         self.doc._insert_page(self.page, self.index)
 
 
-class RenamePageCommand(QUndoCommand):
+class RenamePageCommand(_DocRef, QUndoCommand):
     def __init__(self, doc, old: str, new: str):
         super().__init__(f"Rename page {old} to {new}")
         self.doc, self.old, self.new = doc, old, new
@@ -268,7 +286,7 @@ class RenamePageCommand(QUndoCommand):
         self.doc._rename_page(self.new, self.old)
 
 
-class MovePageCommand(QUndoCommand):
+class MovePageCommand(_DocRef, QUndoCommand):
     def __init__(self, doc, name: str, index: int):
         super().__init__(f"Move page {name}")
         self.doc, self.name, self.index = doc, name, index

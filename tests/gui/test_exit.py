@@ -28,3 +28,41 @@ def test_process_exits_cleanly_after_copy_and_paste():
     proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
     assert "ok" in proc.stdout
+
+
+GC_SCRIPT = """
+import gc
+from PySide6.QtWidgets import QApplication
+app = QApplication([])
+from blockflow.gui.document import Document
+doc = Document()
+d = doc
+steps = [
+    lambda: d.add_node("Placeholder", (0, 160), node_id="x", attrs={"shape": [5]}),
+    lambda: d.add_node("Max", (200, 40)),
+    lambda: d.add_node("StopGradient", (400, 40)),
+    lambda: d.add_node("Subtract", (600, 160)),
+    lambda: d.add_node("Softmax", (800, 160)),
+    lambda: d.add_node("Const", (1000, 320), node_id="w", attrs={"value": [1.0, -2.0, 0.5, 3.0, 1.5]}),
+    lambda: d.add_node("Multiply", (1200, 160)),
+    lambda: d.add_node("Sum", (1400, 160)),
+    lambda: d.connect("x", "output", "Max_1", "input"),
+    lambda: d.connect("Max_1", "output", "StopGradient_1", "input"),
+    lambda: d.connect("x", "output", "Subtract_1", "x"),
+    lambda: d.connect("StopGradient_1", "output", "Subtract_1", "y"),
+]
+for step in steps:
+    step()
+del doc, d, steps
+gc.collect()                 # the Document and its undo stack go in the collector's order
+print("ok")
+"""
+
+
+def test_a_document_freed_by_the_garbage_collector_takes_its_commands_cleanly():
+    """Commands used to hold the Document strongly: collecting that cycle deleted the commands
+    twice inside QUndoStack::clear (a segfault at exit or between tests)."""
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
+    proc = subprocess.run([sys.executable, "-c", GC_SCRIPT], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert "ok" in proc.stdout
