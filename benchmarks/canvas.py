@@ -14,7 +14,11 @@ Offscreen, 1920x1080, antialiasing on (as the editor draws). Prints, per size, m
               viewport): the move, its wires re-pathed, and the paint that shows it; at 100 %
               and at the full view. The drag start (one picture of the view taken for the drag
               layer, blockflow/gui/draglayer.py) is reported beside it.
-against the targets of issue 4 (QT_NOTES.md §6). Frames are full repaints (viewport().grab()).
+  recolour    after a real backward pass (to a Sum of the block with the most ancestors, about
+              45 % of the wires carry gradient, the rest none): gradients.show(GradientView) on
+              a page drawn plain, plus the frame that shows it, at the full view and at 100 %;
+              and from one run's colours to another's (other feeds).
+against the targets of issues 4 and 5 (QT_NOTES.md §6). Frames are full repaints (viewport().grab()).
 Far out on pages of 500+ blocks one overview item draws the page (tiled, from a pixmap cache); a
 dragged block and its wires are drawn by their own items over it.
 """
@@ -49,6 +53,7 @@ TARGETS = {  # size: (load s, full-view frame s, zoomed-in frame s, drag per mov
     1000: (0.35, 0.040, 0.020, 0.004),
     5000: (1.5, 0.050, 0.020, 0.008),
 }
+RECOLOUR_TARGETS = {1000: 0.050, 5000: 0.150}   # gradient recolour of all wires + one frame
 
 
 TILE = 7
@@ -230,6 +235,96 @@ def bench(n: int, repeats: int, loads: int) -> list[tuple]:
     ]
 
 
+def with_loss(project):
+    """The generated page with a loss: a Sum of the block with the most ancestors among the last
+    60, and random feeds for its Placeholders (a real backward pass, not synthetic norms)."""
+    import networkx as nx
+
+    page = project.pages[0]
+    graph = nx.DiGraph()
+    graph.add_nodes_from(page.nodes)
+    graph.add_edges_from((e.src, e.dst) for e in page.edges)
+    ops = [nid for nid, node in page.nodes.items() if node.block != "Placeholder"][-60:]
+    top = max(ops, key=lambda nid: len(nx.ancestors(graph, nid)))
+    x, y = page.nodes[top].position
+    page.add_node("Sum", id="loss", position=(x + 220.0, y))
+    page.connect(top, "z" if page.nodes[top].block == "Add" else "y", "loss", "input")
+    page.loss = "loss"
+    return project
+
+
+def feeds(project, seed):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return {nid: rng.standard_normal(4).astype(np.float32)
+            for nid, node in project.pages[0].nodes.items() if node.block == "Placeholder"}
+
+
+def bench_recolour(n: int, repeats: int) -> list[tuple]:
+    """gradients.show(gview) + one repaint, at the full view and at 100 %."""
+    from blockflow.gradview import GradientView
+    from blockflow.gui.canvas import DiagramView
+    from blockflow.gui.document import Document
+    from blockflow.runtime import run
+
+    app = QApplication.instance()
+    project = with_loss(laid_out(n))
+    doc = Document(loads_project(dumps_project(project), "<generated>"), registry=default_registry())
+    view = DiagramView(doc)
+    view.resize(1920, 1080)
+    view.show()
+    view.fit_to_view()
+    app.processEvents()
+    view.viewport().grab()
+    program = doc.program()
+    t0 = time.perf_counter()
+    result = run(program, feeds(project, 1), target="loss", record=True, commit=False)
+    t1 = time.perf_counter()
+    gview = GradientView(program, result=result)
+    t2 = time.perf_counter()
+    other = GradientView(program, result=run(program, feeds(project, 2), target="loss", record=True, commit=False))
+    flows = sum(1 for w in gview.wires.values() if w.state == "flows")
+    hl, vp = view.gradients, view.viewport()
+
+    def from_plain():
+        hl.clear()
+        vp.grab()
+        t = time.perf_counter()
+        hl.show(gview)
+        vp.grab()
+        return time.perf_counter() - t
+
+    def from_other():
+        hl.show(other)
+        vp.grab()
+        t = time.perf_counter()
+        hl.show(gview)
+        vp.grab()
+        return time.perf_counter() - t
+
+    def timed(fn):
+        fn()
+        return statistics.median(fn() for _ in range(repeats))
+
+    fit = timed(from_plain)
+    switch = timed(from_other)
+    changed = sum(1 for e in gview.wires if hl.wire_style(e).level != -1) if hl.scale else 0
+    view.reset_zoom()
+    view.centerOn(view.node_item("loss").sceneBoundingRect().center())
+    app.processEvents()
+    zoomed = timed(from_plain)
+    view.close()
+    target = RECOLOUR_TARGETS.get(n)
+    note = (f"{flows} of {len(gview.wires)} wires carry gradient, {changed} coloured by level; "
+            f"backward run {(t1 - t0) * 1000:.0f} ms, GradientView {(t2 - t1) * 1000:.0f} ms (not timed)")
+    return [
+        (f"{n} blocks: recolour all wires after a backward pass, full view", fit, target, note),
+        (f"{n} blocks: recolour all wires, full view, from another run", switch, target, ""),
+        (f"{n} blocks: recolour all wires, at scale 1", zoomed, target, ""),
+    ]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("sizes", nargs="*", type=int, default=[1000, 5000])
@@ -242,7 +337,7 @@ def main(argv=None) -> int:
           f"frames ({loads} load(s))")
     failed = 0
     for n in args.sizes:
-        for name, seconds, target, note in bench(n, repeats, loads):
+        for name, seconds, target, note in bench(n, repeats, loads) + bench_recolour(n, repeats):
             verdict = ""
             if target is not None:
                 ok = seconds <= target

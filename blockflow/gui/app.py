@@ -2,7 +2,8 @@
 
 ``blockflow [PROJECT]`` opens the editor (the stable softmax sample when no project is given);
 without a display it says so and renders the project's first page to a PNG instead.
-``blockflow render PROJECT -o out.png|svg [--page P]`` draws a page offscreen. Every other
+``blockflow render PROJECT -o out.png|svg [--page P] [--grad | --paths] [--target NODE]`` draws a
+page offscreen, optionally with its gradients or gradient paths highlighted. Every other
 command (run, check, blocks) is blockflow.cli's, which stays free of Qt.
 """
 from __future__ import annotations
@@ -44,6 +45,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("project", help="a .bflow.json project file")
     p.add_argument("-o", "--output", required=True, help="the picture to write: *.png or *.svg")
     p.add_argument("--page", help="the page to draw (default: the first)")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--grad", action="store_true",
+                     help="run the page backward (nothing is saved) and colour every wire by the "
+                          "gradient flowing back along it, with a legend")
+    how.add_argument("--paths", action="store_true",
+                     help="show where gradient can flow to the target (no run), with a legend")
+    p.add_argument("--target", metavar="NODE[:PORT]",
+                   help="the gradient target for --grad/--paths (default: the page's loss)")
     return parser
 
 
@@ -73,19 +82,28 @@ def _application(argv0: str = "blockflow"):
     return app
 
 
-def render(project_path: str, output: str, page: str | None = None) -> str:
-    """Render one page of a project file to ``output``; returns the path written."""
+def render(project_path: str, output: str, page: str | None = None, gradients: str | None = None,
+           target: str | None = None) -> str:
+    """Render one page of a project file to ``output`` (``gradients``: None, "run" or "paths", see
+    render_page); returns the path written."""
+    from ..errors import RunError
     from ..project_io import load_project
     from .render import render_page
 
     suffix = Path(output).suffix.lower()
     if suffix not in (".png", ".svg"):
         raise cli.CliError(f"-o {output}: the picture must end in .png or .svg", cli.EXIT_USAGE)
+    if target is not None and gradients is None:
+        raise cli.CliError("--target needs --grad or --paths", cli.EXIT_USAGE)
     project = load_project(project_path)
     name = project.page(page).name
     _headless()
     _application()
-    render_page(project, name, output)
+    try:
+        render_page(project, name, output, gradients=gradients, target=target)
+    except RunError as exc:
+        raise cli.CliError(f"the backward run of page '{name}' failed, nothing was drawn: {exc}",
+                           cli.EXIT_RUN) from None
     return output
 
 
@@ -104,7 +122,8 @@ def _fallback_picture(project_path: Path) -> Path:
 
 def _run_render(args) -> int:
     try:
-        out = render(args.project, args.output, args.page)
+        how = "run" if args.grad else "paths" if args.paths else None
+        out = render(args.project, args.output, args.page, how, args.target)
     except cli.CliError as exc:
         print(f"blockflow: error: {exc}", file=sys.stderr)
         return exc.code

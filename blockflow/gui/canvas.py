@@ -7,6 +7,7 @@ once, on release, as one undo step.
 """
 from __future__ import annotations
 
+import html
 import math
 import time
 
@@ -22,6 +23,7 @@ from ..errors import ProjectError
 from ..project import Edge, split_port
 from ..spec import SCOPE_PORT
 from .draglayer import DragLayer
+from .gradients import GradientHighlighter
 from .items import EdgeItem, LiveWireItem, NodeData, NodeItem, NoticeItem, OverviewItem, Port
 from .style import Style, dtype_class
 
@@ -487,6 +489,7 @@ class DiagramView(QGraphicsView):
         d.node_renamed.connect(self._on_node_renamed)
         d.project_replaced.connect(self._on_project_replaced)
         self._load()
+        self.gradients = GradientHighlighter(self._scene, self)   # wires coloured by gradient
 
     # ---------------------------------------------------------------- model -> items
     def _current(self, page: str) -> bool:
@@ -1381,7 +1384,8 @@ class DiagramView(QGraphicsView):
                 edge = next((e.edge for e in item.edges if e.edge.dst == nid and e.edge.dst_port == port), None)
                 if edge is not None:
                     t = program.edge_types.get(edge)
-                    return f"{nid}.{port} <- {edge.src}.{edge.src_port}: {t.describe() if t else 'not inferred'}"
+                    return _with_lines(f"{nid}.{port} <- {edge.src}.{edge.src_port}: "
+                                       f"{t.describe() if t else 'not inferred'}", self.gradients.edge_tooltip(edge))
                 decl = next((p for p in item.data.inputs if p.name == port), None)
                 return f"{nid}.{port}: expects {decl.constraint if decl else 'any'}" + \
                     (f", inline {decl.inline}" if decl is not None and decl.inline else "")
@@ -1395,11 +1399,15 @@ class DiagramView(QGraphicsView):
                 lines.append(spec.summary)
             lines += [f"<span style='color:#e0403a'>error: {m}</span>" for m in d.errors]
             lines += [f"warning: {m}" for m in d.warnings]
+            if item.results is not None:
+                lines += item.results.tooltip_lines([p.name for p in d.outputs])
+            lines += self.gradients.node_tooltip(d.node_id)
             return "<br>".join(lines)
         edge = self._edge_at(sp)
         if edge is not None:
             t = program.edge_types.get(edge.edge)
-            return f"{edge.edge}: {t.describe() if t is not None else 'type not inferred'}"
+            return _with_lines(f"{edge.edge}: {t.describe() if t is not None else 'type not inferred'}",
+                               self.gradients.edge_tooltip(edge.edge))
         return ""
 
     # ---------------------------------------------------------------- context menus
@@ -1479,6 +1487,13 @@ class DiagramView(QGraphicsView):
     def _touch_minimap(self) -> None:
         if self._minimap is not None:
             self._minimap.mark_dirty()
+
+
+def _with_lines(text: str, lines: list) -> str:
+    """``text`` (plain) followed by HTML ``lines``, as one rich-text tooltip (plain when none)."""
+    if not lines:
+        return text
+    return "<br>".join([html.escape(text), *lines])
 
 
 # ------------------------------------------------------------------------------- minimap

@@ -1,23 +1,25 @@
 """The inspector: a typed form for the one selected block, generated from its BlockSpec.
 
-Attrs, inline constants, a Placeholder's feed, the loss mark and the label are edited through the
-Document only (set_attr, set_inline, set_feed, set_loss, set_label); invalid input is shown in
+Attrs, inline constants, a Placeholder's feed (typed, or loaded from a .npy or .csv file), the loss
+mark and the label are edited through the Document only (set_attr, set_inline, set_feed, set_loss, set_label); invalid input is shown in
 red with the reason and not applied.
 """
 from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QColor, QFont, QPalette, QValidator
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QFrame,
-                               QGroupBox, QLabel, QLineEdit, QScrollArea, QSizePolicy, QSpinBox,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout,
+                               QFrame, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QPushButton,
+                               QScrollArea, QSizePolicy, QSpinBox, QVBoxLayout, QWidget)
 
 from ..errors import ProjectError
 from ..spec import DTYPE_NAMES, AttrError
+from .feedfiles import FEED_FILTER, read_feed_file
 
 __all__ = ["InspectorPanel", "format_value", "parse_json_value"]
 
@@ -397,6 +399,8 @@ class InspectorPanel(QWidget):
                     if self.node_id in doc.page().feeds:
                         doc.set_feed(self.node_id, None)
                     return
+                if text.strip() == _feed_text(doc.page().feeds.get(self.node_id)):
+                    return      # a big feed shown as its summary, left as it is
                 dtype = doc.page().nodes[self.node_id].attrs.get("dtype", spec.attr_map["dtype"].default) \
                     if "dtype" in spec.attr_map else None
                 arr = _numeric_array(parse_json_value(text), dtype if dtype in DTYPE_NAMES else None)
@@ -404,10 +408,21 @@ class InspectorPanel(QWidget):
                 if old is None or not _same_array(old, arr):
                     doc.set_feed(self.node_id, arr)
 
-            f = _Field(edit, commit_feed, lambda v: edit.setText(format_value(v)), self)
+            f = _Field(edit, commit_feed, lambda v: edit.setText(_feed_text(v)), self)
             edit.editingFinished.connect(lambda f=f: f.apply(edit.text))
             self.fields["feed"] = f
             self._add_row(form, "value", f, "saved with the page; used when the run gives no feed")
+            load = self.feed_load_button = QPushButton("Load from file…")
+            load.setToolTip("read the feed from a .npy array or a numeric .csv table (a header row is "
+                            "allowed), checked against this Placeholder's dtype and shape")
+            load.clicked.connect(lambda _c=False, f=f: self._load_feed_file(f))
+            col = edit.parentWidget().layout()       # the field's row: the edit, then the button
+            col.removeWidget(edit)
+            line = QHBoxLayout()
+            line.setSpacing(4)
+            line.addWidget(edit, 1)
+            line.addWidget(load)
+            col.insertLayout(0, line)
             layout.addWidget(box)
 
         if spec.outputs:
@@ -452,6 +467,27 @@ class InspectorPanel(QWidget):
         if tip:
             lab.setToolTip(tip)
         form.addRow(lab, holder)
+
+    def _load_feed_file(self, field: _Field) -> None:
+        """Load from file…: the Placeholder's feed from a .npy or .csv file, checked against its
+        dtype and shape (a refusal is shown under the field), set undoably."""
+        doc, node_id = self.document, self.node_id
+        node = doc.page().nodes[node_id]
+        attrs, problems = doc.registry.get(node.block).validate_attrs(node.attrs)
+        if problems:
+            field.show_error(f"fix the Placeholder's attributes first: {problems[0][1]}")
+            return
+        start = str(Path(doc.path).parent) if doc.path else ""
+        path, _ = QFileDialog.getOpenFileName(self, f"Load the feed of {node_id}", start, FEED_FILTER)
+        if not path or self.node_id != node_id:
+            return
+        try:
+            value = read_feed_file(path, attrs["dtype"], attrs["shape"])
+        except ValueError as exc:
+            field.show_error(f"{Path(path).name}: {exc}")
+            return
+        doc.set_feed(node_id, value)
+        field.show_error("")
 
     def _attr_field(self, decl) -> _Field:
         doc = self.document
@@ -587,6 +623,19 @@ class InspectorPanel(QWidget):
 
     def field_error(self, key: str) -> str:
         return self.fields[key].error.text()
+
+
+#: feeds with more values than this show as a summary in the feed field, not as JSON text
+FEED_TEXT_MAX = 256
+
+
+def _feed_text(value) -> str:
+    if value is None:
+        return ""
+    arr = np.asarray(value)
+    if arr.size <= FEED_TEXT_MAX:
+        return format_value(arr)
+    return f"<{arr.dtype.name} array of shape {list(arr.shape)}: type to replace, clear to remove>"
 
 
 def _same_array(a, b) -> bool:

@@ -102,6 +102,8 @@ class NodeItem(QGraphicsRectItem):
         self.edges: set = set()              # EdgeItems attached (kept by the scene)
         self.accept: frozenset | None = None  # ports that would take the wire being drawn
         self.hover_port: str | None = None
+        self.results = None                  # a run's BlockResults (resultview.py), or None
+        self.dimmed = False                  # drawn washed out (gradient highlighting)
         self.setPen(Qt.NoPen)
         self._layout()
 
@@ -129,13 +131,19 @@ class NodeItem(QGraphicsRectItem):
         in_w = max((st.port_fm.horizontalAdvance(p.label) for p in d.inputs), default=0.0)
         out_w = max((st.port_fm.horizontalAdvance(p.label) for p in d.outputs), default=0.0)
         w = max(st.MIN_W, title_w + 28, min(sub_w, 220) + 24, in_w + out_w + 34)
+        if len(d.outputs) > 1:     # room for the output's name on each result line
+            w = max(w, st.MIN_W + 40)
         w = float(int((w + 9.999) // 10) * 10)
         rows = max(1, len(d.inputs), len(d.outputs))
         result_top = st.PORTS_TOP + rows * st.ROW_H + 2
-        h = result_top + st.RESULT_H + st.BOTTOM_PAD
+        # One result line per output (one for none), so results arriving never move anything.
+        lines = max(1, len(d.outputs))
+        h = result_top + lines * st.RESULT_H + st.BOTTOM_PAD
         self.w, self.h, self.rows = w, h, rows
         self.body = QRectF(0, 0, w, h)
-        self.result_rect = QRectF(6, result_top, w - 12, st.RESULT_H)
+        self.result_rect = QRectF(6, result_top, w - 12, lines * st.RESULT_H)
+        self.result_lines = [QRectF(6, result_top + i * st.RESULT_H, w - 12, st.RESULT_H)
+                             for i in range(lines)]
         ports = {}
         for i, p in enumerate(d.inputs):
             ports[p.name] = QPointF(0.0, st.PORTS_TOP + (i + 0.5) * st.ROW_H)
@@ -158,6 +166,20 @@ class NodeItem(QGraphicsRectItem):
         top = st.SCOPE_H * (2 if d.is_loss else 1) + 1.5
         self._bounds = QRectF(-left, -top, w + left + st.PORT_R + 1.5, h + top + 1.5)
         self.setRect(self._bounds)
+        if self.results is not None:
+            self.results.layout([p.name for p in d.outputs], self.result_lines, self.result_rect)
+
+    def set_results(self, results) -> None:
+        """Show a run's BlockResults (prepared off the paint path), or none (None)."""
+        self.results = results
+        if results is not None:
+            results.layout([p.name for p in self.data.outputs], self.result_lines, self.result_rect)
+        self.update()
+
+    @property
+    def run_error(self) -> str:
+        """The message of a run that failed at this block ("" when none)."""
+        return self.results.error if self.results is not None else ""
 
     def shape(self) -> QPainterPath:
         path = QPainterPath()
@@ -220,6 +242,13 @@ class NodeItem(QGraphicsRectItem):
             self.hover_port = port
             self.update()
 
+    def set_dimmed(self, on: bool) -> None:
+        """Draw the block washed out towards the background (a block the gradient highlighting
+        de-emphasises: cut off by a StopGradient, or not the block being stepped through)."""
+        if on != self.dimmed:
+            self.dimmed = on
+            self.update()
+
     def hoverMoveEvent(self, event):
         self.set_hover_port(self.port_at(event.scenePos(), 7.0))
 
@@ -238,10 +267,19 @@ class NodeItem(QGraphicsRectItem):
 
     # ------------------------------------------------------------------------ painting
     def paint(self, painter, option, widget=None):
+        self._paint_block(painter, option, widget)
+        if self.dimmed:   # washed towards the background; the strips beside the body are background
+            st = self.style
+            r = st.PORT_R + 1.5
+            painter.fillRect(self.body.adjusted(-r, -st.SCOPE_H * (2 if self.data.is_loss else 1), r, 0),
+                             st.dim_brush)
+
+    def _paint_block(self, painter, option, widget=None):
         st, d = self.style, self.data
         lod = option.levelOfDetailFromTransform(painter.worldTransform())
         selected = bool(option.state & QStyle.State_Selected)
-        if d.errors:
+        results = self.results
+        if d.errors or (results is not None and results.error):
             outline = st.error_pen
         elif selected:
             outline = st.selected_pen
@@ -274,6 +312,8 @@ class NodeItem(QGraphicsRectItem):
         if lod >= st.DETAIL_LOD:
             painter.setBrush(st.result_brush)
             painter.drawRoundedRect(self.result_rect, 3, 3)
+        elif results is not None:  # middle distance: the results as one flat colour
+            painter.fillRect(self.result_rect, results.flat_color(st))
         painter.setBrush(Qt.NoBrush)
         painter.setPen(outline)
         painter.drawRoundedRect(body, st.RADIUS, st.RADIUS)
@@ -337,6 +377,8 @@ class NodeItem(QGraphicsRectItem):
                 painter.setPen(st.text_pen)
                 painter.drawText(rect.adjusted(4, 0, -3, 0), _AL,
                                  st.inline_fm.elidedText(p.inline, _ELIDE, rect.width() - 7))
+        if results is not None:
+            results.paint(painter, st)
         self._paint_ports(painter, True)
 
     def _paint_far_title(self, painter, factor: float) -> None:
@@ -392,6 +434,7 @@ class EdgeItem(QGraphicsPathItem):
         self.wire_selected = False
         self.hovered = False
         self._shape: QPainterPath | None = None
+        self.grad_pen: QPen | None = None   # set by the gradient highlighting, over the dtype pen
         self.setZValue(-1.0)
         self.setPen(style.wire_pens["none"])
         self.setAcceptHoverEvents(True)
@@ -424,10 +467,19 @@ class EdgeItem(QGraphicsPathItem):
             self.setZValue(-0.5 if on else -1.0)
             self._restyle()
 
+    def set_grad_pen(self, pen: QPen | None) -> None:
+        """Draw the wire with ``pen`` (gradient highlighting) instead of its dtype pen; None
+        gives the dtype pen back."""
+        if pen is not self.grad_pen:
+            self.grad_pen = pen
+            self._restyle()
+
     def _restyle(self) -> None:
         st = self.style
         if self.wire_selected:
             self.setPen(st.wire_selected)
+        elif self.grad_pen is not None:
+            self.setPen(self.grad_pen)
         elif self.hovered:
             self.setPen(st.wire_hover[self.cls])
         else:
@@ -534,13 +586,14 @@ class OverviewItem(QGraphicsItem):
             return t
 
         live = self.live
+        grad_pens: dict = {}
         for nid, item in self.model.node_items.items():
             if nid in live:
                 continue
             r = item.body.translated(item.pos())
             t = tile_of(r)
             t[2].setdefault(item.data.category, []).append(r)
-            if item.data.errors:
+            if item.data.errors or item.run_error:
                 t[3].setdefault("error", []).append(r)
             elif item.isSelected():
                 t[3].setdefault("selected", []).append(r)
@@ -551,12 +604,18 @@ class OverviewItem(QGraphicsItem):
                 continue
             p = e.path()
             t = tile_of(p.boundingRect())
-            path = t[1].get(e.cls)
+            key = e.cls
+            if e.grad_pen is not None:   # QPen is unhashable: group by the shared pen's identity
+                key = id(e.grad_pen)
+                grad_pens.setdefault(key, e.grad_pen)
+            path = t[1].get(key)
             if path is None:
-                path = t[1][e.cls] = QPainterPath()
+                path = t[1][key] = QPainterPath()
             path.addPath(p)
         pens = {"error": st.error_pen, "selected": st.selected_pen, "warning": st.warning_pen}
         wire_pens = {cls: QPen(pen.color(), 0) for cls, pen in st.wire_pens.items()}
+        for key, pen in grad_pens.items():
+            wire_pens[key] = QPen(pen.color(), 0, Qt.SolidLine if pen.style() == Qt.SolidLine else Qt.DashLine)
         colours: dict = {}
         bounds = QRectF()
         self._tiles = []

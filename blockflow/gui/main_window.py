@@ -12,7 +12,7 @@ from PySide6.QtCore import QByteArray, QEvent, QMimeData, QSettings, Qt, QTimer,
 from PySide6.QtGui import QAction, QDesktopServices, QKeyEvent, QKeySequence
 from PySide6.QtWidgets import (QAbstractSpinBox, QApplication, QComboBox, QDockWidget,
                                QFileDialog, QHBoxLayout, QInputDialog, QLabel, QLineEdit,
-                               QMainWindow, QMessageBox, QPlainTextEdit, QTabBar, QTextEdit,
+                               QMainWindow, QMenu, QMessageBox, QPlainTextEdit, QTabBar, QTextEdit,
                                QToolButton, QUndoView, QVBoxLayout, QWidget)
 
 from .. import __version__
@@ -198,6 +198,9 @@ class MainWindow(QMainWindow):
         self._build_actions()
         self._build_menus()
         self._connect()
+        self._build_run_ui()
+        self._build_teaching_ui()
+        self._build_gradient_ui()
         self._restore_settings()
         self._update_title()
         self._update_status()
@@ -268,6 +271,157 @@ class MainWindow(QMainWindow):
         a("about", "&About blockflow", self.about)
         a("block_reference", "&Block Reference", self.open_block_reference, K.HelpContents)
         self.actions["block_reference"].setEnabled(_block_reference() is not None)
+
+    def _build_teaching_ui(self) -> None:
+        """The teaching docks and action: "Backward steps" (walk the backward pass block by block),
+        "Gradient" (the selected block's gradient explained) and Run > Check Gradients."""
+        from .explain import GradientPanel
+        from .stepper import BackwardStepper
+
+        def context():
+            # The Backward target, the last recorded run and whether the page changed since: the
+            # run controls' when there are some, else the run behind the canvas's gradient view.
+            rc = getattr(self, "run_controller", None)
+            target = result = stale = None
+            if rc is not None:
+                target, result = rc.target, rc.last_result
+                stale = rc.results_stale if result is not None else None
+            if result is None and self.view.gradients.current is not None:
+                result = self.view.gradients.current.result
+            return target, result, stale
+
+        def scrolled(panel: QWidget) -> QWidget:
+            # In a scroll area, a dock can be made small (a column of docks cannot be shorter
+            # than the sum of their minimum heights, which would limit the window).
+            from PySide6.QtWidgets import QFrame, QScrollArea
+
+            area = QScrollArea(self)
+            area.setWidget(panel)
+            area.setWidgetResizable(True)
+            area.setFrameShape(QFrame.NoFrame)
+            return area
+
+        self.stepper = BackwardStepper(self.view, self)
+        self.gradient_panel = GradientPanel(self.document, self.view, context, self)
+        steps = self._dock("Backward steps", "stepperDock", scrolled(self.stepper), Qt.RightDockWidgetArea)
+        grad = self._dock("Gradient", "gradientDock", scrolled(self.gradient_panel), Qt.RightDockWidgetArea)
+        self.docks["stepper"], self.docks["gradient"] = steps, grad
+        self.splitDockWidget(self.docks["inspector"], steps, Qt.Vertical)
+        self.tabifyDockWidget(steps, grad)
+        steps.raise_()
+        self.resizeDocks([self.docks["inspector"], steps], [330, 520], Qt.Vertical)
+
+        def check():
+            grad.show()
+            grad.raise_()
+            report = self.gradient_panel.check()
+            verdict = "passed" if report.passed else "FAILED" if report.results else "not made"
+            self.statusBar().showMessage(f"Gradient check {verdict} ({report.seconds * 1000:.0f} ms)", 6000)
+
+        act = self._action("check_gradients", "Check &Gradients", check, "Ctrl+Shift+G",
+                           "Compare the gradients with central differences (the page's, and the "
+                           "selected block's rule at its last inputs)")
+        self.gradient_panel.check_requested.connect(act.trigger)
+        menus = {m.title().replace("&", ""): m for m in (a.menu() for a in self.menuBar().actions()) if m}
+        menu = menus.get("Run")
+        if menu is None:
+            menu = QMenu("&Tools", self)
+            self.menuBar().insertMenu(menus["Help"].menuAction(), menu)
+        else:
+            menu.addSeparator()
+        menu.addAction(act)
+        panels = next(a.menu() for a in self.view_menu.actions() if a.menu() and a.menu().title() == "&Panels")
+        for key in ("stepper", "gradient"):
+            toggle = self.docks[key].toggleViewAction()
+            self.actions["show_" + key] = toggle
+            panels.addAction(toggle)
+
+    def _build_gradient_ui(self) -> None:
+        """View > Gradient Paths (where gradient can flow to the page's loss or the Backward
+        target, before any run), and a backward run's gradients highlighted on the canvas as
+        soon as it finishes (blockflow/gui/gradients.py does the drawing)."""
+        from ..gradview import GradientView
+
+        grads = self.view.gradients
+        act = QAction("Gradient &Paths", self)
+        act.setCheckable(True)
+        act.setShortcut(QKeySequence("Ctrl+Shift+P"))
+        act.setStatusTip("Show which wires can carry gradient to the loss (or the Backward target), "
+                         "and which a StopGradient cuts")
+        self.actions["gradient_paths"] = act
+        self.view_menu.addSeparator()
+        self.view_menu.addAction(act)
+
+        def target_of_page() -> str | None:
+            rc = getattr(self, "run_controller", None)
+            chosen = getattr(rc, "target", None) if rc is not None else None
+            if chosen:
+                return chosen
+            loss = self.document.page().loss
+            return loss or None
+
+        def show_paths() -> None:
+            if not act.isChecked():
+                return
+            page = self.document.page()
+            program = self.document.program()
+            target = target_of_page()
+            message = ""
+            if target is None:
+                message = (f"Page '{page.name}' marks no loss: mark a block as the loss (its context "
+                           f"menu) to see the gradient paths to it")
+            elif not program.ok:
+                message = f"Page '{page.name}' has errors: fix them to see its gradient paths"
+            if not message:
+                try:
+                    grads.show_paths(GradientView(program, target))
+                    return
+                except BlockflowError as exc:
+                    message = f"No gradient paths to {target}: {exc}"
+            act.setChecked(False)
+            self.statusBar().showMessage(message, 8000)
+
+        def toggled(on: bool) -> None:
+            if on:
+                show_paths()
+            elif grads.mode == "paths":
+                grads.clear()
+
+        def sync_action() -> None:
+            if grads.mode == "run" and act.isChecked():
+                act.blockSignals(True)
+                act.setChecked(False)
+                act.blockSignals(False)
+            elif grads.mode is None and act.isChecked():
+                # the paths went (another page, a new project, results cleared): show this page's
+                QTimer.singleShot(0, show_paths)
+
+        act.toggled.connect(toggled)
+        grads.changed.connect(sync_action)
+        combo = getattr(self, "target_combo", None)
+        if combo is not None:     # the paths follow the Backward target picked in the Run toolbar
+            combo.currentIndexChanged.connect(
+                lambda _i: QTimer.singleShot(0, show_paths) if grads.mode == "paths" else None)
+
+        def follow_runs() -> None:
+            """Highlight the current page's last backward run while its results are current; a
+            forward run or cleared results take the highlight away. (Edits clear it in the
+            highlighter itself; results only marked stale, as while a block moves, keep it.)"""
+            rc = self.run_controller
+            result = rc.last_result
+            if result is None or result.target is None or rc.last_error is not None:
+                if grads.mode == "run":     # no backward run, or one that failed (NaN...)
+                    grads.clear()
+                return
+            shown = grads.current
+            if (not rc.results_stale and result.program.page_name == self.document.current_page
+                    and (shown is None or shown.result is not result)):
+                grads.show(GradientView(result.program, result=result))
+
+        rc = getattr(self, "run_controller", None)   # built by _build_run_ui, before this
+        if rc is not None:
+            for signal in (rc.run_finished, rc.results_cleared, rc.results_changed):
+                signal.connect(lambda *_: follow_runs())
 
     def text_input_focus(self) -> QWidget | None:
         """The text field being typed in (a line edit, spin box, editable combo box or text
@@ -359,6 +513,79 @@ class MainWindow(QMainWindow):
         m = bar.addMenu("&Help")
         m.addActions([act["block_reference"], act["about"]])
 
+    def _build_run_ui(self) -> None:
+        """Run > Forward (F5), Backward (Shift+F5), Clear Results; the Run toolbar with the Backward
+        target; the Values dock; and the RunController behind them (runner.py: runs off the UI
+        thread, results on the blocks, staleness, the block a failed run names)."""
+        from PySide6.QtCore import QSize
+        from PySide6.QtWidgets import QProgressBar, QStyle, QToolBar
+
+        from .runner import RunController, TargetCombo
+        from .valueviewer import ValueViewerPanel
+
+        rc = self.run_controller = RunController(self.document, self.view, self)
+
+        def committed(slot):
+            # A value half-typed in the inspector (a feed, an attr) counts: the field gives up
+            # the focus, which finishes its editing, before the page is compiled and run.
+            def run():
+                field = self.text_input_focus()
+                if field is not None:
+                    field.clearFocus()
+                slot()
+            return run
+
+        icon = self.style().standardIcon
+        fwd = self._action("run_forward", "Run &Forward", committed(rc.forward), "F5",
+                           "Run the page forward and show every block's output (Variables are not changed)")
+        bwd = self._action("run_backward", "Run &Backward", committed(rc.backward), "Shift+F5",
+                           "Run forward, then backward from the Target: gradients in the Values panel")
+        clear = self._action("clear_results", "&Clear Results", rc.clear, None,
+                             "Remove the last run's results and error marks from the blocks")
+        fwd.setIconText("Forward")
+        bwd.setIconText("Backward")
+        clear.setIconText("Clear")
+        for act, which in ((fwd, QStyle.SP_MediaPlay), (bwd, QStyle.SP_MediaSeekBackward),
+                           (clear, QStyle.SP_DialogResetButton)):
+            act.setIcon(icon(which))
+        self.target_combo = TargetCombo(rc, self)
+        self.run_menu = QMenu("&Run", self)
+        self.run_menu.addActions([fwd, bwd])
+        self.run_menu.addSeparator()
+        self.run_menu.addAction(clear)
+        help_menu = next(x for x in self.menuBar().actions() if x.menu() is not None and x.text() == "&Help")
+        self.menuBar().insertMenu(help_menu, self.run_menu)
+        bar = self.run_toolbar = QToolBar("Run", self)
+        bar.setObjectName("runToolBar")
+        bar.setToolButtonStyle(Qt.ToolButtonTextBesideIcon)
+        bar.setIconSize(QSize(16, 16))
+        bar.addActions([fwd, bwd])
+        target = QLabel("Target ")
+        target.setContentsMargins(8, 0, 0, 0)
+        target.setToolTip(self.target_combo.toolTip())
+        bar.addWidget(target)
+        bar.addWidget(self.target_combo)
+        bar.addSeparator()
+        bar.addAction(clear)
+        self.addToolBar(Qt.TopToolBarArea, bar)
+        busy = QProgressBar(self)
+        busy.setRange(0, 0)
+        busy.setTextVisible(False)
+        busy.setFixedSize(80, 12)
+        busy.setToolTip("a run is going (the editor stays usable; another request waits for it)")
+        busy.hide()
+        self.statusBar().addPermanentWidget(busy)
+        rc.busy_changed.connect(busy.setVisible)
+        rc.status_message.connect(lambda msg: self.statusBar().showMessage(msg, 15000))
+        self.value_viewer = ValueViewerPanel(self.document, rc, self)
+        self.docks["values"] = self._dock("Values", "valuesDock", self.value_viewer, Qt.BottomDockWidgetArea)
+        # Beside the Problems/History tabs, not one more tab: splitting a tabbed dock adds a tab.
+        self.addDockWidget(Qt.BottomDockWidgetArea, self.docks["values"], Qt.Horizontal)
+        self.view.selection_changed.connect(self.value_viewer.set_nodes)
+        panels = next(a.menu() for a in self.view_menu.actions() if a.menu() and a.menu().title() == "&Panels")
+        self.actions["show_values"] = self.docks["values"].toggleViewAction()
+        panels.addAction(self.actions["show_values"])
+
     def _connect(self) -> None:
         doc, v = self.document, self.view
         doc.dirty_changed.connect(lambda _d: self._update_title())
@@ -386,7 +613,8 @@ class MainWindow(QMainWindow):
             screen = self.screen().availableGeometry()
             self.resize(min(1600, int(screen.width() * 0.92)), min(900, int(screen.height() * 0.9)))
             self.resizeDocks([self.docks["palette"], self.docks["inspector"]], [220, 310], Qt.Horizontal)
-            self.resizeDocks([self.docks["problems"]], [130], Qt.Vertical)
+            self.resizeDocks([self.docks["problems"]], [200], Qt.Vertical)
+            self.resizeDocks([self.docks["problems"], self.docks["values"]], [420, 1000], Qt.Horizontal)
             self.resizeDocks([self.docks["palette"], self.docks["minimap"]], [560, 170], Qt.Vertical)
         if isinstance(state, QByteArray) and not state.isEmpty():
             self.restoreState(state, _STATE_VERSION)

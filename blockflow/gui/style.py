@@ -65,7 +65,7 @@ class Style:
     HEADER_H = 36.0       # op name and label
     ROW_H = 18.0          # one port row
     PORTS_TOP = 40.0      # first port row starts here
-    RESULT_H = 16.0       # the result area under the ports
+    RESULT_H = 22.0       # one line of the result area under the ports (a line per output)
     BOTTOM_PAD = 5.0
     SCOPE_H = 13.0        # the scope tab above the body
     PORT_R = 4.5          # port circle radius
@@ -130,6 +130,10 @@ class Style:
         self.set_fine_wires(self.fine_wires)
         self.live_wire = self._wire_pen(self.highlight, 2.2, Qt.DashLine)
         self.inline_brush = QBrush(_mix(base, text, 0.08))
+        # a dimmed block (gradient highlighting) is washed over with the background
+        dim = QColor(self.background)
+        dim.setAlphaF(0.68)
+        self.dim_brush = QBrush(dim)
         self.inline_pen = QPen(_mix(base, text, 0.35), 1.0)
 
         # fonts

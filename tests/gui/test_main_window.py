@@ -513,7 +513,7 @@ def test_menus_use_standard_shortcuts(window):
     assert act["duplicate"].shortcut() == QKeySequence("Ctrl+D")
     assert act["fit"].shortcut() == QKeySequence("Ctrl+0")
     menus = [a.text().replace("&", "") for a in window.menuBar().actions()]
-    assert menus == ["File", "Edit", "View", "Page", "Help"]
+    assert menus == ["File", "Edit", "View", "Page", "Run", "Help"]
 
 
 def test_help_opens_the_block_reference_and_about(window, dialogs, monkeypatch):

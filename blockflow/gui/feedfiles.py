@@ -1,0 +1,149 @@
+"""Reading a Placeholder's feed from a file: a .npy array or a numeric .csv table (a header row
+allowed), checked against the Placeholder's dtype and shape with a message saying what is wrong.
+
+Loading never executes code (np.load with allow_pickle=False). Plain numpy: must not import Qt.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["FEED_FILTER", "read_feed_file", "shape_text"]
+
+#: the file dialog's filter
+FEED_FILTER = "Arrays (*.npy *.csv);;NumPy arrays (*.npy);;CSV tables (*.csv);;All files (*)"
+
+
+def shape_text(shape) -> str:
+    """A declared shape as the blocks write it, open sizes as ``?``: ``[?, 3]``."""
+    return "[" + ", ".join("?" if d is None or d == -1 else str(d) for d in shape) + "]"
+
+
+def read_feed_file(path, dtype: str, shape) -> np.ndarray:
+    """The array in ``path`` as a feed of ``dtype`` and ``shape`` (None or -1: any size), or
+    ValueError with the reason. A CSV table of one row or one column also feeds a vector, and a
+    single cell a scalar."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    shape = tuple(None if d is None or d == -1 else int(d) for d in shape)
+    if suffix == ".npy":
+        arr = _read_npy(path)
+    elif suffix == ".csv":
+        arr = _read_csv(path)
+        arr = _fit_table(arr, shape)
+    else:
+        raise ValueError(f"'{path.name}' is neither a .npy nor a .csv file")
+    if arr.dtype.kind not in "biuf":
+        raise ValueError(f"the file holds {arr.dtype} values, not numbers")
+    if arr.ndim != len(shape) or any(d is not None and d != n for d, n in zip(shape, arr.shape)):
+        raise ValueError(f"the file holds an array of shape {list(arr.shape)}; the Placeholder expects "
+                         f"{shape_text(shape)}" + (" (? is any size)" if None in shape else ""))
+    return _cast(arr, np.dtype(dtype))
+
+
+def _read_npy(path: Path) -> np.ndarray:
+    try:
+        arr = np.load(path, allow_pickle=False)
+    except OSError as exc:
+        raise ValueError(f"cannot read it: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        if "allow_pickle" in str(exc):
+            raise ValueError("it holds Python objects (pickled), which are never loaded: save a numeric "
+                             "array") from None
+        raise ValueError(f"not a valid .npy file ({exc})") from None
+    if not isinstance(arr, np.ndarray):
+        raise ValueError("not a .npy array (a .npz archive? save one array with np.save)")
+    return arr
+
+
+def _read_csv(path: Path) -> np.ndarray:
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except OSError as exc:
+        raise ValueError(f"cannot read it: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ValueError("not a text file (a CSV table is UTF-8 text)") from None
+    rows = [(n, line) for n, line in enumerate(text.splitlines(), 1)
+            if line.strip() and not line.lstrip().startswith("#")]
+    if not rows:
+        raise ValueError("the file holds no values")
+    first = rows[0][1]
+    delimiter = next((d for d in (",", ";", "\t") if d in first), None)
+    header = not all(_is_number(c) for c in _cells(first, delimiter))
+    body = rows[1:] if header else rows
+    if not body:
+        raise ValueError("the file has a header row but no values")
+    try:
+        return np.loadtxt([line for _, line in body], delimiter=delimiter, ndmin=2, dtype=np.float64)
+    except ValueError as exc:
+        raise ValueError(_table_problem(body, delimiter) or f"not a numeric table: {exc}") from None
+
+
+def _cells(line: str, delimiter) -> list[str]:
+    return [c.strip().strip('"') for c in (line.split(delimiter) if delimiter else line.split())]
+
+
+def _table_problem(body, delimiter) -> str:
+    """Where a table that numpy refused goes wrong, by the file's line numbers."""
+    width = None
+    for n, line in body:
+        cells = _cells(line, delimiter)
+        if width is None:
+            width, first = len(cells), n
+        elif len(cells) != width:
+            return f"line {n} has {len(cells)} values, line {first} has {width}"
+        for col, cell in enumerate(cells, 1):
+            if not _is_number(cell):
+                what = "an empty cell" if not cell else f"'{cell[:20]}' is not a number"
+                return f"line {n}, column {col}: {what}"
+    return ""
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _fit_table(arr: np.ndarray, shape: tuple) -> np.ndarray:
+    """A CSV table (always 2-D) as the Placeholder's rank: one row or column for a vector, one
+    cell for a scalar; a table for a matrix."""
+    rank = len(shape)
+    if rank == 0 and arr.size == 1:
+        return arr.reshape(())
+    if rank == 1 and 1 in arr.shape:
+        return arr.reshape(-1)
+    if rank > 2:
+        raise ValueError(f"a CSV table is 2-D; the Placeholder expects {shape_text(shape)}: "
+                         "use a .npy file for more axes")
+    return arr
+
+
+def _cast(arr: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``arr`` as ``dtype``, refusing what would change values: fractions into an int, numbers
+    other than 0 and 1 into a bool, out-of-range values."""
+    if arr.dtype == dtype:
+        return arr
+    if dtype.kind == "b":
+        if arr.dtype.kind != "b" and not np.isin(arr, (0, 1)).all():
+            raise ValueError("the Placeholder is bool: the file may hold only 0 and 1")
+        return arr.astype(dtype)
+    if dtype.kind in "iu":
+        if arr.dtype.kind == "f":
+            if not np.isfinite(arr).all():
+                raise ValueError(f"the Placeholder is {dtype.name}: the file holds NaN or Inf")
+            if not (arr == np.round(arr)).all():
+                bad = arr[arr != np.round(arr)].reshape(-1)[0]
+                raise ValueError(f"the Placeholder is {dtype.name}: the file holds fractions ({bad:g})")
+        info = np.iinfo(dtype)
+        if arr.size and (arr.min() < info.min or arr.max() > info.max):
+            raise ValueError(f"values outside {dtype.name}'s range ({info.min} to {info.max})")
+        return arr.astype(dtype)
+    out = arr.astype(dtype)
+    with np.errstate(all="ignore"):
+        if arr.dtype.kind == "f" and (np.isinf(out) & np.isfinite(arr)).any():
+            raise ValueError(f"values too large for {dtype.name}")
+    return out
