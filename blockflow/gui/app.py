@@ -195,6 +195,9 @@ def run_editor(project: str | None, *, debug: bool = False, exec_loop: bool = Tr
     window.view.fit_to_view()
     if not exec_loop:
         return cli.EXIT_OK
+    from PySide6.QtCore import QTimer
+
+    QTimer.singleShot(0, window.offer_recovery)    # after a crash: offer the autosaved work
     return app.exec()
 
 

@@ -5,6 +5,7 @@ Document.open/save (atomic) and render_page for pictures.
 """
 from __future__ import annotations
 
+import os
 from importlib import resources
 from pathlib import Path
 
@@ -201,6 +202,8 @@ class MainWindow(QMainWindow):
         self._build_run_ui()
         self._build_teaching_ui()
         self._build_gradient_ui()
+        self._build_train_ui()
+        self._build_autosave()
         self._restore_settings()
         self._update_title()
         self._update_status()
@@ -586,6 +589,126 @@ class MainWindow(QMainWindow):
         self.actions["show_values"] = self.docks["values"].toggleViewAction()
         panels.addAction(self.actions["show_values"])
 
+    def _build_train_ui(self) -> None:
+        """Run > Train… opens the Train dock (trainpanel.py): training off the UI thread, live
+        curves; its recorded runs show on the canvas through the RunController like a run's."""
+        from .runner import page_fingerprint
+        from .trainpanel import TrainPanel
+
+        from PySide6.QtWidgets import QScrollArea
+
+        panel = self.train_panel = TrainPanel(self.document, self)
+        scroll = QScrollArea(self)          # the form and the curves scroll in a short dock
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QScrollArea.NoFrame)
+        scroll.setWidget(panel)
+        dock = self.docks["train"] = self._dock("Train", "trainDock", scroll, Qt.RightDockWidgetArea)
+        self.tabifyDockWidget(self.docks["inspector"], dock)
+        self.docks["inspector"].raise_()
+        self._train_fingerprint = None
+
+        def started():
+            self._train_fingerprint = page_fingerprint(self.document.page())
+            self.autosaver.autosave_now()            # training is crash-prone: keep the work first
+
+        def snapshot(result, summaries):
+            self.run_controller.present(result, panel._page, summaries, self._train_fingerprint)
+
+        def finished(stopped):
+            # the trained values are stored now (an edit: the snapshots went stale): show them afresh
+            if not stopped and self.document.current_page == panel._page:
+                self.run_controller.backward(panel.loss.currentData())
+
+        panel.training_started.connect(started)
+        panel.snapshot.connect(snapshot)
+        panel.training_finished.connect(finished)
+        panel.status_message.connect(lambda msg: self.statusBar().showMessage(msg, 15000))
+        panel.training_failed.connect(lambda msg, *_: self.statusBar().showMessage(f"training stopped: {msg}", 30000))
+
+        def open_train():
+            dock.show()
+            dock.raise_()
+            panel.setFocus()
+
+        train = self._action("train", "&Train…", open_train, "Ctrl+T",
+                             "Train the page's Variables with an optimizer, watching the loss (the Train panel)")
+        reset = self._action("reset_variables", "Reset &Variables", panel.reset_variables, None,
+                             "Forget trained values: every Variable starts again from its initializer (undoable)")
+        self.run_menu.addSeparator()
+        self.run_menu.addActions([train, reset])
+        panels = next(a.menu() for a in self.view_menu.actions() if a.menu() and a.menu().title() == "&Panels")
+        self.actions["show_train"] = dock.toggleViewAction()
+        panels.addAction(self.actions["show_train"])
+
+    def _build_autosave(self) -> None:
+        """Unsaved work is autosaved every N seconds (File > Autosave Interval…, 60 by default;
+        $BLOCKFLOW_AUTOSAVE_SECONDS wins) and before runs and training; see offer_recovery."""
+        from .autosave import DEFAULT_INTERVAL_SECONDS, Autosaver
+
+        seconds = self.settings.value("autosaveSeconds", DEFAULT_INTERVAL_SECONDS)
+        try:
+            seconds = float(seconds)
+        except (TypeError, ValueError):
+            seconds = DEFAULT_INTERVAL_SECONDS
+        env = os.environ.get("BLOCKFLOW_AUTOSAVE_SECONDS")
+        self.autosaver = Autosaver(self.document, interval_seconds=float(env) if env else seconds, parent=self)
+        self.autosaver.failed.connect(lambda msg: self.statusBar().showMessage(msg, 15000))
+        self.run_controller.run_started.connect(lambda _kind: self.autosaver.autosave_now())
+        interval = self._action("autosave_interval", "Autosave &Interval…", self.set_autosave_interval, None,
+                                "How often unsaved work is written to the recovery folder")
+        file_menu = next(a.menu() for a in self.menuBar().actions() if a.menu() and a.menu().title() == "&File")
+        file_menu.insertAction(self.actions["export_png"], interval)
+        file_menu.insertSeparator(self.actions["export_png"])
+
+    def set_autosave_interval(self, seconds: int | None = None) -> None:
+        if seconds is None:
+            current = int(self.autosaver.interval) if self.autosaver.interval > 0 else 0
+            seconds, ok = QInputDialog.getInt(self, "Autosave", "Autosave unsaved work every N seconds (0: never):",
+                                              current, 0, 3600)
+            if not ok:
+                return
+        self.autosaver.set_interval(seconds)
+        self.settings.setValue("autosaveSeconds", int(seconds))
+        self.statusBar().showMessage("autosave off" if seconds <= 0 else f"autosaving unsaved work every {seconds} s",
+                                     6000)
+
+    def offer_recovery(self) -> bool:
+        """After a crash: offer the autosaves editors left behind, newest first. True when one
+        was recovered into this window."""
+        from .autosave import find_recoveries
+
+        for rec in find_recoveries():
+            if rec.problem:
+                box = QMessageBox(QMessageBox.Warning, "Recovery", "blockflow found an autosave it cannot read:\n\n"
+                                  + rec.describe(), QMessageBox.Discard | QMessageBox.Ignore, self)
+                if box.exec() == QMessageBox.Discard:
+                    rec.discard()
+                continue
+            box = QMessageBox(QMessageBox.Question, "Recover unsaved work?",
+                              "blockflow did not close normally. It autosaved unsaved work:\n\n"
+                              + rec.describe() + "\n\nRecover it? (Discard deletes the autosave; Later keeps "
+                              "it for the next start.)", QMessageBox.NoButton, self)
+            recover = box.addButton("Recover", QMessageBox.AcceptRole)
+            discard = box.addButton("Discard", QMessageBox.DestructiveRole)
+            box.addButton("Later", QMessageBox.RejectRole)
+            box.setDefaultButton(recover)
+            box.exec()
+            clicked = box.clickedButton()
+            if clicked is discard:
+                rec.discard()
+            elif clicked is recover:
+                try:
+                    project = rec.load()
+                except BlockflowError as exc:
+                    QMessageBox.warning(self, "Recovery", f"The autosave could not be loaded: {exc}")
+                    continue
+                self.document.recover(project, rec.original)
+                self.autosaver.autosave_now()     # this window's own autosave, then the old one goes
+                rec.discard()
+                self.statusBar().showMessage(f"recovered {rec.describe()}; save it to keep it", 20000)
+                return True
+        return False
+
     def _connect(self) -> None:
         doc, v = self.document, self.view
         doc.dirty_changed.connect(lambda _d: self._update_title())
@@ -764,6 +887,8 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------------------- window events
     def closeEvent(self, event):
         if self.maybe_save():
+            self.train_panel.shutdown()
+            self.autosaver.discard()          # a clean close: nothing to recover
             self.save_settings()
             event.accept()
         else:

@@ -405,6 +405,24 @@ class RunController(QObject):
         self.status_message.emit(f"Running page '{page}' {kind}" + (f" to {target}" if target else "") + "…")
         self._pool.start(job)
 
+    def present(self, result: RunResult, page: str, summaries: dict | None = None, fingerprint: bytes | None = None,
+                kind: str = "training") -> None:
+        """Show a run made elsewhere (the Train panel's recorded runs of the values being
+        trained) as this page's results, and announce it like a finished run (gradient highlighting
+        follows). ``fingerprint``: the page as it was when that run's program was compiled."""
+        if self._running is not None or page not in {p.name for p in self.doc.project.pages}:
+            return
+        if summaries is None:
+            summaries = {key: summarize(v) for key, v in result.values.items()}
+        target = None if result.target is None else f"{result.target[0]}:{result.target[1]}"
+        pr = PageResults(page, kind, target, result, summaries, None, "", "",
+                         fingerprint or page_fingerprint(self.doc.page(page)), 0.0)
+        pr.stale = page_fingerprint(self.doc.page(page)) != pr.fingerprint
+        self._pages[page] = pr
+        if page == self.doc.current_page:
+            self._show()
+            self.run_finished.emit(result)
+
     def _refuse(self, message: str, node: str, port: str) -> None:
         self.status_message.emit(message)
         self.run_failed.emit(message, node, port)

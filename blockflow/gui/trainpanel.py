@@ -42,7 +42,7 @@ class TrainWorker(QObject):
 
     progress = Signal(list)              # [StepRecord]
     evaluated = Signal(int, dict)        # step, {"loss": x, metric: y} on the test part
-    snapshot = Signal(object)            # a recorded RunResult of the current values
+    snapshot = Signal(object, object)    # a recorded RunResult of the current values, its block summaries
     finished = Signal(object, object, bool)   # history, state updates, stopped
     failed = Signal(str, str, str)       # message, node, port
 
@@ -91,13 +91,15 @@ class TrainWorker(QObject):
                          commit=False, step=max(t.step_index - 1, 0), run_seed=t.config.seed)
         except BlockflowError:
             return
-        self.snapshot.emit(result)
+        from .resultview import summarize     # made here, on the worker thread, not in the UI
+
+        self.snapshot.emit(result, {key: summarize(v) for key, v in result.values.items()})
 
 
 class TrainPanel(QWidget):
     """The dock's widget. ``document`` is the editor's Document."""
 
-    snapshot = Signal(object)            # a recorded RunResult while training (for the canvas)
+    snapshot = Signal(object, object)    # a recorded RunResult while training, its block summaries
     training_failed = Signal(str, str, str)
     status_message = Signal(str)
     training_started = Signal()

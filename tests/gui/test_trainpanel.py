@@ -71,7 +71,7 @@ def test_a_short_training_runs_to_the_end_with_test_evaluations_and_snapshots(qt
     panel.eval_every.setValue(40)
     panel.setting_widgets["lr"].setValue(0.05)
     snapshots = []
-    panel.snapshot.connect(snapshots.append)
+    panel.snapshot.connect(lambda result, _summaries: snapshots.append(result))
     with qtbot.waitSignal(panel.training_finished, timeout=20000) as done:
         assert panel.start()
     assert done.args == [False] and len(panel.losses) == 120
