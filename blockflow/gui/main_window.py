@@ -739,6 +739,9 @@ class MainWindow(QMainWindow):
             self.resizeDocks([self.docks["problems"]], [200], Qt.Vertical)
             self.resizeDocks([self.docks["problems"], self.docks["values"]], [420, 1000], Qt.Horizontal)
             self.resizeDocks([self.docks["palette"], self.docks["minimap"]], [560, 170], Qt.Vertical)
+            # the right column: Inspector | Train above, Backward steps | Gradient below; the
+            # inspector's form needs the room most of the time
+            self.resizeDocks([self.docks["inspector"], self.docks["stepper"]], [560, 280], Qt.Vertical)
         if isinstance(state, QByteArray) and not state.isEmpty():
             self.restoreState(state, _STATE_VERSION)
 
