@@ -1016,10 +1016,11 @@ def _remove_stale_temporaries(target: str) -> None:
             continue
         full = os.path.join(directory, entry)
         try:
-            if now - os.stat(full).st_mtime > STALE_TEMPORARY_SECONDS:
-                os.unlink(full)
+            stale = now - os.stat(full).st_mtime > STALE_TEMPORARY_SECONDS
         except OSError:
-            pass
+            continue
+        if stale:
+            _unlink_quietly(full)
 
 
 def _keep_backup(target: str) -> None:
@@ -1041,10 +1042,14 @@ def _keep_backup(target: str) -> None:
         tmp = None
     finally:
         if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+            _unlink_quietly(tmp)
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _fsync_dir(directory: str) -> None:
@@ -1118,10 +1123,7 @@ def save_project(project: Project, path, *, backup: bool = True) -> None:
         raise ProjectFileError(name, "", f"cannot save: {exc.strerror or exc}") from exc
     finally:
         if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+            _unlink_quietly(tmp)
     _fsync_dir(directory)
     _remove_stale_temporaries(target)
     project.base_dir = os.path.dirname(os.path.abspath(name))   # where its data files now live

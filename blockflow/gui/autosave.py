@@ -41,6 +41,14 @@ def recovery_dir() -> Path:
     return Path(base) / "recovery"
 
 
+def _remove(*files: Path) -> None:
+    for f in files:
+        try:
+            f.unlink()
+        except OSError:
+            pass
+
+
 def _alive(pid: int) -> bool:
     if pid == os.getpid():
         return True
@@ -83,11 +91,7 @@ class Recovery:
         return project
 
     def discard(self) -> None:
-        for f in (self.project_file, self.note_file):
-            try:
-                f.unlink()
-            except OSError:
-                pass
+        _remove(self.project_file, self.note_file)
 
 
 def find_recoveries(directory: Path | None = None) -> list[Recovery]:
@@ -184,11 +188,7 @@ class Autosaver(QObject):
 
     def discard(self) -> None:
         """Remove this editor's recovery files (after a save, a clean close, discarding changes)."""
-        for f in (self.project_file, self.note_file):
-            try:
-                f.unlink()
-            except OSError:
-                pass
+        _remove(self.project_file, self.note_file)
         self._written_index = None
 
     def _on_clean_changed(self, clean: bool) -> None:
