@@ -356,6 +356,11 @@ def cmd_train(args) -> int:
     bar.close()
     final = history.steps[-1] if history.steps else None
     evaluation = history.evaluations[-1][1] if history.evaluations else None
+    if evaluation is None and history.steps and any(st.spec.category == "data_ops" for st in program.steps):
+        try:    # the page's datasets hold out a test part: say how the result does on it
+            evaluation = trainer.evaluate("test")
+        except BlockflowError:
+            evaluation = None
     rate = len(history.steps) / history.seconds if history.seconds > 0 else float("inf")
     if args.save:
         page.apply_state(trainer.state_updates())
@@ -367,6 +372,7 @@ def cmd_train(args) -> int:
                    "steps": len(history.steps), "seconds": history.seconds, "seed": seed,
                    "loss": history.losses, "metrics": {m: history.metric(m) for m in trainer.metric_keys},
                    "test": [{"step": k, **v} for k, v in history.evaluations],
+                   "final_test": evaluation,
                    "saved": args.save}, sys.stdout, ensure_ascii=False, indent=1)
         sys.stdout.write("\n")
     else:
@@ -376,9 +382,10 @@ def cmd_train(args) -> int:
         print(f"trained page '{page.name}' for {len(history.steps)} steps with {what}, "
               f"{rate:,.0f} steps/s")
         if final is not None:
-            print(f"loss: {history.steps[0].loss:.6g} -> {final.loss:.6g}")
+            batch = " (on each step's batch)" if any(st.spec.category == "data_ops" for st in program.steps) else ""
+            print(f"loss{batch}: {history.steps[0].loss:.6g} -> {final.loss:.6g}")
             for m, v in final.metrics.items():
-                print(f"{m}: {v:.6g}")
+                print(f"{m}{batch}: {v:.6g}")
         if evaluation is not None:
             print("test: " + ", ".join(f"{k} {v:.6g}" for k, v in evaluation.items()))
         print(f"saved to {args.save}" if args.save else "not saved (use --save OUT to keep the trained values)")

@@ -34,7 +34,7 @@ from test_project_io import json_values, sample_doc
 REGISTRY = default_registry()
 #: examples per fuzz test (the sum is the suite's fuzz count; >= 10,000)
 FUZZ_RANDOM_JSON, FUZZ_MUTATIONS, FUZZ_BYTES = 2500, 6000, 2000
-FUZZ = settings(derandomize=True, deadline=None, database=None,
+FUZZ = settings(deadline=None, database=None,   # derandomized by the "ci" profile, random with "dev"
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                        HealthCheck.filter_too_much])
 COUNT = {"cases": 0, "loaded": 0, "refused": 0, "slowest": 0.0}

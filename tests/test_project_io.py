@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((ROOT / "assets" / "bflow.schema.json").read_text(encoding="utf-8"))
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
 
-HYP = settings(derandomize=True, deadline=None, max_examples=50, database=None,
+HYP = settings(deadline=None, max_examples=50, database=None,   # derandomize: from the profile
                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 

@@ -176,7 +176,7 @@ def test_cli_train_reports_saves_and_is_deterministic(tmp_path, capsys):
                  "--save", str(out_path), "--seed", "3"])
     out, err = capsys.readouterr()
     assert code == EXIT_OK, err
-    assert "trained page 'main' for 200 steps with Adam (adam, lr 0.05" in out and "acc:output:" in out
+    assert "trained page 'main' for 200 steps with Adam (adam, lr 0.05" in out and "acc:output (on each step's batch):" in out
     assert "test: loss" in out and f"saved to {out_path}" in out and "step 200/200" in err
     trained = load_project(out_path)
     assert not np.array_equal(trained.pages[0].nodes["W1"].state["value"],

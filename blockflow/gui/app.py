@@ -18,7 +18,15 @@ from .. import cli
 __all__ = ["main", "build_parser", "has_display", "DEFAULT_SAMPLE"]
 
 DEFAULT_SAMPLE = "stable_softmax.bflow.json"
-_CLI_COMMANDS = ("run", "check", "blocks")
+def _cli_commands() -> tuple:
+    """The core command line's commands (run, check, train, blocks...), taken from its parser so a
+    new one is never mistaken for a project file."""
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return tuple(sub.choices)
+
+
+_CLI_COMMANDS = _cli_commands()
 
 
 def has_display() -> bool:

@@ -619,6 +619,7 @@ class MainWindow(QMainWindow):
             if not stopped and self.document.current_page == panel._page:
                 self.run_controller.backward(panel.loss.currentData())
 
+        dock.visibilityChanged.connect(lambda shown: shown and QTimer.singleShot(0, panel.plot_if_seen))
         panel.training_started.connect(started)
         panel.snapshot.connect(snapshot)
         panel.training_finished.connect(finished)

@@ -447,7 +447,13 @@ class TrainPanel(QWidget):
     # ------------------------------------------------------------------ plot
     def showEvent(self, event):
         super().showEvent(event)
-        self.ensure_plot()
+        QTimer.singleShot(0, self.plot_if_seen)
+
+    def plot_if_seen(self):
+        """Create the curves once the panel is really on screen (a dock tabbed behind another is
+        "visible" but shows nothing): pyqtgraph costs 0.3 s to import, not worth it at start-up."""
+        if self.isVisible() and not self.visibleRegion().isEmpty():
+            self.ensure_plot()
 
     def ensure_plot(self):
         """Create the curves (imports pyqtgraph on first use)."""

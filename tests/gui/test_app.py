@@ -98,6 +98,10 @@ def test_core_commands_are_delegated_to_the_cli(capsys):
     assert "page 'stable_softmax'" in capsys.readouterr().out
     assert app.main(["blocks", "--json"]) == EXIT_OK
     assert '"StopGradient"' in capsys.readouterr().out
+    # every core command reaches the core command line through the `blockflow` console script
+    assert set(app._CLI_COMMANDS) >= {"run", "check", "train", "blocks"}
+    assert app.main(["train", str(SAMPLE.parent / "linear_regression.bflow.json"), "--steps", "5", "--quiet"]) == EXIT_OK
+    assert "trained page" in capsys.readouterr().out
 
 
 def test_core_cli_module_still_avoids_qt():

@@ -66,3 +66,29 @@ def test_a_document_freed_by_the_garbage_collector_takes_its_commands_cleanly():
     proc = subprocess.run([sys.executable, "-c", GC_SCRIPT], capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
     assert "ok" in proc.stdout
+
+
+START_SCRIPT = """
+import sys
+from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import QApplication
+app = QApplication([])
+from blockflow.gui.main_window import MainWindow
+w = MainWindow(settings=QSettings(sys.argv[1], QSettings.IniFormat))
+w.show()
+for _ in range(5):
+    app.processEvents()
+print("at start", "pyqtgraph" in sys.modules)
+w.docks["train"].raise_()
+for _ in range(5):
+    app.processEvents()
+print("train shown", "pyqtgraph" in sys.modules)
+"""
+
+
+def test_pyqtgraph_is_loaded_only_when_the_train_panel_is_shown(tmp_path):
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
+    proc = subprocess.run([sys.executable, "-c", START_SCRIPT, str(tmp_path / "s.ini")], capture_output=True,
+                          text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "at start False" in proc.stdout and "train shown True" in proc.stdout

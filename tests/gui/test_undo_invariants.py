@@ -108,7 +108,7 @@ def registry():
     return default_registry()
 
 
-@settings(derandomize=True, deadline=None, database=None, max_examples=SEQUENCES,
+@settings(deadline=None, database=None, max_examples=SEQUENCES,   # the profile decides derandomize
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                  HealthCheck.function_scoped_fixture])
 @given(EDITS)
