@@ -324,9 +324,16 @@ class GradientPanel(QWidget):
         arriving = {port: g for (node, port), g in gview.result.grads.items()
                     if node == ex.node and g is not None} if gview.ran else {}
         if gview.ran and not arriving:
+            out_wires = [w for e, w in gview.wires.items() if e.src == ex.node]
+            cutters = sorted({c_ for w in out_wires for c_ in w.cutters})
+            if cutters:
+                why = (f"its outputs lead to {esc(target)} only through "
+                       f"{', '.join(esc(n) for n in cutters)}, which cut{'s' if len(cutters) == 1 else ''} "
+                       f"the gradient")
+            else:
+                why = f"its outputs do not lead to {esc(target)}"
             parts.append(f"<p style='color:{c.cut}'>No gradient of {esc(target)} arrives at "
-                         f"{esc(ex.node)}: its outputs do not lead to {esc(target)} along wires that "
-                         f"carry gradient.</p>")
+                         f"{esc(ex.node)}: {why}.</p>")
         if not ex.inputs:
             leaf = spec.role in ("placeholder", "variable")
             parts.append(f"<p>{esc(ex.node)} has no inputs: the gradient ends here"

@@ -334,7 +334,7 @@ def test_the_gradient_dock_explains_the_block_clicked_on_the_canvas(qtbot, tmp_p
     text = panel.text.toPlainText()
     assert "Input input from x.output" in text
     assert "no gradient" in text and "gradient is cut by StopGradient_1" in text
-    assert "No gradient of Sum_1 arrives at Max_1" in text
+    assert "No gradient of Sum_1 arrives at Max_1: its outputs lead to Sum_1 only through StopGradient_1, which cuts the gradient" in text
 
     click_node(qtbot, view, "StopGradient_1")
     text = panel.text.toPlainText()
