@@ -75,6 +75,8 @@ class PageTabBar(QTabBar):
         super().__init__(parent)
         self.document = document
         self.setMovable(True)
+        # Always closable (deleting the last page is refused with a message): toggling it off
+        # leaves Qt's close buttons drawn over the tab's text
         self.setTabsClosable(True)
         self.setExpanding(False)
         self.setDocumentMode(True)
@@ -107,7 +109,6 @@ class PageTabBar(QTabBar):
                                       f"double-click to rename, drag to reorder")
             names = [p.name for p in pages]
             self.setCurrentIndex(names.index(self.document.current_page))
-            self.setTabsClosable(len(pages) > 1)
         finally:
             self._syncing = False
 

@@ -128,11 +128,13 @@ class TrainPanel(QWidget):
         outer = QVBoxLayout(self)
         outer.setContentsMargins(6, 6, 6, 6)
         form = QFormLayout()
+        form.setRowWrapPolicy(QFormLayout.WrapLongRows)     # a narrow dock: fields go below labels
         self.loss = QComboBox()
         self.loss.setToolTip("the float scalar to minimise (default: the page's loss)")
         form.addRow("Loss", self.loss)
         self.mode = QComboBox()
-        self.mode.addItems(["optimizer", "graph (the page's own update blocks)"])
+        self.mode.addItems(["optimizer", "graph (the page's Apply*)"])
+        self.mode.setToolTip("graph: run the page's own Gradients and Apply* blocks once per step")
         form.addRow("Mode", self.mode)
         self.optimizer = QComboBox()
         for name, (block, _) in OPTIMIZERS.items():
@@ -147,7 +149,7 @@ class TrainPanel(QWidget):
                 w = QCheckBox()
             else:
                 w = QDoubleSpinBox()
-                w.setDecimals(8)
+                w.setDecimals(6)
                 w.setRange(0.0, 1e6)
                 w.setSingleStep(0.001 if key in ("lr", "epsilon") else 0.01)
             self.setting_widgets[key] = w
@@ -158,7 +160,7 @@ class TrainPanel(QWidget):
         form.addRow("Steps", self.steps)
         self.batch = QSpinBox()
         self.batch.setRange(-1, 10_000_000)
-        self.batch.setSpecialValueText("as the dataset blocks say")
+        self.batch.setSpecialValueText("the blocks'")
         self.batch.setToolTip("examples per step for the page's dataset blocks (0: all of the train part)")
         form.addRow("Batch size", self.batch)
         self.seed = QSpinBox()
@@ -169,19 +171,18 @@ class TrainPanel(QWidget):
         self.eval_every.setSpecialValueText("never")
         self.eval_every.setToolTip("evaluate the loss and metrics on the datasets' test part every K steps")
         form.addRow("Test every", self.eval_every)
-        outer.addLayout(form)
-        outer.addWidget(QLabel("Plot these scalars too (saved with the page):"))
+        also = QLabel("Also plot (saved with the page):")
+        also.setWordWrap(True)
         self.metrics = QListWidget()
         self.metrics.setMaximumHeight(90)
         self.metrics.itemChanged.connect(self._on_metric_toggled)
-        outer.addWidget(self.metrics)
         row = QHBoxLayout()
         self.train_button = QPushButton("Train")
         self.train_button.clicked.connect(self.start)
         self.stop_button = QPushButton("Stop")
         self.stop_button.setEnabled(False)
         self.stop_button.clicked.connect(self.stop)
-        self.reset_button = QPushButton("Reset variables")
+        self.reset_button = QPushButton("Reset")
         self.reset_button.setToolTip("forget the trained values: every Variable starts again from its initializer")
         self.reset_button.clicked.connect(self.reset_variables)
         for b in (self.train_button, self.stop_button, self.reset_button):
@@ -201,6 +202,10 @@ class TrainPanel(QWidget):
         outer.addWidget(self.info)
         self.plot_host = QVBoxLayout()
         outer.addLayout(self.plot_host, 1)
+        # the curves and controls first, the settings under them
+        outer.addLayout(form)
+        outer.addWidget(also)
+        outer.addWidget(self.metrics)
         self._on_optimizer()
 
     def _on_optimizer(self, *_):
