@@ -858,6 +858,7 @@ class MainWindow(QMainWindow):
         return self._save_to(path)
 
     def _save_to(self, path: str) -> bool:
+        old_dir = self.document.project.base_dir
         try:
             saved = self.document.save(path)
         except (BlockflowError, OSError) as exc:
@@ -865,6 +866,19 @@ class MainWindow(QMainWindow):
             return False
         self.add_recent(saved)
         self.statusBar().showMessage(f"Saved {saved}", 5000)
+        left = self.document.data_files_left_behind(old_dir)
+        if left:      # its dataset blocks read files next to it: they stayed in the old folder
+            answer = QMessageBox.question(
+                self, "Data files", "The project's dataset blocks read these files next to the project, "
+                f"but they are in {old_dir}:\n\n" + "\n".join(left) + "\n\nCopy them next to the project?",
+                QMessageBox.Yes | QMessageBox.No, QMessageBox.Yes)
+            if answer == QMessageBox.Yes:
+                try:
+                    copied = self.document.copy_data_files(left, old_dir)
+                except OSError as exc:
+                    QMessageBox.warning(self, "Data files", f"Copying failed: {exc}")
+                else:
+                    self.statusBar().showMessage(f"Saved {saved}; copied {len(copied)} data file(s) next to it", 8000)
         return True
 
     def export(self, kind: str) -> bool:

@@ -237,3 +237,23 @@ def test_a_dataset_file_next_to_the_project_compiles_in_the_document(doc, tmp_pa
     assert "saved in a folder" in str(doc.program().errors[0])
     doc.save(tmp_path / "p.bflow.json")
     assert doc.program().ok, [str(d) for d in doc.program().errors]
+
+
+def test_saving_elsewhere_names_the_data_files_left_behind_and_copies_them(doc, tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "data").mkdir()
+    (tmp_path / "a" / "data" / "d.csv").write_text("u,label\n1,0\n2,1\n")
+    doc.add_node("CsvDataset", (0, 0), node_id="d", attrs={"path": "data/d.csv", "test_fraction": 0.0})
+    doc.add_node("CsvDataset", (0, 100), node_id="e", attrs={"path": "../outside.csv"})
+    doc.save(tmp_path / "a" / "p.bflow.json")
+    assert doc.data_files() == ["data/d.csv", "../outside.csv"]
+    old = doc.project.base_dir
+    (tmp_path / "b").mkdir()
+    doc.save(tmp_path / "b" / "p.bflow.json")
+    left = doc.data_files_left_behind(old)
+    assert left == ["data/d.csv"]                    # a path out of the folder is never copied
+    assert any("no such file" in str(d) for d in doc.program().errors if d.node == "d")
+    assert doc.copy_data_files(left, old) == ["data/d.csv"]
+    assert (tmp_path / "b" / "data" / "d.csv").read_text() == (tmp_path / "a" / "data" / "d.csv").read_text()
+    assert not [d for d in doc.program().errors if d.node == "d"]
+    assert doc.data_files_left_behind(old) == []

@@ -751,3 +751,21 @@ def test_renaming_a_block_in_the_inspector_keeps_it_selected_and_wired(qtbot, sa
     assert "already has" in win.inspector.field_error("id")
     doc.undo_stack.undo()
     qtbot.waitUntil(lambda: nid in view.diagram_scene().node_items)
+
+
+def test_save_as_elsewhere_offers_to_copy_the_data_files(qtbot, settings_path, tmp_path, monkeypatch):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "d.csv").write_text("u,label\n1,0\n2,1\n")
+    doc = Document()
+    doc.add_node("CsvDataset", (0, 0), node_id="d", attrs={"path": "d.csv", "test_fraction": 0.0})
+    doc.save(tmp_path / "a" / "p.bflow.json")
+    win = make_window(qtbot, settings_path, doc)
+    asked = []
+    monkeypatch.setattr(QFileDialog, "getSaveFileName",
+                        staticmethod(lambda *a, **k: (str(tmp_path / "b" / "p.bflow.json"), "")))
+    monkeypatch.setattr(QMessageBox, "question",
+                        staticmethod(lambda *a, **k: (asked.append(a[2]), QMessageBox.Yes)[1]))
+    assert win.save_as()
+    assert asked and "d.csv" in asked[0] and str(tmp_path / "a") in asked[0]
+    assert (tmp_path / "b" / "d.csv").exists() and doc.program().ok
