@@ -164,7 +164,8 @@ def _report(exc: Exception, debug: bool) -> int:
 
 def run_editor(project: str | None, *, debug: bool = False, exec_loop: bool = True) -> int:
     """Open the editor on ``project`` (a path) or on a copy of the default sample; without a
-    display, say so and draw the project's first page to a PNG instead."""
+    display, say so and draw the project's first page to a PNG instead, run forward and backward
+    with its gradients highlighted (the plain diagram when it has no loss or the run fails)."""
     from ..project_io import load_project
 
     sample = project is None
@@ -184,12 +185,20 @@ def run_editor(project: str | None, *, debug: bool = False, exec_loop: bool = Tr
         try:
             _headless()
             _application()
+            from ..errors import BlockflowError
             from .render import render_page
 
-            render_page(loaded, loaded.pages[0].name, str(out))
+            first = loaded.pages[0]
+            how = "gradients"
+            try:   # the page run forward and backward, its wires coloured by gradient (as Run > Backward)
+                render_page(loaded, first.name, str(out), gradients="run")
+            except BlockflowError as exc:   # no loss, or the run fails: the plain diagram, and why
+                how = f"the diagram (no gradients: {exc})"
+                render_page(loaded, first.name, str(out))
         except Exception as exc:
             return _report(exc, debug)
-        print(f"wrote {out}")
+        print(f"wrote {out}" + ("" if how == "gradients" else f": {how}")
+              + (" (run forward and backward, wires coloured by gradient)" if how == "gradients" else ""))
         return cli.EXIT_OK
     app = _application()
     from .document import Document

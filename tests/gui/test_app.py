@@ -60,8 +60,24 @@ def test_editor_without_a_display_says_so_and_writes_the_picture(tmp_path):
     assert proc.returncode == EXIT_OK, proc.stderr
     assert "no display" in proc.stdout
     png = tmp_path / "mine.png"
-    assert f"wrote {png}" in proc.stdout
+    assert f"wrote {png} (run forward and backward, wires coloured by gradient)" in proc.stdout
     assert_picture(png)
+    image = QImage(str(png))
+    # the highlighted diagram: viridis-coloured wires and the legend, not only grey and blue
+    from PySide6.QtGui import QColor
+    purple = sum(1 for y in range(0, image.height(), 2) for x in range(0, image.width(), 2)
+                 if QColor(image.pixel(x, y)).red() < 90 and QColor(image.pixel(x, y)).blue() > 60
+                 and QColor(image.pixel(x, y)).green() < 60)
+    assert purple > 50, purple
+    # a project without a loss: the plain diagram, saying why
+    plain = tmp_path / "plain.bflow.json"
+    from diagrams import chain
+    from blockflow.project_io import save_project
+    save_project(chain(("x", "Placeholder", {"shape": [2]}, None), ("t", "Tanh", {}, {"x": "x"})), plain)
+    proc = blockflow(plain, cwd=tmp_path)
+    assert proc.returncode == EXIT_OK, proc.stderr
+    assert "no gradients: " in proc.stdout and "marks no loss" in proc.stdout
+    assert_picture(tmp_path / "plain.png", min_size=(150, 100))
 
 
 def test_fallback_picture_goes_to_the_working_directory_when_the_folder_is_read_only(
