@@ -307,10 +307,15 @@ class LegendOverlay(QWidget):
         self.setAttribute(Qt.WA_NoSystemBackground)
         self.setFocusPolicy(Qt.NoFocus)
         self.hide()
+        self.enabled = True      # View > Gradient Legend: the user may hide it
         view.viewport().installEventFilter(self)
 
+    def set_enabled(self, on: bool) -> None:
+        self.enabled = bool(on)
+        self.refresh()
+
     def refresh(self) -> None:
-        if not self.legend.visible:
+        if not self.legend.visible or not self.enabled:
             self.hide()
             return
         self.resize(self.legend.size().toSize())

@@ -355,6 +355,20 @@ class MainWindow(QMainWindow):
         self.actions["gradient_paths"] = act
         self.view_menu.addSeparator()
         self.view_menu.addAction(act)
+        legend = QAction("Gradient &Legend", self)
+        legend.setCheckable(True)
+        legend.setChecked(self.settings.value("gradientLegend", True) not in (False, "false"))
+        legend.setStatusTip("Show the legend of the gradient colours in the canvas's corner")
+
+        def toggle_legend(on):
+            if self.view.gradients.legend_widget is not None:
+                self.view.gradients.legend_widget.set_enabled(on)
+            self.settings.setValue("gradientLegend", bool(on))
+
+        legend.toggled.connect(toggle_legend)
+        toggle_legend(legend.isChecked())
+        self.actions["gradient_legend"] = legend
+        self.view_menu.addAction(legend)
 
         def target_of_page() -> str | None:
             rc = getattr(self, "run_controller", None)

@@ -618,3 +618,31 @@ def test_a_stop_gradient_off_the_gradient_path_says_it_cuts_nothing(qtbot):
     text = view.tooltip_at(view.node_item("sg").sceneBoundingRect().center())
     assert "sg cuts no gradient path to L" in text
     assert view.gradients.wire_style(edge(view, "x.output -> sg.input")).state == "unreached"
+
+
+def test_the_legend_can_be_hidden_from_the_view_menu_and_it_is_remembered(qtbot, tmp_path):
+    from PySide6.QtCore import QSettings
+    from blockflow.gui.main_window import MainWindow
+
+    settings = str(tmp_path / "s.ini")
+    window = MainWindow(Document(load_project(SAMPLE)), QSettings(settings, QSettings.IniFormat))
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitExposed(window)
+    legend = window.view.gradients.legend_widget
+    window.actions["gradient_paths"].trigger()
+    assert legend.isVisible()
+    window.actions["gradient_legend"].trigger()            # hide it
+    assert not legend.isVisible() and window.view.gradients.current is not None
+    _, gview = backward(window.document)
+    window.view.gradients.show(gview)
+    assert not legend.isVisible()                          # stays hidden for the next run
+    window.close()
+    again = MainWindow(Document(load_project(SAMPLE)), QSettings(settings, QSettings.IniFormat))
+    qtbot.addWidget(again)
+    assert not again.actions["gradient_legend"].isChecked()
+    again.actions["gradient_legend"].trigger()
+    _, gview = backward(again.document)
+    again.show()
+    again.view.gradients.show(gview)
+    assert again.view.gradients.legend_widget.isVisible()
