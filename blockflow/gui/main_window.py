@@ -594,6 +594,11 @@ class MainWindow(QMainWindow):
         busy.hide()
         self.statusBar().addPermanentWidget(busy)
         rc.busy_changed.connect(busy.setVisible)
+        # a failed run is listed at the top of Problems until the next run, Clear or an edit
+        rc.run_failed.connect(lambda msg, node, _port: self.problems.set_run_problem(
+            self.document.current_page, node, msg))
+        rc.run_started.connect(lambda _kind: self.problems.clear_run_problem())
+        rc.results_cleared.connect(self.problems.clear_run_problem)
         rc.status_message.connect(lambda msg: self.statusBar().showMessage(msg, 15000))
         self.value_viewer = ValueViewerPanel(self.document, rc, self)
         self.docks["values"] = self._dock("Values", "valuesDock", self.value_viewer, Qt.BottomDockWidgetArea)
@@ -640,6 +645,8 @@ class MainWindow(QMainWindow):
         panel.training_finished.connect(finished)
         panel.status_message.connect(lambda msg: self.statusBar().showMessage(msg, 15000))
         panel.training_failed.connect(lambda msg, *_: self.statusBar().showMessage(f"training stopped: {msg}", 30000))
+        panel.training_failed.connect(lambda msg, *_: self.problems.set_run_problem(
+            panel._page, "", f"training stopped: {msg}"))
 
         def open_train():
             dock.show()

@@ -44,14 +44,26 @@ class ProblemsPanel(QWidget):
         self._pending.setSingleShot(True)
         self._pending.setInterval(0)
         self._pending.timeout.connect(self.refresh)
-        document.structure_changed.connect(lambda _page: self._pending.start())
+        document.structure_changed.connect(self._on_structure)
         document.page_renamed.connect(lambda _old, _new: self._pending.start())
         document.project_replaced.connect(self._pending.start)
         document.pages_changed.connect(self._pending.start)
         self.tree.itemClicked.connect(self._on_item)
         self.tree.itemActivated.connect(self._on_item)
         self.errors = self.warnings = 0
+        self.run_problem: tuple[str, str, str] | None = None    # (page, node, message) of a failed run
         self.refresh()
+
+    def set_run_problem(self, page: str, node: str, message: str) -> None:
+        """Show a failed run (or training) at the top: it is not a problem of the diagram, so it
+        is not counted with them; the next run, Clear results or an edit of that page removes it."""
+        self.run_problem = (page, node or "", message)
+        self.refresh()
+
+    def clear_run_problem(self, page: str | None = None) -> None:
+        if self.run_problem is not None and (page is None or page == self.run_problem[0]):
+            self.run_problem = None
+            self.refresh()
 
     def refresh(self) -> None:
         self._pending.stop()
@@ -60,6 +72,13 @@ class ProblemsPanel(QWidget):
         icons = {"error": style.standardIcon(QStyle.SP_MessageBoxCritical),
                  "warning": style.standardIcon(QStyle.SP_MessageBoxWarning)}
         errors = warnings = 0
+        if self.run_problem is not None:
+            page, node, message = self.run_problem
+            item = QTreeWidgetItem(self.tree, [page, node or "(run)", f"the last run failed: {message}"])
+            item.setIcon(0, icons["error"])
+            item.setToolTip(2, message)
+            item.setData(0, _NODE_ROLE, node)
+            item.setData(0, _PAGE_ROLE, page)
         for page in self.document.project.pages:
             diagnostics = self.document.program(page.name).diagnostics
             for d in sorted(diagnostics, key=lambda d: d.severity != "error"):
@@ -75,12 +94,17 @@ class ProblemsPanel(QWidget):
                 item.setData(0, _PAGE_ROLE, page.name)
                 errors += d.severity == "error"
                 warnings += d.severity != "error"
-        if not errors and not warnings:
+        if not errors and not warnings and self.run_problem is None:
             item = QTreeWidgetItem(self.tree, ["", "", "No problems."])
             item.setFlags(Qt.ItemIsEnabled)
             item.setIcon(0, style.standardIcon(QStyle.SP_DialogApplyButton))
         self.errors, self.warnings = errors, warnings
         self.count_changed.emit(errors, warnings)
+
+    def _on_structure(self, page: str) -> None:
+        if self.run_problem is not None and self.run_problem[0] == page:
+            self.run_problem = None            # the diagram changed: that run is history
+        self._pending.start()
 
     def rows(self) -> list[tuple[str, str]]:
         """(node id, message) of each listed problem, in display order."""

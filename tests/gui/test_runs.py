@@ -359,10 +359,15 @@ def test_a_nan_run_marks_the_block_and_leaves_the_project_unchanged(qtbot, tmp_p
     click_node(qtbot, view, "Log_1")
     assert "2 NaN" in window.value_viewer.value_pane.stats.text()
     assert dumps_project(doc.project) == before and not doc.dirty
+    # Problems lists the failed run at the top (not counted as a diagram error)
+    page, node_listed, text = window.problems.page_rows()[0]
+    assert (page, node_listed) == ("logs", "Log_1") and text.startswith("the last run failed:") and "NaN" in text
+    assert window.problems.errors == 0
     # The next successful run clears the mark.
     doc.set_feed("v", np.array([1.0, 2.0, 3.0, 4.0], dtype=np.float32))
     press_run(qtbot, window)
     assert not log.run_error and rc.last_error is None
+    assert not [r for r in window.problems.page_rows() if r[2].startswith("the last run failed")]
 
 
 def test_a_missing_feed_and_a_failing_block_are_named_and_cleared(qtbot, window):
