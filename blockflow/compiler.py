@@ -16,7 +16,7 @@ from .datafiles import DataFileError, DataFiles
 from .errors import CompileError, ProjectError
 from .project import Edge, Page, Project, split_port
 from .registry import Registry, default_registry
-from .spec import SCOPE_PORT, BlockSpec, InputList, ShapeError, TensorType
+from .spec import SCOPE_PORT, BlockSpec, ShapeError, TensorType
 
 __all__ = ["Diagnostic", "Program", "Step", "Slot", "GradientPaths", "compile_project", "compile_page"]
 

@@ -38,7 +38,7 @@ import time
 import numpy as np
 
 from .errors import ProjectFileError
-from .project import Edge, Node, Page, Project
+from .project import Edge, Node, Page, Project, valid_node_id
 
 __all__ = [
     "FORMAT", "VERSION", "SUFFIX", "MIGRATIONS", "DTYPES", "INLINE_DATA_MAX", "MAX_FILE_BYTES",
@@ -80,7 +80,6 @@ MAX_NDIM = 32
 # Width up to which an array object or a plain list/object value is written on one line.
 _INLINE_WIDTH = 100
 
-_ID_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 _PORT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[(?:0|[1-9][0-9]*)\])?")
 _PLAIN_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DIGITS_RE = re.compile(r"([0-9]+)")
@@ -239,7 +238,7 @@ def _check_page_name(name, where: str, seen: dict) -> str:
 def _check_node_id(node_id, where: str) -> str:
     if not isinstance(node_id, str):
         raise _Invalid(where, f"a node id must be a string, found {_describe(node_id)}")
-    if not _ID_RE.fullmatch(node_id):
+    if not valid_node_id(node_id):
         raise _Invalid(where, f"{_short(node_id)} is not a valid node id (a letter or _, then "
                               "letters, digits, _ . -)")
     return node_id

@@ -17,7 +17,7 @@ import numpy as np
 
 from .compiler import GradientPaths, Program, Step
 from .datafiles import SPLITS, DataRequest
-from .errors import BlockExecutionError, CompileError, FeedError, NumericsError, RunError
+from .errors import BlockExecutionError, FeedError, NumericsError, RunError
 from .project import Edge
 from .spec import ShapeError, TensorType
 
@@ -539,12 +539,11 @@ class _Plan:
         if not self.record:
             if all(_finite(v) for v in values) and all(_finite(g) for g in grads):
                 return
-            # Something went wrong: replay recording everything to say where it started.
-            rec = run(self.program, feeds, target=None if self.target is None else
-                      (self.program.slots[self.target].node, self.program.slots[self.target].port),
-                      grad_seed=grad_seed, wrt=wrt, variables=variables, record=True, check_numerics=True,
-                      step=step, split=split, run_seed=run_seed, commit=False)
-            del rec
+            # Something went wrong: replay recording everything; its check raises, naming where it started.
+            run(self.program, feeds, target=None if self.target is None else
+                (self.program.slots[self.target].node, self.program.slots[self.target].port),
+                grad_seed=grad_seed, wrt=wrt, variables=variables, record=True, check_numerics=True,
+                step=step, split=split, run_seed=run_seed, commit=False)
             raise RunError("a value was not finite, but a recorded replay did not reproduce it")
         program = self.program
         slots = program.slots

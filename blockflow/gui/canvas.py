@@ -14,7 +14,7 @@ import time
 import networkx as nx
 import numpy as np
 from PySide6.QtCore import QEvent, QLineF, QMimeData, QPoint, QPointF, QRectF, Qt, QTimer, Signal
-from PySide6.QtGui import (QBrush, QColor, QKeySequence, QMouseEvent, QPainter, QPen,
+from PySide6.QtGui import (QColor, QKeySequence, QMouseEvent, QPainter, QPen,
                            QPixmap)
 from PySide6.QtWidgets import (QApplication, QGraphicsItem, QGraphicsScene, QGraphicsView,
                                QInputDialog, QMenu, QMessageBox, QToolTip, QWidget)

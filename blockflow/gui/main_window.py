@@ -632,11 +632,11 @@ class MainWindow(QMainWindow):
             self.autosaver.autosave_now()            # training is crash-prone: keep the work first
 
         def snapshot(result, summaries):
-            self.run_controller.present(result, panel._page, summaries, self._train_fingerprint)
+            self.run_controller.present(result, panel.training_page, summaries, self._train_fingerprint)
 
         def finished(stopped):
             # the trained values are stored now (an edit: the snapshots went stale): show them afresh
-            if not stopped and self.document.current_page == panel._page:
+            if not stopped and self.document.current_page == panel.training_page:
                 self.run_controller.backward(panel.loss.currentData())
 
         dock.visibilityChanged.connect(lambda shown: shown and QTimer.singleShot(0, panel.plot_if_seen))
@@ -646,7 +646,7 @@ class MainWindow(QMainWindow):
         panel.status_message.connect(lambda msg: self.statusBar().showMessage(msg, 15000))
         panel.training_failed.connect(lambda msg, *_: self.statusBar().showMessage(f"training stopped: {msg}", 30000))
         panel.training_failed.connect(lambda msg, *_: self.problems.set_run_problem(
-            panel._page, "", f"training stopped: {msg}"))
+            panel.training_page, "", f"training stopped: {msg}"))
 
         def open_train():
             dock.show()

@@ -14,7 +14,7 @@ import numpy as np
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetricsF, QImage, QPainter, QPen, QPolygonF
 
-from .style import FONT_FAMILY, Style, dtype_class
+from .style import FONT_FAMILY, dtype_class
 
 __all__ = ["ValueStats", "OutputSummary", "BlockResults", "value_stats", "summarize", "describe",
            "format_number", "heatmap_image", "colormap", "NAN_COLOR", "MAX_POINTS", "MAX_CELLS"]

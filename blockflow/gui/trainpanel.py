@@ -14,7 +14,6 @@ initializers draw again).
 """
 from __future__ import annotations
 
-import math
 import threading
 import time
 
@@ -116,6 +115,7 @@ class TrainPanel(QWidget):
         self.metric_values: dict[str, list[float]] = {}
         self.test_points: list[tuple[int, dict]] = []
         self._t0 = 0.0
+        self.training_page: str | None = None   # the page being (or last) trained
         self._steps = 0
         self._build()
         document.current_page_changed.connect(lambda _p: self.load_page())
@@ -333,7 +333,7 @@ class TrainPanel(QWidget):
             return False
         self.ensure_plot()
         self.losses, self.metric_values, self.test_points = [], {m: [] for m in trainer.metric_keys}, []
-        self._page = doc.current_page
+        self.training_page = doc.current_page
         self._steps = config.steps
         self.progress.setRange(0, config.steps)
         self.progress.setValue(0)
@@ -396,11 +396,11 @@ class TrainPanel(QWidget):
         steps = len(history.steps)
         skipped = []
         if stopped and steps:      # the project stays as it was unless the user keeps them
-            self._kept = (updates, steps, self._page)
+            self._kept = (updates, steps, self.training_page)
             self.keep_button.setText(f"Keep the values trained so far ({steps} steps)")
             self.keep_button.show()
         elif steps:
-            skipped = self.doc.apply_training(updates, steps, self._page)
+            skipped = self.doc.apply_training(updates, steps, self.training_page)
         rate = steps / history.seconds if history.seconds > 0 else float("inf")
         text = (f"{'stopped after' if stopped else 'trained'} {steps} step{'s' if steps != 1 else ''} "
                 f"({rate:,.0f} steps/s); loss {history.losses[0]:.5g} → {history.losses[-1]:.5g}"

@@ -9,9 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-import numpy as np
 import pytest
-from PySide6.QtWidgets import QApplication
 
 from blockflow.gui.autosave import Autosaver, find_recoveries
 from blockflow.gui.document import Document
