@@ -16,7 +16,7 @@ from .datafiles import DataFileError, DataFiles
 from .errors import CompileError, ProjectError
 from .project import Edge, Page, Project, split_port
 from .registry import Registry, default_registry
-from .spec import SCOPE_PORT, BlockSpec, ShapeError, TensorType
+from .spec import MAX_TENSOR_BYTES, SCOPE_PORT, BlockSpec, ShapeError, TensorType
 
 __all__ = ["Diagnostic", "Program", "Step", "Slot", "GradientPaths", "compile_project", "compile_page"]
 
@@ -321,11 +321,9 @@ def _cut_reason(spec: BlockSpec, decl, src: Slot) -> str:
     return f"input '{decl.name}' takes no gradient"
 
 
-#: the largest tensor a block may produce (its inferred size, checked before anything is
-#: allocated: a Variable's first value, a Fill, a dataset): larger ones are a compile error
-MAX_TENSOR_BYTES = 4 * 1024 ** 3
-
-
+# MAX_TENSOR_BYTES (from the block API, which checks intermediates against it too) bounds the
+# inferred size of every output: a Variable's first value, a Fill, a dataset are refused at
+# compile time, before anything is allocated.
 def _too_big(spec, outs):
     """(port, message) for the first output whose known size exceeds MAX_TENSOR_BYTES."""
     for decl, t in zip(spec.outputs, outs):

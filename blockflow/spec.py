@@ -4,6 +4,7 @@ Block packages import only this module and numpy. It must not import anything el
 """
 from __future__ import annotations
 
+import contextvars
 import inspect
 import math
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ __all__ = [
     "ShapeError",
     "TensorType", "AttrError", "block", "broadcast_shapes", "unbroadcast", "normalize_axis",
     "reduce_shape", "DTYPE_NAMES", "FLOAT_DTYPES", "SCOPE_PORT",
+    "MAX_TENSOR_BYTES", "AllocationError", "reserve", "allocation_guard",
 ]
 
 #: Name of the implicit port every block has: it shows the page's scope and is never wired.
@@ -385,6 +387,58 @@ class Attr:
                 raise AttrError(f"expected an array of numbers, got {value!r}")
             return arr
         raise AttrError(f"unknown attr kind {kind!r}")
+
+
+# --------------------------------------------------------------------------------------------
+# Allocation limits: every array a block makes is checked before it is made
+
+#: the largest array one block may make (an output or an intermediate: a padded copy, a
+#: convolution's window matrix); larger ones are refused before anything is allocated
+MAX_TENSOR_BYTES = 4 * 1024 ** 3
+
+
+class AllocationError(ValueError):
+    """An array a block would make is over the per-tensor limit or the run's memory budget.
+
+    ``what`` names the array ("output 'y'", "padded input"), ``shape`` and ``dtype`` its type,
+    ``nbytes`` its size; the message says which limit it passes."""
+
+    def __init__(self, message: str, what: str = "", shape=(), dtype=None, nbytes: int = 0):
+        super().__init__(message)
+        self.what, self.shape, self.dtype, self.nbytes = what, tuple(shape), dtype, nbytes
+
+
+# The runtime installs a guard (an object with ``reserve(nbytes, shape, dtype, what)``) for the
+# duration of a run, to add a run-wide budget; outside a run only the per-tensor limit applies.
+allocation_guard: contextvars.ContextVar = contextvars.ContextVar("blockflow_allocation_guard",
+                                                                  default=None)
+
+
+def _gib(n: int) -> str:
+    return f"{n / 1024 ** 3:,.1f} GiB" if n >= 1024 ** 3 else f"{n / 1024 ** 2:,.1f} MiB"
+
+
+def reserve(shape, dtype, what: str = "an intermediate array") -> int:
+    """Say that the calling block is about to make an array of ``shape`` and ``dtype``.
+
+    Blocks call this before any allocation whose size the inputs or attrs control and that is not
+    one of their outputs (the runtime checks those): a padded copy, a window matrix, a one-hot.
+    Raises :class:`AllocationError` when it is over :data:`MAX_TENSOR_BYTES` or over what is
+    left of the run's memory budget; returns the size in bytes.
+    """
+    dt = np.dtype(dtype)
+    n = 1
+    for d in shape:
+        n *= max(int(d), 0)
+    nbytes = n * dt.itemsize
+    if nbytes > MAX_TENSOR_BYTES:
+        raise AllocationError(f"{what} would be {dt.name}{list(int(d) for d in shape)} ({_gib(nbytes)}); "
+                              f"the limit for one array is {_gib(MAX_TENSOR_BYTES)}",
+                              what, shape, dt, nbytes)
+    guard = allocation_guard.get()
+    if guard is not None:
+        guard.reserve(nbytes, tuple(int(d) for d in shape), dt, what)
+    return nbytes
 
 
 # --------------------------------------------------------------------------------------------
