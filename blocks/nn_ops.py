@@ -9,7 +9,9 @@ from functools import lru_cache
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from blockflow.spec import DTYPE_NAMES, Attr, Input, Output, ShapeError, TensorType, block
+from blockflow.spec import DTYPE_NAMES, Attr, Input, Output, ShapeError, TensorType, block, reserve
+
+from . import windows
 
 _ZERO = {np.dtype(n): np.dtype(n).type(0) for n in DTYPE_NAMES}
 # The ufunc reductions themselves: the array methods add a Python layer per call.
@@ -880,15 +882,38 @@ def _pool_windows(op, value, ksize, strides, padding, data_format):
     return (x, *_pool_setup(op, x.shape, ksize, strides, padding, data_format))
 
 
-def _pool_reduce(ufunc, x, k, s, oh, ow, p, fill):
-    """``ufunc`` (np.maximum, np.add) folded over each window of NHWC ``x``, padded with ``fill``.
+# Pooling runs one of two ways, both exact (max is exact; sums differ from each other only by
+# rounding). Small windows: one strided pass over the output per kernel offset, kh * kw passes in
+# all, fastest when that is few. Large windows: separable block scans (blocks/windows.py), a few
+# passes over the input and the output whatever the window size, padding never materialised.
+# The loop is taken while its kh * kw output passes cost no more than the scans' passes.
+_SCAN_PASSES = 12
 
-    One strided operation per kernel offset, in place: [N, oh, ow, C].
-    """
+
+def _pool_loops(x, k, oh, ow):
+    """True when the per-offset loop is the cheaper way to pool NHWC ``x`` with windows ``k``."""
+    n, h, w, c = x.shape
+    return k[0] * k[1] * oh * ow <= _SCAN_PASSES * (h * w + oh * ow)
+
+
+def _pool_plans(x, k, s, oh, ow, p):
+    """The windows along height and width (blocks/windows.py)."""
+    return (windows.axis_plan(x.shape[1], k[0], s[0], p[0], oh),
+            windows.axis_plan(x.shape[2], k[1], s[1], p[2], ow))
+
+
+def _pool_reduce(ufunc, x, k, s, oh, ow, p, fill, dtype=None):
+    """``ufunc`` (np.maximum, np.add) folded over each window of NHWC ``x``: [N, oh, ow, C], as
+    ``dtype`` (x's by default). Padded entries never count (``fill`` is ufunc's identity)."""
+    dtype = x.dtype if dtype is None else np.dtype(dtype)
     if not (oh and ow):
-        return np.empty((x.shape[0], oh, ow, x.shape[3]), x.dtype)
+        return np.empty((x.shape[0], oh, ow, x.shape[3]), dtype)
+    if not _pool_loops(x, k, oh, ow):
+        ph, pw = _pool_plans(x, k, s, oh, ow, p)
+        rows = windows.reduce(ufunc, x, 2, pw, fill, dtype, "the pooling windows along the width")
+        return windows.reduce(ufunc, rows, 1, ph, fill, dtype, "the pooling windows along the height")
     xp = _pad(x, p, fill)
-    out = xp[_offset(0, 0, oh, ow, s, _NO_DILATION)].copy()
+    out = xp[_offset(0, 0, oh, ow, s, _NO_DILATION)].astype(dtype)
     for i in range(k[0]):
         for j in range(k[1]):
             if i or j:
@@ -900,6 +925,58 @@ def _lowest(dtype):
     return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
 
 
+def _max_pool_grad_loops(g, out, x, k, s, oh, ow, p):
+    """MaxPool's gradient by kernel offsets: each window's g goes to the first offset, in
+    row-major order, whose entry equals the window's max."""
+    # The padding is NaN for floats, which equals nothing: a window whose real max is -inf gives
+    # its gradient to its first real -inf, never to the padding (TensorFlow never looks there).
+    xp = _pad(x, p, np.nan if x.dtype.kind == "f" else _lowest(x.dtype))
+    zero = _ZERO[g.dtype]
+    rest = g
+
+    def share(i, j):
+        nonlocal rest
+        hit = xp[_offset(i, j, oh, ow, s, _NO_DILATION)] == out
+        take = np.where(hit, rest, zero)
+        rest = np.where(hit, zero, rest)
+        return take
+
+    return _col2im(share, x.shape, k, oh, ow, p, s, _NO_DILATION, g.dtype)
+
+
+def _max_pool_grad_scans(g, out, x, k, s, oh, ow, p):
+    """MaxPool's gradient by scans: the first max of each window found along its rows (the first
+    column reaching each row's max), then down its rows (the first row reaching the window's
+    max): the first max in row-major order. Time linear in the input and output sizes."""
+    n, h, w, c = x.shape
+    ph, pw = _pool_plans(x, k, s, oh, ow, p)
+    lowest = _lowest(x.dtype)
+    row_max, col = windows.max_first_index(x, 2, pw, lowest, "the max-pooling windows along the width")
+    win_max, row = windows.max_first_index(row_max, 1, ph, lowest,
+                                           "the max-pooling windows along the height")
+    del row_max
+    col = np.take_along_axis(col, row, axis=1)
+    reserve((n, oh, ow, c), np.int64, "the max-pooling gradient's targets")
+    # Flat positions of the chosen entries in [N, H, W, C].
+    target = row
+    target *= w
+    target += col
+    del col
+    target *= c
+    target += np.arange(c)
+    target += (np.arange(n) * (h * w * c)).reshape(n, 1, 1, 1)
+    hit = win_max == out  # a NaN max equals nothing: its gradient is dropped, as by the loops
+    reserve(x.shape, g.dtype, "the max-pooling gradient")
+    gx = np.zeros(x.shape, g.dtype)
+    flat = gx.reshape(-1)
+    picked, values = (target, g) if hit.all() else (target[hit], g[hit])
+    if k[0] <= s[0] and k[1] <= s[1]:  # windows do not overlap: every entry is chosen once at most
+        flat[picked.reshape(-1)] = values.reshape(-1)
+    else:
+        np.add.at(flat, picked.reshape(-1), values.reshape(-1))
+    return gx
+
+
 @block("MaxPool", category="nn_ops")
 class MaxPool:
     """Maximum over 2-D windows of ``input`` (NHWC), per channel.
@@ -909,7 +986,11 @@ class MaxPool:
     ``ceil(size / stride)`` outputs per axis with TensorFlow's padding (the odd entry after),
     and padded entries never count as the maximum. The gradient goes to the maximum of each
     window; when several entries tie, all of it goes to the first in row-major window order, as
-    TensorFlow's MaxPoolGrad (overlapping windows add up).
+    TensorFlow's MaxPoolGrad (overlapping windows add up). A window holding a NaN has a NaN
+    maximum and sends no gradient back.
+
+    Time is linear in the input and output sizes whatever the window size: small windows take
+    one pass per kernel offset, large ones separable block scans (van Herk / Gil-Werman).
     """
 
     inputs = (Input("input", dtype="number"),)
@@ -929,22 +1010,13 @@ class MaxPool:
 
     def vjp(g, out, input, *, ksize, strides, padding, data_format):
         x, k, s, oh, ow, p = _pool_windows("MaxPool", input, ksize, strides, padding, data_format)
-        out = _to_nhwc(out, data_format)
-        xp = _pad(x, p, _lowest(x.dtype))
-        zero = _ZERO[g.dtype]
-        rest = _to_nhwc(g, data_format)
-
-        # Each window's gradient goes to the first of its offsets, in row-major order, whose entry
-        # equals the window's max: TensorFlow's MaxPoolGrad, which scans the window and keeps an
-        # entry only when strictly greater. _col2im asks for the offsets in that order.
-        def share(i, j):
-            nonlocal rest
-            hit = xp[_offset(i, j, oh, ow, s, _NO_DILATION)] == out
-            take = np.where(hit, rest, zero)
-            rest = np.where(hit, zero, rest)
-            return take
-
-        gx = _col2im(share, x.shape, k, oh, ow, p, s, _NO_DILATION, rest.dtype)
+        out, g = _to_nhwc(out, data_format), _to_nhwc(g, data_format)
+        if not (oh and ow):
+            gx = np.zeros(x.shape, g.dtype)
+        elif _pool_loops(x, k, oh, ow):
+            gx = _max_pool_grad_loops(g, out, x, k, s, oh, ow, p)
+        else:
+            gx = _max_pool_grad_scans(g, out, x, k, s, oh, ow, p)
         return (_from_nhwc(gx, data_format),)
 
 
@@ -960,12 +1032,18 @@ def _window_counts(h, w, k, s, p, oh, ow, dtype):
     return counts
 
 
-def _window_sizes(x, k, s, oh, ow, p):
+def _window_sizes(x, k, s, oh, ow, p, dtype=None):
     """What AvgPool divides by: the real entries per window ([oh, ow, 1]), or k's area without
-    padding."""
+    padding; as ``dtype`` (x's by default)."""
+    dtype = x.dtype if dtype is None else np.dtype(dtype)
     if any(p):
-        return _window_counts(x.shape[1], x.shape[2], k, s, p, oh, ow, x.dtype)
-    return x.dtype.type(k[0] * k[1])
+        return _window_counts(x.shape[1], x.shape[2], k, s, p, oh, ow, dtype)
+    return dtype.type(k[0] * k[1])
+
+
+def _sum_dtype(dtype):
+    """Window sums of float16 are taken in float32 (float16 runs out of digits after 2048)."""
+    return np.dtype(np.float32) if dtype == np.float16 else dtype
 
 
 @block("AvgPool", category="nn_ops")
@@ -977,6 +1055,9 @@ class AvgPool:
     ``ceil(size / stride)`` outputs per axis with TensorFlow's padding (the odd entry after), and
     a window that reaches into the padding averages only its real entries, as TensorFlow. The
     gradient spreads each output's cotangent evenly over the real entries of its window.
+
+    Time is linear in the input and output sizes whatever the window size (block scans of
+    partial sums for large windows, each sum over at most one window's length of entries).
     """
 
     inputs = (Input("value", dtype="float"),)
@@ -992,15 +1073,23 @@ class AvgPool:
 
     def forward(value, *, ksize, strides, padding, data_format):
         x, k, s, oh, ow, p = _pool_windows("AvgPool", value, ksize, strides, padding, data_format)
-        out = _pool_reduce(np.add, x, k, s, oh, ow, p, 0)
+        acc = _sum_dtype(x.dtype)
+        out = _pool_reduce(np.add, x, k, s, oh, ow, p, 0, acc)
         if oh and ow:
-            out /= _window_sizes(x, k, s, oh, ow, p)
-        return _from_nhwc(out, data_format)
+            out /= _window_sizes(x, k, s, oh, ow, p, acc)
+        return _from_nhwc(out.astype(x.dtype, copy=False), data_format)
 
     def vjp(g, out, value, *, ksize, strides, padding, data_format):
         x, k, s, oh, ow, p = _pool_windows("AvgPool", value, ksize, strides, padding, data_format)
-        share = _to_nhwc(g, data_format) / _window_sizes(x, k, s, oh, ow, p)
-        gx = _col2im(lambda i, j: share, x.shape, k, oh, ow, p, s, _NO_DILATION, g.dtype)
+        share = _to_nhwc(g, data_format) / _window_sizes(x, k, s, oh, ow, p, g.dtype)
+        if not (oh and ow) or _pool_loops(x, k, oh, ow):
+            gx = _col2im(lambda i, j: share, x.shape, k, oh, ow, p, s, _NO_DILATION, g.dtype)
+        else:
+            ph, pw = _pool_plans(x, k, s, oh, ow, p)
+            acc = _sum_dtype(g.dtype)
+            rows = windows.reduce_sum_adjoint(share, 1, ph, acc, "the average-pooling gradient along the height")
+            gx = windows.reduce_sum_adjoint(rows, 2, pw, acc, "the average-pooling gradient along the width")
+            gx = gx.astype(g.dtype, copy=False)
         return (_from_nhwc(gx, data_format),)
 
 
