@@ -570,6 +570,13 @@ def block(name: str, *, category: str, aliases: tuple = ()):
     ``grad_rule`` (a string, optional) states the block's local derivative rule for people: one
     short line per input, ``dNAME = ...`` in terms of the upstream gradient ``g`` and the ports'
     names (``dx = g · (1 − y²)``). A block that cuts or forbids the gradient may say why instead.
+
+    Memory: the runtime checks a block's outputs against the limits before it runs. Any other
+    array ``forward`` or ``vjp`` makes whose size an attr or an input controls (a padded copy, a
+    window matrix, a wider copy before a cast), and any output whose size depends on the input
+    values rather than their shapes (Where's rows, a dataset's batch), must be announced with
+    :func:`reserve` before it is made; better still, made in pieces of bounded size. See
+    docs/limits.md.
     """
 
     def decorate(cls) -> BlockSpec:

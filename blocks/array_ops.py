@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from blockflow.spec import (Attr, Input, InputList, Output, OutputList, ShapeError, TensorType, block,
-                            broadcast_shapes, normalize_axis, unbroadcast)
+                            broadcast_shapes, normalize_axis, reserve, unbroadcast)
 
 
 def _fmt(shape) -> str:
@@ -1540,6 +1540,11 @@ class Where:
         return TensorType((None, condition.rank), "int64")
 
     def forward(condition):
+        # The number of rows depends on the values: the runtime cannot check this output before
+        # the block runs, so the block does (numpy builds the coordinates axis by axis first).
+        shape = (int(np.count_nonzero(condition)), condition.ndim)
+        reserve(shape, np.int64, "Where's output (the coordinates of the true entries)")
+        reserve(shape, np.intp, "Where's coordinates, axis by axis")
         return np.argwhere(condition).astype(np.int64, copy=False)
 
 

@@ -27,7 +27,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from blockflow.spec import Attr, Output, ShapeError, TensorType, block
+from blockflow.spec import Attr, Output, ShapeError, TensorType, block, reserve
 
 _SEED = Attr("seed", "int", 0, min=0, doc="fixes the generated points and the train/test split")
 _N = Attr("n", "int", 200, min=1, max=10_000_000, doc="number of examples")
@@ -84,8 +84,16 @@ def _rows(n: int, data, *, batch_size: int, test_fraction: float, shuffle: bool,
     return train[order[b * batch_size:(b + 1) * batch_size]]
 
 
+def _taken(a: np.ndarray, rows: np.ndarray, what: str) -> np.ndarray:
+    """``a[rows]``, reserved first: how many rows a run takes depends on the data and the split,
+    so the runtime cannot check a dataset block's outputs before it runs."""
+    reserve((len(rows),) + a.shape[1:], a.dtype, what)
+    return a[rows]
+
+
 def _classes_out(y: np.ndarray, classes: int, label_format: str):
     if label_format == "onehot":
+        reserve((y.size, classes), np.float32, "the one-hot labels")
         out = np.zeros((y.size, classes), np.float32)
         out[np.arange(y.size), y] = 1.0
         return out
@@ -98,8 +106,15 @@ def _class_types(d: int, classes: int, label_format: str):
 
 
 # ------------------------------------------------------------------------------- generators
+def _generating(name: str, shape) -> None:
+    """Reserve what a generator makes at once: its points and their noise, in float64."""
+    reserve(shape, np.float64, f"{name}'s generated points (float64)")
+    reserve(shape, np.float64, f"{name}'s generated noise (float64)")
+
+
 @lru_cache(maxsize=32)
 def _moons(n, noise, seed):
+    _generating("MakeMoons", (n, 2))
     rng = np.random.default_rng(seed)
     n0 = n // 2
     t0 = np.linspace(0, math.pi, n0)
@@ -113,6 +128,7 @@ def _moons(n, noise, seed):
 
 @lru_cache(maxsize=32)
 def _spirals(n, noise, classes, turns, seed):
+    _generating("MakeSpirals", (n, 2))
     rng = np.random.default_rng(seed)
     k = np.arange(n) % classes
     t = np.concatenate([np.linspace(0.05, 1, int((k == c).sum())) for c in range(classes)])
@@ -124,6 +140,7 @@ def _spirals(n, noise, classes, turns, seed):
 
 @lru_cache(maxsize=32)
 def _blobs(n, classes, features, spread, seed):
+    _generating("MakeBlobs", (n, features))
     rng = np.random.default_rng(seed)
     centres = rng.uniform(-5, 5, (classes, features))
     k = np.sort(np.arange(n) % classes)
@@ -133,6 +150,7 @@ def _blobs(n, classes, features, spread, seed):
 
 @lru_cache(maxsize=32)
 def _xor(n, noise, seed):
+    _generating("MakeXor", (n, 2))
     corners = np.array([[0, 0], [0, 1], [1, 0], [1, 1]], np.float64)
     k = np.arange(n) % 4
     x = corners[k]
@@ -144,6 +162,7 @@ def _xor(n, noise, seed):
 
 @lru_cache(maxsize=32)
 def _line(n, slope, intercept, noise, seed):
+    _generating("MakeLine", (n, 1))
     rng = np.random.default_rng(seed)
     x = rng.uniform(-1, 1, (n, 1))
     y = slope * x + intercept + rng.normal(0, noise, (n, 1))
@@ -152,6 +171,7 @@ def _line(n, slope, intercept, noise, seed):
 
 @lru_cache(maxsize=32)
 def _sine(n, periods, noise, seed):
+    _generating("MakeSine", (n, 1))
     rng = np.random.default_rng(seed)
     x = rng.uniform(-math.pi * periods, math.pi * periods, (n, 1))
     y = np.sin(x) + rng.normal(0, noise, (n, 1))
@@ -166,7 +186,7 @@ def _frozen(a: np.ndarray) -> np.ndarray:
 def _batch(name, x, y, data, batch_size, test_fraction, shuffle, seed):
     rows = _rows(len(x), data, batch_size=batch_size, test_fraction=test_fraction, shuffle=shuffle,
                  seed=seed, who=name)
-    return x[rows], y[rows]
+    return _taken(x, rows, f"{name}'s batch of features"), _taken(y, rows, f"{name}'s batch of labels")
 
 
 @block("MakeMoons", category="data_ops")
@@ -303,6 +323,7 @@ def _split_columns(who, names, table, label):
     keep = [i for i, c in enumerate(names) if c != label]
     if not keep:
         raise ShapeError(f"{who}: the file has no feature column besides the label")
+    reserve((table.shape[0], len(keep)), table.dtype, f"{who}'s feature columns")
     x = table[:, keep]
     y = table[:, names.index(label)] if label else None
     return x, y
@@ -348,7 +369,9 @@ class CsvDataset:
         x, y = _split_columns("CsvDataset", names, table, label)
         rows = _rows(len(x), data, batch_size=batch_size, test_fraction=test_fraction, shuffle=shuffle,
                      seed=seed, who="CsvDataset")
-        return x[rows].astype(np.float32), _label_out("CsvDataset", None if y is None else y[rows], label_format, classes)
+        return (_features_out(x, rows, "CsvDataset"),
+                _label_out("CsvDataset", None if y is None else _taken(y, rows, "CsvDataset's labels"), label_format,
+                           classes))
 
 
 @block("NumpyDataset", category="data_ops")
@@ -372,8 +395,17 @@ class NumpyDataset:
         x, y = _arrays(files, path, features_key, labels_key)
         rows = _rows(len(x), data, batch_size=batch_size, test_fraction=test_fraction, shuffle=shuffle,
                      seed=seed, who="NumpyDataset")
-        return x[rows].astype(np.float32), _label_out("NumpyDataset", None if y is None else y[rows], label_format,
-                                                      classes)
+        return (_features_out(x, rows, "NumpyDataset"),
+                _label_out("NumpyDataset", None if y is None else _taken(y, rows, "NumpyDataset's labels"),
+                           label_format, classes))
+
+
+def _features_out(x, rows, who):
+    """The batch's features as float32 (the file's rows ``rows``), each copy reserved first."""
+    batch = _taken(x, rows, f"{who}'s batch of features")
+    if batch.dtype != np.float32:
+        reserve(batch.shape, np.float32, f"{who}'s batch of features as float32")
+    return batch.astype(np.float32)
 
 
 def _arrays(files, path, features_key, labels_key):

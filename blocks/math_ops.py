@@ -11,7 +11,7 @@ from types import FunctionType
 import numpy as np
 
 from blockflow.spec import (DTYPE_NAMES, Attr, Input, InputList, Output, ShapeError, TensorType,
-                            block, broadcast_shapes, normalize_axis, reduce_shape, unbroadcast)
+                            block, broadcast_shapes, normalize_axis, reduce_shape, reserve, unbroadcast)
 
 # Constants typed like the tensor they meet: a Python float would turn a float32 numpy scalar
 # (a 0-d result) into float64 under numpy 1.x rules. A dict lookup costs far less than
@@ -1444,16 +1444,49 @@ class BatchMatMul:
         gx = gy = None
         if not adj_x:
             if needs[0]:
-                gx = g @ y if adj_y else g @ t(y)
+                gx = _product_to(g, y, x.shape) if adj_y else _product_to(g, t(y), x.shape)
             if needs[1]:
-                gy = t(g) @ x if adj_y else t(x) @ g
+                gy = _product_to(t(g), x, y.shape) if adj_y else _product_to(t(x), g, y.shape)
         else:
             if needs[0]:
-                gx = t(y) @ t(g) if adj_y else y @ t(g)
+                gx = _product_to(t(y), t(g), x.shape) if adj_y else _product_to(y, t(g), x.shape)
             if needs[1]:
-                gy = t(g) @ t(x) if adj_y else x @ g
-        return (None if gx is None else unbroadcast(gx, x.shape),
-                None if gy is None else unbroadcast(gy, y.shape))
+                gy = _product_to(t(g), t(x), y.shape) if adj_y else _product_to(x, g, y.shape)
+        return gx, gy
+
+
+def _product_to(p, q, shape):
+    """``unbroadcast(p @ q, shape)``, without making ``p @ q`` where ``shape`` lacks its batch axes.
+
+    A [1, m, k] operand times a [B, k, n] one has a [B, m, k] gradient before it is summed back to
+    [1, m, k]: B times the operand's size, gigabytes for a hostile B. The batch axes ``shape``
+    lacks (size 1 or missing) are summed inside the product instead: an operand that is 1 there
+    is left alone and the other summed first; where both have the axis it joins the contraction.
+    """
+    rank = max(p.ndim, q.ndim, len(shape))
+    lead = rank - 2
+    p = p.reshape((1,) * (rank - p.ndim) + p.shape)
+    q = q.reshape((1,) * (rank - q.ndim) + q.shape)
+    target = (1,) * (rank - len(shape)) + tuple(shape)
+    folded = []
+    for a in range(lead):
+        if target[a] != 1 or max(p.shape[a], q.shape[a]) <= 1:
+            continue
+        if q.shape[a] == 1:
+            p = p.sum(axis=a, keepdims=True)
+        elif p.shape[a] == 1:
+            q = q.sum(axis=a, keepdims=True)
+        else:
+            folded.append(a)
+    if not folded:
+        return unbroadcast(p @ q, tuple(shape))
+    kept = [a for a in range(lead) if a not in folded]
+    # p: [kept..., m, folded..., c] -> [kept..., m, folded * c]; q: [kept..., folded * c, k].
+    p = p.transpose(kept + [lead] + folded + [lead + 1])
+    p = p.reshape(p.shape[:len(kept) + 1] + (int(np.prod(p.shape[len(kept) + 1:])),))
+    q = q.transpose(kept + folded + [lead, lead + 1])
+    q = q.reshape(q.shape[:len(kept)] + (int(np.prod(q.shape[len(kept):-1])), q.shape[-1]))
+    return unbroadcast(np.expand_dims(p @ q, tuple(folded)), tuple(shape))
 
 
 # --------------------------------------------------------------------------------------------
@@ -1531,6 +1564,8 @@ class Range:
 
     def forward(start, limit, delta, *, dtype):
         dt, n, s, d = _range_plan(start, limit, delta, dtype)
+        reserve((n,), np.float64 if dt.kind == "f" else np.int64, "Range's values before rounding to "
+                f"{dt.name}")
         if dt.kind == "f":
             values = np.arange(n, dtype=np.float64)
             values *= float(d)
@@ -1571,11 +1606,19 @@ class LinSpace:
 
     def forward(start, stop, num):
         dt, n, s, e = _linspace_plan(start, stop, num)
+        reserve((n,), np.float64, f"LinSpace's values before rounding to {dt.name}")
         return np.linspace(float(s), float(e), n, dtype=np.float64).astype(dt)
 
 
 # --------------------------------------------------------------------------------------------
 # Clipping
+
+
+def _broadcast_or_none(*shapes):
+    try:
+        return np.broadcast_shapes(*shapes)
+    except ValueError:
+        return None
 
 
 @block("ClipByValue", category="math_ops")
@@ -1611,11 +1654,11 @@ class ClipByValue:
         return TensorType(tuple(df if dt is None else dt for dt, df in zip(t.shape, full)), t.dtype)
 
     def forward(t, clip_value_min, clip_value_max):
-        out = np.maximum(np.minimum(t, clip_value_max), clip_value_min)
-        if out.shape != t.shape:
+        # Checked before computing: bounds larger than t would make the intermediate larger too.
+        if _broadcast_or_none(t.shape, clip_value_min.shape, clip_value_max.shape) != t.shape:
             raise ShapeError(f"ClipByValue: bounds of shapes {list(clip_value_min.shape)} and "
                              f"{list(clip_value_max.shape)} do not broadcast to t's shape {list(t.shape)}")
-        return out
+        return np.maximum(np.minimum(t, clip_value_max), clip_value_min)
 
     def vjp(g, out, t, clip_value_min, clip_value_max, *, needs):
         below = np.less(t, clip_value_min) if needs[0] or needs[1] else None

@@ -688,13 +688,15 @@ def _geometry(op, shape, k, strides, dilations, padding, pads):
     return oh, ow, (top, bottom, left, right)
 
 
-def _pad(x, pads, fill):
+def _pad(x, pads, fill, what="the padded input"):
     """``x`` (NHWC) padded in height and width; ``x`` itself when there is nothing to pad."""
     top, bottom, left, right = pads
     if not (top or bottom or left or right):
         return x
     n, h, w, c = x.shape
-    out = np.full((n, h + top + bottom, w + left + right, c), fill, dtype=x.dtype)
+    shape = (n, h + top + bottom, w + left + right, c)
+    reserve(shape, x.dtype, what)
+    out = np.full(shape, fill, dtype=x.dtype)
     out[:, top:top + h, left:left + w] = x
     return out
 
@@ -714,7 +716,9 @@ def _col2im(d, shape, k, oh, ow, pads, strides, dilations, dtype):
     """
     n, h, w, c = shape
     top, bottom, left, right = pads
-    dx = np.zeros((n, h + top + bottom, w + left + right, c), dtype)
+    padded = (n, h + top + bottom, w + left + right, c)
+    reserve(padded, dtype, "the padded input's gradient")
+    dx = np.zeros(padded, dtype)
     if oh and ow:
         for i in range(k[0]):
             for j in range(k[1]):
@@ -755,18 +759,55 @@ def _conv_setup(input_shape, filter_shape, strides, padding, explicit_paddings, 
     return s, d, oh, ow, p
 
 
-def _im2col(x, k, oh, ow, pads, strides, dilations):
-    """The windows of NHWC ``x`` as rows: [N * oh * ow, kh * kw * C], one row per output pixel.
+# The window matrix of a convolution (im2col) has kh * kw * C entries per output pixel: a large
+# filter on a large image would make it gigabytes. It is made in pieces of about this many bytes
+# (whole images, or runs of output rows of one image), each multiplied and dropped before the
+# next, so a convolution needs its input, output and filter plus one piece.
+_WINDOW_PIECE_BYTES = 32 * 1024 ** 2
 
-    A read-only strided view of the padded input, copied once by the reshape.
-    """
-    xp = _pad(x, pads, 0)
+
+def _conv_pieces(n, oh, ow, k, cin, itemsize):
+    """The (images, output rows) ranges the window matrix is made in, as slices."""
+    per_row = max(ow * k[0] * k[1] * cin * itemsize, 1)
+    rows = max(_WINDOW_PIECE_BYTES // per_row, 1)
+    if rows >= oh:
+        images = max(rows // max(oh, 1), 1)
+        return [(slice(b, min(b + images, n)), slice(0, oh)) for b in range(0, n, images)]
+    return [(slice(b, b + 1), slice(r, min(r + rows, oh))) for b in range(n) for r in range(0, oh, rows)]
+
+
+def _windows_of(xp, k, rows, ow, strides, dilations):
+    """The windows of the output rows ``rows`` of padded NHWC ``xp`` as a matrix: one row per
+    output pixel, [images * len(rows) * ow, kh * kw * C]; a strided view copied once."""
     n, _, _, c = xp.shape
     s0, s1, s2, s3 = xp.strides
-    win = as_strided(xp, (n, oh, ow, k[0], k[1], c),
+    first = rows.start * strides[0]
+    count = rows.stop - rows.start
+    win = as_strided(xp[:, first:], (n, count, ow, k[0], k[1], c),
                      (s0, s1 * strides[0], s2 * strides[1], s1 * dilations[0], s2 * dilations[1], s3),
                      writeable=False)
-    return win.reshape(n * oh * ow, k[0] * k[1] * c)
+    reserve(win.shape, xp.dtype, "the convolution's window matrix (one piece)")
+    return win.reshape(n * count * ow, k[0] * k[1] * c)
+
+
+def _add_windows(dxp, dcols, k, rows, strides, dilations):
+    """Add each output pixel's window cotangent ``dcols`` ([images, rows, ow, kh, kw, C]) back onto
+    the padded input gradient ``dxp`` (the images of this piece): one strided add per kernel
+    offset, or per output pixel when there are fewer of those."""
+    _, count, ow = dcols.shape[:3]
+    sh, sw = strides
+    dh, dw = dilations
+    top = rows.start * sh
+    if k[0] * k[1] <= count * ow:
+        for i in range(k[0]):
+            for j in range(k[1]):
+                r, c = top + i * dh, j * dw
+                dxp[:, r:r + sh * (count - 1) + 1:sh, c:c + sw * (ow - 1) + 1:sw] += dcols[:, :, :, i, j]
+    else:
+        for y in range(count):
+            for x in range(ow):
+                r, c = top + y * sh, x * sw
+                dxp[:, r:r + dh * (k[0] - 1) + 1:dh, c:c + dw * (k[1] - 1) + 1:dw] += dcols[:, y, x]
 
 
 @block("Conv2D", category="nn_ops")
@@ -784,9 +825,11 @@ class Conv2D:
     (bottom/right). EXPLICIT: ``explicit_paddings`` gives (before, after) per axis, 8 ints in the
     layout's order.
 
-    Computed by im2col (a strided view of the windows) and one matrix product. The gradient
-    goes to both operands: the input's by summing the windows' cotangents back over the kernel
-    offsets (col2im), the filter's as the windows' product with the output's cotangent.
+    Computed by im2col (a strided view of the windows) and matrix products, in pieces of about
+    32 MiB of windows, so a large filter on a large image never makes its whole window matrix.
+    The gradient goes to both operands: the filter's as the windows' product with the output's
+    cotangent; the input's as the full correlation of the cotangent with the flipped filter
+    (stride 1), or by summing the windows' cotangents back over the kernel offsets (col2im).
     """
 
     inputs = (Input("input", dtype="float"), Input("filter", dtype="float"))
@@ -833,25 +876,61 @@ class Conv2D:
                              f"{list(filter.shape)} expects {filter.shape[2]}")
         s, d, oh, ow, p = _conv_setup(x.shape, filter.shape, strides, padding, explicit_paddings,
                                       dilations, data_format)
-        cols = _im2col(x, filter.shape, oh, ow, p, s, d)
-        cout = filter.shape[3]
-        out = np.matmul(cols, filter.reshape(-1, cout)).reshape(x.shape[0], oh, ow, cout)
-        return _from_nhwc(out, data_format)
+        return _from_nhwc(_correlate(_pad(x, p, 0), filter, s, d, oh, ow), data_format)
 
     def vjp(g, out, input, filter, *, strides, padding, explicit_paddings, data_format, dilations, needs):
         x = _to_nhwc(input, data_format)
         s, d, oh, ow, p = _conv_setup(x.shape, filter.shape, strides, padding, explicit_paddings,
                                       dilations, data_format)
         kh, kw, cin, cout = filter.shape
-        g2 = _to_nhwc(g, data_format).reshape(-1, cout)
+        n, h, w, _ = x.shape
+        g = _to_nhwc(g, data_format)
+        pieces = _conv_pieces(n, oh, ow, filter.shape, cin, max(x.dtype.itemsize, g.dtype.itemsize))
         g_input = g_filter = None
         if needs[1]:
-            g_filter = np.matmul(_im2col(x, filter.shape, oh, ow, p, s, d).T, g2).reshape(filter.shape)
+            # Piece by piece, as the forward: the window matrix never exists whole.
+            xp = _pad(x, p, 0)
+            g_filter = np.zeros((kh * kw * cin, cout), g.dtype)
+            for images, rows in pieces:
+                g_filter += np.matmul(_windows_of(xp[images], filter.shape, rows, ow, s, d).T,
+                                      g[images, rows].reshape(-1, cout))
+            del xp
+            g_filter = g_filter.reshape(filter.shape)
         if needs[0]:
-            dcols = np.matmul(g2, filter.reshape(-1, cout).T).reshape(x.shape[0], oh, ow, kh, kw, cin)
-            g_input = _from_nhwc(_col2im(lambda i, j: dcols[:, :, :, i, j], x.shape, (kh, kw), oh, ow, p,
-                                         s, d, g2.dtype), data_format)
+            top, bottom, left, right = p
+            hp, wp = h + top + bottom, w + left + right
+            reserve((n, hp, wp, cin), g.dtype, "the padded input's gradient")
+            if s == (1, 1):
+                # The input's gradient is a full correlation of g with the filter flipped (in and
+                # out channels swapped): the forward's own pieces and matrix products.
+                eh, ew = (kh - 1) * d[0], (kw - 1) * d[1]
+                flipped = filter[::-1, ::-1].transpose(0, 1, 3, 2)
+                dxp = _correlate(_pad(g, (eh, eh, ew, ew), 0, "the convolution's padded gradient"),
+                                 flipped, (1, 1), d, hp, wp)
+            else:
+                dxp = np.zeros((n, hp, wp, cin), g.dtype)
+                kernel_t = filter.reshape(-1, cout).T
+                for images, rows in pieces:
+                    g2 = g[images, rows].reshape(-1, cout)
+                    count = rows.stop - rows.start
+                    reserve((g2.shape[0], kernel_t.shape[1]), g.dtype,
+                            "the convolution's window cotangents (one piece)")
+                    dcols = np.matmul(g2, kernel_t).reshape(len(range(n)[images]), count, ow, kh, kw, cin)
+                    _add_windows(dxp[images], dcols, (kh, kw), rows, s, d)
+            g_input = _from_nhwc(dxp[:, top:top + h, left:left + w], data_format)
         return g_input, g_filter
+
+
+def _correlate(xp, filter, strides, dilations, oh, ow):
+    """The VALID cross-correlation of padded NHWC ``xp`` with ``filter`` [kh, kw, cin, cout]:
+    [N, oh, ow, cout], made piece by piece (im2col and one matrix product per piece)."""
+    n, cin, cout = xp.shape[0], filter.shape[2], filter.shape[3]
+    kernel = filter.reshape(-1, cout)
+    out = np.empty((n, oh, ow, cout), np.result_type(xp, filter))
+    for images, rows in _conv_pieces(n, oh, ow, filter.shape, cin, xp.dtype.itemsize):
+        cols = _windows_of(xp[images], filter.shape, rows, ow, strides, dilations)
+        out[images, rows] = np.matmul(cols, kernel).reshape(out[images, rows].shape)
+    return out
 
 
 def _pool_setup(op, shape, ksize, strides, padding, data_format):
@@ -884,16 +963,18 @@ def _pool_windows(op, value, ksize, strides, padding, data_format):
 
 # Pooling runs one of two ways, both exact (max is exact; sums differ from each other only by
 # rounding). Small windows: one strided pass over the output per kernel offset, kh * kw passes in
-# all, fastest when that is few. Large windows: separable block scans (blocks/windows.py), a few
-# passes over the input and the output whatever the window size, padding never materialised.
-# The loop is taken while its kh * kw output passes cost no more than the scans' passes.
+# all, over a padded copy of the input; fastest when that is little. Large windows: separable
+# block scans (blocks/windows.py), a few passes over the input and the output whatever the window
+# size, padding never materialised. The loop is taken while its passes and its padded copy cost
+# no more than the scans' passes.
 _SCAN_PASSES = 12
 
 
-def _pool_loops(x, k, oh, ow):
+def _pool_loops(x, k, oh, ow, p):
     """True when the per-offset loop is the cheaper way to pool NHWC ``x`` with windows ``k``."""
     n, h, w, c = x.shape
-    return k[0] * k[1] * oh * ow <= _SCAN_PASSES * (h * w + oh * ow)
+    padded = (h + p[0] + p[1]) * (w + p[2] + p[3]) if any(p) else 0
+    return k[0] * k[1] * oh * ow + padded <= _SCAN_PASSES * (h * w + oh * ow)
 
 
 def _pool_plans(x, k, s, oh, ow, p):
@@ -908,7 +989,7 @@ def _pool_reduce(ufunc, x, k, s, oh, ow, p, fill, dtype=None):
     dtype = x.dtype if dtype is None else np.dtype(dtype)
     if not (oh and ow):
         return np.empty((x.shape[0], oh, ow, x.shape[3]), dtype)
-    if not _pool_loops(x, k, oh, ow):
+    if not _pool_loops(x, k, oh, ow, p):
         ph, pw = _pool_plans(x, k, s, oh, ow, p)
         rows = windows.reduce(ufunc, x, 2, pw, fill, dtype, "the pooling windows along the width")
         return windows.reduce(ufunc, rows, 1, ph, fill, dtype, "the pooling windows along the height")
@@ -1013,7 +1094,7 @@ class MaxPool:
         out, g = _to_nhwc(out, data_format), _to_nhwc(g, data_format)
         if not (oh and ow):
             gx = np.zeros(x.shape, g.dtype)
-        elif _pool_loops(x, k, oh, ow):
+        elif _pool_loops(x, k, oh, ow, p):
             gx = _max_pool_grad_loops(g, out, x, k, s, oh, ow, p)
         else:
             gx = _max_pool_grad_scans(g, out, x, k, s, oh, ow, p)
@@ -1082,7 +1163,7 @@ class AvgPool:
     def vjp(g, out, value, *, ksize, strides, padding, data_format):
         x, k, s, oh, ow, p = _pool_windows("AvgPool", value, ksize, strides, padding, data_format)
         share = _to_nhwc(g, data_format) / _window_sizes(x, k, s, oh, ow, p, g.dtype)
-        if not (oh and ow) or _pool_loops(x, k, oh, ow):
+        if not (oh and ow) or _pool_loops(x, k, oh, ow, p):
             gx = _col2im(lambda i, j: share, x.shape, k, oh, ow, p, s, _NO_DILATION, g.dtype)
         else:
             ph, pw = _pool_plans(x, k, s, oh, ow, p)
@@ -1131,15 +1212,21 @@ class Dropout:
         if not training or rate == 0:
             return x
         out = x * x.dtype.type(1 / (1 - rate))
-        out *= rng.random(x.shape, dtype=np.float32) >= rate
+        out *= _dropout_draws(rng, x.shape) >= rate
         return out
 
     def vjp(g, out, x, *, rate, training, seed, rng):
         if not training or rate == 0:
             return (g,)
         gx = g * g.dtype.type(1 / (1 - rate))
-        gx *= rng.random(x.shape, dtype=np.float32) >= rate
+        gx *= _dropout_draws(rng, x.shape) >= rate
         return (gx,)
+
+
+def _dropout_draws(rng, shape):
+    """The uniform draws Dropout compares with its rate (float32, whatever x's dtype)."""
+    reserve(shape, np.float32, "Dropout's random draws")
+    return rng.random(shape, dtype=np.float32)
 
 
 def _scalar_k(op, k, default=None):
@@ -1196,6 +1283,7 @@ class TopK:
                              f"last axis")
         # A stable ascending sort of the reversed rows, read backwards: descending values, and
         # ties in increasing index order (any dtype, no negation).
+        reserve(input.shape, np.intp, "TopK's sort order")
         order = np.argsort(input[..., ::-1], axis=-1, kind="stable")[..., :n - k - 1 if k < n else None:-1]
         indices = np.subtract(n - 1, order, dtype=np.int32)
         if not sorted:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from blockflow.spec import Attr, Input, Output, ShapeError, TensorType, block, broadcast_shapes
+from blockflow.spec import Attr, Input, Output, ShapeError, TensorType, block, broadcast_shapes, reserve
 
 
 def _fmt(shape) -> str:
@@ -93,6 +93,12 @@ def _work_dtype(dtype: str):
     return np.float64 if dtype == "float64" else np.float32
 
 
+def _draws(op: str, size, work, dtype) -> None:
+    """Reserve the draws of ``op`` when they are not the output itself (drawn wider, then cast)."""
+    if np.dtype(work) != np.dtype(dtype):
+        reserve(size, work, f"{op}'s draws (in {np.dtype(work).name}, before the cast to {np.dtype(dtype).name})")
+
+
 def _scale_shift(z, loc, scale):
     """``z * scale + loc`` in place on the freshly drawn ``z`` (its dtype is kept)."""
     if scale is not None:
@@ -136,9 +142,12 @@ class RandomNormal:
     def forward(shape, mean, stddev, *, dtype, seed, rng):
         if mean is None and stddev is None:
             size = () if shape is None else tuple(np.reshape(shape, -1).tolist())
+            _draws("RandomNormal", size, _work_dtype(dtype), dtype)
             z = rng.standard_normal(size, dtype=_work_dtype(dtype))
         else:
-            z = rng.standard_normal(_sample_shape("RandomNormal", shape, mean, stddev), dtype=_work_dtype(dtype))
+            size = _sample_shape("RandomNormal", shape, mean, stddev)
+            _draws("RandomNormal", size, _work_dtype(dtype), dtype)
+            z = rng.standard_normal(size, dtype=_work_dtype(dtype))
             z = _scale_shift(z, mean, stddev)
         return z if z.dtype.name == dtype else np.asarray(z, dtype=dtype)
 
@@ -178,6 +187,7 @@ class TruncatedNormal:
 
     def forward(shape, mean, stddev, *, dtype, seed, rng):
         size = _sample_shape("TruncatedNormal", shape, mean, stddev)
+        _draws("TruncatedNormal", size, _work_dtype(dtype), dtype)
         z = _scale_shift(_truncated_standard_normal(rng, size, _work_dtype(dtype)), mean, stddev)
         return z if z.dtype.name == dtype else np.asarray(z, dtype=dtype)
 
@@ -231,6 +241,7 @@ class RandomUniform:
                 raise ValueError(f"RandomUniform: needs minval < maxval, got minval {np.asarray(lo).tolist()} "
                                  f"and maxval {np.asarray(maxval).tolist()}")
             return rng.integers(lo, maxval, size=size, dtype=dtype)
+        _draws("RandomUniform", size, _work_dtype(dtype), dtype)
         u = rng.random(size, dtype=_work_dtype(dtype))
         if dtype == "float16":  # multiples of 2^-11, so that rounding to float16 keeps u < 1
             u *= 2048.0
@@ -284,6 +295,10 @@ class Multinomial:
     def forward(logits, num_samples, *, output_dtype, seed, rng):
         batch, classes = logits.shape
         n = int(num_samples)
+        reserve((batch, classes), np.float64, "Multinomial's probabilities (float64)")
+        reserve((batch, classes), np.float64, "Multinomial's cumulative probabilities")
+        reserve((batch, n), np.float64, "Multinomial's uniform draws")
+        reserve((batch, n), np.intp, "Multinomial's drawn indices")
         x = logits.astype(np.float64)  # a copy we own
         finite = np.isfinite(x)
         all_finite = finite.all()
@@ -358,7 +373,9 @@ class Bernoulli:
         return probs
 
     def forward(probs, *, seed, rng):
-        u = rng.random(probs.shape, dtype=np.float64 if probs.dtype == np.float64 else np.float32)
+        work = np.float64 if probs.dtype == np.float64 else np.float32
+        reserve(probs.shape, work, "Bernoulli's uniform draws")
+        u = rng.random(probs.shape, dtype=work)
         return (u < probs).astype(probs.dtype)
 
 
@@ -388,7 +405,9 @@ class RandomPoisson:
     def forward(shape, lam, *, dtype, seed, rng):
         if not (lam >= 0).all():
             raise ValueError(f"RandomPoisson: rates must be at least 0, got {np.min(lam)}")
-        k = rng.poisson(lam, size=tuple(np.reshape(shape, -1).tolist()) + lam.shape)
+        size = tuple(np.reshape(shape, -1).tolist()) + lam.shape
+        _draws("RandomPoisson", size, np.int64, dtype)
+        k = rng.poisson(lam, size=size)
         return k.astype(dtype, copy=False)
 
 
@@ -428,6 +447,7 @@ class RandomGamma:
             params = np.broadcast_shapes(alpha.shape, beta.shape)
         size = tuple(np.reshape(shape, -1).tolist()) + params
         work = _work_dtype(dtype)
+        _draws("RandomGamma", size, work, dtype)
         g = rng.standard_gamma(alpha.astype(work, copy=False), size=size, dtype=work)
         if beta is not None:
             g /= beta

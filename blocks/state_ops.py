@@ -23,6 +23,22 @@ def _fan_in_out(shape):
     return shape[-2] * receptive, shape[-1] * receptive
 
 
+# Random initial values are drawn in float64 (the stream a seed has always given) and written into
+# the Variable's dtype this many at a time: drawing in pieces continues the same stream, and no
+# float64 copy of a large Variable is ever made.
+_DRAW_PIECE = 1 << 20
+
+
+def _drawn(draw, shape, dtype):
+    """An array of ``shape`` and ``dtype`` filled, in order, by ``draw(count)`` (float64 draws)."""
+    out = np.empty(shape, dtype)
+    flat = out.reshape(-1)
+    for start in range(0, flat.size, _DRAW_PIECE):
+        stop = min(start + _DRAW_PIECE, flat.size)
+        flat[start:stop] = draw(stop - start)
+    return out
+
+
 @block("Variable", category="state_ops", aliases=("VariableV2",))
 class Variable:
     """A trainable tensor whose value is stored in the project file.
@@ -63,17 +79,14 @@ class Variable:
             return (np.zeros if initializer == "zeros" else np.ones)(shape, dtype=dtype)
         rng = np.random.default_rng(seed)
         if initializer == "random_normal":
-            value = rng.normal(0.0, stddev, size=shape)
-        elif initializer == "random_uniform":
-            value = rng.uniform(-scale, scale, size=shape)
-        else:
-            fan_in, fan_out = _fan_in_out(shape)
-            if initializer == "glorot_uniform":
-                limit = np.sqrt(6.0 / (fan_in + fan_out))
-                value = rng.uniform(-limit, limit, size=shape)
-            else:
-                value = rng.normal(0.0, np.sqrt(2.0 / (fan_in + fan_out)), size=shape)
-        return value.astype(dtype)
+            return _drawn(lambda n: rng.normal(0.0, stddev, size=n), shape, dtype)
+        if initializer == "random_uniform":
+            return _drawn(lambda n: rng.uniform(-scale, scale, size=n), shape, dtype)
+        fan_in, fan_out = _fan_in_out(shape)
+        if initializer == "glorot_uniform":
+            limit = np.sqrt(6.0 / (fan_in + fan_out))
+            return _drawn(lambda n: rng.uniform(-limit, limit, size=n), shape, dtype)
+        return _drawn(lambda n: rng.normal(0.0, np.sqrt(2.0 / (fan_in + fan_out)), size=n), shape, dtype)
 
     def forward(value, *, shape, dtype, initializer, initial_value, stddev, scale, seed, trainable):
         return value
