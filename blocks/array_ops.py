@@ -239,9 +239,13 @@ def _merge(op, a, b, what="shapes"):
 
 def _fold(op, t, fn, *args, **attrs):
     """``t`` (a TensorType or a list of them, for an OutputList), with the value computed by
-    ``fn`` when every tensor input is a small constant and the result is integer or bool."""
+    ``fn`` when every tensor input is a small constant and the result is a small integer or bool
+    tensor (small inputs can make a huge result: Tile, Fill, OneHot, Diag; those are left to run
+    time, where the runtime checks their size, instead of being made while compiling)."""
     first = t[0] if isinstance(t, list) else t
     if isinstance(t, list) and not t or first.dtype.kind not in _FOLD_KINDS:
+        return t
+    if any(u.size is None or u.size > _FOLD_MAX for u in (t if isinstance(t, list) else (t,))):
         return t
     values = []
     for a in args:

@@ -138,6 +138,34 @@ def test_an_allocation_error_inside_a_run_names_the_block():
     assert "main/conv (Conv2D)" in text and "the padded input would be float32[1, 80002, 80002, 1] (23.8 GiB)" in text
 
 
+def _ints(*values):
+    return np.array(values, np.int32)
+
+
+@pytest.mark.parametrize("block, wires, huge", [
+    ("Tile", {"input": "one_by_one", "multiples": _ints(5000, 5000)}, False),
+    ("Tile", {"input": "one_by_one", "multiples": _ints(100000, 100000)}, True),
+    ("Fill", {"dims": _ints(5000, 5000), "value": "one"}, False),
+    ("Fill", {"dims": _ints(100000, 100000), "value": "one"}, True),
+    ("Diag", {"diagonal": "row"}, False),
+])
+def test_compiling_never_makes_a_large_result_of_small_constants(block, wires, huge):
+    # Integer results of small constants are computed while compiling (so that Shape -> Reshape
+    # works), but a small constant can ask for a large result: 100 MB (Tile, Fill), 67 MB (Diag
+    # of 4096 entries) or 37 GiB (a MemoryError) were made while compiling.
+    project = chain(("one_by_one", "Const", {"value": [[1]], "dtype": "int32"}, None),
+                    ("one", "Const", {"value": 1, "dtype": "int32"}, None),
+                    ("row", "Const", {"value": list(range(4096)), "dtype": "int32"}, None),
+                    ("big", block, {}, wires))
+    program, peak = _traced_peak(lambda: compile_project(project))
+    assert peak < 16 * 1024 ** 2
+    if huge:
+        text = " ".join(str(e) for e in program.errors)
+        assert "main/big" in text and "[100000,100000]" in text and "37.3 GiB" in text, text
+    else:
+        assert program.ok, [str(e) for e in program.errors]
+
+
 # --------------------------------------------------------------------------------------------
 # Counted against the run's budget
 
