@@ -512,6 +512,12 @@ class Stack:
         return ([g[lead + (i,)] if need else None for i, need in enumerate(needs[0])],)
 
 
+# Each piece is an output port, drawn and wired on the canvas: a few thousand is already more than
+# anyone can use, and an attr of 10^8 would make the compiler build 10^8 ports (minutes, then a
+# MemoryError).
+_MAX_PIECES = 4096
+
+
 def _pieces_to_cotangent(g, x, axis, bounds):
     """The cotangent of a tensor cut along ``axis`` at ``bounds``, from its pieces' cotangents
     (None where a piece got no gradient): one concatenation, or zeros filled in."""
@@ -536,7 +542,7 @@ class Unstack:
 
     inputs = (Input("value"),)
     outputs = (OutputList("output", count="num"),)
-    attrs = (Attr("num", "int", min=0, doc="the number of outputs: the size of axis"),
+    attrs = (Attr("num", "int", min=0, max=_MAX_PIECES, doc="the number of outputs: the size of axis"),
              Attr("axis", "int", 0, doc="the axis to unstack along"))
     grad_rule = """
         dvalue = the gradients g[i] of output[i] stacked along axis (zeros for outputs that got none)
@@ -583,7 +589,7 @@ class Split:
 
     inputs = (Input("axis", dtype="int", static=True, doc="the axis to cut along"), Input("value"))
     outputs = (OutputList("output", count="num_split"),)
-    attrs = (Attr("num_split", "int", min=1, doc="the number of equal pieces"),)
+    attrs = (Attr("num_split", "int", min=1, max=_MAX_PIECES, doc="the number of equal pieces"),)
     grad_rule = """
         dvalue = the gradients g[i] of output[i] concatenated along axis (zeros for pieces that got none)
         """
@@ -649,7 +655,8 @@ class SplitV:
               Input("size_splits", dtype="int", static=True, doc="the pieces' sizes; one may be -1"),
               Input("axis", dtype="int", static=True, doc="the axis to cut along"))
     outputs = (OutputList("output", count="num_split"),)
-    attrs = (Attr("num_split", "int", min=1, doc="the number of pieces (entries of size_splits)"),)
+    attrs = (Attr("num_split", "int", min=1, max=_MAX_PIECES,
+                  doc="the number of pieces (entries of size_splits)"),)
     grad_rule = """
         dvalue = the gradients g[i] of output[i] concatenated along axis (zeros for pieces that got none)
         """

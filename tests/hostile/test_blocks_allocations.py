@@ -166,6 +166,20 @@ def test_compiling_never_makes_a_large_result_of_small_constants(block, wires, h
         assert program.ok, [str(e) for e in program.errors]
 
 
+@pytest.mark.parametrize("block, attr, wires", [
+    ("Unstack", "num", {"value": "x"}),
+    ("Split", "num_split", {"value": "x", "axis": np.int32(0)}),
+    ("SplitV", "num_split", {"value": "x", "axis": np.int32(0), "size_splits": np.array([-1], np.int32)}),
+])
+def test_an_output_count_is_bounded(block, attr, wires):
+    # One output port per piece: 10^8 of them took the compiler a minute and then a MemoryError.
+    project = chain(("x", "Placeholder", {"shape": [-1, 3]}, None), ("t", block, {attr: 10 ** 8}, wires))
+    start = time.perf_counter()
+    program = compile_project(project)
+    assert time.perf_counter() - start < 1.0
+    assert [str(e) for e in program.errors] == [f"error: main/t: attr '{attr}': must be at most 4096, got 100000000"]
+
+
 # --------------------------------------------------------------------------------------------
 # Counted against the run's budget
 
