@@ -24,13 +24,14 @@ import numpy as np
 import pytest
 
 from blockflow.compiler import compile_project
+from blockflow.project_io import save_project
 from blockflow.registry import Registry
 from blockflow.runtime import run
 from blockflow.spec import MAX_TENSOR_BYTES, AllocationError, ShapeError, allocation_guard
 from blockflow_blocks import all_blocks
 from blockflow_blocks import nn_ops as N
 from diagrams import chain
-from hostile_kit import baseline_rss, run_python
+from hostile_kit import baseline_rss, changed_paths, run_cli, run_python, snapshot
 
 REG = Registry(all_blocks())
 CAP = 1536 * 1024 ** 2  # the children's address-space cap
@@ -351,3 +352,22 @@ def test_a_broadcast_batch_gradient_stays_small_under_a_cap(floor):
     """)
     assert r.returncode == 0 and "ok" in r.stdout, r.output
     assert r.peak_rss - floor < 300 * 1024 ** 2, r.peak_rss
+
+
+def test_the_command_line_reports_a_refused_allocation_with_the_block(tmp_path, floor):
+    project = chain(("x", "Placeholder", {"shape": [1, 2, 2, 1]}, None),
+                    ("w", "Placeholder", {"shape": [1, 1, 1, 1]}, None),
+                    ("conv", "Conv2D", {"padding": "EXPLICIT", "strides": [1, 40000, 40000, 1],
+                                        "explicit_paddings": [0, 0, 40000, 40000, 40000, 40000, 0, 0]},
+                     {"input": "x", "filter": "w"}),
+                    feeds={"x": np.ones((1, 2, 2, 1), np.float32), "w": np.ones((1, 1, 1, 1), np.float32)})
+    path = tmp_path / "padded.bflow.json"
+    save_project(project, path)
+    before = snapshot(tmp_path)
+    r = run_cli("run", path, cap_bytes=CAP, cwd=tmp_path)
+    r.assert_clean_message()
+    assert r.returncode == 4, r.output  # docs/cli.md: the run failed, a block raised
+    assert "main/conv (Conv2D)" in r.stderr and "the padded input would be float32[1, 80002, 80002, 1] (23.8 GiB)" \
+        in r.stderr, r.output
+    assert r.peak_rss - floor < 100 * 1024 ** 2, r.peak_rss
+    assert changed_paths(before, snapshot(tmp_path)) == set()

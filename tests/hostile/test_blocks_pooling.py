@@ -9,14 +9,18 @@ paddings and layouts, with many ties.
 """
 from __future__ import annotations
 
+import json
 import time
 
 import numpy as np
 import pytest
 
 from blockflow.gradcheck import check_block
+from blockflow.project_io import save_project
 from blockflow_blocks import nn_ops as N
 from blockflow_blocks import windows
+from diagrams import chain
+from hostile_kit import changed_paths, run_cli, snapshot
 
 # --------------------------------------------------------------------------------------------
 # The reference: the pooling code as it was (one strided operation per kernel offset), NHWC.
@@ -275,3 +279,27 @@ def test_one_axis_windows_agree_with_their_definition():
             np.testing.assert_array_equal(index[:, o], lo + np.argmax(win, axis=1))  # argmax: the first
             want_spread[:, lo:hi] += g[:, o:o + 1]
         np.testing.assert_array_equal(spread, want_spread)
+
+
+def test_a_project_with_a_huge_pooling_window_runs_at_once_from_the_command_line(tmp_path):
+    x = np.arange(16, dtype=np.float32).reshape(1, 4, 4, 1)
+    big = {"ksize": [1, 4000, 4000, 1], "strides": [1, 1, 1, 1], "padding": "SAME"}
+    project = chain(("x", "Placeholder", {"shape": [1, 4, 4, 1]}, None),
+                    ("max", "MaxPool", big, {"input": "x"}),
+                    ("avg", "AvgPool", big, {"value": "max"}),
+                    ("loss", "Sum", {}, {"input": "avg"}), feeds={"x": x})
+    project.pages[0].loss = "loss"
+    path = tmp_path / "pool.bflow.json"
+    save_project(project, path)
+    before = snapshot(tmp_path)
+    start = time.perf_counter()
+    r = run_cli("run", path, "--json", cwd=tmp_path)  # before: about 5 minutes
+    elapsed = time.perf_counter() - start
+    r.assert_clean_message()
+    assert r.returncode == 0, r.output
+    assert elapsed < 20, elapsed  # a child's start-up included
+    result = json.loads(r.stdout)
+    assert result["values"]["loss:output"]["data"] == 240.0  # every window sees the whole 4x4
+    gx = np.array(result["gradients"]["x:output"]["data"]).ravel()
+    np.testing.assert_array_equal(gx, [0] * 15 + [16])  # all 16 windows' max is x's last entry
+    assert changed_paths(before, snapshot(tmp_path)) == set()
