@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__
+from .arrayout import JSON_FULL_VALUES, JsonArray, array_stats, write_json
 from .errors import BlockflowError, CompileError, ProjectError, ProjectFileError, RunError
 
 EXIT_OK = 0
@@ -107,18 +108,6 @@ def _numeric_row(row) -> bool:
         return False
 
 
-def array_to_json(arr) -> dict:
-    """An array as JSON: dtype, shape and nested data; NaN/Inf as the strings "NaN", "Infinity"."""
-    arr = np.asarray(arr)
-    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
-        flat = ["NaN" if np.isnan(v) else ("Infinity" if v > 0 else "-Infinity") if np.isinf(v) else float(v)
-                for v in arr.reshape(-1).tolist()]
-        data = np.array(flat, dtype=object).reshape(arr.shape).tolist() if arr.ndim else flat[0]
-    else:
-        data = arr.tolist()
-    return {"dtype": arr.dtype.name, "shape": list(arr.shape), "data": data}
-
-
 def summarize(arr) -> str:
     """A short text form of an array: its values when small, else shape and statistics."""
     arr = np.asarray(arr)
@@ -128,11 +117,9 @@ def summarize(arr) -> str:
                 else str(arr.item())
         return np.array2string(arr, precision=6, suppress_small=False, separator=", ", max_line_width=200)
     if arr.dtype.kind in "fiu" and arr.size:
-        finite = arr[np.isfinite(arr)] if arr.dtype.kind == "f" else arr
-        stats = (f"min {finite.min():.6g}, mean {finite.mean():.6g}, max {finite.max():.6g}"
-                 if finite.size else "no finite values")
-        bad = arr.size - finite.size
-        return stats + (f", {bad} non-finite" if bad else "")
+        st = array_stats(arr)      # chunk by chunk: a huge result is never copied to be described
+        stats = (f"min {st.min:.6g}, mean {st.mean:.6g}, max {st.max:.6g}" if st.count else "no finite values")
+        return stats + (f", {st.non_finite} non-finite" if st.non_finite else "")
     return f"{arr.size} values"
 
 
@@ -171,7 +158,7 @@ def cmd_run(args) -> int:
     result = run(program, feeds, target=target, grad_seed=seed, record=True)
     fetch = [program.resolve_target(f) for f in args.fetch] if args.fetch else None
     if args.json:
-        json.dump(_result_json(args, program, result, fetch), sys.stdout, ensure_ascii=False, indent=1)
+        write_json(_result_json(args, program, result, fetch), sys.stdout)
         sys.stdout.write("\n")
     else:
         _print_result(program, result, fetch)
@@ -194,6 +181,9 @@ def _result_json(args, program, result, fetch) -> dict:
         "values": {},
         "gradients": {},
     }
+    def array_to_json(arr):
+        return JsonArray(arr, full=args.all_values)
+
     for s in _selected(program, fetch):
         key = (slots[s].node, slots[s].port)
         out["values"][":".join(key)] = array_to_json(result.values[key])
@@ -549,6 +539,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grad-seed", metavar="VALUE", help="cotangent for a non-scalar target (.npy/.csv/JSON)")
     p.add_argument("--forward-only", action="store_true", help="no backward pass")
     p.add_argument("--json", action="store_true", help="machine-readable output of values and gradients")
+    p.add_argument("--all-values", action="store_true",
+                   help=f"with --json, every value of arrays of more than {JSON_FULL_VALUES:,} values "
+                        f"(otherwise summarised)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("check", help="compile the project and list its diagnostics")
