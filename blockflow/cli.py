@@ -337,7 +337,7 @@ def cmd_train(args) -> int:
                          mode=args.mode)
     try:
         trainer = Trainer(program, config, registry)
-    except (ValueError, ProjectError) as exc:
+    except (ValueError, ProjectError, RunError) as exc:   # settings the page cannot be trained with
         raise CliError(str(exc), EXIT_USAGE) from None
     for warning in trainer.warnings:
         print(f"blockflow: warning: {warning}", file=sys.stderr)

@@ -109,3 +109,72 @@ def test_every_value_of_a_big_result_is_written_piecewise(tmp_path):
     x = np.random.default_rng(12).standard_normal(1024)
     np.testing.assert_array_equal(np.asarray(written["data"]), np.tile(x, values // 1024))
 
+
+
+# ------------------------------------------------------------------------------ training updates
+
+
+def regression(path, dtype="float32"):
+    """mean((W * x - y)^2) with W a scalar Variable starting at 1: gradient 2 * mean((x - y) * x)."""
+    return build(path,
+                 [("x", "Placeholder", {"shape": [3], "dtype": dtype}),
+                  ("y", "Placeholder", {"shape": [3], "dtype": dtype}),
+                  ("W", "Variable", {"shape": [], "dtype": dtype, "initializer": "ones"}),
+                  ("Wx", "Multiply", {}), ("err", "SquaredDifference", {}), ("loss", "Mean", {})],
+                 ["W:ref -> Wx:x", "x:output -> Wx:y", "Wx:z -> err:x", "y:output -> err:y",
+                  "err:z -> loss:input"],
+                 feeds={"x": np.array([1, 2, 3], dtype), "y": np.array([2, 4, 6], dtype)}, loss="loss")
+
+
+def test_a_learning_rate_that_does_not_fit_the_variables_dtype_is_a_usage_error(tmp_path):
+    path = regression(tmp_path / "r.bflow.json")
+    r = cli("train", path, "--steps", "3", "--optimizer", "sgd", "--lr", "1e308", "--save", tmp_path / "out.bflow.json")
+    assert r.returncode == 2, r.output
+    assert "lr 1e+308 is too large for float32" in r.stderr and "Variable main/W" in r.stderr
+    assert not (tmp_path / "out.bflow.json").exists()
+
+
+def test_an_update_that_overflows_is_named_at_the_update_with_the_setting(tmp_path):
+    path = regression(tmp_path / "r.bflow.json", "float64")
+    before = snapshot(tmp_path)
+    r = cli("train", path, "--steps", "3", "--optimizer", "sgd", "--lr", "1e308", "--save", tmp_path / "out.bflow.json")
+    assert r.returncode == 4, r.output
+    line = r.stderr.strip().splitlines()[-1]
+    assert line.startswith("blockflow: error: training step 0: the update of main/W (Variable) by "
+                           "ApplyGradientDescent (sgd: lr 1e+308) produced Inf (1 of 1 values)"), line
+    assert "gradient were finite" in line and "smaller learning rate" in line
+    assert changed_paths(before, snapshot(tmp_path)) == set()       # nothing saved
+    r = cli("train", path, "--steps", "3", "--optimizer", "momentum", "--lr", "1e308")
+    assert r.returncode == 4 and "training step 0: the update of main/W (Variable) by ApplyMomentum (momentum: " \
+        "lr 1e+308, momentum 0.9, use_nesterov false) produced Inf" in r.stderr, r.output
+    # Adam's first step is about lr long: finite; the next forward pass overflows, and says why
+    r = cli("train", path, "--steps", "3", "--optimizer", "adam", "--lr", "1e308")
+    assert r.returncode == 4 and "at training step 1, after 1 update by ApplyAdam (adam: lr 1e+308" in r.stderr \
+        and "grow from at most 1 to 1e+308 (main/W): the training diverged" in r.stderr, r.output
+
+
+def test_a_training_that_diverges_says_so_at_the_step_it_fails(tmp_path):
+    path = regression(tmp_path / "r.bflow.json")
+    r = cli("train", path, "--steps", "50", "--optimizer", "sgd", "--lr", "1e30", "-q")
+    assert r.returncode == 4, r.output
+    msg = r.stderr
+    assert "main/err (SquaredDifference) produced Inf" in msg and "at training step 1" in msg, msg
+    assert "after 1 update by ApplyGradientDescent (sgd: lr 1e+30)" in msg and "diverged" in msg, msg
+
+
+@pytest.mark.parametrize("args, words", [
+    (("--lr", "nan"), "lr must be a number >= 0, got nan"),
+    (("--lr", "-1"), "lr must be a number >= 0, got -1.0"),
+    (("--lr", "inf"), "lr must be a number >= 0, got inf"),
+    (("--set", "lr=1e999"), "lr must be a number >= 0, got inf"),
+    (("--set", "lr=1" + "0" * 400), "lr must be a number >= 0"),
+    (("--set", "lr=true"), "lr must be a number >= 0, got True"),
+    (("--optimizer", "momentum", "--set", "use_nesterov=2"), "use_nesterov must be true or false, got 2"),
+    (("--mode", "graph"), "page 'main' has no block that updates a Variable"),
+    (("--loss", "err"), "the loss main/err:z is float32[3]; training needs a float scalar"),
+    (("--metric", "x"), "the metric main/x:output is float32[3]; metrics must be scalars"),
+])
+def test_bad_training_settings_are_usage_errors(tmp_path, args, words):
+    path = regression(tmp_path / "r.bflow.json")
+    r = cli("train", path, "--steps", "2", "--optimizer", "sgd", *args)
+    assert r.returncode == 2 and words in r.stderr, r.output
