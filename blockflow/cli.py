@@ -9,6 +9,7 @@ import argparse
 import csv
 import io
 import json
+import math
 import sys
 import traceback
 from pathlib import Path
@@ -25,6 +26,7 @@ EXIT_USAGE = 2  # bad command line (argparse's own code)
 EXIT_FILE = 3  # a project or feed file cannot be read
 EXIT_RUN = 4  # a run failed: a block raised, NaN/Inf, a missing or wrong feed
 EXIT_INTERNAL = 5  # a bug: an unexpected exception
+EXIT_INTERRUPTED = 130  # Ctrl-C (the shells' 128 + SIGINT)
 
 EXIT_CODES = {
     EXIT_OK: "success",
@@ -33,6 +35,7 @@ EXIT_CODES = {
     EXIT_FILE: "a project or data file cannot be read",
     EXIT_RUN: "the run failed (a block raised, NaN/Inf appeared, a feed is missing or wrong)",
     EXIT_INTERNAL: "internal error (a bug in blockflow or a block package; --debug shows where)",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
 }
 
 
@@ -135,7 +138,7 @@ def cmd_run(args) -> int:
     if not program.ok:
         _print_diagnostics(program.diagnostics, sys.stderr)
         raise CliError(f"{args.project}: the diagram has errors; nothing was run", EXIT_DIAGNOSTICS)
-    feeds = dict(parse_feed(f) for f in args.feed)
+    feeds = _feeds(program, args.feed)
     target = None
     if not args.forward_only:
         if args.grad:
@@ -155,14 +158,34 @@ def cmd_run(args) -> int:
         if not ttype.is_float:
             raise CliError(f"--grad {target}: that output is {ttype}; only float values can be differentiated",
                            EXIT_USAGE)
+        if seed is None and ttype.size != 1:
+            raise CliError(f"--grad {target}: that output is {ttype}, not a scalar: give --grad-seed VALUE "
+                           f"of its shape, or name a scalar output", EXIT_USAGE)
+    fetch = [program.resolve_target(f) for f in args.fetch] if args.fetch else None   # before a long run
     result = run(program, feeds, target=target, grad_seed=seed, record=True)
-    fetch = [program.resolve_target(f) for f in args.fetch] if args.fetch else None
     if args.json:
         write_json(_result_json(args, program, result, fetch), sys.stdout)
         sys.stdout.write("\n")
     else:
         _print_result(program, result, fetch)
     return EXIT_OK
+
+
+def _feeds(program, specs) -> dict:
+    """The --feed options as {Placeholder: array}; a name that is not a Placeholder of the page,
+    or one given twice, is a usage error found before any file is read."""
+    placeholders = [st.node for st in program.steps if st.role == "placeholder"]
+    feeds: dict = {}
+    for spec in specs:
+        name, sep, _ = spec.partition("=")
+        if sep and name and name not in placeholders:
+            raise CliError(f"--feed {name}: page '{program.page_name}' has no Placeholder '{name}' (its "
+                           f"Placeholders: {', '.join(placeholders) or 'none'})", EXIT_USAGE)
+        if name in feeds:
+            raise CliError(f"--feed {name}: given twice", EXIT_USAGE)
+        name, value = parse_feed(spec)
+        feeds[name] = value
+    return feeds
 
 
 def _selected(program, fetch):
@@ -254,8 +277,9 @@ def cmd_check(args) -> int:
                                     "message": d.message} for d in all_diags],
                    **({"gradient_checks": [
                        {"page": page, "target": r.label, "passed": r.passed, "rtol": r.rtol,
-                        "inputs": [{"input": e.name, "analytic": e.analytic, "numeric": e.numeric,
-                                    "relative_error": e.error, "passed": e.passed, "problem": e.problem}
+                        "inputs": [{"input": e.name, "analytic": _json_number(e.analytic),
+                                    "numeric": _json_number(e.numeric), "relative_error": _json_number(e.error),
+                                    "passed": e.passed, "problem": e.problem}
                                    for e in r.entries]} if r is not None else {"page": page, "skipped": why}
                        for page, (r, why) in checks.items()]} if args.grad is not None else {})},
                   sys.stdout, ensure_ascii=False, indent=1)
@@ -274,6 +298,14 @@ def cmd_check(args) -> int:
     errors = sum(n for _, n in summary)
     failed = any(r is not None and not r.passed for r, _ in checks.values())
     return EXIT_DIAGNOSTICS if errors or failed else EXIT_OK
+
+
+def _json_number(v):
+    """A number for JSON: NaN and infinities as the strings "NaN", "Infinity", "-Infinity" (as
+    in arrays), since JSON has no such numbers."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return "NaN" if math.isnan(v) else "Infinity" if v > 0 else "-Infinity"
+    return v
 
 
 def _grad_checks(args, project, registry, summary) -> dict:
@@ -296,6 +328,8 @@ def _grad_checks(args, project, registry, summary) -> dict:
             out[name] = (None, f"no block '{target.partition(':')[0]}' on this page")
         else:
             out[name] = (check_page(project.page(name), registry, target=target), "")
+    if args.grad and all(r is None and why.startswith("no block") for r, why in out.values()):
+        raise CliError(f"--grad {args.grad}: no page has a block '{args.grad.partition(':')[0]}'", EXIT_USAGE)
     return out
 
 
@@ -417,6 +451,8 @@ def _print_diagnostics(diags, stream):
 
 
 def cmd_blocks(args) -> int:
+    if args.output and not args.markdown:
+        raise CliError("--output writes the Markdown reference: give --markdown too", EXIT_USAGE)
     registry = _registry()
     if args.markdown:
         text = blocks_markdown(registry)
@@ -613,15 +649,33 @@ def main(argv=None) -> int:
     except BlockflowError as exc:
         _report(args, exc)
         return EXIT_RUN if args.command == "run" else EXIT_DIAGNOSTICS
+    except BrokenPipeError:   # the reader went away (| head): stop quietly, as other tools do
+        _quiet_stdout()
+        return EXIT_OK
     except OSError as exc:
         _report(args, exc)
         return EXIT_FILE
+    except KeyboardInterrupt:
+        print("blockflow: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except Exception as exc:  # a bug in blockflow or in a block package: say so plainly
         if getattr(args, "debug", False):
             traceback.print_exception(exc)
         print(f"blockflow: internal error ({type(exc).__name__}: {exc}); run with --debug for the "
               f"traceback and please report it", file=sys.stderr)
         return EXIT_INTERNAL
+
+
+def _quiet_stdout() -> None:
+    """Point standard output at the null device, so the interpreter's last flush of text that
+    can no longer be delivered does not print an error of its own."""
+    import os
+
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 def _report(args, exc):

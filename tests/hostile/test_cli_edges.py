@@ -13,7 +13,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from hostile_kit import baseline_rss, changed_paths, run_cli, run_python, snapshot
+from hostile_kit import baseline_rss, changed_paths, run_child, run_cli, run_python, snapshot
 
 from blockflow.project import Project
 from blockflow.project_io import load_project, save_project
@@ -59,6 +59,48 @@ def tiled(tmp_path, values: int, dtype="float32", name="big"):
                  [("x", "Placeholder", {"shape": [1024], "dtype": dtype}),
                   ("t", "Tile", {}, {"multiples": [values // 1024]})],
                  ["x:output -> t:input"], feeds={"x": x})
+
+
+# One child imports blockflow once, then forks a fresh process per command line: each case is a
+# separate `blockflow ARGS` process with its own exit code and output, at a tenth of the cost.
+_FORKING_RUNNER = """
+import json, os, sys, tempfile, traceback
+from blockflow.gui.app import main
+from blockflow.registry import default_registry
+default_registry()
+results = []
+for argv in json.loads(sys.argv[1]):
+    out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+    sys.stdout.flush(); sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 99
+        try:
+            os.dup2(out.fileno(), 1)
+            os.dup2(err.fileno(), 2)
+            sys.argv = ["blockflow", *argv]
+            try:
+                code = main(argv)
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+            sys.stdout.flush(); sys.stderr.flush()
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    out.seek(0); err.seek(0)
+    results.append([os.waitstatus_to_exitcode(status), out.read().decode(), err.read().decode()])
+print(json.dumps(results))
+"""
+
+
+def cli_each(cases, cwd):
+    """Run ``blockflow ARGS`` for each ARGS, each in its own process: [(code, stdout, stderr)]."""
+    r = run_child([sys.executable, "-c", _FORKING_RUNNER, json.dumps([[str(a) for a in c] for c in cases])],
+                  cap_bytes=None, cwd=cwd, env=STRICT)
+    assert r.returncode == 0, r.output
+    return [tuple(x) for x in json.loads(r.stdout)]
 
 
 # ------------------------------------------------------------------------------ printing
@@ -162,7 +204,7 @@ def test_a_training_that_diverges_says_so_at_the_step_it_fails(tmp_path):
     assert "after 1 update by ApplyGradientDescent (sgd: lr 1e+30)" in msg and "diverged" in msg, msg
 
 
-@pytest.mark.parametrize("args, words", [
+BAD_SETTINGS = [
     (("--lr", "nan"), "lr must be a number >= 0, got nan"),
     (("--lr", "-1"), "lr must be a number >= 0, got -1.0"),
     (("--lr", "inf"), "lr must be a number >= 0, got inf"),
@@ -173,8 +215,151 @@ def test_a_training_that_diverges_says_so_at_the_step_it_fails(tmp_path):
     (("--mode", "graph"), "page 'main' has no block that updates a Variable"),
     (("--loss", "err"), "the loss main/err:z is float32[3]; training needs a float scalar"),
     (("--metric", "x"), "the metric main/x:output is float32[3]; metrics must be scalars"),
-])
-def test_bad_training_settings_are_usage_errors(tmp_path, args, words):
+]
+
+
+def test_bad_training_settings_are_usage_errors(tmp_path):
     path = regression(tmp_path / "r.bflow.json")
-    r = cli("train", path, "--steps", "2", "--optimizer", "sgd", *args)
-    assert r.returncode == 2 and words in r.stderr, r.output
+    runs = cli_each([("train", path, "--steps", "2", "--optimizer", "sgd", *args) for args, _ in BAD_SETTINGS],
+                    tmp_path)
+    for (args, words), (code, out, err) in zip(BAD_SETTINGS, runs):
+        assert code == 2 and words in err and "Traceback" not in err, (args, out, err)
+
+
+# ------------------------------------------------------------------------------ exit codes
+
+
+@pytest.fixture(scope="module")
+def projects(tmp_path_factory):
+    d = tmp_path_factory.mktemp("exit-codes")
+    paths = {"dir": d}
+    paths["P"] = build(d / "p.bflow.json",
+                       [("x", "Placeholder", {"shape": [1, 2]}),
+                        ("A", "Const", {"value": np.array([[2.0, 5.0], [3.0, -3.0]], np.float32)}),
+                        ("t", "MatMul", {"transpose_b": True}), ("s", "Sum", {})],
+                       ["A:output -> t:a", "x:output -> t:b", "t:product -> s:input"],
+                       feeds={"x": np.array([[2.0, 3.0]], np.float32)})
+    paths["R"] = regression(d / "r.bflow.json")
+    paths["LOG0"] = build(d / "log0.bflow.json",
+                          [("x", "Placeholder", {"shape": [3]}), ("l", "Log", {}), ("s", "Sum", {})],
+                          ["x:output -> l:x", "l:y -> s:input"], feeds={"x": np.array([0, 1, 2], np.float32)},
+                          loss="s")
+    paths["BROKEN"] = build(d / "broken.bflow.json",
+                            [("x", "Placeholder", {"shape": [3]}), ("y", "Placeholder", {"shape": [4]}),
+                             ("add", "Add", {}), ("loss", "Sum", {})],
+                            ["x:output -> add:x", "y:output -> add:y", "add:z -> loss:input"], loss="loss")
+    two = load_project(paths["P"])
+    two.add_page("other")
+    save_project(two, d / "two.bflow.json", backup=False)
+    paths["TWO"] = d / "two.bflow.json"
+    (d / "bad.bflow.json").write_text('{"format": "blockflow-project", "version": 1, "pages": [}')
+    paths["BAD"] = d / "bad.bflow.json"
+    (d / "binary.bflow.json").write_bytes(bytes(range(256)) * 4)
+    paths["BINARY"] = d / "binary.bflow.json"
+    paths["MISSING"] = d / "missing.bflow.json"
+    paths["NOFILE"] = d / "missing.npy"
+    paths["OUT"] = d / "blocks.md"
+    paths["NODIR"] = d / "no" / "such" / "folder" / "blocks.md"
+    return paths
+
+
+EXIT_CASES = [
+    # 2: the command line is wrong (nothing is read past what names the mistake)
+    (("run", "{P}", "--feed", "nope=[[1,2]]"), 2,
+     "--feed nope: page 'main' has no Placeholder 'nope' (its Placeholders: x)"),
+    (("run", "{P}", "--feed", "nope={NOFILE}"), 2, "has no Placeholder 'nope'"),
+    (("run", "{P}", "--feed", "x=[[1,2]]", "--feed", "x=[[3,4]]"), 2, "--feed x: given twice"),
+    (("run", "{P}", "--feed", "x"), 2, "expected NAME=VALUE"),
+    (("run", "{P}", "--feed", "x=[[1,2]"), 2, "is neither a .npy/.csv file nor JSON"),
+    (("run", "{P}", "--page", "nope"), 2, "no page named 'nope' (pages: main)"),
+    (("run", "{P}", "--fetch", "nope"), 2, "has no compiled node 'nope'"),
+    (("run", "{P}", "--grad", "t"), 2, "--grad t: that output is float32[2,1], not a scalar: give --grad-seed"),
+    (("run", "{P}", "--grad", "nope"), 2, "--grad nope: page 'main' has no compiled node 'nope'"),
+    (("run", "{P}", "--forward-only", "--grad-seed", "1"), 2, "--grad-seed needs a gradient target"),
+    (("run", "{P}", "--bogus"), 2, "unrecognized arguments: --bogus"),
+    (("check", "{P}", "--grad", "nope"), 2, "page 'main' has no block 'nope'"),
+    (("check", "{TWO}", "--grad", "nope"), 2, "--grad nope: no page has a block 'nope'"),
+    (("check", "{P}", "--page", "nope"), 2, "no page named 'nope'"),
+    (("blocks", "--output", "{OUT}"), 2, "--output writes the Markdown reference: give --markdown too"),
+    (("train", "{R}"), 2, "give --steps N"),
+    (("train", "{R}", "--steps", "-1"), 2, "steps must be a whole number >= 0, got -1"),
+    (("train", "{R}", "--steps", "2", "--batch-size", "-1"), 2, "batch size must be a whole number >= 0"),
+    (("train", "{P}", "--steps", "2"), 2, "page 'main' marks no loss"),
+    (("export",), 2, "'export' is neither a command (run, check, train, blocks, render) nor a project file"),
+    (("{P}", "{R}"), 2, "expected one project file, got 2 arguments"),
+    # 3: a file cannot be read
+    (("run", "{MISSING}"), 3, "missing.bflow.json: cannot read the file: No such file or directory"),
+    (("run", "{dir}"), 3, "cannot read the file: Is a directory"),
+    (("run", "{BAD}"), 3, "bad.bflow.json at line 1"),
+    (("check", "{BINARY}"), 3, "binary.bflow.json"),
+    (("run", "{P}", "--feed", "x={NOFILE}"), 3, "--feed x: cannot read"),
+    (("blocks", "--markdown", "--output", "{NODIR}"), 3, "No such file or directory"),
+    (("{MISSING}",), 3, "missing.bflow.json: cannot read the file"),
+    # 1: the diagram has errors
+    (("run", "{BROKEN}"), 1, "the diagram has errors; nothing was run"),
+    (("check", "{BROKEN}"), 1, "main/add"),
+    (("train", "{BROKEN}", "--steps", "1"), 1, "the diagram has errors; nothing was trained"),
+    # 4: the run failed
+    (("run", "{P}", "--feed", "x=[[1,2,3]]"), 4, "feed for Placeholder main/x does not fit"),
+    (("run", "{LOG0}"), 4, "main/l (Log) produced Inf (1 of 3 values) in its output 'y' (forward pass)"),
+    (("run", "{P}", "--grad", "t", "--grad-seed", "[1]"), 4, "the gradient seed has shape [1]"),
+    # 0
+    (("--version",), 0, "blockflow "),
+    (("--help",), 0, "exit codes:"),
+]
+
+
+def test_exit_codes_match_the_documented_table(projects):
+    before = snapshot(projects["dir"])
+    argvs = [[a.format(**projects) for a in args] for args, _, _ in EXIT_CASES]
+    for (args, code, words), (got, out, err) in zip(EXIT_CASES, cli_each(argvs, projects["dir"])):
+        case = f"blockflow {' '.join(args)}:\n{out}{err}"
+        assert got == code, case
+        assert words in out + err, case
+        assert "Traceback" not in out + err and "Warning" not in err, case
+        if code not in (0, 1):
+            # one line says what went wrong (argparse's own errors come after its usage line)
+            errors = [line for line in err.splitlines() if "error" in line]
+            assert len(errors) == 1 and errors[0].startswith(("blockflow: error:", "blockflow run: error:")), case
+    assert changed_paths(before, snapshot(projects["dir"])) == set()
+
+
+def test_the_exit_code_table_is_the_documented_one():
+    from pathlib import Path
+
+    from blockflow import cli as cli_module
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text(encoding="utf-8")
+    for code in cli_module.EXIT_CODES:
+        assert f"\n| {code} | " in doc, code
+    assert {c for _, c, _ in EXIT_CASES} <= set(cli_module.EXIT_CODES)
+
+
+def test_check_grad_json_stays_json_when_a_gradient_is_not_finite(projects):
+    r = cli("check", projects["LOG0"], "--grad", "--json")
+    assert r.returncode == 1, r.output
+    entry = json.loads(r.stdout)["gradient_checks"][0]["inputs"][0]
+    assert entry["analytic"] == "-Infinity" and entry["numeric"] == "NaN" and entry["passed"] is False
+
+
+def test_a_closed_pipe_or_ctrl_c_ends_quietly(projects):
+    code = f"""
+        import os, sys
+        read, write = os.pipe()
+        os.close(read)
+        os.dup2(write, 1)
+        from blockflow.cli import main
+        raise SystemExit(main(["run", {str(projects["P"])!r}, "--json"]))
+    """
+    r = run_python(textwrap.dedent(code), cap_bytes=None, env=STRICT)
+    assert r.returncode == 0 and r.stderr.strip() == "", r.output
+    code = f"""
+        import blockflow.runtime
+        def interrupted(*a, **k):
+            raise KeyboardInterrupt
+        blockflow.runtime.run = interrupted
+        from blockflow.cli import main
+        raise SystemExit(main(["run", {str(projects["P"])!r}]))
+    """
+    r = run_python(textwrap.dedent(code), cap_bytes=None, env=STRICT)
+    assert r.returncode == 130 and r.stderr.strip() == "blockflow: interrupted", r.output
