@@ -375,6 +375,7 @@ def cmd_train(args) -> int:
         raise CliError(str(exc), EXIT_USAGE) from None
     for warning in trainer.warnings:
         print(f"blockflow: warning: {warning}", file=sys.stderr)
+    moves, new_dir = _plan_save(args.save, project, registry) if args.save else ([], None)
     bar = _Progress(steps, enabled=not args.quiet and not args.json)
     history = trainer.train(callback=lambda rec, _t: bar.update(rec))
     bar.close()
@@ -387,8 +388,14 @@ def cmd_train(args) -> int:
             evaluation = None
     rate = len(history.steps) / history.seconds if history.seconds > 0 else float("inf")
     if args.save:
+        from .relocate import apply_move
+
         page.apply_state(trainer.state_updates())
+        apply_move(project, moves, new_dir)     # the data first: the saved project never names a missing file
         save_project(project, args.save)
+        for m in moves:
+            if m.action == "missing":
+                print(f"blockflow: warning: {m.describe(new_dir)}", file=sys.stderr)
     if args.json:
         json.dump({"project": str(args.project), "page": page.name, "mode": trainer.mode,
                    "optimizer": optimizer if trainer.mode == "optimizer" else None,
@@ -397,7 +404,10 @@ def cmd_train(args) -> int:
                    "loss": history.losses, "metrics": {m: history.metric(m) for m in trainer.metric_keys},
                    "test": [{"step": k, **v} for k, v in history.evaluations],
                    "final_test": evaluation,
-                   "saved": args.save}, sys.stdout, ensure_ascii=False, indent=1)
+                   "saved": args.save,
+                   **({"data_files": [{"path": m.path, "action": m.action, "saved_as": m.new_path}
+                                      for m in moves]} if args.save else {})},
+                  sys.stdout, ensure_ascii=False, indent=1)
         sys.stdout.write("\n")
     else:
         what = (f"{OPTIMIZERS[optimizer][0].replace('Apply', '')} ({optimizer}, "
@@ -413,7 +423,29 @@ def cmd_train(args) -> int:
         if evaluation is not None:
             print("test: " + ", ".join(f"{k} {v:.6g}" for k, v in evaluation.items()))
         print(f"saved to {args.save}" if args.save else "not saved (use --save OUT to keep the trained values)")
+        for m in moves:
+            if m.action in ("copy", "rewrite"):
+                print(f"  {m.describe(new_dir)}")
     return EXIT_OK
+
+
+def _plan_save(out: str, project, registry):
+    """Before training: check that --save OUT can be written, and decide what becomes of the data
+    files the project reads when OUT is in another folder (blockflow.relocate: a path rewritten
+    when the file is inside the new folder, else a copy next to it, never over another file)."""
+    import os
+
+    from .relocate import plan_move
+
+    target = os.path.abspath(out)
+    folder = os.path.dirname(target)
+    if not os.path.isdir(folder):
+        raise CliError(f"--save {out}: there is no folder {folder}; nothing was trained", EXIT_FILE)
+    if os.path.isdir(target):
+        raise CliError(f"--save {out}: that is a folder, not a file name; nothing was trained", EXIT_FILE)
+    if project.base_dir is None or os.path.realpath(project.base_dir) == os.path.realpath(folder):
+        return [], folder
+    return plan_move(project, registry, project.base_dir, folder), folder
 
 
 class _Progress:

@@ -363,3 +363,114 @@ def test_a_closed_pipe_or_ctrl_c_ends_quietly(projects):
     """
     r = run_python(textwrap.dedent(code), cap_bytes=None, env=STRICT)
     assert r.returncode == 130 and r.stderr.strip() == "blockflow: interrupted", r.output
+
+
+# ------------------------------------------------------------------------------ train --save elsewhere
+
+
+def data_project(folder):
+    """A project in ``folder`` whose page 'fit' trains on data/train.csv and whose page 'other'
+    reads arrays.npz: two data files by path, on two pages."""
+    rng = np.random.default_rng(7)
+    (folder / "data").mkdir(parents=True)
+    u = rng.uniform(-1, 1, 40)
+    (folder / "data" / "train.csv").write_text("u,label\n" + "".join(f"{a:.6f},{3 * a + 0.5:.6f}\n" for a in u))
+    np.savez(folder / "arrays.npz", x=rng.standard_normal((10, 2)), y=np.arange(10) % 2)
+    project = Project()
+    pg = project.add_page("fit")
+    pg.add_node("CsvDataset", id="d", attrs={"path": "data/train.csv", "label_format": "value",
+                                             "test_fraction": 0.0, "batch_size": 8})
+    pg.add_node("Variable", id="W", attrs={"shape": [1, 1], "initializer": "zeros"})
+    pg.add_node("MatMul", id="h")
+    pg.add_node("SquaredDifference", id="e")
+    pg.add_node("Mean", id="loss")
+    for wire in ("d:features h:a", "W:ref h:b", "h:product e:x", "d:labels e:y", "e:z loss:input"):
+        src, dst = wire.split()
+        pg.connect(*src.split(":"), *dst.split(":"))
+    pg.loss = "loss"
+    project.add_page("other").add_node("NumpyDataset", id="n", attrs={"path": "arrays.npz"})
+    save_project(project, folder / "p.bflow.json", backup=False)
+    return folder / "p.bflow.json"
+
+
+def paths_in(path):
+    return {pg.name: {n.id: n.attrs["path"] for n in pg.nodes.values() if "path" in n.attrs}
+            for pg in load_project(path).pages}
+
+
+def loads_and_runs(path, cwd):
+    runs = cli_each([("check", path), ("run", path, "--page", "fit"), ("run", path, "--page", "other")], cwd)
+    for code, out, err in runs:
+        assert code == 0 and "error" not in out + err, out + err
+
+
+def test_train_save_into_a_sibling_folder_copies_the_data_files_and_the_project_still_runs(tmp_path):
+    src = data_project(tmp_path / "a")
+    (tmp_path / "b").mkdir()
+    before = snapshot(tmp_path / "a")
+    r = cli("train", src, "--steps", "20", "--lr", "0.1", "-q", "--save", tmp_path / "b" / "p.bflow.json",
+            cwd=tmp_path)
+    assert r.returncode == 0, r.output
+    assert f"copied data file 'data/train.csv' into {tmp_path / 'b'}" in r.stdout
+    assert f"copied data file 'arrays.npz' into {tmp_path / 'b'}" in r.stdout
+    assert changed_paths(before, snapshot(tmp_path / "a")) == set()           # the original is untouched
+    assert {p.relative_to(tmp_path / "b").as_posix() for p in (tmp_path / "b").rglob("*")} == \
+        {"p.bflow.json", "data", "data/train.csv", "arrays.npz"}
+    for name in ("data/train.csv", "arrays.npz"):
+        assert (tmp_path / "b" / name).read_bytes() == (tmp_path / "a" / name).read_bytes()
+    saved = tmp_path / "b" / "p.bflow.json"
+    assert paths_in(saved) == paths_in(src)
+    assert load_project(saved).page("fit").nodes["W"].state["value"].item() != 0    # trained
+    loads_and_runs(saved, tmp_path / "b")
+    # again: the copies there are the same files, so nothing is copied twice
+    r = cli("train", src, "--steps", "2", "-q", "--save", saved, "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.output
+    assert [d["action"] for d in json.loads(r.stdout)["data_files"]] == ["same", "same"]
+
+
+def test_train_save_never_overwrites_or_follows_what_is_already_in_the_new_folder(tmp_path):
+    src = data_project(tmp_path / "a")
+    dest = tmp_path / "b"
+    (dest / "data").mkdir(parents=True)
+    (dest / "data" / "train.csv").write_text("someone else's table\n")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("not blockflow's")
+    (dest / "arrays.npz").symlink_to(victim)
+    before = snapshot(tmp_path)
+    r = cli("train", src, "--steps", "3", "-q", "--save", dest / "p.bflow.json", cwd=tmp_path)
+    assert r.returncode == 0, r.output
+    assert "as 'data/train-1.csv' (a different 'data/train.csv' is already there)" in r.stdout
+    assert "as 'arrays-1.npz' (a different 'arrays.npz' is already there)" in r.stdout
+    assert changed_paths(before, snapshot(tmp_path)) == {
+        str(dest / n) for n in ("p.bflow.json", "data/train-1.csv", "arrays-1.npz")}
+    assert paths_in(dest / "p.bflow.json") == {"fit": {"d": "data/train-1.csv"}, "other": {"n": "arrays-1.npz"}}
+    loads_and_runs(dest / "p.bflow.json", dest)
+
+
+def test_train_save_into_an_enclosing_folder_rewrites_the_paths_without_copying(tmp_path):
+    src = data_project(tmp_path / "proj" / "a")
+    before = snapshot(tmp_path)
+    r = cli("train", src, "--steps", "2", "-q", "--save", tmp_path / "p.bflow.json", cwd=tmp_path)
+    assert r.returncode == 0, r.output
+    assert "data file 'data/train.csv' is named 'proj/a/data/train.csv' in the saved project" in r.stdout
+    assert changed_paths(before, snapshot(tmp_path)) == {str(tmp_path / "p.bflow.json")}
+    assert paths_in(tmp_path / "p.bflow.json") == {"fit": {"d": "proj/a/data/train.csv"},
+                                                    "other": {"n": "proj/a/arrays.npz"}}
+    loads_and_runs(tmp_path / "p.bflow.json", tmp_path)
+
+
+def test_train_save_refuses_before_training_what_it_could_not_write(tmp_path):
+    src = data_project(tmp_path / "a")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "data").symlink_to(outside)      # a folder link planted where the copy would go
+    before = snapshot(tmp_path)
+    cases = [(tmp_path / "nofolder" / "p.bflow.json", f"there is no folder {tmp_path / 'nofolder'}; nothing was trained"),
+             (tmp_path / "b", "that is a folder, not a file name; nothing was trained"),
+             (tmp_path / "b" / "p.bflow.json", f"data file 'data/train.csv' cannot be copied into {tmp_path / 'b'}: "
+                                               "'data' there leads out of that folder")]
+    runs = cli_each([("train", src, "--steps", "50", "--save", out) for out, _ in cases], tmp_path)
+    for (out, words), (code, stdout, stderr) in zip(cases, runs):
+        assert code == 3 and words in stderr and "step " not in stderr, (out, stdout, stderr)   # no step ran
+    assert changed_paths(before, snapshot(tmp_path)) == set()
