@@ -147,13 +147,13 @@ class Trainer:
         self.slot_values = dict(program.slot_values)
         self.step_index = 0
         self._apply = None
+        self._start_scale = self._scale()[0]
         if self.mode == "optimizer":
             name, defaults = OPTIMIZERS[config.optimizer]
             self._apply = self.registry[name]
             self.hyper = {**defaults, **config.hyper}
             self._check_settings_fit()
             self._slots = {v: self._initial_slots(self.values[v]) for v in self.trainable}
-            self._start_scale = self._scale()[0]
 
     # ------------------------------------------------------------------ setup
     def _check_reach(self) -> list[str]:
@@ -331,11 +331,12 @@ class Trainer:
     def _after_updates(self, exc: NumericsError, k: int) -> NumericsError:
         """A NaN or Inf at step ``k``, after ``k`` updates: say so, and when the updates made the
         Variables grow by orders of magnitude, that the training diverged."""
-        scale, who = self._scale()
         note = f"at training step {k}"
-        if k and scale > 1e3 * max(self._start_scale, 1.0):
-            note += (f", after {k} update{'s' if k != 1 else ''} by {self._apply.name} "
-                     f"({self.config.optimizer}: {self._settings_text()}) made the Variables grow from at most "
+        scale, who = self._scale() if k else (0.0, "")
+        if scale > 1e3 * max(self._start_scale, 1.0):
+            rule = (f"{self._apply.name} ({self.config.optimizer}: {self._settings_text()})"
+                    if self.mode == "optimizer" else "the page's update blocks")
+            note += (f", after {k} update{'s' if k != 1 else ''} by {rule} made the Variables grow from at most "
                      f"{self._start_scale:.3g} to {scale:.3g} ({self.program.full_name(who)}): the training "
                      f"diverged; a smaller learning rate (lr) may help")
         return NumericsError(exc.node, exc.port, exc.what, exc.phase, exc.side,
@@ -343,8 +344,11 @@ class Trainer:
 
     def _graph_step(self, k: int) -> StepRecord:
         p, cfg = self.program, self.config
-        r = run(p, self.feeds, fetch=[self.loss_key, *self.metric_keys], variables=self.values, record=False,
-                commit=False, step=k, run_seed=cfg.seed, check_numerics=cfg.check_numerics)
+        try:    # the page's own Apply* blocks are checked as any block: the one that overflows is named
+            r = run(p, self.feeds, fetch=[self.loss_key, *self.metric_keys], variables=self.values, record=False,
+                    commit=False, step=k, run_seed=cfg.seed, check_numerics=cfg.check_numerics)
+        except NumericsError as exc:
+            raise self._after_updates(exc, k) from None
         for node, changes in r.state_updates.items():
             for key, value in changes.items():
                 if key == "value":

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ from blockflow.project import Project
 from blockflow.project_io import load_project, save_project
 
 MIB = 1024 ** 2
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_projects"
 #: every child runs with numpy's RuntimeWarnings as errors: one reaching the user fails the case
 STRICT = {"PYTHONWARNINGS": "error::RuntimeWarning"}
 
@@ -202,6 +204,15 @@ def test_a_training_that_diverges_says_so_at_the_step_it_fails(tmp_path):
     msg = r.stderr
     assert "main/err (SquaredDifference) produced Inf" in msg and "at training step 1" in msg, msg
     assert "after 1 update by ApplyGradientDescent (sgd: lr 1e+30)" in msg and "diverged" in msg, msg
+    # the same with the update drawn on the page (graph mode): its own ApplyGradientDescent blocks
+    project = load_project(SAMPLES / "linear_regression.bflow.json")
+    for node in ("update_W", "update_b"):
+        project.page("drawn_update").nodes[node].inputs["alpha"] = np.array(1e30, np.float32)
+    save_project(project, tmp_path / "drawn.bflow.json", backup=False)
+    r = cli("train", tmp_path / "drawn.bflow.json", "--page", "drawn_update", "--steps", "5", "-q")
+    assert r.returncode == 4, r.output
+    assert "produced Inf" in r.stderr and "at training step 1, after 1 update by the page's update blocks made " \
+        "the Variables grow" in r.stderr and "diverged" in r.stderr, r.output
 
 
 BAD_SETTINGS = [
@@ -325,11 +336,9 @@ def test_exit_codes_match_the_documented_table(projects):
 
 
 def test_the_exit_code_table_is_the_documented_one():
-    from pathlib import Path
-
     from blockflow import cli as cli_module
 
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text(encoding="utf-8")
+    doc = (SAMPLES.parent / "docs" / "cli.md").read_text(encoding="utf-8")
     for code in cli_module.EXIT_CODES:
         assert f"\n| {code} | " in doc, code
     assert {c for _, c, _ in EXIT_CASES} <= set(cli_module.EXIT_CODES)
