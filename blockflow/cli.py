@@ -1,7 +1,9 @@
-"""The command line: ``blockflow run | check | blocks``, for scripts, CI and users without a display.
+"""The command line: ``blockflow run | check | train | blocks``, for scripts, CI and users without a
+display.
 
 Errors are one clear line and a documented exit code (see EXIT_CODES); a traceback only with
---debug. Must not import PySide6 or the block library.
+--debug. Results are printed without a second copy of them (blockflow.arrayout). Must not import
+PySide6 or the block library.
 """
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import csv
 import io
 import json
 import math
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -23,7 +26,7 @@ from .errors import BlockflowError, CompileError, ProjectError, ProjectFileError
 EXIT_OK = 0
 EXIT_DIAGNOSTICS = 1  # the diagram has errors
 EXIT_USAGE = 2  # bad command line (argparse's own code)
-EXIT_FILE = 3  # a project or feed file cannot be read
+EXIT_FILE = 3  # a file cannot be read or written: the project, a feed, an output
 EXIT_RUN = 4  # a run failed: a block raised, NaN/Inf, a missing or wrong feed
 EXIT_INTERNAL = 5  # a bug: an unexpected exception
 EXIT_INTERRUPTED = 130  # Ctrl-C (the shells' 128 + SIGINT)
@@ -32,7 +35,7 @@ EXIT_CODES = {
     EXIT_OK: "success",
     EXIT_DIAGNOSTICS: "the diagram has errors (diagnostics are printed)",
     EXIT_USAGE: "bad command line",
-    EXIT_FILE: "a project or data file cannot be read",
+    EXIT_FILE: "a file cannot be read or written (the project, a feed file, an output)",
     EXIT_RUN: "the run failed (a block raised, NaN/Inf appeared, a feed is missing or wrong)",
     EXIT_INTERNAL: "internal error (a bug in blockflow or a block package; --debug shows where)",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
@@ -204,8 +207,10 @@ def _result_json(args, program, result, fetch) -> dict:
         "values": {},
         "gradients": {},
     }
-    def array_to_json(arr):
-        return JsonArray(arr, full=args.all_values)
+    full = args.all_values
+
+    def array_to_json(arr):     # written piecewise when the document is (blockflow.arrayout)
+        return JsonArray(arr, full)
 
     for s in _selected(program, fetch):
         key = (slots[s].node, slots[s].port)
@@ -433,8 +438,6 @@ def _plan_save(out: str, project, registry):
     """Before training: check that --save OUT can be written, and decide what becomes of the data
     files the project reads when OUT is in another folder (blockflow.relocate: a path rewritten
     when the file is inside the new folder, else a copy next to it, never over another file)."""
-    import os
-
     from .relocate import plan_move
 
     target = os.path.abspath(out)
@@ -701,8 +704,6 @@ def main(argv=None) -> int:
 def _quiet_stdout() -> None:
     """Point standard output at the null device, so the interpreter's last flush of text that
     can no longer be delivered does not print an error of its own."""
-    import os
-
     try:
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, sys.stdout.fileno())

@@ -14,6 +14,11 @@ their ``k``-th numbers. With ``seed`` S (not 0) every random stream and batch or
 S, and Variables without a stored value start from an initial draw mixed with S: a training run is
 a deterministic function of the page and S.
 
+A step that makes a NaN or Inf stops the training and keeps none of its numbers: an optimizer's
+update is checked where it is made (:class:`UpdateNumericsError` names the step, the Variable, the
+Apply* block and its settings), and a later NaN/Inf says at which step and whether the updates
+made the Variables diverge. Settings that do not fit the Variables' dtype are refused up front.
+
 Nothing here touches the project: :meth:`Trainer.state_updates` gives the new Variable values,
 for ``Page.apply_state`` (the CLI) or an undoable Document edit (the editor).
 """
