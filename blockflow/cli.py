@@ -1,7 +1,9 @@
-"""The command line: ``blockflow run | check | blocks``, for scripts, CI and users without a display.
+"""The command line: ``blockflow run | check | train | blocks``, for scripts, CI and users without a
+display.
 
 Errors are one clear line and a documented exit code (see EXIT_CODES); a traceback only with
---debug. Must not import PySide6 or the block library.
+--debug. Results are printed without a second copy of them (blockflow.arrayout). Must not import
+PySide6 or the block library.
 """
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import argparse
 import csv
 import io
 import json
+import math
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -16,22 +20,25 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__
+from .arrayout import JSON_FULL_VALUES, JsonArray, array_stats, write_json
 from .errors import BlockflowError, CompileError, ProjectError, ProjectFileError, RunError
 
 EXIT_OK = 0
 EXIT_DIAGNOSTICS = 1  # the diagram has errors
 EXIT_USAGE = 2  # bad command line (argparse's own code)
-EXIT_FILE = 3  # a project or feed file cannot be read
+EXIT_FILE = 3  # a file cannot be read or written: the project, a feed, an output
 EXIT_RUN = 4  # a run failed: a block raised, NaN/Inf, a missing or wrong feed
 EXIT_INTERNAL = 5  # a bug: an unexpected exception
+EXIT_INTERRUPTED = 130  # Ctrl-C (the shells' 128 + SIGINT)
 
 EXIT_CODES = {
     EXIT_OK: "success",
     EXIT_DIAGNOSTICS: "the diagram has errors (diagnostics are printed)",
     EXIT_USAGE: "bad command line",
-    EXIT_FILE: "a project or data file cannot be read",
+    EXIT_FILE: "a file cannot be read or written (the project, a feed file, an output)",
     EXIT_RUN: "the run failed (a block raised, NaN/Inf appeared, a feed is missing or wrong)",
     EXIT_INTERNAL: "internal error (a bug in blockflow or a block package; --debug shows where)",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
 }
 
 
@@ -107,18 +114,6 @@ def _numeric_row(row) -> bool:
         return False
 
 
-def array_to_json(arr) -> dict:
-    """An array as JSON: dtype, shape and nested data; NaN/Inf as the strings "NaN", "Infinity"."""
-    arr = np.asarray(arr)
-    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
-        flat = ["NaN" if np.isnan(v) else ("Infinity" if v > 0 else "-Infinity") if np.isinf(v) else float(v)
-                for v in arr.reshape(-1).tolist()]
-        data = np.array(flat, dtype=object).reshape(arr.shape).tolist() if arr.ndim else flat[0]
-    else:
-        data = arr.tolist()
-    return {"dtype": arr.dtype.name, "shape": list(arr.shape), "data": data}
-
-
 def summarize(arr) -> str:
     """A short text form of an array: its values when small, else shape and statistics."""
     arr = np.asarray(arr)
@@ -128,11 +123,9 @@ def summarize(arr) -> str:
                 else str(arr.item())
         return np.array2string(arr, precision=6, suppress_small=False, separator=", ", max_line_width=200)
     if arr.dtype.kind in "fiu" and arr.size:
-        finite = arr[np.isfinite(arr)] if arr.dtype.kind == "f" else arr
-        stats = (f"min {finite.min():.6g}, mean {finite.mean():.6g}, max {finite.max():.6g}"
-                 if finite.size else "no finite values")
-        bad = arr.size - finite.size
-        return stats + (f", {bad} non-finite" if bad else "")
+        st = array_stats(arr)      # chunk by chunk: a huge result is never copied to be described
+        stats = (f"min {st.min:.6g}, mean {st.mean:.6g}, max {st.max:.6g}" if st.count else "no finite values")
+        return stats + (f", {st.non_finite} non-finite" if st.non_finite else "")
     return f"{arr.size} values"
 
 
@@ -148,7 +141,7 @@ def cmd_run(args) -> int:
     if not program.ok:
         _print_diagnostics(program.diagnostics, sys.stderr)
         raise CliError(f"{args.project}: the diagram has errors; nothing was run", EXIT_DIAGNOSTICS)
-    feeds = dict(parse_feed(f) for f in args.feed)
+    feeds = _feeds(program, args.feed)
     target = None
     if not args.forward_only:
         if args.grad:
@@ -168,14 +161,34 @@ def cmd_run(args) -> int:
         if not ttype.is_float:
             raise CliError(f"--grad {target}: that output is {ttype}; only float values can be differentiated",
                            EXIT_USAGE)
+        if seed is None and ttype.size != 1:
+            raise CliError(f"--grad {target}: that output is {ttype}, not a scalar: give --grad-seed VALUE "
+                           f"of its shape, or name a scalar output", EXIT_USAGE)
+    fetch = [program.resolve_target(f) for f in args.fetch] if args.fetch else None   # before a long run
     result = run(program, feeds, target=target, grad_seed=seed, record=True)
-    fetch = [program.resolve_target(f) for f in args.fetch] if args.fetch else None
     if args.json:
-        json.dump(_result_json(args, program, result, fetch), sys.stdout, ensure_ascii=False, indent=1)
+        write_json(_result_json(args, program, result, fetch), sys.stdout)
         sys.stdout.write("\n")
     else:
         _print_result(program, result, fetch)
     return EXIT_OK
+
+
+def _feeds(program, specs) -> dict:
+    """The --feed options as {Placeholder: array}; a name that is not a Placeholder of the page,
+    or one given twice, is a usage error found before any file is read."""
+    placeholders = [st.node for st in program.steps if st.role == "placeholder"]
+    feeds: dict = {}
+    for spec in specs:
+        name, sep, _ = spec.partition("=")
+        if sep and name and name not in placeholders:
+            raise CliError(f"--feed {name}: page '{program.page_name}' has no Placeholder '{name}' (its "
+                           f"Placeholders: {', '.join(placeholders) or 'none'})", EXIT_USAGE)
+        if name in feeds:
+            raise CliError(f"--feed {name}: given twice", EXIT_USAGE)
+        name, value = parse_feed(spec)
+        feeds[name] = value
+    return feeds
 
 
 def _selected(program, fetch):
@@ -194,6 +207,11 @@ def _result_json(args, program, result, fetch) -> dict:
         "values": {},
         "gradients": {},
     }
+    full = args.all_values
+
+    def array_to_json(arr):     # written piecewise when the document is (blockflow.arrayout)
+        return JsonArray(arr, full)
+
     for s in _selected(program, fetch):
         key = (slots[s].node, slots[s].port)
         out["values"][":".join(key)] = array_to_json(result.values[key])
@@ -264,8 +282,9 @@ def cmd_check(args) -> int:
                                     "message": d.message} for d in all_diags],
                    **({"gradient_checks": [
                        {"page": page, "target": r.label, "passed": r.passed, "rtol": r.rtol,
-                        "inputs": [{"input": e.name, "analytic": e.analytic, "numeric": e.numeric,
-                                    "relative_error": e.error, "passed": e.passed, "problem": e.problem}
+                        "inputs": [{"input": e.name, "analytic": _json_number(e.analytic),
+                                    "numeric": _json_number(e.numeric), "relative_error": _json_number(e.error),
+                                    "passed": e.passed, "problem": e.problem}
                                    for e in r.entries]} if r is not None else {"page": page, "skipped": why}
                        for page, (r, why) in checks.items()]} if args.grad is not None else {})},
                   sys.stdout, ensure_ascii=False, indent=1)
@@ -284,6 +303,14 @@ def cmd_check(args) -> int:
     errors = sum(n for _, n in summary)
     failed = any(r is not None and not r.passed for r, _ in checks.values())
     return EXIT_DIAGNOSTICS if errors or failed else EXIT_OK
+
+
+def _json_number(v):
+    """A number for JSON: NaN and infinities as the strings "NaN", "Infinity", "-Infinity" (as
+    in arrays), since JSON has no such numbers."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return "NaN" if math.isnan(v) else "Infinity" if v > 0 else "-Infinity"
+    return v
 
 
 def _grad_checks(args, project, registry, summary) -> dict:
@@ -306,6 +333,8 @@ def _grad_checks(args, project, registry, summary) -> dict:
             out[name] = (None, f"no block '{target.partition(':')[0]}' on this page")
         else:
             out[name] = (check_page(project.page(name), registry, target=target), "")
+    if args.grad and all(r is None and why.startswith("no block") for r, why in out.values()):
+        raise CliError(f"--grad {args.grad}: no page has a block '{args.grad.partition(':')[0]}'", EXIT_USAGE)
     return out
 
 
@@ -347,10 +376,11 @@ def cmd_train(args) -> int:
                          mode=args.mode)
     try:
         trainer = Trainer(program, config, registry)
-    except (ValueError, ProjectError) as exc:
+    except (ValueError, ProjectError, RunError) as exc:   # settings the page cannot be trained with
         raise CliError(str(exc), EXIT_USAGE) from None
     for warning in trainer.warnings:
         print(f"blockflow: warning: {warning}", file=sys.stderr)
+    moves, new_dir = _plan_save(args.save, project, registry) if args.save else ([], None)
     bar = _Progress(steps, enabled=not args.quiet and not args.json)
     history = trainer.train(callback=lambda rec, _t: bar.update(rec))
     bar.close()
@@ -363,8 +393,14 @@ def cmd_train(args) -> int:
             evaluation = None
     rate = len(history.steps) / history.seconds if history.seconds > 0 else float("inf")
     if args.save:
+        from .relocate import apply_move
+
         page.apply_state(trainer.state_updates())
+        apply_move(project, moves, new_dir)     # the data first: the saved project never names a missing file
         save_project(project, args.save)
+        for m in moves:
+            if m.action == "missing":
+                print(f"blockflow: warning: {m.describe(new_dir)}", file=sys.stderr)
     if args.json:
         json.dump({"project": str(args.project), "page": page.name, "mode": trainer.mode,
                    "optimizer": optimizer if trainer.mode == "optimizer" else None,
@@ -373,7 +409,10 @@ def cmd_train(args) -> int:
                    "loss": history.losses, "metrics": {m: history.metric(m) for m in trainer.metric_keys},
                    "test": [{"step": k, **v} for k, v in history.evaluations],
                    "final_test": evaluation,
-                   "saved": args.save}, sys.stdout, ensure_ascii=False, indent=1)
+                   "saved": args.save,
+                   **({"data_files": [{"path": m.path, "action": m.action, "saved_as": m.new_path}
+                                      for m in moves]} if args.save else {})},
+                  sys.stdout, ensure_ascii=False, indent=1)
         sys.stdout.write("\n")
     else:
         what = (f"{OPTIMIZERS[optimizer][0].replace('Apply', '')} ({optimizer}, "
@@ -389,7 +428,27 @@ def cmd_train(args) -> int:
         if evaluation is not None:
             print("test: " + ", ".join(f"{k} {v:.6g}" for k, v in evaluation.items()))
         print(f"saved to {args.save}" if args.save else "not saved (use --save OUT to keep the trained values)")
+        for m in moves:
+            if m.action in ("copy", "rewrite"):
+                print(f"  {m.describe(new_dir)}")
     return EXIT_OK
+
+
+def _plan_save(out: str, project, registry):
+    """Before training: check that --save OUT can be written, and decide what becomes of the data
+    files the project reads when OUT is in another folder (blockflow.relocate: a path rewritten
+    when the file is inside the new folder, else a copy next to it, never over another file)."""
+    from .relocate import plan_move
+
+    target = os.path.abspath(out)
+    folder = os.path.dirname(target)
+    if not os.path.isdir(folder):
+        raise CliError(f"--save {out}: there is no folder {folder}; nothing was trained", EXIT_FILE)
+    if os.path.isdir(target):
+        raise CliError(f"--save {out}: that is a folder, not a file name; nothing was trained", EXIT_FILE)
+    if project.base_dir is None or os.path.realpath(project.base_dir) == os.path.realpath(folder):
+        return [], folder
+    return plan_move(project, registry, project.base_dir, folder), folder
 
 
 class _Progress:
@@ -427,6 +486,8 @@ def _print_diagnostics(diags, stream):
 
 
 def cmd_blocks(args) -> int:
+    if args.output and not args.markdown:
+        raise CliError("--output writes the Markdown reference: give --markdown too", EXIT_USAGE)
     registry = _registry()
     if args.markdown:
         text = blocks_markdown(registry)
@@ -549,6 +610,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grad-seed", metavar="VALUE", help="cotangent for a non-scalar target (.npy/.csv/JSON)")
     p.add_argument("--forward-only", action="store_true", help="no backward pass")
     p.add_argument("--json", action="store_true", help="machine-readable output of values and gradients")
+    p.add_argument("--all-values", action="store_true",
+                   help=f"with --json, every value of arrays of more than {JSON_FULL_VALUES:,} values "
+                        f"(otherwise summarised)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("check", help="compile the project and list its diagnostics")
@@ -620,15 +684,31 @@ def main(argv=None) -> int:
     except BlockflowError as exc:
         _report(args, exc)
         return EXIT_RUN if args.command == "run" else EXIT_DIAGNOSTICS
+    except BrokenPipeError:   # the reader went away (| head): stop quietly, as other tools do
+        _quiet_stdout()
+        return EXIT_OK
     except OSError as exc:
         _report(args, exc)
         return EXIT_FILE
+    except KeyboardInterrupt:
+        print("blockflow: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except Exception as exc:  # a bug in blockflow or in a block package: say so plainly
         if getattr(args, "debug", False):
             traceback.print_exception(exc)
         print(f"blockflow: internal error ({type(exc).__name__}: {exc}); run with --debug for the "
               f"traceback and please report it", file=sys.stderr)
         return EXIT_INTERNAL
+
+
+def _quiet_stdout() -> None:
+    """Point standard output at the null device, so the interpreter's last flush of text that
+    can no longer be delivered does not print an error of its own."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 def _report(args, exc):

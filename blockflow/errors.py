@@ -6,7 +6,7 @@ from __future__ import annotations
 
 __all__ = [
     "BlockflowError", "ProjectError", "ProjectFileError", "RegistryError", "CompileError",
-    "RunError", "BlockExecutionError", "NumericsError", "FeedError",
+    "RunError", "BlockExecutionError", "NumericsError", "UpdateNumericsError", "FeedError",
 ]
 
 
@@ -59,9 +59,23 @@ class BlockExecutionError(RunError):
 
 
 class NumericsError(RunError):
-    """A NaN or Inf appeared: names the node that first produced it."""
+    """A NaN or Inf appeared: names the node that first produced it; ``note`` says more (e.g.
+    which training step, and what led to it)."""
 
-    def __init__(self, node: str, port: str, what: str, phase: str = "forward", side: str = "output"):
-        self.node, self.port, self.what, self.phase = node, port, what, phase
+    def __init__(self, node: str, port: str, what: str, phase: str = "forward", side: str = "output",
+                 note: str = ""):
+        self.node, self.port, self.what, self.phase, self.side, self.note = node, port, what, phase, side, note
         where = side if phase == "forward" else f"gradient of {side}"
-        super().__init__(f"{node} produced {what} in its {where} '{port}' ({phase} pass)")
+        super().__init__(f"{node} produced {what} in its {where} '{port}' ({phase} pass)"
+                         + (f", {note}" if note else ""))
+
+
+class UpdateNumericsError(NumericsError):
+    """A training update (an optimizer's Apply* block) made a Variable's new value NaN or Inf from
+    finite numbers: names the training step, the Variable, the update block and its settings."""
+
+    def __init__(self, node: str, port: str, what: str, step: int, rule: str, settings: str, note: str = ""):
+        self.node, self.port, self.what, self.phase, self.side, self.note = node, port, what, "update", "output", note
+        self.step, self.rule, self.settings = step, rule, settings
+        RunError.__init__(self, f"training step {step}: the update of {node} by {rule} ({settings}) "
+                                f"produced {what}" + (f": {note}" if note else ""))

@@ -14,6 +14,11 @@ their ``k``-th numbers. With ``seed`` S (not 0) every random stream and batch or
 S, and Variables without a stored value start from an initial draw mixed with S: a training run is
 a deterministic function of the page and S.
 
+A step that makes a NaN or Inf stops the training and keeps none of its numbers: an optimizer's
+update is checked where it is made (:class:`UpdateNumericsError` names the step, the Variable, the
+Apply* block and its settings), and a later NaN/Inf says at which step and whether the updates
+made the Variables diverge. Settings that do not fit the Variables' dtype are refused up front.
+
 Nothing here touches the project: :meth:`Trainer.state_updates` gives the new Variable values,
 for ``Page.apply_state`` (the CLI) or an undoable Document edit (the editor).
 """
@@ -25,8 +30,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .arrayout import array_stats
 from .compiler import Program
-from .errors import RunError
+from .errors import NumericsError, RunError, UpdateNumericsError
 from .registry import Registry, default_registry
 from .runtime import run
 
@@ -77,7 +83,10 @@ class TrainConfig:
         for k, v in self.hyper.items():
             if k not in known:
                 raise ValueError(f"{self.optimizer} has no setting {k!r} (settings: {', '.join(known)})")
-            if k != "use_nesterov" and not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+            if isinstance(known[k], bool):
+                if not isinstance(v, bool):
+                    raise ValueError(f"{self.optimizer} {k} must be true or false, got {v!r}")
+            elif isinstance(v, bool) or not (isinstance(v, (int, float)) and _finite(v) and v >= 0):
                 raise ValueError(f"{self.optimizer} {k} must be a number >= 0, got {v!r}")
         if self.eval_every < 0:
             raise ValueError("eval_every must be >= 0")
@@ -143,10 +152,12 @@ class Trainer:
         self.slot_values = dict(program.slot_values)
         self.step_index = 0
         self._apply = None
+        self._start_scale = self._scale()[0]
         if self.mode == "optimizer":
             name, defaults = OPTIMIZERS[config.optimizer]
             self._apply = self.registry[name]
             self.hyper = {**defaults, **config.hyper}
+            self._check_settings_fit()
             self._slots = {v: self._initial_slots(self.values[v]) for v in self.trainable}
 
     # ------------------------------------------------------------------ setup
@@ -189,6 +200,32 @@ class Trainer:
             return np.array(st.spec.initial(**attrs))
         return np.array(stored, copy=True)
 
+    def _check_settings_fit(self) -> None:
+        """Each number setting must be a number of every trained Variable's dtype: the update
+        computes in that dtype, where 1e308 is Inf (float32) and would make the Variable Inf."""
+        for key, value in self.hyper.items():
+            if isinstance(value, bool):
+                continue
+            for v in self.trainable:
+                dtype = self.values[v].dtype
+                largest = float(np.finfo(dtype).max) if dtype.kind == "f" else math.inf
+                if abs(value) > largest:
+                    raise ValueError(f"{self.config.optimizer} {key} {value:g} is too large for {dtype.name}, "
+                                     f"the dtype of Variable {self.program.full_name(v)} (at most {largest:g})")
+
+    def _scale(self) -> tuple[float, str]:
+        """The largest magnitude among the trained Variables' finite values, and whose it is."""
+        best, who = 0.0, ""
+        for v in self.trainable:
+            st = array_stats(self.values[v])     # chunk by chunk: a large Variable is not copied
+            if st.count and max(abs(st.min), abs(st.max)) > best:
+                best, who = float(max(abs(st.min), abs(st.max))), v
+        return best, who
+
+    def _settings_text(self) -> str:
+        return ", ".join(f"{k} {v:g}" if not isinstance(v, bool) else f"{k} {str(v).lower()}"
+                         for k, v in self.hyper.items())
+
     def _initial_slots(self, var: np.ndarray) -> dict:
         """The optimizer's slots for one Variable, started as its Apply* block declares."""
         spec = self._apply
@@ -227,19 +264,27 @@ class Trainer:
 
     def _optimizer_step(self, k: int) -> StepRecord:
         p, cfg = self.program, self.config
-        r = run(p, self.feeds, target=self.loss_key, wrt=self.trainable, fetch=self.metric_keys, variables=self.values,
-                record=False, commit=False, step=k, run_seed=cfg.seed, check_numerics=cfg.check_numerics)
+        try:
+            r = run(p, self.feeds, target=self.loss_key, wrt=self.trainable, fetch=self.metric_keys,
+                    variables=self.values, record=False, commit=False, step=k, run_seed=cfg.seed,
+                    check_numerics=cfg.check_numerics)
+        except NumericsError as exc:
+            raise self._after_updates(exc, k) from None
         loss = float(r.value(*self.loss_key.split(":")))
-        new_values = {}
+        new_values, new_slots = {}, {}
         for v in self.trainable:
             grad = r.variable_grads.get(v)
             if grad is None:
                 continue
-            new_values[v] = self._update(v, grad)
+            new_values[v], new_slots[v] = self._update(v, grad, k)
+        # committed only once every update is done and finite: a failed step changes nothing
         self.values.update(new_values)
+        for v, slots in new_slots.items():
+            self._slots[v].update(slots)
         return StepRecord(k, loss, {m: float(r.value(*m.split(":"))) for m in self.metric_keys})
 
-    def _update(self, name: str, grad: np.ndarray) -> np.ndarray:
+    def _update(self, name: str, grad: np.ndarray, k: int) -> tuple[np.ndarray, dict]:
+        """The optimizer's Apply* block on one Variable: its new value and slots (not yet kept)."""
         spec = self._apply
         var = self.values[name]
         slots = self._slots[name]
@@ -255,16 +300,60 @@ class Trainer:
             else:
                 args.append(scalars[decl.name])
         attrs = {a.name: self.hyper.get(a.name, a.default) for a in spec.attrs}
-        _out, updates = spec.forward(*args, **attrs)
-        for key, value in updates.items():
-            if key != spec.inputs[0].name:
-                slots[key] = value
-        return np.asarray(updates[spec.inputs[0].name])
+        # An overflow here is found below and named with the step and the settings, not printed
+        # by numpy as a warning about the line that multiplied.
+        with np.errstate(all="ignore"):
+            _out, updates = spec.forward(*args, **attrs)
+        new = np.asarray(updates[spec.inputs[0].name])
+        new_slots = {key: value for key, value in updates.items() if key != spec.inputs[0].name}
+        if self.config.check_numerics:
+            self._check_update(name, k, grad, {spec.inputs[0].name: new, **new_slots})
+        return new, new_slots
+
+    def _check_update(self, name: str, k: int, grad, arrays: dict) -> None:
+        with np.errstate(all="ignore"):
+            bad = {key: a for key, a in arrays.items() if not _all_finite(a)}
+            if not bad:
+                return
+            g = np.asarray(grad)
+            finite_grad = g.dtype.kind != "f" or bool(np.isfinite(g).all())
+            largest = float(np.abs(g).max()) if finite_grad and g.size and g.dtype.kind in "fiu" else None
+        p = self.program
+        key, a = next(iter(bad.items()))
+        a = np.asarray(a)
+        nan, inf = int(np.isnan(a).sum()), int(np.isinf(a).sum())
+        what = " and ".join(x for x in (f"NaN ({nan} of {a.size} values)" if nan else "",
+                                        f"Inf ({inf} of {a.size} values)" if inf else "") if x)
+        slot = "" if key == self._apply.inputs[0].name else f" in its slot '{key}'"
+        cause = (f"the Variable and its gradient were finite (largest |gradient| {largest:.3g}): "
+                 f"the settings make the step overflow {a.dtype.name}; a smaller learning rate (lr) may help"
+                 if finite_grad and largest is not None else "its gradient was not finite")
+        st = p.step_of[name]
+        raise UpdateNumericsError(f"{p.full_name(name)} ({st.spec.name})", p.slots[st.outputs[0]].port,
+                                  what + slot, k, self._apply.name,
+                                  f"{self.config.optimizer}: {self._settings_text()}", cause)
+
+    def _after_updates(self, exc: NumericsError, k: int) -> NumericsError:
+        """A NaN or Inf at step ``k``, after ``k`` updates: say so, and when the updates made the
+        Variables grow by orders of magnitude, that the training diverged."""
+        note = f"at training step {k}"
+        scale, who = self._scale() if k else (0.0, "")
+        if scale > 1e3 * max(self._start_scale, 1.0):
+            rule = (f"{self._apply.name} ({self.config.optimizer}: {self._settings_text()})"
+                    if self.mode == "optimizer" else "the page's update blocks")
+            note += (f", after {k} update{'s' if k != 1 else ''} by {rule} made the Variables grow from at most "
+                     f"{self._start_scale:.3g} to {scale:.3g} ({self.program.full_name(who)}): the training "
+                     f"diverged; a smaller learning rate (lr) may help")
+        return NumericsError(exc.node, exc.port, exc.what, exc.phase, exc.side,
+                             note=f"{exc.note}, {note}" if exc.note else note)
 
     def _graph_step(self, k: int) -> StepRecord:
         p, cfg = self.program, self.config
-        r = run(p, self.feeds, fetch=[self.loss_key, *self.metric_keys], variables=self.values, record=False,
-                commit=False, step=k, run_seed=cfg.seed, check_numerics=cfg.check_numerics)
+        try:    # the page's own Apply* blocks are checked as any block: the one that overflows is named
+            r = run(p, self.feeds, fetch=[self.loss_key, *self.metric_keys], variables=self.values, record=False,
+                    commit=False, step=k, run_seed=cfg.seed, check_numerics=cfg.check_numerics)
+        except NumericsError as exc:
+            raise self._after_updates(exc, k) from None
         for node, changes in r.state_updates.items():
             for key, value in changes.items():
                 if key == "value":
@@ -388,6 +477,21 @@ def training_program(project, page: str | None = None, registry: Registry | None
             nodes[nid] = node
         pg.nodes = nodes
     return compile_page(pg, registry, files=project_files(project))
+
+
+def _all_finite(a) -> bool:
+    a = np.asarray(a)
+    if a.dtype.kind != "f":
+        return True
+    # one read-only pass (a sum) when all is well; a closer look only when it is not finite
+    return math.isfinite(float(np.add.reduce(a, axis=None))) or bool(np.isfinite(a).all())
+
+
+def _finite(v) -> bool:
+    try:
+        return math.isfinite(v)
+    except OverflowError:     # an int beyond any float
+        return False
 
 
 def _mix(seed: int, run_seed: int) -> int:

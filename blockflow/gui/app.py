@@ -235,6 +235,11 @@ def main(argv=None) -> int:
         print(f"blockflow: error: expected one project file, got {len(rest)} arguments "
               f"(see blockflow --help)", file=sys.stderr)
         return cli.EXIT_USAGE
+    if rest and not os.path.lexists(rest[0]) and not any(c in rest[0] for c in "./\\"):
+        # a bare word that names no file: a mistyped command rather than a missing project
+        print(f"blockflow: error: '{rest[0]}' is neither a command ({', '.join((*_CLI_COMMANDS, 'render'))}) "
+              f"nor a project file", file=sys.stderr)
+        return cli.EXIT_USAGE
     return run_editor(rest[0] if rest else None, debug=debug)
 
 

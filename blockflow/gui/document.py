@@ -20,6 +20,7 @@ from ..errors import ProjectError
 from ..project import Edge, Node, Page, Project, split_port, valid_node_id
 from ..project_io import dumps_project, load_project, loads_project, save_project
 from ..registry import Registry, default_registry
+from ..relocate import apply_move, data_paths, plan_move
 from ..spec import SCOPE_PORT
 from . import commands as C
 
@@ -161,45 +162,24 @@ class Document(QObject):
 
     def data_files(self) -> list[str]:
         """The data files the project's dataset blocks name (their ``path`` attrs), each once."""
-        out = []
-        for pg in self.project.pages:
-            for node in pg.nodes.values():
-                spec = self.registry.get(node.block)
-                path = node.attrs.get("path")
-                if spec is not None and spec.category == "data_ops" and isinstance(path, str) and path:
-                    if path not in out:
-                        out.append(path)
-        return out
+        return data_paths(self.project, self.registry)
 
     def data_files_left_behind(self, old_dir: str | None) -> list[str]:
         """After a save into another folder: the data files that are in ``old_dir`` but not next
         to the project now (its dataset blocks would not find them)."""
         new_dir = self.project.base_dir
-        if not old_dir or not new_dir or Path(old_dir).resolve() == Path(new_dir).resolve():
+        if not old_dir or not new_dir:
             return []
-        left = []
-        for rel in self.data_files():
-            if Path(rel).is_absolute() or ".." in Path(rel).parts:
-                continue
-            if (Path(old_dir) / rel).is_file() and not (Path(new_dir) / rel).exists():
-                left.append(rel)
-        return left
+        return [m.path for m in plan_move(self.project, self.registry, old_dir, new_dir, rewrite=False)
+                if m.action == "copy"]
 
     def copy_data_files(self, paths, old_dir: str) -> list[str]:
         """Copy data files (relative paths) from ``old_dir`` next to the project; returns those
-        copied. Paths out of either folder are refused."""
-        import shutil
-
-        new_dir = Path(self.project.base_dir).resolve()
-        src_dir = Path(old_dir).resolve()
-        copied = []
-        for rel in paths:
-            src, dst = (src_dir / rel).resolve(), (new_dir / rel).resolve()
-            if src_dir not in src.parents or new_dir not in dst.parents or dst.exists():
-                continue
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dst)
-            copied.append(rel)
+        copied. Paths out of either folder, and places already taken, are left alone."""
+        new_dir = self.project.base_dir
+        moves = [m for m in plan_move(self.project, self.registry, old_dir, new_dir, rewrite=False)
+                 if m.action == "copy" and m.path in paths]
+        copied = [m.path for m in apply_move(self.project, moves, new_dir)]
         if copied:
             self._programs.clear()
             for pg in self.project.pages:
