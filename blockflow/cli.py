@@ -364,7 +364,8 @@ def cmd_train(args) -> int:
     rate = len(history.steps) / history.seconds if history.seconds > 0 else float("inf")
     if args.save:
         page.apply_state(trainer.state_updates())
-        save_project(project, args.save)
+        for note in save_project(project, args.save).notes:    # e.g. the backup kept elsewhere
+            print(f"blockflow: note: {note}", file=sys.stderr)
     if args.json:
         json.dump({"project": str(args.project), "page": page.name, "mode": trainer.mode,
                    "optimizer": optimizer if trainer.mode == "optimizer" else None,

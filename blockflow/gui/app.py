@@ -116,16 +116,26 @@ def render(project_path: str, output: str, page: str | None = None, gradients: s
 
 
 def _fallback_picture(project_path: Path) -> Path:
-    """Where the no-display fallback writes: next to the project, else in the working directory."""
+    """Where the no-display picture is meant to go: next to the project, else (a read-only
+    folder) in the working directory. Whatever is at that name is left alone unless it is
+    blockflow's own earlier picture (see _write_fallback_picture)."""
     stem = project_path.name
     for suffix in (".bflow.json", ".json"):
         if stem.endswith(suffix):
             stem = stem[: -len(suffix)]
             break
-    beside = project_path.parent / f"{stem}.png"
-    if os.access(project_path.parent, os.W_OK) and (not beside.exists() or os.access(beside, os.W_OK)):
-        return beside
+    if os.access(project_path.parent, os.W_OK):
+        return project_path.parent / f"{stem}.png"
     return Path.cwd() / f"blockflow-{stem}.png"
+
+
+def _write_fallback_picture(wanted: Path, data: bytes):
+    """Write the no-display picture, blockflow's own file: at ``wanted`` when that name is free
+    or holds the picture blockflow drew there before, else at NAME-1.png, ... (never through a
+    symlink, never over the user's picture). Returns the ownfiles.Placed."""
+    from ..ownfiles import write_own
+
+    return write_own(wanted, data, suffix=".png")
 
 
 def _run_render(args) -> int:
@@ -179,7 +189,7 @@ def run_editor(project: str | None, *, debug: bool = False, exec_loop: bool = Tr
     except Exception as exc:
         return _report(exc, debug)
     if not has_display():
-        out = _fallback_picture(path.resolve())
+        wanted = _fallback_picture(path.resolve())
         print(f"blockflow: no display (neither DISPLAY nor WAYLAND_DISPLAY is set), so the editor "
               f"cannot open; drawing the first page of {path} instead")
         try:
@@ -191,12 +201,16 @@ def run_editor(project: str | None, *, debug: bool = False, exec_loop: bool = Tr
             first = loaded.pages[0]
             how = "gradients"
             try:   # the page run forward and backward, its wires coloured by gradient (as Run > Backward)
-                render_page(loaded, first.name, str(out), gradients="run")
+                data = render_page(loaded, first.name, None, gradients="run")
             except BlockflowError as exc:   # no loss, or the run fails: the plain diagram, and why
                 how = f"the diagram (no gradients: {exc})"
-                render_page(loaded, first.name, str(out))
+                data = render_page(loaded, first.name, None)
+            placed = _write_fallback_picture(wanted, data)
         except Exception as exc:
             return _report(exc, debug)
+        if placed.moved:
+            print(f"blockflow: {placed.note('the picture')}")
+        out = placed.path
         print(f"wrote {out}" + ("" if how == "gradients" else f": {how}")
               + (" (run forward and backward, wires coloured by gradient)" if how == "gradients" else ""))
         return cli.EXIT_OK

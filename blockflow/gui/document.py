@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import os
 from pathlib import Path
 
 import networkx as nx
@@ -15,6 +16,7 @@ import numpy as np
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QUndoStack
 
+from .. import ownfiles
 from ..compiler import Program, compile_page, project_files
 from ..errors import ProjectError
 from ..project import Edge, Node, Page, Project, split_port, valid_node_id
@@ -72,6 +74,8 @@ class Document(QObject):
         self.undo_stack.cleanChanged.connect(self._on_clean_changed)
         self.project = project or self._empty_project()
         self.path = str(path) if path else None
+        #: what the last save has to tell besides "saved" (a backup kept under another name)
+        self.save_notes: tuple = ()
         self.current_page = self.project.pages[0].name
         self._programs: dict[str, Program] = {}
         self._gesture = itertools.count(1)
@@ -148,7 +152,7 @@ class Document(QObject):
         if not target:
             raise ProjectError("the project has no file name yet: save it with a name")
         before = self.project.base_dir
-        save_project(self.project, target)
+        self.save_notes = save_project(self.project, target).notes   # e.g. the backup kept elsewhere
         if self.project.base_dir != before:       # dataset files are now looked up elsewhere
             self._programs.clear()
             for pg in self.project.pages:
@@ -195,10 +199,13 @@ class Document(QObject):
         copied = []
         for rel in paths:
             src, dst = (src_dir / rel).resolve(), (new_dir / rel).resolve()
-            if src_dir not in src.parents or new_dir not in dst.parents or dst.exists():
+            if (src_dir not in src.parents or new_dir not in dst.parents or os.path.lexists(dst)
+                    or os.path.lexists(new_dir / rel)):     # anything there, a dangling link too: kept
                 continue
             dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dst)
+            with open(src, "rb") as f:   # a new file of blockflow's, never through a link
+                ownfiles.write_own(dst, lambda out: shutil.copyfileobj(f, out), variants=False)
+            shutil.copystat(src, dst)
             copied.append(rel)
         if copied:
             self._programs.clear()

@@ -676,6 +676,7 @@ class MainWindow(QMainWindow):
         env = os.environ.get("BLOCKFLOW_AUTOSAVE_SECONDS")
         self.autosaver = Autosaver(self.document, interval_seconds=float(env) if env else seconds, parent=self)
         self.autosaver.failed.connect(lambda msg: self.statusBar().showMessage(msg, 15000))
+        self.autosaver.moved.connect(lambda msg: self.statusBar().showMessage(msg, 15000))
         self.run_controller.run_started.connect(lambda _kind: self.autosaver.autosave_now())
         interval = self._action("autosave_interval", "Autosave &Interval…", self.set_autosave_interval, None,
                                 "How often unsaved work is written to the recovery folder")
@@ -886,7 +887,8 @@ class MainWindow(QMainWindow):
             QMessageBox.critical(self, "Cannot save project", f"The project was not saved.\n\n{exc}")
             return False
         self.add_recent(saved)
-        self.statusBar().showMessage(f"Saved {saved}", 5000)
+        notes = self.document.save_notes
+        self.statusBar().showMessage("; ".join([f"Saved {saved}", *notes]), 15000 if notes else 5000)
         left = self.document.data_files_left_behind(old_dir)
         if left:      # its dataset blocks read files next to it: they stayed in the old folder
             answer = QMessageBox.question(
