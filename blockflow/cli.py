@@ -59,6 +59,16 @@ def _registry():
     return reg
 
 
+def check_output_path(option: str, path: str) -> None:
+    """A file named on the command line to write must be able to be one: else a usage error
+    naming the option, the path and the problem (empty, ending in '/', a folder, too long)."""
+    from .ownfiles import name_problem
+
+    problem = name_problem(path)
+    if problem:
+        raise CliError(f"{option} {path or repr(path)}: {problem}", EXIT_USAGE)
+
+
 def parse_feed(spec: str, option: str = "--feed") -> tuple[str, np.ndarray]:
     """``NAME=file.npy``, ``NAME=file.csv`` or ``NAME=<inline JSON>`` -> (name, array)."""
     name, sep, value = spec.partition("=")
@@ -313,6 +323,8 @@ def cmd_train(args) -> int:
     from .project_io import save_project
     from .training import OPTIMIZERS, TrainConfig, Trainer, recommended_settings, training_program
 
+    if args.save is not None:     # before training: a long run must not end in "cannot save"
+        check_output_path("--save", args.save)
     project = _load(args.project)
     registry = _registry()
     recommended = recommended_settings(project, args.page)
@@ -431,7 +443,8 @@ def cmd_blocks(args) -> int:
     registry = _registry()
     if args.markdown:
         text = blocks_markdown(registry)
-        if args.output:
+        if args.output is not None:
+            check_output_path("--output", args.output)
             Path(args.output).write_text(text, encoding="utf-8")
             print(f"wrote {args.output} ({len(registry)} blocks)")
         else:

@@ -313,6 +313,8 @@ def _status(path: str, files: dict | None) -> str:
     except FileNotFoundError:
         return ""
     except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:     # no file can have it, nor a longer variant
+            raise
         return f"cannot be checked ({exc.strerror or exc})"
     if stat.S_ISLNK(st.st_mode):
         return "is a symbolic link"

@@ -30,6 +30,7 @@ from __future__ import annotations
 import base64
 import binascii
 import difflib
+import errno
 import json
 import math
 import os
@@ -1077,6 +1078,11 @@ def _keep_backup(target: str) -> tuple[ownfiles.Placed | None, str]:
         placed = ownfiles.link_own(target, wanted, suffix=BACKUP_SUFFIX)
     except ownfiles.OwnFileError as exc:
         return None, f"no backup of the previous version was kept: {exc}"
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:
+            raise
+        return None, (f"no backup of the previous version was kept: its name {wanted} would be longer "
+                      f"than the file system allows")
     note = placed.note("the backup of the previous version") if placed.moved else ""
     return placed, note
 

@@ -275,3 +275,70 @@ def test_damaged_recovery_notes_are_skipped_with_a_log_line_and_the_others_offer
     assert not window.offer_recovery()        # answered "Later"
     assert len(shown) == 1 and found[0].describe() in shown[0]
     window.deleteLater()
+
+
+# --------------------------------------------------------------------------------------------
+# Paths that cannot name a file
+
+
+def _bad_paths(tmp_path) -> dict:
+    """Each bad output path with the problem its message must name."""
+    (tmp_path / "afolder").mkdir(exist_ok=True)
+    return {"": "the file name is empty",
+            str(tmp_path / "sub") + "/": "the path ends in '/', which names a folder",
+            str(tmp_path / "afolder"): "it is a folder",
+            str(tmp_path / ("a" * 300 + ".bflow.json")): "the file name is 311 bytes long; this file system allows at most 255",
+            str(tmp_path / "missing" / "p.bflow.json"): f"the folder {tmp_path / 'missing'} does not exist"}
+
+
+def test_save_refuses_a_path_that_cannot_name_a_file_and_touches_nothing(tmp_path):
+    from blockflow.errors import ProjectFileError
+
+    bad = _bad_paths(tmp_path)
+    before = snapshot(tmp_path)
+    for path, problem in bad.items():
+        with pytest.raises(ProjectFileError) as info:
+            save_project(_sample(), path)
+        message = str(info.value)
+        assert message.startswith(f"{path or repr(path)}: cannot save: ") and problem in message, message
+    assert changed_paths(before, snapshot(tmp_path)) == set()
+
+
+def test_long_names_the_file_system_allows_still_save(tmp_path):
+    """A 250-byte name is valid: its temporary must not be longer than the limit (it was: 264
+    bytes, so the save failed); where only the backup's name is too long, the save says so."""
+    project = _sample()
+    ok = tmp_path / ("b" * 239 + ".bflow.json")
+    save_project(project, ok)
+    assert save_project(project, ok).backup == str(ok) + ".bak"
+    edge = tmp_path / ("c" * 242 + ".bflow.json")
+    save_project(project, edge)
+    result = save_project(project, edge)
+    assert result.backup is None and result.notes == (
+        f"no backup of the previous version was kept: its name {edge}.bak would be longer than the "
+        f"file system allows",)
+    assert load_project(edge) == project
+
+
+@pytest.mark.parametrize("command", ["train", "render", "blocks"])
+def test_the_command_line_refuses_a_bad_output_path_as_a_usage_error(tmp_path, capsys, command):
+    from blockflow.gui import app
+
+    project = tmp_path / "xor.bflow.json"
+    shutil.copy(SAMPLES / "xor.bflow.json", project)
+    bad = _bad_paths(tmp_path)
+    before = snapshot(tmp_path)
+    for path, problem in bad.items():
+        if command == "train":
+            option, argv = "--save", ["train", str(project), "--steps", "1", "-q", "--save", path]
+        elif command == "render":
+            option, argv = "-o", ["render", str(project), "-o", path[:-1] + ".png/" if path.endswith("/") else path]
+        else:
+            option, argv = "--output", ["blocks", "--markdown", "--output", path]
+        if command == "render" and path.endswith("/"):
+            problem, path = "the path ends in '/'", argv[-1]
+        assert app.main(argv) == 2, (argv, capsys.readouterr())
+        out, err = capsys.readouterr()
+        assert err.startswith(f"blockflow: error: {option} {path or repr(path)}: ") and problem in err, err
+        assert err.count("\n") == 1 and "Traceback" not in err and out == ""   # refused before training
+    assert changed_paths(before, snapshot(tmp_path)) == set()
