@@ -1,7 +1,10 @@
 """The command line: ``blockflow run | check | blocks``, for scripts, CI and users without a display.
 
 Errors are one clear line and a documented exit code (see EXIT_CODES); a traceback only with
---debug. Must not import PySide6 or the block library.
+--debug. Everything printed passes one boundary, blockflow.textsafe.escaped_output: text from a
+file (names, paths, messages quoting them) cannot move the cursor or rewrite the screen, its
+control characters are shown as escapes (JSON output stays valid JSON). Must not import PySide6
+or the block library.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import numpy as np
 
 from . import __version__
 from .errors import BlockflowError, CompileError, ProjectError, ProjectFileError, RunError
+from .textsafe import escaped_output, for_terminal, raw_stream
 
 EXIT_OK = 0
 EXIT_DIAGNOSTICS = 1  # the diagram has errors
@@ -362,7 +366,7 @@ def cmd_train(args) -> int:
     except (ValueError, ProjectError) as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
     for warning in trainer.warnings:
-        print(f"blockflow: warning: {warning}", file=sys.stderr)
+        print(f"blockflow: warning: {for_terminal(warning)}", file=sys.stderr)
     bar = _Progress(steps, enabled=not args.quiet and not args.json)
     history = trainer.train(callback=lambda rec, _t: bar.update(rec))
     bar.close()
@@ -377,7 +381,7 @@ def cmd_train(args) -> int:
     if args.save:
         page.apply_state(trainer.state_updates())
         for note in save_project(project, args.save).notes:    # e.g. the backup kept elsewhere
-            print(f"blockflow: note: {note}", file=sys.stderr)
+            print(f"blockflow: note: {for_terminal(note)}", file=sys.stderr)
     if args.json:
         json.dump({"project": str(args.project), "page": page.name, "mode": trainer.mode,
                    "optimizer": optimizer if trainer.mode == "optimizer" else None,
@@ -417,12 +421,13 @@ class _Progress:
         if not self.enabled:
             return
         done = record.step + 1
-        if self.tty:
+        if self.tty:    # numbers only: written raw, its carriage return must stay one
             width = 30
             filled = int(width * done / self.total)
-            sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} "
-                             f"loss {record.loss:.4g}")
-            sys.stderr.flush()
+            raw = raw_stream(sys.stderr)
+            raw.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} "
+                      f"loss {record.loss:.4g}")
+            raw.flush()
         else:
             tenth = done * 10 // self.total
             if tenth != self.shown:
@@ -435,8 +440,8 @@ class _Progress:
 
 
 def _print_diagnostics(diags, stream):
-    for d in diags:
-        print(str(d), file=stream)
+    for d in diags:    # one line each, whatever the file's text holds
+        print(for_terminal(str(d)), file=stream)
 
 
 def cmd_blocks(args) -> int:
@@ -609,6 +614,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    """The command line; everything it prints has control characters escaped (textsafe)."""
+    with escaped_output():
+        return _main(argv)
+
+
+def _main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -640,7 +651,7 @@ def main(argv=None) -> int:
     except Exception as exc:  # a bug in blockflow or in a block package: say so plainly
         if getattr(args, "debug", False):
             traceback.print_exception(exc)
-        print(f"blockflow: internal error ({type(exc).__name__}: {exc}); run with --debug for the "
+        print(f"blockflow: internal error ({type(exc).__name__}: {for_terminal(str(exc))}); run with --debug for the "
               f"traceback and please report it", file=sys.stderr)
         return EXIT_INTERNAL
 
@@ -648,4 +659,14 @@ def main(argv=None) -> int:
 def _report(args, exc):
     if getattr(args, "debug", False):
         traceback.print_exception(exc)
-    print(f"blockflow: error: {exc}", file=sys.stderr)
+    print(f"blockflow: error: {error_text(exc)}", file=sys.stderr)
+
+
+def error_text(exc) -> str:
+    """An error as printed after ``blockflow: error:``: one line, so that text from a file cannot
+    start a line of its own (its newlines are escaped with its other control characters); a
+    diagram's errors are a head and one indented line per diagnostic."""
+    if isinstance(exc, CompileError):
+        head = str(exc).split("\n", 1)[0]
+        return "\n  ".join([head, *(for_terminal(str(d)) for d in exc.diagnostics)])
+    return for_terminal(str(exc))

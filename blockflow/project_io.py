@@ -43,7 +43,7 @@ import numpy as np
 
 from . import ownfiles
 from .errors import ProjectFileError
-from .project import Edge, Node, Page, Project, valid_node_id
+from .project import Edge, Node, Page, Project, name_problem, page_name_problem, text_problem, valid_node_id
 
 __all__ = [
     "FORMAT", "VERSION", "SUFFIX", "MIGRATIONS", "DTYPES", "INLINE_DATA_MAX", "MAX_FILE_BYTES",
@@ -192,6 +192,18 @@ def _check_text(s, where: str, what: str) -> str:
     except UnicodeEncodeError as exc:
         raise _Invalid(where, f"{what} contains a lone surrogate (U+{ord(s[exc.start]):04X}), "
                               "which cannot be written as UTF-8") from None
+    problem = text_problem(s)
+    if problem:
+        raise _Invalid(where, f"{what} {problem}")
+    return s
+
+
+def _check_name(s, where: str, what: str) -> str:
+    """``s`` must be text without control characters (a block, attr or state name)."""
+    _check_text(s, where, what)
+    problem = name_problem(s, what)
+    if problem:
+        raise _Invalid(where, problem)
     return s
 
 
@@ -232,10 +244,9 @@ def _check_mapping(obj, where: str, what: str) -> dict:
 
 def _check_page_name(name, where: str, seen: dict) -> str:
     _check_text(name, where, "a page name")
-    if not name:
-        raise _Invalid(where, "a page name must not be empty")
-    if "/" in name:
-        raise _Invalid(where, f"page name {_short(name)} must not contain '/' (it is the scope)")
+    problem = page_name_problem(name)
+    if problem:
+        raise _Invalid(where, f"page name {_short(name)}: {problem}" if name else problem)
     if name in seen:
         raise _Invalid(where, f"duplicate page name {_short(name)} (also pages[{seen[name]}])")
     return name
@@ -714,7 +725,7 @@ def _decode_node(obj, where: str) -> Node:
     _check_object(obj, where, "a node", _NODE_KEYS, ("id", "block"))
     node_id = _check_node_id(obj["id"], _key(where, "id"))
     bw = _key(where, "block")
-    block = _check_text(obj["block"], bw, "a block name")
+    block = _check_name(obj["block"], bw, "a block name")
     if not block:
         raise _Invalid(bw, "the block name must not be empty")
     label = _check_text(obj.get("label", ""), _key(where, "label"), "a label")
@@ -736,7 +747,7 @@ def _decode_node(obj, where: str) -> Node:
         xy.append(p)
 
     aw = _key(where, "attrs")
-    attrs = {k: _decode_value(v, _key(aw, k), arrays=True)
+    attrs = {_check_name(k, _key(aw, k), "an attr name"): _decode_value(v, _key(aw, k), arrays=True)
              for k, v in _check_mapping(obj.get("attrs", {}), aw, "attrs").items()}
     iw = _key(where, "inputs")
     inputs = {}
@@ -748,6 +759,7 @@ def _decode_node(obj, where: str) -> Node:
     for k, v in _check_mapping(obj.get("state", {}), sw, "state").items():
         if not k:
             raise _Invalid(sw, "a state name must not be empty")
+        _check_name(k, _key(sw, k), "a state name")
         state[k] = _decode_array(v, _key(sw, k))
     return Node(node_id, block, attrs, inputs, tuple(xy), label, state)
 
@@ -865,7 +877,7 @@ def _encode_node(key, node, where: str) -> dict:
         raise _Invalid(_key(where, "id"), f"the node stored under '{key}' has the id "
                                           f"'{node_id}'")
     bw = _key(where, "block")
-    block = _check_text(node.block, bw, "a block name")
+    block = _check_name(node.block, bw, "a block name")
     if not block:
         raise _Invalid(bw, "the block name must not be empty")
     label = _check_text(node.label, _key(where, "label"), "a label")
@@ -886,7 +898,7 @@ def _encode_node(key, node, where: str) -> dict:
     for k in node.attrs:
         if not isinstance(k, str):
             raise _Invalid(aw, f"attr names must be strings, found {_describe(k)}")
-        _check_text(k, _key(aw, k), "an attr name")
+        _check_name(k, _key(aw, k), "an attr name")
     attrs = {k: _encode_value(node.attrs[k], _key(aw, k), arrays=True)
              for k in sorted(node.attrs, key=_natural)}
 
@@ -894,6 +906,7 @@ def _encode_node(key, node, where: str) -> dict:
         _check_text(k, kw, "a state name")
         if not k:
             raise _Invalid(kw, "a state name must not be empty")
+        _check_name(k, kw, "a state name")
 
     inputs = _encode_array_map(node.inputs, _key(where, "inputs"), "inputs", _check_port)
     state = _encode_array_map(node.state, _key(where, "state"), "state", state_key)

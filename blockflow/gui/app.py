@@ -1,7 +1,9 @@
 """The ``blockflow`` command: the editor, ``render`` (headless pictures), and the core CLI.
 
 ``blockflow [PROJECT]`` opens the editor (the stable softmax sample when no project is given);
-without a display it says so and renders the project's first page to a PNG instead.
+without a display it says so and renders the project's first page to a PNG instead (blockflow's
+own file: never through a symlink or over a file it did not write, see blockflow.ownfiles).
+Everything printed has control characters escaped (blockflow.textsafe).
 ``blockflow render PROJECT -o out.png|svg [--page P] [--grad | --paths] [--target NODE]`` draws a
 page offscreen, optionally with its gradients or gradient paths highlighted. Every other
 command (run, check, blocks) is blockflow.cli's, which stays free of Qt.
@@ -14,6 +16,7 @@ import sys
 from pathlib import Path
 
 from .. import cli
+from ..textsafe import escaped_output, for_terminal
 
 __all__ = ["main", "build_parser", "has_display", "DEFAULT_SAMPLE"]
 
@@ -144,7 +147,7 @@ def _run_render(args) -> int:
         how = "run" if args.grad else "paths" if args.paths else None
         out = render(args.project, args.output, args.page, how, args.target)
     except cli.CliError as exc:
-        print(f"blockflow: error: {exc}", file=sys.stderr)
+        print(f"blockflow: error: {cli.error_text(exc)}", file=sys.stderr)
         return exc.code
     except Exception as exc:  # file and page errors: one clear line, as the core CLI does
         return _report(exc, args.debug)
@@ -166,10 +169,10 @@ def _report(exc: Exception, debug: bool) -> int:
     elif isinstance(exc, BlockflowError):
         code = cli.EXIT_DIAGNOSTICS
     else:
-        print(f"blockflow: internal error ({type(exc).__name__}: {exc}); run with --debug for the "
+        print(f"blockflow: internal error ({type(exc).__name__}: {cli.error_text(exc)}); run with --debug for the "
               f"traceback and please report it", file=sys.stderr)
         return cli.EXIT_INTERNAL
-    print(f"blockflow: error: {exc}", file=sys.stderr)
+    print(f"blockflow: error: {cli.error_text(exc)}", file=sys.stderr)
     return code
 
 
@@ -183,7 +186,7 @@ def run_editor(project: str | None, *, debug: bool = False, exec_loop: bool = Tr
     try:
         path = _default_project() if sample else Path(project)
     except cli.CliError as exc:
-        print(f"blockflow: error: {exc}", file=sys.stderr)
+        print(f"blockflow: error: {cli.error_text(exc)}", file=sys.stderr)
         return exc.code
     try:
         loaded = load_project(path)
@@ -210,7 +213,7 @@ def run_editor(project: str | None, *, debug: bool = False, exec_loop: bool = Tr
         except Exception as exc:
             return _report(exc, debug)
         if placed.moved:
-            print(f"blockflow: {placed.note('the picture')}")
+            print(f"blockflow: {for_terminal(placed.note('the picture'))}")
         out = placed.path
         print(f"wrote {out}" + ("" if how == "gradients" else f": {how}")
               + (" (run forward and backward, wires coloured by gradient)" if how == "gradients" else ""))
@@ -234,7 +237,13 @@ def run_editor(project: str | None, *, debug: bool = False, exec_loop: bool = Tr
 
 
 def main(argv=None) -> int:
-    """The console script ``blockflow``."""
+    """The console script ``blockflow``: everything it prints (and logs to standard error) has
+    control characters escaped (blockflow.textsafe)."""
+    with escaped_output():
+        return _main(argv)
+
+
+def _main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     rest = [a for a in argv if a != "--debug"]

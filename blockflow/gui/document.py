@@ -19,7 +19,7 @@ from PySide6.QtGui import QUndoStack
 from .. import ownfiles
 from ..compiler import Program, compile_page, project_files
 from ..errors import ProjectError
-from ..project import Edge, Node, Page, Project, split_port, valid_node_id
+from ..project import Edge, Node, Page, Project, page_name_problem, split_port, text_problem, valid_node_id
 from ..project_io import dumps_project, load_project, loads_project, save_project
 from ..registry import Registry, default_registry
 from ..spec import SCOPE_PORT
@@ -355,6 +355,8 @@ class Document(QObject):
                                                    f"Set {node_id}.{port}"))
 
     def set_label(self, node_id: str, label: str, page: str | None = None) -> None:
+        if text_problem(label):
+            raise ProjectError(f"the label {text_problem(label)}")
         page = page or self.current_page
         self.undo_stack.push(C.SetNodeFieldCommand(self, page, node_id, "label", None, label,
                                                    f"Label {node_id}"))
@@ -438,6 +440,8 @@ class Document(QObject):
             self.undo_stack.push(C.SetPageFieldCommand(self, page, "metrics", metrics, text="Set plotted metrics"))
 
     def set_page_text(self, text: str, page: str | None = None) -> None:
+        if text_problem(text):
+            raise ProjectError(f"the page note {text_problem(text)}")
         page = page or self.current_page
         self.undo_stack.push(C.SetPageFieldCommand(self, page, "text", text, text="Edit page note"))
 
@@ -468,8 +472,9 @@ class Document(QObject):
             self.undo_stack.push(C.MovePageCommand(self, name, index))
 
     def _check_page_name(self, name: str) -> None:
-        if not name or "/" in name or name != name.strip():
-            raise ProjectError(f"page name {name!r} must be non-empty, without '/' or surrounding spaces")
+        if page_name_problem(name) or name != name.strip():
+            raise ProjectError(f"page name {name!r} must be non-empty, without '/', control characters "
+                               f"or surrounding spaces")
         if any(p.name == name for p in self.project.pages):
             raise ProjectError(f"there is already a page named '{name}'")
 
