@@ -342,3 +342,26 @@ def test_the_command_line_refuses_a_bad_output_path_as_a_usage_error(tmp_path, c
         assert err.startswith(f"blockflow: error: {option} {path or repr(path)}: ") and problem in err, err
         assert err.count("\n") == 1 and "Traceback" not in err and out == ""   # refused before training
     assert changed_paths(before, snapshot(tmp_path)) == set()
+
+
+def test_copying_data_files_next_to_a_saved_project_never_writes_through_a_link(tmp_path, victim, qapp):
+    """Save As into another folder offers to copy the data files: a dangling symlink planted at a
+    copy's name is not followed (it would create the file it points to), and nothing is replaced."""
+    from blockflow.gui.document import Document
+
+    old, new = tmp_path / "old", tmp_path / "new"
+    old.mkdir()
+    new.mkdir()
+    for name in ("a.csv", "b.csv", "c.csv"):
+        (old / name).write_text(f"x,label\n1,{name[0] == 'a'}\n")
+    dangling = tmp_path / "outside" / "created-by-blockflow.csv"
+    (new / "a.csv").symlink_to(dangling)          # dangling: exists() says False
+    (new / "b.csv").write_text("the user's own b.csv")
+    doc = Document()
+    doc.project.base_dir = str(new)
+    before = snapshot(tmp_path)
+    copied = doc.copy_data_files(["a.csv", "b.csv", "c.csv"], str(old))
+    assert copied == ["c.csv"]
+    assert changed_paths(before, snapshot(tmp_path)) == {str(new / "c.csv")}
+    assert not dangling.exists() and (new / "b.csv").read_text() == "the user's own b.csv"
+    assert (new / "c.csv").read_bytes() == (old / "c.csv").read_bytes()
