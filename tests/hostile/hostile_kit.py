@@ -57,7 +57,7 @@ def run_child(argv: list, *, cap_bytes: int | None = DEFAULT_CAP_BYTES, timeout:
               cwd=None, env: dict | None = None, stdin: str | None = None) -> ChildResult:
     """Run ``argv`` under an address-space cap; return its exit code, output and peak RSS.
 
-    The peak is the child's own ``ru_maxrss`` (from ``wait4``, so other children do not count).
+    The peak is the child's own high-water mark (VmHWM; see _PEAK_PRELUDE).
     """
     full_env = {**os.environ, **CHILD_ENV, **(env or {})}
     proc = subprocess.Popen(argv, cwd=cwd, env=full_env, stdin=subprocess.PIPE if stdin is not None
@@ -77,11 +77,23 @@ def run_child(argv: list, *, cap_bytes: int | None = DEFAULT_CAP_BYTES, timeout:
 
 _PEAK_TAG = "@@blockflow-peak-rss@@"
 
-# Prints the process's peak RSS (bytes) to stderr when it exits, however it exits normally.
+# Prints the process's peak RSS (bytes) to stderr when it exits, however it exits normally. The
+# peak is /proc's VmHWM, the high-water mark of this program's own memory: Linux carries a forked
+# child's ru_maxrss across exec, so it also held the parent's resident size at fork time (a test
+# process grown past the child's own peak made every child report the test process's size).
 _PEAK_PRELUDE = textwrap.dedent(f"""
     import atexit as _atexit, resource as _resource, sys as _sys
+    def _peak_bytes():
+        try:
+            with open("/proc/self/status") as _f:
+                for _line in _f:
+                    if _line.startswith("VmHWM:"):
+                        return int(_line.split()[1]) * 1024
+        except OSError:
+            pass
+        return _resource.getrusage(_resource.RUSAGE_SELF).ru_maxrss * 1024
     def _report_peak():
-        _sys.stderr.write("\\n{_PEAK_TAG}%d\\n" % (_resource.getrusage(_resource.RUSAGE_SELF).ru_maxrss * 1024))
+        _sys.stderr.write("\\n{_PEAK_TAG}%d\\n" % _peak_bytes())
         _sys.stderr.flush()
     _atexit.register(_report_peak)
 """)
