@@ -77,7 +77,7 @@ FLOAT_SPECIALS = [0.1, -0.0, 0.0, float("nan"), float("inf"), float("-inf"), 1e-
 
 # Text a project may hold: anything but NUL (labels, notes, strings); names hold no control
 # character at all (blockflow.textsafe.CONTROL_CHARACTERS).
-text_chars = st.characters(exclude_characters="\0")
+text_chars = st.characters(exclude_categories=("Cs",), exclude_characters="\0")   # Cs: lone surrogates
 name_chars = st.characters(exclude_categories=("Cc", "Cs", "Zl", "Zp"),
                            exclude_characters="\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
                                               "\u2066\u2067\u2068\u2069")
