@@ -2,8 +2,10 @@
 display.
 
 Errors are one clear line and a documented exit code (see EXIT_CODES); a traceback only with
---debug. Results are printed without a second copy of them (blockflow.arrayout). Must not import
-PySide6 or the block library.
+--debug. Everything printed passes one boundary, blockflow.textsafe.escaped_output: text from a
+file (names, paths, messages quoting them) cannot move the cursor or rewrite the screen, its
+control characters are shown as escapes (JSON output stays valid JSON). Results are printed
+without a second copy of them (blockflow.arrayout). Must not import PySide6 or the block library.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ import numpy as np
 from . import __version__
 from .arrayout import JSON_FULL_VALUES, JsonArray, array_stats, write_json
 from .errors import BlockflowError, CompileError, ProjectError, ProjectFileError, RunError
+from .textsafe import escaped_output, for_terminal, raw_stream
 
 EXIT_OK = 0
 EXIT_DIAGNOSTICS = 1  # the diagram has errors
@@ -64,6 +67,16 @@ def _registry():
     for where, problem in reg.problems:
         print(f"blockflow: warning: block package {where} was skipped: {problem}", file=sys.stderr)
     return reg
+
+
+def check_output_path(option: str, path: str) -> None:
+    """A file named on the command line to write must be able to be one: else a usage error
+    naming the option, the path and the problem (empty, ending in '/', a folder, too long)."""
+    from .ownfiles import name_problem
+
+    problem = name_problem(path)
+    if problem:
+        raise CliError(f"{option} {path or repr(path)}: {problem}", EXIT_USAGE)
 
 
 def parse_feed(spec: str, option: str = "--feed") -> tuple[str, np.ndarray]:
@@ -342,6 +355,8 @@ def cmd_train(args) -> int:
     from .project_io import save_project
     from .training import OPTIMIZERS, TrainConfig, Trainer, recommended_settings, training_program
 
+    if args.save is not None:     # before training: a long run must not end in "cannot save"
+        check_output_path("--save", args.save)
     project = _load(args.project)
     registry = _registry()
     recommended = recommended_settings(project, args.page)
@@ -379,7 +394,7 @@ def cmd_train(args) -> int:
     except (ValueError, ProjectError, RunError) as exc:   # settings the page cannot be trained with
         raise CliError(str(exc), EXIT_USAGE) from None
     for warning in trainer.warnings:
-        print(f"blockflow: warning: {warning}", file=sys.stderr)
+        print(f"blockflow: warning: {for_terminal(warning)}", file=sys.stderr)
     moves, new_dir = _plan_save(args.save, project, registry) if args.save else ([], None)
     bar = _Progress(steps, enabled=not args.quiet and not args.json)
     history = trainer.train(callback=lambda rec, _t: bar.update(rec))
@@ -397,10 +412,11 @@ def cmd_train(args) -> int:
 
         page.apply_state(trainer.state_updates())
         apply_move(project, moves, new_dir)     # the data first: the saved project never names a missing file
-        save_project(project, args.save)
+        for note in save_project(project, args.save).notes:    # e.g. the backup kept elsewhere
+            print(f"blockflow: note: {for_terminal(note)}", file=sys.stderr)
         for m in moves:
             if m.action == "missing":
-                print(f"blockflow: warning: {m.describe(new_dir)}", file=sys.stderr)
+                print(f"blockflow: warning: {for_terminal(m.describe(new_dir))}", file=sys.stderr)
     if args.json:
         json.dump({"project": str(args.project), "page": page.name, "mode": trainer.mode,
                    "optimizer": optimizer if trainer.mode == "optimizer" else None,
@@ -435,17 +451,12 @@ def cmd_train(args) -> int:
 
 
 def _plan_save(out: str, project, registry):
-    """Before training: check that --save OUT can be written, and decide what becomes of the data
+    """Before training: decide what becomes of the data
     files the project reads when OUT is in another folder (blockflow.relocate: a path rewritten
     when the file is inside the new folder, else a copy next to it, never over another file)."""
     from .relocate import plan_move
 
-    target = os.path.abspath(out)
-    folder = os.path.dirname(target)
-    if not os.path.isdir(folder):
-        raise CliError(f"--save {out}: there is no folder {folder}; nothing was trained", EXIT_FILE)
-    if os.path.isdir(target):
-        raise CliError(f"--save {out}: that is a folder, not a file name; nothing was trained", EXIT_FILE)
+    folder = os.path.dirname(os.path.abspath(out))    # check_output_path has vetted OUT itself
     if project.base_dir is None or os.path.realpath(project.base_dir) == os.path.realpath(folder):
         return [], folder
     return plan_move(project, registry, project.base_dir, folder), folder
@@ -463,12 +474,13 @@ class _Progress:
         if not self.enabled:
             return
         done = record.step + 1
-        if self.tty:
+        if self.tty:    # numbers only: written raw, its carriage return must stay one
             width = 30
             filled = int(width * done / self.total)
-            sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} "
-                             f"loss {record.loss:.4g}")
-            sys.stderr.flush()
+            raw = raw_stream(sys.stderr)
+            raw.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} "
+                      f"loss {record.loss:.4g}")
+            raw.flush()
         else:
             tenth = done * 10 // self.total
             if tenth != self.shown:
@@ -481,8 +493,8 @@ class _Progress:
 
 
 def _print_diagnostics(diags, stream):
-    for d in diags:
-        print(str(d), file=stream)
+    for d in diags:    # one line each, whatever the file's text holds
+        print(for_terminal(str(d)), file=stream)
 
 
 def cmd_blocks(args) -> int:
@@ -491,7 +503,8 @@ def cmd_blocks(args) -> int:
     registry = _registry()
     if args.markdown:
         text = blocks_markdown(registry)
-        if args.output:
+        if args.output is not None:
+            check_output_path("--output", args.output)
             Path(args.output).write_text(text, encoding="utf-8")
             print(f"wrote {args.output} ({len(registry)} blocks)")
         else:
@@ -659,6 +672,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    """The command line; everything it prints has control characters escaped (textsafe)."""
+    with escaped_output():
+        return _main(argv)
+
+
+def _main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -696,7 +715,7 @@ def main(argv=None) -> int:
     except Exception as exc:  # a bug in blockflow or in a block package: say so plainly
         if getattr(args, "debug", False):
             traceback.print_exception(exc)
-        print(f"blockflow: internal error ({type(exc).__name__}: {exc}); run with --debug for the "
+        print(f"blockflow: internal error ({type(exc).__name__}: {for_terminal(str(exc))}); run with --debug for the "
               f"traceback and please report it", file=sys.stderr)
         return EXIT_INTERNAL
 
@@ -714,4 +733,14 @@ def _quiet_stdout() -> None:
 def _report(args, exc):
     if getattr(args, "debug", False):
         traceback.print_exception(exc)
-    print(f"blockflow: error: {exc}", file=sys.stderr)
+    print(f"blockflow: error: {error_text(exc)}", file=sys.stderr)
+
+
+def error_text(exc) -> str:
+    """An error as printed after ``blockflow: error:``: one line, so that text from a file cannot
+    start a line of its own (its newlines are escaped with its other control characters); a
+    diagram's errors are a head and one indented line per diagnostic."""
+    if isinstance(exc, CompileError):
+        head = str(exc).split("\n", 1)[0]
+        return "\n  ".join([head, *(for_terminal(str(d)) for d in exc.diagnostics)])
+    return for_terminal(str(exc))

@@ -10,8 +10,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import ProjectError
+from .textsafe import describe_character, first_control
 
-__all__ = ["Edge", "Node", "Page", "Project", "split_port", "arrays_equal", "valid_node_id"]
+__all__ = ["Edge", "Node", "Page", "Project", "split_port", "arrays_equal", "valid_node_id",
+           "name_problem", "page_name_problem", "text_problem"]
 
 _ID_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 
@@ -19,6 +21,34 @@ _ID_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 def valid_node_id(node_id: str) -> bool:
     """A node id: a letter or ``_`` first, then letters, digits, ``_ . -`` (TF's op-name rule)."""
     return isinstance(node_id, str) and _ID_RE.fullmatch(node_id) is not None
+
+
+def text_problem(text: str) -> str:
+    """Why ``text`` (a label, a page's note, any string of a project) cannot be kept ("" when it
+    can): free text, but never NUL, which C, file names and terminals take for its end."""
+    at = text.find("\0")
+    return f"contains U+0000 (NUL) at offset {at}, which no text in a project may hold" if at >= 0 else ""
+
+
+def name_problem(name: str, what: str = "a name") -> str:
+    """Why ``name`` (a page, block, attr or state name) cannot be one ("" when it can): a name
+    holds no control character (blockflow.textsafe.CONTROL_CHARACTERS: C0, DEL, C1, line
+    separators, bidirectional overrides), which could rewrite the screen it is printed on."""
+    found = first_control(name)
+    if found is None:
+        return ""
+    at, c = found
+    return f"{what} must not contain control characters: {describe_character(c)} at offset {at}"
+
+
+def page_name_problem(name: str) -> str:
+    """Why ``name`` cannot name a page ("" when it can): empty, a '/' (the scope separator), a
+    control character."""
+    if not name:
+        return "a page name must not be empty"
+    if "/" in name:
+        return "a page name must not contain '/' (it is the scope separator)"
+    return name_problem(name, "a page name")
 
 
 def arrays_equal(a, b) -> bool:
@@ -204,8 +234,10 @@ class Project:
         raise ProjectError(f"no page named '{name}' (pages: {', '.join(p.name for p in self.pages)})")
 
     def add_page(self, name: str) -> Page:
-        if not name or "/" in name:
-            raise ProjectError(f"page name {name!r} must be non-empty and contain no '/'")
+        problem = page_name_problem(name)
+        if problem:
+            raise ProjectError(f"page name {name!r} must be non-empty and contain no '/' or control "
+                               f"characters ({problem})")
         if any(p.name == name for p in self.pages):
             raise ProjectError(f"there is already a page named '{name}'")
         page = Page(name)

@@ -15,35 +15,41 @@ Guarantees:
 * Output is deterministic and diff-friendly: ``dumps_project(loads_project(t)) == t`` for any
   ``t`` that ``dumps_project`` wrote, and ``loads_project(dumps_project(p)) == p``.
 * Saving is atomic: temporary file in the same directory, flush, fsync, ``os.replace``, fsync
-  of the directory. On failure the old file is untouched and the temporary file removed.
+  of the directory. On failure the old file is untouched and the temporary file removed. Its side
+  files (the temporary, the ``.bak`` backup) never follow a link or replace a file blockflow did
+  not write (blockflow.ownfiles).
 * Whatever ``dumps_project`` writes, ``loads_project`` reads: the writer checks the same rules
   as the reader and refuses (with a ProjectFileError) a project that would not load back.
 
-This is a core module: it imports numpy, json (and the standard library), blockflow.project and
-blockflow.errors only.
+This is a core module: it imports numpy, json (and the standard library), blockflow.project,
+blockflow.errors and blockflow.ownfiles (the side files of a save: its temporary, the backup)
+only.
 """
 from __future__ import annotations
 
 import base64
 import binascii
 import difflib
+import errno
 import json
 import math
 import os
 import re
-import secrets
 import stat
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
+from . import ownfiles
 from .errors import ProjectFileError
-from .project import Edge, Node, Page, Project, valid_node_id
+from .project import Edge, Node, Page, Project, name_problem, page_name_problem, text_problem, valid_node_id
 
 __all__ = [
     "FORMAT", "VERSION", "SUFFIX", "MIGRATIONS", "DTYPES", "INLINE_DATA_MAX", "MAX_FILE_BYTES",
     "MAX_ARRAY_ELEMENTS", "MAX_NODES_PER_PAGE", "MAX_DEPTH", "MAX_NDIM",
-    "dumps_project", "loads_project", "load_project", "save_project", "backup_path", "BACKUP_SUFFIX",
+    "dumps_project", "loads_project", "load_project", "save_project", "SaveResult", "backup_path",
+    "BACKUP_SUFFIX",
     "encode_array", "decode_array",
 ]
 
@@ -186,6 +192,18 @@ def _check_text(s, where: str, what: str) -> str:
     except UnicodeEncodeError as exc:
         raise _Invalid(where, f"{what} contains a lone surrogate (U+{ord(s[exc.start]):04X}), "
                               "which cannot be written as UTF-8") from None
+    problem = text_problem(s)
+    if problem:
+        raise _Invalid(where, f"{what} {problem}")
+    return s
+
+
+def _check_name(s, where: str, what: str) -> str:
+    """``s`` must be text without control characters (a block, attr or state name)."""
+    _check_text(s, where, what)
+    problem = name_problem(s, what)
+    if problem:
+        raise _Invalid(where, problem)
     return s
 
 
@@ -226,10 +244,9 @@ def _check_mapping(obj, where: str, what: str) -> dict:
 
 def _check_page_name(name, where: str, seen: dict) -> str:
     _check_text(name, where, "a page name")
-    if not name:
-        raise _Invalid(where, "a page name must not be empty")
-    if "/" in name:
-        raise _Invalid(where, f"page name {_short(name)} must not contain '/' (it is the scope)")
+    problem = page_name_problem(name)
+    if problem:
+        raise _Invalid(where, f"page name {_short(name)}: {problem}" if name else problem)
     if name in seen:
         raise _Invalid(where, f"duplicate page name {_short(name)} (also pages[{seen[name]}])")
     return name
@@ -708,7 +725,7 @@ def _decode_node(obj, where: str) -> Node:
     _check_object(obj, where, "a node", _NODE_KEYS, ("id", "block"))
     node_id = _check_node_id(obj["id"], _key(where, "id"))
     bw = _key(where, "block")
-    block = _check_text(obj["block"], bw, "a block name")
+    block = _check_name(obj["block"], bw, "a block name")
     if not block:
         raise _Invalid(bw, "the block name must not be empty")
     label = _check_text(obj.get("label", ""), _key(where, "label"), "a label")
@@ -730,7 +747,7 @@ def _decode_node(obj, where: str) -> Node:
         xy.append(p)
 
     aw = _key(where, "attrs")
-    attrs = {k: _decode_value(v, _key(aw, k), arrays=True)
+    attrs = {_check_name(k, _key(aw, k), "an attr name"): _decode_value(v, _key(aw, k), arrays=True)
              for k, v in _check_mapping(obj.get("attrs", {}), aw, "attrs").items()}
     iw = _key(where, "inputs")
     inputs = {}
@@ -742,6 +759,7 @@ def _decode_node(obj, where: str) -> Node:
     for k, v in _check_mapping(obj.get("state", {}), sw, "state").items():
         if not k:
             raise _Invalid(sw, "a state name must not be empty")
+        _check_name(k, _key(sw, k), "a state name")
         state[k] = _decode_array(v, _key(sw, k))
     return Node(node_id, block, attrs, inputs, tuple(xy), label, state)
 
@@ -859,7 +877,7 @@ def _encode_node(key, node, where: str) -> dict:
         raise _Invalid(_key(where, "id"), f"the node stored under '{key}' has the id "
                                           f"'{node_id}'")
     bw = _key(where, "block")
-    block = _check_text(node.block, bw, "a block name")
+    block = _check_name(node.block, bw, "a block name")
     if not block:
         raise _Invalid(bw, "the block name must not be empty")
     label = _check_text(node.label, _key(where, "label"), "a label")
@@ -880,7 +898,7 @@ def _encode_node(key, node, where: str) -> dict:
     for k in node.attrs:
         if not isinstance(k, str):
             raise _Invalid(aw, f"attr names must be strings, found {_describe(k)}")
-        _check_text(k, _key(aw, k), "an attr name")
+        _check_name(k, _key(aw, k), "an attr name")
     attrs = {k: _encode_value(node.attrs[k], _key(aw, k), arrays=True)
              for k in sorted(node.attrs, key=_natural)}
 
@@ -888,6 +906,7 @@ def _encode_node(key, node, where: str) -> dict:
         _check_text(k, kw, "a state name")
         if not k:
             raise _Invalid(kw, "a state name must not be empty")
+        _check_name(k, kw, "a state name")
 
     inputs = _encode_array_map(node.inputs, _key(where, "inputs"), "inputs", _check_port)
     state = _encode_array_map(node.state, _key(where, "state"), "state", state_key)
@@ -1001,7 +1020,7 @@ def _remove_stale_temporaries(target: str) -> None:
     """Remove ``.NAME.xxxxxxxx.tmp`` files (of ``target`` and its backup) left by saves that
     were killed, once they are old enough not to belong to a save still running elsewhere."""
     directory = os.path.dirname(target) or "."
-    names = {os.path.basename(target), os.path.basename(backup_path(target))}
+    names = {ownfiles.temporary_stem(os.path.basename(p)) for p in (target, backup_path(target))}
     now = time.time()
     try:
         entries = os.listdir(directory)
@@ -1015,33 +1034,11 @@ def _remove_stale_temporaries(target: str) -> None:
             continue
         full = os.path.join(directory, entry)
         try:
-            stale = now - os.stat(full).st_mtime > STALE_TEMPORARY_SECONDS
+            st = os.lstat(full)
         except OSError:
             continue
-        if stale:
+        if stat.S_ISREG(st.st_mode) and now - st.st_mtime > STALE_TEMPORARY_SECONDS:
             _unlink_quietly(full)
-
-
-def _keep_backup(target: str) -> None:
-    """Make ``target + ".bak"`` the current ``target`` before it is replaced, atomically: a hard
-    link to it (or a copy where links are not possible) under a temporary name, moved onto the
-    backup's name. ``target`` itself is never moved, so it exists at every moment."""
-    bak = backup_path(target)
-    tmp = os.path.join(os.path.dirname(bak) or ".", f".{os.path.basename(bak)}.{secrets.token_hex(4)}.tmp")
-    try:
-        try:
-            os.link(target, tmp)
-        except OSError:
-            with open(target, "rb") as src, open(tmp, "xb") as dst:
-                while chunk := src.read(1 << 20):
-                    dst.write(chunk)
-                dst.flush()
-                os.fsync(dst.fileno())
-        os.replace(tmp, bak)
-        tmp = None
-    finally:
-        if tmp is not None:
-            _unlink_quietly(tmp)
 
 
 def _unlink_quietly(path: str) -> None:
@@ -1069,22 +1066,58 @@ BACKUP_SUFFIX = ".bak"
 
 
 def backup_path(path) -> str:
-    """Where :func:`save_project` keeps the previous version of ``path``."""
+    """Where :func:`save_project` keeps the previous version of ``path`` (when that name holds
+    nothing but its own earlier backup; else a variant, see :class:`SaveResult`)."""
     return os.fspath(path) + BACKUP_SUFFIX
 
 
-def save_project(project: Project, path, *, backup: bool = True) -> None:
+@dataclass(frozen=True)
+class SaveResult:
+    """What :func:`save_project` did besides writing the file."""
+
+    path: str                   #: the file written (as given)
+    backup: str | None = None   #: where the previous version was kept (None: no backup made)
+    notes: tuple = ()           #: things to tell the user: a backup kept under another name
+
+
+def _keep_backup(target: str) -> tuple[ownfiles.Placed | None, str]:
+    """Keep the current ``target`` as its backup before it is replaced: a hard link to it (a
+    copy where links are not possible) made under a temporary name and moved onto the backup's
+    name, so ``target`` exists at every moment. The backup's name holds blockflow's own earlier
+    backup or nothing; a symlink, a folder or a file blockflow did not write there is left alone
+    and the backup goes to a variant (``NAME-1.bak``). Returns (where it went, a note or "")."""
+    wanted = backup_path(target)
+    try:
+        placed = ownfiles.link_own(target, wanted, suffix=BACKUP_SUFFIX)
+    except ownfiles.OwnFileError as exc:
+        return None, f"no backup of the previous version was kept: {exc}"
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:
+            raise
+        return None, (f"no backup of the previous version was kept: its name {wanted} would be longer "
+                      f"than the file system allows")
+    note = placed.note("the backup of the previous version") if placed.moved else ""
+    return placed, note
+
+
+def save_project(project: Project, path, *, backup: bool = True) -> SaveResult:
     """Write ``project`` to ``path`` atomically.
 
-    The text is written to a temporary file in the same directory, flushed and fsynced, then
-    moved onto ``path`` with ``os.replace`` and the directory fsynced. On any failure the old
-    file is untouched and the temporary file removed. An existing file keeps its permission
-    bits; a symlink is followed (the file it points to is replaced, the link stays). With
-    ``backup`` (the default) the version being replaced is kept as ``path + ".bak"``. The project's
+    The text is written to a temporary file in the same directory (created exclusively, never
+    through a link), flushed and fsynced, then moved onto ``path`` with ``os.replace`` and the
+    directory fsynced. On any failure the old file is untouched and the temporary file removed.
+    An existing file keeps its permission bits; a symlink is followed (the file it points to is
+    replaced, the link stays). With ``backup`` (the default) the version being replaced is kept
+    as ``path + ".bak"`` when that name is free or holds blockflow's own earlier backup, else
+    under a variant (``NAME-1.bak``), which the result's ``notes`` tell. The project's
     ``base_dir`` becomes the file's folder (dataset blocks read their files from there).
-    Raises ProjectFileError if the project cannot be written or the file system refuses.
+    Raises ProjectFileError if the project cannot be written, ``path`` cannot name a file (empty,
+    ending in ``/``, a folder, a name too long) or the file system refuses.
     """
     name = os.fspath(path)
+    problem = ownfiles.name_problem(name)
+    if problem:
+        raise ProjectFileError(name or "''", "", f"cannot save: {problem}")
     data = dumps_project(project, path=name).encode("utf-8")
     target = os.path.realpath(name)
     directory = os.path.dirname(target) or "."
@@ -1095,19 +1128,10 @@ def save_project(project: Project, path, *, backup: bool = True) -> None:
     except OSError as exc:
         raise ProjectFileError(name, "", f"cannot save: {exc.strerror or exc}") from None
     tmp = None
+    kept, notes = None, []
     try:
-        for _ in range(100):
-            candidate = os.path.join(directory, f".{os.path.basename(target)}."
-                                                f"{secrets.token_hex(4)}.tmp")
-            try:  # 0o666 minus the umask, like any new file; O_EXCL: never reuse a name
-                fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL
-                             | getattr(os, "O_BINARY", 0), 0o666)
-            except FileExistsError:
-                continue
-            tmp = candidate
-            break
-        else:
-            raise OSError(f"cannot create a temporary file in {directory}")
+        # 0o666 minus the umask, like any new file; exclusive, under a new name, never a link
+        fd, tmp = ownfiles.create_temporary(directory, os.path.basename(target))
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -1115,10 +1139,14 @@ def save_project(project: Project, path, *, backup: bool = True) -> None:
         if mode is not None:
             os.chmod(tmp, mode)
             if backup:
-                _keep_backup(target)
+                kept, note = _keep_backup(target)
+                if note:
+                    notes.append(note)
         os.replace(tmp, target)
         tmp = None
     except OSError as exc:
+        if kept is not None and not kept.replaced:    # a backup this failed save made: not needed
+            ownfiles.withdraw(kept)
         raise ProjectFileError(name, "", f"cannot save: {exc.strerror or exc}") from exc
     finally:
         if tmp is not None:
@@ -1126,3 +1154,4 @@ def save_project(project: Project, path, *, backup: bool = True) -> None:
     _fsync_dir(directory)
     _remove_stale_temporaries(target)
     project.base_dir = os.path.dirname(os.path.abspath(name))   # where its data files now live
+    return SaveResult(name, kept.path if kept is not None else None, tuple(notes))

@@ -18,3 +18,16 @@ settings.register_profile(
 # "dev": fresh random examples each run, to find new failures (HYPOTHESIS_PROFILE=dev).
 settings.register_profile("dev", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _own_files_ledger(tmp_path_factory):
+    """The ledger of files blockflow writes on its own (blockflow.ownfiles) in a folder of the
+    test session, never the developer's: saves and pictures in tests (and their child processes)
+    must neither read nor grow it."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("BLOCKFLOW_STATE_DIR", str(tmp_path_factory.mktemp("state")))
+        yield

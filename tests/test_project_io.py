@@ -75,10 +75,18 @@ def sample_doc() -> dict:
 FLOAT_SPECIALS = [0.1, -0.0, 0.0, float("nan"), float("inf"), float("-inf"), 1e-45, 65504.0]
 
 
+# Text a project may hold: anything but NUL (labels, notes, strings); names hold no control
+# character at all (blockflow.textsafe.CONTROL_CHARACTERS).
+text_chars = st.characters(exclude_categories=("Cs",), exclude_characters="\0")   # Cs: lone surrogates
+name_chars = st.characters(exclude_categories=("Cc", "Cs", "Zl", "Zp"),
+                           exclude_characters="\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
+                                              "\u2066\u2067\u2068\u2069")
+
+
 def json_values():
-    keys = st.text(max_size=6).filter(lambda k: k not in {"dtype", "shape", "data", "base64"})
+    keys = st.text(text_chars, max_size=6).filter(lambda k: k not in {"dtype", "shape", "data", "base64"})
     scalars = (st.none() | st.booleans() | st.integers(-2 ** 70, 2 ** 70)
-               | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8))
+               | st.floats(allow_nan=False, allow_infinity=False) | st.text(text_chars, max_size=8))
     return st.recursive(scalars, lambda c: st.lists(c, max_size=3)
                         | st.dictionaries(keys, c, max_size=3), max_leaves=8)
 
@@ -103,26 +111,27 @@ def arrays(draw, big=None):
 
 node_ids = st.from_regex(r"[A-Za-z_][A-Za-z0-9_.\-]{0,6}", fullmatch=True)
 ports = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,4}(\[(0|[1-9][0-9]?)\])?", fullmatch=True)
-texts = st.text(max_size=12)
+texts = st.text(text_chars, max_size=12)
+names = st.text(name_chars, max_size=12)
 finite = st.floats(allow_nan=False, allow_infinity=False, min_value=-1e9, max_value=1e9)
 
 
 @st.composite
 def projects(draw):
     project = Project(metadata=draw(st.dictionaries(texts, json_values(), max_size=3)))
-    names = draw(st.lists(st.text(min_size=1, max_size=8).filter(lambda s: "/" not in s),
-                          min_size=1, max_size=3, unique=True))
-    for name in names:
+    page_names = draw(st.lists(st.text(name_chars, min_size=1, max_size=8).filter(lambda s: "/" not in s),
+                               min_size=1, max_size=3, unique=True))
+    for name in page_names:
         page = project.add_page(name)
         page.text = draw(texts)
         ids = draw(st.lists(node_ids, max_size=5, unique=True))
         for nid in ids:
-            attrs = draw(st.dictionaries(texts, json_values() | arrays(), max_size=4))
+            attrs = draw(st.dictionaries(names, json_values() | arrays(), max_size=4))
             page.add_node(draw(st.sampled_from(["MatMul", "Add", "Placeholder", "Variable",
                                                 "Blöck ünknown ✓"])),
                           id=nid, attrs=attrs, label=draw(texts),
                           inputs=draw(st.dictionaries(ports, arrays(), max_size=2)),
-                          state=draw(st.dictionaries(st.text(min_size=1, max_size=5), arrays(),
+                          state=draw(st.dictionaries(st.text(name_chars, min_size=1, max_size=5), arrays(),
                                                      max_size=2)),
                           position=(draw(finite), draw(finite)))
         if ids:

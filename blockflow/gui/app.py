@@ -1,7 +1,9 @@
 """The ``blockflow`` command: the editor, ``render`` (headless pictures), and the core CLI.
 
 ``blockflow [PROJECT]`` opens the editor (the stable softmax sample when no project is given);
-without a display it says so and renders the project's first page to a PNG instead.
+without a display it says so and renders the project's first page to a PNG instead (blockflow's
+own file: never through a symlink or over a file it did not write, see blockflow.ownfiles).
+Everything printed has control characters escaped (blockflow.textsafe).
 ``blockflow render PROJECT -o out.png|svg [--page P] [--grad | --paths] [--target NODE]`` draws a
 page offscreen, optionally with its gradients or gradient paths highlighted. Every other
 command (run, check, blocks) is blockflow.cli's, which stays free of Qt.
@@ -14,6 +16,7 @@ import sys
 from pathlib import Path
 
 from .. import cli
+from ..textsafe import escaped_output, for_terminal
 
 __all__ = ["main", "build_parser", "has_display", "DEFAULT_SAMPLE"]
 
@@ -98,6 +101,7 @@ def render(project_path: str, output: str, page: str | None = None, gradients: s
     from ..project_io import load_project
     from .render import render_page
 
+    cli.check_output_path("-o", output)
     suffix = Path(output).suffix.lower()
     if suffix not in (".png", ".svg"):
         raise cli.CliError(f"-o {output}: the picture must end in .png or .svg", cli.EXIT_USAGE)
@@ -116,16 +120,26 @@ def render(project_path: str, output: str, page: str | None = None, gradients: s
 
 
 def _fallback_picture(project_path: Path) -> Path:
-    """Where the no-display fallback writes: next to the project, else in the working directory."""
+    """Where the no-display picture is meant to go: next to the project, else (a read-only
+    folder) in the working directory. Whatever is at that name is left alone unless it is
+    blockflow's own earlier picture (see _write_fallback_picture)."""
     stem = project_path.name
     for suffix in (".bflow.json", ".json"):
         if stem.endswith(suffix):
             stem = stem[: -len(suffix)]
             break
-    beside = project_path.parent / f"{stem}.png"
-    if os.access(project_path.parent, os.W_OK) and (not beside.exists() or os.access(beside, os.W_OK)):
-        return beside
+    if os.access(project_path.parent, os.W_OK):
+        return project_path.parent / f"{stem}.png"
     return Path.cwd() / f"blockflow-{stem}.png"
+
+
+def _write_fallback_picture(wanted: Path, data: bytes):
+    """Write the no-display picture, blockflow's own file: at ``wanted`` when that name is free
+    or holds the picture blockflow drew there before, else at NAME-1.png, ... (never through a
+    symlink, never over the user's picture). Returns the ownfiles.Placed."""
+    from ..ownfiles import write_own
+
+    return write_own(wanted, data, suffix=".png")
 
 
 def _run_render(args) -> int:
@@ -133,7 +147,7 @@ def _run_render(args) -> int:
         how = "run" if args.grad else "paths" if args.paths else None
         out = render(args.project, args.output, args.page, how, args.target)
     except cli.CliError as exc:
-        print(f"blockflow: error: {exc}", file=sys.stderr)
+        print(f"blockflow: error: {cli.error_text(exc)}", file=sys.stderr)
         return exc.code
     except Exception as exc:  # file and page errors: one clear line, as the core CLI does
         return _report(exc, args.debug)
@@ -155,10 +169,10 @@ def _report(exc: Exception, debug: bool) -> int:
     elif isinstance(exc, BlockflowError):
         code = cli.EXIT_DIAGNOSTICS
     else:
-        print(f"blockflow: internal error ({type(exc).__name__}: {exc}); run with --debug for the "
+        print(f"blockflow: internal error ({type(exc).__name__}: {cli.error_text(exc)}); run with --debug for the "
               f"traceback and please report it", file=sys.stderr)
         return cli.EXIT_INTERNAL
-    print(f"blockflow: error: {exc}", file=sys.stderr)
+    print(f"blockflow: error: {cli.error_text(exc)}", file=sys.stderr)
     return code
 
 
@@ -172,14 +186,14 @@ def run_editor(project: str | None, *, debug: bool = False, exec_loop: bool = Tr
     try:
         path = _default_project() if sample else Path(project)
     except cli.CliError as exc:
-        print(f"blockflow: error: {exc}", file=sys.stderr)
+        print(f"blockflow: error: {cli.error_text(exc)}", file=sys.stderr)
         return exc.code
     try:
         loaded = load_project(path)
     except Exception as exc:
         return _report(exc, debug)
     if not has_display():
-        out = _fallback_picture(path.resolve())
+        wanted = _fallback_picture(path.resolve())
         print(f"blockflow: no display (neither DISPLAY nor WAYLAND_DISPLAY is set), so the editor "
               f"cannot open; drawing the first page of {path} instead")
         try:
@@ -191,12 +205,16 @@ def run_editor(project: str | None, *, debug: bool = False, exec_loop: bool = Tr
             first = loaded.pages[0]
             how = "gradients"
             try:   # the page run forward and backward, its wires coloured by gradient (as Run > Backward)
-                render_page(loaded, first.name, str(out), gradients="run")
+                data = render_page(loaded, first.name, None, gradients="run")
             except BlockflowError as exc:   # no loss, or the run fails: the plain diagram, and why
                 how = f"the diagram (no gradients: {exc})"
-                render_page(loaded, first.name, str(out))
+                data = render_page(loaded, first.name, None)
+            placed = _write_fallback_picture(wanted, data)
         except Exception as exc:
             return _report(exc, debug)
+        if placed.moved:
+            print(f"blockflow: {for_terminal(placed.note('the picture'))}")
+        out = placed.path
         print(f"wrote {out}" + ("" if how == "gradients" else f": {how}")
               + (" (run forward and backward, wires coloured by gradient)" if how == "gradients" else ""))
         return cli.EXIT_OK
@@ -219,7 +237,13 @@ def run_editor(project: str | None, *, debug: bool = False, exec_loop: bool = Tr
 
 
 def main(argv=None) -> int:
-    """The console script ``blockflow``."""
+    """The console script ``blockflow``: everything it prints (and logs to standard error) has
+    control characters escaped (blockflow.textsafe)."""
+    with escaped_output():
+        return _main(argv)
+
+
+def _main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     rest = [a for a in argv if a != "--debug"]

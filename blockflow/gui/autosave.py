@@ -6,30 +6,42 @@ note saying where it came from. A clean close, a save, or discarding the changes
 If the editor dies instead (a crash, a kill, a power cut), the files stay; the next start finds
 them (:func:`find_recoveries`), says what they hold and offers to recover exactly that state.
 
-Recovery files are written with the same atomic save as projects, so an autosave interrupted by
-the crash itself leaves the previous autosave intact. The folder is ``$BLOCKFLOW_RECOVERY_DIR``
-or the platform's application data folder (``.../blockflow/recovery``).
+Recovery files are blockflow's own files (blockflow.ownfiles): each is written to a fresh
+temporary file and renamed over the previous autosave, so an autosave interrupted by the crash
+itself leaves the previous one intact, and a symlink or a file planted at an autosave's name is
+never followed or replaced (the autosave moves to a new name instead, and says so). A note that
+cannot be trusted (a time of 1e300 or NaN, a pid that is not one) is skipped with a line in the
+log; the other recoveries are still offered. The folder is ``$BLOCKFLOW_RECOVERY_DIR`` or the
+platform's application data folder (``.../blockflow/recovery``).
 """
 from __future__ import annotations
 
 import json
+import logging
+import math
 import os
 import secrets
 import socket
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QStandardPaths, QTimer, Signal
 
+from .. import ownfiles
 from ..errors import ProjectFileError
-from ..project_io import load_project, save_project
+from ..project_io import dumps_project, load_project
 
 __all__ = ["Autosaver", "Recovery", "find_recoveries", "recovery_dir", "DEFAULT_INTERVAL_SECONDS"]
 
 DEFAULT_INTERVAL_SECONDS = 60
 _SUFFIX = ".bflow.json"
 _NOTE = ".recovery.json"
+#: the latest time a note may carry (the end of year 9999: what a clock can show)
+_LATEST = 253402300799.0
+
+log = logging.getLogger(__name__)
 
 
 def recovery_dir() -> Path:
@@ -94,8 +106,31 @@ class Recovery:
         _remove(self.project_file, self.note_file)
 
 
+def _note_problem(note) -> str:
+    """Why a recovery note's fields cannot be trusted ("" when they can)."""
+    if not isinstance(note, dict):
+        return "it is not a JSON object"
+    saved_at = note.get("saved_at")
+    if isinstance(saved_at, bool) or not isinstance(saved_at, (int, float)):
+        return f"its time saved_at is not a number ({type(saved_at).__name__})"
+    if not (math.isfinite(saved_at) and 0 <= saved_at <= _LATEST):
+        return f"its time saved_at {saved_at!r} is not a time a clock can show"
+    pid = note.get("pid")
+    if isinstance(pid, bool) or not isinstance(pid, int) or not 0 < pid < 2 ** 31:
+        return f"its process id pid {pid!r} is not one"
+    for key in ("host", "title"):
+        if not isinstance(note.get(key, ""), str):
+            return f"its {key} is not a string"
+    original = note.get("original")
+    if original is not None and (not isinstance(original, str) or not original or "\0" in original):
+        return "its original file name is not a file name"
+    return ""
+
+
 def find_recoveries(directory: Path | None = None) -> list[Recovery]:
-    """Autosaves of editors that are no longer running, newest first."""
+    """Autosaves of editors that are no longer running, newest first. A note that cannot be
+    read is listed with its problem (to be discarded); a note whose fields cannot be trusted is
+    skipped, with a warning in the log."""
     directory = Path(directory) if directory is not None else recovery_dir()
     if not directory.is_dir():
         return []
@@ -111,12 +146,15 @@ def find_recoveries(directory: Path | None = None) -> list[Recovery]:
         except (OSError, ValueError) as exc:
             out.append(Recovery(project_file, note_file, None, 0.0, stem, 0, 0, f"unreadable note: {exc}"))
             continue
-        pid = note.get("pid")
-        if note.get("host") == host and isinstance(pid, int) and _alive(pid):
+        problem = _note_problem(note)
+        if problem:
+            log.warning("skipped the recovery note %s: %s", note_file, problem)
+            continue
+        pid = note["pid"]
+        if note.get("host") == host and _alive(pid):
             continue      # that editor is still running: its autosave is not an orphan
-        original = note.get("original") if isinstance(note.get("original"), str) else None
-        saved_at = note.get("saved_at") if isinstance(note.get("saved_at"), (int, float)) else 0.0
-        rec = Recovery(project_file, note_file, original, float(saved_at), str(note.get("title", stem)), 0, 0)
+        rec = Recovery(project_file, note_file, note.get("original"), float(note["saved_at"]),
+                       note.get("title", stem), 0, 0)
         try:
             project = load_project(project_file)
             rec.pages = len(project.pages)
@@ -133,18 +171,19 @@ class Autosaver(QObject):
 
     autosaved = Signal(str)      # the recovery file written
     failed = Signal(str)         # why an autosave could not be written
+    moved = Signal(str)          # the autosave took new names: why (something else was at its own)
 
     def __init__(self, document, directory: Path | None = None, interval_seconds: float | None = None,
                  parent=None):
         super().__init__(parent)
-        self.document = document
+        # held weakly: a document freed together with its saver (the last reference being this
+        # one) would clear its undo stack, whose cleanChanged then called into a half-freed saver
+        self._document = weakref.ref(document)
         self.directory = Path(directory) if directory is not None else recovery_dir()
         if interval_seconds is None:
             env = os.environ.get("BLOCKFLOW_AUTOSAVE_SECONDS")
             interval_seconds = float(env) if env else DEFAULT_INTERVAL_SECONDS
-        self.stem = f"autosave-{os.getpid()}-{secrets.token_hex(3)}"
-        self.project_file = self.directory / (self.stem + _SUFFIX)
-        self.note_file = self.directory / (self.stem + _NOTE)
+        self._new_stem()
         self._written_index = None     # the undo index of the last autosave
         self._timer = QTimer(self)
         self._timer.timeout.connect(self.autosave_now)
@@ -152,6 +191,11 @@ class Autosaver(QObject):
         stack = document.undo_stack
         stack.cleanChanged.connect(self._on_clean_changed)
         document.project_replaced.connect(self._on_replaced)
+
+    @property
+    def document(self):
+        """The document autosaved (None once it is gone)."""
+        return self._document()
 
     def set_interval(self, seconds: float) -> None:
         """Autosave every ``seconds`` (0 or less: never on a timer)."""
@@ -161,24 +205,37 @@ class Autosaver(QObject):
         else:
             self._timer.stop()
 
+    def _new_stem(self) -> None:
+        self.stem = f"autosave-{os.getpid()}-{secrets.token_hex(3)}"
+        self.project_file = self.directory / (self.stem + _SUFFIX)
+        self.note_file = self.directory / (self.stem + _NOTE)
+
     def autosave_now(self) -> bool:
         """Write the recovery files if there are changes not yet autosaved. True when written."""
         doc = self.document
-        if not doc.dirty:
+        if doc is None or not doc.dirty:
             return False
         index = (id(doc.project), doc.undo_stack.index(), doc.undo_stack.count())
         if index == self._written_index and self.project_file.exists():
             return False
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            save_project(doc.project, self.project_file, backup=False)
-            # save_project moved the project's data folder to the recovery folder: put it back
-            doc.project.base_dir = os.path.dirname(os.path.abspath(doc.path)) if doc.path else None
-            note = {"original": doc.path, "saved_at": time.time(), "title": doc.title.rstrip(" *"),
-                    "pid": os.getpid(), "host": socket.gethostname()}
-            tmp = self.note_file.with_name(self.note_file.name + ".tmp")
-            tmp.write_text(json.dumps(note), encoding="utf-8")
-            os.replace(tmp, self.note_file)
+            data = dumps_project(doc.project, path=str(self.project_file)).encode("utf-8")
+            for _attempt in range(5):
+                note = {"original": doc.path, "saved_at": time.time(), "title": doc.title.rstrip(" *"),
+                        "pid": os.getpid(), "host": socket.gethostname()}
+                try:    # both names are this editor's own files, or free: else two new names
+                    ownfiles.write_own(self.project_file, data, variants=False)
+                    ownfiles.write_own(self.note_file, json.dumps(note).encode("utf-8"), variants=False)
+                    break
+                except ownfiles.OwnFileError as exc:
+                    old = self.project_file
+                    ownfiles.remove_own(self.project_file)
+                    self._new_stem()
+                    self.moved.emit(f"autosave: {exc.strerror or exc}; autosaving to {self.project_file.name} "
+                                    f"instead of {old.name}")
+            else:
+                raise OSError(f"no free name for an autosave in {self.directory}")
         except (OSError, ProjectFileError) as exc:
             self.failed.emit(f"autosave failed: {exc}")
             return False
@@ -187,8 +244,10 @@ class Autosaver(QObject):
         return True
 
     def discard(self) -> None:
-        """Remove this editor's recovery files (after a save, a clean close, discarding changes)."""
-        _remove(self.project_file, self.note_file)
+        """Remove this editor's recovery files (after a save, a clean close, discarding changes):
+        only while they are still the files it wrote."""
+        ownfiles.remove_own(self.project_file)
+        ownfiles.remove_own(self.note_file)
         self._written_index = None
 
     def _on_clean_changed(self, clean: bool) -> None:

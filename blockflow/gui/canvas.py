@@ -25,6 +25,7 @@ from ..spec import SCOPE_PORT
 from .draglayer import DragLayer
 from .gradients import GradientHighlighter
 from .items import EdgeItem, LiveWireItem, NodeData, NodeItem, NoticeItem, OverviewItem, Port
+from .plaintext import literal
 from .style import Style, dtype_class
 
 __all__ = ["BLOCK_MIME", "FRAGMENT_MIME", "DiagramScene", "DiagramView", "Minimap", "node_data"]
@@ -1369,36 +1370,38 @@ class DiagramView(QGraphicsView):
         return super().viewportEvent(event)
 
     def tooltip_at(self, sp: QPointF) -> str:
-        """What hovering at ``sp`` tells: a wire's inferred type, a port's, a block's problems."""
+        """What hovering at ``sp`` tells: a wire's inferred type, a port's, a block's problems.
+        Qt shows it as rich text when it looks like some: file text in it is escaped (literal)."""
         item, port = self._port_at(sp)
         program = self.doc.program()
         if item is not None:
             nid = item.node_id
             if port == SCOPE_PORT:
-                return f"scope: {self._scene.page.scope} (full name {self._scene.page.full_name(nid)})"
+                return literal(f"scope: {self._scene.page.scope} (full name {self._scene.page.full_name(nid)})")
             if port is not None:
                 if item.is_output(port):
                     slot = program.port_slots.get((nid, port))
                     t = program.slots[slot].type.describe() if slot is not None else "not inferred"
-                    return f"{nid}.{port}: {t}"
+                    return literal(f"{nid}.{port}: {t}")
                 edge = next((e.edge for e in item.edges if e.edge.dst == nid and e.edge.dst_port == port), None)
                 if edge is not None:
                     t = program.edge_types.get(edge)
                     return _with_lines(f"{nid}.{port} <- {edge.src}.{edge.src_port}: "
                                        f"{t.describe() if t else 'not inferred'}", self.gradients.edge_tooltip(edge))
                 decl = next((p for p in item.data.inputs if p.name == port), None)
-                return f"{nid}.{port}: expects {decl.constraint if decl else 'any'}" + \
-                    (f", inline {decl.inline}" if decl is not None and decl.inline else "")
+                return literal(f"{nid}.{port}: expects {decl.constraint if decl else 'any'}"
+                               + (f", inline {decl.inline}" if decl is not None and decl.inline else ""))
         if item is None:
             item = self._node_at(sp)
         if item is not None:
             d = item.data
             spec = self.doc.registry.get(d.block)
-            lines = [f"<b>{d.block}</b> {self._scene.page.full_name(d.node_id)}"]
+            esc = html.escape     # names and messages are the file's text: shown, never parsed
+            lines = [f"<b>{esc(d.block)}</b> {esc(self._scene.page.full_name(d.node_id))}"]
             if spec is not None and spec.summary:
-                lines.append(spec.summary)
-            lines += [f"<span style='color:#e0403a'>error: {m}</span>" for m in d.errors]
-            lines += [f"warning: {m}" for m in d.warnings]
+                lines.append(esc(spec.summary))
+            lines += [f"<span style='color:#e0403a'>error: {esc(m)}</span>" for m in d.errors]
+            lines += [f"warning: {esc(m)}" for m in d.warnings]
             if item.results is not None:
                 lines += item.results.tooltip_lines([p.name for p in d.outputs])
             lines += self.gradients.node_tooltip(d.node_id)
@@ -1460,19 +1463,22 @@ class DiagramView(QGraphicsView):
             return
         text, ok = QInputDialog.getText(self, "Rename label", f"Label of {nid}:", text=node.label)
         if ok and text != node.label:
-            self.doc.set_label(nid, text)
+            try:
+                self.doc.set_label(nid, text)
+            except ProjectError as exc:      # a NUL
+                self.status_message.emit(str(exc))
 
     def _rename_id(self, nid: str) -> None:
         if nid not in self.doc.page().nodes:
             return
-        text, ok = QInputDialog.getText(self, "Rename block", f"New id of {nid} (its full name is "
-                                        f"{self.doc.page().full_name(nid)}):", text=nid)
+        text, ok = QInputDialog.getText(self, "Rename block", literal(f"New id of {nid} (its full name is "
+                                                              f"{self.doc.page().full_name(nid)}):"), text=nid)
         if ok and text != nid:
             try:
                 self.doc.rename_node(nid, text.strip())
             except ProjectError as exc:
                 self.status_message.emit(str(exc))
-                QMessageBox.warning(self, "Rename block", str(exc))
+                QMessageBox.warning(self, "Rename block", literal(exc))
 
     # ---------------------------------------------------------------- selection
     def _on_selection(self):
@@ -1492,7 +1498,7 @@ class DiagramView(QGraphicsView):
 def _with_lines(text: str, lines: list) -> str:
     """``text`` (plain) followed by HTML ``lines``, as one rich-text tooltip (plain when none)."""
     if not lines:
-        return text
+        return literal(text)
     return "<br>".join([html.escape(text), *lines])
 
 

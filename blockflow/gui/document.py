@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import os
 from pathlib import Path
 
 import networkx as nx
@@ -17,7 +18,7 @@ from PySide6.QtGui import QUndoStack
 
 from ..compiler import Program, compile_page, project_files
 from ..errors import ProjectError
-from ..project import Edge, Node, Page, Project, split_port, valid_node_id
+from ..project import Edge, Node, Page, Project, page_name_problem, split_port, text_problem, valid_node_id
 from ..project_io import dumps_project, load_project, loads_project, save_project
 from ..registry import Registry, default_registry
 from ..relocate import apply_move, data_paths, plan_move
@@ -73,6 +74,8 @@ class Document(QObject):
         self.undo_stack.cleanChanged.connect(self._on_clean_changed)
         self.project = project or self._empty_project()
         self.path = str(path) if path else None
+        #: what the last save has to tell besides "saved" (a backup kept under another name)
+        self.save_notes: tuple = ()
         self.current_page = self.project.pages[0].name
         self._programs: dict[str, Program] = {}
         self._gesture = itertools.count(1)
@@ -149,7 +152,7 @@ class Document(QObject):
         if not target:
             raise ProjectError("the project has no file name yet: save it with a name")
         before = self.project.base_dir
-        save_project(self.project, target)
+        self.save_notes = save_project(self.project, target).notes   # e.g. the backup kept elsewhere
         if self.project.base_dir != before:       # dataset files are now looked up elsewhere
             self._programs.clear()
             for pg in self.project.pages:
@@ -328,6 +331,8 @@ class Document(QObject):
                                                    f"Set {node_id}.{port}"))
 
     def set_label(self, node_id: str, label: str, page: str | None = None) -> None:
+        if text_problem(label):
+            raise ProjectError(f"the label {text_problem(label)}")
         page = page or self.current_page
         self.undo_stack.push(C.SetNodeFieldCommand(self, page, node_id, "label", None, label,
                                                    f"Label {node_id}"))
@@ -411,6 +416,8 @@ class Document(QObject):
             self.undo_stack.push(C.SetPageFieldCommand(self, page, "metrics", metrics, text="Set plotted metrics"))
 
     def set_page_text(self, text: str, page: str | None = None) -> None:
+        if text_problem(text):
+            raise ProjectError(f"the page note {text_problem(text)}")
         page = page or self.current_page
         self.undo_stack.push(C.SetPageFieldCommand(self, page, "text", text, text="Edit page note"))
 
@@ -441,8 +448,9 @@ class Document(QObject):
             self.undo_stack.push(C.MovePageCommand(self, name, index))
 
     def _check_page_name(self, name: str) -> None:
-        if not name or "/" in name or name != name.strip():
-            raise ProjectError(f"page name {name!r} must be non-empty, without '/' or surrounding spaces")
+        if page_name_problem(name) or name != name.strip():
+            raise ProjectError(f"page name {name!r} must be non-empty, without '/', control characters "
+                               f"or surrounding spaces")
         if any(p.name == name for p in self.project.pages):
             raise ProjectError(f"there is already a page named '{name}'")
 

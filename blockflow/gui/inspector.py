@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog
 from ..errors import ProjectError
 from ..spec import DTYPE_NAMES, AttrError
 from .feedfiles import FEED_FILTER, read_feed_file
+from .plaintext import literal, plain_label
 
 __all__ = ["InspectorPanel", "format_value", "parse_json_value"]
 
@@ -132,7 +133,7 @@ class _Field:
 
     def __init__(self, widget: QWidget, commit, load, panel: "InspectorPanel"):
         self.widget, self._commit, self._load, self.panel = widget, commit, load, panel
-        self.error = QLabel()
+        self.error = plain_label()     # messages quote names and values from the file
         self.error.setWordWrap(True)
         self.error.hide()
         pal = self.error.palette()
@@ -170,7 +171,7 @@ class _Field:
                               (base.blue() * 3 + red.blue()) // 4)
                 pal.setColor(QPalette.Base, tint)
             self.widget.setPalette(pal)
-            self.widget.setToolTip(message or self.widget.property("baseToolTip") or "")
+            self.widget.setToolTip(literal(message) if message else self.widget.property("baseToolTip") or "")
 
 
 def _json_line(placeholder: str = "") -> QLineEdit:
@@ -300,7 +301,7 @@ class InspectorPanel(QWidget):
         hint.setEnabled(False)
         layout.addWidget(hint)
         if page.text:
-            note = QLabel(page.text)
+            note = plain_label(page.text)
             note.setWordWrap(True)
             note.setTextInteractionFlags(Qt.TextSelectableByMouse)
             layout.addWidget(note)
@@ -311,13 +312,13 @@ class InspectorPanel(QWidget):
         node = page.nodes[self.node_id]
         spec = doc.registry.get(node.block)
 
-        title = QLabel(node.block)
+        title = plain_label(node.block)
         font = QFont(title.font())
         font.setBold(True)
         font.setPointSizeF(font.pointSizeF() * 1.3)
         title.setFont(font)
         layout.addWidget(title)
-        self.full_name = QLabel(page.full_name(self.node_id))
+        self.full_name = plain_label(page.full_name(self.node_id))
         self.full_name.setTextInteractionFlags(Qt.TextSelectableByMouse)
         self.full_name.setToolTip("the block's full name: page scope / id")
         mono = QFont("DejaVu Sans Mono")
@@ -325,12 +326,12 @@ class InspectorPanel(QWidget):
         self.full_name.setFont(mono)
         layout.addWidget(self.full_name)
         if spec is None:
-            missing = QLabel(f"Unknown block '{node.block}': no installed package declares it.")
+            missing = plain_label(f"Unknown block '{node.block}': no installed package declares it.")
             missing.setWordWrap(True)
             layout.addWidget(missing)
             return
         if spec.category:
-            cat = QLabel(spec.category)
+            cat = plain_label(spec.category)
             cat.setEnabled(False)
             layout.addWidget(cat)
 
@@ -372,13 +373,13 @@ class InspectorPanel(QWidget):
                     ports = sorted((p for p in wired if p.startswith(decl.name + "[")),
                                    key=lambda p: int(p[len(decl.name) + 1:-1]))
                     text = ", ".join(f"{p} ← {wired[p].src}.{wired[p].src_port}" for p in ports) or "no wires"
-                    info = QLabel(text)
+                    info = plain_label(text)
                     info.setWordWrap(True)
                     form.addRow(f"{decl.name}[…]", info)
                     continue
                 if decl.name in wired:
                     e = wired[decl.name]
-                    info = QLabel(f"← {e.src}.{e.src_port}")
+                    info = plain_label(f"← {e.src}.{e.src_port}")
                     info.setToolTip("wired; delete the wire to give it an inline value")
                     form.addRow(decl.name, info)
                     continue
@@ -429,7 +430,7 @@ class InspectorPanel(QWidget):
             box, form = self._group("Outputs")
             self.output_labels = {}
             for decl in spec.outputs:
-                lab = QLabel()
+                lab = plain_label()
                 lab.setTextInteractionFlags(Qt.TextSelectableByMouse)
                 self.output_labels[decl.name] = lab
                 form.addRow(decl.name, lab)

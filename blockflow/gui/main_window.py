@@ -22,6 +22,7 @@ from .canvas import DiagramView
 from .document import Document
 from .inspector import InspectorPanel
 from .palette import PalettePanel
+from .plaintext import literal, mnemonic_free, plain_label
 from .problems import ProblemsPanel
 
 __all__ = ["MainWindow", "PageTabBar", "sample_projects", "read_recent_files", "PROJECT_FILTER", "MAX_RECENT"]
@@ -102,11 +103,11 @@ class PageTabBar(QTabBar):
             while self.count() < len(pages):
                 self.addTab("")
             for i, page in enumerate(pages):
-                self.setTabText(i, page.name)
+                self.setTabText(i, mnemonic_free(page.name))
                 self.setTabData(i, page.name)
-                self.setTabToolTip(i, f"page '{page.name}': its blocks are named {page.scope}/<id> "
-                                      f"(the scope follows the page name)\n"
-                                      f"double-click to rename, drag to reorder")
+                self.setTabToolTip(i, literal(f"page '{page.name}': its blocks are named {page.scope}/<id> "
+                                              f"(the scope follows the page name)\n"
+                                              f"double-click to rename, drag to reorder"))
             names = [p.name for p in pages]
             self.setCurrentIndex(names.index(self.document.current_page))
         finally:
@@ -189,7 +190,7 @@ class MainWindow(QMainWindow):
         self.tabifyDockWidget(self.docks["problems"], self.docks["history"])
         self.docks["problems"].raise_()
 
-        self._status_page = QLabel()
+        self._status_page = plain_label()
         self._status_blocks = QLabel()
         self._status_selection = QLabel()
         self._status_zoom = QLabel()
@@ -676,6 +677,7 @@ class MainWindow(QMainWindow):
         env = os.environ.get("BLOCKFLOW_AUTOSAVE_SECONDS")
         self.autosaver = Autosaver(self.document, interval_seconds=float(env) if env else seconds, parent=self)
         self.autosaver.failed.connect(lambda msg: self.statusBar().showMessage(msg, 15000))
+        self.autosaver.moved.connect(lambda msg: self.statusBar().showMessage(msg, 15000))
         self.run_controller.run_started.connect(lambda _kind: self.autosaver.autosave_now())
         interval = self._action("autosave_interval", "Autosave &Interval…", self.set_autosave_interval, None,
                                 "How often unsaved work is written to the recovery folder")
@@ -704,6 +706,7 @@ class MainWindow(QMainWindow):
             if rec.problem:
                 box = QMessageBox(QMessageBox.Warning, "Recovery", "blockflow found an autosave it cannot read:\n\n"
                                   + rec.describe(), QMessageBox.Discard | QMessageBox.Ignore, self)
+                box.setTextFormat(Qt.PlainText)     # the note's title and file name are the file's
                 if box.exec() == QMessageBox.Discard:
                     rec.discard()
                 continue
@@ -711,6 +714,7 @@ class MainWindow(QMainWindow):
                               "blockflow did not close normally. It autosaved unsaved work:\n\n"
                               + rec.describe() + "\n\nRecover it? (Discard deletes the autosave; Later keeps "
                               "it for the next start.)", QMessageBox.NoButton, self)
+            box.setTextFormat(Qt.PlainText)
             recover = box.addButton("Recover", QMessageBox.AcceptRole)
             discard = box.addButton("Discard", QMessageBox.DestructiveRole)
             box.addButton("Later", QMessageBox.RejectRole)
@@ -723,7 +727,7 @@ class MainWindow(QMainWindow):
                 try:
                     project = rec.load()
                 except BlockflowError as exc:
-                    QMessageBox.warning(self, "Recovery", f"The autosave could not be loaded: {exc}")
+                    QMessageBox.warning(self, "Recovery", literal(f"The autosave could not be loaded: {exc}"))
                     continue
                 self.document.recover(project, rec.original)
                 self.autosaver.autosave_now()     # this window's own autosave, then the old one goes
@@ -788,9 +792,10 @@ class MainWindow(QMainWindow):
         menu.clear()
         files = self.recent_files()
         for i, path in enumerate(files):
-            act = menu.addAction(f"&{i + 1}  {Path(path).name}" if i < 9 else Path(path).name)
+            name = mnemonic_free(Path(path).name)
+            act = menu.addAction(f"&{i + 1}  {name}" if i < 9 else name)
             act.setData(path)
-            act.setToolTip(path)
+            act.setToolTip(literal(path))
             act.setStatusTip(path)
             act.setEnabled(Path(path).is_file())
             act.triggered.connect(lambda _c=False, p=path: self.open_file(p))
@@ -813,7 +818,7 @@ class MainWindow(QMainWindow):
             return True
         name = Path(self.document.path).name if self.document.path else "Untitled"
         answer = QMessageBox.question(
-            self, "Unsaved changes", f"Save the changes to “{name}” before closing it?",
+            self, "Unsaved changes", literal(f"Save the changes to “{name}” before closing it?"),
             QMessageBox.Save | QMessageBox.Discard | QMessageBox.Cancel, QMessageBox.Save)
         if answer == QMessageBox.Save:
             return self.save()
@@ -855,7 +860,7 @@ class MainWindow(QMainWindow):
         try:
             self.document.open(path, as_copy=as_copy)
         except (BlockflowError, OSError) as exc:
-            QMessageBox.critical(self, "Cannot open project", f"The project could not be opened.\n\n{exc}")
+            QMessageBox.critical(self, "Cannot open project", literal(f"The project could not be opened.\n\n{exc}"))
             return False
         return True
 
@@ -883,21 +888,23 @@ class MainWindow(QMainWindow):
         try:
             saved = self.document.save(path)
         except (BlockflowError, OSError) as exc:
-            QMessageBox.critical(self, "Cannot save project", f"The project was not saved.\n\n{exc}")
+            QMessageBox.critical(self, "Cannot save project", literal(f"The project was not saved.\n\n{exc}"))
             return False
         self.add_recent(saved)
-        self.statusBar().showMessage(f"Saved {saved}", 5000)
+        notes = self.document.save_notes
+        self.statusBar().showMessage("; ".join([f"Saved {saved}", *notes]), 15000 if notes else 5000)
         left = self.document.data_files_left_behind(old_dir)
         if left:      # its dataset blocks read files next to it: they stayed in the old folder
             answer = QMessageBox.question(
-                self, "Data files", "The project's dataset blocks read these files next to the project, "
-                f"but they are in {old_dir}:\n\n" + "\n".join(left) + "\n\nCopy them next to the project?",
+                self, "Data files", literal("The project's dataset blocks read these files next to the project, "
+                                            f"but they are in {old_dir}:\n\n" + "\n".join(left)
+                                            + "\n\nCopy them next to the project?"),
                 QMessageBox.Yes | QMessageBox.No, QMessageBox.Yes)
             if answer == QMessageBox.Yes:
                 try:
                     copied = self.document.copy_data_files(left, old_dir)
                 except OSError as exc:
-                    QMessageBox.warning(self, "Data files", f"Copying failed: {exc}")
+                    QMessageBox.warning(self, "Data files", literal(f"Copying failed: {exc}"))
                 else:
                     self.statusBar().showMessage(f"Saved {saved}; copied {len(copied)} data file(s) next to it", 8000)
         return True
@@ -919,7 +926,7 @@ class MainWindow(QMainWindow):
         try:
             render_page(self.document.project, page, path, registry=self.document.registry)
         except (BlockflowError, OSError) as exc:
-            QMessageBox.critical(self, "Cannot export", str(exc))
+            QMessageBox.critical(self, "Cannot export", literal(exc))
             return False
         self.statusBar().showMessage(f"Exported page '{page}' to {path}", 5000)
         return True
@@ -1005,7 +1012,7 @@ class MainWindow(QMainWindow):
         try:
             self.document.rename_page(name, new.strip())
         except ProjectError as exc:
-            QMessageBox.warning(self, "Cannot rename page", str(exc))
+            QMessageBox.warning(self, "Cannot rename page", literal(exc))
             return False
         return True
 
@@ -1016,8 +1023,8 @@ class MainWindow(QMainWindow):
             return False
         n = len(self.document.page(name).nodes)
         answer = QMessageBox.question(
-            self, "Delete page", f"Delete the page “{name}” and its {n} block{'s' if n != 1 else ''}?\n"
-                                 f"(Undo brings it back.)",
+            self, "Delete page", literal(f"Delete the page “{name}” and its {n} block{'s' if n != 1 else ''}?\n"
+                                         f"(Undo brings it back.)"),
             QMessageBox.Yes | QMessageBox.Cancel, QMessageBox.Cancel)
         if answer != QMessageBox.Yes:
             return False
@@ -1076,7 +1083,7 @@ class MainWindow(QMainWindow):
         page = self.document.page()
         n = len(page.nodes)
         self._status_page.setText(f"Page: {page.name}")
-        self._status_page.setToolTip(f"scope {page.scope}/")
+        self._status_page.setToolTip(literal(f"scope {page.scope}/"))
         self._status_blocks.setText(f"{n} block{'s' if n != 1 else ''}, {len(page.edges)} "
                                     f"wire{'s' if len(page.edges) != 1 else ''}")
         sel = len(self._selection)

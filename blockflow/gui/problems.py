@@ -10,6 +10,8 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QStyle, QTreeWidget, QTreeWidgetItem,
                                QVBoxLayout, QWidget)
 
+from .plaintext import literal
+
 __all__ = ["ProblemsPanel"]
 
 _NODE_ROLE = Qt.UserRole + 1
@@ -76,7 +78,7 @@ class ProblemsPanel(QWidget):
             page, node, message = self.run_problem
             item = QTreeWidgetItem(self.tree, [page, node or "(run)", f"the last run failed: {message}"])
             item.setIcon(0, icons["error"])
-            item.setToolTip(2, message)
+            item.setToolTip(2, literal(message))
             item.setData(0, _NODE_ROLE, node)
             item.setData(0, _PAGE_ROLE, page)
         for page in self.document.project.pages:
@@ -87,9 +89,9 @@ class ProblemsPanel(QWidget):
                     where += f" · {d.port}"
                 item = QTreeWidgetItem(self.tree, [page.name, where, d.message])
                 item.setIcon(0, icons.get(d.severity, icons["warning"]))
-                item.setToolTip(0, f"{d.severity} on page '{page.name}'")
-                item.setToolTip(1, f"{d.severity}: {d.where}")
-                item.setToolTip(2, d.message)
+                item.setToolTip(0, literal(f"{d.severity} on page '{page.name}'"))
+                item.setToolTip(1, literal(f"{d.severity}: {d.where}"))
+                item.setToolTip(2, literal(d.message))
                 item.setData(0, _NODE_ROLE, d.node or "")
                 item.setData(0, _PAGE_ROLE, page.name)
                 errors += d.severity == "error"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from PySide6.QtCore import QPointF, QRectF, QSize
+from PySide6.QtCore import QBuffer, QIODevice, QPointF, QRectF, QSize
 from PySide6.QtGui import QImage, QImageWriter, QPainter
 from PySide6.QtWidgets import QApplication
 
@@ -71,10 +71,13 @@ def _show_values(scene, result) -> None:
 
 
 def render_page(project, page: str | None, path, *, registry=None, scale: float = 1.0,
-                margin: float = 40.0, gradients: str | None = None, target: str | None = None) -> None:
+                margin: float = 40.0, gradients: str | None = None, target: str | None = None,
+                fmt: str | None = None) -> bytes | None:
     """Draw ``page`` of ``project`` (the first page when None) to ``path``: SVG when it ends in
     ``.svg``, else a raster image by suffix (PNG). Blocks, ports, wires, dtype colours and error
     outlines are the editor's; the picture is fitted to the page's items with ``margin``.
+    With ``path=None`` the picture is returned as bytes instead, in ``fmt`` ("png" or "svg"), for
+    the caller to write (blockflow.ownfiles, for a picture blockflow writes on its own).
 
     ``gradients="run"``: run the page backward to ``target`` (default: its loss; recorded, nothing
     committed), colour the wires by their gradients and show the values on the blocks, as the
@@ -85,10 +88,11 @@ def render_page(project, page: str | None, path, *, registry=None, scale: float 
     app = ensure_app()
     registry = registry or default_registry()
     pg = project.page(page)
-    path = Path(path)
-    suffix = path.suffix.lower().lstrip(".")
+    path = Path(path) if path is not None else None
+    suffix = path.suffix.lower().lstrip(".") if path is not None else (fmt or "png").lower()
     if suffix != "svg" and suffix.encode() not in [bytes(f) for f in QImageWriter.supportedImageFormats()]:
-        raise ProjectError(f"cannot write '{path.name}': use a .png or .svg file name")
+        shown = path.name if path is not None else f"a {suffix} picture"
+        raise ProjectError(f"cannot write '{shown}': use a .png or .svg file name")
     style = Style(app.palette())
     scene = DiagramScene(registry, style)
     scene.render_mode = True
@@ -128,11 +132,19 @@ def render_page(project, page: str | None, path, *, registry=None, scale: float 
             painter.scale(s, s)
             legend.paint(painter, QPointF(margin, source.height() - margin / 2 - legend_size.height()))
             painter.restore()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    buffer = None
+    if path is None:        # into memory: the caller writes the bytes
+        buffer = QBuffer()
+        buffer.open(QIODevice.WriteOnly)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
     if suffix == "svg":
         from PySide6.QtSvg import QSvgGenerator
         gen = QSvgGenerator()
-        gen.setFileName(str(path))
+        if buffer is not None:
+            gen.setOutputDevice(buffer)
+        else:
+            gen.setFileName(str(path))
         gen.setSize(QSize(w, h))
         gen.setViewBox(frame)
         gen.setResolution(96)  # so the size in mm shows as w x h pixels on a 96 dpi screen
@@ -152,6 +164,10 @@ def render_page(project, page: str | None, path, *, registry=None, scale: float 
         scene.render(painter, frame, source)
         draw_legend(painter)
         painter.end()
-        if not img.save(str(path)):
-            raise ProjectError(f"could not write the picture to '{path}'")
+        if not (img.save(buffer, suffix.upper()) if buffer is not None else img.save(str(path))):
+            raise ProjectError(f"could not write the picture to '{path or suffix}'")
     scene.clear()
+    if buffer is not None:
+        buffer.close()
+        return bytes(buffer.data())
+    return None

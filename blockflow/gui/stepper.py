@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (QApplication, QDockWidget, QHBoxLayout, QLabel, Q
 
 from ..gradview import FLOWS, GradientView
 from .gradtext import Colors, array_html, esc, rule_html
+from .plaintext import literal
 
 __all__ = ["BackwardStepper", "MIN_SPEED", "MAX_SPEED"]
 
@@ -170,7 +171,7 @@ class BackwardStepper(QWidget):
         for s in self.steps:
             tag = {"cut": " · stops", "leaf": " · leaf"}.get(s.kind, "")
             item = QListWidgetItem(f"{s.index + 1}. {s.node} ({s.block}){tag}")
-            item.setToolTip(s.describe())
+            item.setToolTip(literal(s.describe()))
             self.step_list.addItem(item)
         self._show()
 

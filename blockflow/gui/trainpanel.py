@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout
 from ..errors import BlockflowError
 from ..runtime import run
 from ..training import OPTIMIZERS, TrainConfig, Trainer, optimizer_defaults, recommended_settings, training_program
+from .plaintext import plain_label
 
 __all__ = ["TrainPanel", "TrainWorker"]
 
@@ -197,7 +198,7 @@ class TrainPanel(QWidget):
         self.progress = QProgressBar()
         self.progress.setFormat("%v / %m steps")
         outer.addWidget(self.progress)
-        self.info = QLabel("")
+        self.info = plain_label("")      # may quote an error naming blocks of the file
         self.info.setWordWrap(True)
         outer.addWidget(self.info)
         self.plot_host = QVBoxLayout()

@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QHeaderView, QLabel, QSiz
                                QSpinBox, QSplitter, QTableView, QToolTip, QVBoxLayout, QWidget)
 
 from ..errors import BlockflowError
+from .plaintext import plain_label
 from .resultview import colormap, format_number, heatmap_image, value_stats
 
 __all__ = ["ValueViewerPanel", "ArrayPane", "ArrayTableModel", "HeatmapWidget"]
@@ -199,7 +200,7 @@ class ArrayPane(QWidget):
         self.stats.setTextFormat(Qt.RichText)
         self.stats.setWordWrap(True)
         self.stats.setTextInteractionFlags(Qt.TextSelectableByMouse)
-        self.message = QLabel()
+        self.message = plain_label()    # may quote a run's error, names from the file
         self.message.setWordWrap(True)
         self.message.setAlignment(Qt.AlignLeft | Qt.AlignTop)
         self.message.setEnabled(False)
@@ -294,7 +295,7 @@ class ValueViewerPanel(QWidget):
         top.addWidget(self.index_row)
         top.addWidget(self.stale_label)
         top.addWidget(self.output_combo)
-        self.hint = QLabel()
+        self.hint = plain_label()
         self.hint.setWordWrap(True)
         self.hint.setEnabled(False)
         self.hint.setAlignment(Qt.AlignLeft | Qt.AlignTop)

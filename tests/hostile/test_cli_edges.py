@@ -312,7 +312,7 @@ EXIT_CASES = [
     (("run", "{BAD}"), 3, "bad.bflow.json at line 1"),
     (("check", "{BINARY}"), 3, "binary.bflow.json"),
     (("run", "{P}", "--feed", "x={NOFILE}"), 3, "--feed x: cannot read"),
-    (("blocks", "--markdown", "--output", "{NODIR}"), 3, "No such file or directory"),
+    (("blocks", "--markdown", "--output", "{NODIR}"), 2, "does not exist"),
     (("{MISSING}",), 3, "missing.bflow.json: cannot read the file"),
     # 1: the diagram has errors
     (("run", "{BROKEN}"), 1, "the diagram has errors; nothing was run"),
@@ -483,11 +483,12 @@ def test_train_save_refuses_before_training_what_it_could_not_write(tmp_path):
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "data").symlink_to(outside)      # a folder link planted where the copy would go
     before = snapshot(tmp_path)
-    cases = [(tmp_path / "nofolder" / "p.bflow.json", f"there is no folder {tmp_path / 'nofolder'}; nothing was trained"),
-             (tmp_path / "b", "that is a folder, not a file name; nothing was trained"),
-             (tmp_path / "b" / "p.bflow.json", f"data file 'data/train.csv' cannot be copied into {tmp_path / 'b'}: "
-                                               "'data' there leads out of that folder")]
-    runs = cli_each([("train", src, "--steps", "50", "--save", out) for out, _ in cases], tmp_path)
-    for (out, words), (code, stdout, stderr) in zip(cases, runs):
-        assert code == 3 and words in stderr and "step " not in stderr, (out, stdout, stderr)   # no step ran
+    # a path that cannot name a file is a usage error (2); a data file that cannot follow is 3
+    cases = [(tmp_path / "nofolder" / "p.bflow.json", 2, f"the folder {tmp_path / 'nofolder'} does not exist"),
+             (tmp_path / "b", 2, "is a folder"),
+             (tmp_path / "b" / "p.bflow.json", 3, f"data file 'data/train.csv' cannot be copied into {tmp_path / 'b'}: "
+                                                  "'data' there leads out of that folder")]
+    runs = cli_each([("train", src, "--steps", "50", "--save", out) for out, _, _ in cases], tmp_path)
+    for (out, want, words), (code, stdout, stderr) in zip(cases, runs):
+        assert code == want and words in stderr and "step " not in stderr, (out, stdout, stderr)   # no step ran
     assert changed_paths(before, snapshot(tmp_path)) == set()
