@@ -57,7 +57,7 @@ def run_child(argv: list, *, cap_bytes: int | None = DEFAULT_CAP_BYTES, timeout:
               cwd=None, env: dict | None = None, stdin: str | None = None) -> ChildResult:
     """Run ``argv`` under an address-space cap; return its exit code, output and peak RSS.
 
-    The peak is the child's own ``ru_maxrss`` (from ``wait4``, so other children do not count).
+    The peak is the child's own high-water mark (VmHWM), reported by the child as it exits.
     """
     full_env = {**os.environ, **CHILD_ENV, **(env or {})}
     proc = subprocess.Popen(argv, cwd=cwd, env=full_env, stdin=subprocess.PIPE if stdin is not None
@@ -78,10 +78,17 @@ def run_child(argv: list, *, cap_bytes: int | None = DEFAULT_CAP_BYTES, timeout:
 _PEAK_TAG = "@@blockflow-peak-rss@@"
 
 # Prints the process's peak RSS (bytes) to stderr when it exits, however it exits normally.
+# VmHWM is the peak of this program's own memory: ru_maxrss would also count the forked copy of
+# the parent (the test process, often hundreds of MB) that the child was before its exec.
 _PEAK_PRELUDE = textwrap.dedent(f"""
     import atexit as _atexit, resource as _resource, sys as _sys
     def _report_peak():
-        _sys.stderr.write("\\n{_PEAK_TAG}%d\\n" % (_resource.getrusage(_resource.RUSAGE_SELF).ru_maxrss * 1024))
+        try:
+            with open("/proc/self/status") as _f:
+                _peak = next(int(l.split()[1]) for l in _f if l.startswith("VmHWM:"))
+        except (OSError, StopIteration, ValueError):
+            _peak = _resource.getrusage(_resource.RUSAGE_SELF).ru_maxrss
+        _sys.stderr.write("\\n{_PEAK_TAG}%d\\n" % (_peak * 1024))
         _sys.stderr.flush()
     _atexit.register(_report_peak)
 """)
