@@ -8,8 +8,8 @@ Must not import PySide6 or the block library.
 """
 from __future__ import annotations
 
+import hashlib
 import math
-import zlib
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -188,6 +188,7 @@ class _Plan:
         self.state_slots = sorted({s for st in fwd for s in _step_sources(st)
                                    if s is not None and program.slots[s].state})
         self.prevented_by_gradients = None
+        self._rng_ids: dict = {}
         if paths is not None and paths.prevented:
             raise RunError(self._prevent_message(paths.prevented, "the gradient of " + _slot_name(program, target)))
         # Backward: steps with at least one input needing a cotangent, in reverse order.
@@ -411,18 +412,17 @@ class _Plan:
                 lines.append((f"s{o} = _zeros({a})", reads, {f"s{o}"}))
 
     def _rng(self, index: int, data: DataRequest) -> np.random.Generator:
-        """The random stream of one block in one run: fixed by its seed, the step and its id (and
-        the run's seed when it is not 0).
+        """The random stream of one block in one run: fixed by its id, its seed, the step and the
+        run's seed.
 
         Forward and backward get identical streams, so a vjp can redraw what forward drew
         (Dropout's mask) instead of keeping it.
         """
+        base = self._rng_ids.get(index)
+        if base is None:
+            base = self._rng_ids[index] = stream_hash(self.program.steps[index].node)
         st = self.program.steps[index]
-        seed = int(st.attrs.get("seed", 0))
-        key = [seed, data.step, zlib.crc32(st.node.encode("utf-8"))]
-        if data.seed:
-            key.append(data.seed)
-        return np.random.default_rng(key)
+        return stream_generator(base, int(st.attrs.get("seed", 0)), data.step, data.seed)
 
     # ------------------------------------------------------------------------- inputs/outputs
     def variable_inputs(self, variables):
@@ -567,6 +567,31 @@ class _Plan:
             if not _finite(g):
                 raise NumericsError(f"{program.full_name(key[0])}", key[1], _what(g) + " (summed over its wires)",
                                     "backward")
+
+
+# A block's random stream is keyed by everything that tells it apart: its whole id, its seed, the
+# step and the run's seed. They are written down unambiguously (the id with its length in front,
+# then the numbers in decimal) and hashed with SHA-256; the 256-bit digest is the whole entropy of
+# a SeedSequence with a 256-bit pool, whose mixing is a bijection of entropy that fits the pool, and
+# whose first words seed PCG64's state bijectively. Two keys share a stream only if they share a
+# SHA-256 digest (no such pair is known). CRC32, used before, is 32 bits and linear: equal
+# checksums for distinct ids are easy to make and turn up by chance among ~10^5 ids.
+_STREAM_TAG = b"blockflow random stream\0"
+
+
+def stream_hash(node: str):
+    """The id part of a block's stream key, hashed once per block."""
+    data = node.encode("utf-8", "surrogatepass")
+    return hashlib.sha256(_STREAM_TAG + len(data).to_bytes(8, "little") + data)
+
+
+def stream_generator(base, seed: int, step: int, run_seed: int) -> np.random.Generator:
+    """The generator for the block whose :func:`stream_hash` is ``base``, at ``seed``, ``step``
+    and ``run_seed``."""
+    h = base.copy()
+    h.update(f"{int(seed)},{int(step)},{int(run_seed)}".encode("ascii"))
+    entropy = np.frombuffer(h.digest(), dtype="<u4").tolist()
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy, pool_size=8)))
 
 
 def _flat(st: Step, j: int):
