@@ -16,7 +16,7 @@ from .datafiles import DataFileError, DataFiles
 from .errors import CompileError, ProjectError
 from .project import Edge, Page, Project, split_port
 from .registry import Registry, default_registry
-from .spec import MAX_TENSOR_BYTES, SCOPE_PORT, BlockSpec, ShapeError, TensorType
+from .spec import MAX_TENSOR_BYTES, SCOPE_PORT, BlockSpec, ShapeError, TensorType, fit_dtype
 
 __all__ = ["Diagnostic", "Program", "Step", "Slot", "GradientPaths", "compile_project", "compile_page"]
 
@@ -637,6 +637,11 @@ class _Compiler:
             if too_big:
                 self.error(nid, too_big[0], too_big[1])
                 continue
+            if spec.role == "variable":
+                mismatch = self._declared_shape_mismatch(node, spec, attrs[nid], outs[0])
+                if mismatch:
+                    self.error(nid, None, mismatch)
+                    continue
             out_slots, out_struct, out_decl = [], [], []
             for k, (decl, t) in enumerate(zip(spec.outputs, outs)):
                 group = []
@@ -750,6 +755,18 @@ class _Compiler:
             self.error(nid, port, f"input '{port}' is not connected and has no inline value")
 
     @staticmethod
+    def _declared_shape_mismatch(node, spec, attrs, out) -> str | None:
+        """A Variable whose ``shape`` attr is given must have that shape, whatever its initial
+        value says (its initializer would otherwise decide the shape silently)."""
+        if "shape" not in node.attrs or "shape" not in spec.attr_map:
+            return None
+        declared = attrs["shape"]
+        if len(declared) == len(out.shape) and all(d is None or d == n for d, n in zip(declared, out.shape)):
+            return None
+        shown = "[" + ", ".join("?" if d is None else str(d) for d in declared) + "]"
+        return f"its initial value is {out} but its shape attr says {shown}"
+
+    @staticmethod
     def _check_infer_result(spec, outs, attrs, args) -> str | None:
         if len(outs) != len(spec.outputs):
             return f"expected {len(spec.outputs)} output type(s)"
@@ -853,11 +870,10 @@ class _Compiler:
                     continue
             if want == slot.type.dtype:
                 continue
-            value = slot.type.value
-            cast = value.astype(want)
-            if value.dtype.kind == "f" and want.kind in "iub" and not np.array_equal(cast, value):
-                self.error(nid, port, f"inline value {value.tolist()} cannot be {want.name} without losing "
-                                      f"its fraction")
+            try:
+                cast = fit_dtype(slot.type.value, want)
+            except ValueError as exc:
+                self.error(nid, port, f"inline value of '{port}' must be {want.name}: {exc}")
                 ok = False
                 continue
             new = Slot(s, slot.node, slot.port, TensorType(cast.shape, cast.dtype, cast), const=True)

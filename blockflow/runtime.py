@@ -19,7 +19,7 @@ from .compiler import GradientPaths, Program, Step
 from .datafiles import SPLITS, DataRequest
 from .errors import BlockExecutionError, FeedError, NumericsError, RunError
 from .project import Edge
-from .spec import ShapeError, TensorType
+from .spec import ShapeError, TensorType, fit_dtype
 
 __all__ = ["RunResult", "run", "run_forward", "run_backward"]
 
@@ -185,6 +185,8 @@ class _Plan:
             fwd = [st for st in steps if st.index in keep]
         self.var_steps = [st for st in fwd if st.role == "variable"]
         self.feed_steps = [st for st in fwd if st.role == "placeholder"]
+        self.feed_dtypes = [program.slots[st.outputs[0]].type.dtype for st in self.feed_steps]
+        self.saved_feeds: dict = {}
         self.state_slots = sorted({s for st in fwd for s in _step_sources(st)
                                    if s is not None and program.slots[s].state})
         self.prevented_by_gradients = None
@@ -455,16 +457,34 @@ class _Plan:
                 raise FeedError(f"there is no Placeholder '{name}' on page '{program.page_name}' "
                                 f"(Placeholders: {known})")
         out = []
-        for st in self.feed_steps:
+        for st, dtype in zip(self.feed_steps, self.feed_dtypes):
             value = feeds.get(st.node)
             if value is None:
                 value = program.feeds.get(st.node)
+                if value is not None:   # a saved feed is converted once per plan
+                    known = self.saved_feeds.get(st.node)
+                    if known is None or known[0] is not value:
+                        known = self.saved_feeds[st.node] = (value, self._fit_feed(st, value, dtype))
+                    value = known[1]
+            elif type(value) is not np.ndarray or value.dtype != dtype:
+                value = self._fit_feed(st, value, dtype)
             if value is None:
                 t = program.slots[st.outputs[0]].type
                 raise FeedError(f"Placeholder {program.full_name(st.node)} ({t}) has no feed: pass one "
                                 f"or save a feed in the project")
             out.append(value)
         return out
+
+    def _fit_feed(self, st, value, dtype) -> np.ndarray:
+        """A feed as the Placeholder's dtype; a number that does not fit it is an error (1000 for
+        an int8, 1.7 for an int32), not a silent wrap."""
+        if type(value) is np.ndarray and value.dtype == dtype:
+            return value
+        try:
+            return fit_dtype(value, dtype)
+        except (ValueError, TypeError) as exc:
+            t = self.program.slots[st.outputs[0]].type
+            raise FeedError(f"feed for Placeholder {self.program.full_name(st.node)} ({t}): {exc}") from None
 
     def package(self, out) -> RunResult:
         values, grads, edges, updates = out
