@@ -549,6 +549,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grad-seed", metavar="VALUE", help="cotangent for a non-scalar target (.npy/.csv/JSON)")
     p.add_argument("--forward-only", action="store_true", help="no backward pass")
     p.add_argument("--json", action="store_true", help="machine-readable output of values and gradients")
+    _budget_option(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("check", help="compile the project and list its diagnostics")
@@ -559,6 +560,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grad", nargs="?", const="", default=None, metavar="NODE[:PORT]",
                    help="also check each page's gradients of its loss (or of NODE) against central "
                         "differences, in float64; exit 1 when a check fails")
+    _budget_option(p)
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("train", help="train a page's Variables and report the loss (and save them)")
@@ -584,6 +586,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--save", metavar="OUT", help="write the project with the trained values here (may be PROJECT)")
     p.add_argument("--json", action="store_true", help="machine-readable history")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    _budget_option(p)
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("blocks", help="the block catalogue")
@@ -594,6 +597,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _budget_option(p) -> None:
+    p.add_argument("--memory-budget", metavar="SIZE", type=_size_arg,
+                   help="the most memory one run's tensors may take at once, e.g. 2G, 512M or 25%% (of "
+                        "physical memory); default: $BLOCKFLOW_MEMORY_BUDGET, else half of the memory "
+                        "this process may use (docs/limits.md)")
+
+
+def _size_arg(text: str) -> int:
+    from .budget import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _set_budget(args) -> None:
+    """--memory-budget for every run of this command; a bad $BLOCKFLOW_MEMORY_BUDGET is a usage error."""
+    from .budget import ENV_VAR, memory_budget, set_memory_budget
+
+    set_memory_budget(getattr(args, "memory_budget", None))
+    try:
+        memory_budget()
+    except ValueError as exc:
+        raise CliError(str(exc) if ENV_VAR in str(exc) else f"{ENV_VAR}: {exc}", EXIT_USAGE) from None
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -601,6 +631,7 @@ def main(argv=None) -> int:
         parser.print_help()
         return EXIT_OK
     try:
+        _set_budget(args)
         return args.func(args)
     except CliError as exc:
         _report(args, exc)
@@ -629,6 +660,10 @@ def main(argv=None) -> int:
         print(f"blockflow: internal error ({type(exc).__name__}: {exc}); run with --debug for the "
               f"traceback and please report it", file=sys.stderr)
         return EXIT_INTERNAL
+    finally:
+        from .budget import set_memory_budget
+
+        set_memory_budget(None)   # the option was for this command only (main may be called again)
 
 
 def _report(args, exc):

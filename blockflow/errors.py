@@ -7,6 +7,7 @@ from __future__ import annotations
 __all__ = [
     "BlockflowError", "ProjectError", "ProjectFileError", "RegistryError", "CompileError",
     "RunError", "BlockExecutionError", "NumericsError", "FeedError",
+    "MemoryLimitError",
 ]
 
 
@@ -65,3 +66,15 @@ class NumericsError(RunError):
         self.node, self.port, self.what, self.phase = node, port, what, phase
         where = side if phase == "forward" else f"gradient of {side}"
         super().__init__(f"{node} produced {what} in its {where} '{port}' ({phase} pass)")
+
+
+class MemoryLimitError(RunError):
+    """A run would make an array over the per-tensor limit, or go over the run's memory budget.
+
+    Raised before the array is made (never a MemoryError): names the block, the array (an
+    output, a gradient, an intermediate), its dtype, shape and size, and the limit it passes."""
+
+    def __init__(self, node: str, message: str, phase: str = "forward"):
+        self.node, self.message, self.phase = node, message, phase
+        where = f" in the {phase} pass" if phase else ""
+        super().__init__(f"{node}{where}: {message}")

@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .budget import ENV_VAR, format_size, memory_budget
 from .compiler import Program
-from .errors import RunError
+from .errors import MemoryLimitError, RunError
 from .registry import Registry, default_registry
 from .runtime import run
 
@@ -67,6 +68,7 @@ class TrainConfig:
     eval_every: int = 0
     mode: str = "auto"                           # auto | optimizer | graph
     check_numerics: bool = True
+    memory_budget: int | str | None = None       # bytes or "2G" (default: blockflow.budget's)
 
     def validate(self) -> None:
         if not isinstance(self.steps, int) or self.steps < 0:
@@ -139,6 +141,7 @@ class Trainer:
         if self.mode == "optimizer" and not self.trainable:
             raise RunError(f"page '{program.page_name}' has no trainable Variable to train")
         self.warnings = self._check_reach() if self.mode == "optimizer" else []
+        self.held_bytes = self._check_memory()
         self.values = {st.node: self._start_value(st) for st in program.steps if st.role == "variable"}
         self.slot_values = dict(program.slot_values)
         self.step_index = 0
@@ -178,16 +181,45 @@ class Trainer:
                            f"scalars")
         return f"{slot.node}:{slot.port}"
 
+    def _check_memory(self) -> int:
+        """Refuse, before drawing anything, Variables and optimizer state over the memory budget;
+        returns the bytes of the optimizer's slots (kept beside every run, counted against it)."""
+        p = self.program
+        try:
+            budget, source = memory_budget(self.config.memory_budget)
+        except ValueError as exc:
+            raise RunError(f"memory budget: {exc}") from None
+        sizes = {st.node: _nbytes(p.slots[st.outputs[0]].type) for st in p.steps if st.role == "variable"}
+        n_slots = 0
+        if self.mode == "optimizer":
+            n_slots = sum(1 for d in self.registry[OPTIMIZERS[self.config.optimizer][0]].inputs[1:]
+                          if d.ref and d.slot == "like")
+        slots = n_slots * sum(sizes[v] for v in self.trainable)
+        # an update makes the new value and slots of one Variable while the old ones are alive
+        largest = max(sizes.values(), default=0)
+        need = sum(sizes.values()) + slots + (1 + n_slots) * largest
+        if need > budget:
+            big = max(sizes, key=sizes.get)
+            raise MemoryLimitError(f"page '{p.page_name}'",
+                                   f"training needs {format_size(need)} before its first run: the Variables"
+                                   f"{' and the optimizer state' if slots else ''} (the largest is "
+                                   f"{p.full_name(big)} {p.slots[p.slot_of(big)].type}, {format_size(sizes[big])}) "
+                                   f"and one update's new values; over the memory budget of "
+                                   f"{format_size(budget)} ({source}); raise it with --memory-budget SIZE or "
+                                   f"the {ENV_VAR} environment variable (docs/limits.md)", "")
+        return slots
+
     def _start_value(self, st) -> np.ndarray:
         p = self.program
         node = st.node
-        stored = p.variable_values.get(node)
         seed = self.config.seed
+        values = p.variable_values
         if seed and st.attrs.get("initializer") not in (None, "zeros", "ones", "value") \
                 and node not in p.stored_variables:
-            attrs = dict(st.attrs, seed=_mix(int(st.attrs.get("seed", 0)), seed))
-            return np.array(st.spec.initial(**attrs))
-        return np.array(stored, copy=True)
+            return values.initial(node, seed=_mix(int(st.attrs.get("seed", 0)), seed))
+        # the program keeps no copy of a first value drawn for training; a stored one is read-only
+        # and shared (updates make new arrays)
+        return values.initial(node) if values.is_pending(node) else values[node]
 
     def _initial_slots(self, var: np.ndarray) -> dict:
         """The optimizer's slots for one Variable, started as its Apply* block declares."""
@@ -228,7 +260,8 @@ class Trainer:
     def _optimizer_step(self, k: int) -> StepRecord:
         p, cfg = self.program, self.config
         r = run(p, self.feeds, target=self.loss_key, wrt=self.trainable, fetch=self.metric_keys, variables=self.values,
-                record=False, commit=False, step=k, run_seed=cfg.seed, check_numerics=cfg.check_numerics)
+                record=False, commit=False, step=k, run_seed=cfg.seed, check_numerics=cfg.check_numerics,
+                memory_budget=cfg.memory_budget, held_bytes=self.held_bytes)
         loss = float(r.value(*self.loss_key.split(":")))
         new_values = {}
         for v in self.trainable:
@@ -264,7 +297,8 @@ class Trainer:
     def _graph_step(self, k: int) -> StepRecord:
         p, cfg = self.program, self.config
         r = run(p, self.feeds, fetch=[self.loss_key, *self.metric_keys], variables=self.values, record=False,
-                commit=False, step=k, run_seed=cfg.seed, check_numerics=cfg.check_numerics)
+                commit=False, step=k, run_seed=cfg.seed, check_numerics=cfg.check_numerics,
+                memory_budget=cfg.memory_budget)
         for node, changes in r.state_updates.items():
             for key, value in changes.items():
                 if key == "value":
@@ -283,7 +317,8 @@ class Trainer:
         """The loss and metrics on ``split`` with the current values (no update)."""
         r = run(self.program, self.feeds, fetch=[self.loss_key, *self.metric_keys], variables=self.values, record=False,
                 commit=False, step=0, split=split, run_seed=self.config.seed,
-                check_numerics=self.config.check_numerics)
+                check_numerics=self.config.check_numerics, memory_budget=self.config.memory_budget,
+                held_bytes=self.held_bytes)
         out = {"loss": float(r.value(*self.loss_key.split(":")))}
         out.update({m: float(r.value(*m.split(":"))) for m in self.metric_keys})
         return out
@@ -388,6 +423,10 @@ def training_program(project, page: str | None = None, registry: Registry | None
             nodes[nid] = node
         pg.nodes = nodes
     return compile_page(pg, registry, files=project_files(project))
+
+
+def _nbytes(t) -> int:
+    return math.prod(t.shape) * t.dtype.itemsize if None not in t.shape else 0
 
 
 def _mix(seed: int, run_seed: int) -> int:

@@ -182,3 +182,11 @@ def test_an_initial_value_that_does_not_fit_the_variables_dtype_is_a_diagnostic(
     (d,) = compile_project(_variable(dtype="float16", initializer="value", initial_value=[1.0, 1e5])).errors
     assert d.node == "v" and "attr 'initial_value': 100000 (at [1]) does not fit float16" in d.message
 
+
+def test_an_initializer_that_breaks_its_declaration_is_named_when_drawn():
+    program = compile_project(_variable(shape=[2], initializer="ones"))
+    pending = program.variable_values._pending["v"]
+    pending.attrs = dict(pending.attrs, shape=(3,))       # a block whose initial() disagrees with infer()
+    with pytest.raises(RunError, match=r"main/v \(Variable\): its initializer made float32\[3\], but the "
+                                       r"Variable is declared float32\[2\]"):
+        run(program)
