@@ -368,3 +368,15 @@ def test_training_refuses_variables_over_the_budget_before_drawing(monkeypatch):
     assert t.held_bytes == 2 * 4 * 10 ** 6                    # Adam's m and v, beside every run
     t.train()
     assert program.variable_values.is_pending("W")            # the trainer drew its own copy
+
+
+def test_a_gradient_check_draws_variables_under_the_budget(monkeypatch):
+    from blockflow.gradcheck import check_program
+
+    p, pg = _page()
+    _huge_variable(pg)
+    monkeypatch.setenv(ENV_VAR, "1G")
+    program = compile_project(p)
+    with pytest.raises(MemoryLimitError, match=r"the largest is the Variable main/W float32\[30000,30000\], 3.4 GiB"):
+        check_program(program)
+    assert program.variable_values.is_pending("W")
