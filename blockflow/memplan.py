@@ -25,6 +25,7 @@ Imports nothing of blockflow but errors, budget and spec.
 """
 from __future__ import annotations
 
+import gc
 import math
 import sys
 from collections import namedtuple
@@ -63,9 +64,8 @@ def alias(name: str, part=None) -> tuple:
 
 
 def nbytes(t: TensorType) -> int | None:
-    if any(d is None for d in t.shape):
-        return None
-    return math.prod(t.shape) * t.dtype.itemsize
+    shape = t.shape
+    return None if None in shape else math.prod(shape) * t.dtype.itemsize
 
 
 Walk = namedtuple("Walk", "base resident peak")
@@ -82,7 +82,8 @@ class MemoryPlan:
         self.program = program
         self.code = code
         self.at_line = at_line
-        self.lines = lines
+        # only what the walk needs: the code and the names' read/write sets are dropped
+        self.lines = tuple((line.binds, line.at, line.frees) for line in lines if line.binds or line.frees)
         self.fixed = tuple(fixed)
         self.fixed_bytes = sum(n for _, n in self.fixed)
         self.feed_slots = tuple(s for s, _ in feeds)
@@ -101,7 +102,13 @@ class MemoryPlan:
             if len(self._walks) > 64:    # a run with ever new shapes: forget the oldest
                 self._walks.clear()
                 self._types.clear()
-            walk = self._walks[full] = self._walk(budget, source, held, key)
+            enabled = gc.isenabled()
+            gc.disable()    # the walk makes many small objects; see runtime._new_plan
+            try:
+                walk = self._walks[full] = self._walk(budget, source, held, key)
+            finally:
+                if enabled:
+                    gc.enable()
         return walk
 
     def _concrete(self, key: tuple) -> list:
@@ -148,17 +155,15 @@ class MemoryPlan:
                         live -= ref[0]
                         del refs[buf]
 
-        for line in self.lines:
-            if line.frees:
-                for name in line.frees:
+        for binds, at, frees in self.lines:
+            if frees:
+                for name in frees:
                     drop(name)
-                continue
-            if not line.binds:
                 continue
             made = 0
             biggest = None
             bound = []
-            for name, effect in line.binds:
+            for name, effect in binds:
                 kind = effect[0]
                 if kind == "alias":
                     src = holds.get(effect[1], {})
@@ -178,7 +183,7 @@ class MemoryPlan:
                     if size is None:
                         size = 0
                     elif size > MAX_TENSOR_BYTES:
-                        self._fail(line.at, f"{label} would be {types[slot]} ({format_size(size)}); the limit "
+                        self._fail(at, f"{label} would be {types[slot]} ({format_size(size)}); the limit "
                                             f"for one tensor is {format_size(MAX_TENSOR_BYTES)}")
                     counter += 1
                     refs[counter] = [size, 0]
@@ -189,12 +194,12 @@ class MemoryPlan:
                 bound.append((name, held_parts))
             if made and live + made > budget:
                 size, label, t = biggest
-                self._fail(line.at, f"{label} would be {t} ({format_size(size)}) with {format_size(live)} "
+                self._fail(at, f"{label} would be {t} ({format_size(size)}) with {format_size(live)} "
                                     f"already in use: over the run's memory budget of {format_size(budget)} "
                                     f"({source}); {_RAISE}")
             live += made
-            if line.at is not None and line.at not in base:
-                base[line.at] = live
+            if at is not None and at not in base:
+                base[at] = live
             if live > peak:
                 peak = live
             for name, bufs in bound:

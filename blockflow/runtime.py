@@ -8,6 +8,7 @@ Must not import PySide6 or the block library.
 """
 from __future__ import annotations
 
+import gc
 import hashlib
 import math
 from dataclasses import dataclass, field
@@ -148,7 +149,7 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
     key = (fetch_slots, t_slot, wrt, record, grad_seed is not None)
     plan = program._plans.get(key)
     if plan is None:
-        plan = program._plans[key] = _Plan(program, fetch_slots, t_slot, key[2], record)
+        plan = program._plans[key] = _new_plan(program, fetch_slots, t_slot, key[2], record)
     feed_list = plan.feed_inputs(feeds)
     # Every array of the run is checked before anything is allocated (the walk is cached per
     # feed-shape signature); during the run the guard counts what blocks reserve.
@@ -180,6 +181,18 @@ def _run_planned(program, plan, guard, feed_list, variables, t_slot, grad_seed, 
     if commit and result.state_updates:
         plan.commit(result)
     return result
+
+
+def _new_plan(program, fetch_slots, t_slot, wrt, record) -> "_Plan":
+    # Generating a plan makes many small objects and frees none: the cyclic collector would rescan
+    # the growing heap again and again (as in compile_page), so it waits until the plan is made.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _Plan(program, fetch_slots, t_slot, wrt, record)
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _slot_name(program: Program, slot: int) -> str:
@@ -542,7 +555,7 @@ class _Plan:
                     if known is None or known[0] is not value:
                         known = self.saved_feeds[st.node] = (value, self._fit_feed(st, value, dtype))
                     value = known[1]
-            elif type(value) is not np.ndarray or value.dtype != dtype:
+            elif type(value) is not np.ndarray or (value.dtype is not dtype and value.dtype != dtype):
                 value = self._fit_feed(st, value, dtype)
             if value is None:
                 t = program.slots[st.outputs[0]].type
@@ -802,9 +815,8 @@ def _with_frees(lines, returned):
 
 def _nbytes(t: TensorType) -> int:
     """Bytes of a tensor of type ``t`` (0 while a size is unknown)."""
-    if any(d is None for d in t.shape):
-        return 0
-    return math.prod(t.shape) * t.dtype.itemsize
+    shape = t.shape
+    return 0 if None in shape else math.prod(shape) * t.dtype.itemsize
 
 
 def parts_of_updates(st: Step, slots) -> tuple:
