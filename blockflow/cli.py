@@ -23,7 +23,7 @@ import numpy as np
 
 from . import __version__
 from .arrayout import JSON_FULL_VALUES, JsonArray, array_stats, write_json
-from .errors import BlockflowError, CompileError, ProjectError, ProjectFileError, RunError
+from .errors import BlockflowError, CompileError, MemoryLimitError, ProjectError, ProjectFileError, RunError
 from .textsafe import escaped_output, for_terminal, raw_stream
 
 EXIT_OK = 0
@@ -391,6 +391,8 @@ def cmd_train(args) -> int:
                          mode=args.mode)
     try:
         trainer = Trainer(program, config, registry)
+    except MemoryLimitError:      # the training would not fit: a run failure (4), as in any run
+        raise
     except (ValueError, ProjectError, RunError) as exc:   # settings the page cannot be trained with
         raise CliError(str(exc), EXIT_USAGE) from None
     for warning in trainer.warnings:
@@ -626,6 +628,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all-values", action="store_true",
                    help=f"with --json, every value of arrays of more than {JSON_FULL_VALUES:,} values "
                         f"(otherwise summarised)")
+    _budget_option(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("check", help="compile the project and list its diagnostics")
@@ -636,6 +639,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grad", nargs="?", const="", default=None, metavar="NODE[:PORT]",
                    help="also check each page's gradients of its loss (or of NODE) against central "
                         "differences, in float64; exit 1 when a check fails")
+    _budget_option(p)
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("train", help="train a page's Variables and report the loss (and save them)")
@@ -661,6 +665,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--save", metavar="OUT", help="write the project with the trained values here (may be PROJECT)")
     p.add_argument("--json", action="store_true", help="machine-readable history")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    _budget_option(p)
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("blocks", help="the block catalogue")
@@ -669,6 +674,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable catalogue")
     p.set_defaults(func=cmd_blocks)
     return parser
+
+
+def _budget_option(p) -> None:
+    p.add_argument("--memory-budget", metavar="SIZE", type=_size_arg,
+                   help="the most memory one run's tensors may take at once, e.g. 2G, 512M or 25%% (of "
+                        "physical memory); default: $BLOCKFLOW_MEMORY_BUDGET, else half of the memory "
+                        "this process may use (docs/limits.md)")
+
+
+def _size_arg(text: str) -> int:
+    from .budget import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _set_budget(args) -> None:
+    """--memory-budget for every run of this command; a bad $BLOCKFLOW_MEMORY_BUDGET is a usage error."""
+    from .budget import ENV_VAR, memory_budget, set_memory_budget
+
+    set_memory_budget(getattr(args, "memory_budget", None))
+    try:
+        memory_budget()
+    except ValueError as exc:
+        raise CliError(str(exc) if ENV_VAR in str(exc) else f"{ENV_VAR}: {exc}", EXIT_USAGE) from None
 
 
 def main(argv=None) -> int:
@@ -684,6 +716,7 @@ def _main(argv=None) -> int:
         parser.print_help()
         return EXIT_OK
     try:
+        _set_budget(args)
         return args.func(args)
     except CliError as exc:
         _report(args, exc)
@@ -718,6 +751,10 @@ def _main(argv=None) -> int:
         print(f"blockflow: internal error ({type(exc).__name__}: {for_terminal(str(exc))}); run with --debug for the "
               f"traceback and please report it", file=sys.stderr)
         return EXIT_INTERNAL
+    finally:
+        from .budget import set_memory_budget
+
+        set_memory_budget(None)   # the option was for this command only (main may be called again)
 
 
 def _quiet_stdout() -> None:

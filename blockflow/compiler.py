@@ -16,7 +16,8 @@ from .datafiles import DataFileError, DataFiles
 from .errors import CompileError, ProjectError
 from .project import Edge, Page, Project, split_port
 from .registry import Registry, default_registry
-from .spec import MAX_TENSOR_BYTES, SCOPE_PORT, BlockSpec, ShapeError, TensorType
+from .spec import MAX_TENSOR_BYTES, SCOPE_PORT, BlockSpec, ShapeError, TensorType, fit_dtype
+from .variables import VariableValues
 
 __all__ = ["Diagnostic", "Program", "Step", "Slot", "GradientPaths", "compile_project", "compile_page"]
 
@@ -100,9 +101,10 @@ class Program:
         self.graph: nx.DiGraph = graph
         self.edge_types: dict[Edge, TensorType] = edge_types
         self.port_slots: dict[tuple[str, str], int] = port_slots
-        #: the live state of a run sequence: Variable values by node, and blocks' slot state
-        #: (optimizer moments...) by (Variable node, key); runs that update state change them
-        self.variable_values: dict[str, np.ndarray] = variable_values
+        #: the live state of a run sequence: Variable values by node (a Variable without a stored
+        #: value gets its first value when first read), and blocks' slot state (optimizer
+        #: moments...) by (Variable node, key); runs that update state change them
+        self.variable_values: VariableValues = variable_values
         self.slot_values: dict[tuple[str, str], np.ndarray] = slot_values or {}
         self.feeds: dict[str, np.ndarray] = feeds
         self.step_of: dict[str, Step] = {s.node: s for s in self.steps}
@@ -526,7 +528,7 @@ class _Compiler:
         fed_ports: dict[str, list[str]] = {}
         for dst, port in fed:
             fed_ports.setdefault(dst, []).append(port)
-        variable_values: dict[str, np.ndarray] = {}
+        variable_values = VariableValues()
         feeds: dict[str, np.ndarray] = {}
         for nid in order:
             spec = specs.get(nid)
@@ -637,6 +639,11 @@ class _Compiler:
             if too_big:
                 self.error(nid, too_big[0], too_big[1])
                 continue
+            if spec.role == "variable":
+                mismatch = self._declared_shape_mismatch(node, spec, attrs[nid], outs[0])
+                if mismatch:
+                    self.error(nid, None, mismatch)
+                    continue
             out_slots, out_struct, out_decl = [], [], []
             for k, (decl, t) in enumerate(zip(spec.outputs, outs)):
                 group = []
@@ -651,15 +658,15 @@ class _Compiler:
                 out_struct.append(tuple(group) if decl.variadic else group[0])
             if spec.role == "variable":
                 value = node.state.get("value")
-                if value is None:
-                    value = spec.initial(**attrs[nid])
+                if value is None:   # drawn when a run first needs it, never while compiling
+                    variable_values.add_pending(nid, spec, attrs[nid], outs[0], f"{page.scope}/{nid}")
                 elif value.shape != outs[0].shape or value.dtype != outs[0].dtype:
                     self.error(nid, None, f"stored value is {TensorType.of(value)} but the Variable is "
                                           f"declared {outs[0]}")
                     continue
                 else:
                     self.stored.add(nid)
-                variable_values[nid] = _read_only(value)
+                    variable_values[nid] = _read_only(value)
             elif spec.role == "placeholder" and nid in page.feeds:
                 feeds[nid] = _read_only(np.asarray(page.feeds[nid]))
             step = Step(len(steps), nid, spec, attrs[nid], tuple(inputs), tuple(static),
@@ -748,6 +755,18 @@ class _Compiler:
                 continue
             port = decl.port(0) if decl.variadic else decl.name
             self.error(nid, port, f"input '{port}' is not connected and has no inline value")
+
+    @staticmethod
+    def _declared_shape_mismatch(node, spec, attrs, out) -> str | None:
+        """A Variable whose ``shape`` attr is given must have that shape, whatever its initial
+        value says (its initializer would otherwise decide the shape silently)."""
+        if "shape" not in node.attrs or "shape" not in spec.attr_map:
+            return None
+        declared = attrs["shape"]
+        if len(declared) == len(out.shape) and all(d is None or d == n for d, n in zip(declared, out.shape)):
+            return None
+        shown = "[" + ", ".join("?" if d is None else str(d) for d in declared) + "]"
+        return f"its initial value is {out} but its shape attr says {shown}"
 
     @staticmethod
     def _check_infer_result(spec, outs, attrs, args) -> str | None:
@@ -853,11 +872,10 @@ class _Compiler:
                     continue
             if want == slot.type.dtype:
                 continue
-            value = slot.type.value
-            cast = value.astype(want)
-            if value.dtype.kind == "f" and want.kind in "iub" and not np.array_equal(cast, value):
-                self.error(nid, port, f"inline value {value.tolist()} cannot be {want.name} without losing "
-                                      f"its fraction")
+            try:
+                cast = fit_dtype(slot.type.value, want)
+            except ValueError as exc:
+                self.error(nid, port, f"inline value of '{port}' must be {want.name}: {exc}")
                 ok = False
                 continue
             new = Slot(s, slot.node, slot.port, TensorType(cast.shape, cast.dtype, cast), const=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 __all__ = [
     "BlockflowError", "ProjectError", "ProjectFileError", "RegistryError", "CompileError",
     "RunError", "BlockExecutionError", "NumericsError", "UpdateNumericsError", "FeedError",
+    "MemoryLimitError",
 ]
 
 
@@ -79,3 +80,15 @@ class UpdateNumericsError(NumericsError):
         self.step, self.rule, self.settings = step, rule, settings
         RunError.__init__(self, f"training step {step}: the update of {node} by {rule} ({settings}) "
                                 f"produced {what}" + (f": {note}" if note else ""))
+
+
+class MemoryLimitError(RunError):
+    """A run would make an array over the per-tensor limit, or go over the run's memory budget.
+
+    Raised before the array is made (never a MemoryError): names the block, the array (an
+    output, a gradient, an intermediate), its dtype, shape and size, and the limit it passes."""
+
+    def __init__(self, node: str, message: str, phase: str = "forward"):
+        self.node, self.message, self.phase = node, message, phase
+        where = f" in the {phase} pass" if phase else ""
+        super().__init__(f"{node}{where}: {message}")

@@ -200,6 +200,9 @@ def check_program(program, feeds=None, target=None, *, wrt=None, seed: int = 0,
     t = program.resolve_target(target)
     tslot = program.slots[t]
     key = f"{tslot.node}:{tslot.port}"
+    # One plain run first: it draws the Variables' first values under the run's memory guard (and
+    # refuses a page over the budget) before they are read here.
+    run(program, feeds, fetch=[key], record=False, check_numerics=False, commit=False)
     wanted = None if wrt is None else set(wrt)
     leaves, names, args = [], [], []
     for st in program.steps:

@@ -8,18 +8,23 @@ Must not import PySide6 or the block library.
 """
 from __future__ import annotations
 
+import gc
+import hashlib
 import math
-import zlib
 from dataclasses import dataclass, field
 from functools import partial
 
 import numpy as np
 
+from .budget import format_size
+from .budget import memory_budget as memory_budget_of
 from .compiler import GradientPaths, Program, Step
 from .datafiles import SPLITS, DataRequest
-from .errors import BlockExecutionError, FeedError, NumericsError, RunError
+from .errors import BlockExecutionError, FeedError, MemoryLimitError, NumericsError, RunError
+from .memplan import RESIDENT, Line, MemoryPlan, RunGuard, alias, new, value_dependent
+from .memplan import parts as memparts
 from .project import Edge
-from .spec import ShapeError, TensorType
+from .spec import AllocationError, ShapeError, TensorType, allocation_guard, fit_dtype
 
 __all__ = ["RunResult", "run", "run_forward", "run_backward"]
 
@@ -72,7 +77,8 @@ _LOSS = object()
 
 def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None, wrt=None,
         variables=None, record: bool = True, check_numerics: bool = True, step: int = 0,
-        commit: bool = True, split: str = "train", run_seed: int = 0) -> RunResult:
+        commit: bool = True, split: str = "train", run_seed: int = 0, memory_budget=None,
+        held_bytes: int = 0) -> RunResult:
     """Run a compiled page.
 
     feeds: ``{placeholder node id: array}``; missing ones come from the page's saved feeds.
@@ -95,6 +101,12 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
     once the run has finished without error; ``result.state_updates`` lists the changes (write
     them into the project with ``Page.apply_state``). Within a run every block reads the values
     from its start.
+    memory_budget: the most bytes the run's tensors may hold at once (an int or a size such as
+    ``"2G"``); default: see :mod:`blockflow.budget`. Every array the run makes, and every
+    intermediate a block reserves, is checked against it and against the per-tensor limit before
+    it is made: :class:`MemoryLimitError` names the block, the array, its shape and size.
+    held_bytes: memory the caller keeps alive for the run's sake besides what it passes in (a
+    trainer's optimizer slots), counted against the budget.
     """
     program.raise_for_errors()
     if split not in SPLITS:
@@ -130,12 +142,29 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
         if unknown:
             raise RunError(f"values given for Variables that are not on page '{program.page_name}': "
                            f"{', '.join(unknown)}")
+    try:
+        budget, source = memory_budget_of(memory_budget)
+    except ValueError as exc:
+        raise RunError(f"memory budget: {exc}") from None
     key = (fetch_slots, t_slot, wrt, record, grad_seed is not None)
     plan = program._plans.get(key)
     if plan is None:
-        plan = program._plans[key] = _Plan(program, fetch_slots, t_slot, key[2], record)
-    var_list = plan.variable_inputs(variables)
+        plan = program._plans[key] = _new_plan(program, fetch_slots, t_slot, key[2], record)
     feed_list = plan.feed_inputs(feeds)
+    # Every array of the run is checked before anything is allocated (the walk is cached per
+    # feed-shape signature); during the run the guard counts what blocks reserve.
+    guard = RunGuard(plan.memory, budget, source, held_bytes, (tuple(f.shape for f in feed_list),))
+    token = allocation_guard.set(guard)
+    try:
+        return _run_planned(program, plan, guard, feed_list, variables, t_slot, grad_seed, check_numerics,
+                            commit, feeds, wrt, step, split, run_seed)
+    finally:
+        allocation_guard.reset(token)
+
+
+def _run_planned(program, plan, guard, feed_list, variables, t_slot, grad_seed, check_numerics, commit,
+                 feeds, wrt, step, split, run_seed) -> RunResult:
+    var_list = plan.variable_inputs(variables)
     seed = None
     if grad_seed is not None:
         ttype = program.slots[t_slot].type
@@ -144,7 +173,7 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
             raise RunError(f"the gradient seed has shape {list(seed.shape)} but the target "
                            f"{_slot_name(program, t_slot)} is {ttype}")
     with np.errstate(all="ignore"):
-        out = plan.fn(var_list, feed_list, seed, DataRequest(step, split, run_seed))
+        out = plan.fn(var_list, feed_list, seed, DataRequest(step, split, run_seed), guard)
     result = plan.package(out)
     if check_numerics:
         with np.errstate(all="ignore"):
@@ -152,6 +181,18 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
     if commit and result.state_updates:
         plan.commit(result)
     return result
+
+
+def _new_plan(program, fetch_slots, t_slot, wrt, record) -> "_Plan":
+    # Generating a plan makes many small objects and frees none: the cyclic collector would rescan
+    # the growing heap again and again (as in compile_page), so it waits until the plan is made.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _Plan(program, fetch_slots, t_slot, wrt, record)
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _slot_name(program: Program, slot: int) -> str:
@@ -184,10 +225,14 @@ class _Plan:
                     need.update(s for s in _step_sources(st) if s is not None)
             fwd = [st for st in steps if st.index in keep]
         self.var_steps = [st for st in fwd if st.role == "variable"]
+        self.var_nodes = [st.node for st in self.var_steps]
         self.feed_steps = [st for st in fwd if st.role == "placeholder"]
+        self.feed_dtypes = [program.slots[st.outputs[0]].type.dtype for st in self.feed_steps]
+        self.saved_feeds: dict = {}
         self.state_slots = sorted({s for st in fwd for s in _step_sources(st)
                                    if s is not None and program.slots[s].state})
         self.prevented_by_gradients = None
+        self._rng_ids: dict = {}
         if paths is not None and paths.prevented:
             raise RunError(self._prevent_message(paths.prevented, "the gradient of " + _slot_name(program, target)))
         # Backward: steps with at least one input needing a cotangent, in reverse order.
@@ -222,7 +267,7 @@ class _Plan:
         program, slots = self.program, self.program.slots
         ns: dict = {"_fail": self._fail, "_ones": np.ones_like, "_zeros": np.zeros_like, "_R": self._rng,
                     "_FILES": program.files}
-        lines: list[tuple[str, set, set]] = []  # (code, names read, names written)
+        lines: list[Line] = []  # code, names read and written, what they hold, the step cursor
 
         def arg(slot):
             if slot is None:
@@ -256,21 +301,21 @@ class _Plan:
         feed_index = {st.index: i for i, st in enumerate(self.feed_steps)}
         # Slot state (optimizer moments...) is read like a Variable, after the Variables in V.
         for i, s in enumerate(self.state_slots):
-            lines.append((f"s{s} = V[{len(self.var_steps) + i}]", set(), {f"s{s}"}))
+            lines.append(Line(f"s{s} = V[{len(self.var_steps) + i}]", set(), {f"s{s}"}, ((f"s{s}", RESIDENT),)))
         update_names = []
         for st in fwd:
             outs = [f"s{o}" for o in st.outputs]
             if st.role == "variable":
-                lines.append((f"{outs[0]} = V[{var_index[st.index]}]", set(), set(outs)))
+                lines.append(Line(f"{outs[0]} = V[{var_index[st.index]}]", set(), set(outs), ((outs[0], RESIDENT),)))
                 continue
             if st.role == "gradients":
                 self._emit_gradients_block(st, lines)
                 continue
             fname = f"f{st.index}"
             ns[fname] = partial(st.spec.forward, **st.attrs) if st.attrs else st.spec.forward
-            if st.role == "placeholder":
-                lines.append((f"_n = {st.index}; {outs[0]} = {fname}(F[{feed_index[st.index]}])",
-                              set(), set(outs)))
+            if st.role == "placeholder":   # the feed, converted to the Placeholder's dtype already
+                lines.append(Line(f"_n = {st.index}; {outs[0]} = {fname}(F[{feed_index[st.index]}])",
+                                  set(), set(outs), ((outs[0], RESIDENT),), st.index))
                 continue
             parts, reads = call_args(st)
             if "rng" in st.spec.forward_context:
@@ -281,17 +326,23 @@ class _Plan:
                 parts.append("files=_FILES")
             target = _struct_expr(st, "s", lambda o: True, assign=True) if outs else "_"
             writes = set(outs)
+            binds = [(f"s{o}", new(o, f"output '{slots[o].port}'")) for o in st.outputs]
             if st.refs:
                 target = f"({target}, u{st.index})"
                 writes.add(f"u{st.index}")
                 update_names.append((f"u{st.index}", st))
-            lines.append((f"_n = {st.index}; {target} = {fname}({', '.join(parts)})", reads, writes))
+                binds.append((f"u{st.index}", parts_of_updates(st, slots)))
+            lines.append(Line(f"_n = {st.index}; {target} = {fname}({', '.join(parts)})", reads, writes,
+                              tuple(binds), st.index))
+            if outs and value_dependent(program, st):
+                lines.append(Line(f"_G.seen({st.index}, ({', '.join(outs)},))", set(outs), set()))
 
         edge_names: list[tuple[str, Edge]] = []
         grad_written: set[int] = set()
         if self.target is not None:
             t = self.target
-            lines.append((f"_n = -1; g{t} = G0 if G0 is not None else _ones(s{t})", {f"s{t}"}, {f"g{t}"}))
+            lines.append(Line(f"_n = -1; g{t} = G0 if G0 is not None else _ones(s{t})", {f"s{t}"}, {f"g{t}"},
+                              ((f"g{t}", new(t, "the gradient seed")),), -1))
             grad_written = self._emit_backward(lines, self.paths, bwd, {t}, "g",
                                                edge_names if self.record else None)
 
@@ -318,12 +369,24 @@ class _Plan:
                + "".join(f"{n}, " for n, _ in edge_names) + "), ("
                + "".join(f"{n}, " for n, _ in update_names) + ")")
         body = lines if self.record else _with_frees(lines, returned)
-        src = ["def _run(V, F, G0, D):", "    _n = -1", "    try:"]
-        src += [f"        {code}" for code, _, _ in body]
+        # _n is the step running (the cursor): the failure handler names its block; the run's
+        # allocation guard finds it from the line a block was called from (see memplan.RunGuard).
+        head = ["def _run(V, F, G0, D, _G):", "    _n = -1", "    try:"]
+        src = head + [f"        {line.code}" for line in body]
         src += [f"        {ret}", "    except Exception as _e:", "        _fail(_n, _e, locals())"]
         self.source = "\n".join(src)
         exec(compile(self.source, f"<blockflow plan {program.page_name}>", "exec"), ns)
         self.fn = ns["_run"]
+        at_line = {len(head) + 1 + k: line.at for k, line in enumerate(body) if line.at is not None}
+        # What every run of this kind is handed: Variables, slot state, constants.
+        fixed = [(f"the Variable {program.full_name(st.node)} {slots[st.outputs[0]].type}",
+                  _nbytes(slots[st.outputs[0]].type)) for st in self.var_steps]
+        fixed += [(f"the state {program.full_name(slots[s].node)}.{slots[s].port} {slots[s].type}",
+                   _nbytes(slots[s].type)) for s in self.state_slots]
+        fixed.append(("the constants", sum(getattr(v, "nbytes", 0) for k, v in ns.items()
+                                           if k[0] in "ck" and k[1:2].isdigit())))
+        feeds = [(st.outputs[0], f"the feed of {program.full_name(st.node)}") for st in self.feed_steps]
+        self.memory = MemoryPlan(program, body, fixed, feeds, self._where, self.fn.__code__, at_line)
 
     def _emit_backward(self, lines, paths, bwd, seeded, gp, edge_names):
         """Reverse-mode code over ``bwd`` (steps in reverse order) from the cotangents already in
@@ -362,24 +425,34 @@ class _Plan:
             bname = f"b{st.index}_{len(ns)}"
             ns[bname] = partial(spec.vjp, **kw) if kw else spec.vjp
             r = f"{gp}r{st.index}"
-            lines.append((f"_n = {-2 - st.index}; {r} = {bname}({gexpr}, {oexpr}, {', '.join(parts)})",
-                          reads, {r}))
+            at = -2 - st.index
+            made = []
+            for j, (pos, idx, _) in enumerate(st.in_edges):
+                if needs_flat[j]:
+                    decl = spec.inputs[pos]
+                    port = decl.port(idx) if idx is not None else decl.name
+                    made.append(((pos, idx), _flat(st, j), f"the gradient of input '{port}'"))
+            lines.append(Line(f"_n = {at}; {r} = {bname}({gexpr}, {oexpr}, {', '.join(parts)})",
+                              reads, {r}, ((r, memparts(made)),), at))
             for j, (pos, idx, edge) in enumerate(st.in_edges):
                 if not needs_flat[j]:
                     continue
                 src = _flat(st, j)
-                expr, read = (f"{r}[{pos}]" if idx is None else f"{r}[{pos}][{idx}]"), r
+                expr, read, held = (f"{r}[{pos}]" if idx is None else f"{r}[{pos}][{idx}]"), r, alias(r, (pos, idx))
                 if edge_names is not None and edge is not None:
                     ename = f"e{len(edge_names)}"
                     edge_names.append((ename, edge))
-                    lines.append((f"{ename} = {expr}", {r}, {ename}))
-                    expr = read = ename
+                    lines.append(Line(f"{ename} = {expr}", {r}, {ename}, ((ename, held),)))
+                    expr, read, held = ename, ename, alias(ename)
                 name = f"{gp}{src}"
                 if src in grad_written:
-                    lines.append((f"{name} = {name} + {expr}", {name, read}, {name}))
+                    slot = self.program.slots[src]
+                    lines.append(Line(f"{name} = {name} + {expr}", {name, read}, {name},
+                                      ((name, new(src, f"the gradient summed over the wires of "
+                                                       f"'{slot.node}:{slot.port}'")),), at))
                 else:
                     grad_written.add(src)
-                    lines.append((f"{name} = {expr}", {read}, {name}))
+                    lines.append(Line(f"{name} = {expr}", {read}, {name}, ((name, held),)))
         return grad_written
 
     def _emit_gradients_block(self, st: Step, lines) -> None:
@@ -393,48 +466,58 @@ class _Plan:
         gp = f"h{st.index}_"
         seeded = set()
         for i, y in enumerate(ys):
-            seed, reads = (self.arg(seeds_in[i]) if i < len(seeds_in) else (f"_ones(s{y})", {f"s{y}"}))
+            made = new(y, f"the gradient seed of 'ys[{i}]'")
+            if i < len(seeds_in):
+                seed, reads = self.arg(seeds_in[i])
+                held = alias(seed) if reads else RESIDENT
+            else:
+                seed, reads, held = f"_ones(s{y})", {f"s{y}"}, made
             name = f"{gp}{y}"
             if y in seeded:
-                lines.append((f"{name} = {name} + {seed}", reads | {name}, {name}))
+                lines.append(Line(f"_n = {st.index}; {name} = {name} + {seed}", reads | {name}, {name},
+                                  ((name, made),), st.index))
             else:
-                lines.append((f"_n = {st.index}; {name} = {seed}", reads, {name}))
+                lines.append(Line(f"_n = {st.index}; {name} = {seed}", reads, {name}, ((name, held),), st.index))
                 seeded.add(y)
         bwd = [s for s in reversed(program.steps[:st.index])
                if s.spec.gradient == "vjp" and any(paths.needs.get((s.index, j)) for j in range(len(s.in_edges)))]
         written = self._emit_backward(lines, paths, bwd, seeded, gp, None)
+        slots = program.slots
         for x, o in zip(xs, st.outputs):
             if x in written:
-                lines.append((f"s{o} = {gp}{x}", {f"{gp}{x}"}, {f"s{o}"}))
+                lines.append(Line(f"s{o} = {gp}{x}", {f"{gp}{x}"}, {f"s{o}"}, ((f"s{o}", alias(f"{gp}{x}")),)))
             else:  # x does not reach the ys (or only through a StopGradient): its gradient is zero
                 a, reads = self.arg(x)
-                lines.append((f"s{o} = _zeros({a})", reads, {f"s{o}"}))
+                lines.append(Line(f"_n = {st.index}; s{o} = _zeros({a})", reads, {f"s{o}"},
+                                  ((f"s{o}", new(o, f"output '{slots[o].port}'")),), st.index))
 
     def _rng(self, index: int, data: DataRequest) -> np.random.Generator:
-        """The random stream of one block in one run: fixed by its seed, the step and its id (and
-        the run's seed when it is not 0).
+        """The random stream of one block in one run: fixed by its id, its seed, the step and the
+        run's seed.
 
         Forward and backward get identical streams, so a vjp can redraw what forward drew
         (Dropout's mask) instead of keeping it.
         """
+        base = self._rng_ids.get(index)
+        if base is None:
+            base = self._rng_ids[index] = stream_hash(self.program.steps[index].node)
         st = self.program.steps[index]
-        seed = int(st.attrs.get("seed", 0))
-        key = [seed, data.step, zlib.crc32(st.node.encode("utf-8"))]
-        if data.seed:
-            key.append(data.seed)
-        return np.random.default_rng(key)
+        return stream_generator(base, int(st.attrs.get("seed", 0)), data.step, data.seed)
 
     # ------------------------------------------------------------------------- inputs/outputs
     def variable_inputs(self, variables):
         program = self.program
         states = [program.slot_values[(program.slots[s].node, program.slots[s].port)] for s in self.state_slots]
         if not variables:
-            return [program.variable_values[st.node] for st in self.var_steps] + states
+            try:
+                return program.variable_values.many(self.var_nodes) + states
+            except KeyError:
+                return [self._variable(st) for st in self.var_steps] + states
         out = []
         for st in self.var_steps:
             value = None if variables is None else variables.get(st.node)
             if value is None:
-                value = program.variable_values[st.node]
+                value = self._variable(st)
             else:
                 want = program.slots[st.outputs[0]].type
                 value = np.asarray(value)
@@ -444,6 +527,14 @@ class _Plan:
                 value = value.astype(want.dtype, copy=False)
             out.append(value)
         return out + states
+
+    def _variable(self, st) -> np.ndarray:
+        """The program's value of a Variable, drawn from its initializer if this is its first run
+        (under the run's guard: its first value counts against the budget)."""
+        try:
+            return self.program.variable_values[st.node]
+        except (AllocationError, MemoryError) as exc:
+            raise self._memory_error(st, exc, "forward", "making its first value") from None
 
     def feed_inputs(self, feeds):
         program = self.program
@@ -455,16 +546,34 @@ class _Plan:
                 raise FeedError(f"there is no Placeholder '{name}' on page '{program.page_name}' "
                                 f"(Placeholders: {known})")
         out = []
-        for st in self.feed_steps:
+        for st, dtype in zip(self.feed_steps, self.feed_dtypes):
             value = feeds.get(st.node)
             if value is None:
                 value = program.feeds.get(st.node)
+                if value is not None:   # a saved feed is converted once per plan
+                    known = self.saved_feeds.get(st.node)
+                    if known is None or known[0] is not value:
+                        known = self.saved_feeds[st.node] = (value, self._fit_feed(st, value, dtype))
+                    value = known[1]
+            elif type(value) is not np.ndarray or (value.dtype is not dtype and value.dtype != dtype):
+                value = self._fit_feed(st, value, dtype)
             if value is None:
                 t = program.slots[st.outputs[0]].type
                 raise FeedError(f"Placeholder {program.full_name(st.node)} ({t}) has no feed: pass one "
                                 f"or save a feed in the project")
             out.append(value)
         return out
+
+    def _fit_feed(self, st, value, dtype) -> np.ndarray:
+        """A feed as the Placeholder's dtype; a number that does not fit it is an error (1000 for
+        an int8, 1.7 for an int32), not a silent wrap."""
+        if type(value) is np.ndarray and value.dtype == dtype:
+            return value
+        try:
+            return fit_dtype(value, dtype)
+        except (ValueError, TypeError) as exc:
+            t = self.program.slots[st.outputs[0]].type
+            raise FeedError(f"feed for Placeholder {self.program.full_name(st.node)} ({t}): {exc}") from None
 
     def package(self, out) -> RunResult:
         values, grads, edges, updates = out
@@ -503,15 +612,39 @@ class _Plan:
                     program.slot_values[(node, key)] = value
 
     # --------------------------------------------------------------------------- failures
+    def _where(self, at) -> tuple[str, str]:
+        """(block, phase) for a step cursor of the generated code."""
+        if at is None or at == -1:
+            t = self.program.slots[self.target] if self.target is not None else None
+            return ("the gradient seed" + (f" of {self.program.full_name(t.node)}:{t.port}" if t else ""),
+                    "backward")
+        st = self.program.steps[at if at >= 0 else -2 - at]
+        return f"{self.program.full_name(st.node)} ({st.spec.name})", "forward" if at >= 0 else "backward"
+
+    def _memory_error(self, st, exc, phase, doing="") -> MemoryLimitError:
+        """A block's allocation refused (spec.reserve) or failed (numpy's MemoryError), as one error."""
+        name = f"{self.program.full_name(st.node)} ({st.spec.name})"
+        if isinstance(exc, AllocationError):
+            return MemoryLimitError(name, f"{doing + ': ' if doing else ''}{exc}", phase)
+        budget = memory_budget_of(None)[0] if allocation_guard.get() is None else allocation_guard.get().budget
+        return MemoryLimitError(name, f"{doing + ': ' if doing else ''}the system refused memory the block asked "
+                                      f"for ({exc}); the run's memory budget ({format_size(budget)}) is more "
+                                      f"than this process can get: lower it with --memory-budget SIZE or "
+                                      f"BLOCKFLOW_MEMORY_BUDGET (docs/limits.md)", phase)
+
     def _fail(self, n, exc, local):
         program = self.program
         if isinstance(exc, RunError):
             raise exc
         if n == -1:
+            if isinstance(exc, (AllocationError, MemoryError)):
+                raise MemoryLimitError(self._where(-1)[0], str(exc) or "out of memory", "backward") from None
             raise RunError(f"the gradient seed does not fit the target: {exc}") from exc
         phase = "forward" if n >= 0 else "backward"
         st = program.steps[n if n >= 0 else -2 - n]
         name = program.full_name(st.node)
+        if isinstance(exc, (AllocationError, MemoryError)):
+            raise self._memory_error(st, exc, phase) from None
         if st.role == "placeholder":
             raise FeedError(f"feed for Placeholder {name} does not fit: {exc}") from None
         shapes = []
@@ -540,10 +673,21 @@ class _Plan:
             if all(_finite(v) for v in values) and all(_finite(g) for g in grads):
                 return
             # Something went wrong: replay recording everything; its check raises, naming where it started.
-            run(self.program, feeds, target=None if self.target is None else
-                (self.program.slots[self.target].node, self.program.slots[self.target].port),
-                grad_seed=grad_seed, wrt=wrt, variables=variables, record=True, check_numerics=True,
-                step=step, split=split, run_seed=run_seed, commit=False)
+            guard = allocation_guard.get()
+            try:
+                run(self.program, feeds, target=None if self.target is None else
+                    (self.program.slots[self.target].node, self.program.slots[self.target].port),
+                    grad_seed=grad_seed, wrt=wrt, variables=variables, record=True, check_numerics=True,
+                    step=step, split=split, run_seed=run_seed, commit=False,
+                    memory_budget=None if guard is None else guard.budget,
+                    held_bytes=0 if guard is None else guard.held)
+            except MemoryLimitError as exc:
+                bad = [k for k, v in zip(self.value_keys + self.grad_keys, list(values) + list(grads))
+                       if not _finite(v)]
+                what = ", ".join(f"{self.program.full_name(n)}:{p}" for n, p in bad[:3]) or "a value"
+                raise RunError(f"{what} is not finite (NaN or Inf); finding the block where it started needs "
+                               f"a replay that keeps every value, which the memory budget does not allow "
+                               f"({exc})") from None
             raise RunError("a value was not finite, but a recorded replay did not reproduce it")
         program = self.program
         slots = program.slots
@@ -567,6 +711,31 @@ class _Plan:
             if not _finite(g):
                 raise NumericsError(f"{program.full_name(key[0])}", key[1], _what(g) + " (summed over its wires)",
                                     "backward")
+
+
+# A block's random stream is keyed by everything that tells it apart: its whole id, its seed, the
+# step and the run's seed. They are written down unambiguously (the id with its length in front,
+# then the numbers in decimal) and hashed with SHA-256; the 256-bit digest is the whole entropy of
+# a SeedSequence with a 256-bit pool, whose mixing is a bijection of entropy that fits the pool, and
+# whose first words seed PCG64's state bijectively. Two keys share a stream only if they share a
+# SHA-256 digest (no such pair is known). CRC32, used before, is 32 bits and linear: equal
+# checksums for distinct ids are easy to make and turn up by chance among ~10^5 ids.
+_STREAM_TAG = b"blockflow random stream\0"
+
+
+def stream_hash(node: str):
+    """The id part of a block's stream key, hashed once per block."""
+    data = node.encode("utf-8", "surrogatepass")
+    return hashlib.sha256(_STREAM_TAG + len(data).to_bytes(8, "little") + data)
+
+
+def stream_generator(base, seed: int, step: int, run_seed: int) -> np.random.Generator:
+    """The generator for the block whose :func:`stream_hash` is ``base``, at ``seed``, ``step``
+    and ``run_seed``."""
+    h = base.copy()
+    h.update(f"{int(seed)},{int(step)},{int(run_seed)}".encode("ascii"))
+    entropy = np.frombuffer(h.digest(), dtype="<u4").tolist()
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy, pool_size=8)))
 
 
 def _flat(st: Step, j: int):
@@ -625,7 +794,8 @@ def _what(v) -> str:
 def _with_frees(lines, returned):
     """Insert ``del`` statements after the last use of every local that is not returned."""
     last: dict[str, int] = {}
-    for i, (_, reads, writes) in enumerate(lines):
+    for i, line in enumerate(lines):
+        reads, writes = line.reads, line.writes
         for name in writes:
             last[name] = max(last.get(name, i), i)
         for name in reads:
@@ -638,5 +808,22 @@ def _with_frees(lines, returned):
     for i, line in enumerate(lines):
         out.append(line)
         if i in frees:
-            out.append(("del " + ", ".join(sorted(frees[i])), set(), set()))
+            names = tuple(sorted(frees[i]))
+            out.append(Line("del " + ", ".join(names), set(), set(), frees=names))
     return out
+
+
+def _nbytes(t: TensorType) -> int:
+    """Bytes of a tensor of type ``t`` (0 while a size is unknown)."""
+    shape = t.shape
+    return 0 if None in shape else math.prod(shape) * t.dtype.itemsize
+
+
+def parts_of_updates(st: Step, slots) -> tuple:
+    """What a state-updating block's updates hold: a new value per ref input (the Variable's, its
+    slots'), counted as new arrays even where a block returns its output again."""
+    items = []
+    for pos, decl in enumerate(st.spec.inputs):
+        if decl.ref and st.inputs[pos] is not None:
+            items.append((decl.name, st.inputs[pos], f"the new value of '{decl.name}'"))
+    return memparts(items)

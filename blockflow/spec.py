@@ -18,6 +18,7 @@ __all__ = [
     "TensorType", "AttrError", "block", "broadcast_shapes", "unbroadcast", "normalize_axis",
     "reduce_shape", "DTYPE_NAMES", "FLOAT_DTYPES", "SCOPE_PORT",
     "MAX_TENSOR_BYTES", "AllocationError", "reserve", "allocation_guard",
+    "fit_dtype",
 ]
 
 #: Name of the implicit port every block has: it shows the page's scope and is never wired.
@@ -194,6 +195,90 @@ def unbroadcast(g, shape):
 
 
 # --------------------------------------------------------------------------------------------
+# Values that must fit a dtype
+
+
+def _show(v) -> str:
+    """A number as the user would write it: 1000, 1.7, 1e+12, nan."""
+    if isinstance(v, (bool, np.bool_)):
+        return "true" if v else "false"
+    if isinstance(v, (np.integer, int)):
+        return str(int(v))
+    f = float(v)
+    if f == f and abs(f) < 1e15 and f == int(f):
+        return str(int(f))
+    text = str(v)
+    return text if len(text) <= 12 else f"{f:.6g}"
+
+
+def _where(arr: np.ndarray, mask) -> tuple:
+    """The first element where ``mask`` holds: (value, " at [i, j]" or "")."""
+    flat = int(np.flatnonzero(mask)[0]) if np.ndim(mask) else 0
+    if arr.ndim == 0:
+        return arr[()], ""
+    index = np.unravel_index(flat, arr.shape)
+    return arr[index], " (at [" + ", ".join(str(int(i)) for i in index) + "])"
+
+
+def fit_dtype(value, dtype) -> np.ndarray:
+    """``value`` as an array of ``dtype``, or ValueError naming the first number that does not fit.
+
+    A number fits when the conversion keeps it: an integer within the dtype's range, a whole
+    finite number for an integer dtype, 0 or 1 (or a bool) for bool, a finite number that stays
+    finite for a float dtype (NaN and Inf fit a float; rounding to the nearest float is allowed).
+    This is the rule for feeds, inline values and constants; only an explicit Cast block wraps
+    and truncates as TensorFlow's does.
+    """
+    dt = np.dtype(dtype)
+    arr = np.asarray(value)
+    if arr.dtype == dt:
+        return arr
+    if arr.dtype.kind not in "biuf":
+        raise ValueError(f"expected numbers for {dt.name}, got {arr.dtype} values")
+    src = arr.dtype.kind
+    if dt.kind == "b":
+        if src != "b":
+            bad = (arr != 0) & (arr != 1)
+            if bad.any():
+                v, at = _where(arr, bad)
+                raise ValueError(f"{_show(v)}{at} does not fit bool, which holds 0 and 1 (true and false)")
+        return arr.astype(dt)
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        if src == "b" or arr.size == 0:
+            return arr.astype(dt)
+        if src == "f":
+            finite = np.isfinite(arr)
+            if not finite.all():
+                v, at = _where(arr, ~finite)
+                raise ValueError(f"{_show(v)}{at} does not fit {dt.name}, which holds whole numbers")
+            whole = arr == np.floor(arr)
+            if not whole.all():
+                v, at = _where(arr, ~whole)
+                raise ValueError(f"{_show(v)}{at} has a fraction, and {dt.name} holds whole numbers "
+                                 f"(a Cast block truncates)")
+            # the bounds as floats are exact: min is -2^k (or 0), max + 1 is 2^k
+            out = (arr < float(info.min)) | (arr >= float(int(info.max) + 1))
+        else:
+            lo, hi = int(arr.min()), int(arr.max())
+            out = None if info.min <= lo and hi <= info.max else (arr < info.min) | (arr > info.max)
+        if out is not None and out.any():
+            v, at = _where(arr, out)
+            raise ValueError(f"{_show(v)}{at} does not fit {dt.name} ({info.min} to {info.max}; a Cast "
+                             f"block wraps)")
+        return arr.astype(dt)
+    with np.errstate(over="ignore", invalid="ignore"):
+        cast = arr.astype(dt)
+        if src in "iu" or arr.dtype.itemsize > dt.itemsize:
+            grew = np.isinf(cast) & ~np.isinf(arr) if src == "f" else np.isinf(cast)
+            if grew.any():
+                v, at = _where(arr, grew)
+                raise ValueError(f"{_show(v)}{at} does not fit {dt.name} (largest "
+                                 f"{_show(np.finfo(dt).max)}); it would become infinite")
+    return cast
+
+
+# --------------------------------------------------------------------------------------------
 # Ports and attrs
 
 _NO_DEFAULT = object()
@@ -310,6 +395,10 @@ class Attr:
 
     kinds: int, float, bool, str, choice (one of ``choices``), dtype (a dtype name), shape (a
     list of sizes, -1 or None for unknown), ints (a list of ints), tensor (an array).
+
+    ``fits`` (tensor attrs): the name of the dtype attr the tensor becomes (Const's ``value`` is
+    cast to its ``dtype``): every number must fit it (:func:`fit_dtype`), checked with the
+    block's other attrs.
     """
 
     name: str
@@ -319,6 +408,7 @@ class Attr:
     min: float | None = None
     max: float | None = None
     doc: str = ""
+    fits: str = ""
 
     @property
     def required(self) -> bool:
@@ -503,6 +593,13 @@ class BlockSpec:
                 problems.append((a.name, f"attr '{a.name}' is required"))
             else:
                 values[a.name] = a.default
+        for a in self.attrs:
+            value = values.get(a.name)
+            if a.fits and value is not None and values.get(a.fits) is not None:
+                try:
+                    values[a.name] = fit_dtype(value, values[a.fits])
+                except ValueError as exc:
+                    problems.append((a.name, f"attr '{a.name}': {exc}"))
         return values, problems
 
     def __repr__(self):
@@ -605,6 +702,9 @@ def block(name: str, *, category: str, aliases: tuple = ()):
                 _fail(name, f"attr {a.name!r} has unknown kind {a.kind!r}")
             if a.kind == "choice" and not a.choices:
                 _fail(name, f"attr {a.name!r} is a choice but lists no choices")
+            if a.fits and (a.kind != "tensor" or not any(b.name == a.fits and b.kind == "dtype" for b in attrs)):
+                _fail(name, f"attr {a.name!r}: fits must name a dtype attr of the block, and only a tensor "
+                            f"attr has it (got fits={a.fits!r})")
             if not a.required:
                 try:
                     a.validate(a.default)

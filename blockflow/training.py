@@ -31,8 +31,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .arrayout import array_stats
+from .budget import ENV_VAR, format_size, memory_budget
 from .compiler import Program
-from .errors import NumericsError, RunError, UpdateNumericsError
+from .errors import MemoryLimitError, NumericsError, RunError, UpdateNumericsError
 from .registry import Registry, default_registry
 from .runtime import run
 
@@ -73,6 +74,7 @@ class TrainConfig:
     eval_every: int = 0
     mode: str = "auto"                           # auto | optimizer | graph
     check_numerics: bool = True
+    memory_budget: int | str | None = None       # bytes or "2G" (default: blockflow.budget's)
 
     def validate(self) -> None:
         if not isinstance(self.steps, int) or self.steps < 0:
@@ -148,6 +150,7 @@ class Trainer:
         if self.mode == "optimizer" and not self.trainable:
             raise RunError(f"page '{program.page_name}' has no trainable Variable to train")
         self.warnings = self._check_reach() if self.mode == "optimizer" else []
+        self.held_bytes = self._check_memory()
         self.values = {st.node: self._start_value(st) for st in program.steps if st.role == "variable"}
         self.slot_values = dict(program.slot_values)
         self.step_index = 0
@@ -189,16 +192,45 @@ class Trainer:
                            f"scalars")
         return f"{slot.node}:{slot.port}"
 
+    def _check_memory(self) -> int:
+        """Refuse, before drawing anything, Variables and optimizer state over the memory budget;
+        returns the bytes of the optimizer's slots (kept beside every run, counted against it)."""
+        p = self.program
+        try:
+            budget, source = memory_budget(self.config.memory_budget)
+        except ValueError as exc:
+            raise RunError(f"memory budget: {exc}") from None
+        sizes = {st.node: _nbytes(p.slots[st.outputs[0]].type) for st in p.steps if st.role == "variable"}
+        n_slots = 0
+        if self.mode == "optimizer":
+            n_slots = sum(1 for d in self.registry[OPTIMIZERS[self.config.optimizer][0]].inputs[1:]
+                          if d.ref and d.slot == "like")
+        slots = n_slots * sum(sizes[v] for v in self.trainable)
+        # an update makes the new value and slots of one Variable while the old ones are alive
+        largest = max(sizes.values(), default=0)
+        need = sum(sizes.values()) + slots + (1 + n_slots) * largest
+        if need > budget:
+            big = max(sizes, key=sizes.get)
+            raise MemoryLimitError(f"page '{p.page_name}'",
+                                   f"training needs {format_size(need)} before its first run: the Variables"
+                                   f"{' and the optimizer state' if slots else ''} (the largest is "
+                                   f"{p.full_name(big)} {p.slots[p.slot_of(big)].type}, {format_size(sizes[big])}) "
+                                   f"and one update's new values; over the memory budget of "
+                                   f"{format_size(budget)} ({source}); raise it with --memory-budget SIZE or "
+                                   f"the {ENV_VAR} environment variable (docs/limits.md)", "")
+        return slots
+
     def _start_value(self, st) -> np.ndarray:
         p = self.program
         node = st.node
-        stored = p.variable_values.get(node)
         seed = self.config.seed
+        values = p.variable_values
         if seed and st.attrs.get("initializer") not in (None, "zeros", "ones", "value") \
                 and node not in p.stored_variables:
-            attrs = dict(st.attrs, seed=_mix(int(st.attrs.get("seed", 0)), seed))
-            return np.array(st.spec.initial(**attrs))
-        return np.array(stored, copy=True)
+            return values.initial(node, seed=_mix(int(st.attrs.get("seed", 0)), seed))
+        # the program keeps no copy of a first value drawn for training; a stored one is read-only
+        # and shared (updates make new arrays)
+        return values.initial(node) if values.is_pending(node) else values[node]
 
     def _check_settings_fit(self) -> None:
         """Each number setting must be a number of every trained Variable's dtype: the update
@@ -267,7 +299,8 @@ class Trainer:
         try:
             r = run(p, self.feeds, target=self.loss_key, wrt=self.trainable, fetch=self.metric_keys,
                     variables=self.values, record=False, commit=False, step=k, run_seed=cfg.seed,
-                    check_numerics=cfg.check_numerics)
+                    check_numerics=cfg.check_numerics, memory_budget=cfg.memory_budget,
+                    held_bytes=self.held_bytes)
         except NumericsError as exc:
             raise self._after_updates(exc, k) from None
         loss = float(r.value(*self.loss_key.split(":")))
@@ -351,7 +384,8 @@ class Trainer:
         p, cfg = self.program, self.config
         try:    # the page's own Apply* blocks are checked as any block: the one that overflows is named
             r = run(p, self.feeds, fetch=[self.loss_key, *self.metric_keys], variables=self.values, record=False,
-                    commit=False, step=k, run_seed=cfg.seed, check_numerics=cfg.check_numerics)
+                    commit=False, step=k, run_seed=cfg.seed, check_numerics=cfg.check_numerics,
+                    memory_budget=cfg.memory_budget)
         except NumericsError as exc:
             raise self._after_updates(exc, k) from None
         for node, changes in r.state_updates.items():
@@ -372,7 +406,8 @@ class Trainer:
         """The loss and metrics on ``split`` with the current values (no update)."""
         r = run(self.program, self.feeds, fetch=[self.loss_key, *self.metric_keys], variables=self.values, record=False,
                 commit=False, step=0, split=split, run_seed=self.config.seed,
-                check_numerics=self.config.check_numerics)
+                check_numerics=self.config.check_numerics, memory_budget=self.config.memory_budget,
+                held_bytes=self.held_bytes)
         out = {"loss": float(r.value(*self.loss_key.split(":")))}
         out.update({m: float(r.value(*m.split(":"))) for m in self.metric_keys})
         return out
@@ -492,6 +527,8 @@ def _finite(v) -> bool:
         return math.isfinite(v)
     except OverflowError:     # an int beyond any float
         return False
+def _nbytes(t) -> int:
+    return math.prod(t.shape) * t.dtype.itemsize if None not in t.shape else 0
 
 
 def _mix(seed: int, run_seed: int) -> int:

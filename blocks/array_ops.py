@@ -25,7 +25,7 @@ class Const:
 
     outputs = (Output("output"),)
     attrs = (
-        Attr("value", "tensor", 0.0, doc="the constant's value (a number or nested list)"),
+        Attr("value", "tensor", 0.0, fits="dtype", doc="the constant's value (a number or nested list)"),
         Attr("dtype", "dtype", "float32"),
     )
 

@@ -56,7 +56,7 @@ class Variable:
         Attr("shape", "shape", (), doc="the variable's shape (no unknown sizes)"),
         Attr("dtype", "dtype", "float32", choices=("float16", "float32", "float64")),
         Attr("initializer", "choice", "zeros", choices=_INITIALIZERS),
-        Attr("initial_value", "tensor", None, doc="used when initializer is 'value'"),
+        Attr("initial_value", "tensor", None, fits="dtype", doc="used when initializer is 'value'"),
         Attr("stddev", "float", 1.0, min=0.0, doc="standard deviation of random_normal"),
         Attr("scale", "float", 1.0, min=0.0, doc="random_uniform draws from [-scale, scale)"),
         Attr("seed", "int", 0, min=0, doc="seed of the random initializers"),

@@ -655,7 +655,7 @@ def rbm_contrastive_divergence() -> Project:
         "(it goes negative); watch the reconstruction error, mean (v0 − v1)², the page's metric.",
         "Train it: blockflow train sample_projects/rbm_contrastive_divergence.bflow.json (gradient descent, "
         "lr 0.3, 1000 steps, all 126 images each step). The reconstruction error falls from 0.250 to about "
-        "0.009 (less than a twentieth). Compare the page without_stop_gradient.")
+        "0.010 (less than a twentieth). Compare the page without_stop_gradient.")
     _rbm_page(page, stop=True)
     page = project.add_page("without_stop_gradient")
     page.text = _text(
@@ -665,8 +665,8 @@ def rbm_contrastive_divergence() -> Project:
         "CD: it changes W so as to make the model's reconstructions of the data less likely under the model, "
         "working against the reconstruction.",
         "Train it: blockflow train sample_projects/rbm_contrastive_divergence.bflow.json --page "
-        "without_stop_gradient (the same settings). The reconstruction error only falls to about 0.045, "
-        "five times CD-1's, and levels off near 0.04 (CD-1 keeps improving: 0.0015 after 3000 steps).")
+        "without_stop_gradient (the same settings). The reconstruction error only falls to about 0.043, "
+        "five times CD-1's, and levels off near 0.04 (CD-1 keeps improving: 0.0016 after 3000 steps).")
     _rbm_page(page, stop=False)
     return project
 
