@@ -231,7 +231,7 @@ class RunGuard:
         self.plan, self.budget, self.source, self.held, self.key = plan, budget, source, held, key
         self.walk = plan.walk_for(budget, source, held, key)
         self._at = None
-        self._extra = 0
+        self._extra = {}
 
     def step(self):
         """The cursor of the step running now (None outside the generated code: a Variable's
@@ -247,14 +247,17 @@ class RunGuard:
     def reserve(self, nbytes: int, shape, dtype, what: str) -> None:
         at = self.step()
         if at != self._at:
-            self._at, self._extra = at, 0
-        live = self.walk.base.get(at, self.walk.resident) + self._extra
+            self._at, self._extra = at, {}
+        # an array announced again under the same name in the same step replaces the earlier one
+        # (a piece of a window matrix made in a loop), so only the largest of them counts
+        earlier = self._extra.get(what, 0)
+        live = self.walk.base.get(at, self.walk.resident) + sum(self._extra.values()) - earlier
         if live + nbytes > self.budget:
             raise AllocationError(f"{what} would be {np.dtype(dtype).name}{list(shape)} ({format_size(nbytes)}) "
                                   f"with {format_size(live)} already in use: over the run's memory budget of "
                                   f"{format_size(self.budget)} ({self.source}); {_RAISE}",
                                   what, shape, dtype, nbytes)
-        self._extra += nbytes
+        self._extra[what] = max(earlier, nbytes)
 
     def seen(self, index: int, values) -> None:
         self.key = self.key + ((index, tuple(np.shape(v) for v in values)),)

@@ -514,7 +514,9 @@ def reserve(shape, dtype, what: str = "an intermediate array") -> int:
     Blocks call this before any allocation whose size the inputs or attrs control and that is not
     one of their outputs (the runtime checks those): a padded copy, a window matrix, a one-hot.
     Raises :class:`AllocationError` when it is over :data:`MAX_TENSOR_BYTES` or over what is
-    left of the run's memory budget; returns the size in bytes.
+    left of the run's memory budget; returns the size in bytes. Arrays announced during one
+    block's call add up, except that one announced again under the same ``what`` replaces the
+    earlier one (announce the pieces a loop makes and drops under one name).
     """
     dt = np.dtype(dtype)
     n = 1

@@ -380,3 +380,21 @@ def test_a_gradient_check_draws_variables_under_the_budget(monkeypatch):
     with pytest.raises(MemoryLimitError, match=r"the largest is the Variable main/W float32\[30000,30000\], 3.4 GiB"):
         check_program(program)
     assert program.variable_values.is_pending("W")
+
+
+def test_pieces_a_block_makes_one_after_another_count_once_against_the_budget():
+    """Conv2D makes its window matrix in ~32 MiB pieces, each dropped before the next: announced
+    under one name, they count as the largest piece, not as their sum (here ~300 MiB in all)."""
+    p = Project()
+    pg = p.add_page("main")
+    pg.add_node("Placeholder", id="x", attrs={"shape": [1, 256, 256, 3], "dtype": "float32"})
+    pg.add_node("Placeholder", id="f", attrs={"shape": [48, 48, 3, 4], "dtype": "float32"})
+    pg.add_node("Conv2D", id="c", attrs={"strides": [1, 1, 1, 1], "padding": "SAME"})
+    pg.connect("x", "output", "c", "input")
+    pg.connect("f", "output", "c", "filter")
+    program = compile_project(p, "main", default_registry())
+    feeds = {"x": np.ones((1, 256, 256, 3), np.float32), "f": np.ones((48, 48, 3, 4), np.float32)}
+    r = run(program, feeds, memory_budget=128 * MiB)
+    assert r.value("c").shape == (1, 256, 256, 4)
+    with pytest.raises(MemoryLimitError, match=r"main/c \(Conv2D\).*window matrix"):
+        run(program, feeds, memory_budget=20 * MiB)     # one piece alone does not fit
