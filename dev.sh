@@ -14,10 +14,10 @@ VENV=${BLOCKFLOW_VENV:-$ROOT/.venv}
 [[ $VENV == /* ]] || VENV=$PWD/$VENV  # the jobs cd to $ROOT
 STAMP_NAME=.blockflow-install.sha256
 
-# QT_NOTES §3 (a): what PySide6-Essentials needs to load at all, even offscreen.
+# docs/qt.md §2: what PySide6-Essentials needs to load at all, even offscreen.
 QT_PACKAGES=(libglib2.0-0 libegl1 libgl1 libx11-6 libdbus-1-3 libfontconfig1 libfreetype6
              libxkbcommon0 fonts-dejavu-core)
-# QT_NOTES §3 (b): the xcb platform plugin, needed to open windows on an X display.
+# docs/qt.md §2: the xcb platform plugin, needed to open windows on an X display.
 XCB_PACKAGES=(libx11-xcb1 libxcb1 libxcb-cursor0 libxcb-icccm4 libxcb-image0 libxcb-keysyms1
               libxcb-randr0 libxcb-render0 libxcb-render-util0 libxcb-shape0 libxcb-shm0
               libxcb-sync1 libxcb-util1 libxcb-xfixes0 libxcb-xkb1 libxkbcommon-x11-0)

@@ -18,7 +18,7 @@ Offscreen, 1920x1080, antialiasing on (as the editor draws). Prints, per size, m
               45 % of the wires carry gradient, the rest none): gradients.show(GradientView) on
               a page drawn plain, plus the frame that shows it, at the full view and at 100 %;
               and from one run's colours to another's (other feeds).
-against the targets of issues 4 and 5 (QT_NOTES.md §6). Frames are full repaints (viewport().grab()).
+against the targets of issues 4 and 5 (docs/qt.md §3). Frames are full repaints (viewport().grab()).
 Far out on pages of 500+ blocks one overview item draws the page (tiled, from a pixmap cache); a
 dragged block and its wires are drawn by their own items over it.
 """

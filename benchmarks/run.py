@@ -6,7 +6,7 @@
 
 Prints, for each workload, the median time of hand-written numpy and of blockflow (forward +
 backward, interleaved repeats) and their ratio against the target. Runs single-threaded BLAS,
-as the tests do (see ../shared/PERF_NOTES.md on why).
+as the tests do (docs/performance.md says why).
 """
 from __future__ import annotations
 

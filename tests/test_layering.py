@@ -1,4 +1,4 @@
-"""The layering of DESIGN §2, as import-linter contracts in pyproject.toml.
+"""The layering (README, Development: the import-linter contracts in pyproject.toml).
 
 Runs the real check on the repository (so plain `pytest` catches a layering break too), and runs
 the same contracts on a small fake tree to show that each rule really fails when broken.

@@ -1,4 +1,4 @@
-"""Canary for the PySide6 6.12.0 bug on Python 3.11 (QT_NOTES §1).
+"""Canary for the PySide6 6.12.0 bug on Python 3.11 (docs/qt.md §1).
 
 There every call of a void wrapper (QPainter.drawRect, setPen, ...) decrements None's refcount,
 and the app dies with "Fatal Python error: none_dealloc" after ~5 000 calls.
