@@ -241,17 +241,20 @@ def _print_result(program, result, fetch):
 
 
 def cmd_check(args) -> int:
-    from .compiler import compile_project
+    from .compiler import compile_page, project_files
 
     project = _load(args.project)
     registry = _registry()
-    pages = [p.name for p in project.pages] if args.page is None else [args.page]
+    # The pages themselves, not their names: looking each name up again scans the page list,
+    # which made checking a project of many pages quadratic in their number.
+    pages = project.pages if args.page is None else [project.page(args.page)]
+    files = project_files(project)
     all_diags, summary = [], []
-    for name in pages:
-        program = compile_project(project, name, registry)
+    for page in pages:
+        program = compile_page(page, registry, files=files)
         all_diags.extend(program.diagnostics)
         summary.append((program, len(program.errors)))
-    checks = _grad_checks(args, project, registry, summary) if args.grad is not None else {}
+    checks = _grad_checks(args, pages, registry, summary) if args.grad is not None else {}
     if args.json:
         json.dump({"project": str(args.project),
                    "pages": [{"page": p.page_name, "blocks": len(p.steps), "errors": n,
@@ -286,12 +289,12 @@ def cmd_check(args) -> int:
     return EXIT_DIAGNOSTICS if errors or failed else EXIT_OK
 
 
-def _grad_checks(args, project, registry, summary) -> dict:
+def _grad_checks(args, pages, registry, summary) -> dict:
     """``check --grad``: each compiled page's gradients against central differences (float64)."""
     from .gradcheck import check_page
 
     out = {}
-    for program, errors in summary:
+    for page, (program, errors) in zip(pages, summary):
         name = program.page_name
         target = args.grad or None
         if errors:
@@ -305,7 +308,7 @@ def _grad_checks(args, project, registry, summary) -> dict:
                 raise CliError(f"page '{name}' has no block '{target.partition(':')[0]}'", EXIT_USAGE)
             out[name] = (None, f"no block '{target.partition(':')[0]}' on this page")
         else:
-            out[name] = (check_page(project.page(name), registry, target=target), "")
+            out[name] = (check_page(page, registry, target=target), "")
     return out
 
 
