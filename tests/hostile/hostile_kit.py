@@ -57,7 +57,7 @@ def run_child(argv: list, *, cap_bytes: int | None = DEFAULT_CAP_BYTES, timeout:
               cwd=None, env: dict | None = None, stdin: str | None = None) -> ChildResult:
     """Run ``argv`` under an address-space cap; return its exit code, output and peak RSS.
 
-    The peak is the child's own ``ru_maxrss`` (from ``wait4``, so other children do not count).
+    The peak is the child's own (VmHWM, reported by the child: see _PEAK_PRELUDE).
     """
     full_env = {**os.environ, **CHILD_ENV, **(env or {})}
     proc = subprocess.Popen(argv, cwd=cwd, env=full_env, stdin=subprocess.PIPE if stdin is not None
@@ -77,11 +77,20 @@ def run_child(argv: list, *, cap_bytes: int | None = DEFAULT_CAP_BYTES, timeout:
 
 _PEAK_TAG = "@@blockflow-peak-rss@@"
 
-# Prints the process's peak RSS (bytes) to stderr when it exits, however it exits normally.
+# Prints the process's peak RSS (bytes) to stderr when it exits, however it exits normally. The
+# peak is VmHWM, the high-water mark of the process's own memory since exec: ru_maxrss would not
+# do, Linux carries the parent's resident size at fork over into it (a test run that has grown
+# to 400 MB would see every child peak at 400 MB at least).
 _PEAK_PRELUDE = textwrap.dedent(f"""
     import atexit as _atexit, resource as _resource, sys as _sys
     def _report_peak():
-        _sys.stderr.write("\\n{_PEAK_TAG}%d\\n" % (_resource.getrusage(_resource.RUSAGE_SELF).ru_maxrss * 1024))
+        peak = _resource.getrusage(_resource.RUSAGE_SELF).ru_maxrss * 1024
+        try:
+            with open("/proc/self/status") as _f:
+                peak = next(int(l.split()[1]) * 1024 for l in _f if l.startswith("VmHWM:"))
+        except (OSError, StopIteration, ValueError):
+            pass
+        _sys.stderr.write("\\n{_PEAK_TAG}%d\\n" % peak)
         _sys.stderr.flush()
     _atexit.register(_report_peak)
 """)
