@@ -35,6 +35,16 @@ from .document import FRAGMENT_MIME  # noqa: E402  (one definition)
 _clipboard_hook = []
 
 
+class _NotCompiled:
+    """Stands for a page's program in a tooltip until its first compile lands: nothing inferred."""
+
+    port_slots: dict = {}
+    edge_types: dict = {}
+
+
+_NOT_COMPILED = _NotCompiled()
+
+
 def _release_clipboard_at_exit() -> None:
     """Qt keeps clipboard data in a C++ static that outlives Python; destroying its wrapped
     QMimeData after the interpreter is gone crashes the process on exit. Clear it while Python
@@ -484,6 +494,7 @@ class DiagramView(QGraphicsView):
         d.edge_removed.connect(self._on_edge_removed)
         d.page_field_changed.connect(self._on_page_field)
         d.structure_changed.connect(self._on_structure)
+        d.program_ready.connect(self._on_program_ready)
         d.current_page_changed.connect(self._on_page_switched)
         d.page_renamed.connect(self._on_page_renamed)
         d.node_renamed.connect(self._on_node_renamed)
@@ -502,7 +513,7 @@ class DiagramView(QGraphicsView):
         self._selected_wires.clear()
         self._notice = None
         self._scene.blockSignals(True)
-        self._scene.load(self.doc.page())
+        self._scene.load(self.doc.page(), self.doc.ready_program())
         self._scene.blockSignals(False)
         self._update_overview()
         self._schedule_compile(0)
@@ -513,9 +524,16 @@ class DiagramView(QGraphicsView):
         self._compile_timer.start(delay)
 
     def _apply_program(self) -> None:
+        """Show the page's program once it is compiled (program_ready calls again until then)."""
         if self._scene.page is not None:
-            self._scene.apply_program(self.doc.program())
-            self._touch_minimap()
+            program = self.doc.ready_program()
+            if program is not None and program is not self._scene.program:
+                self._scene.apply_program(program)
+                self._touch_minimap()
+
+    def _on_program_ready(self, page):
+        if self._current(page):
+            self._apply_program()
 
     def _on_node_added(self, page, nid):
         if self._current(page):
@@ -1371,7 +1389,10 @@ class DiagramView(QGraphicsView):
     def tooltip_at(self, sp: QPointF) -> str:
         """What hovering at ``sp`` tells: a wire's inferred type, a port's, a block's problems."""
         item, port = self._port_at(sp)
-        program = self.doc.program()
+        # What the canvas shows; the page may be compiling (off the UI thread) after an edit.
+        program = self.doc.ready_program() or self._scene.program
+        if program is None:
+            program = _NOT_COMPILED
         if item is not None:
             nid = item.node_id
             if port == SCOPE_PORT:

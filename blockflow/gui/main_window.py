@@ -382,7 +382,10 @@ class MainWindow(QMainWindow):
             if not act.isChecked():
                 return
             page = self.document.page()
-            program = self.document.program()
+            program = self.document.ready_program()
+            if program is None:      # compiling off the UI thread: shown when it is ready
+                self.statusBar().showMessage(f"Checking page '{page.name}': its gradient paths follow", 4000)
+                return
             target = target_of_page()
             message = ""
             if target is None:
@@ -416,6 +419,8 @@ class MainWindow(QMainWindow):
 
         act.toggled.connect(toggled)
         grads.changed.connect(sync_action)
+        self.document.program_ready.connect(
+            lambda page: show_paths() if page == self.document.current_page and grads.mode is None else None)
         combo = getattr(self, "target_combo", None)
         if combo is not None:     # the paths follow the Backward target picked in the Run toolbar
             combo.currentIndexChanged.connect(

@@ -1,8 +1,9 @@
 """The problems panel: the compiler's diagnostics for every page, kept live.
 
-It reads ``document.program(page).diagnostics`` (no checking of its own). A click on a problem of
-another page makes that page current, then reports ``problem_activated(node_id)``; the main
-window selects and centres the block.
+It reads the diagnostics of ``document.ready_program(page)`` (no checking of its own) and, while
+a page compiles off the UI thread, shows that page's last diagnostics and says it is being
+checked. A click on a problem of another page makes that page current, then reports
+``problem_activated(node_id)``; the main window selects and centres the block.
 """
 from __future__ import annotations
 
@@ -45,12 +46,13 @@ class ProblemsPanel(QWidget):
         self._pending.setInterval(0)
         self._pending.timeout.connect(self.refresh)
         document.structure_changed.connect(self._on_structure)
+        document.program_ready.connect(lambda _page: self._pending.start())
         document.page_renamed.connect(lambda _old, _new: self._pending.start())
         document.project_replaced.connect(self._pending.start)
         document.pages_changed.connect(self._pending.start)
         self.tree.itemClicked.connect(self._on_item)
         self.tree.itemActivated.connect(self._on_item)
-        self.errors = self.warnings = 0
+        self.errors = self.warnings = self.checking = 0
         self.run_problem: tuple[str, str, str] | None = None    # (page, node, message) of a failed run
         self.refresh()
 
@@ -79,8 +81,14 @@ class ProblemsPanel(QWidget):
             item.setToolTip(2, message)
             item.setData(0, _NODE_ROLE, node)
             item.setData(0, _PAGE_ROLE, page)
-        for page in self.document.project.pages:
-            diagnostics = self.document.program(page.name).diagnostics
+        checking = 0
+        project = self.document.project
+        for page in project.pages:
+            program = self.document.ready_program(page.name)
+            if program is None:          # compiling: its last problems until the new ones land
+                checking += 1
+                program = self.document.latest_program(page.name)
+            diagnostics = program.diagnostics if program is not None else ()
             for d in sorted(diagnostics, key=lambda d: d.severity != "error"):
                 where = d.node or "(page)"
                 if d.port:
@@ -94,11 +102,15 @@ class ProblemsPanel(QWidget):
                 item.setData(0, _PAGE_ROLE, page.name)
                 errors += d.severity == "error"
                 warnings += d.severity != "error"
-        if not errors and not warnings and self.run_problem is None:
+        if checking:
+            item = QTreeWidgetItem(self.tree, ["", "", f"Checking {checking} page{'s' if checking != 1 else ''}…"])
+            item.setFlags(Qt.ItemIsEnabled)
+            item.setIcon(0, style.standardIcon(QStyle.SP_BrowserReload))
+        elif not errors and not warnings and self.run_problem is None:
             item = QTreeWidgetItem(self.tree, ["", "", "No problems."])
             item.setFlags(Qt.ItemIsEnabled)
             item.setIcon(0, style.standardIcon(QStyle.SP_DialogApplyButton))
-        self.errors, self.warnings = errors, warnings
+        self.errors, self.warnings, self.checking = errors, warnings, checking
         self.count_changed.emit(errors, warnings)
 
     def _on_structure(self, page: str) -> None:

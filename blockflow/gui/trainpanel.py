@@ -2,7 +2,8 @@
 
 Settings (loss, optimizer and its settings, steps, batch size, seed, test evaluation, mode)
 start from what the project recommends for the page (``metadata.training``; see
-blockflow.training.recommended_settings). Training runs in a worker thread on a snapshot of the
+blockflow.training.recommended_settings). The lists of scalars follow the page's program as it is compiled
+off the UI thread (``program_ready``). Training runs in a worker thread on a snapshot of the
 page (the Trainer's own copy of the Variables): a progress bar, steps per second and a Stop
 button; a live loss curve and curves of the page's plotted metrics (pyqtgraph, imported when the
 panel is first shown); every half second a recorded run of the current values is offered to the
@@ -117,10 +118,13 @@ class TrainPanel(QWidget):
         self._t0 = 0.0
         self.training_page: str | None = None   # the page being (or last) trained
         self._steps = 0
+        self._mode_pending = False
         self._build()
         document.current_page_changed.connect(lambda _p: self.load_page())
         document.project_replaced.connect(self.load_page)
         document.structure_changed.connect(self._on_structure)
+        document.program_ready.connect(self._on_structure)
+        document.page_field_changed.connect(lambda page, field: self._on_structure(page) if field == "metrics" else None)
         self.load_page()
 
     # ------------------------------------------------------------------ widgets
@@ -227,11 +231,10 @@ class TrainPanel(QWidget):
             return
         if self._kept is not None and self._kept[2] != self.doc.current_page:
             self._drop_kept()
-        self.refresh_lists()
         doc = self.doc
         page = doc.page()
-        has_updates = any(st.refs for st in doc.program().steps)
-        self.mode.setCurrentIndex(1 if has_updates else 0)
+        self._mode_pending = True        # the mode follows the page's program, once it is ready
+        self.refresh_lists()
         rec = recommended_settings(doc.project, page.name)
         self.optimizer.setCurrentIndex(self.optimizer.findData(rec.get("optimizer", "adam")))
         self._on_optimizer()
@@ -250,7 +253,13 @@ class TrainPanel(QWidget):
         """The page's scalar outputs (loss choices, metrics to plot), keeping the settings."""
         doc = self.doc
         page = doc.page()
-        program = doc.program()
+        program = doc.ready_program()
+        if program is None:              # compiling off the UI thread: program_ready calls again
+            self.train_button.setEnabled(False)
+            return
+        if self._mode_pending:
+            self._mode_pending = False
+            self.mode.setCurrentIndex(1 if any(st.refs for st in program.steps) else 0)
         keep_loss = self.loss.currentData()
         self.loss.blockSignals(True)
         self.loss.clear()
