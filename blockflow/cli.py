@@ -318,8 +318,10 @@ def cmd_train(args) -> int:
 
     project = _load(args.project)
     registry = _registry()
-    recommended = recommended_settings(project, args.page)
+    problems = []
+    recommended = recommended_settings(project, args.page, problems)
     optimizer = args.optimizer or recommended.get("optimizer", "adam")
+    _check_recommended(args, problems, optimizer)
     steps = args.steps if args.steps is not None else recommended.get("steps")
     if steps is None:
         raise CliError("give --steps N (the project recommends no number of steps for this page)", EXIT_USAGE)
@@ -393,6 +395,34 @@ def cmd_train(args) -> int:
             print("test: " + ", ".join(f"{k} {v:.6g}" for k, v in evaluation.items()))
         print(f"saved to {args.save}" if args.save else "not saved (use --save OUT to keep the trained values)")
     return EXIT_OK
+
+
+# The option that replaces each recommended setting (the optimizers' other settings: --set NAME=V).
+_SETTING_OPTIONS = {"steps": "--steps", "seed": "--seed", "batch_size": "--batch-size",
+                    "optimizer": "--optimizer", "lr": "--lr"}
+
+
+def _check_recommended(args, problems, optimizer: str) -> None:
+    """The project's bad training settings for the page: an error (exit 2) for each one this
+    training would use, a warning for the others (an unknown key, a setting of another optimizer,
+    one an option replaces)."""
+    from .training import optimizer_defaults
+
+    given = {"steps": args.steps, "seed": args.seed, "batch_size": args.batch_size,
+             "optimizer": args.optimizer, "lr": args.lr,
+             **{item.partition("=")[0]: item for item in args.set}}
+    used = {"steps", "seed", "batch_size", "optimizer", *optimizer_defaults(optimizer)}
+    errors = []
+    for p in problems:
+        if p.key is None or (p.key in used and given.get(p.key) is None):
+            option = _SETTING_OPTIONS.get(p.key, f"--set {p.key}=VALUE") if p.key else "the options"
+            errors.append(f"{args.project} at {p}; fix it in the project or give {option}")
+        else:
+            print(f"blockflow: warning: {args.project} at {p} (not used)", file=sys.stderr)
+    for message in errors[:-1]:
+        print(f"blockflow: error: {message}", file=sys.stderr)
+    if errors:
+        raise CliError(errors[-1], EXIT_USAGE)
 
 
 class _Progress:

@@ -1,9 +1,11 @@
-"""The problems panel: the compiler's diagnostics for every page, kept live.
+"""The problems panel: the compiler's diagnostics for every page, kept live, and the project's
+training settings that were left out.
 
 It reads the diagnostics of ``document.ready_program(page)`` (no checking of its own) and, while
 a page compiles off the UI thread, shows that page's last diagnostics and says it is being
-checked. A click on a problem of another page makes that page current, then reports
-``problem_activated(node_id)``; the main window selects and centres the block.
+checked. The training settings come from ``training.recommended_settings``. A click on a problem
+of another page makes that page current, then reports ``problem_activated(node_id)``; the main
+window selects and centres the block.
 """
 from __future__ import annotations
 
@@ -11,10 +13,14 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QStyle, QTreeWidget, QTreeWidgetItem,
                                QVBoxLayout, QWidget)
 
+from ..training import recommended_settings
+
 __all__ = ["ProblemsPanel"]
 
 _NODE_ROLE = Qt.UserRole + 1
 _PAGE_ROLE = Qt.UserRole + 2
+#: the Block column of a problem in the page's recommended training settings
+SETTINGS_PLACE = "(training settings)"
 
 
 class ProblemsPanel(QWidget):
@@ -102,6 +108,18 @@ class ProblemsPanel(QWidget):
                 item.setData(0, _PAGE_ROLE, page.name)
                 errors += d.severity == "error"
                 warnings += d.severity != "error"
+            settings = []
+            recommended_settings(project, page.name, settings)
+            for problem in settings:
+                item = QTreeWidgetItem(self.tree, [page.name, SETTINGS_PLACE,
+                                                   f"{problem}; the Train panel uses its own value"])
+                item.setIcon(0, icons["warning"])
+                item.setToolTip(0, f"warning on page '{page.name}'")
+                item.setToolTip(1, f"the training settings the project recommends for page '{page.name}'")
+                item.setToolTip(2, str(problem))
+                item.setData(0, _NODE_ROLE, "")
+                item.setData(0, _PAGE_ROLE, page.name)
+                warnings += 1
         if checking:
             item = QTreeWidgetItem(self.tree, ["", "", f"Checking {checking} page{'s' if checking != 1 else ''}…"])
             item.setFlags(Qt.ItemIsEnabled)
