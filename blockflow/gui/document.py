@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 from pathlib import Path
 
 import networkx as nx
@@ -26,11 +27,27 @@ from ..spec import SCOPE_PORT
 from . import commands as C
 from .compiling import PagePrograms
 
-__all__ = ["Document", "ConnectionCheck"]
+__all__ = ["Document", "ConnectionCheck", "stacked_blocks"]
 
 FRAGMENT_MIME = "application/x-blockflow-fragment"
 #: page fields the compiler does not read: editing them recompiles nothing
 _NOT_COMPILED = ("text", "metrics")
+#: blocks whose positions fall in one square of this size (scene units) are stacked: a block is
+#: about 150 x 60, so they hide each other (a file without positions puts every block at [0, 0])
+STACK_CELL = 8.0
+
+
+def stacked_blocks(page: Page) -> list[str]:
+    """The blocks of ``page`` that sit on another block's spot (within STACK_CELL), in page
+    order."""
+    def cell(node):
+        return math.floor(node.position[0] / STACK_CELL), math.floor(node.position[1] / STACK_CELL)
+
+    count: dict[tuple, int] = {}
+    for node in page.nodes.values():
+        key = cell(node)
+        count[key] = count.get(key, 0) + 1
+    return [nid for nid, node in page.nodes.items() if count[cell(node)] > 1]
 
 
 class ConnectionCheck:
@@ -584,6 +601,42 @@ class Document(QObject):
         self.undo_stack.beginMacro("Auto-layout")
         self.move_nodes(moves, page)
         self.undo_stack.endMacro()
+
+    def spread_stacked(self, page: str | None = None, spacing=(220.0, 110.0)) -> list[str]:
+        """Lay the stacked blocks of a page out in layers (by their wires; a layer taller than
+        about the square root of their number wraps into more columns), below the page's other
+        blocks, as one undo step. Returns the blocks moved."""
+        page = page or self.current_page
+        pg = self.page(page)
+        ids = stacked_blocks(pg)
+        if not ids:
+            return []
+        chosen = set(ids)
+        graph = nx.DiGraph()
+        graph.add_nodes_from(ids)
+        graph.add_edges_from((e.src, e.dst) for e in pg.edges if e.src in chosen and e.dst in chosen)
+        dag = nx.condensation(graph)            # a cycle's blocks share a layer
+        order = {nid: i for i, nid in enumerate(ids)}
+        layers = [sorted((n for c in layer for n in dag.nodes[c]["members"]), key=order.__getitem__)
+                  for layer in nx.topological_generations(dag)]
+        rows = max(8, math.ceil(math.sqrt(len(ids))))
+        others = [n.position for nid, n in pg.nodes.items() if nid not in chosen]
+        if others:
+            x0 = min(min(p[0] for p in others), min(pg.nodes[n].position[0] for n in ids))
+            y0 = max(p[1] for p in others) + 2 * spacing[1]
+        else:
+            x0 = min(pg.nodes[n].position[0] for n in ids)
+            y0 = min(pg.nodes[n].position[1] for n in ids)
+        moves, col = {}, 0
+        for layer in layers:
+            for k, nid in enumerate(layer):
+                moves[nid] = (pg.nodes[nid].position,
+                              (x0 + (col + k // rows) * spacing[0], y0 + (k % rows) * spacing[1]))
+            col += math.ceil(len(layer) / rows)
+        self.undo_stack.beginMacro(f"Lay out {len(ids)} stacked blocks")
+        self.move_nodes(moves, page)
+        self.undo_stack.endMacro()
+        return ids
 
     # --------------------------------------------------- model changes (commands call these)
     def _edited(self, page: str) -> None:

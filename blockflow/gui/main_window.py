@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (QAbstractSpinBox, QApplication, QComboBox, QDockW
 from .. import __version__
 from ..errors import BlockflowError, ProjectError
 from .canvas import DiagramView
-from .document import Document
+from .document import Document, stacked_blocks
 from .inspector import InspectorPanel
 from .palette import PalettePanel
 from .problems import ProblemsPanel
@@ -152,6 +152,10 @@ class MainWindow(QMainWindow):
         self.actions: dict[str, QAction] = {}
         self._selection: list[str] = []
 
+        # Stacked blocks are laid out before the canvas is built (and, connected first, before it
+        # rebuilds for another project): it draws them where they end up, not thousands on a spot.
+        spread = self._spread_stacked()
+        self.document.project_replaced.connect(self._on_project_opened)
         self.view = DiagramView(self.document, self)
         self.tabs = PageTabBar(self.document, self)
         add_page = QToolButton(self)
@@ -208,6 +212,8 @@ class MainWindow(QMainWindow):
         self._restore_settings()
         self._update_title()
         self._update_status()
+        if spread:
+            self.statusBar().showMessage(spread, 20000)
 
     # ------------------------------------------------------------------------- building
     def _dock(self, title: str, name: str, widget: QWidget, area) -> QDockWidget:
@@ -847,6 +853,25 @@ class MainWindow(QMainWindow):
         self.add_recent(path)
         self.statusBar().showMessage(f"Opened {path}", 5000)
         return True
+
+    def _spread_stacked(self) -> str:
+        """Lay out the blocks stacked on one spot on every page (a file without positions puts
+        them all at [0, 0]) as one undo step each; what was done, in words ("" for nothing)."""
+        moved = {}
+        for page in list(self.document.project.pages):
+            if stacked_blocks(page):          # (by the page: looking each name up is a scan)
+                moved[page.name] = len(self.document.spread_stacked(page.name))
+        if not moved:
+            return ""
+        n = sum(moved.values())
+        where = ", ".join(f"'{p}'" for p in moved)
+        return (f"Laid out {n:,} blocks that were stacked on one spot (the file gives them no positions) "
+                f"on page{'s' if len(moved) > 1 else ''} {where}; Edit > Undo puts them back")
+
+    def _on_project_opened(self) -> None:
+        spread = self._spread_stacked()
+        if spread:      # after the "Opened ..." message of whoever opened it
+            QTimer.singleShot(0, lambda: self.statusBar().showMessage(spread, 20000))
 
     def open_sample(self, path: str) -> bool:
         """Open a copy of a shipped sample: it gets no file name, so Save asks where to put it."""
