@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import math
 import time
+import weakref
 
 import networkx as nx
 import numpy as np
@@ -90,6 +91,50 @@ def format_inline(value) -> str:
     return f"{short.get(arr.dtype.name, arr.dtype.name)}[{', '.join(map(str, arr.shape))}]"
 
 
+_PROBLEMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def problems_by_node(program) -> dict:
+    """``{node: (error texts, warning texts)}`` of a program, made once per program (a block
+    looked its own up in every diagnostic: a page of 10,000 broken blocks took seconds)."""
+    table = _PROBLEMS.get(program)
+    if table is None:
+        errors: dict[str, list] = {}
+        warnings: dict[str, list] = {}
+        for d in program.diagnostics:
+            if d.node is None:
+                continue
+            if d.severity == "error":
+                errors.setdefault(d.node, []).append(d.message if not d.port else f"{d.port}: {d.message}")
+            else:
+                warnings.setdefault(d.node, []).append(d.message)
+        table = _PROBLEMS[program] = {n: (tuple(errors.get(n, ())), tuple(warnings.get(n, ())))
+                                      for n in errors.keys() | warnings.keys()}
+    return table
+
+
+def program_changes(old, new) -> tuple[set, set]:
+    """The nodes and wires whose shown dtypes or problems differ between two programs of a page
+    (what a block and a wire draw from a program: dtype classes, errors and warnings)."""
+    nodes = {n for n in problems_by_node(old).keys() | problems_by_node(new).keys()
+             if problems_by_node(old).get(n) != problems_by_node(new).get(n)}
+
+    def dtype(program, key):
+        i = program.port_slots.get(key)
+        return None if i is None else program.slots[i].type.dtype
+
+    for key in old.port_slots.keys() | new.port_slots.keys():
+        if dtype(old, key) != dtype(new, key):
+            nodes.add(key[0])
+    edges = set()
+    for e in old.edge_types.keys() | new.edge_types.keys():
+        a, b = old.edge_types.get(e), new.edge_types.get(e)
+        if (a is None) != (b is None) or (a is not None and a.dtype != b.dtype):
+            edges.add(e)
+            nodes.add(e.dst)
+    return nodes, edges
+
+
 def node_data(page, node_id: str, registry, incoming=(), outgoing=(), program=None) -> NodeData:
     """What a block shows, from the model: ports (an InputList shows one empty port after its
     last wired one), dtype classes (compiled types when ``program`` is given, else the declared
@@ -158,10 +203,7 @@ def node_data(page, node_id: str, registry, incoming=(), outgoing=(), program=No
             known_out.add(port)
     errors, warnings = (), ()
     if program is not None:
-        errors = tuple(d.message if not d.port else f"{d.port}: {d.message}"
-                       for d in program.diagnostics if d.node == node_id and d.severity == "error")
-        warnings = tuple(d.message for d in program.diagnostics
-                         if d.node == node_id and d.severity != "error")
+        errors, warnings = problems_by_node(program).get(node_id, ((), ()))
     loss = page.loss is not None and page.loss.partition(":")[0] == node_id
     return NodeData(node_id, node.block, spec.category if spec else "unknown",
                     node.label or node_id, page.scope, inputs, outputs, errors, warnings, loss,
@@ -301,15 +343,25 @@ class DiagramScene(QGraphicsScene):
                     item.setPos(x, y)
         self._overview_dirty()
 
-    def apply_program(self, program) -> None:
-        """Show a compiled program: port and wire dtypes, error outlines."""
-        self.program = program
-        for nid in self.page.nodes:
+    def apply_program(self, program) -> bool:
+        """Show a compiled program: port and wire dtypes, error outlines. After another program
+        of the page, only the blocks and wires it shows otherwise are redrawn: an edit costs
+        what it changed, not the page. True when anything is drawn otherwise."""
+        old, self.program = self.program, program
+        if old is None:
+            nodes, edges = self.page.nodes, self.edge_items
+        else:
+            nodes, edges = program_changes(old, program)
+        for nid in nodes:
             self.refresh_node(nid)
-        for e, item in self.edge_items.items():
-            t = program.edge_types.get(e)
-            item.set_class(dtype_class(t.dtype) if t is not None else "none")
-        self._overview_dirty()
+        for e in edges:
+            item = self.edge_items.get(e)
+            if item is not None:
+                t = program.edge_types.get(e)
+                item.set_class(dtype_class(t.dtype) if t is not None else "none")
+        if nodes or edges:
+            self._overview_dirty()
+        return bool(nodes or edges)
 
     def refresh_all(self) -> None:
         for nid in self.page.nodes:
@@ -528,8 +580,8 @@ class DiagramView(QGraphicsView):
         if self._scene.page is not None:
             program = self.doc.ready_program()
             if program is not None and program is not self._scene.program:
-                self._scene.apply_program(program)
-                self._touch_minimap()
+                if self._scene.apply_program(program):
+                    self._touch_minimap()
 
     def _on_program_ready(self, page):
         if self._current(page):

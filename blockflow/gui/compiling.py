@@ -17,6 +17,7 @@ state, or compiles on the calling thread.
 """
 from __future__ import annotations
 
+import gc
 import itertools
 import threading
 import time
@@ -38,9 +39,17 @@ WAIT = 0.05
 def snapshot(page: Page) -> Page:
     """A copy of ``page`` that another thread may compile while the UI thread edits the original:
     new containers down to the values, which edits replace and never change in place."""
-    nodes = {nid: Node(n.id, n.block, dict(n.attrs), dict(n.inputs), n.position, n.label, dict(n.state))
-             for nid, n in page.nodes.items()}
-    return Page(page.name, nodes, list(page.edges), page.loss, dict(page.feeds), page.text, list(page.metrics))
+    # Many new objects and no garbage: the cyclic collector would only rescan the editor's heap.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        nodes = {nid: Node(n.id, n.block, dict(n.attrs), dict(n.inputs), n.position, n.label, dict(n.state))
+                 for nid, n in page.nodes.items()}
+        return Page(page.name, nodes, list(page.edges), page.loss, dict(page.feeds), page.text,
+                    list(page.metrics))
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class _Emitter(QObject):

@@ -59,6 +59,7 @@ class ProblemsPanel(QWidget):
         self.tree.itemClicked.connect(self._on_item)
         self.tree.itemActivated.connect(self._on_item)
         self.errors = self.warnings = self.checking = 0
+        self._shown = None               # what the list shows, to leave it as it is when unchanged
         self.run_problem: tuple[str, str, str] | None = None    # (page, node, message) of a failed run
         self.refresh()
 
@@ -75,11 +76,14 @@ class ProblemsPanel(QWidget):
 
     def refresh(self) -> None:
         self._pending.stop()
+        rows, checking = self._rows()
+        if (rows, checking, self.run_problem) == self._shown:
+            return                       # a page compiled again to the same problems
+        self._shown = (rows, checking, self.run_problem)
         self.tree.clear()
         style = self.style()
         icons = {"error": style.standardIcon(QStyle.SP_MessageBoxCritical),
                  "warning": style.standardIcon(QStyle.SP_MessageBoxWarning)}
-        errors = warnings = 0
         if self.run_problem is not None:
             page, node, message = self.run_problem
             item = QTreeWidgetItem(self.tree, [page, node or "(run)", f"the last run failed: {message}"])
@@ -87,39 +91,17 @@ class ProblemsPanel(QWidget):
             item.setToolTip(2, message)
             item.setData(0, _NODE_ROLE, node)
             item.setData(0, _PAGE_ROLE, page)
-        checking = 0
-        project = self.document.project
-        for page in project.pages:
-            program = self.document.ready_program(page.name)
-            if program is None:          # compiling: its last problems until the new ones land
-                checking += 1
-                program = self.document.latest_program(page.name)
-            diagnostics = program.diagnostics if program is not None else ()
-            for d in sorted(diagnostics, key=lambda d: d.severity != "error"):
-                where = d.node or "(page)"
-                if d.port:
-                    where += f" · {d.port}"
-                item = QTreeWidgetItem(self.tree, [page.name, where, d.message])
-                item.setIcon(0, icons.get(d.severity, icons["warning"]))
-                item.setToolTip(0, f"{d.severity} on page '{page.name}'")
-                item.setToolTip(1, f"{d.severity}: {d.where}")
-                item.setToolTip(2, d.message)
-                item.setData(0, _NODE_ROLE, d.node or "")
-                item.setData(0, _PAGE_ROLE, page.name)
-                errors += d.severity == "error"
-                warnings += d.severity != "error"
-            settings = []
-            recommended_settings(project, page.name, settings)
-            for problem in settings:
-                item = QTreeWidgetItem(self.tree, [page.name, SETTINGS_PLACE,
-                                                   f"{problem}; the Train panel uses its own value"])
-                item.setIcon(0, icons["warning"])
-                item.setToolTip(0, f"warning on page '{page.name}'")
-                item.setToolTip(1, f"the training settings the project recommends for page '{page.name}'")
-                item.setToolTip(2, str(problem))
-                item.setData(0, _NODE_ROLE, "")
-                item.setData(0, _PAGE_ROLE, page.name)
-                warnings += 1
+        errors = warnings = 0
+        for page, node, where, message, severity, about in rows:
+            item = QTreeWidgetItem(self.tree, [page, where, message])
+            item.setIcon(0, icons.get(severity, icons["warning"]))
+            item.setToolTip(0, f"{severity} on page '{page}'")
+            item.setToolTip(1, about)
+            item.setToolTip(2, message)
+            item.setData(0, _NODE_ROLE, node)
+            item.setData(0, _PAGE_ROLE, page)
+            errors += severity == "error"
+            warnings += severity != "error"
         if checking:
             item = QTreeWidgetItem(self.tree, ["", "", f"Checking {checking} page{'s' if checking != 1 else ''}…"])
             item.setFlags(Qt.ItemIsEnabled)
@@ -130,6 +112,28 @@ class ProblemsPanel(QWidget):
             item.setIcon(0, style.standardIcon(QStyle.SP_DialogApplyButton))
         self.errors, self.warnings, self.checking = errors, warnings, checking
         self.count_changed.emit(errors, warnings)
+
+    def _rows(self) -> tuple[list, int]:
+        """(page, node, where, message, severity, tooltip of where) per problem, pages in order,
+        errors first within a page; and how many pages are being compiled (shown with their last
+        problems until the new ones land)."""
+        doc = self.document
+        rows, checking = [], 0
+        for page in doc.project.pages:
+            program = doc.ready_program(page.name)
+            if program is None:
+                checking += 1
+                program = doc.latest_program(page.name)
+            diagnostics = program.diagnostics if program is not None else ()
+            for d in sorted(diagnostics, key=lambda d: d.severity != "error"):
+                where = (d.node or "(page)") + (f" · {d.port}" if d.port else "")
+                rows.append((page.name, d.node or "", where, d.message, d.severity, f"{d.severity}: {d.where}"))
+            settings = []
+            recommended_settings(doc.project, page.name, settings)
+            for problem in settings:
+                rows.append((page.name, "", SETTINGS_PLACE, f"{problem}; the Train panel uses its own value",
+                             "warning", f"the training settings the project recommends for page '{page.name}'"))
+        return rows, checking
 
     def _on_structure(self, page: str) -> None:
         if self.run_problem is not None and self.run_problem[0] == page:
