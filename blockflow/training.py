@@ -28,6 +28,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .compiler import Program
+from .project import Page
 from .errors import RunError
 from .registry import Registry, default_registry
 from .runtime import run
@@ -382,14 +383,17 @@ def _shown(v) -> str:
 
 
 def recommended_settings(project, page: str | None = None, problems: list | None = None) -> dict:
-    """The training settings a project recommends for a page: ``metadata["training"][page]``, a
+    """The training settings a project recommends for a page (a name, None for the first page, or
+    the Page): ``metadata["training"][page]``, a
     JSON object with any of ``optimizer``, ``steps``, ``batch_size``, ``seed``, ``lr`` and the
     optimizers' other settings (``momentum``, ``beta1``...); null is no recommendation (for
     ``batch_size``: as the dataset blocks say). The file is data: an entry that is ill-typed or
     out of range (see MAX_STEPS...) is left out (the caller's own default applies),
     and when ``problems`` is a list, a :class:`SettingProblem` is appended to it for each such
     entry and each unknown key."""
-    name = project.page(page).name
+    # A Page itself is taken as it is (the editor asks for every page: looking each name up
+    # again would scan the page list once per page).
+    name = page.name if isinstance(page, Page) else project.page(page).name
     report = problems.append if problems is not None else (lambda _item: None)
     table = project.metadata.get("training") if isinstance(project.metadata, dict) else None
     if table is not None and not isinstance(table, dict):

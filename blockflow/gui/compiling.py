@@ -118,6 +118,7 @@ class PagePrograms(QObject):
         self._wanted: OrderedDict[str, None] = OrderedDict()
         self._job: _Task | None = None
         self._dispatching = False
+        self._pages: dict[str, Page] | None = None    # by name (see _page)
         #: seconds of the last compile of each page (on whichever thread it ran)
         self.seconds: dict[str, float] = {}
 
@@ -142,11 +143,13 @@ class PagePrograms(QObject):
     def removed(self, name: str) -> None:
         for table in (self._stamps, self._programs, self._failed, self._wanted):
             table.pop(name, None)
+        self._pages = None
 
     def clear(self) -> None:
         """Another project: forget every page (a compile under way is dropped when it lands)."""
         for table in (self._stamps, self._programs, self._failed, self._wanted, self.seconds):
             table.clear()
+        self._pages = None
 
     # ---------------------------------------------------------------- reading (views)
     def fresh(self, name: str) -> Program | None:
@@ -229,15 +232,12 @@ class PagePrograms(QObject):
     def _run_some(self) -> list[str]:
         deadline = time.perf_counter() + WAIT
         doc = self._doc()
-        pages = None
         done = []
         while self._job is None and self._wanted:
             name, _ = self._wanted.popitem(last=False)
             if self.fresh(name) is not None:
                 continue
-            if pages is None:              # by name, once: Project.page scans the list
-                pages = {p.name: p for p in doc.project.pages}
-            page = pages.get(name)
+            page = self._page(doc, name)
             if page is None:
                 continue                   # the page went since it was asked for
             job = _Task(name, self.stamp(name), snapshot(page), doc.registry, project_files(doc.project))
@@ -249,6 +249,22 @@ class PagePrograms(QObject):
             if self._take(job):
                 done.append(name)
         return done
+
+    def _page(self, doc, name: str) -> Page | None:
+        """The live page called ``name``, from a table made once (Project.page scans the list,
+        once per page compiled: quadratic on a project of many pages); the Document clears it
+        when pages come, go or change names."""
+        if self._pages is None:
+            self._pages = {p.name: p for p in doc.project.pages}
+        page = self._pages.get(name)
+        if page is not None and page.name != name:     # renamed behind our back: look again
+            self._pages = {p.name: p for p in doc.project.pages}
+            page = self._pages.get(name)
+        return page
+
+    def pages_changed(self) -> None:
+        """Pages were added, removed or renamed."""
+        self._pages = None
 
     def _on_finished(self, job: _Task) -> None:
         if self._take(job):

@@ -718,6 +718,7 @@ class Document(QObject):
 
     def _insert_page(self, page: Page, index: int | None) -> None:
         self.project.pages.insert(len(self.project.pages) if index is None else index, page)
+        self._programs.pages_changed()
         self.pages_changed.emit()
 
     def _take_page(self, name: str) -> int:

@@ -19,6 +19,8 @@ __all__ = ["ProblemsPanel"]
 
 _NODE_ROLE = Qt.UserRole + 1
 _PAGE_ROLE = Qt.UserRole + 2
+#: how often the list follows while pages are being compiled one after another (ms)
+CHECKING_REFRESH_MS = 250
 #: the Block column of a problem in the page's recommended training settings
 SETTINGS_PLACE = "(training settings)"
 
@@ -51,8 +53,12 @@ class ProblemsPanel(QWidget):
         self._pending.setSingleShot(True)
         self._pending.setInterval(0)
         self._pending.timeout.connect(self.refresh)
+        self._while_checking = QTimer(self)
+        self._while_checking.setSingleShot(True)
+        self._while_checking.setInterval(CHECKING_REFRESH_MS)
+        self._while_checking.timeout.connect(self.refresh)
         document.structure_changed.connect(self._on_structure)
-        document.program_ready.connect(lambda _page: self._pending.start())
+        document.program_ready.connect(self._on_program_ready)
         document.page_renamed.connect(lambda _old, _new: self._pending.start())
         document.project_replaced.connect(self._pending.start)
         document.pages_changed.connect(self._pending.start)
@@ -76,6 +82,7 @@ class ProblemsPanel(QWidget):
 
     def refresh(self) -> None:
         self._pending.stop()
+        self._while_checking.stop()
         rows, checking = self._rows()
         if (rows, checking, self.run_problem) == self._shown:
             return                       # a page compiled again to the same problems
@@ -129,11 +136,19 @@ class ProblemsPanel(QWidget):
                 where = (d.node or "(page)") + (f" · {d.port}" if d.port else "")
                 rows.append((page.name, d.node or "", where, d.message, d.severity, f"{d.severity}: {d.where}"))
             settings = []
-            recommended_settings(doc.project, page.name, settings)
+            recommended_settings(doc.project, page, settings)
             for problem in settings:
                 rows.append((page.name, "", SETTINGS_PLACE, f"{problem}; the Train panel uses its own value",
                              "warning", f"the training settings the project recommends for page '{page.name}'"))
         return rows, checking
+
+    def _on_program_ready(self, _page: str) -> None:
+        # While many pages are checked one after the other, a list of them all is made a few
+        # times a second, not once per page (that would be quadratic in their number).
+        if not self.document.compiling():
+            self._pending.start()
+        elif not self._while_checking.isActive():
+            self._while_checking.start()
 
     def _on_structure(self, page: str) -> None:
         if self.run_problem is not None and self.run_problem[0] == page:
