@@ -272,17 +272,20 @@ def _print_result(program, result, fetch):
 
 
 def cmd_check(args) -> int:
-    from .compiler import compile_project
+    from .compiler import compile_page, project_files
 
     project = _load(args.project)
     registry = _registry()
-    pages = [p.name for p in project.pages] if args.page is None else [args.page]
+    # The pages themselves, not their names: looking each name up again scans the page list,
+    # which made checking a project of many pages quadratic in their number.
+    pages = project.pages if args.page is None else [project.page(args.page)]
+    files = project_files(project)
     all_diags, summary = [], []
-    for name in pages:
-        program = compile_project(project, name, registry)
+    for page in pages:
+        program = compile_page(page, registry, files=files)
         all_diags.extend(program.diagnostics)
         summary.append((program, len(program.errors)))
-    checks = _grad_checks(args, project, registry, summary) if args.grad is not None else {}
+    checks = _grad_checks(args, pages, registry, summary) if args.grad is not None else {}
     if args.json:
         json.dump({"project": str(args.project),
                    "pages": [{"page": p.page_name, "blocks": len(p.steps), "errors": n,
@@ -326,12 +329,12 @@ def _json_number(v):
     return v
 
 
-def _grad_checks(args, project, registry, summary) -> dict:
+def _grad_checks(args, pages, registry, summary) -> dict:
     """``check --grad``: each compiled page's gradients against central differences (float64)."""
     from .gradcheck import check_page
 
     out = {}
-    for program, errors in summary:
+    for page, (program, errors) in zip(pages, summary):
         name = program.page_name
         target = args.grad or None
         if errors:
@@ -345,7 +348,7 @@ def _grad_checks(args, project, registry, summary) -> dict:
                 raise CliError(f"page '{name}' has no block '{target.partition(':')[0]}'", EXIT_USAGE)
             out[name] = (None, f"no block '{target.partition(':')[0]}' on this page")
         else:
-            out[name] = (check_page(project.page(name), registry, target=target), "")
+            out[name] = (check_page(page, registry, target=target), "")
     if args.grad and all(r is None and why.startswith("no block") for r, why in out.values()):
         raise CliError(f"--grad {args.grad}: no page has a block '{args.grad.partition(':')[0]}'", EXIT_USAGE)
     return out
@@ -359,8 +362,10 @@ def cmd_train(args) -> int:
         check_output_path("--save", args.save)
     project = _load(args.project)
     registry = _registry()
-    recommended = recommended_settings(project, args.page)
+    problems = []
+    recommended = recommended_settings(project, args.page, problems)
     optimizer = args.optimizer or recommended.get("optimizer", "adam")
+    _check_recommended(args, problems, optimizer)
     steps = args.steps if args.steps is not None else recommended.get("steps")
     if steps is None:
         raise CliError("give --steps N (the project recommends no number of steps for this page)", EXIT_USAGE)
@@ -462,6 +467,32 @@ def _plan_save(out: str, project, registry):
     if project.base_dir is None or os.path.realpath(project.base_dir) == os.path.realpath(folder):
         return [], folder
     return plan_move(project, registry, project.base_dir, folder), folder
+# The option that replaces each recommended setting (the optimizers' other settings: --set NAME=V).
+_SETTING_OPTIONS = {"steps": "--steps", "seed": "--seed", "batch_size": "--batch-size",
+                    "optimizer": "--optimizer", "lr": "--lr"}
+
+
+def _check_recommended(args, problems, optimizer: str) -> None:
+    """The project's bad training settings for the page: an error (exit 2) for each one this
+    training would use, a warning for the others (an unknown key, a setting of another optimizer,
+    one an option replaces)."""
+    from .training import optimizer_defaults
+
+    given = {"steps": args.steps, "seed": args.seed, "batch_size": args.batch_size,
+             "optimizer": args.optimizer, "lr": args.lr,
+             **{item.partition("=")[0]: item for item in args.set}}
+    used = {"steps", "seed", "batch_size", "optimizer", *optimizer_defaults(optimizer)}
+    errors = []
+    for p in problems:
+        if p.key is None or (p.key in used and given.get(p.key) is None):
+            option = _SETTING_OPTIONS.get(p.key, f"--set {p.key}=VALUE") if p.key else "the options"
+            errors.append(f"{args.project} at {p}; fix it in the project or give {option}")
+        else:
+            print(f"blockflow: warning: {args.project} at {p} (not used)", file=sys.stderr)
+    for message in errors[:-1]:
+        print(f"blockflow: error: {message}", file=sys.stderr)
+    if errors:
+        raise CliError(errors[-1], EXIT_USAGE)
 
 
 class _Progress:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import math
 import time
+import weakref
 
 import networkx as nx
 import numpy as np
@@ -34,6 +35,16 @@ BLOCK_MIME = "application/x-blockflow-block"
 from .document import FRAGMENT_MIME  # noqa: E402  (one definition)
 
 _clipboard_hook = []
+
+
+class _NotCompiled:
+    """Stands for a page's program in a tooltip until its first compile lands: nothing inferred."""
+
+    port_slots: dict = {}
+    edge_types: dict = {}
+
+
+_NOT_COMPILED = _NotCompiled()
 
 
 def _release_clipboard_at_exit() -> None:
@@ -79,6 +90,50 @@ def format_inline(value) -> str:
         return "[" + ", ".join(f"{v:.3g}" if isinstance(v, float) else str(v) for v in arr.tolist()) + "]"
     short = {"float32": "f32", "float64": "f64", "float16": "f16", "int32": "i32", "int64": "i64"}
     return f"{short.get(arr.dtype.name, arr.dtype.name)}[{', '.join(map(str, arr.shape))}]"
+
+
+_PROBLEMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def problems_by_node(program) -> dict:
+    """``{node: (error texts, warning texts)}`` of a program, made once per program (a block
+    looked its own up in every diagnostic: a page of 10,000 broken blocks took seconds)."""
+    table = _PROBLEMS.get(program)
+    if table is None:
+        errors: dict[str, list] = {}
+        warnings: dict[str, list] = {}
+        for d in program.diagnostics:
+            if d.node is None:
+                continue
+            if d.severity == "error":
+                errors.setdefault(d.node, []).append(d.message if not d.port else f"{d.port}: {d.message}")
+            else:
+                warnings.setdefault(d.node, []).append(d.message)
+        table = _PROBLEMS[program] = {n: (tuple(errors.get(n, ())), tuple(warnings.get(n, ())))
+                                      for n in errors.keys() | warnings.keys()}
+    return table
+
+
+def program_changes(old, new) -> tuple[set, set]:
+    """The nodes and wires whose shown dtypes or problems differ between two programs of a page
+    (what a block and a wire draw from a program: dtype classes, errors and warnings)."""
+    nodes = {n for n in problems_by_node(old).keys() | problems_by_node(new).keys()
+             if problems_by_node(old).get(n) != problems_by_node(new).get(n)}
+
+    def dtype(program, key):
+        i = program.port_slots.get(key)
+        return None if i is None else program.slots[i].type.dtype
+
+    for key in old.port_slots.keys() | new.port_slots.keys():
+        if dtype(old, key) != dtype(new, key):
+            nodes.add(key[0])
+    edges = set()
+    for e in old.edge_types.keys() | new.edge_types.keys():
+        a, b = old.edge_types.get(e), new.edge_types.get(e)
+        if (a is None) != (b is None) or (a is not None and a.dtype != b.dtype):
+            edges.add(e)
+            nodes.add(e.dst)
+    return nodes, edges
 
 
 def node_data(page, node_id: str, registry, incoming=(), outgoing=(), program=None) -> NodeData:
@@ -149,10 +204,7 @@ def node_data(page, node_id: str, registry, incoming=(), outgoing=(), program=No
             known_out.add(port)
     errors, warnings = (), ()
     if program is not None:
-        errors = tuple(d.message if not d.port else f"{d.port}: {d.message}"
-                       for d in program.diagnostics if d.node == node_id and d.severity == "error")
-        warnings = tuple(d.message for d in program.diagnostics
-                         if d.node == node_id and d.severity != "error")
+        errors, warnings = problems_by_node(program).get(node_id, ((), ()))
     loss = page.loss is not None and page.loss.partition(":")[0] == node_id
     return NodeData(node_id, node.block, spec.category if spec else "unknown",
                     node.label or node_id, page.scope, inputs, outputs, errors, warnings, loss,
@@ -292,15 +344,25 @@ class DiagramScene(QGraphicsScene):
                     item.setPos(x, y)
         self._overview_dirty()
 
-    def apply_program(self, program) -> None:
-        """Show a compiled program: port and wire dtypes, error outlines."""
-        self.program = program
-        for nid in self.page.nodes:
+    def apply_program(self, program) -> bool:
+        """Show a compiled program: port and wire dtypes, error outlines. After another program
+        of the page, only the blocks and wires it shows otherwise are redrawn: an edit costs
+        what it changed, not the page. True when anything is drawn otherwise."""
+        old, self.program = self.program, program
+        if old is None:
+            nodes, edges = self.page.nodes, self.edge_items
+        else:
+            nodes, edges = program_changes(old, program)
+        for nid in nodes:
             self.refresh_node(nid)
-        for e, item in self.edge_items.items():
-            t = program.edge_types.get(e)
-            item.set_class(dtype_class(t.dtype) if t is not None else "none")
-        self._overview_dirty()
+        for e in edges:
+            item = self.edge_items.get(e)
+            if item is not None:
+                t = program.edge_types.get(e)
+                item.set_class(dtype_class(t.dtype) if t is not None else "none")
+        if nodes or edges:
+            self._overview_dirty()
+        return bool(nodes or edges)
 
     def refresh_all(self) -> None:
         for nid in self.page.nodes:
@@ -485,6 +547,7 @@ class DiagramView(QGraphicsView):
         d.edge_removed.connect(self._on_edge_removed)
         d.page_field_changed.connect(self._on_page_field)
         d.structure_changed.connect(self._on_structure)
+        d.program_ready.connect(self._on_program_ready)
         d.current_page_changed.connect(self._on_page_switched)
         d.page_renamed.connect(self._on_page_renamed)
         d.node_renamed.connect(self._on_node_renamed)
@@ -503,7 +566,7 @@ class DiagramView(QGraphicsView):
         self._selected_wires.clear()
         self._notice = None
         self._scene.blockSignals(True)
-        self._scene.load(self.doc.page())
+        self._scene.load(self.doc.page(), self.doc.ready_program())
         self._scene.blockSignals(False)
         self._update_overview()
         self._schedule_compile(0)
@@ -514,9 +577,16 @@ class DiagramView(QGraphicsView):
         self._compile_timer.start(delay)
 
     def _apply_program(self) -> None:
+        """Show the page's program once it is compiled (program_ready calls again until then)."""
         if self._scene.page is not None:
-            self._scene.apply_program(self.doc.program())
-            self._touch_minimap()
+            program = self.doc.ready_program()
+            if program is not None and program is not self._scene.program:
+                if self._scene.apply_program(program):
+                    self._touch_minimap()
+
+    def _on_program_ready(self, page):
+        if self._current(page):
+            self._apply_program()
 
     def _on_node_added(self, page, nid):
         if self._current(page):
@@ -1373,7 +1443,10 @@ class DiagramView(QGraphicsView):
         """What hovering at ``sp`` tells: a wire's inferred type, a port's, a block's problems.
         Qt shows it as rich text when it looks like some: file text in it is escaped (literal)."""
         item, port = self._port_at(sp)
-        program = self.doc.program()
+        # What the canvas shows; the page may be compiling (off the UI thread) after an edit.
+        program = self.doc.ready_program() or self._scene.program
+        if program is None:
+            program = _NOT_COMPILED
         if item is not None:
             nid = item.node_id
             if port == SCOPE_PORT:

@@ -156,7 +156,7 @@ class SetNodeFieldCommand(DocCommand):
                 box.pop(self.key, None)
             else:
                 box[self.key] = self.value
-        self.doc._node_changed(self.page_name, self.node_id)
+        self.doc._node_changed(self.page_name, self.node_id, semantic=self.field != "label")
 
     def undo(self):
         node = self.page.nodes[self.node_id]
@@ -168,7 +168,7 @@ class SetNodeFieldCommand(DocCommand):
                 box.pop(self.key, None)
             else:
                 box[self.key] = self.old
-        self.doc._node_changed(self.page_name, self.node_id)
+        self.doc._node_changed(self.page_name, self.node_id, semantic=self.field != "label")
 
 
 class SetStatesCommand(DocCommand):

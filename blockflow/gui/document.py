@@ -2,12 +2,15 @@
 
 It owns the Project (the same model the CLI loads and saves), the QUndoStack, the file path and
 the dirty flag. Every edit is an undo command; views listen to its signals and never hold state
-the file does not. Compiling goes through blockflow.compiler, never a copy of it.
+the file does not. Compiling goes through blockflow.compiler, never a copy of it, and off the UI
+thread (compiling.PagePrograms): an edit recompiles only its page, and only when it can change
+what the page computes.
 """
 from __future__ import annotations
 
 import copy
 import itertools
+import math
 import os
 from pathlib import Path
 
@@ -24,10 +27,29 @@ from ..registry import Registry, default_registry
 from ..relocate import apply_move, data_paths, plan_move
 from ..spec import SCOPE_PORT
 from . import commands as C
+from .compiling import PagePrograms
 
-__all__ = ["Document", "ConnectionCheck"]
+__all__ = ["Document", "ConnectionCheck", "stacked_blocks"]
 
 FRAGMENT_MIME = "application/x-blockflow-fragment"
+#: page fields the compiler does not read: editing them recompiles nothing
+_NOT_COMPILED = ("text", "metrics")
+#: blocks whose positions fall in one square of this size (scene units) are stacked: a block is
+#: about 150 x 60, so they hide each other (a file without positions puts every block at [0, 0])
+STACK_CELL = 8.0
+
+
+def stacked_blocks(page: Page) -> list[str]:
+    """The blocks of ``page`` that sit on another block's spot (within STACK_CELL), in page
+    order."""
+    def cell(node):
+        return math.floor(node.position[0] / STACK_CELL), math.floor(node.position[1] / STACK_CELL)
+
+    count: dict[tuple, int] = {}
+    for node in page.nodes.values():
+        key = cell(node)
+        count[key] = count.get(key, 0) + 1
+    return [nid for nid, node in page.nodes.items() if count[cell(node)] > 1]
 
 
 class ConnectionCheck:
@@ -46,8 +68,9 @@ class ConnectionCheck:
 class Document(QObject):
     """A project being edited: model, undo history, file, and change signals.
 
-    Signals carry the page name first. ``structure_changed(page)`` fires after any edit of a
-    page (the problems panel and the run controls listen to it).
+    Signals carry the page name first. ``structure_changed(page)`` fires after an edit that can
+    change what the page computes (not after a label, a move, the page note or the plotted
+    metrics); ``program_ready(page)`` when its compiled program is current again.
     """
 
     node_added = Signal(str, str)
@@ -62,6 +85,7 @@ class Document(QObject):
     node_renamed = Signal(str, str, str)     # page, old id, new id
     current_page_changed = Signal(str)
     structure_changed = Signal(str)
+    program_ready = Signal(str)
     project_replaced = Signal()
     path_changed = Signal(str)
     dirty_changed = Signal(bool)
@@ -77,7 +101,8 @@ class Document(QObject):
         #: what the last save has to tell besides "saved" (a backup kept under another name)
         self.save_notes: tuple = ()
         self.current_page = self.project.pages[0].name
-        self._programs: dict[str, Program] = {}
+        self._programs = PagePrograms(self)
+        self._programs.ready.connect(self.program_ready)
         self._gesture = itertools.count(1)
 
     def _on_clean_changed(self, clean: bool) -> None:
@@ -104,13 +129,23 @@ class Document(QObject):
             self.current_page_changed.emit(name)
 
     def program(self, page: str | None = None) -> Program:
-        """The compiled page, cached until the page changes."""
-        name = page or self.current_page
-        prog = self._programs.get(name)
-        if prog is None:
-            prog = self._programs[name] = compile_page(self.page(name), self.registry,
-                                                       files=project_files(self.project))
-        return prog
+        """The compiled page as it is now, waiting for (or making) the compile if need be. Views
+        use ready_program and program_ready instead, so as never to wait."""
+        return self._programs.program(page or self.current_page)
+
+    def ready_program(self, page: str | None = None) -> Program | None:
+        """The compiled page as it is now, or None while it compiles off the UI thread
+        (``program_ready(page)`` follows)."""
+        return self._programs.get(page or self.current_page)
+
+    def latest_program(self, page: str | None = None) -> Program | None:
+        """The last program compiled for the page, even if the page was edited since (None before
+        its first compile): what to show until the current one is ready."""
+        return self._programs.latest(page or self.current_page)
+
+    def compiling(self) -> int:
+        """How many pages wait for a compile or are being compiled."""
+        return self._programs.pending()
 
     def spec(self, page: str, node_id: str):
         return self.registry.get(self.page(page).nodes[node_id].block)
@@ -154,7 +189,7 @@ class Document(QObject):
         before = self.project.base_dir
         self.save_notes = save_project(self.project, target).notes   # e.g. the backup kept elsewhere
         if self.project.base_dir != before:       # dataset files are now looked up elsewhere
-            self._programs.clear()
+            self._programs.changed_all()
             for pg in self.project.pages:
                 self.structure_changed.emit(pg.name)
         self.undo_stack.setClean()
@@ -184,7 +219,7 @@ class Document(QObject):
                  if m.action == "copy" and m.path in paths]
         copied = [m.path for m in apply_move(self.project, moves, new_dir)]
         if copied:
-            self._programs.clear()
+            self._programs.changed_all()
             for pg in self.project.pages:
                 self.structure_changed.emit(pg.name)
         return copied
@@ -263,16 +298,38 @@ class Document(QObject):
         replaces = next((e for e in pg.edges if e.dst == dst and e.dst_port == dst_port), None)
         if replaces is not None and (replaces.src, replaces.src_port) == (src, src_port):
             return ConnectionCheck(False, "these ports are already wired")
-        # Types: compile the page with the wire, and see whether the target block is now wrong.
-        before = {str(d) for d in self.program(page).errors if d.node == dst}
-        trial = copy.copy(pg)
-        trial.edges = [e for e in pg.edges if e is not replaces] + [Edge(src, src_port, dst, dst_port)]
-        trial.nodes = dict(pg.nodes)
-        after = [d for d in compile_page(trial, self.registry, files=project_files(self.project)).errors
-                 if d.node == dst and str(d) not in before and d.port in (dst_port, None)]
+        # Types: compile what the target block depends on, with and without the wire, and see
+        # whether the block is now wrong. Only its ancestors count, so a check costs the part
+        # of the page upstream of it, not the page (the canvas makes dozens while a wire is
+        # dragged).
+        edges = [e for e in pg.edges if e is not replaces]
+        before = {str(d) for d in self._upstream_errors(pg, edges, dst)}
+        after = [d for d in self._upstream_errors(pg, edges + [Edge(src, src_port, dst, dst_port)], dst)
+                 if str(d) not in before and d.port in (dst_port, None)]
         if after:
             return ConnectionCheck(False, after[0].message, replaces)
         return ConnectionCheck(True, "", replaces)
+
+    def _upstream_errors(self, pg: Page, edges: list, node: str) -> list:
+        """The compile errors of ``node`` on ``pg`` wired with ``edges``, from a page of only
+        ``node`` and what feeds it."""
+        feeding: dict[str, list] = {}
+        for e in edges:
+            feeding.setdefault(e.dst, []).append(e)
+        keep, todo = {node}, [node]
+        while todo:
+            for e in feeding.get(todo.pop(), ()):
+                if e.src not in keep:
+                    keep.add(e.src)
+                    todo.append(e.src)
+        trial = copy.copy(pg)
+        trial.nodes = {nid: n for nid, n in pg.nodes.items() if nid in keep}
+        trial.edges = [e for e in edges if e.dst in keep]
+        trial.feeds = {nid: v for nid, v in pg.feeds.items() if nid in keep}
+        trial.loss = None
+        trial.metrics = []
+        program = compile_page(trial, self.registry, files=project_files(self.project))
+        return [d for d in program.errors if d.node == node]
 
     def connect(self, src: str, src_port: str, dst: str, dst_port: str, page: str | None = None,
                 check: bool = True) -> Edge:
@@ -533,9 +590,46 @@ class Document(QObject):
         self.move_nodes(moves, page)
         self.undo_stack.endMacro()
 
+    def spread_stacked(self, page: str | None = None, spacing=(220.0, 110.0)) -> list[str]:
+        """Lay the stacked blocks of a page out in layers (by their wires; a layer taller than
+        about the square root of their number wraps into more columns), below the page's other
+        blocks, as one undo step. Returns the blocks moved."""
+        page = page or self.current_page
+        pg = self.page(page)
+        ids = stacked_blocks(pg)
+        if not ids:
+            return []
+        chosen = set(ids)
+        graph = nx.DiGraph()
+        graph.add_nodes_from(ids)
+        graph.add_edges_from((e.src, e.dst) for e in pg.edges if e.src in chosen and e.dst in chosen)
+        dag = nx.condensation(graph)            # a cycle's blocks share a layer
+        order = {nid: i for i, nid in enumerate(ids)}
+        layers = [sorted((n for c in layer for n in dag.nodes[c]["members"]), key=order.__getitem__)
+                  for layer in nx.topological_generations(dag)]
+        rows = max(8, math.ceil(math.sqrt(len(ids))))
+        others = [n.position for nid, n in pg.nodes.items() if nid not in chosen]
+        if others:
+            x0 = min(min(p[0] for p in others), min(pg.nodes[n].position[0] for n in ids))
+            y0 = max(p[1] for p in others) + 2 * spacing[1]
+        else:
+            x0 = min(pg.nodes[n].position[0] for n in ids)
+            y0 = min(pg.nodes[n].position[1] for n in ids)
+        moves, col = {}, 0
+        for layer in layers:
+            for k, nid in enumerate(layer):
+                moves[nid] = (pg.nodes[nid].position,
+                              (x0 + (col + k // rows) * spacing[0], y0 + (k % rows) * spacing[1]))
+            col += math.ceil(len(layer) / rows)
+        self.undo_stack.beginMacro(f"Lay out {len(ids)} stacked blocks")
+        self.move_nodes(moves, page)
+        self.undo_stack.endMacro()
+        return ids
+
     # --------------------------------------------------- model changes (commands call these)
     def _edited(self, page: str) -> None:
-        self._programs.pop(page, None)
+        """What ``page`` computes may have changed: it is compiled again (off the UI thread)."""
+        self._programs.changed(page)
         self.structure_changed.emit(page)
 
     def _insert_node(self, page: str, node: Node, index: int | None, feed=None, loss=None, metrics=None) -> None:
@@ -599,23 +693,27 @@ class Document(QObject):
             pg.nodes[nid].position = (float(pos[0]), float(pos[1]))
         self.nodes_moved.emit(page, list(positions))
 
-    def _node_changed(self, page: str, node_id: str) -> None:
+    def _node_changed(self, page: str, node_id: str, semantic: bool = True) -> None:
+        """``semantic``: False for a label, which changes nothing the page computes."""
         self.node_changed.emit(page, node_id)
-        self._edited(page)
+        if semantic:
+            self._edited(page)
 
     def _page_field_changed(self, page: str, field: str) -> None:
         self.page_field_changed.emit(page, field)
-        self._edited(page)
+        if field not in _NOT_COMPILED:
+            self._edited(page)
 
     def _insert_page(self, page: Page, index: int | None) -> None:
         self.project.pages.insert(len(self.project.pages) if index is None else index, page)
+        self._programs.pages_changed()
         self.pages_changed.emit()
 
     def _take_page(self, name: str) -> int:
         names = [p.name for p in self.project.pages]
         index = names.index(name)
         del self.project.pages[index]
-        self._programs.pop(name, None)
+        self._programs.removed(name)
         if self.current_page == name:
             self.current_page = self.project.pages[min(index, len(self.project.pages) - 1)].name
             self.current_page_changed.emit(self.current_page)
@@ -624,7 +722,7 @@ class Document(QObject):
 
     def _rename_page(self, old: str, new: str) -> None:
         self.project.page(old).name = new
-        self._programs.pop(old, None)
+        self._programs.removed(old)
         if self.current_page == old:
             self.current_page = new
         self.page_renamed.emit(old, new)

@@ -472,9 +472,9 @@ class GradientHighlighter(QObject):
             doc.current_page_changed.connect(self._on_page_switched)
             doc.project_replaced.connect(self.clear)
             doc.node_renamed.connect(self._on_edit)
-            for signal in (doc.node_added, doc.node_removed, doc.node_changed, doc.edge_added,
-                           doc.edge_removed, doc.page_field_changed):
-                signal.connect(self._on_edit)
+            # What the page computes, not its labels or notes: they change no gradient.
+            doc.structure_changed.connect(self._on_edit)
+            doc.program_ready.connect(self._on_program_ready)
             self._paths_timer = QTimer(self)
             self._paths_timer.setSingleShot(True)
             self._paths_timer.timeout.connect(self._recompute_paths)
@@ -771,11 +771,20 @@ class GradientHighlighter(QObject):
             self.view.status_message.emit("Gradient highlighting cleared: the diagram changed since the "
                                           "backward run (run it again to see the new gradients)")
 
+    def _on_program_ready(self, page: str) -> None:
+        shown = self.scene.page
+        if self._gview is not None and self.mode == "paths" and shown is not None and page == shown.name:
+            self._paths_timer.start(0)
+
     def _recompute_paths(self) -> None:
         g = self._gview
         if g is None or self.mode != "paths":
             return
-        program = self.view.doc.program()
+        program = self.view.doc.ready_program()
+        if program is None:
+            return          # compiling off the UI thread: _on_program_ready calls again
+        if program is g.program:
+            return          # the paths shown are this program's already
         target = f"{g.target[0]}:{g.target[1]}"
         try:
             if not program.ok or g.target[0] not in program.step_of:

@@ -209,6 +209,8 @@ class InspectorPanel(QWidget):
         document.node_changed.connect(self._on_page_edit)
         document.page_field_changed.connect(self._on_page_edit)
         document.structure_changed.connect(lambda page: self._on_page_edit(page, ""))
+        document.program_ready.connect(
+            lambda page: self._load_outputs() if page == self.document.current_page else None)
         document.node_removed.connect(self._on_node_removed)
         document.node_renamed.connect(self._on_node_renamed)
         document.current_page_changed.connect(lambda _p: self.set_nodes([]))
@@ -266,6 +268,7 @@ class InspectorPanel(QWidget):
     # ---------------------------------------------------------------- building the form
     def _new_body(self) -> QVBoxLayout:
         self.fields = {}
+        self.output_labels = {}
         old = self.scroll.takeWidget()
         if old is not None:      # maybe inside a signal of one of its fields (a rename): later
             old.hide()
@@ -607,15 +610,26 @@ class InspectorPanel(QWidget):
                 f.load(node.attrs.get(decl.name, None if decl.required else decl.default))
             elif key.startswith("input:"):
                 f.load(node.inputs.get(key[6:]))
-        if spec is not None and spec.outputs:
-            program = doc.program()
+        self._load_outputs()
+
+    def _load_outputs(self) -> None:
+        """The output types, from the page's program (None while it compiles: program_ready
+        calls again, and reloads only these, never a field being typed in)."""
+        if self.node_id is None or self.node_id not in self.document.page().nodes:
+            return
+        spec = self.document.spec(self.document.current_page, self.node_id)
+        if spec is not None and spec.outputs and self.output_labels:
+            program = self.document.ready_program()
             for decl in spec.outputs:
+                label = self.output_labels.get(decl.name)
+                if label is None:
+                    continue       # the form of another block, about to be rebuilt
                 try:
-                    t = program.output_type(self.node_id, decl.name)
-                    text = t.describe()
+                    text = "(checking…)" if program is None else \
+                        program.output_type(self.node_id, decl.name).describe()
                 except Exception:  # the block failed to compile: the problems panel says why
                     text = "(unknown: see Problems)"
-                self.output_labels[decl.name].setText(text)
+                label.setText(text)
 
     # ---------------------------------------------------------------- for tests and the window
     def field(self, key: str) -> QWidget:

@@ -9,17 +9,18 @@ import os
 from importlib import resources
 from pathlib import Path
 
+import shiboken6
 from PySide6.QtCore import QByteArray, QEvent, QMimeData, QSettings, Qt, QTimer, QUrl
 from PySide6.QtGui import QAction, QDesktopServices, QKeyEvent, QKeySequence
 from PySide6.QtWidgets import (QAbstractSpinBox, QApplication, QComboBox, QDockWidget,
                                QFileDialog, QHBoxLayout, QInputDialog, QLabel, QLineEdit,
-                               QMainWindow, QMenu, QMessageBox, QPlainTextEdit, QTabBar, QTextEdit,
-                               QToolButton, QUndoView, QVBoxLayout, QWidget)
+                               QMainWindow, QMenu, QMessageBox, QPlainTextEdit, QStyle, QTabBar,
+                               QTextEdit, QToolButton, QUndoView, QVBoxLayout, QWidget)
 
 from .. import __version__
 from ..errors import BlockflowError, ProjectError
 from .canvas import DiagramView
-from .document import Document
+from .document import Document, stacked_blocks
 from .inspector import InspectorPanel
 from .palette import PalettePanel
 from .plaintext import literal, mnemonic_free, plain_label
@@ -70,21 +71,25 @@ def _project_paths(mime: QMimeData) -> list[str]:
 
 
 class PageTabBar(QTabBar):
-    """One tab per page, kept in the document's order; a drag is one move_page on release."""
+    """One tab per page, kept in the document's order; a drag is one move_page on release. The
+    current tab has a close button (tabCloseRequested)."""
 
     def __init__(self, document, parent=None):
         super().__init__(parent)
         self.document = document
         self.setMovable(True)
-        # Always closable (deleting the last page is refused with a message): toggling it off
-        # leaves Qt's close buttons drawn over the tab's text
-        self.setTabsClosable(True)
+        # One close button, on the current tab (deleting the last page is refused with a
+        # message): Qt's own, one per tab, cost time in the square of their number to make (a
+        # project of 10,000 pages took 100 s to open) and to lay out again.
+        self._close: QToolButton | None = None
+        self._close_tab = -1
         self.setExpanding(False)
         self.setDocumentMode(True)
         self.setUsesScrollButtons(True)
         self._dragged: str | None = None
         self._syncing = False
         self.currentChanged.connect(self._on_current_changed)
+        self.tabMoved.connect(self._on_tab_moved)
         document.pages_changed.connect(self.sync)
         document.current_page_changed.connect(lambda _p: self.sync())
         document.project_replaced.connect(self.sync)
@@ -94,26 +99,83 @@ class PageTabBar(QTabBar):
         return [self.tabData(i) for i in range(self.count())]
 
     def sync(self) -> None:
-        """Make the tabs match the document's pages (names, order, tooltips, current)."""
+        """Make the tabs match the document's pages (names, order, tooltips, current). Only the
+        tabs that differ are touched: each change lays every tab out again."""
         self._syncing = True
         try:
             pages = self.document.project.pages
-            while self.count() > len(pages):
-                self.removeTab(self.count() - 1)
-            while self.count() < len(pages):
-                self.addTab("")
-            for i, page in enumerate(pages):
-                self.setTabText(i, mnemonic_free(page.name))
+            names = [p.name for p in pages]
+            if self.names() != names:
+                # Many tabs at once while hidden: a visible bar is laid out after each one.
+                bulk = abs(self.count() - len(names)) > 1 and self.isVisible()
+                if bulk:
+                    self.setVisible(False)
+                self._match(pages, names)
+                if bulk:
+                    self.setVisible(True)
+            self.setCurrentIndex(names.index(self.document.current_page))
+        finally:
+            self._syncing = False
+        self._place_close_button()
+
+    def _match(self, pages, names: list[str]) -> None:
+        wanted = set(names)
+        for i in reversed(range(self.count())):   # pages that went, or took another name
+            if self.tabData(i) not in wanted:
+                self.removeTab(i)
+        have = set(self.names())
+        for i, page in enumerate(pages):
+            if page.name not in have:
+                self.insertTab(i, mnemonic_free(page.name))
                 self.setTabData(i, page.name)
                 self.setTabToolTip(i, literal(f"page '{page.name}': its blocks are named {page.scope}/<id> "
                                               f"(the scope follows the page name)\n"
                                               f"double-click to rename, drag to reorder"))
-            names = [p.name for p in pages]
-            self.setCurrentIndex(names.index(self.document.current_page))
-        finally:
-            self._syncing = False
+        where = {name: i for i, name in enumerate(self.names())}
+        for i, name in enumerate(names):          # the order (a page moved)
+            j = where[name]
+            if j != i:
+                self.moveTab(j, i)
+                where = {n: k for k, n in enumerate(self.names())}
+
+    def _place_close_button(self) -> None:
+        """The close button goes on the current tab."""
+        side = QTabBar.LeftSide if self.style().styleHint(
+            QStyle.SH_TabBar_CloseButtonPosition, None, self) == QTabBar.LeftSide else QTabBar.RightSide
+        index = self.currentIndex()
+        button = self._close if self._close is not None and shiboken6.isValid(self._close) else None
+        if button is not None and self._close_tab == index and self.tabButton(index, side) is button:
+            return
+        if button is not None:          # (Qt deletes a button with its tab: then it is gone)
+            if 0 <= self._close_tab < self.count() and self.tabButton(self._close_tab, side) is button:
+                self.setTabButton(self._close_tab, side, None)
+            button.deleteLater()
+        self._close, self._close_tab = None, index
+        if index < 0:
+            return
+        button = QToolButton(self)
+        button.setAutoRaise(True)
+        button.setIcon(self.style().standardIcon(QStyle.SP_TabCloseButton))
+        size = self.style().pixelMetric(QStyle.PM_TabCloseIndicatorWidth, None, self)
+        button.setFixedSize(size + 4, size + 4)
+        button.setToolTip("Delete this page")
+        button.clicked.connect(lambda: self.tabCloseRequested.emit(self.currentIndex()))
+        self.setTabButton(index, side, button)
+        self._close = button
+
+    def _on_tab_moved(self, old: int, new: int) -> None:
+        """Qt moves a tab's button with it: keep track of where ours is."""
+        at = self._close_tab
+        if at == old:
+            self._close_tab = new
+        elif old < at <= new:
+            self._close_tab = at - 1
+        elif new <= at < old:
+            self._close_tab = at + 1
 
     def _on_current_changed(self, index: int) -> None:
+        if not self._syncing:
+            self._place_close_button()
         if self._syncing or index < 0:
             return
         self.document.set_current_page(self.tabData(index))
@@ -153,6 +215,10 @@ class MainWindow(QMainWindow):
         self.actions: dict[str, QAction] = {}
         self._selection: list[str] = []
 
+        # Stacked blocks are laid out before the canvas is built (and, connected first, before it
+        # rebuilds for another project): it draws them where they end up, not thousands on a spot.
+        spread = self._spread_stacked()
+        self.document.project_replaced.connect(self._on_project_opened)
         self.view = DiagramView(self.document, self)
         self.tabs = PageTabBar(self.document, self)
         add_page = QToolButton(self)
@@ -209,6 +275,8 @@ class MainWindow(QMainWindow):
         self._restore_settings()
         self._update_title()
         self._update_status()
+        if spread:
+            self.statusBar().showMessage(spread, 20000)
 
     # ------------------------------------------------------------------------- building
     def _dock(self, title: str, name: str, widget: QWidget, area) -> QDockWidget:
@@ -383,7 +451,10 @@ class MainWindow(QMainWindow):
             if not act.isChecked():
                 return
             page = self.document.page()
-            program = self.document.program()
+            program = self.document.ready_program()
+            if program is None:      # compiling off the UI thread: shown when it is ready
+                self.statusBar().showMessage(f"Checking page '{page.name}': its gradient paths follow", 4000)
+                return
             target = target_of_page()
             message = ""
             if target is None:
@@ -417,6 +488,8 @@ class MainWindow(QMainWindow):
 
         act.toggled.connect(toggled)
         grads.changed.connect(sync_action)
+        self.document.program_ready.connect(
+            lambda page: show_paths() if page == self.document.current_page and grads.mode is None else None)
         combo = getattr(self, "target_combo", None)
         if combo is not None:     # the paths follow the Backward target picked in the Run toolbar
             combo.currentIndexChanged.connect(
@@ -847,6 +920,25 @@ class MainWindow(QMainWindow):
         self.add_recent(path)
         self.statusBar().showMessage(f"Opened {path}", 5000)
         return True
+
+    def _spread_stacked(self) -> str:
+        """Lay out the blocks stacked on one spot on every page (a file without positions puts
+        them all at [0, 0]) as one undo step each; what was done, in words ("" for nothing)."""
+        moved = {}
+        for page in list(self.document.project.pages):
+            if stacked_blocks(page):          # (by the page: looking each name up is a scan)
+                moved[page.name] = len(self.document.spread_stacked(page.name))
+        if not moved:
+            return ""
+        n = sum(moved.values())
+        where = ", ".join(f"'{p}'" for p in moved)
+        return (f"Laid out {n:,} blocks that were stacked on one spot (the file gives them no positions) "
+                f"on page{'s' if len(moved) > 1 else ''} {where}; Edit > Undo puts them back")
+
+    def _on_project_opened(self) -> None:
+        spread = self._spread_stacked()
+        if spread:      # after the "Opened ..." message of whoever opened it
+            QTimer.singleShot(0, lambda: self.statusBar().showMessage(spread, 20000))
 
     def open_sample(self, path: str) -> bool:
         """Open a copy of a shipped sample: it gets no file name, so Save asks where to put it."""

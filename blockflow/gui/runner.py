@@ -1,7 +1,8 @@
 """Running a page from the editor, off the UI thread, and showing what came out on the blocks.
 
-RunController compiles on the UI thread (Document.program, cached), hands the Program to one worker
-thread that only calls runtime.run (and summarises the values for the blocks), and shows the
+RunController takes the page's Program from the Document (compiled off the UI thread: a run asked
+for while the page compiles starts when it is ready), hands it to one worker thread that only
+calls runtime.run (and summarises the values for the blocks), and shows the
 outcome: every block's results, the block a failed run names, and staleness once the page is
 edited. Display runs never commit state (``commit=False``): running never changes the project.
 It must not import the main window.
@@ -243,6 +244,7 @@ class RunController(QObject):
         self._pages: dict[str, PageResults] = {}
         self._running: _Running | None = None
         self._queued: tuple[str, str | None] | None = None
+        self._waiting: tuple[str, str, str | None] | None = None   # (page, kind, target) until compiled
         self._token = 0
         self._picked: dict[str, str] = {}    # page -> target the user chose in the combo
         self._targets: list[tuple[str, str]] = []
@@ -256,6 +258,7 @@ class RunController(QObject):
         self._recheck.timeout.connect(self._after_edits)
         d = document
         d.structure_changed.connect(self._on_structure)
+        d.program_ready.connect(self._on_program_ready)
         d.page_field_changed.connect(self._on_page_field)
         d.current_page_changed.connect(self._on_page_switched)
         d.project_replaced.connect(self._on_project_replaced)
@@ -307,14 +310,14 @@ class RunController(QObject):
         picked = self._picked.get(page)
         if picked in keys:
             return picked
-        loss = self._loss_key()
+        program = self.doc.ready_program(page)
+        loss = self._loss_key(program) if program is not None else None
         return loss if loss in keys else keys[0]
 
     def set_target(self, key: str) -> None:
         self._picked[self.doc.current_page] = key
 
-    def _loss_key(self) -> str | None:
-        program = self.doc.program()
+    def _loss_key(self, program) -> str | None:
         if program.loss is None:
             return None
         try:
@@ -324,9 +327,12 @@ class RunController(QObject):
         return f"{slot.node}:{slot.port}"
 
     def _refresh_targets(self) -> None:
+        """The targets from the page's program; kept as they are while it compiles."""
         page = self.doc.current_page
-        program = self.doc.program(page)
-        loss = self._loss_key()
+        program = self.doc.ready_program(page)
+        if program is None:
+            return                        # program_ready calls again
+        loss = self._loss_key(program)
         out = []
         for st in program.steps:
             for o in st.outputs:
@@ -355,6 +361,7 @@ class RunController(QObject):
         but not shown; a queued request is dropped."""
         page = self.doc.current_page
         self._queued = None
+        self._waiting = None
         dropping = self._running is not None and self._running.page == page
         if dropping:
             self._token += 1          # its outcome no longer matches: dropped when it arrives
@@ -376,7 +383,12 @@ class RunController(QObject):
 
     def _start(self, kind: str, target: str | None) -> None:
         page = self.doc.current_page
-        program = self.doc.program(page)
+        program = self.doc.ready_program(page)
+        if program is None:               # compiling off the UI thread: the run follows it
+            self._waiting = (page, kind, target)
+            self.status_message.emit(f"Checking page '{page}': the {kind} run starts when it is checked")
+            return
+        self._waiting = None
         if not program.ok:
             errors = program.errors
             first = errors[0]
@@ -491,6 +503,13 @@ class RunController(QObject):
             self.results_changed.emit()
 
     # ---------------------------------------------------------------- document changes
+    def _on_program_ready(self, page: str) -> None:
+        if page == self.doc.current_page:
+            self._refresh_targets()
+        waiting, self._waiting = self._waiting, None
+        if waiting is not None and waiting[0] == page == self.doc.current_page and self._running is None:
+            self._start(waiting[1], waiting[2])
+
     def _on_structure(self, page: str) -> None:
         # Marked stale at once; whether the edits since the run cancel out (an undo) is checked
         # once the burst of edits is over.
@@ -520,6 +539,7 @@ class RunController(QObject):
         self._pages.clear()
         self._picked.clear()
         self._queued = None
+        self._waiting = None
         self._token += 1                      # a run of the old project is not shown
         self._refresh_targets()
         self._show()

@@ -2,7 +2,9 @@
 
 Settings (loss, optimizer and its settings, steps, batch size, seed, test evaluation, mode)
 start from what the project recommends for the page (``metadata.training``; see
-blockflow.training.recommended_settings). Training runs in a worker thread on a snapshot of the
+blockflow.training.recommended_settings: what is ill-typed or out of range is left out, named in
+the Problems panel and here). The lists of scalars follow the page's program as it is compiled
+off the UI thread (``program_ready``). Training runs in a worker thread on a snapshot of the
 page (the Trainer's own copy of the Variables): a progress bar, steps per second and a Stop
 button; a live loss curve and curves of the page's plotted metrics (pyqtgraph, imported when the
 panel is first shown); every half second a recorded run of the current values is offered to the
@@ -25,7 +27,8 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout
 
 from ..errors import BlockflowError
 from ..runtime import run
-from ..training import OPTIMIZERS, TrainConfig, Trainer, optimizer_defaults, recommended_settings, training_program
+from ..training import (MAX_BATCH_SIZE, MAX_SEED, MAX_SETTING, MAX_STEPS, OPTIMIZERS, TrainConfig, Trainer,
+                        optimizer_defaults, recommended_settings, training_program)
 from .plaintext import plain_label
 
 __all__ = ["TrainPanel", "TrainWorker"]
@@ -118,10 +121,15 @@ class TrainPanel(QWidget):
         self._t0 = 0.0
         self.training_page: str | None = None   # the page being (or last) trained
         self._steps = 0
+        self._mode_pending = False
+        #: the page's recommended training settings that were left out, in words
+        self.settings_problems: list[str] = []
         self._build()
         document.current_page_changed.connect(lambda _p: self.load_page())
         document.project_replaced.connect(self.load_page)
         document.structure_changed.connect(self._on_structure)
+        document.program_ready.connect(self._on_structure)
+        document.page_field_changed.connect(lambda page, field: self._on_structure(page) if field == "metrics" else None)
         self.load_page()
 
     # ------------------------------------------------------------------ widgets
@@ -151,21 +159,21 @@ class TrainPanel(QWidget):
             else:
                 w = QDoubleSpinBox()
                 w.setDecimals(6)
-                w.setRange(0.0, 1e6)
+                w.setRange(0.0, MAX_SETTING)
                 w.setSingleStep(0.001 if key in ("lr", "epsilon") else 0.01)
             self.setting_widgets[key] = w
             form.addRow(_SETTING_LABELS[key], w)
         self.steps = QSpinBox()
-        self.steps.setRange(1, 10_000_000)
+        self.steps.setRange(1, MAX_STEPS)
         self.steps.setValue(500)
         form.addRow("Steps", self.steps)
         self.batch = QSpinBox()
-        self.batch.setRange(-1, 10_000_000)
+        self.batch.setRange(-1, MAX_BATCH_SIZE)
         self.batch.setSpecialValueText("the blocks'")
         self.batch.setToolTip("examples per step for the page's dataset blocks (0: all of the train part)")
         form.addRow("Batch size", self.batch)
         self.seed = QSpinBox()
-        self.seed.setRange(0, 2 ** 31 - 1)
+        self.seed.setRange(0, MAX_SEED)
         form.addRow("Seed", self.seed)
         self.eval_every = QSpinBox()
         self.eval_every.setRange(0, 10_000_000)
@@ -228,12 +236,18 @@ class TrainPanel(QWidget):
             return
         if self._kept is not None and self._kept[2] != self.doc.current_page:
             self._drop_kept()
-        self.refresh_lists()
         doc = self.doc
         page = doc.page()
-        has_updates = any(st.refs for st in doc.program().steps)
-        self.mode.setCurrentIndex(1 if has_updates else 0)
-        rec = recommended_settings(doc.project, page.name)
+        problems = []
+        rec = recommended_settings(doc.project, page.name, problems)
+        told = self.settings_problems and self.info.text() == self._settings_text()
+        self.settings_problems = [str(p) for p in problems]
+        if problems:
+            self.info.setText(self._settings_text())
+        elif told:
+            self.info.setText("")
+        self._mode_pending = True        # the mode follows the page's program, once it is ready
+        self.refresh_lists()
         self.optimizer.setCurrentIndex(self.optimizer.findData(rec.get("optimizer", "adam")))
         self._on_optimizer()
         for key, value in rec.get("hyper", {}).items():
@@ -247,11 +261,23 @@ class TrainPanel(QWidget):
         self.batch.setValue(-1 if bs is None else bs)
         self.seed.setValue(rec.get("seed", 0))
 
+    def _settings_text(self) -> str:
+        n = len(self.settings_problems)
+        return (f"{n} of the project's training settings for this page {'is' if n == 1 else 'are'} left "
+                f"out (see Problems); the panel's own values are used. {self.settings_problems[0]}"
+                if n else "")
+
     def refresh_lists(self):
         """The page's scalar outputs (loss choices, metrics to plot), keeping the settings."""
         doc = self.doc
         page = doc.page()
-        program = doc.program()
+        program = doc.ready_program()
+        if program is None:              # compiling off the UI thread: program_ready calls again
+            self.train_button.setEnabled(False)
+            return
+        if self._mode_pending:
+            self._mode_pending = False
+            self.mode.setCurrentIndex(1 if any(st.refs for st in program.steps) else 0)
         keep_loss = self.loss.currentData()
         self.loss.blockSignals(True)
         self.loss.clear()

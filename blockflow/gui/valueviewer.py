@@ -340,8 +340,8 @@ class ValueViewerPanel(QWidget):
     def _output_ports(self) -> list[str]:
         if self.node_id is None:
             return []
-        program = self.document.program()
-        step = program.step_of.get(self.node_id)
+        program = self.document.ready_program()     # None while the page compiles
+        step = program.step_of.get(self.node_id) if program is not None else None
         if step is not None:
             return [program.slots[o].port for o in step.outputs]
         spec = self.document.spec(self.document.current_page, self.node_id)
