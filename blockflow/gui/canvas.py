@@ -262,7 +262,7 @@ class DiagramScene(QGraphicsScene):
         if not self.render_mode:
             item.setCacheMode(QGraphicsItem.DeviceCoordinateCache)
             item.setAcceptHoverEvents(True)
-        # geometry notifications only after placement (QT_NOTES §4: itemChange is costly)
+        # geometry notifications only after placement (docs/qt.md §3: itemChange is costly)
         item.setFlags(flags | QGraphicsItem.ItemSendsGeometryChanges)
         self.node_items[nid] = item
         return item
@@ -947,7 +947,7 @@ class DiagramView(QGraphicsView):
         big = len(self._scene.node_items) >= OVERVIEW_MIN_NODES
         self._scene.set_overview(big and scale < OVERVIEW_SCALE)
         # Far out, blocks are flat boxes: antialiasing only blurs them and their wires, and it
-        # is most of the cost of repainting while a block is dragged (QT_NOTES §4).
+        # is most of the cost of repainting while a block is dragged (docs/qt.md §3).
         self.setRenderHint(QPainter.Antialiasing, scale >= Style.FLAT_LOD)
 
     def _changed(self) -> None:
@@ -1412,7 +1412,7 @@ class DiagramView(QGraphicsView):
         else:
             event.ignore()
 
-    def dragMoveEvent(self, event):   # QT_NOTES §7: must accept, or no drop arrives
+    def dragMoveEvent(self, event):   # docs/qt.md §4: must accept, or no drop arrives
         if event.mimeData().hasFormat(BLOCK_MIME):
             event.acceptProposedAction()
         else:

@@ -4,7 +4,7 @@ Items paint state and answer geometry questions (where is a port, which port is 
 no logic. What a block shows (its ports, their dtype classes, inline constants, errors) arrives as
 a NodeData built by the scene from the Document's model.
 
-Speed (see QT_NOTES §4): one Python item per block, ports painted by the block and hit-tested
+Speed (see docs/qt.md §3): one Python item per block, ports painted by the block and hit-tested
 by geometry, level-of-detail painting, wires as C++-painted QGraphicsPathItems.
 """
 from __future__ import annotations

@@ -49,7 +49,7 @@ def sample_projects() -> list[Path]:
 
 def read_recent_files(settings: QSettings) -> list[str]:
     """The recent-files list, most recent first. Read back from a file, a one-element list comes
-    back as a str and an empty one as None (QT_NOTES §7)."""
+    back as a str and an empty one as None (docs/qt.md §4)."""
     value = settings.value("recentFiles", [])
     if value is None:
         return []
