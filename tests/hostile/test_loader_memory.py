@@ -24,7 +24,7 @@ import pytest
 
 from blockflow import project_io as io
 from blockflow.errors import ProjectFileError
-from hostile_kit import run_python
+from hostile_kit import changed_paths, run_cli, run_python, snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = sorted((ROOT / "sample_projects").glob("*.bflow.json"))
@@ -153,7 +153,9 @@ def test_loading_any_shape_stays_within_the_factor_of_its_size(name, tmp_path, b
     path.write_text(text, encoding="utf-8")
     size, text_bytes = path.stat().st_size, sys.getsizeof(text)
     del text
+    before = snapshot(tmp_path)
     result = run_measured(LOAD.format(path=str(path)))
+    assert changed_paths(before, snapshot(tmp_path)) == set()   # loading writes nothing
     used = result["peak"] - base_rss
     bound = io.LOAD_FACTOR * size + io.LOAD_ALLOWANCE_BYTES
     print(f"{name}: {size / 1e6:.1f} MB, {result['outcome']} in {result['seconds']:.2f} s, "
@@ -169,6 +171,21 @@ def test_loading_any_shape_stays_within_the_factor_of_its_size(name, tmp_path, b
         if " pages, " not in message:   # else refused once parsed, before the model is made
             # refused before parsing: the bytes, the text and a copy of it being counted
             assert used <= size + 3 * text_bytes + 32 * 2 ** 20, f"{name}: {used:,} bytes"
+
+
+def test_the_command_line_refuses_a_costly_file_as_unreadable(tmp_path):
+    """`blockflow check` on 4 MB of nested empty lists: exit 3 (a file that cannot be read), one
+    line naming the file and what is too numerous, nothing written."""
+    path = tmp_path / "lists.bflow.json"
+    path.write_text(_in_metadata(_repeat("[" * 60 + "]" * 60 + ",", 4_000_000)), encoding="utf-8")
+    before = snapshot(tmp_path)
+    r = run_cli("check", path, cwd=tmp_path)
+    r.assert_clean_message()
+    assert r.returncode == 3, r.output
+    assert r.stderr.startswith(f"blockflow: error: {path}: the file holds 1,983,4"), r.stderr
+    assert f"lists and objects in {path.stat().st_size:,} bytes: reading it" in r.stderr
+    assert f"({io.LOAD_FACTOR} x its size + 16 MiB" in r.stderr
+    assert changed_paths(before, snapshot(tmp_path)) == set()
 
 
 def _real_projects():
