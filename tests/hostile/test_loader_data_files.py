@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import json
 import struct
-import sys
 import time
 import zipfile
 import zlib
