@@ -19,11 +19,10 @@ import numpy as np
 import pytest
 from numpy.lib import format as npformat
 
-from blockflow import datafiles
+from blockflow import datafiles, spec
 from blockflow.datafiles import DataFileError, DataFiles
 from blockflow.project import Project
 from blockflow.project_io import save_project
-from blockflow import spec
 from hostile_kit import changed_paths, run_cli, run_python, snapshot
 
 GB = 10 ** 9
