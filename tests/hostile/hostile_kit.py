@@ -57,7 +57,8 @@ def run_child(argv: list, *, cap_bytes: int | None = DEFAULT_CAP_BYTES, timeout:
               cwd=None, env: dict | None = None, stdin: str | None = None) -> ChildResult:
     """Run ``argv`` under an address-space cap; return its exit code, output and peak RSS.
 
-    The peak is the child's own ``ru_maxrss`` (from ``wait4``, so other children do not count).
+    The peak is the child's own high-water mark, which it reports as it exits (see
+    _PEAK_PRELUDE; -1 for a child that does not run it).
     """
     full_env = {**os.environ, **CHILD_ENV, **(env or {})}
     proc = subprocess.Popen(argv, cwd=cwd, env=full_env, stdin=subprocess.PIPE if stdin is not None
@@ -77,11 +78,19 @@ def run_child(argv: list, *, cap_bytes: int | None = DEFAULT_CAP_BYTES, timeout:
 
 _PEAK_TAG = "@@blockflow-peak-rss@@"
 
-# Prints the process's peak RSS (bytes) to stderr when it exits, however it exits normally.
+# Prints the process's peak RSS (bytes) to stderr when it exits, however it exits normally: its
+# own high-water mark (VmHWM, Linux), since ru_maxrss also counts the pages of the parent it was
+# forked from (a pytest process of hundreds of MB would hide every smaller peak).
 _PEAK_PRELUDE = textwrap.dedent(f"""
     import atexit as _atexit, resource as _resource, sys as _sys
     def _report_peak():
-        _sys.stderr.write("\\n{_PEAK_TAG}%d\\n" % (_resource.getrusage(_resource.RUSAGE_SELF).ru_maxrss * 1024))
+        peak = _resource.getrusage(_resource.RUSAGE_SELF).ru_maxrss * 1024
+        try:
+            with open("/proc/self/status") as f:
+                peak = next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmHWM:"))
+        except (OSError, StopIteration, ValueError):
+            pass
+        _sys.stderr.write("\\n{_PEAK_TAG}%d\\n" % peak)
         _sys.stderr.flush()
     _atexit.register(_report_peak)
 """)
