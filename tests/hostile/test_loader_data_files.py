@@ -104,31 +104,25 @@ else:
     arrays = got if isinstance(got, dict) else {{"table": got[1]}}
     result = {{"outcome": "read", "shapes": {{k: list(a.shape) for k, a in arrays.items()}}}}
 result["seconds"] = time.perf_counter() - t
-result["peak"] = next(int(line.split()[1]) * 1024 for line in open("/proc/self/status")
-                      if line.startswith("VmHWM:"))
 print(json.dumps(result))
 """
-BASE = ("import json\nfrom blockflow.datafiles import DataFiles, DataFileError\n"
-        "print(json.dumps(next(int(l.split()[1]) * 1024 for l in open('/proc/self/status') "
-        "if l.startswith('VmHWM:'))))\n")
 
 
 @pytest.fixture(scope="module")
 def base_rss():
-    r = run_python(BASE)
+    r = run_python("from blockflow.datafiles import DataFiles, DataFileError\n")
     assert r.returncode == 0, r.output
-    return json.loads(r.stdout)
+    return r.peak_rss
 
 
 def read_in_child(folder, name, kind="arrays", cap=1024 ** 3) -> dict:
-    """Read a data file in a child under an address-space cap; its result, time and peak RSS
-    (VmHWM: the child's own, not counting the pytest process it was forked from)."""
+    """Read a data file in a child under an address-space cap; its result, time and peak RSS."""
     before = snapshot(folder)
     r = run_python(READ.format(folder=str(folder), name=name, kind=kind), cap_bytes=cap)
     r.assert_clean_message()
     assert r.returncode == 0, r.output
     assert changed_paths(before, snapshot(folder)) == set()   # reading writes nothing
-    return json.loads(r.stdout)
+    return {**json.loads(r.stdout), "peak": r.peak_rss}
 
 
 # ------------------------------------------------------------------------------------ .npz
