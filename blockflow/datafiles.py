@@ -5,29 +5,59 @@
   ``seed`` (a training run's seed, 0 by default).
 - :class:`DataFiles` is the ``files`` context (``infer`` and ``forward``): it reads ``.csv`` tables
   (a header row naming the columns; numbers only) and ``.npy``/``.npz`` arrays (never unpickling:
-  ``allow_pickle=False``) by a path relative to the project's folder. A path may not be absolute
-  and may not leave that folder (``..``, or a symbolic link pointing out of it): a project file
-  is data, and opening one must not read files its author chose elsewhere on the user's disk.
-  What was read is cached by path, size and modification time, and sizes are limited.
+  an array of objects is refused) by a path relative to the project's folder. A path may not be
+  absolute and may not leave that folder (``..``, or a symbolic link pointing out of it): a
+  project file is data, and opening one must not read files its author chose elsewhere on the
+  user's disk. What was read is cached by path, size and modification time.
+
+Sizes are checked before anything of their size exists (docs/limits.md, "Data files"): a file
+on disk is at most MAX_DATA_FILE_BYTES; one array at most spec.MAX_TENSOR_BYTES and all the
+arrays of one file at most MAX_DATA_BYTES, judged from what the file declares (an .npz's zip
+directory: its members' count and sizes; each .npy header: dtype and shape) and never trusting
+it further (an array is read into the one buffer its header sized, and no further; a file
+shorter than its header says is refused). A table is read in two streaming passes (count the
+rows, then fill one float64 array), so it takes its final array's size and little more.
 """
 from __future__ import annotations
 
+import ast
+import contextlib
 import csv
-import io
 import os
+import struct
+import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["DataRequest", "DataFiles", "DataFileError", "MAX_DATA_FILE_BYTES", "SPLITS"]
+from . import spec
+from .errors import BlockflowError
+
+__all__ = ["DataRequest", "DataFiles", "DataFileError", "MAX_DATA_FILE_BYTES", "MAX_DATA_BYTES",
+           "MAX_NPZ_MEMBERS", "SPLITS"]
 
 SPLITS = ("train", "test", "all")
 #: the largest data file read (a bigger one is refused with a message)
 MAX_DATA_FILE_BYTES = 1024 * 1024 * 1024
+#: the most bytes the arrays of one data file may take together (an .npz decompressed, a table)
+MAX_DATA_BYTES = 4 * 1024 ** 3
+#: the most arrays one .npz file may hold
+MAX_NPZ_MEMBERS = 10_000
+#: the largest .npy header read (numpy's own default limit)
+MAX_NPY_HEADER_BYTES = 10_000
+_NPY_HEADER_MAX = 12 + MAX_NPY_HEADER_BYTES   # with the magic, version and length before it
+# An .npz's zip directory larger than this is refused before it is read (a directory entry of a
+# member np.savez writes takes about 100 bytes).
+_MAX_ZIP_DIRECTORY_BYTES = 16 * 1024 * 1024
+# Bytes copied at a time from a compressed member into its array.
+_READ_CHUNK = 1 << 20
+# Numbers parsed from a table before they are copied into its array.
+_TABLE_CHUNK = 1 << 16
 
 
-class DataFileError(ValueError):
+class DataFileError(BlockflowError, ValueError):
     """A data file cannot be used: where it is and what is wrong, in words."""
 
 
@@ -95,33 +125,101 @@ class DataFiles:
         return self._cached(path, "npy", lambda full: _read_arrays(path, full))
 
 
+def _size(nbytes: int) -> str:
+    if nbytes < 2 ** 20:
+        return f"{nbytes:,} bytes"
+    unit, scale = ("MiB", 2 ** 20) if nbytes < 2 ** 30 else ("GiB", 2 ** 30)
+    return f"{nbytes / scale:,.2f} {unit} ({nbytes:,} bytes)"
+
+
+class _Total:
+    """The bytes the arrays of one data file take so far, checked against the limits before
+    anything of that size exists."""
+
+    def __init__(self, name: str):
+        self.name, self.bytes = name, 0
+
+    def add(self, nbytes: int, what: str) -> None:
+        """Count ``nbytes`` more for ``what`` (an array, in words)."""
+        if nbytes > spec.MAX_TENSOR_BYTES:
+            raise DataFileError(f"'{self.name}': {what} would take {_size(nbytes)}; one array "
+                                f"may take at most {_size(spec.MAX_TENSOR_BYTES)}")
+        self.bytes += nbytes
+        if self.bytes > MAX_DATA_BYTES:
+            raise DataFileError(f"'{self.name}': its arrays would take {_size(self.bytes)} "
+                                f"together ({what} brings them over); the arrays of one data "
+                                f"file may take at most {_size(MAX_DATA_BYTES)}")
+
+
+# ---------------------------------------------------------------------------------- tables
+
+
 def _read_csv(name: str, full: Path):
-    try:
-        text = full.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise DataFileError(f"'{name}' is not UTF-8 text ({exc.reason})") from None
-    rows = list(csv.reader(io.StringIO(text)))
-    rows = [r for r in rows if any(c.strip() for c in r)]
-    if not rows:
-        raise DataFileError(f"'{name}' is empty")
-    header = [c.strip() for c in rows[0]]
-    if not all(header) or len(set(header)) != len(header):
-        raise DataFileError(f"'{name}': the first row must name every column, each once (found {header})")
-    if _numeric(header):
-        raise DataFileError(f"'{name}': the first row must be a header naming the columns (it holds numbers)")
-    data = np.empty((len(rows) - 1, len(header)), np.float64)
-    for i, row in enumerate(rows[1:], start=2):
-        if len(row) != len(header):
-            raise DataFileError(f"'{name}' line {i}: {len(row)} values, the header names {len(header)} columns")
-        try:
-            data[i - 2] = [float(c) for c in row]
-        except ValueError:
-            bad = next(c for c in row if not _is_number(c))
-            raise DataFileError(f"'{name}' line {i}: {bad.strip()!r} is not a number") from None
-    if data.shape[0] == 0:
+    """Two streaming passes: the header and the number of rows, then the numbers, straight into
+    the one array they fill (whose size is checked in between)."""
+    with _csv_reader(name, full) as reader:
+        first = next((row for row in reader if _filled(row)), None)
+        if first is None:
+            raise DataFileError(f"'{name}' is empty")
+        header = [c.strip() for c in first]
+        if not all(header) or len(set(header)) != len(header):
+            raise DataFileError(f"'{name}': the first row must name every column, each once (found {header})")
+        if _numeric(header):
+            raise DataFileError(f"'{name}': the first row must be a header naming the columns (it holds numbers)")
+        n = sum(1 for row in reader if _filled(row))
+    if n == 0:
         raise DataFileError(f"'{name}' has a header but no rows")
+    width = len(header)
+    _Total(name).add(n * width * 8, f"its table of {n:,} rows x {width:,} columns (float64)")
+    flat = np.empty(n * width, np.float64)
+    done, numbers = 0, []
+    with _csv_reader(name, full) as reader:
+        next(row for row in reader if _filled(row))
+        for row in reader:
+            if not _filled(row):
+                continue
+            if len(row) != width:
+                raise DataFileError(f"'{name}' line {reader.line_num}: {len(row)} values, the "
+                                    f"header names {width} columns")
+            try:
+                numbers.extend(map(float, row))
+            except ValueError:
+                bad = next(c for c in row if not _is_number(c))
+                raise DataFileError(f"'{name}' line {reader.line_num}: {bad.strip()!r} is not a "
+                                    "number") from None
+            if len(numbers) >= _TABLE_CHUNK:
+                if done + len(numbers) > flat.size:
+                    raise DataFileError(f"'{name}' changed while it was read")
+                flat[done:done + len(numbers)] = numbers
+                done += len(numbers)
+                numbers.clear()
+    if done + len(numbers) != flat.size:
+        raise DataFileError(f"'{name}' changed while it was read")
+    flat[done:] = numbers
+    data = flat.reshape(n, width)
     data.setflags(write=False)
     return header, data
+
+
+def _filled(row: list) -> bool:
+    """A row that is not blank (a blank one has only empty or white cells)."""
+    return bool(row) and (bool(row[0].strip()) or any(c.strip() for c in row))
+
+
+@contextlib.contextmanager
+def _csv_reader(name: str, full: Path):
+    """A csv reader of the file, read as it goes; undecodable text or a malformed row (in the
+    caller's loop too) becomes a DataFileError."""
+    reader = None
+    try:
+        with open(full, encoding="utf-8-sig", newline="") as f:
+            reader = csv.reader(f)
+            yield reader
+    except UnicodeDecodeError as exc:
+        raise DataFileError(f"'{name}' is not UTF-8 text ({exc.reason})") from None
+    except csv.Error as exc:
+        line = f" line {reader.line_num}" if reader is not None else ""
+        raise DataFileError(f"'{name}'{line}: not a table ({exc})") from None
 
 
 def _is_number(c: str) -> bool:
@@ -136,23 +234,243 @@ def _numeric(row) -> bool:
     return all(_is_number(c) for c in row)
 
 
+# ---------------------------------------------------------------------------------- arrays
+
+
 def _read_arrays(name: str, full: Path) -> dict:
-    try:
-        loaded = np.load(full, allow_pickle=False)
-    except ValueError as exc:   # an object array (pickled) or a malformed file
-        raise DataFileError(f"'{name}' cannot be read without unpickling or is not a numpy file ({exc})") from None
-    except (OSError, EOFError) as exc:
-        raise DataFileError(f"'{name}' is not a numpy file ({exc})") from None
-    if isinstance(loaded, np.ndarray):
-        out = {"x": loaded}
+    """An .npy file as {"x": array}, or an .npz file's arrays by name (told apart by their first
+    bytes, as numpy does)."""
+    with open(full, "rb") as f:
+        start = f.read(6)
+        f.seek(0)
+        if start == b"\x93NUMPY":
+            size = os.fstat(f.fileno()).st_size
+            out = {"x": _read_npy(f, "its array", size, _Total(name), name)}
+        elif start[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
+            out = _read_npz(name, f)
+        else:
+            out = None
+    if out is not None:
+        for a in out.values():
+            a.setflags(write=False)
+        return out
+    raise DataFileError(f"'{name}' is not a numpy file (an .npy array or an .npz archive of them)")
+
+
+def _read_npy(f, what: str, available: int, total: _Total, name: str) -> np.ndarray:
+    """The array whose .npy header and data ``f`` holds (``available`` bytes at most, header
+    included); ``what`` names it in messages. Its size is checked before it is allocated, and
+    exactly that many bytes are read."""
+    dtype, shape, fortran, header = _npy_header(f, what, name)
+    count = 1
+    for d in shape:
+        count *= d
+    nbytes = count * dtype.itemsize
+    total.add(nbytes, f"{what} ({dtype.name}{list(shape)})")
+    if header + nbytes > available:
+        raise DataFileError(f"'{name}': {what} is {dtype.name}{list(shape)}, {nbytes:,} bytes, "
+                            f"but only {max(0, available - header):,} follow its header")
+    out = np.empty(count, dtype)
+    buf = memoryview(out.view(np.uint8)) if count else memoryview(b"")
+    got = 0
+    while got < nbytes:
+        n = f.readinto(buf[got:got + _READ_CHUNK])
+        if not n:
+            raise DataFileError(f"'{name}': {what} ends after {got:,} of its {nbytes:,} bytes")
+        got += n
+    return out.reshape(shape, order="F" if fortran else "C")
+
+
+def _npy_header(f, what: str, name: str):
+    """(dtype, shape, fortran order, header length) of an .npy header; never unpickles."""
+    head = f.read(10)
+    if len(head) < 10 or head[:6] != b"\x93NUMPY":
+        raise DataFileError(f"'{name}': {what} is not a numpy array (no .npy header)")
+    major = head[6]
+    if major == 1:
+        length, size = struct.unpack("<H", head[8:10])[0], 10
+    elif major in (2, 3):
+        head += f.read(2)
+        if len(head) < 12:
+            raise DataFileError(f"'{name}': {what} ends in its header")
+        length, size = struct.unpack("<I", head[8:12])[0], 12
     else:
-        try:
-            with loaded:
-                out = {k: loaded[k] for k in loaded.files}
-        except ValueError as exc:
-            raise DataFileError(f"'{name}': an array needs unpickling, which blockflow never does ({exc})") from None
-    for k, a in out.items():
-        if a.dtype.kind not in "biuf":
-            raise DataFileError(f"'{name}': array '{k}' holds {a.dtype}, not numbers")
-        a.setflags(write=False)
+        raise DataFileError(f"'{name}': {what} has an .npy format version ({major}) that numpy "
+                            "does not write")
+    if length > MAX_NPY_HEADER_BYTES:
+        raise DataFileError(f"'{name}': {what} has a header of {length:,} bytes; the limit is "
+                            f"{MAX_NPY_HEADER_BYTES:,}")
+    raw = f.read(length)
+    if len(raw) < length:
+        raise DataFileError(f"'{name}': {what} ends in its header")
+    try:
+        fields = ast.literal_eval(raw.decode("utf-8" if major == 3 else "latin1"))
+    except Exception:   # a header that is not a Python literal (or too deep for the parser)
+        raise DataFileError(f"'{name}': {what} has a header numpy cannot have written") from None
+    if (not isinstance(fields, dict) or set(fields) != {"descr", "fortran_order", "shape"}
+            or not isinstance(fields["shape"], tuple)
+            or not isinstance(fields["fortran_order"], bool)
+            or not all(type(d) is int and d >= 0 for d in fields["shape"])):
+        raise DataFileError(f"'{name}': {what} has a header numpy cannot have written "
+                            f"({fields!r:.200})")
+    try:
+        dtype = np.lib.format.descr_to_dtype(fields["descr"])
+    except Exception:   # whatever numpy makes of a description it does not know
+        raise DataFileError(f"'{name}': {what} has an unknown dtype "
+                            f"({fields['descr']!r:.100})") from None
+    if dtype.hasobject:
+        raise DataFileError(f"'{name}': {what} is an array of Python objects: it cannot be read "
+                            f"without unpickling, which blockflow never does")
+    if dtype.kind not in "biuf" or dtype.fields is not None or dtype.subdtype is not None:
+        raise DataFileError(f"'{name}': {what} holds {dtype}, not numbers")
+    return dtype, fields["shape"], fields["fortran_order"], size + length
+
+
+def _read_npz(name: str, f) -> dict:
+    """The arrays of an .npz archive: its directory (member count and sizes) is checked before
+    the zip module reads it, every member's .npy header before any array is read."""
+    _check_zip_directory(name, f)
+    try:
+        archive = zipfile.ZipFile(f)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError) as exc:
+        raise DataFileError(f"'{name}' is not a numpy file (a damaged .npz archive: "
+                            f"{exc})") from None
+    with archive:
+        members, declared = {}, _Total(name)
+        for info in archive.infolist():   # the directory's sizes, before inflating anything
+            if not info.filename.endswith(".npy"):
+                raise DataFileError(f"'{name}': its member '{info.filename}' is not an .npy "
+                                    "array")
+            key = info.filename[:-4]
+            if key in members:
+                raise DataFileError(f"'{name}': it holds two arrays named '{key}'")
+            members[key] = info
+            _check_member_sizes(name, key, info)
+            declared.add(max(0, info.file_size - _NPY_HEADER_MAX),   # without its header
+                         f"array '{key}' (the zip directory says it inflates to "
+                         f"{info.file_size:,} bytes, its header included)")
+        promised = _Total(name)
+        for key, info in members.items():   # each header's dtype and shape, before any data
+            with _open_member(name, archive, info) as m:
+                dtype, shape, _, header = _npy_header(m, f"array '{key}'", name)
+            nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
+            promised.add(nbytes, f"array '{key}' ({dtype.name}{list(shape)})")
+            if header + nbytes > info.file_size:
+                raise DataFileError(f"'{name}': array '{key}' is {dtype.name}{list(shape)}, "
+                                    f"{nbytes:,} bytes, but the archive says it holds "
+                                    f"{max(0, info.file_size - header):,}")
+        out = {}
+        for key, info in members.items():   # exactly those bytes: the archive cannot lie here
+            with _open_member(name, archive, info) as m:
+                out[key] = _read_npy(m, f"array '{key}'", info.file_size, _Total(name), name)
     return out
+
+
+# What reading a damaged member raises: a bad CRC or local header, data that does not inflate
+# or ends early, an encrypted member.
+_DAMAGED = (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError,
+            RuntimeError)
+
+
+# Deflate turns at most 1032 bytes into 1 (zlib's documented maximum ratio), a little more
+# for the stream's own header and end.
+_DEFLATE_RATIO, _DEFLATE_SLACK = 1032, 1024
+
+
+def _check_member_sizes(name: str, key: str, info) -> None:
+    """The sizes the zip directory gives a member must be possible: stored as is, or deflated
+    (what np.savez and np.savez_compressed write) at most 1032 to 1. Any other size is a
+    damaged or hostile archive, which would else make the reader allocate what it claims."""
+    if info.compress_type == zipfile.ZIP_STORED:
+        if info.file_size != info.compress_size:
+            raise DataFileError(f"'{name}': array '{key}' is stored as {info.compress_size:,} "
+                                f"bytes, but the zip directory says {info.file_size:,}")
+    elif info.compress_type == zipfile.ZIP_DEFLATED:
+        most = info.compress_size * _DEFLATE_RATIO + _DEFLATE_SLACK
+        if info.file_size > most:
+            raise DataFileError(f"'{name}': the zip directory says array '{key}' inflates to "
+                                f"{info.file_size:,} bytes, but {info.compress_size:,} deflated "
+                                f"bytes inflate to {most:,} at most")
+    else:
+        raise DataFileError(f"'{name}': array '{key}' is compressed with method "
+                            f"{info.compress_type}; .npz archives are stored or deflated")
+
+
+def _open_member(name: str, archive: zipfile.ZipFile, info):
+    try:
+        return _Member(name, archive.open(info))
+    except _DAMAGED as exc:
+        raise DataFileError(f"'{name}': its member '{info.filename}' cannot be read "
+                            f"({exc})") from None
+
+
+class _Member:
+    """A member of an archive being read, whose errors (a bad CRC, data that does not inflate)
+    become DataFileErrors; reads copy into the caller's buffer, a piece at a time."""
+
+    def __init__(self, name: str, stream):
+        self.name, self.stream = name, stream
+
+    def read(self, n: int) -> bytes:
+        try:
+            return self.stream.read(n)
+        except _DAMAGED as exc:
+            raise DataFileError(f"'{self.name}': its member '{self.stream.name}' is damaged "
+                                f"({exc})") from None
+
+    def readinto(self, buf) -> int:
+        data = self.read(len(buf))
+        buf[:len(data)] = data
+        return len(data)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stream.close()
+
+
+_EOCD = struct.Struct("<4s4H2LH")          # end of central directory record
+_ZIP64_LOCATOR = struct.Struct("<4sLQL")   # (20 bytes)
+_ZIP64_EOCD = struct.Struct("<4sQ2H2L4Q")  # (56 bytes)
+_CENTRAL = struct.Struct("<4s6H3L5H2L")    # a central directory entry (46 bytes)
+
+
+def _check_zip_directory(name: str, f) -> None:
+    """Refuse an archive whose central directory is too large or lists more than
+    MAX_NPZ_MEMBERS members, counting its entries without building anything for them."""
+    size = os.fstat(f.fileno()).st_size
+    tail_len = min(size, _EOCD.size + 65535)
+    f.seek(size - tail_len)
+    tail = f.read(tail_len)
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or len(tail) - at < _EOCD.size:
+        raise DataFileError(f"'{name}' is not a numpy file (a damaged .npz archive: no zip "
+                            "directory)")
+    eocd_pos = size - tail_len + at
+    entries, cd_size = _EOCD.unpack_from(tail, at)[4:6]
+    cd_end = eocd_pos
+    z64 = eocd_pos - _ZIP64_LOCATOR.size - _ZIP64_EOCD.size   # where zipfile looks for it too
+    if z64 >= 0 and tail[at - _ZIP64_LOCATOR.size:at - _ZIP64_LOCATOR.size + 4] == b"PK\x06\x07":
+        f.seek(z64)
+        rec = f.read(_ZIP64_EOCD.size)
+        if len(rec) == _ZIP64_EOCD.size and rec[:4] == b"PK\x06\x06":
+            entries, cd_size = _ZIP64_EOCD.unpack(rec)[7:9]
+            cd_end = z64
+    if entries > MAX_NPZ_MEMBERS:   # 0xFFFF in a zip without zip64 records: that many or more
+        shown = f"{entries:,}" if entries != 0xFFFF else "65,535 or more"
+        raise DataFileError(f"'{name}' holds {shown} arrays; the limit is {MAX_NPZ_MEMBERS:,}")
+    if cd_size > _MAX_ZIP_DIRECTORY_BYTES or cd_size > cd_end:
+        raise DataFileError(f"'{name}': its zip directory is {cd_size:,} bytes; the limit is "
+                            f"{_MAX_ZIP_DIRECTORY_BYTES:,}")
+    f.seek(cd_end - cd_size)
+    directory = f.read(cd_size)
+    count, at = 0, 0
+    while at + _CENTRAL.size <= len(directory) and directory[at:at + 4] == b"PK\x01\x02":
+        fields = _CENTRAL.unpack_from(directory, at)
+        count += 1
+        if count > MAX_NPZ_MEMBERS:   # the count the end record gives may be a lie
+            raise DataFileError(f"'{name}' holds more than {MAX_NPZ_MEMBERS:,} arrays; the limit "
+                                f"is {MAX_NPZ_MEMBERS:,}")
+        at += _CENTRAL.size + fields[10] + fields[11] + fields[12]   # name, extra, comment
+    f.seek(0)

@@ -12,6 +12,9 @@ Guarantees:
 * A bad file raises exactly one :class:`~blockflow.errors.ProjectFileError` naming the file,
   the place in it (a JSON path like ``pages[0].nodes[3].attrs.shape``, or ``line L, column C``
   for JSON syntax errors) and the problem.
+* Loading takes at most ``LOAD_FACTOR`` x the file's size + ``LOAD_ALLOWANCE_BYTES`` of memory,
+  whatever the file holds: a file that could take more is refused before it is parsed (see
+  "Reading: the memory a file may cost" below, and docs/limits.md).
 * Output is deterministic and diff-friendly: ``dumps_project(loads_project(t)) == t`` for any
   ``t`` that ``dumps_project`` wrote, and ``loads_project(dumps_project(p)) == p``.
 * Saving is atomic: temporary file in the same directory, flush, fsync, ``os.replace``, fsync
@@ -36,6 +39,7 @@ import math
 import os
 import re
 import stat
+import sys
 import time
 from dataclasses import dataclass
 
@@ -47,7 +51,8 @@ from .project import Edge, Node, Page, Project, name_problem, page_name_problem,
 
 __all__ = [
     "FORMAT", "VERSION", "SUFFIX", "MIGRATIONS", "DTYPES", "INLINE_DATA_MAX", "MAX_FILE_BYTES",
-    "MAX_ARRAY_ELEMENTS", "MAX_NODES_PER_PAGE", "MAX_DEPTH", "MAX_NDIM",
+    "MAX_ARRAY_ELEMENTS", "MAX_NODES_PER_PAGE", "MAX_DEPTH", "MAX_NDIM", "LOAD_FACTOR",
+    "LOAD_ALLOWANCE_BYTES",
     "dumps_project", "loads_project", "load_project", "save_project", "SaveResult", "backup_path",
     "BACKUP_SUFFIX",
     "encode_array", "decode_array",
@@ -82,6 +87,11 @@ MAX_NODES_PER_PAGE = 200_000
 MAX_DEPTH = 64
 #: Most dimensions of one array (numpy 1.x's own limit).
 MAX_NDIM = 32
+#: Loading a file takes at most LOAD_FACTOR times its size (bytes; characters for a ``str``) plus
+#: LOAD_ALLOWANCE_BYTES of memory, whatever it holds: a file whose parsed form could take more
+#: (millions of tiny lists, objects, strings or numbers) is refused before it is parsed.
+LOAD_FACTOR = 24
+LOAD_ALLOWANCE_BYTES = 16 * 1024 * 1024
 
 # Width up to which an array object or a plain list/object value is written on one line.
 _INLINE_WIDTH = 100
@@ -90,6 +100,8 @@ _PORT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[(?:0|[1-9][0-9]*)\])?")
 _PLAIN_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DIGITS_RE = re.compile(r"([0-9]+)")
 _NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+# Integers up to this size convert to float64 without overflow (checked without converting).
+_EXACT_INT = 2 ** 1000
 
 _TOP_KEYS = ("format", "version", "metadata", "pages")
 _PAGE_KEYS = ("name", "text", "loss", "metrics", "nodes", "edges", "feeds")
@@ -97,6 +109,8 @@ _NODE_KEYS = ("id", "block", "label", "position", "attrs", "inputs", "state")
 _EDGE_KEYS = ("from", "to")
 _ARRAY_KEYS = ("dtype", "shape", "data", "base64")
 _ARRAY_KEYSETS = (frozenset({"dtype", "shape", "data"}), frozenset({"dtype", "shape", "base64"}))
+# The position of a node that has none in the file (a tuple: every such node can share it).
+_ORIGIN = (0.0, 0.0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -187,6 +201,8 @@ def _check_text(s, where: str, what: str) -> str:
     """``s`` must be a str that UTF-8 can encode (no lone surrogates)."""
     if not isinstance(s, str):
         raise _Invalid(where, f"{what} must be a string, found {_describe(s)}")
+    if s.isascii() and "\x00" not in s:     # the common case, checked in C
+        return s
     try:
         s.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -363,29 +379,43 @@ def _data_to_array(data: list, dtype_name: str, shape: tuple, where: str) -> np.
                 raise _Invalid(f"{where}[{i}]", f"{x} does not fit in {dtype_name} "
                                                 f"({info.min}..{info.max})")
         return np.array(data, dtype=dtype).reshape(shape)
-    values = []
+    # Checked element by element without converting: the only arrays made are the float64 one
+    # numpy builds from the list and, for narrower dtypes, the result.
+    special = []
     for i, x in enumerate(data):
-        if isinstance(x, str) and x in _NONFINITE:
-            values.append(_NONFINITE[x])
+        t = type(x)
+        if t is float:
+            if x - x == 0.0:   # finite (inf - inf and nan - nan are nan)
+                continue
+        elif t is int:
+            if -_EXACT_INT <= x <= _EXACT_INT:
+                continue
+            try:
+                float(x)
+                continue
+            except OverflowError:
+                pass
+        elif t is str and x in _NONFINITE:
+            special.append(i)
             continue
-        if isinstance(x, bool) or not isinstance(x, (int, float)):
+        else:
             raise _Invalid(f"{where}[{i}]", f"{dtype_name} data must be numbers or \"NaN\", "
                                             f"\"Infinity\", \"-Infinity\", found {_describe(x)}")
-        try:
-            v = float(x)
-        except OverflowError:
-            v = math.inf
-        if not math.isfinite(v):
-            raise _Invalid(f"{where}[{i}]", f"{_describe(x)} is out of range "
-                                            "(write \"Infinity\" for infinity)")
-        values.append(v)
-    wide = np.array(values, dtype=np.float64)
+        raise _Invalid(f"{where}[{i}]", f"{_describe(x)} is out of range "
+                                        "(write \"Infinity\" for infinity)")
+    if special:   # a copy, not the caller's list: the writer keeps its strings
+        data = list(data)
+        for i in special:
+            data[i] = _NONFINITE[data[i]]
+    wide = np.array(data, dtype=np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
-        arr = wide.astype(dtype)
-    bad = np.flatnonzero(np.isinf(arr) & np.isfinite(wide))
-    if bad.size:
-        i = int(bad[0])
-        raise _Invalid(f"{where}[{i}]", f"{values[i]!r} is out of range for {dtype_name}")
+        arr = wide.astype(dtype, copy=False)
+    if arr is not wide:
+        bad = np.flatnonzero(np.isinf(arr) & np.isfinite(wide))
+        if bad.size:
+            i = int(bad[0])
+            raise _Invalid(f"{where}[{i}]", f"{float(data[i])!r} is out of range for "
+                                            f"{dtype_name}")
     return arr.reshape(shape)
 
 
@@ -414,18 +444,52 @@ def _decode_array(obj, where: str) -> np.ndarray:
     text, bw = obj["base64"], _key(where, "base64")
     if not isinstance(text, str):
         raise _Invalid(bw, f"base64 must be a string, found {_describe(text)}")
-    need = size * dtype.itemsize
-    try:
-        raw = base64.b64decode(text.encode("ascii"), validate=True)
-    except (binascii.Error, UnicodeEncodeError, ValueError) as exc:
-        raise _Invalid(bw, f"not valid base64 ({exc})") from None
-    if len(raw) != need:
-        raise _Invalid(bw, f"base64 decodes to {len(raw):,} bytes, but {name} {list(shape)} "
-                           f"needs {need:,}")
+    raw = _base64_bytes(text, size * dtype.itemsize, f"{name} {list(shape)}", bw)
     if dtype.kind == "b":
-        if size and np.frombuffer(raw, dtype=np.uint8).max() > 1:
+        if size and raw.max() > 1:
             raise _Invalid(bw, "bool data must be bytes 0 or 1")
-    return np.frombuffer(raw, dtype=_le(dtype)).astype(dtype).reshape(shape)
+    return raw.view(_le(dtype)).astype(dtype, copy=False).reshape(shape)
+
+
+_BASE64_RE = re.compile(r"[A-Za-z0-9+/]*=*")
+#: base64 characters decoded at a time (a multiple of 4)
+_BASE64_CHUNK = 1 << 20
+
+
+def _base64_bytes(text: str, need: int, what: str, where: str) -> np.ndarray:
+    """The bytes ``text`` encodes, as a writable uint8 array, decoded piece by piece into the
+    one array of ``need`` bytes checked beforehand (the text's length fixes the decoded size);
+    the rules of ``binascii.a2b_base64(text, strict_mode=True)``."""
+    end = len(text.rstrip("=")) if text.endswith("=") else len(text)
+    whole = end // 4 * 4          # characters in complete groups of four, before any padding
+    try:   # the rest, after a complete group like the one before it: the same rules apply
+        tail = text[whole:]
+        if not tail:
+            tail = b""
+        elif whole:
+            tail = binascii.a2b_base64("AAAA" + tail, strict_mode=True)[3:]
+        else:
+            tail = binascii.a2b_base64(tail, strict_mode=True)
+    except (binascii.Error, ValueError) as exc:
+        raise _Invalid(where, f"not valid base64 ({exc})") from None
+    if text.find("=", 0, whole) >= 0:   # padding, then more data
+        raise _Invalid(where, "not valid base64 (Excess data after padding)")
+    got = whole // 4 * 3 + len(tail)
+    if got != need:
+        if not text.isascii() or _BASE64_RE.fullmatch(text) is None:   # that, first
+            raise _Invalid(where, "not valid base64 (only A-Z a-z 0-9 + / and '=' padding at "
+                                  "the end are allowed)")
+        raise _Invalid(where, f"base64 decodes to {got:,} bytes, but {what} needs {need:,}")
+    out = np.empty(need, np.uint8)
+    try:
+        for start in range(0, whole, _BASE64_CHUNK):
+            piece = binascii.a2b_base64(text[start:min(start + _BASE64_CHUNK, whole)],
+                                        strict_mode=True)
+            out[start // 4 * 3:start // 4 * 3 + len(piece)] = np.frombuffer(piece, np.uint8)
+    except (binascii.Error, ValueError) as exc:
+        raise _Invalid(where, f"not valid base64 ({exc})") from None
+    out[whole // 4 * 3:] = np.frombuffer(tail, np.uint8)
+    return out
 
 
 def _float_list(flat: np.ndarray) -> list:
@@ -501,14 +565,12 @@ def decode_array(obj, where: str = "") -> np.ndarray:
 
 
 def _decode_value(v, where: str, arrays: bool, depth: int = 0):
-    """Check a loaded JSON value; with ``arrays``, array objects become ndarrays."""
-    if isinstance(v, str):
-        return _check_text(v, where, "a string")
-    if v is None or isinstance(v, (bool, int)):
-        return v
-    if isinstance(v, float):
-        if not math.isfinite(v):
-            raise _Invalid(where, "a number is out of range")
+    """Check a loaded JSON value; with ``arrays``, array objects become ndarrays.
+
+    Lists and objects are checked in place and kept (array objects in them replaced), not
+    copied: the parsed document is the model, so loading never holds two copies of a value.
+    """
+    if _plain_scalar(v, where):
         return v
     if isinstance(v, _BadConstant):
         raise _Invalid(where, f"{v.token} is not valid JSON (write a non-finite attr value as "
@@ -516,11 +578,46 @@ def _decode_value(v, where: str, arrays: bool, depth: int = 0):
     if depth >= MAX_DEPTH:
         raise _Invalid(where, f"nested more than {MAX_DEPTH} levels deep")
     if isinstance(v, list):
-        return [_decode_value(x, f"{where}[{i}]", arrays, depth + 1) for i, x in enumerate(v)]
+        for i, x in enumerate(v):
+            if type(x) in _CONTAINERS or not _plain_scalar(x, where, i):
+                y = _decode_value(x, f"{where}[{i}]", arrays, depth + 1)
+                if y is not x:
+                    v[i] = y
+        return v
     _check_mapping(v, where, "an object")
-    if arrays and frozenset(v) in _ARRAY_KEYSETS:
+    if arrays and len(v) == 3 and frozenset(v) in _ARRAY_KEYSETS:
         return _decode_array(v, where)
-    return {k: _decode_value(x, _key(where, k), arrays, depth + 1) for k, x in v.items()}
+    for k, x in v.items():
+        if type(x) in _CONTAINERS or not _plain_scalar(x, where, k):
+            y = _decode_value(x, _key(where, k), arrays, depth + 1)
+            if y is not x:
+                v[k] = y   # replacing a value while iterating is allowed (the keys stay)
+    return v
+
+
+_CONTAINERS = (list, dict, _DupDict)
+
+
+def _plain_scalar(x, where: str, key=None) -> bool:
+    """True for a valid JSON scalar (a UTF-8 string, a finite number, true, false, null); False
+    for anything else; raises for an invalid scalar. ``key`` (an index or a member name inside
+    ``where``) is only formatted into a path when there is a problem to report."""
+    t = type(x)
+    if t is str:
+        if not x.isascii() or "\x00" in x:
+            _check_text(x, _sub(where, key), "a string")
+        return True
+    if t is float:
+        if not math.isfinite(x):
+            raise _Invalid(_sub(where, key), "a number is out of range")
+        return True
+    return t is int or t is bool or x is None
+
+
+def _sub(where: str, key) -> str:
+    if key is None:
+        return where
+    return f"{where}[{key}]" if type(key) is int else _key(where, key)
 
 
 def _encode_value(v, where: str, arrays: bool, depth: int = 0):
@@ -593,8 +690,200 @@ def _decode_text(data) -> str:
     return text
 
 
+# --------------------------------------------------------------------------------------------
+# Reading: the memory a file may cost
+#
+# A file of a few megabytes can spell millions of tiny JSON values ("[]," is 3 bytes; the list
+# it becomes is 56), so before parsing, the loader bounds what parsing and checking will take
+# from counts of the text's tokens, and refuses a file whose bound is over LOAD_FACTOR x its size
+# + LOAD_ALLOWANCE_BYTES. The bound adds, per token, the most CPython (3.11+, 64-bit) takes for
+# it; tests/hostile/test_loader_memory.py measures real peaks against it, shape by shape.
+# Checking does not copy what was parsed: lists and objects are checked in place and become the
+# model's attrs, and each node's, edge's and page's parsed form is freed once its model object
+# exists. So there are two peaks: the text and the parsed document while parsing; the parsed
+# document and the model while checking (the text freed by then).
+
+# Sizes are as allocated: small objects come in blocks of multiples of 16 bytes.
+_COST_LIST = 64          # an empty list (56)
+_COST_FULL_LIST = 112    # a list with items: + the first slots it allocates (up to 6 spare)
+_COST_OBJECT = 64        # an empty dict
+_COST_FULL_OBJECT = 192  # a dict with members: + its first table (room for 5)
+# An object member: its (key, value) tuple while its object is parsed (64, and its slot in the
+# list of pairs), then its entry in the dict (36: tables grow by doubling; the one dict being
+# made holds both); and unless its key is one of the format's (parsed once each), the key's str
+# and its entry in the parser's memo of keys (114; a key seen before costs neither, but counting
+# distinct keys would take a parse).
+_COST_FORMAT_MEMBER = 73
+_COST_MEMBER = 73 + 36 + 114
+_COST_SLOT = 18          # the pointer to any value: lists over-allocate by 1/8, and keep the old
+                         # array while they copy it to a bigger one
+_COST_SCALAR = 32        # a number: float 24, int 28 (more only with more digits)
+_COST_STRING = 64        # a str's header, when every string is ASCII (49 + 1 + up to 14)
+_COST_WIDE_STRING = 96   # ... and when some are not (76 + up to 4 x 4)
+# What the model adds, beyond the parsed form it replaces (freed as it goes: a node's or an
+# edge's object, with 2 members at least, is 184 bytes).
+_COST_PAGE = 512         # per page: Page, its dicts and lists, an entry in `seen`
+_COST_NODE = 96          # per node: Node (136), its entry in the page's dict, a position tuple
+_COST_DICT = 64          # ... and each of attrs, inputs, state the file leaves out
+_COST_EDGE = 200         # per edge: Edge (104), the 4 names split out of "node:port", set entry
+
+# The bytes that can be JSON structure; all others are dropped before counting.
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{},:"')
+#: characters counted at a time (the copies this takes are a few times this)
+_COUNT_CHUNK = 1 << 22
+# A JSON string, quotes included (possessive: nothing to backtrack into).
+_STRING_RE = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"')
+# A key of the format, and the same characters inside a string (after an escaped quote), which
+# is all it can be else in valid JSON (a key followed by spaces is counted as any key: more).
+_FORMAT_KEYS = "|".join(sorted(set(_TOP_KEYS + _PAGE_KEYS + _NODE_KEYS + _EDGE_KEYS
+                                   + _ARRAY_KEYS)))
+_FORMAT_KEY_RE = re.compile(f'"(?:{_FORMAT_KEYS})":')
+_ESCAPED_FORMAT_KEY_RE = re.compile(f'\\\\"(?:{_FORMAT_KEYS})":')
+
+
+def _structure(data) -> list:
+    """How many of each of ``[ { , : "`` ``data`` (bytes of UTF-8, or str) holds, those in
+    strings included: an upper bound of every token count, in one fast pass."""
+    counts = [0] * 5
+    for start in range(0, len(data), _COUNT_CHUNK):
+        chunk = data[start:start + _COUNT_CHUNK]
+        if isinstance(chunk, str):
+            chunk = chunk.encode("utf-8", "surrogatepass")
+        kept = chunk.translate(None, _NOT_STRUCTURE)
+        for i, token in enumerate((b"[", b"{", b",", b":", b'"')):
+            counts[i] += kept.count(token)
+    return counts
+
+
+def _mib(nbytes: int) -> str:
+    return f"{nbytes / 2 ** 20:,.0f} MiB"
+
+
+class _Budget:
+    """The memory loading a file of ``size`` bytes may take, and the estimate held so far."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.limit = LOAD_FACTOR * size + LOAD_ALLOWANCE_BYTES
+        self.held = 0
+
+    def hold(self, nbytes: int, what) -> None:
+        """Add ``nbytes``; past the limit, refuse the file, saying that ``what`` (or ``what()``)
+        would take so much."""
+        self.held += nbytes
+        if self.held > self.limit:
+            what = what() if callable(what) else what
+            raise _Invalid("", f"{what} in {self.size:,} bytes: reading it would take about "
+                               f"{_mib(self.held)} of memory, more than blockflow allows for a "
+                               f"project file of this size ({LOAD_FACTOR} x its size + "
+                               f"{_mib(LOAD_ALLOWANCE_BYTES)} = {_mib(self.limit)}; see "
+                               f"docs/limits.md)")
+
+    def release(self, nbytes: int) -> None:
+        self.held -= nbytes
+
+
+class _Tokens:
+    """Counts of a JSON text's tokens: an upper bound from all its structure characters (also
+    those inside strings), or exact from a text whose strings are emptied (``""``)."""
+
+    def __init__(self, counts: list, chars: int, empty_lists: int = 0, empty_objects: int = 0,
+                 format_keys: int = 0):
+        self.lists, self.objects, self.commas, self.members, quotes = counts
+        self.strings = quotes // 2
+        self.chars = chars                           # characters inside strings (or more)
+        # empty containers ("[ ]" is taken for a full one: an upper bound still)
+        self.empty_lists, self.empty_objects = empty_lists, empty_objects
+        self.format_keys = min(format_keys, self.members)
+        full = self.lists - self.empty_lists + self.objects - self.empty_objects
+        self.values = self.commas + full + 1      # each after a comma or first in its container
+        self.string_values = max(0, self.strings - self.members)     # the others are keys
+        self.numbers = max(0, self.values - self.lists - self.objects - self.string_values)
+
+    def cost(self, per_char: int, per_string: int) -> int:
+        """An upper bound of the bytes the parsed document takes (every token over-counted from
+        characters inside strings adds at least what it takes away)."""
+        return ((self.lists - self.empty_lists) * _COST_FULL_LIST
+                + self.empty_lists * _COST_LIST
+                + (self.objects - self.empty_objects) * _COST_FULL_OBJECT
+                + self.empty_objects * _COST_OBJECT
+                + self.format_keys * _COST_FORMAT_MEMBER
+                + (self.members - self.format_keys) * _COST_MEMBER
+                + self.values * _COST_SLOT + self.numbers * _COST_SCALAR
+                + self.string_values * per_string + self.chars * per_char)
+
+    def most_numerous(self) -> str:
+        kinds = [(self.lists + self.objects, "lists and objects"),
+                 (self.members, "object members"), (self.string_values, "strings"),
+                 (self.numbers, "numbers")]
+        n, what = max(kinds)
+        return f"the file holds {n:,} {what}"
+
+
+def _check_parse_cost(text: str, structure: list, budget: _Budget) -> None:
+    """Refuse ``text`` (whose :func:`_structure` is ``structure``) if parsing it could take more
+    than ``budget`` allows; else hold what it may take. Each finer count is only made if the
+    coarser one is over the limit."""
+    budget.hold(sys.getsizeof(text), "the text")
+    tokens, per_char = _Tokens(structure, len(text)), 4
+    cost = _parse_cost(tokens, per_char)
+    if budget.held + cost > budget.limit and "\\u" not in text:
+        # without \u escapes, a string is no wider than the text (1, 2 or 4 bytes a character)
+        per_char = _char_width(text)
+        cost = _parse_cost(tokens, per_char)
+    # Perhaps only for what strings hold: count exactly, also when the coarse count leaves less
+    # than half the limit for the model built next (pages, nodes and edges cost it more).
+    if budget.held + cost > budget.limit // 2:
+        stripped = _STRING_RE.sub('""', text)
+        counts = [stripped.count(c) for c in '[{,:"']
+        chars, empty = len(text) - len(stripped), (stripped.count("[]"), stripped.count("{}"))
+        del stripped
+        format_keys = (_FORMAT_KEY_RE.subn("", text)[1]
+                       - sum(1 for _ in _ESCAPED_FORMAT_KEY_RE.finditer(text)))
+        tokens = _Tokens(counts, chars, *empty, format_keys)
+        cost = _parse_cost(tokens, per_char)
+    budget.hold(cost, tokens.most_numerous)
+
+
+def _parse_cost(tokens: "_Tokens", per_char: int) -> int:
+    """The parsed document's bound, and one string at a time being built (the parser writes it
+    to a buffer, then copies it) or converted (an array decoded from base64, a string's UTF-8
+    check): at most all of them together."""
+    per_string = _COST_STRING if per_char == 1 else _COST_WIDE_STRING
+    return tokens.cost(per_char, per_string) + tokens.chars * per_char
+
+
+def _char_width(text: str) -> int:
+    """Bytes a character in ``text`` (CPython stores a str in 1, 2 or 4 bytes a character, as
+    its widest character needs; its size is 72 + width x (len + 1) bytes when not ASCII)."""
+    if text.isascii():
+        return 1
+    return min(4, max(1, (sys.getsizeof(text) - 72) // (len(text) + 1)))
+
+
+def _check_model_cost(pages: list, budget: _Budget) -> None:
+    """Refuse a document whose Project model (pages, nodes, edges) would not fit in ``budget``
+    next to the parsed document."""
+    nodes = edges = left_out = 0
+    for page in pages:
+        if isinstance(page, dict):
+            n, e = page.get("nodes"), page.get("edges")
+            if isinstance(n, list):
+                nodes += len(n)
+                left_out += sum(3 - len(_MODEL_DICTS & raw.keys()) for raw in n
+                                if isinstance(raw, dict))
+            edges += len(e) if isinstance(e, list) else 0
+    cost = (len(pages) * _COST_PAGE + nodes * _COST_NODE + left_out * _COST_DICT
+            + edges * _COST_EDGE)
+    budget.hold(cost, f"the file holds {len(pages):,} pages, {nodes:,} nodes and {edges:,} "
+                      "edges")
+
+
+_MODEL_DICTS = frozenset({"attrs", "inputs", "state"})
+
+
 def _parse(text: str):
-    if not text.strip():
+    if not text or text.isspace():
         raise _Invalid("", "the file is empty")
     try:
         return json.loads(text, object_pairs_hook=_object_pairs, parse_constant=_BadConstant)
@@ -607,7 +896,7 @@ def _parse(text: str):
         raise _Invalid("", f"not valid JSON: {exc}") from None
 
 
-def _decode_document(doc) -> Project:
+def _decode_document(doc, budget: _Budget) -> Project:
     if not isinstance(doc, dict):
         raise _Invalid("", f"the top level must be a JSON object, found {_describe(doc)}")
     if isinstance(doc, _DupDict):
@@ -657,11 +946,13 @@ def _decode_document(doc) -> Project:
         raise _Invalid("pages", f"pages must be a list, found {_describe(pages)}")
     if not pages:
         raise _Invalid("pages", "a project needs at least one page")
+    _check_model_cost(pages, budget)
     seen: dict = {}
     out = []
     for i, page in enumerate(pages):
         out.append(_decode_page(page, f"pages[{i}]", seen))
         seen[out[-1].name] = i
+        pages[i] = None   # its parsed form is no longer needed: free it as the model grows
     return Project(out, metadata)
 
 
@@ -678,37 +969,36 @@ def _decode_page(obj, where: str, seen: dict) -> Page:
         raise _Invalid(nodes_w, f"{len(raw_nodes):,} nodes on one page; the limit is "
                                 f"{MAX_NODES_PER_PAGE:,}")
     nodes: dict = {}
-    index: dict = {}
     for j, raw in enumerate(raw_nodes):
         node = _decode_node(raw, f"{nodes_w}[{j}]")
-        if node.id in nodes:
+        if node.id in nodes:   # nodes holds nodes[0..j-1] in order: its order is the index
             raise _Invalid(f"{nodes_w}[{j}].id", f"duplicate node id '{node.id}' (also "
-                                                 f"nodes[{index[node.id]}])")
+                                                 f"nodes[{list(nodes).index(node.id)}])")
         nodes[node.id] = node
-        index[node.id] = j
+        raw_nodes[j] = None
 
     edges_w = _key(where, "edges")
     raw_edges = obj.get("edges", [])
     if not isinstance(raw_edges, list):
         raise _Invalid(edges_w, f"edges must be a list, found {_describe(raw_edges)}")
     edges = []
-    seen_edges: dict = {}
+    seen_edges: set = set()
     for k, raw in enumerate(raw_edges):
         ew = f"{edges_w}[{k}]"
         _check_object(raw, ew, "an edge", _EDGE_KEYS, _EDGE_KEYS)
         src, src_port = _parse_endpoint(raw["from"], _key(ew, "from"), nodes, name)
         dst, dst_port = _parse_endpoint(raw["to"], _key(ew, "to"), nodes, name)
         edge = Edge(src, src_port, dst, dst_port)
-        if edge in seen_edges:
+        if edge in seen_edges:   # edges holds edges[0..k-1] in order
             raise _Invalid(ew, f"the same edge {raw['from']} -> {raw['to']} as "
-                               f"edges[{seen_edges[edge]}]")
-        seen_edges[edge] = k
+                               f"edges[{edges.index(edge)}]")
+        seen_edges.add(edge)
         edges.append(edge)
+        raw_edges[k] = None
 
     feeds_w = _key(where, "feeds")
-    raw_feeds = _check_mapping(obj.get("feeds", {}), feeds_w, "feeds")
-    feeds = {}
-    for key, value in raw_feeds.items():
+    feeds = _check_mapping(obj.get("feeds", {}), feeds_w, "feeds")
+    for key, value in feeds.items():
         kw = _key(feeds_w, key)
         if key not in nodes:
             raise _Invalid(kw, f"a feed for '{key}', but page '{name}' has no such node")
@@ -730,38 +1020,49 @@ def _decode_node(obj, where: str) -> Node:
         raise _Invalid(bw, "the block name must not be empty")
     label = _check_text(obj.get("label", ""), _key(where, "label"), "a label")
     pw = _key(where, "position")
-    position = obj.get("position", [0.0, 0.0])
-    if not isinstance(position, list) or len(position) != 2:
+    position = obj.get("position", _ORIGIN)
+    if position is _ORIGIN:   # omitted: every such node shares the one immutable tuple
+        xy = _ORIGIN
+    elif not isinstance(position, list) or len(position) != 2:
         raise _Invalid(pw, f"a position must be a list of 2 numbers [x, y], found "
                            f"{_describe(position)}")
-    xy = []
-    for i, p in enumerate(position):
-        if isinstance(p, bool) or not isinstance(p, (int, float)):
-            raise _Invalid(f"{pw}[{i}]", f"a coordinate must be a number, found {_describe(p)}")
-        try:
-            p = float(p)
-        except OverflowError:
-            p = math.inf
-        if not math.isfinite(p):
-            raise _Invalid(f"{pw}[{i}]", "a coordinate must be a finite number")
-        xy.append(p)
+    else:
+        xy = []
+        for i, p in enumerate(position):
+            if isinstance(p, bool) or not isinstance(p, (int, float)):
+                raise _Invalid(f"{pw}[{i}]", f"a coordinate must be a number, found "
+                                             f"{_describe(p)}")
+            try:
+                p = float(p)
+            except OverflowError:
+                p = math.inf
+            if not math.isfinite(p):
+                raise _Invalid(f"{pw}[{i}]", "a coordinate must be a finite number")
+            xy.append(p)
+        xy = tuple(xy)
 
+    # attrs, inputs and state keep the parsed objects, checked and decoded in place
     aw = _key(where, "attrs")
-    attrs = {_check_name(k, _key(aw, k), "an attr name"): _decode_value(v, _key(aw, k), arrays=True)
-             for k, v in _check_mapping(obj.get("attrs", {}), aw, "attrs").items()}
+    attrs = _check_mapping(obj.get("attrs", {}), aw, "attrs")
+    for k, v in attrs.items():
+        _check_name(k, _key(aw, k), "an attr name")
+        if type(v) in _CONTAINERS or not _plain_scalar(v, aw, k):
+            y = _decode_value(v, _key(aw, k), arrays=True)
+            if y is not v:
+                attrs[k] = y
     iw = _key(where, "inputs")
-    inputs = {}
-    for port, v in _check_mapping(obj.get("inputs", {}), iw, "inputs").items():
+    inputs = _check_mapping(obj.get("inputs", {}), iw, "inputs")
+    for port, v in inputs.items():
         _check_port(port, _key(iw, port))
         inputs[port] = _decode_array(v, _key(iw, port))
     sw = _key(where, "state")
-    state = {}
-    for k, v in _check_mapping(obj.get("state", {}), sw, "state").items():
+    state = _check_mapping(obj.get("state", {}), sw, "state")
+    for k, v in state.items():
         if not k:
             raise _Invalid(sw, "a state name must not be empty")
         _check_name(k, _key(sw, k), "a state name")
         state[k] = _decode_array(v, _key(sw, k))
-    return Node(node_id, block, attrs, inputs, tuple(xy), label, state)
+    return Node(node_id, block, attrs, inputs, xy, label, state)
 
 
 def loads_project(text_or_bytes, path="<string>") -> Project:
@@ -770,9 +1071,41 @@ def loads_project(text_or_bytes, path="<string>") -> Project:
     Raises ProjectFileError(path, where, problem) for anything wrong with it.
     """
     try:
-        return _decode_document(_parse(_decode_text(text_or_bytes)))
+        return _load_text([_decode_text(text_or_bytes)], len(text_or_bytes))
     except _Invalid as exc:
         raise ProjectFileError(path, exc.where, exc.problem) from None
+
+
+def _load_text(box: list, size: int, structure: list | None = None) -> Project:
+    """The Project in the text ``box`` holds (taken out of it, so that the text is freed once
+    parsed if nobody else holds it); ``size`` is the file's size the memory budget is for,
+    ``structure`` the file's :func:`_structure` if the caller has it."""
+    text = box.pop()
+    if structure is None:
+        structure = _structure(text)
+    budget = _Budget(size)
+    _check_parse_cost(text, structure, budget)
+    doc = _parse(text)
+    budget.release(sys.getsizeof(text))   # freed below, if the caller gave the only reference
+    del text
+    return _decode_document(doc, budget)
+
+
+def _read_at_most(f, size: int) -> bytes:
+    """The file's bytes, up to MAX_FILE_BYTES + 1: ``size`` (from fstat) at once, then, if there
+    is more (a file growing, a pipe with no size), in pieces: never a buffer of the limit's size
+    for a small file (which would count against an address-space limit)."""
+    data = f.read(size + 1)
+    if len(data) <= size:
+        return data
+    parts, total = [data], len(data)
+    while total <= MAX_FILE_BYTES:
+        part = f.read(min(1 << 20, MAX_FILE_BYTES + 1 - total))
+        if not part:
+            break
+        parts.append(part)
+        total += len(part)
+    return b"".join(parts)
 
 
 def load_project(path) -> Project:
@@ -784,10 +1117,19 @@ def load_project(path) -> Project:
             if size > MAX_FILE_BYTES:
                 raise ProjectFileError(name, "", f"the file is {size:,} bytes; the limit is "
                                                  f"{MAX_FILE_BYTES:,}")
-            data = f.read(MAX_FILE_BYTES + 1)
+            box = [_read_at_most(f, size)]
     except OSError as exc:
         raise ProjectFileError(name, "", f"cannot read the file: {exc.strerror or exc}") from None
-    project = loads_project(data, name)
+    size = len(box[0])
+    if size > MAX_FILE_BYTES:   # it grew while being read, or is not a regular file
+        raise ProjectFileError(name, "", f"the file is more than {MAX_FILE_BYTES:,} bytes; the "
+                                         f"limit is {MAX_FILE_BYTES:,}")
+    try:
+        structure = _structure(box[0])   # from the bytes: faster than from the text
+        box[0] = _decode_text(box[0])    # the bytes are freed here, the text once parsed
+        project = _load_text(box, size, structure)
+    except _Invalid as exc:
+        raise ProjectFileError(name, exc.where, exc.problem) from None
     project.base_dir = os.path.dirname(os.path.abspath(name))
     return project
 
