@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 
 __all__ = ["Placed", "OwnFileError", "write_own", "link_own", "create_temporary", "temporary_name", "temporary_stem",
            "is_own", "forget", "remove_own", "withdraw", "variant", "name_problem", "state_dir",
-           "MAX_VARIANTS", "LEDGER_MAX_FILES"]
+           "MAX_VARIANTS", "LEDGER_MAX_FILES", "unlink_quietly", "fsync_dir"]
 
 log = logging.getLogger(__name__)
 
@@ -289,7 +289,7 @@ def _write_ledger(directory: str, path: str, files: dict) -> None:
         tmp = None
     finally:
         if tmp is not None:
-            _unlink_quietly(tmp)
+            unlink_quietly(tmp)
 
 
 def _key(path: str) -> str:
@@ -364,7 +364,7 @@ def withdraw(placed: Placed) -> bool:
     except OSError:
         return False
     if same:
-        _unlink_quietly(placed.path)
+        unlink_quietly(placed.path)
         forget(placed.path)
     return same
 
@@ -373,14 +373,16 @@ def withdraw(placed: Placed) -> bool:
 # Writing
 
 
-def _unlink_quietly(path: str) -> None:
+def unlink_quietly(path: str) -> None:
+    """Remove ``path`` if it can be removed (a temporary of ours); never raise."""
     try:
         os.unlink(path)
     except OSError:
         pass
 
 
-def _fsync_dir(directory: str) -> None:
+def fsync_dir(directory: str) -> None:
+    """Make a rename or link in ``directory`` durable, where the system allows it."""
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:  # e.g. Windows cannot open folders
@@ -423,7 +425,7 @@ def _place(tmp: str, wanted: str, suffix: str | None, variants: bool) -> Placed:
                     continue
                 os.replace(tmp, candidate)
                 return Placed(candidate, wanted, reason, False, tuple(identity))
-            _unlink_quietly(tmp)
+            unlink_quietly(tmp)
             return Placed(candidate, wanted, reason, False, tuple(identity))
         else:
             status = "keeps changing"
@@ -457,8 +459,8 @@ def write_own(path, data, *, suffix: str | None = None, variants: bool = True,
         tmp = None
     finally:
         if tmp is not None:
-            _unlink_quietly(tmp)
-    _fsync_dir(directory)
+            unlink_quietly(tmp)
+    fsync_dir(directory)
     return placed
 
 
@@ -492,6 +494,6 @@ def link_own(source, path, *, suffix: str | None = None, variants: bool = True) 
         tmp = None
     finally:
         if tmp is not None:
-            _unlink_quietly(tmp)
-    _fsync_dir(directory)
+            unlink_quietly(tmp)
+    fsync_dir(directory)
     return placed

@@ -1380,27 +1380,7 @@ def _remove_stale_temporaries(target: str) -> None:
         except OSError:
             continue
         if stat.S_ISREG(st.st_mode) and now - st.st_mtime > STALE_TEMPORARY_SECONDS:
-            _unlink_quietly(full)
-
-
-def _unlink_quietly(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
-
-
-def _fsync_dir(directory: str) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # e.g. Windows cannot open directories
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+            ownfiles.unlink_quietly(full)
 
 
 #: the suffix of the backup kept of the previous version when a project file is overwritten
@@ -1492,8 +1472,8 @@ def save_project(project: Project, path, *, backup: bool = True) -> SaveResult:
         raise ProjectFileError(name, "", f"cannot save: {exc.strerror or exc}") from exc
     finally:
         if tmp is not None:
-            _unlink_quietly(tmp)
-    _fsync_dir(directory)
+            ownfiles.unlink_quietly(tmp)
+    ownfiles.fsync_dir(directory)
     _remove_stale_temporaries(target)
     project.base_dir = os.path.dirname(os.path.abspath(name))   # where its data files now live
     return SaveResult(name, kept.path if kept is not None else None, tuple(notes))
