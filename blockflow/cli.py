@@ -539,7 +539,7 @@ def cmd_blocks(args) -> int:
         if args.output is not None:
             check_output_path("--output", args.output)
             Path(args.output).write_text(text, encoding="utf-8")
-            print(f"wrote {args.output} ({len(registry)} blocks)")
+            print(f"wrote {for_terminal(args.output)} ({len(registry)} blocks)")
         else:
             sys.stdout.write(text)
         return EXIT_OK

@@ -151,7 +151,7 @@ def _run_render(args) -> int:
         return exc.code
     except Exception as exc:  # file and page errors: one clear line, as the core CLI does
         return _report(exc, args.debug)
-    print(f"wrote {out}")
+    print(f"wrote {for_terminal(str(out))}")
     return cli.EXIT_OK
 
 
@@ -195,7 +195,7 @@ def run_editor(project: str | None, *, debug: bool = False, exec_loop: bool = Tr
     if not has_display():
         wanted = _fallback_picture(path.resolve())
         print(f"blockflow: no display (neither DISPLAY nor WAYLAND_DISPLAY is set), so the editor "
-              f"cannot open; drawing the first page of {path} instead")
+              f"cannot open; drawing the first page of {for_terminal(str(path))} instead")
         try:
             _headless()
             _application()
@@ -215,7 +215,7 @@ def run_editor(project: str | None, *, debug: bool = False, exec_loop: bool = Tr
         if placed.moved:
             print(f"blockflow: {for_terminal(placed.note('the picture'))}")
         out = placed.path
-        print(f"wrote {out}" + ("" if how == "gradients" else f": {how}")
+        print(f"wrote {for_terminal(str(out))}" + ("" if how == "gradients" else f": {for_terminal(how)}")
               + (" (run forward and backward, wires coloured by gradient)" if how == "gradients" else ""))
         return cli.EXIT_OK
     app = _application()

@@ -161,3 +161,18 @@ def test_train_prints_names_and_paths_escaped(tmp_path):
     _assert_terminal_safe(r.output)
     assert "saved to " in r.stdout and "run\\u202e\\x1b[5m" in r.stdout
     assert load_project(path).pages[0].name == "xor"
+
+
+def test_a_file_name_with_a_newline_cannot_forge_a_line_when_a_picture_is_written(tmp_path):
+    """The no-display picture and ``render -o`` say what they wrote: a newline in the project's
+    name or in the picture's name is shown as \\x0a, never as a line of its own."""
+    project = Project()
+    project.add_page("main").add_node("Const", id="c")
+    path = tmp_path / "d\nblockflow: forged.bflow.json"
+    save_project(project, path)
+    for argv in ([path], ["render", path, "-o", tmp_path / "o\nblockflow: forged.png"]):
+        r = run_cli(*argv, cwd=tmp_path, env={"DISPLAY": "", "WAYLAND_DISPLAY": "", "QT_QPA_PLATFORM": ""})
+        r.assert_clean_message()
+        assert r.returncode == 0, r.output
+        assert not any(line.startswith("blockflow: forged") for line in r.output.splitlines()), r.output
+        assert "\\x0ablockflow: forged" in r.stdout, r.stdout
