@@ -10,8 +10,6 @@ without a second copy of them (blockflow.arrayout). Must not import PySide6 or t
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import math
 import os
@@ -103,28 +101,19 @@ def parse_feed(spec: str, option: str = "--feed") -> tuple[str, np.ndarray]:
 
 
 def _read_csv(what: str, path: str) -> np.ndarray:
+    """A feed's CSV: numbers, one row per line, an optional header; read as a data file is
+    (streamed into one array whose size is checked before it exists)."""
+    from .datafiles import DataFileError, read_number_table
+
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CliError(f"{what}: cannot read {path}: {exc}", EXIT_FILE) from None
-    rows = [r for r in csv.reader(io.StringIO(text)) if r and any(c.strip() for c in r)]
-    if rows and not _numeric_row(rows[0]):
-        rows = rows[1:]  # a header
-    try:
-        arr = np.array([[float(c) for c in r] for r in rows], dtype=np.float64)
-    except ValueError as exc:
-        raise CliError(f"{what}: {path}: not a table of numbers ({exc})", EXIT_FILE) from None
-    if arr.ndim == 2 and arr.shape[1] == 1:
+        _, arr = read_number_table(path, path, header="optional")
+    except OSError as exc:
+        raise CliError(f"{what}: cannot read {path}: {exc.strerror or exc}", EXIT_FILE) from None
+    except DataFileError as exc:
+        raise CliError(f"{what}: {exc}", EXIT_FILE) from None
+    if arr.shape[1] == 1:
         arr = arr[:, 0]
     return arr
-
-
-def _numeric_row(row) -> bool:
-    try:
-        [float(c) for c in row]
-        return True
-    except ValueError:
-        return False
 
 
 def summarize(arr) -> str:
@@ -676,15 +665,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train a page's Variables and report the loss (and save them)")
     p.add_argument("project")
     p.add_argument("--page", help="the page to train (default: the first)")
-    p.add_argument("--steps", type=int, help="number of training steps (default: the project's recommendation)")
+    p.add_argument("--steps", type=_whole_number("MAX_STEPS"), help="number of training steps (default: the project's recommendation)")
     p.add_argument("--optimizer", choices=("sgd", "momentum", "adam", "rmsprop", "adagrad"),
                    help="the update rule (the Apply* block of the same name; default: the project's "
                         "recommendation, else adam)")
     p.add_argument("--lr", type=float, help="learning rate (default: the optimizer's)")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="another optimizer setting: momentum, beta1, beta2, epsilon, rho, use_nesterov")
-    p.add_argument("--batch-size", type=int, help="examples per step for the page's dataset blocks (0: all)")
-    p.add_argument("--seed", type=int, help="mixed into random streams, batch order and random "
+    p.add_argument("--batch-size", type=_whole_number("MAX_BATCH_SIZE"), help="examples per step for the page's dataset blocks (0: all)")
+    p.add_argument("--seed", type=_whole_number("MAX_SEED"), help="mixed into random streams, batch order and random "
                                            "initial values (default: the project's, else 0); same seed, same result")
     p.add_argument("--loss", metavar="NODE[:PORT]", help="the scalar to minimise (default: the page's loss)")
     p.add_argument("--metric", action="append", default=[], metavar="NODE[:PORT]",
@@ -712,6 +701,23 @@ def _budget_option(p) -> None:
                    help="the most memory one run's tensors may take at once, e.g. 2G, 512M or 25%% (of "
                         "physical memory); default: $BLOCKFLOW_MEMORY_BUDGET, else half of the memory "
                         "this process may use (docs/limits.md)")
+
+
+def _whole_number(limit: str):
+    """An argparse type: a whole number from 0 to training's ``limit`` (the same ranges as a
+    project's recommended settings; looked up only when the option is given)."""
+    def parse(text: str) -> int:
+        from . import training
+
+        top = getattr(training, limit)
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not 0 <= value <= top:
+            raise argparse.ArgumentTypeError(f"{value:,} is out of range: a whole number from 0 to {top:,}")
+        return value
+    return parse
 
 
 def _size_arg(text: str) -> int:

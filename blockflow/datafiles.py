@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from . import spec
+from .budget import ENV_VAR, format_size, memory_budget
 from .errors import BlockflowError
 
 __all__ = ["DataRequest", "DataFiles", "DataFileError", "MAX_DATA_FILE_BYTES", "MAX_DATA_BYTES",
@@ -149,37 +150,61 @@ class _Total:
             raise DataFileError(f"'{self.name}': its arrays would take {_size(self.bytes)} "
                                 f"together ({what} brings them over); the arrays of one data "
                                 f"file may take at most {_size(MAX_DATA_BYTES)}")
+        # Nor more than a run may hold (a file small on disk can declare gigabytes): checked
+        # here for `check` too, where no run is under way, and counted in a run's budget.
+        budget, source = memory_budget()
+        if self.bytes > budget:
+            raise DataFileError(f"'{self.name}': its arrays would take {_size(self.bytes)} "
+                                f"together ({what} brings them over), more than the memory "
+                                f"budget of {format_size(budget)} ({source}); raise it with "
+                                f"--memory-budget SIZE or {ENV_VAR}")
+        spec.reserve((nbytes,), np.uint8, f"'{self.name}': {what}")
 
 
 # ---------------------------------------------------------------------------------- tables
 
 
 def _read_csv(name: str, full: Path):
-    """Two streaming passes: the header and the number of rows, then the numbers, straight into
-    the one array they fill (whose size is checked in between)."""
+    """A data file's table: (column names, float64 rows); the header row is required."""
+    header, data = read_number_table(name, full, header="required")
+    return header, data
+
+
+def read_number_table(name: str, full, header: str = "optional"):
+    """``full``'s CSV rows of numbers as (header or None, one read-only float64 array [rows,
+    columns]), in two streaming passes: the header and the number of rows, then the numbers,
+    straight into the one array they fill (its size checked in between, as an array of a data
+    file). ``header``: "required" (the first filled row names the columns) or "optional" (a
+    first row that is not all numbers is taken for one)."""
     with _csv_reader(name, full) as reader:
         first = next((row for row in reader if _filled(row)), None)
         if first is None:
             raise DataFileError(f"'{name}' is empty")
-        header = [c.strip() for c in first]
-        if not all(header) or len(set(header)) != len(header):
-            raise DataFileError(f"'{name}': the first row must name every column, each once (found {header})")
-        if _numeric(header):
-            raise DataFileError(f"'{name}': the first row must be a header naming the columns (it holds numbers)")
-        n = sum(1 for row in reader if _filled(row))
+        names = [c.strip() for c in first]
+        if header == "required" or not _numeric(names):
+            if not all(names) or len(set(names)) != len(names):
+                raise DataFileError(f"'{name}': the first row must name every column, each once (found {names})")
+            if _numeric(names):
+                raise DataFileError(f"'{name}': the first row must be a header naming the columns (it holds numbers)")
+        else:
+            names = None
+        n = sum(1 for row in reader if _filled(row)) + (names is None)
     if n == 0:
         raise DataFileError(f"'{name}' has a header but no rows")
-    width = len(header)
+    width = len(first)
     _Total(name).add(n * width * 8, f"its table of {n:,} rows x {width:,} columns (float64)")
     flat = np.empty(n * width, np.float64)
     done, numbers = 0, []
     with _csv_reader(name, full) as reader:
-        next(row for row in reader if _filled(row))
+        if names is not None:
+            next(row for row in reader if _filled(row))
         for row in reader:
             if not _filled(row):
                 continue
             if len(row) != width:
                 raise DataFileError(f"'{name}' line {reader.line_num}: {len(row)} values, the "
+                                    f"first row has {width}" if names is None else
+                                    f"'{name}' line {reader.line_num}: {len(row)} values, the "
                                     f"header names {width} columns")
             try:
                 numbers.extend(map(float, row))
@@ -198,7 +223,7 @@ def _read_csv(name: str, full: Path):
     flat[done:] = numbers
     data = flat.reshape(n, width)
     data.setflags(write=False)
-    return header, data
+    return names, data
 
 
 def _filled(row: list) -> bool:

@@ -115,10 +115,10 @@ def base_rss():
     return r.peak_rss
 
 
-def read_in_child(folder, name, kind="arrays", cap=1024 ** 3) -> dict:
+def read_in_child(folder, name, kind="arrays", cap=1024 ** 3, env=None) -> dict:
     """Read a data file in a child under an address-space cap; its result, time and peak RSS."""
     before = snapshot(folder)
-    r = run_python(READ.format(folder=str(folder), name=name, kind=kind), cap_bytes=cap)
+    r = run_python(READ.format(folder=str(folder), name=name, kind=kind), cap_bytes=cap, env=env)
     r.assert_clean_message()
     assert r.returncode == 0, r.output
     assert changed_paths(before, snapshot(folder)) == set()   # reading writes nothing
@@ -133,10 +133,16 @@ def test_an_npz_bomb_is_refused_from_its_directory_before_inflating(tmp_path, ba
     2 GB cap; refused by the total the zip directory declares, inflating nothing."""
     npz_bomb(tmp_path / "bomb.npz")
     assert (tmp_path / "bomb.npz").stat().st_size < 12_000_000
-    r = read_in_child(tmp_path, "bomb.npz")
+    # with a budget that would allow it, the data-file limit refuses it
+    r = read_in_child(tmp_path, "bomb.npz", env={"BLOCKFLOW_MEMORY_BUDGET": "64G"})
     assert r["outcome"] == "refused", r
     assert r["message"].startswith("'bomb.npz': its arrays would take 4.66 GiB"), r
     assert "the arrays of one data file may take at most 4.00 GiB" in r["message"]
+    assert r["seconds"] < 1.0 and r["peak"] - base_rss < 32 * 2 ** 20, r
+    # by default the memory budget (half of what the capped child may use) refuses it sooner
+    r = read_in_child(tmp_path, "bomb.npz")
+    assert r["outcome"] == "refused", r
+    assert "more than the memory budget of" in r["message"] and "--memory-budget" in r["message"], r
     assert r["seconds"] < 1.0 and r["peak"] - base_rss < 32 * 2 ** 20, r
 
 
@@ -282,7 +288,8 @@ def test_an_npy_header_is_checked_against_the_file_before_allocating(tmp_path, b
     """A header claiming 1 GB with 100 bytes after it: today numpy tries to read (a
     MemoryError under a cap when the claim is bigger than the cap); refused from the header."""
     (tmp_path / "short.npy").write_bytes(npy_header((GB // 8,)) + bytes(100))
-    r = read_in_child(tmp_path, "short.npy", cap=700 * 2 ** 20)
+    # (a budget that would allow it: the header is caught lying about the file, not by size)
+    r = read_in_child(tmp_path, "short.npy", cap=700 * 2 ** 20, env={"BLOCKFLOW_MEMORY_BUDGET": "64G"})
     assert r["outcome"] == "refused", r
     assert r["message"] == ("'short.npy': its array is float64[125000000], 1,000,000,000 bytes, "
                             "but only 100 follow its header"), r
@@ -383,7 +390,7 @@ def test_check_names_the_block_and_the_file_of_a_bomb(tmp_path):
     project.add_page("main").add_node("NumpyDataset", id="data", attrs={"path": "bomb.npz"})
     save_project(project, tmp_path / "p.bflow.json")
     before = snapshot(tmp_path)
-    r = run_cli("check", tmp_path / "p.bflow.json", cwd=tmp_path)
+    r = run_cli("check", tmp_path / "p.bflow.json", cwd=tmp_path, env={"BLOCKFLOW_MEMORY_BUDGET": "64G"})
     r.assert_clean_message()
     assert r.returncode == 1, r.output
     assert "main/data" in r.output and "'bomb.npz': its arrays would take 4.66 GiB" in r.output
