@@ -455,12 +455,21 @@ def write_own(path, data, *, suffix: str | None = None, variants: bool = True,
                 f.write(data)
             f.flush()
             os.fsync(f.fileno())
+    except BaseException:
+        unlink_quietly(tmp)
+        raise
+    return _settle(tmp, wanted, suffix, variants)
+
+
+def _settle(tmp: str, wanted: str, suffix, variants: bool) -> Placed:
+    """Put the finished temporary ``tmp`` in place (see _place) and make that durable; on
+    failure the temporary is removed."""
+    try:
         placed = _place(tmp, wanted, suffix, variants)
-        tmp = None
-    finally:
-        if tmp is not None:
-            unlink_quietly(tmp)
-    fsync_dir(directory)
+    except BaseException:
+        unlink_quietly(tmp)
+        raise
+    fsync_dir(os.path.dirname(wanted))
     return placed
 
 
@@ -490,10 +499,8 @@ def link_own(source, path, *, suffix: str | None = None, variants: bool = True) 
             break
         else:
             raise OSError(errno.EEXIST, f"cannot create a temporary file in {directory}")
-        placed = _place(tmp, wanted, suffix, variants)
-        tmp = None
-    finally:
+    except BaseException:
         if tmp is not None:
             unlink_quietly(tmp)
-    fsync_dir(directory)
-    return placed
+        raise
+    return _settle(tmp, wanted, suffix, variants)
