@@ -13,7 +13,7 @@ Offscreen, 1920x1080, antialiasing on (as the editor draws). Prints, per size, m
   drag        one mouse-move step of a real mouse drag of one block (mouse events sent to the
               viewport): the move, its wires re-pathed, and the paint that shows it; at 100 %
               and at the full view. The drag start (one picture of the view taken for the drag
-              layer, blockflow/gui/draglayer.py) is reported beside it.
+              layer, blockflow/gui/canvas/draglayer.py) is reported beside it.
   recolour    after a real backward pass (to a Sum of the block with the most ancestors, about
               45 % of the wires carry gradient, the rest none): gradients.show(GradientView) on
               a page drawn plain, plus the frame that shows it, at the full view and at 100 %;
@@ -45,7 +45,7 @@ from PySide6.QtCore import QEvent, QObject, QPoint, QPointF, Qt  # noqa: E402
 from PySide6.QtGui import QFont, QMouseEvent  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from blockflow.project_io import dumps_project, loads_project  # noqa: E402
+from blockflow.io.project_io import dumps_project, loads_project  # noqa: E402
 from blockflow.registry import default_registry  # noqa: E402
 from run import generated_project  # noqa: E402
 
@@ -100,8 +100,8 @@ def median_time(fn, repeats: int) -> float:
 
 
 def bench(n: int, repeats: int, loads: int) -> list[tuple]:
-    from blockflow.gui.canvas import DiagramView
-    from blockflow.gui.document import Document
+    from blockflow.gui.canvas.view import DiagramView
+    from blockflow.gui.document.document import Document
 
     app = QApplication.instance()
     registry = default_registry()
@@ -263,10 +263,10 @@ def feeds(project, seed):
 
 def bench_recolour(n: int, repeats: int) -> list[tuple]:
     """gradients.show(gview) + one repaint, at the full view and at 100 %."""
-    from blockflow.gradview import GradientView
-    from blockflow.gui.canvas import DiagramView
-    from blockflow.gui.document import Document
-    from blockflow.runtime import run
+    from blockflow.present.gradview import GradientView
+    from blockflow.gui.canvas.view import DiagramView
+    from blockflow.gui.document.document import Document
+    from blockflow.run.runtime import run
 
     app = QApplication.instance()
     project = with_loss(laid_out(n))

@@ -23,9 +23,9 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from blockflow.compiler import compile_project  # noqa: E402
+from blockflow.compile.compiler import compile_project  # noqa: E402
 from blockflow.project import Project  # noqa: E402
-from blockflow.runtime import run  # noqa: E402
+from blockflow.run.runtime import run  # noqa: E402
 
 
 def timeit_pair(hand, ours, repeats: int, inner: int = 1):
@@ -131,7 +131,7 @@ def bench_train(repeats):
     Variable, bookkeeping) against the same work done directly: the runtime's forward+backward
     and one call of ApplyAdam's rule per Variable (target: under 10 %)."""
     from blockflow.registry import default_registry
-    from blockflow.training import TrainConfig, Trainer
+    from blockflow.run.training import TrainConfig, Trainer
 
     rng = np.random.default_rng(0)
     program = compile_project(mlp_project())

@@ -1,6 +1,6 @@
 """``python -m blockflow``: the same as the ``blockflow`` command."""
 import sys
 
-from .cli import main
+from blockflow.cli import main
 
 sys.exit(main())

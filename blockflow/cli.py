@@ -19,10 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__
-from .arrayout import JSON_FULL_VALUES, JsonArray, array_stats, write_json
-from .errors import BlockflowError, CompileError, MemoryLimitError, ProjectError, ProjectFileError, RunError
-from .textsafe import escaped_output, for_terminal, raw_stream
+from blockflow import __version__
+from blockflow.arrayout import JSON_FULL_VALUES, JsonArray, array_stats, write_json
+from blockflow.errors import BlockflowError, CompileError, MemoryLimitError, ProjectError, ProjectFileError, RunError
+from blockflow.textsafe import escaped_output, for_terminal, raw_stream
 
 EXIT_OK = 0
 EXIT_DIAGNOSTICS = 1  # the diagram has errors
@@ -53,13 +53,13 @@ class CliError(BlockflowError):
 
 
 def _load(path: str):
-    from .project_io import load_project
+    from blockflow.io.project_io import load_project
 
     return load_project(path)
 
 
 def _registry():
-    from .registry import Registry
+    from blockflow.registry import Registry
 
     reg = Registry.from_entry_points(strict=False)
     for where, problem in reg.problems:
@@ -70,7 +70,7 @@ def _registry():
 def check_output_path(option: str, path: str) -> None:
     """A file named on the command line to write must be able to be one: else a usage error
     naming the option, the path and the problem (empty, ending in '/', a folder, too long)."""
-    from .ownfiles import name_problem
+    from blockflow.ownfiles import name_problem
 
     problem = name_problem(path)
     if problem:
@@ -103,7 +103,7 @@ def parse_feed(spec: str, option: str = "--feed") -> tuple[str, np.ndarray]:
 def _read_csv(what: str, path: str) -> np.ndarray:
     """A feed's CSV: numbers, one row per line, an optional header; read as a data file is
     (streamed into one array whose size is checked before it exists)."""
-    from .datafiles import DataFileError, read_number_table
+    from blockflow.datafiles import DataFileError, read_number_table
 
     try:
         _, arr = read_number_table(path, path, header="optional")
@@ -135,8 +135,8 @@ def summarize(arr) -> str:
 
 
 def cmd_run(args) -> int:
-    from .compiler import compile_project
-    from .runtime import run
+    from blockflow.compile.compiler import compile_project
+    from blockflow.run.runtime import run
 
     project = _load(args.project)
     program = compile_project(project, args.page, _registry())
@@ -261,7 +261,7 @@ def _print_result(program, result, fetch):
 
 
 def cmd_check(args) -> int:
-    from .compiler import compile_page, project_files
+    from blockflow.compile.compiler import compile_page, project_files
 
     project = _load(args.project)
     registry = _registry()
@@ -320,7 +320,7 @@ def _json_number(v):
 
 def _grad_checks(args, pages, registry, summary) -> dict:
     """``check --grad``: each compiled page's gradients against central differences (float64)."""
-    from .gradcheck import check_page
+    from blockflow.run.gradcheck import check_page
 
     out = {}
     for page, (program, errors) in zip(pages, summary):
@@ -344,8 +344,8 @@ def _grad_checks(args, pages, registry, summary) -> dict:
 
 
 def cmd_train(args) -> int:
-    from .project_io import save_project
-    from .training import OPTIMIZERS, TrainConfig, Trainer, recommended_settings, training_program
+    from blockflow.io.project_io import save_project
+    from blockflow.run.training import OPTIMIZERS, TrainConfig, Trainer, recommended_settings, training_program
 
     if args.save is not None:     # before training: a long run must not end in "cannot save"
         check_output_path("--save", args.save)
@@ -404,7 +404,7 @@ def cmd_train(args) -> int:
             evaluation = None
     rate = len(history.steps) / history.seconds if history.seconds > 0 else float("inf")
     if args.save:
-        from .relocate import apply_move
+        from blockflow.io.relocate import apply_move
 
         page.apply_state(trainer.state_updates())
         apply_move(project, moves, new_dir)     # the data first: the saved project never names a missing file
@@ -448,9 +448,9 @@ def cmd_train(args) -> int:
 
 def _plan_save(out: str, project, registry):
     """Before training: decide what becomes of the data
-    files the project reads when OUT is in another folder (blockflow.relocate: a path rewritten
+    files the project reads when OUT is in another folder (blockflow.io.relocate: a path rewritten
     when the file is inside the new folder, else a copy next to it, never over another file)."""
-    from .relocate import plan_move
+    from blockflow.io.relocate import plan_move
 
     folder = os.path.dirname(os.path.abspath(out))    # check_output_path has vetted OUT itself
     if project.base_dir is None or os.path.realpath(project.base_dir) == os.path.realpath(folder):
@@ -465,7 +465,7 @@ def _check_recommended(args, problems, optimizer: str) -> None:
     """The project's bad training settings for the page: an error (exit 2) for each one this
     training would use, a warning for the others (an unknown key, a setting of another optimizer,
     one an option replaces)."""
-    from .training import optimizer_defaults
+    from blockflow.run.training import optimizer_defaults
 
     given = {"steps": args.steps, "seed": args.seed, "batch_size": args.batch_size,
              "optimizer": args.optimizer, "lr": args.lr,
@@ -707,7 +707,7 @@ def _whole_number(limit: str):
     """An argparse type: a whole number from 0 to training's ``limit`` (the same ranges as a
     project's recommended settings; looked up only when the option is given)."""
     def parse(text: str) -> int:
-        from . import training
+        from blockflow.run import training
 
         top = getattr(training, limit)
         try:
@@ -721,7 +721,7 @@ def _whole_number(limit: str):
 
 
 def _size_arg(text: str) -> int:
-    from .budget import parse_size
+    from blockflow.budget import parse_size
 
     try:
         return parse_size(text)
@@ -731,7 +731,7 @@ def _size_arg(text: str) -> int:
 
 def _set_budget(args) -> None:
     """--memory-budget for every run of this command; a bad $BLOCKFLOW_MEMORY_BUDGET is a usage error."""
-    from .budget import ENV_VAR, memory_budget, set_memory_budget
+    from blockflow.budget import ENV_VAR, memory_budget, set_memory_budget
 
     set_memory_budget(getattr(args, "memory_budget", None))
     try:
@@ -789,7 +789,7 @@ def _main(argv=None) -> int:
               f"traceback and please report it", file=sys.stderr)
         return EXIT_INTERNAL
     finally:
-        from .budget import set_memory_budget
+        from blockflow.budget import set_memory_budget
 
         set_memory_budget(None)   # the option was for this command only (main may be called again)
 

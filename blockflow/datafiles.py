@@ -32,9 +32,9 @@ from pathlib import Path
 
 import numpy as np
 
-from . import spec
-from .budget import ENV_VAR, format_size, memory_budget
-from .errors import BlockflowError
+from blockflow import spec
+from blockflow.budget import ENV_VAR, format_size, memory_budget
+from blockflow.errors import BlockflowError
 
 __all__ = ["DataRequest", "DataFiles", "DataFileError", "MAX_DATA_FILE_BYTES", "MAX_DATA_BYTES",
            "MAX_NPZ_MEMBERS", "SPLITS"]

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import ProjectError
-from .textsafe import describe_character, first_control
+from blockflow.errors import ProjectError
+from blockflow.textsafe import describe_character, first_control
 
 __all__ = ["Edge", "Node", "Page", "Project", "split_port", "arrays_equal", "valid_node_id",
            "name_problem", "page_name_problem", "text_problem"]

@@ -7,8 +7,8 @@ from __future__ import annotations
 from importlib import metadata
 from typing import Iterable
 
-from .errors import RegistryError
-from .spec import BlockSpec
+from blockflow.errors import RegistryError
+from blockflow.spec import BlockSpec
 
 __all__ = ["Registry", "default_registry", "ENTRY_POINT_GROUP"]
 

@@ -15,7 +15,7 @@ label, a message quoting them. Two rules keep such text from acting on the scree
   escape, so ``--json`` output stays valid JSON and reads back to the same text. A backslash is
   printed as it is.
 
-The GUI shows file text with Qt's plain-text formats instead (blockflow.gui.plaintext).
+The GUI shows file text with Qt's plain-text formats instead (blockflow.gui.common.plaintext).
 
 A core module: the standard library only.
 """

@@ -14,8 +14,8 @@ from collections.abc import MutableMapping
 
 import numpy as np
 
-from .errors import RunError
-from .spec import BlockSpec, TensorType
+from blockflow.errors import RunError
+from blockflow.spec import BlockSpec, TensorType
 
 __all__ = ["VariableValues"]
 

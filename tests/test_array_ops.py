@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from blockflow.compiler import compile_project
+from blockflow.compile.compiler import compile_project
 from blockflow.errors import RunError
-from blockflow.gradcheck import check_block
+from blockflow.run.gradcheck import check_block
 from blockflow.registry import Registry
-from blockflow.runtime import run
+from blockflow.run.runtime import run
 from blockflow.spec import ShapeError, TensorType
 from blockflow_blocks import all_blocks
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from blockflow.datafiles import DataFiles, DataRequest
-from blockflow.gradcheck import check_block
+from blockflow.run.gradcheck import check_block
 from blockflow.registry import Registry
 from blockflow.spec import ShapeError, TensorType
 from blockflow_blocks import all_blocks

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from blockflow.cli import EXIT_DIAGNOSTICS, EXIT_FILE, EXIT_OK, EXIT_RUN, EXIT_USAGE, blocks_markdown, main
-from blockflow.project_io import save_project
+from blockflow.io.project_io import save_project
 from blockflow.registry import default_registry
 
 from diagrams import chain

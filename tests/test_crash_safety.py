@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from blockflow.project_io import load_project
+from blockflow.io.project_io import load_project
 
 ROOT = Path(__file__).resolve().parents[1]
 #: kills per run of the suite (BLOCKFLOW_KILL_TRIALS=200 for a long run)
@@ -24,7 +24,7 @@ SAVER = textwrap.dedent("""
     import sys
     import numpy as np
     from blockflow.project import Project
-    from blockflow.project_io import save_project
+    from blockflow.io.project_io import save_project
 
     path, base = sys.argv[1], int(sys.argv[2])   # versions of this run: base, base + 1, ...
     rng = np.random.default_rng(0)

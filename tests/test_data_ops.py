@@ -7,11 +7,11 @@ import pickle
 import numpy as np
 import pytest
 
-from blockflow.compiler import compile_project
+from blockflow.compile.compiler import compile_project
 from blockflow.datafiles import DataFileError, DataFiles, DataRequest
-from blockflow.project_io import load_project, save_project
+from blockflow.io.project_io import load_project, save_project
 from blockflow.registry import default_registry
-from blockflow.runtime import run
+from blockflow.run.runtime import run
 
 from diagrams import chain
 

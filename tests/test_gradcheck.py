@@ -1,10 +1,10 @@
-"""Tests of blockflow.gradcheck: it passes right vjp rules and catches wrong ones."""
+"""Tests of blockflow.run.gradcheck: it passes right vjp rules and catches wrong ones."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from blockflow.gradcheck import GradCheckResult, check_block, check_vjp
+from blockflow.run.gradcheck import GradCheckResult, check_block, check_vjp
 from blockflow.spec import Attr, Input, InputList, Output, block, unbroadcast
 
 X = np.random.default_rng(0).uniform(0.5, 2.0, size=(3, 4))
@@ -313,8 +313,8 @@ def _page_with(square_spec):
 
 
 def test_check_program_passes_a_right_float32_page_with_float32_tolerances():
-    from blockflow.compiler import compile_page
-    from blockflow.gradcheck import check_program
+    from blockflow.compile.compiler import compile_page
+    from blockflow.run.gradcheck import check_program
 
     page, registry = _page_with(_square(wrong=False))
     program = compile_page(page, registry)
@@ -326,7 +326,7 @@ def test_check_program_passes_a_right_float32_page_with_float32_tolerances():
 
 
 def test_check_page_works_in_float64_and_catches_a_wrong_block_rule():
-    from blockflow.gradcheck import check_page, promote_page
+    from blockflow.run.gradcheck import check_page, promote_page
 
     page, registry = _page_with(_square(wrong=False))
     before = {k: v.copy() for k, v in page.feeds.items()}

@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from blockflow.compiler import compile_project
-from blockflow.gradview import GradientScale, GradientView, describe_array, norm
-from blockflow.project_io import load_project
-from blockflow.runtime import run_backward
+from blockflow.compile.compiler import compile_project
+from blockflow.present.gradview import GradientScale, GradientView, describe_array, norm
+from blockflow.io.project_io import load_project
+from blockflow.run.runtime import run_backward
 
 from diagrams import chain
 

@@ -9,10 +9,10 @@ import warnings
 import numpy as np
 import pytest
 
-from blockflow.compiler import compile_project
-from blockflow.gradcheck import check_block
+from blockflow.compile.compiler import compile_project
+from blockflow.run.gradcheck import check_block
 from blockflow.registry import Registry
-from blockflow.runtime import run
+from blockflow.run.runtime import run
 from blockflow.spec import ShapeError, TensorType
 from blockflow_blocks import all_blocks
 from blockflow_blocks.math_ops import _erf64

@@ -9,9 +9,9 @@ import warnings
 import numpy as np
 import pytest
 
-from blockflow.compiler import compile_project
+from blockflow.compile.compiler import compile_project
 from blockflow.registry import Registry
-from blockflow.runtime import run
+from blockflow.run.runtime import run
 from blockflow.spec import ShapeError, TensorType
 from blockflow_blocks import all_blocks
 from blockflow_blocks import nn_ops as N

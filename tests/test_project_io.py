@@ -1,4 +1,4 @@
-"""Project files (blockflow.project_io): round-trips, layout, errors, atomic saving, schema."""
+"""Project files (blockflow.io.project_io): round-trips, layout, errors, atomic saving, schema."""
 from __future__ import annotations
 
 import base64
@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from blockflow import project_io as io
+from blockflow.io import project_io as io
 from blockflow.errors import ProjectError, ProjectFileError
 from blockflow.project import Edge, Project
 
@@ -856,8 +856,8 @@ def test_loader_source_has_no_code_execution_paths():
 
 
 def test_project_io_imports_no_gui_blocks_compiler_or_runtime():
-    code = ("import sys, blockflow.project_io; bad = [m for m in sys.modules if m.split('.')[0] in "
-            "('PySide6', 'blockflow_blocks') or m in ('blockflow.compiler', 'blockflow.runtime')]"
+    code = ("import sys, blockflow.io.project_io; bad = [m for m in sys.modules if m.split('.')[0] in "
+            "('PySide6', 'blockflow_blocks') or m in ('blockflow.compile.compiler', 'blockflow.run.runtime')]"
             "; print(bad); sys.exit(bool(bad))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})

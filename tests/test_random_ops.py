@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from blockflow.compiler import compile_project
+from blockflow.compile.compiler import compile_project
 from blockflow.errors import BlockExecutionError
-from blockflow.runtime import run
+from blockflow.run.runtime import run
 from blockflow.spec import ShapeError, TensorType
 from blockflow_blocks import random_ops as R
 

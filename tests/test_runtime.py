@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from blockflow.compiler import compile_project
+from blockflow.compile.compiler import compile_project
 from blockflow.errors import BlockExecutionError, FeedError, NumericsError, RunError
 from blockflow.registry import Registry
-from blockflow.runtime import run
+from blockflow.run.runtime import run
 from blockflow.spec import Input, Output, block
 from blockflow_blocks import all_blocks
 

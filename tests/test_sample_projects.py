@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 from blockflow.cli import EXIT_OK, main
-from blockflow.compiler import compile_page, compile_project
-from blockflow.gradview import FLOWS, GradientView
-from blockflow.project_io import load_project
-from blockflow.runtime import run, run_backward
-from blockflow.training import TrainConfig, Trainer, recommended_settings, training_program
+from blockflow.compile.compiler import compile_page, compile_project
+from blockflow.present.gradview import FLOWS, GradientView
+from blockflow.io.project_io import load_project
+from blockflow.run.runtime import run, run_backward
+from blockflow.run.training import TrainConfig, Trainer, recommended_settings, training_program
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_projects"

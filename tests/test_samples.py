@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from blockflow.compiler import compile_project
+from blockflow.compile.compiler import compile_project
 from blockflow.errors import NumericsError
-from blockflow.project_io import dumps_project, load_project
-from blockflow.runtime import run, run_backward
+from blockflow.io.project_io import dumps_project, load_project
+from blockflow.run.runtime import run, run_backward
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = sorted((ROOT / "sample_projects").glob("*.bflow.json"))

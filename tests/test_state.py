@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from blockflow.compiler import compile_project
+from blockflow.compile.compiler import compile_project
 from blockflow.errors import NumericsError
-from blockflow.project_io import dumps_project, loads_project
-from blockflow.runtime import run, run_backward
+from blockflow.io.project_io import dumps_project, loads_project
+from blockflow.run.runtime import run, run_backward
 
 from diagrams import chain
 

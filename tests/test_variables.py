@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from blockflow.compiler import compile_project
-from blockflow.project_io import dumps_project, loads_project
+from blockflow.compile.compiler import compile_project
+from blockflow.io.project_io import dumps_project, loads_project
 from blockflow.registry import default_registry
-from blockflow.runtime import run
+from blockflow.run.runtime import run
 
 from diagrams import chain
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from blockflow.project import Page, Project
-from blockflow.project_io import dumps_project
+from blockflow.io.project_io import dumps_project
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_projects"

@@ -15,8 +15,8 @@ import os
 import sys
 from pathlib import Path
 
-from .. import cli
-from ..textsafe import escaped_output, for_terminal
+from blockflow import cli
+from blockflow.textsafe import escaped_output, for_terminal
 
 __all__ = ["main", "build_parser", "has_display", "DEFAULT_SAMPLE"]
 
@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _default_project() -> Path:
-    from .main_window import sample_projects
+    from blockflow.gui.main_window import sample_projects
 
     found = [p for p in sample_projects() if p.name == DEFAULT_SAMPLE]
     if not found:
@@ -97,9 +97,9 @@ def render(project_path: str, output: str, page: str | None = None, gradients: s
            target: str | None = None) -> str:
     """Render one page of a project file to ``output`` (``gradients``: None, "run" or "paths", see
     render_page); returns the path written."""
-    from ..errors import RunError
-    from ..project_io import load_project
-    from .render import render_page
+    from blockflow.errors import RunError
+    from blockflow.io.project_io import load_project
+    from blockflow.gui.canvas.render import render_page
 
     cli.check_output_path("-o", output)
     suffix = Path(output).suffix.lower()
@@ -137,7 +137,7 @@ def _write_fallback_picture(wanted: Path, data: bytes):
     """Write the no-display picture, blockflow's own file: at ``wanted`` when that name is free
     or holds the picture blockflow drew there before, else at NAME-1.png, ... (never through a
     symlink, never over the user's picture). Returns the ownfiles.Placed."""
-    from ..ownfiles import write_own
+    from blockflow.ownfiles import write_own
 
     return write_own(wanted, data, suffix=".png")
 
@@ -156,7 +156,7 @@ def _run_render(args) -> int:
 
 
 def _report(exc: Exception, debug: bool) -> int:
-    from ..errors import BlockflowError, ProjectError, ProjectFileError
+    from blockflow.errors import BlockflowError, ProjectError, ProjectFileError
 
     if debug:
         import traceback
@@ -180,7 +180,7 @@ def run_editor(project: str | None, *, debug: bool = False, exec_loop: bool = Tr
     """Open the editor on ``project`` (a path) or on a copy of the default sample; without a
     display, say so and draw the project's first page to a PNG instead, run forward and backward
     with its gradients highlighted (the plain diagram when it has no loss or the run fails)."""
-    from ..project_io import load_project
+    from blockflow.io.project_io import load_project
 
     sample = project is None
     try:
@@ -199,8 +199,8 @@ def run_editor(project: str | None, *, debug: bool = False, exec_loop: bool = Tr
         try:
             _headless()
             _application()
-            from ..errors import BlockflowError
-            from .render import render_page
+            from blockflow.errors import BlockflowError
+            from blockflow.gui.canvas.render import render_page
 
             first = loaded.pages[0]
             how = "gradients"
@@ -219,8 +219,8 @@ def run_editor(project: str | None, *, debug: bool = False, exec_loop: bool = Tr
               + (" (run forward and backward, wires coloured by gradient)" if how == "gradients" else ""))
         return cli.EXIT_OK
     app = _application()
-    from .document import Document
-    from .main_window import MainWindow
+    from blockflow.gui.document.document import Document
+    from blockflow.gui.main_window import MainWindow
 
     document = Document(loaded, None if sample else str(path))
     window = MainWindow(document)

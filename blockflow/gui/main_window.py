@@ -17,14 +17,14 @@ from PySide6.QtWidgets import (QAbstractSpinBox, QApplication, QComboBox, QDockW
                                QMainWindow, QMenu, QMessageBox, QPlainTextEdit, QStyle, QTabBar,
                                QTextEdit, QToolButton, QUndoView, QVBoxLayout, QWidget)
 
-from .. import __version__
-from ..errors import BlockflowError, ProjectError
-from .canvas import DiagramView
-from .document import Document, stacked_blocks
-from .inspector import InspectorPanel
-from .palette import PalettePanel
-from .plaintext import literal, mnemonic_free, plain_label
-from .problems import ProblemsPanel
+from blockflow import __version__
+from blockflow.errors import BlockflowError, ProjectError
+from blockflow.gui.canvas.view import DiagramView
+from blockflow.gui.document.document import Document, stacked_blocks
+from blockflow.gui.panels.inspector import InspectorPanel
+from blockflow.gui.panels.palette import PalettePanel
+from blockflow.gui.common.plaintext import literal, mnemonic_free, plain_label
+from blockflow.gui.panels.problems import ProblemsPanel
 
 __all__ = ["MainWindow", "PageTabBar", "sample_projects", "read_recent_files", "PROJECT_FILTER", "MAX_RECENT"]
 
@@ -348,8 +348,8 @@ class MainWindow(QMainWindow):
     def _build_teaching_ui(self) -> None:
         """The teaching docks and action: "Backward steps" (walk the backward pass block by block),
         "Gradient" (the selected block's gradient explained) and Run > Check Gradients."""
-        from .explain import GradientPanel
-        from .stepper import BackwardStepper
+        from blockflow.gui.panels.explain import GradientPanel
+        from blockflow.gui.panels.stepper import BackwardStepper
 
         def context():
             # The Backward target, the last recorded run and whether the page changed since: the
@@ -412,8 +412,8 @@ class MainWindow(QMainWindow):
     def _build_gradient_ui(self) -> None:
         """View > Gradient Paths (where gradient can flow to the page's loss or the Backward
         target, before any run), and a backward run's gradients highlighted on the canvas as
-        soon as it finishes (blockflow/gui/gradients.py does the drawing)."""
-        from ..gradview import GradientView
+        soon as it finishes (blockflow/gui/canvas/gradients.py does the drawing)."""
+        from blockflow.present.gradview import GradientView
 
         grads = self.view.gradients
         act = QAction("Gradient &Paths", self)
@@ -612,8 +612,8 @@ class MainWindow(QMainWindow):
         from PySide6.QtCore import QSize
         from PySide6.QtWidgets import QProgressBar, QStyle, QToolBar
 
-        from .runner import RunController, TargetCombo
-        from .valueviewer import ValueViewerPanel
+        from blockflow.gui.session.runner import RunController, TargetCombo
+        from blockflow.gui.panels.valueviewer import ValueViewerPanel
 
         rc = self.run_controller = RunController(self.document, self.view, self)
 
@@ -686,8 +686,8 @@ class MainWindow(QMainWindow):
     def _build_train_ui(self) -> None:
         """Run > Train… opens the Train dock (trainpanel.py): training off the UI thread, live
         curves; its recorded runs show on the canvas through the RunController like a run's."""
-        from .runner import page_fingerprint
-        from .trainpanel import TrainPanel
+        from blockflow.gui.session.runner import page_fingerprint
+        from blockflow.gui.panels.trainpanel import TrainPanel
 
         from PySide6.QtWidgets import QScrollArea
 
@@ -740,7 +740,7 @@ class MainWindow(QMainWindow):
     def _build_autosave(self) -> None:
         """Unsaved work is autosaved every N seconds (File > Autosave Interval…, 60 by default;
         $BLOCKFLOW_AUTOSAVE_SECONDS wins) and before runs and training; see offer_recovery."""
-        from .autosave import DEFAULT_INTERVAL_SECONDS, Autosaver
+        from blockflow.gui.document.autosave import DEFAULT_INTERVAL_SECONDS, Autosaver
 
         seconds = self.settings.value("autosaveSeconds", DEFAULT_INTERVAL_SECONDS)
         try:
@@ -773,7 +773,7 @@ class MainWindow(QMainWindow):
     def offer_recovery(self) -> bool:
         """After a crash: offer the autosaves editors left behind, newest first. True when one
         was recovered into this window."""
-        from .autosave import find_recoveries
+        from blockflow.gui.document.autosave import find_recoveries
 
         for rec in find_recoveries():
             if rec.problem:
@@ -1003,7 +1003,7 @@ class MainWindow(QMainWindow):
 
     def export(self, kind: str) -> bool:
         """Draw the current page to a PNG or SVG file (the same drawing as `blockflow render`)."""
-        from .render import render_page
+        from blockflow.gui.canvas.render import render_page
 
         page = self.document.current_page
         base = Path(self.document.path).name[: -len(PROJECT_SUFFIX)] if self.document.path and \

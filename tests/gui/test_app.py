@@ -72,7 +72,7 @@ def test_editor_without_a_display_says_so_and_writes_the_picture(tmp_path):
     # a project without a loss: the plain diagram, saying why
     plain = tmp_path / "plain.bflow.json"
     from diagrams import chain
-    from blockflow.project_io import save_project
+    from blockflow.io.project_io import save_project
     save_project(chain(("x", "Placeholder", {"shape": [2]}, None), ("t", "Tanh", {}, {"x": "x"})), plain)
     proc = blockflow(plain, cwd=tmp_path)
     assert proc.returncode == EXIT_OK, proc.stderr

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from blockflow.gui.autosave import Autosaver, find_recoveries
-from blockflow.gui.document import Document
-from blockflow.project_io import dumps_project, save_project
+from blockflow.gui.document.autosave import Autosaver, find_recoveries
+from blockflow.gui.document.document import Document
+from blockflow.io.project_io import dumps_project, save_project
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -85,9 +85,9 @@ CHILD = textwrap.dedent("""
     os.environ["QT_QPA_PLATFORM"] = "offscreen"
     from PySide6.QtWidgets import QApplication
     app = QApplication([])
-    from blockflow.gui.autosave import Autosaver
-    from blockflow.gui.document import Document
-    from blockflow.project_io import dumps_project
+    from blockflow.gui.document.autosave import Autosaver
+    from blockflow.gui.document.document import Document
+    from blockflow.io.project_io import dumps_project
     expected = sys.argv[1]
     doc = Document()
     saver = Autosaver(doc, interval_seconds=0.05)

@@ -12,10 +12,10 @@ from PySide6.QtGui import (QColor, QDragEnterEvent, QDragMoveEvent, QDropEvent, 
                            QWheelEvent)
 from PySide6.QtWidgets import QApplication
 
-from blockflow.gui.canvas import BLOCK_MIME, DiagramView
-from blockflow.gui.document import FRAGMENT_MIME, Document
+from blockflow.gui.canvas.view import BLOCK_MIME, DiagramView
+from blockflow.gui.document.document import FRAGMENT_MIME, Document
 from blockflow.project import Edge
-from blockflow.project_io import dumps_project
+from blockflow.io.project_io import dumps_project
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample_projects" / "stable_softmax.bflow.json"
@@ -633,8 +633,8 @@ def grid_page(n: int):
 
 
 def test_titles_show_at_middle_zoom_on_small_pages_only(qtbot, qapp):
-    from blockflow.gui.canvas import FAR_TITLES_MAX_NODES
-    from blockflow.gui.style import Style
+    from blockflow.gui.canvas.view import FAR_TITLES_MAX_NODES
+    from blockflow.gui.common.theme import Style
 
     qapp.setFont(QFont("DejaVu Sans", 9))
     for n, titled in ((8, True), (FAR_TITLES_MAX_NODES, False)):

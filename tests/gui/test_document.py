@@ -6,10 +6,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from blockflow.compiler import compile_project
+from blockflow.compile.compiler import compile_project
 from blockflow.errors import ProjectError, ProjectFileError
-from blockflow.gui.document import Document
-from blockflow.project_io import dumps_project, load_project
+from blockflow.gui.document.document import Document
+from blockflow.io.project_io import dumps_project, load_project
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample_projects" / "stable_softmax.bflow.json"

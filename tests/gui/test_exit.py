@@ -10,8 +10,8 @@ SAMPLE = Path(__file__).resolve().parents[2] / "sample_projects" / "stable_softm
 
 SCRIPT = f"""
 from PySide6.QtWidgets import QApplication
-from blockflow.gui.canvas import DiagramView
-from blockflow.gui.document import Document
+from blockflow.gui.canvas.view import DiagramView
+from blockflow.gui.document.document import Document
 app = QApplication([])
 doc = Document()
 doc.open({str(SAMPLE)!r})
@@ -34,7 +34,7 @@ GC_SCRIPT = """
 import gc
 from PySide6.QtWidgets import QApplication
 app = QApplication([])
-from blockflow.gui.document import Document
+from blockflow.gui.document.document import Document
 doc = Document()
 d = doc
 steps = [

@@ -1,4 +1,4 @@
-"""Gradient highlighting on the canvas (blockflow/gui/gradients.py) and `blockflow render --grad`.
+"""Gradient highlighting on the canvas (blockflow/gui/canvas/gradients.py) and `blockflow render --grad`.
 
 The wire colours and widths are checked against the colour map at the runtime's own gradient
 norms (through wire_style, which reads the pen each wire is drawn with), and on the pixels drawn.
@@ -15,16 +15,16 @@ from PySide6.QtGui import QColor, QFont, QImage, QPalette
 from PySide6.QtWidgets import QApplication
 
 from blockflow.cli import EXIT_DIAGNOSTICS, EXIT_OK, EXIT_RUN, EXIT_USAGE
-from blockflow.compiler import compile_project
-from blockflow.gradview import GradientView
+from blockflow.compile.compiler import compile_project
+from blockflow.present.gradview import GradientView
 from blockflow.gui import app
-from blockflow.gui.canvas import DiagramView
-from blockflow.gui.document import Document
-from blockflow.gui.gradients import (LEVELS, NEGLIGIBLE, FanoutLabel, GradientHighlighter,
+from blockflow.gui.canvas.view import DiagramView
+from blockflow.gui.document.document import Document
+from blockflow.gui.canvas.gradients import (LEVELS, NEGLIGIBLE, FanoutLabel, GradientHighlighter,
                                      level_colours, level_width)
-from blockflow.gui.style import Style
-from blockflow.project_io import dumps_project, load_project
-from blockflow.runtime import run, run_backward
+from blockflow.gui.common.theme import Style
+from blockflow.io.project_io import dumps_project, load_project
+from blockflow.run.runtime import run, run_backward
 
 from diagrams import chain
 
@@ -348,7 +348,7 @@ def test_fanout_labels_of_scalars_and_of_big_arrays(qtbot, values, form):
 
 
 def test_many_fanouts_label_only_the_block_being_stepped_through(qtbot, monkeypatch):
-    from blockflow.gui import gradients
+    from blockflow.gui.canvas import gradients
     monkeypatch.setattr(gradients, "MAX_FANOUT_LABELS", 0)
     view = make_view(qtbot, Document(two_branches()), size=(1000, 500))
     hl = view.gradients
@@ -512,10 +512,10 @@ def legend_box(path: Path) -> tuple[QImage, QRect]:
     img = QImage(str(path))
     assert not img.isNull()
     project = load_project(SAMPLE)
-    from blockflow.gui.render import ensure_app
+    from blockflow.gui.canvas.render import ensure_app
     ensure_app()
     style = Style()
-    from blockflow.gui.canvas import DiagramScene
+    from blockflow.gui.canvas.view import DiagramScene
     from blockflow.registry import default_registry
     scene = DiagramScene(default_registry(), style)
     scene.render_mode = True

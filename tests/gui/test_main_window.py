@@ -12,11 +12,11 @@ from PySide6.QtGui import (QColor, QDragEnterEvent, QDragMoveEvent, QDropEvent, 
                            QPainter, QTransform)
 from PySide6.QtWidgets import QAbstractSpinBox, QApplication, QFileDialog, QInputDialog, QMessageBox
 
-from blockflow.compiler import compile_page
-from blockflow.gui.document import Document
+from blockflow.compile.compiler import compile_page
+from blockflow.gui.document.document import Document
 from blockflow.gui.main_window import MainWindow, read_recent_files, sample_projects
-from blockflow.project_io import dumps_project, load_project
-from blockflow.runtime import run_backward
+from blockflow.io.project_io import dumps_project, load_project
+from blockflow.run.runtime import run_backward
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample_projects" / "stable_softmax.bflow.json"

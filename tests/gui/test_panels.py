@@ -7,9 +7,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QCheckBox, QComboBox, QDoubleSpinBox, QLineEdit, QSpinBox
 
-from blockflow.gui.document import Document
-from blockflow.gui.inspector import InspectorPanel, format_value
-from blockflow.gui.problems import ProblemsPanel
+from blockflow.gui.document.document import Document
+from blockflow.gui.panels.inspector import InspectorPanel, format_value
+from blockflow.gui.panels.problems import ProblemsPanel
 
 
 @pytest.fixture(autouse=True)
@@ -44,7 +44,7 @@ def commit_text(qtbot, edit: QLineEdit, text: str) -> None:
 
 
 def test_palette_lists_registry_categories_and_filters_as_you_type(qtbot, doc):
-    from blockflow.gui.palette import PalettePanel
+    from blockflow.gui.panels.palette import PalettePanel
 
     panel = PalettePanel(doc.registry)
     qtbot.addWidget(panel)
@@ -67,8 +67,8 @@ def test_palette_lists_registry_categories_and_filters_as_you_type(qtbot, doc):
 
 
 def test_palette_rows_carry_summary_tooltips_and_block_mime(qtbot, doc):
-    from blockflow.gui.canvas import BLOCK_MIME
-    from blockflow.gui.palette import PalettePanel
+    from blockflow.gui.canvas.view import BLOCK_MIME
+    from blockflow.gui.panels.palette import PalettePanel
 
     panel = PalettePanel(doc.registry)
     qtbot.addWidget(panel)

@@ -13,10 +13,10 @@ import pytest
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QMessageBox
 
-from blockflow.gui.autosave import find_recoveries
-from blockflow.gui.document import Document
+from blockflow.gui.document.autosave import find_recoveries
+from blockflow.gui.document.document import Document
 from blockflow.gui.main_window import MainWindow
-from blockflow.project_io import dumps_project, load_project
+from blockflow.io.project_io import dumps_project, load_project
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample_projects" / "moons_classifier.bflow.json"
@@ -27,9 +27,9 @@ EDITOR = textwrap.dedent("""
     from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QApplication
     app = QApplication([])
-    from blockflow.gui.document import Document
+    from blockflow.gui.document.document import Document
     from blockflow.gui.main_window import MainWindow
-    from blockflow.project_io import dumps_project
+    from blockflow.io.project_io import dumps_project
     sample, expected, settings = sys.argv[1:4]
     doc = Document()
     doc.open(sample, as_copy=True)
@@ -105,7 +105,7 @@ def test_discard_and_later(qtbot, tmp_path, monkeypatch):
     import json
     import socket
 
-    from blockflow.project_io import save_project
+    from blockflow.io.project_io import save_project
 
     rec_dir = tmp_path / "rec"
     rec_dir.mkdir()

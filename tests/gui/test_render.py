@@ -7,13 +7,13 @@ import pytest
 from PySide6.QtCore import QRectF
 from PySide6.QtGui import QColor, QImage, QPainter
 
-from blockflow.compiler import compile_page
+from blockflow.compile.compiler import compile_page
 from blockflow.errors import ProjectError
-from blockflow.gui.canvas import DiagramScene
-from blockflow.gui.render import render_page
-from blockflow.gui.style import Style
+from blockflow.gui.canvas.view import DiagramScene
+from blockflow.gui.canvas.render import render_page
+from blockflow.gui.common.theme import Style
 from blockflow.project import Project
-from blockflow.project_io import load_project
+from blockflow.io.project_io import load_project
 from blockflow.registry import default_registry
 
 ROOT = Path(__file__).resolve().parents[2]

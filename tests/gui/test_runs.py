@@ -12,13 +12,13 @@ from PySide6.QtCore import QCoreApplication, QPoint, QSettings, Qt, QThread
 from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox
 
-from blockflow.compiler import compile_page
-from blockflow.gui.document import Document
-from blockflow.gui.feedfiles import read_feed_file
+from blockflow.compile.compiler import compile_page
+from blockflow.gui.document.document import Document
+from blockflow.gui.panels.feedfiles import read_feed_file
 from blockflow.gui.main_window import MainWindow
-from blockflow.gui.resultview import MAX_CELLS, MAX_POINTS, describe, format_number, summarize
-from blockflow.project_io import dumps_project, load_project, loads_project
-from blockflow.runtime import run
+from blockflow.gui.canvas.resultview import MAX_CELLS, MAX_POINTS, describe, format_number, summarize
+from blockflow.io.project_io import dumps_project, load_project, loads_project
+from blockflow.run.runtime import run
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample_projects" / "stable_softmax.bflow.json"

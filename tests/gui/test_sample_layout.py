@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from blockflow.compiler import compile_page
-from blockflow.gui.canvas import DiagramScene
-from blockflow.gui.style import Style
-from blockflow.project_io import load_project
+from blockflow.compile.compiler import compile_page
+from blockflow.gui.canvas.view import DiagramScene
+from blockflow.gui.common.theme import Style
+from blockflow.io.project_io import load_project
 from blockflow.registry import default_registry
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,14 +12,14 @@ from PySide6.QtCore import QPoint, QSettings, Qt
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from blockflow.gradview import GradientView
-from blockflow.gui.document import Document
-from blockflow.gui.gradtext import format_array
+from blockflow.present.gradview import GradientView
+from blockflow.gui.document.document import Document
+from blockflow.gui.panels.gradtext import format_array
 from blockflow.gui.main_window import MainWindow
 from blockflow.project import Project
-from blockflow.project_io import load_project
+from blockflow.io.project_io import load_project
 from blockflow.registry import Registry
-from blockflow.runtime import run
+from blockflow.run.runtime import run
 from blockflow_blocks import all_blocks
 
 from diagrams import chain

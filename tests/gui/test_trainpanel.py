@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 
-from blockflow.gui.document import Document
-from blockflow.gui.trainpanel import TrainPanel
-from blockflow.project_io import dumps_project, load_project
+from blockflow.gui.document.document import Document
+from blockflow.gui.panels.trainpanel import TrainPanel
+from blockflow.io.project_io import dumps_project, load_project
 
 from test_training import moons_classifier, regression
 

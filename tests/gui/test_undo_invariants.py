@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from blockflow.compiler import compile_project
+from blockflow.compile.compiler import compile_project
 from blockflow.errors import ProjectError
-from blockflow.gui.document import Document
-from blockflow.project_io import dumps_project, loads_project
+from blockflow.gui.document.document import Document
+from blockflow.io.project_io import dumps_project, loads_project
 
 SEQUENCES = 300
 BLOCKS = ["Placeholder", "Tanh", "Add", "Multiply", "Sum", "MatMul", "StopGradient", "Max", "Softmax",

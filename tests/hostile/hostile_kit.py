@@ -124,7 +124,7 @@ def run_cli(*args, **kw) -> ChildResult:
 
 def baseline_rss(**kw) -> int:
     """Peak RSS of a child that only imports what the CLI imports: the floor under every figure."""
-    r = run_python("import numpy, networkx\nimport blockflow.cli, blockflow.compiler, blockflow.runtime\n", **kw)
+    r = run_python("import numpy, networkx\nimport blockflow.cli, blockflow.compile.compiler, blockflow.run.runtime\n", **kw)
     assert r.returncode == 0, r.output
     return r.peak_rss
 

@@ -23,10 +23,10 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from blockflow.compiler import compile_project
-from blockflow.project_io import save_project
+from blockflow.compile.compiler import compile_project
+from blockflow.io.project_io import save_project
 from blockflow.registry import Registry
-from blockflow.runtime import run
+from blockflow.run.runtime import run
 from blockflow.spec import MAX_TENSOR_BYTES, AllocationError, ShapeError, allocation_guard
 from blockflow_blocks import all_blocks
 from blockflow_blocks import nn_ops as N

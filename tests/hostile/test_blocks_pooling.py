@@ -15,8 +15,8 @@ import time
 import numpy as np
 import pytest
 
-from blockflow.gradcheck import check_block
-from blockflow.project_io import save_project
+from blockflow.run.gradcheck import check_block
+from blockflow.io.project_io import save_project
 from blockflow_blocks import nn_ops as N
 from blockflow_blocks import windows
 from diagrams import chain

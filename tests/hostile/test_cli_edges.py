@@ -17,7 +17,7 @@ import pytest
 from hostile_kit import baseline_rss, changed_paths, run_child, run_cli, run_python, snapshot
 
 from blockflow.project import Project
-from blockflow.project_io import load_project, save_project
+from blockflow.io.project_io import load_project, save_project
 
 MIB = 1024 ** 2
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_projects"
@@ -373,10 +373,10 @@ def test_a_closed_pipe_or_ctrl_c_ends_quietly(projects):
     r = run_python(textwrap.dedent(code), cap_bytes=None, env=STRICT)
     assert r.returncode == 0 and r.stderr.strip() == "", r.output
     code = f"""
-        import blockflow.runtime
+        import blockflow.run.runtime
         def interrupted(*a, **k):
             raise KeyboardInterrupt
-        blockflow.runtime.run = interrupted
+        blockflow.run.runtime.run = interrupted
         from blockflow.cli import main
         raise SystemExit(main(["run", {str(projects["P"])!r}]))
     """

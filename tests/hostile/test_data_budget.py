@@ -7,7 +7,7 @@ from hostile_kit import baseline_rss, changed_paths, run_cli, snapshot
 from test_loader_data_files import npz_bomb
 
 from blockflow.project import Project
-from blockflow.project_io import save_project
+from blockflow.io.project_io import save_project
 
 MiB = 1024 ** 2
 

@@ -15,9 +15,9 @@ from hostile_kit import run_python
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QMessageBox
 
-from blockflow.gui.document import Document, stacked_blocks
+from blockflow.gui.document.document import Document, stacked_blocks
 from blockflow.gui.main_window import MainWindow
-from blockflow.project_io import load_project
+from blockflow.io.project_io import load_project
 
 N = 10_000
 #: peak memory of a child that opens a page of N blocks in the editor and paints it
@@ -41,9 +41,9 @@ _OPEN = """
     from PySide6.QtWidgets import QApplication
     from PySide6.QtCore import QSettings
     app = QApplication([])
-    from blockflow.gui.document import Document
+    from blockflow.gui.document.document import Document
     from blockflow.gui.main_window import MainWindow
-    from blockflow.project_io import load_project
+    from blockflow.io.project_io import load_project
     path = sys.argv[1]
     window = MainWindow(Document(load_project(path), path), QSettings(sys.argv[2], QSettings.IniFormat))
     window.resize(1400, 880)

@@ -15,11 +15,12 @@ import pytest
 from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from blockflow.gui import compiling, document
-from blockflow.gui.document import Document
+from blockflow.gui.session import compiling
+from blockflow.gui.document import document
+from blockflow.gui.document.document import Document
 from blockflow.gui.main_window import MainWindow
 from blockflow.project import Project
-from blockflow.project_io import load_project, save_project
+from blockflow.io.project_io import load_project, save_project
 
 #: UI-thread time allowed for one edit (the label edit took 0.5-3.4 s before)
 UI_BUDGET = 0.3
@@ -172,9 +173,9 @@ def test_a_new_program_redraws_only_the_blocks_it_changes(qtbot, monkeypatch):
     """10,000 blocks, each with an error: a block looked its errors up in every diagnostic (a
     page of 10,000 broken blocks took 5 s to open and each edit stalled the UI 3.9 s), and each
     compile redrew every block."""
-    from blockflow.compiler import compile_page
-    from blockflow.gui import canvas
-    from blockflow.gui.style import Style
+    from blockflow.compile.compiler import compile_page
+    from blockflow.gui.canvas import view as canvas
+    from blockflow.gui.common.theme import Style
     from blockflow.registry import default_registry
 
     page = Project().add_page("main")

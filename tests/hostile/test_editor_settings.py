@@ -15,12 +15,12 @@ from hostile_kit import changed_paths, run_cli, snapshot
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QMessageBox
 
-from blockflow.gui.document import Document
+from blockflow.gui.document.document import Document
 from blockflow.gui.main_window import MainWindow
-from blockflow.gui.problems import SETTINGS_PLACE
+from blockflow.gui.panels.problems import SETTINGS_PLACE
 from blockflow.project import Project
-from blockflow.project_io import load_project, save_project
-from blockflow.training import recommended_settings
+from blockflow.io.project_io import load_project, save_project
+from blockflow.run.training import recommended_settings
 
 HOSTILE = {"optimizer": "sgd", "steps": 2 ** 31, "seed": 2 ** 31, "batch_size": 2 ** 40,
            "lr": 10 ** 400, "momentum": "fast", "use_nesterov": 3, "warmup": 5}

@@ -55,9 +55,9 @@ def _open_window(qtbot, tmp_path, path):
     from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QApplication
 
-    from blockflow.gui.document import Document
+    from blockflow.gui.document.document import Document
     from blockflow.gui.main_window import MainWindow
-    from blockflow.project_io import load_project
+    from blockflow.io.project_io import load_project
 
     start = time.perf_counter()
     window = MainWindow(Document(load_project(path), str(path)),

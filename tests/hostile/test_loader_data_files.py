@@ -22,7 +22,7 @@ from numpy.lib import format as npformat
 from blockflow import datafiles, spec
 from blockflow.datafiles import DataFileError, DataFiles
 from blockflow.project import Project
-from blockflow.project_io import save_project
+from blockflow.io.project_io import save_project
 from hostile_kit import changed_paths, run_cli, run_python, snapshot
 
 GB = 10 ** 9

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from blockflow import project_io as io
+from blockflow.io import project_io as io
 from blockflow.errors import ProjectFileError
 from hostile_kit import changed_paths, run_cli, run_python, snapshot
 
@@ -108,7 +108,7 @@ SHAPES = {
 
 IMPORTS = """
 import json, time
-from blockflow.project_io import load_project
+from blockflow.io.project_io import load_project
 from blockflow.errors import ProjectFileError
 """
 LOAD = IMPORTS + """

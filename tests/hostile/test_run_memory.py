@@ -16,14 +16,14 @@ import numpy as np
 import pytest
 
 from blockflow.budget import ENV_VAR, default_budget, parse_size
-from blockflow.compiler import compile_project
+from blockflow.compile.compiler import compile_project
 from blockflow.errors import MemoryLimitError, RunError
 from blockflow.project import Project
-from blockflow.project_io import save_project
+from blockflow.io.project_io import save_project
 from blockflow.registry import Registry, default_registry
-from blockflow.runtime import run
+from blockflow.run.runtime import run
 from blockflow.spec import Input, Output, TensorType, allocation_guard, block, reserve
-from blockflow.training import TrainConfig, Trainer
+from blockflow.run.training import TrainConfig, Trainer
 
 from hostile_kit import baseline_rss, changed_paths, run_cli, snapshot
 
@@ -371,7 +371,7 @@ def test_training_refuses_variables_over_the_budget_before_drawing(monkeypatch):
 
 
 def test_a_gradient_check_draws_variables_under_the_budget(monkeypatch):
-    from blockflow.gradcheck import check_program
+    from blockflow.run.gradcheck import check_program
 
     p, pg = _page()
     _huge_variable(pg)

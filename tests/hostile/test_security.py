@@ -15,7 +15,7 @@ import pytest
 from hostile_kit import changed_paths, run_cli, snapshot
 
 from blockflow import ownfiles
-from blockflow.project_io import load_project, save_project
+from blockflow.io.project_io import load_project, save_project
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "sample_projects"
@@ -205,8 +205,8 @@ def test_nothing_counts_as_blockflows_own_without_a_ledger(tmp_path, monkeypatch
 
 @pytest.mark.parametrize("which", ["project_file", "note_file"])
 def test_a_symlink_planted_at_an_autosave_is_not_followed(tmp_path, victim, qapp, which):
-    from blockflow.gui.autosave import Autosaver
-    from blockflow.gui.document import Document
+    from blockflow.gui.document.autosave import Autosaver
+    from blockflow.gui.document.document import Document
 
     rec = tmp_path / "rec"
     rec.mkdir()
@@ -242,8 +242,8 @@ def test_damaged_recovery_notes_are_skipped_with_a_log_line_and_the_others_offer
     from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QMessageBox
 
-    from blockflow.gui.autosave import find_recoveries
-    from blockflow.gui.document import Document
+    from blockflow.gui.document.autosave import find_recoveries
+    from blockflow.gui.document.document import Document
     from blockflow.gui.main_window import MainWindow
 
     rec = tmp_path / "rec"
@@ -260,7 +260,7 @@ def test_damaged_recovery_notes_are_skipped_with_a_log_line_and_the_others_offer
         save_project(_sample(), rec / f"{stem}.bflow.json", backup=False)
         note = {"original": None, "pid": dead, "host": socket.gethostname(), "title": stem, **fields}
         (rec / f"{stem}.recovery.json").write_text(json.dumps(note))       # NaN as JSON's NaN token
-    caplog.set_level("WARNING", logger="blockflow.gui.autosave")
+    caplog.set_level("WARNING", logger="blockflow.gui.document.autosave")
     found = find_recoveries(rec)
     assert [r.title for r in found] == ["good"]
     assert "4 pages, 32 blocks" in found[0].describe()
@@ -347,7 +347,7 @@ def test_the_command_line_refuses_a_bad_output_path_as_a_usage_error(tmp_path, c
 def test_copying_data_files_next_to_a_saved_project_never_writes_through_a_link(tmp_path, victim, qapp):
     """Save As into another folder offers to copy the data files: a dangling symlink planted at a
     copy's name is not followed (it would create the file it points to), and nothing is replaced."""
-    from blockflow.gui.document import Document
+    from blockflow.gui.document.document import Document
 
     old, new = tmp_path / "old", tmp_path / "new"
     old.mkdir()

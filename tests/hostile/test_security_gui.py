@@ -14,7 +14,7 @@ from PySide6.QtGui import QTextDocument
 from PySide6.QtGui import Qt as QtGui
 from PySide6.QtWidgets import QLabel, QMessageBox
 
-from blockflow.project_io import dumps_project, loads_project
+from blockflow.io.project_io import dumps_project, loads_project
 
 PAGE = "<b>bold & <img src=x> <u>page"            # no "/": it is the scope separator
 NOTE = "<img src='file:///etc/passwd'> a note"
@@ -44,7 +44,7 @@ def shown_label(label: QLabel) -> str:
 
 @pytest.fixture
 def hostile_window(qtbot, tmp_path, monkeypatch):
-    from blockflow.gui.document import Document
+    from blockflow.gui.document.document import Document
     from blockflow.gui.main_window import MainWindow
     from blockflow.project import Project
 
@@ -125,10 +125,10 @@ def test_problems_and_message_boxes_show_file_text_literally(hostile_window, qtb
 def test_the_recovery_offer_shows_the_notes_text_plainly(qtbot, tmp_path, monkeypatch):
     import socket
 
-    from blockflow.gui.document import Document
+    from blockflow.gui.document.document import Document
     from blockflow.gui.main_window import MainWindow
     from blockflow.project import Project
-    from blockflow.project_io import save_project
+    from blockflow.io.project_io import save_project
 
     rec = tmp_path / "rec"
     rec.mkdir()

@@ -15,7 +15,7 @@ from hostile_kit import changed_paths, run_cli, snapshot
 
 from blockflow.errors import ProjectFileError
 from blockflow.project import Project
-from blockflow.project_io import dumps_project, load_project, loads_project, save_project
+from blockflow.io.project_io import dumps_project, load_project, loads_project, save_project
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "sample_projects"

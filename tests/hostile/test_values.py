@@ -10,11 +10,11 @@ import zlib
 import numpy as np
 import pytest
 
-from blockflow.compiler import compile_project
+from blockflow.compile.compiler import compile_project
 from blockflow.errors import FeedError, RunError
 from blockflow.project import Project
-from blockflow.project_io import save_project
-from blockflow.runtime import run
+from blockflow.io.project_io import save_project
+from blockflow.run.runtime import run
 
 from hostile_kit import changed_paths, run_cli, snapshot
 

@@ -1,0 +1,658 @@
+"""The items of the canvas: blocks, wires, the live wire, notices and the far-out overview.
+
+Items paint state and answer geometry questions (where is a port, which port is here); they hold
+no logic. What a block shows (its ports, their dtype classes, inline constants, errors) arrives as
+a NodeData built by the scene from the Document's model.
+
+Speed (see docs/qt.md §3): one Python item per block, ports painted by the block and hit-tested
+by geometry, level-of-detail painting, wires as C++-painted QGraphicsPathItems.
+"""
+from __future__ import annotations
+
+from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtGui import QBrush, QColor, QPainterPath, QPainterPathStroker, QPen
+from PySide6.QtWidgets import QGraphicsItem, QGraphicsPathItem, QGraphicsRectItem, QStyle
+
+from blockflow.gui.common.theme import Style
+
+__all__ = ["NodeData", "Port", "NodeItem", "EdgeItem", "LiveWireItem", "NoticeItem", "OverviewItem",
+           "wire_path"]
+
+_ELIDE = Qt.ElideRight
+_AL = int(Qt.AlignLeft | Qt.AlignVCenter)
+_AR = int(Qt.AlignRight | Qt.AlignVCenter)
+_AC = int(Qt.AlignCenter)
+
+
+class Port:
+    """One port as drawn: ``name`` is the model's port name (``x``, ``inputs[2]``)."""
+
+    __slots__ = ("name", "label", "cls", "inline", "fed", "faint", "constraint")
+
+    def __init__(self, name: str, label: str, cls: str = "any", inline: str | None = None,
+                 fed: bool = False, faint: bool = False, constraint: str = "any"):
+        self.name, self.label, self.cls, self.inline, self.fed, self.faint = name, label, cls, inline, fed, faint
+        self.constraint = constraint  # an input's declared dtype constraint (float, T, ...)
+
+
+class NodeData:
+    """What one block shows. Built by the scene from the model and the compiled program."""
+
+    __slots__ = ("node_id", "block", "category", "subtitle", "scope", "inputs", "outputs",
+                 "errors", "warnings", "is_loss", "known")
+
+    def __init__(self, node_id, block, category, subtitle, scope, inputs, outputs, errors=(),
+                 warnings=(), is_loss=False, known=True):
+        self.node_id, self.block, self.category, self.subtitle = node_id, block, category, subtitle
+        self.scope, self.inputs, self.outputs = scope, inputs, outputs
+        self.errors, self.warnings, self.is_loss, self.known = errors, warnings, is_loss, known
+
+    def same_shape(self, other: "NodeData") -> bool:
+        """Would ``other`` lay the block out the same way (so wires need not move)?"""
+        return (other is not None and self.block == other.block and self.subtitle == other.subtitle
+                and self.scope == other.scope and self.is_loss == other.is_loss
+                and [(p.name, p.label, p.inline) for p in self.inputs]
+                == [(p.name, p.label, p.inline) for p in other.inputs]
+                and [p.name for p in self.outputs] == [p.name for p in other.outputs])
+
+
+def wire_path(p0: QPointF, p1: QPointF, src_box: QRectF | None = None,
+              dst_box: QRectF | None = None) -> QPainterPath:
+    """The cubic bezier of a wire from an output at ``p0`` to an input at ``p1``.
+
+    A wire going backwards (its input left of its output) with the blocks' boxes given is routed
+    around them: out of the output to the right, along a lane between the two blocks (or under
+    both when they overlap in height), and into the input from the left, instead of a loop
+    drawn through both blocks."""
+    x0, y0, x1, y1 = p0.x(), p0.y(), p1.x(), p1.y()
+    path = QPainterPath(p0)
+    if x1 < x0 + 20 and src_box is not None and dst_box is not None:
+        upper, lower = (src_box, dst_box) if src_box.top() <= dst_box.top() else (dst_box, src_box)
+        if lower.top() - upper.bottom() >= 24:         # a gap between them: the lane runs there
+            lane = (upper.bottom() + lower.top()) / 2
+        else:                                           # side by side: under both
+            lane = max(src_box.bottom(), dst_box.bottom()) + 24
+        reach = 40.0
+        xm = (x0 + x1) / 2
+        path.cubicTo(x0 + reach * 1.5, y0, x0 + reach, lane, min(x0, max(xm, x1)), lane)
+        path.lineTo(max(x1, min(xm, x0)), lane)
+        path.cubicTo(x1 - reach, lane, x1 - reach * 1.5, y1, x1, y1)
+        return path
+    dx = abs(x1 - x0) * 0.5
+    if x1 < x0 + 20:           # backwards, no boxes known: loop out instead of cutting straight
+        dx = max(dx, 60.0) + abs(y1 - y0) * 0.15
+    dx = max(dx, 30.0)
+    path.cubicTo(x0 + dx, y0, x1 - dx, y1, x1, y1)
+    return path
+
+
+class NodeItem(QGraphicsRectItem):
+    """A block: rounded body, op name and label, scope tab on top, ports left and right,
+    inline constants beside their ports, a result area below.
+
+    A QGraphicsRectItem only so that boundingRect() stays in C++ (its rect is the bounds, no pen):
+    Qt asks every block for it on many repaints, and a Python override costs ~2 µs a call."""
+
+    Type = QGraphicsItem.UserType + 1
+
+    def __init__(self, data: NodeData, style: Style):
+        super().__init__()
+        self.style = style
+        self.data = data
+        self.edges: set = set()              # EdgeItems attached (kept by the scene)
+        self.accept: frozenset | None = None  # ports that would take the wire being drawn
+        self.hover_port: str | None = None
+        self.results = None                  # a run's BlockResults (resultview.py), or None
+        self.dimmed = False                  # drawn washed out (gradient highlighting)
+        self.setPen(Qt.NoPen)
+        self._layout()
+
+    # ------------------------------------------------------------------------ geometry
+    def type(self):
+        return NodeItem.Type
+
+    @property
+    def node_id(self) -> str:
+        return self.data.node_id
+
+    def set_data(self, data: NodeData) -> bool:
+        """Show new data; returns True when the layout (and so the port positions) changed."""
+        relayout = not self.data.same_shape(data)
+        self.data = data
+        if relayout:
+            self._layout()
+        self.update()
+        return relayout
+
+    def _layout(self) -> None:
+        st, d = self.style, self.data
+        title_w = st.title_fm.horizontalAdvance(d.block)
+        sub_w = st.sub_fm.horizontalAdvance(d.subtitle)
+        in_w = max((st.port_fm.horizontalAdvance(p.label) for p in d.inputs), default=0.0)
+        out_w = max((st.port_fm.horizontalAdvance(p.label) for p in d.outputs), default=0.0)
+        w = max(st.MIN_W, title_w + 28, min(sub_w, 220) + 24, in_w + out_w + 34)
+        if len(d.outputs) > 1:     # room for the output's name on each result line
+            w = max(w, st.MIN_W + 40)
+        w = float(int((w + 9.999) // 10) * 10)
+        rows = max(1, len(d.inputs), len(d.outputs))
+        result_top = st.PORTS_TOP + rows * st.ROW_H + 2
+        # One result line per output (one for none), so results arriving never move anything.
+        lines = max(1, len(d.outputs))
+        h = result_top + lines * st.RESULT_H + st.BOTTOM_PAD
+        self.w, self.h, self.rows = w, h, rows
+        self.body = QRectF(0, 0, w, h)
+        self.result_rect = QRectF(6, result_top, w - 12, lines * st.RESULT_H)
+        self.result_lines = [QRectF(6, result_top + i * st.RESULT_H, w - 12, st.RESULT_H)
+                             for i in range(lines)]
+        ports = {}
+        for i, p in enumerate(d.inputs):
+            ports[p.name] = QPointF(0.0, st.PORTS_TOP + (i + 0.5) * st.ROW_H)
+        for i, p in enumerate(d.outputs):
+            ports[p.name] = QPointF(w, st.PORTS_TOP + (i + 0.5) * st.ROW_H)
+        ports["scope"] = QPointF(w / 2, -st.SCOPE_H / 2)
+        self.ports = ports
+        inline_w = 0.0
+        self.inline_rects = {}
+        for p in d.inputs:
+            if p.inline is not None:
+                tw = min(st.inline_fm.horizontalAdvance(p.inline) + 8, 110.0)
+                y = ports[p.name].y()
+                self.inline_rects[p.name] = QRectF(-st.PORT_R - 4 - tw, y - 7, tw, 14)
+                inline_w = max(inline_w, tw + st.PORT_R + 5)
+        scope_w = min(st.scope_fm.horizontalAdvance(d.scope) + 18, w - 16)
+        self.scope_rect = QRectF((w - scope_w) / 2, -st.SCOPE_H, scope_w, st.SCOPE_H + st.RADIUS)
+        left = max(inline_w, st.PORT_R + 1.5)
+        # The loss badge sits above the scope tab, so the tab keeps the page name whole.
+        top = st.SCOPE_H * (2 if d.is_loss else 1) + 1.5
+        self._bounds = QRectF(-left, -top, w + left + st.PORT_R + 1.5, h + top + 1.5)
+        self.setRect(self._bounds)
+        if self.results is not None:
+            self.results.layout([p.name for p in d.outputs], self.result_lines, self.result_rect)
+
+    def set_results(self, results) -> None:
+        """Show a run's BlockResults (prepared off the paint path), or none (None)."""
+        self.results = results
+        if results is not None:
+            results.layout([p.name for p in self.data.outputs], self.result_lines, self.result_rect)
+        self.update()
+
+    @property
+    def run_error(self) -> str:
+        """The message of a run that failed at this block ("" when none)."""
+        return self.results.error if self.results is not None else ""
+
+    def shape(self) -> QPainterPath:
+        path = QPainterPath()
+        r = self.style.PORT_R + 2
+        path.addRect(self.body.adjusted(-r, -self.style.SCOPE_H, r, 0))
+        for rect in self.inline_rects.values():
+            path.addRect(rect)
+        return path
+
+    def port_pos(self, port: str) -> QPointF:
+        """Centre of a port in item coordinates (unknown ports: the middle of the matching edge)."""
+        p = self.ports.get(port)
+        if p is not None:
+            return p
+        return QPointF(0.0, self.style.PORTS_TOP)
+
+    def port_scene_pos(self, port: str) -> QPointF:
+        p = self.ports.get(port)
+        if p is None:
+            out = any(q.name == port for q in self.data.outputs)
+            p = QPointF(self.w if out else 0.0, self.style.PORTS_TOP)
+        return self.pos() + p
+
+    def is_output(self, port: str) -> bool:
+        return any(p.name == port for p in self.data.outputs)
+
+    def port_at(self, scene_pos: QPointF, tolerance: float = 9.0) -> str | None:
+        """The port under ``scene_pos`` (the scope port included), or None. Input rows also
+        answer near the left edge, output rows near the right edge."""
+        local = scene_pos - self.pos()
+        x, y = local.x(), local.y()
+        best, best_d = None, tolerance * tolerance
+        for name, p in self.ports.items():
+            dx, dy = x - p.x(), y - p.y()
+            dd = dx * dx + dy * dy
+            if dd <= best_d:
+                best, best_d = name, dd
+        if best is not None:
+            return best
+        st = self.style
+        if st.PORTS_TOP <= y < st.PORTS_TOP + self.rows * st.ROW_H:
+            row = int((y - st.PORTS_TOP) // st.ROW_H)
+            if -tolerance <= x <= 12 and row < len(self.data.inputs):
+                return self.data.inputs[row].name
+            if self.w - 12 <= x <= self.w + tolerance and row < len(self.data.outputs):
+                return self.data.outputs[row].name
+        for name, rect in self.inline_rects.items():
+            if rect.contains(local):
+                return name
+        return None
+
+    # ------------------------------------------------------------------------ state
+    def set_accept(self, ports: frozenset | None) -> None:
+        if ports != self.accept:
+            self.accept = ports
+            self.update()
+
+    def set_hover_port(self, port: str | None) -> None:
+        if port != self.hover_port:
+            self.hover_port = port
+            self.update()
+
+    def set_dimmed(self, on: bool) -> None:
+        """Draw the block washed out towards the background (a block the gradient highlighting
+        de-emphasises: cut off by a StopGradient, or not the block being stepped through)."""
+        if on != self.dimmed:
+            self.dimmed = on
+            self.update()
+
+    def hoverMoveEvent(self, event):
+        self.set_hover_port(self.port_at(event.scenePos(), 7.0))
+
+    def hoverLeaveEvent(self, event):
+        self.set_hover_port(None)
+
+    def itemChange(self, change, value):
+        if change == QGraphicsItem.ItemPositionHasChanged:
+            for e in self.edges:
+                e.update_path()
+            if not self.isVisible():   # moved while the overview draws it: draw it live instead
+                scene = self.scene()
+                if scene is not None and getattr(scene, "overview_on", False):
+                    scene.make_live(self)
+        return value
+
+    # ------------------------------------------------------------------------ painting
+    def paint(self, painter, option, widget=None):
+        self._paint_block(painter, option, widget)
+        if self.dimmed:   # washed towards the background; the strips beside the body are background
+            st = self.style
+            r = st.PORT_R + 1.5
+            painter.fillRect(self.body.adjusted(-r, -st.SCOPE_H * (2 if self.data.is_loss else 1), r, 0),
+                             st.dim_brush)
+
+    def _paint_block(self, painter, option, widget=None):
+        st, d = self.style, self.data
+        lod = option.levelOfDetailFromTransform(painter.worldTransform())
+        selected = bool(option.state & QStyle.State_Selected)
+        results = self.results
+        if d.errors or (results is not None and results.error):
+            outline = st.error_pen
+        elif selected:
+            outline = st.selected_pen
+        elif d.warnings:
+            outline = st.warning_pen
+        else:
+            outline = st.border_pen
+        if lod < st.FLAT_LOD:  # far out: a flat box
+            painter.fillRect(self.body, st.header_color(d.category))
+            if outline is not st.border_pen:
+                painter.setPen(outline)
+                painter.setBrush(Qt.NoBrush)
+                painter.drawRect(self.body)
+            return
+        body, w = self.body, self.w
+        # scope tab behind the body's top edge
+        painter.setPen(st.border_pen)
+        painter.setBrush(st.result_brush)
+        painter.drawRoundedRect(self.scope_rect, 4, 4)
+        # body
+        painter.setPen(Qt.NoPen)
+        painter.setBrush(st.body_brush)
+        painter.drawRoundedRect(body, st.RADIUS, st.RADIUS)
+        header = QPainterPath()
+        header.addRoundedRect(QRectF(0, 0, w, st.HEADER_H + 4), st.RADIUS, st.RADIUS)
+        clip = QPainterPath()
+        clip.addRect(QRectF(0, 0, w, st.HEADER_H))
+        painter.setBrush(QBrush(st.header_color(d.category)))
+        painter.drawPath(header.intersected(clip))
+        if lod >= st.DETAIL_LOD:
+            painter.setBrush(st.result_brush)
+            painter.drawRoundedRect(self.result_rect, 3, 3)
+        elif results is not None:  # middle distance: the results as one flat colour
+            painter.fillRect(self.result_rect, results.flat_color(st))
+        painter.setBrush(Qt.NoBrush)
+        painter.setPen(outline)
+        painter.drawRoundedRect(body, st.RADIUS, st.RADIUS)
+        if lod < st.DETAIL_LOD:  # middle distance: body and ports; the op name on small pages
+            self._paint_ports(painter, False)
+            if lod >= st.title_lod:
+                self._paint_far_title(painter, st.DETAIL_LOD / lod)
+            return
+        # scope port: a hollow diamond (drawn, never connectable) and the page's scope
+        sr = self.scope_rect
+        painter.setFont(st.scope_font)
+        painter.setPen(st.muted_pen)
+        painter.drawText(QRectF(sr.left() + 13, sr.top(), sr.width() - 15, st.SCOPE_H), _AL,
+                         st.scope_fm.elidedText(d.scope, _ELIDE, sr.width() - 16))
+        cx, cy = sr.left() + 7, sr.top() + st.SCOPE_H / 2
+        diamond = QPainterPath(QPointF(cx, cy - 3.5))
+        diamond.lineTo(cx + 3.5, cy)
+        diamond.lineTo(cx, cy + 3.5)
+        diamond.lineTo(cx - 3.5, cy)
+        diamond.closeSubpath()
+        painter.setPen(st.port_outline)
+        painter.setBrush(Qt.NoBrush)
+        painter.drawPath(diamond)
+        # titles
+        painter.setPen(st.text_pen)
+        painter.setFont(st.title_font)
+        painter.drawText(QRectF(8, 2, w - 16, 18), _AC, d.block)
+        painter.setFont(st.sub_font)
+        painter.setPen(st.muted_pen if not d.known else st.text_pen)
+        painter.drawText(QRectF(8, 18, w - 16, 15), _AC,
+                         st.sub_fm.elidedText(d.subtitle, _ELIDE, w - 16))
+        if d.is_loss:
+            painter.setFont(st.badge_font)
+            badge = QRectF(w - 30, -2 * st.SCOPE_H, 28, st.SCOPE_H - 1)
+            painter.setPen(Qt.NoPen)
+            painter.setBrush(st.loss)
+            painter.drawRoundedRect(badge, 4, 4)
+            painter.setPen(QPen(QColor("#ffffff")))
+            painter.drawText(badge, _AC, "loss")
+        # port labels
+        painter.setFont(st.port_font)
+        half = w / 2 - 6
+        for p in d.inputs:
+            y = self.ports[p.name].y()
+            painter.setPen(st.muted_pen if p.faint else st.text_pen)
+            painter.drawText(QRectF(9, y - 8, half, 16), _AL, p.label)
+        for p in d.outputs:
+            y = self.ports[p.name].y()
+            painter.setPen(st.text_pen)
+            painter.drawText(QRectF(w - 9 - half, y - 8, half, 16), _AR, p.label)
+        # inline constants beside their ports
+        if self.inline_rects:
+            painter.setFont(st.inline_font)
+            for p in d.inputs:
+                rect = self.inline_rects.get(p.name)
+                if rect is None:
+                    continue
+                painter.setPen(st.inline_pen)
+                painter.setBrush(st.inline_brush)
+                painter.drawRoundedRect(rect, 3, 3)
+                painter.setPen(st.text_pen)
+                painter.drawText(rect.adjusted(4, 0, -3, 0), _AL,
+                                 st.inline_fm.elidedText(p.inline, _ELIDE, rect.width() - 7))
+        if results is not None:
+            results.paint(painter, st)
+        self._paint_ports(painter, True)
+
+    def _paint_far_title(self, painter, factor: float) -> None:
+        """The op name alone, centred in the header and scaled by ``factor`` so that it keeps the
+        on-screen size it has at DETAIL_LOD (elided to the block's width)."""
+        st, w = self.style, self.w
+        avail = (w - 12) / factor
+        height = st.HEADER_H / factor
+        painter.save()
+        painter.translate(w / 2, st.HEADER_H / 2)
+        painter.scale(factor, factor)
+        painter.setPen(st.text_pen)
+        painter.setFont(st.title_font)
+        painter.drawText(QRectF(-avail / 2, -height / 2, avail, height), _AC,
+                         st.title_fm.elidedText(self.data.block, _ELIDE, avail))
+        painter.restore()
+
+    def _paint_ports(self, painter, detail: bool) -> None:
+        st = self.style
+        r = st.PORT_R
+        accept = self.accept
+        hover = self.hover_port
+        painter.setPen(st.port_outline)
+        for group in (self.data.inputs, self.data.outputs):
+            for p in group:
+                c = self.ports[p.name]
+                brush = st.port_brushes[p.cls] if (p.fed or group is self.data.outputs) else st.port_empty
+                if not p.fed and group is self.data.inputs and p.inline is not None:
+                    brush = st.port_brushes[p.cls]
+                painter.setBrush(brush)
+                if group is self.data.inputs and not p.fed and p.inline is None:
+                    painter.setPen(QPen(st.dtype[p.cls], 1.6))
+                    painter.drawEllipse(c, r - 0.5, r - 0.5)
+                    painter.setPen(st.port_outline)
+                else:
+                    painter.drawEllipse(c, r, r)
+                if detail and ((accept is not None and p.name in accept) or p.name == hover):
+                    painter.setPen(st.accept_pen)
+                    painter.setBrush(Qt.NoBrush)
+                    painter.drawEllipse(c, r + 3.5, r + 3.5)
+                    painter.setPen(st.port_outline)
+
+
+class EdgeItem(QGraphicsPathItem):
+    """A wire: a cubic bezier from an output port to an input port, re-pathed when its blocks move."""
+
+    Type = QGraphicsItem.UserType + 2
+
+    def __init__(self, edge, src: NodeItem, dst: NodeItem, style: Style):
+        super().__init__()
+        self.edge, self.src, self.dst, self.style = edge, src, dst, style
+        self.cls = "none"
+        self.wire_selected = False
+        self.hovered = False
+        self._shape: QPainterPath | None = None
+        self.grad_pen: QPen | None = None   # set by the gradient highlighting, over the dtype pen
+        self.setZValue(-1.0)
+        self.setPen(style.wire_pens["none"])
+        self.setAcceptHoverEvents(True)
+        self.update_path()
+
+    def type(self):
+        return EdgeItem.Type
+
+    def update_path(self) -> None:
+        self._shape = None
+        self.setPath(wire_path(self.src.port_scene_pos(self.edge.src_port),
+                               self.dst.port_scene_pos(self.edge.dst_port),
+                               self.src.sceneBoundingRect(), self.dst.sceneBoundingRect()))
+
+    def shape(self) -> QPainterPath:  # a wider grip than the 2 px stroke
+        if self._shape is None:
+            stroker = QPainterPathStroker()
+            stroker.setWidth(10.0)
+            self._shape = stroker.createStroke(self.path())
+        return self._shape
+
+    def set_class(self, cls: str) -> None:
+        if cls != self.cls:
+            self.cls = cls
+            self._restyle()
+
+    def set_wire_selected(self, on: bool) -> None:
+        if on != self.wire_selected:
+            self.wire_selected = on
+            self.setZValue(-0.5 if on else -1.0)
+            self._restyle()
+
+    def set_grad_pen(self, pen: QPen | None) -> None:
+        """Draw the wire with ``pen`` (gradient highlighting) instead of its dtype pen; None
+        gives the dtype pen back."""
+        if pen is not self.grad_pen:
+            self.grad_pen = pen
+            self._restyle()
+
+    def _restyle(self) -> None:
+        st = self.style
+        if self.wire_selected:
+            self.setPen(st.wire_selected)
+        elif self.grad_pen is not None:
+            self.setPen(self.grad_pen)
+        elif self.hovered:
+            self.setPen(st.wire_hover[self.cls])
+        else:
+            self.setPen(st.wire_pens[self.cls])
+
+    def hoverEnterEvent(self, event):
+        self.hovered = True
+        self._restyle()
+
+    def hoverLeaveEvent(self, event):
+        self.hovered = False
+        self._restyle()
+
+
+class LiveWireItem(QGraphicsPathItem):
+    """The wire that follows the mouse while wiring."""
+
+    def __init__(self, style: Style):
+        super().__init__()
+        self.setPen(style.live_wire)
+        self.setZValue(10.0)
+
+    def set_ends(self, out_pos: QPointF, in_pos: QPointF) -> None:
+        self.setPath(wire_path(out_pos, in_pos))
+
+
+class NoticeItem(QGraphicsItem):
+    """A short message at the cursor (why a wire was refused); keeps its size at any zoom."""
+
+    def __init__(self, style: Style):
+        super().__init__()
+        self.style = style
+        self._text = ""
+        self._rect = QRectF()
+        self.setFlag(QGraphicsItem.ItemIgnoresTransformations)
+        self.setZValue(20.0)
+
+    def text(self) -> str:
+        return self._text
+
+    def set_text(self, text: str) -> None:
+        self.prepareGeometryChange()
+        self._text = text
+        fm = self.style.sub_fm
+        w = min(fm.horizontalAdvance(text), 420.0)
+        lines = 1 if fm.horizontalAdvance(text) <= 420 else int(fm.horizontalAdvance(text) // 400) + 2
+        self._rect = QRectF(14, 10, w + 16, lines * fm.height() + 8)
+        self.update()
+
+    def boundingRect(self):
+        return self._rect.adjusted(-1, -1, 1, 1)
+
+    def paint(self, painter, option, widget=None):
+        st = self.style
+        painter.setPen(QPen(st.error, 1.2))
+        painter.setBrush(QBrush(st.body))
+        painter.drawRoundedRect(self._rect, 5, 5)
+        painter.setPen(st.text_pen)
+        painter.setFont(st.sub_font)
+        painter.drawText(self._rect.adjusted(8, 4, -8, -4), int(Qt.AlignLeft | Qt.TextWordWrap), self._text)
+
+
+class OverviewItem(QGraphicsItem):
+    """Far out on a big page, one item draws every block (drawRects) and every wire (one path per
+    colour) instead of thousands of items painting themselves. Rebuilt lazily when marked dirty.
+
+    The page is cut into square tiles; each tile keeps its own rects and paths and the bounds of
+    what it draws, and a repaint draws only the tiles that meet the exposed area. Dragging a block
+    far out then repaints the few tiles under the block and its wires, not the whole page."""
+
+    TILE = 1600.0   # scene units: a few blocks across, ~150 px at the overview's zoom
+
+    def __init__(self, scene_model, style: Style):
+        super().__init__()
+        self.model = scene_model       # the DiagramScene: node items and edge items
+        self.style = style
+        self._dirty = True
+        self._bounds = QRectF()
+        # (bounds, wires [(pen, path)], groups [(brush colour, [QRectF])], marked [(pen, [QRectF])])
+        self._tiles: list = []
+        self.live: set = set()         # node ids drawn by their own items (being dragged)
+        self.setZValue(-2.0)
+        self.setFlag(QGraphicsItem.ItemUsesExtendedStyleOption)
+        self.setCacheMode(QGraphicsItem.DeviceCoordinateCache)
+
+    def mark_dirty(self) -> None:
+        self._dirty = True
+        self.update()
+
+    def rebuild(self) -> None:
+        self._dirty = False
+        st = self.style
+        size = self.TILE
+        tiles: dict = {}               # (i, j) -> [bounds, {cls: path}, {cat: rects}, {mark: rects}]
+
+        def tile_of(r: QRectF) -> list:
+            c = r.center()
+            key = (int(c.x() // size), int(c.y() // size))
+            t = tiles.get(key)
+            if t is None:
+                t = tiles[key] = [QRectF(r), {}, {}, {}]
+            else:
+                t[0] = t[0].united(r)
+            return t
+
+        live = self.live
+        grad_pens: dict = {}
+        for nid, item in self.model.node_items.items():
+            if nid in live:
+                continue
+            r = item.body.translated(item.pos())
+            t = tile_of(r)
+            t[2].setdefault(item.data.category, []).append(r)
+            if item.data.errors or item.run_error:
+                t[3].setdefault("error", []).append(r)
+            elif item.isSelected():
+                t[3].setdefault("selected", []).append(r)
+            elif item.data.warnings:
+                t[3].setdefault("warning", []).append(r)
+        for edge, e in self.model.edge_items.items():
+            if edge.src in live or edge.dst in live:
+                continue
+            p = e.path()
+            t = tile_of(p.boundingRect())
+            key = e.cls
+            if e.grad_pen is not None:   # QPen is unhashable: group by the shared pen's identity
+                key = id(e.grad_pen)
+                grad_pens.setdefault(key, e.grad_pen)
+            path = t[1].get(key)
+            if path is None:
+                path = t[1][key] = QPainterPath()
+            path.addPath(p)
+        pens = {"error": st.error_pen, "selected": st.selected_pen, "warning": st.warning_pen}
+        wire_pens = {cls: QPen(pen.color(), 0) for cls, pen in st.wire_pens.items()}
+        for key, pen in grad_pens.items():
+            wire_pens[key] = QPen(pen.color(), 0, Qt.SolidLine if pen.style() == Qt.SolidLine else Qt.DashLine)
+        colours: dict = {}
+        bounds = QRectF()
+        self._tiles = []
+        for b, wires, groups, marked in tiles.values():
+            b = b.adjusted(-4, -4, 4, 4)
+            bounds = bounds.united(b)
+            self._tiles.append((
+                b,
+                [(wire_pens[cls], path) for cls, path in wires.items()],
+                [(colours.setdefault(cat, st.header_color(cat)), rects) for cat, rects in groups.items()],
+                [(pens[k], rects) for k, rects in marked.items()]))
+        if bounds != self._bounds:
+            self.prepareGeometryChange()
+            self._bounds = bounds
+
+    def boundingRect(self):
+        if self._dirty:
+            self.rebuild()
+        return self._bounds
+
+    def paint(self, painter, option, widget=None):
+        if self._dirty:
+            self.rebuild()
+        exposed = option.exposedRect
+        shown = [t for t in self._tiles if t[0].intersects(exposed)]
+        painter.setBrush(Qt.NoBrush)
+        for _, wires, _, _ in shown:
+            for pen, path in wires:
+                painter.setPen(pen)
+                painter.drawPath(path)
+        painter.setPen(Qt.NoPen)
+        for _, _, groups, _ in shown:
+            for color, rects in groups:
+                painter.setBrush(color)
+                painter.drawRects(rects)
+        painter.setBrush(Qt.NoBrush)
+        for _, _, _, marked in shown:
+            for pen, rects in marked:
+                painter.setPen(pen)
+                painter.drawRects(rects)

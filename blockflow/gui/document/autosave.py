@@ -1,0 +1,258 @@
+"""Autosave and crash recovery.
+
+While a project has unsaved changes, the editor writes it every N seconds (and before anything
+that could crash: a run, training) to a recovery folder, as a project file plus a small JSON
+note saying where it came from. A clean close, a save, or discarding the changes removes them.
+If the editor dies instead (a crash, a kill, a power cut), the files stay; the next start finds
+them (:func:`find_recoveries`), says what they hold and offers to recover exactly that state.
+
+Recovery files are blockflow's own files (blockflow.ownfiles): each is written to a fresh
+temporary file and renamed over the previous autosave, so an autosave interrupted by the crash
+itself leaves the previous one intact, and a symlink or a file planted at an autosave's name is
+never followed or replaced (the autosave moves to a new name instead, and says so). A note that
+cannot be trusted (a time of 1e300 or NaN, a pid that is not one) is skipped with a line in the
+log; the other recoveries are still offered. The folder is ``$BLOCKFLOW_RECOVERY_DIR`` or the
+platform's application data folder (``.../blockflow/recovery``).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import secrets
+import socket
+import time
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QStandardPaths, QTimer, Signal
+
+from blockflow import ownfiles
+from blockflow.errors import ProjectFileError
+from blockflow.io.project_io import dumps_project, load_project
+
+__all__ = ["Autosaver", "Recovery", "find_recoveries", "recovery_dir", "DEFAULT_INTERVAL_SECONDS"]
+
+DEFAULT_INTERVAL_SECONDS = 60
+_SUFFIX = ".bflow.json"
+_NOTE = ".recovery.json"
+#: the latest time a note may carry (the end of year 9999: what a clock can show)
+_LATEST = 253402300799.0
+
+log = logging.getLogger(__name__)
+
+
+def recovery_dir() -> Path:
+    """Where recovery files live (created on first use)."""
+    env = os.environ.get("BLOCKFLOW_RECOVERY_DIR")
+    if env:
+        return Path(env)
+    base = QStandardPaths.writableLocation(QStandardPaths.AppDataLocation) or str(Path.home() / ".blockflow")
+    return Path(base) / "recovery"
+
+
+def _remove(*files: Path) -> None:
+    for f in files:
+        try:
+            f.unlink()
+        except OSError:
+            pass
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+@dataclass
+class Recovery:
+    """An autosave left by an editor that did not close cleanly."""
+
+    project_file: Path
+    note_file: Path
+    original: str | None      # the file the project was opened from (None: untitled)
+    saved_at: float
+    title: str
+    pages: int
+    blocks: int
+    problem: str = ""         # why it cannot be recovered (a damaged file), if it cannot
+
+    def describe(self) -> str:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.saved_at)) if self.saved_at else "?"
+        where = self.original or "an untitled project"
+        if self.problem:
+            return f"{where}, autosaved {when}: cannot be recovered ({self.problem})"
+        return (f"{where}, autosaved {when}: {self.pages} page{'s' if self.pages != 1 else ''}, "
+                f"{self.blocks} block{'s' if self.blocks != 1 else ''}")
+
+    def load(self):
+        """The autosaved project (its data files are looked up next to the original file)."""
+        project = load_project(self.project_file)
+        project.base_dir = os.path.dirname(os.path.abspath(self.original)) if self.original else None
+        return project
+
+    def discard(self) -> None:
+        _remove(self.project_file, self.note_file)
+
+
+def _note_problem(note) -> str:
+    """Why a recovery note's fields cannot be trusted ("" when they can)."""
+    if not isinstance(note, dict):
+        return "it is not a JSON object"
+    saved_at = note.get("saved_at")
+    if isinstance(saved_at, bool) or not isinstance(saved_at, (int, float)):
+        return f"its time saved_at is not a number ({type(saved_at).__name__})"
+    if not (math.isfinite(saved_at) and 0 <= saved_at <= _LATEST):
+        return f"its time saved_at {saved_at!r} is not a time a clock can show"
+    pid = note.get("pid")
+    if isinstance(pid, bool) or not isinstance(pid, int) or not 0 < pid < 2 ** 31:
+        return f"its process id pid {pid!r} is not one"
+    for key in ("host", "title"):
+        if not isinstance(note.get(key, ""), str):
+            return f"its {key} is not a string"
+    original = note.get("original")
+    if original is not None and (not isinstance(original, str) or not original or "\0" in original):
+        return "its original file name is not a file name"
+    return ""
+
+
+def find_recoveries(directory: Path | None = None) -> list[Recovery]:
+    """Autosaves of editors that are no longer running, newest first. A note that cannot be
+    read is listed with its problem (to be discarded); a note whose fields cannot be trusted is
+    skipped, with a warning in the log."""
+    directory = Path(directory) if directory is not None else recovery_dir()
+    if not directory.is_dir():
+        return []
+    host = socket.gethostname()
+    out = []
+    for note_file in directory.glob("*" + _NOTE):
+        stem = note_file.name[:-len(_NOTE)]
+        project_file = directory / (stem + _SUFFIX)
+        try:
+            note = json.loads(note_file.read_text(encoding="utf-8"))
+            if not isinstance(note, dict):
+                raise ValueError("not an object")
+        except (OSError, ValueError) as exc:
+            out.append(Recovery(project_file, note_file, None, 0.0, stem, 0, 0, f"unreadable note: {exc}"))
+            continue
+        problem = _note_problem(note)
+        if problem:
+            log.warning("skipped the recovery note %s: %s", note_file, problem)
+            continue
+        pid = note["pid"]
+        if note.get("host") == host and _alive(pid):
+            continue      # that editor is still running: its autosave is not an orphan
+        rec = Recovery(project_file, note_file, note.get("original"), float(note["saved_at"]),
+                       note.get("title", stem), 0, 0)
+        try:
+            project = load_project(project_file)
+            rec.pages = len(project.pages)
+            rec.blocks = sum(len(p.nodes) for p in project.pages)
+        except ProjectFileError as exc:
+            rec.problem = exc.problem or str(exc)
+        out.append(rec)
+    out.sort(key=lambda r: r.saved_at, reverse=True)
+    return out
+
+
+class Autosaver(QObject):
+    """Autosaves one Document while it has unsaved changes."""
+
+    autosaved = Signal(str)      # the recovery file written
+    failed = Signal(str)         # why an autosave could not be written
+    moved = Signal(str)          # the autosave took new names: why (something else was at its own)
+
+    def __init__(self, document, directory: Path | None = None, interval_seconds: float | None = None,
+                 parent=None):
+        super().__init__(parent)
+        # held weakly: a document freed together with its saver (the last reference being this
+        # one) would clear its undo stack, whose cleanChanged then called into a half-freed saver
+        self._document = weakref.ref(document)
+        self.directory = Path(directory) if directory is not None else recovery_dir()
+        if interval_seconds is None:
+            env = os.environ.get("BLOCKFLOW_AUTOSAVE_SECONDS")
+            interval_seconds = float(env) if env else DEFAULT_INTERVAL_SECONDS
+        self._new_stem()
+        self._written_index = None     # the undo index of the last autosave
+        self._timer = QTimer(self)
+        self._timer.timeout.connect(self.autosave_now)
+        self.set_interval(interval_seconds)
+        stack = document.undo_stack
+        stack.cleanChanged.connect(self._on_clean_changed)
+        document.project_replaced.connect(self._on_replaced)
+
+    @property
+    def document(self):
+        """The document autosaved (None once it is gone)."""
+        return self._document()
+
+    def set_interval(self, seconds: float) -> None:
+        """Autosave every ``seconds`` (0 or less: never on a timer)."""
+        self.interval = float(seconds)
+        if self.interval > 0:
+            self._timer.start(int(self.interval * 1000))
+        else:
+            self._timer.stop()
+
+    def _new_stem(self) -> None:
+        self.stem = f"autosave-{os.getpid()}-{secrets.token_hex(3)}"
+        self.project_file = self.directory / (self.stem + _SUFFIX)
+        self.note_file = self.directory / (self.stem + _NOTE)
+
+    def autosave_now(self) -> bool:
+        """Write the recovery files if there are changes not yet autosaved. True when written."""
+        doc = self.document
+        if doc is None or not doc.dirty:
+            return False
+        index = (id(doc.project), doc.undo_stack.index(), doc.undo_stack.count())
+        if index == self._written_index and self.project_file.exists():
+            return False
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            data = dumps_project(doc.project, path=str(self.project_file)).encode("utf-8")
+            for _attempt in range(5):
+                note = {"original": doc.path, "saved_at": time.time(), "title": doc.title.rstrip(" *"),
+                        "pid": os.getpid(), "host": socket.gethostname()}
+                try:    # both names are this editor's own files, or free: else two new names
+                    ownfiles.write_own(self.project_file, data, variants=False)
+                    ownfiles.write_own(self.note_file, json.dumps(note).encode("utf-8"), variants=False)
+                    break
+                except ownfiles.OwnFileError as exc:
+                    old = self.project_file
+                    ownfiles.remove_own(self.project_file)
+                    self._new_stem()
+                    self.moved.emit(f"autosave: {exc.strerror or exc}; autosaving to {self.project_file.name} "
+                                    f"instead of {old.name}")
+            else:
+                raise OSError(f"no free name for an autosave in {self.directory}")
+        except (OSError, ProjectFileError) as exc:
+            self.failed.emit(f"autosave failed: {exc}")
+            return False
+        self._written_index = index
+        self.autosaved.emit(str(self.project_file))
+        return True
+
+    def discard(self) -> None:
+        """Remove this editor's recovery files (after a save, a clean close, discarding changes):
+        only while they are still the files it wrote."""
+        ownfiles.remove_own(self.project_file)
+        ownfiles.remove_own(self.note_file)
+        self._written_index = None
+
+    def _on_clean_changed(self, clean: bool) -> None:
+        if clean:
+            self.discard()
+
+    def _on_replaced(self) -> None:
+        self.discard()

@@ -1,0 +1,194 @@
+"""The block palette: the registry's categories as a tree, filtered as you type.
+
+Blocks leave it by drag (BLOCK_MIME, the block name in UTF-8) or by double-click. Imports no
+canvas code beyond the MIME type; it edits nothing itself (the main window adds the block).
+"""
+from __future__ import annotations
+
+from PySide6.QtCore import QEvent, QMimeData, QRectF, Qt, Signal
+from PySide6.QtGui import QDrag, QIcon, QPainter, QPalette, QPen, QPixmap
+from PySide6.QtWidgets import (QAbstractItemView, QLineEdit, QTreeWidget, QTreeWidgetItem,
+                               QVBoxLayout, QWidget)
+
+from blockflow.gui.canvas.view import BLOCK_MIME
+from blockflow.gui.common.theme import Style
+
+__all__ = ["PalettePanel", "BlockTree"]
+
+_BLOCK_ROLE = Qt.UserRole + 1
+_CATEGORY_ROLE = Qt.UserRole + 2
+
+
+class BlockTree(QTreeWidget):
+    """The tree itself: only block rows can be dragged, and they carry the block's name."""
+
+    def mimeTypes(self):
+        return [BLOCK_MIME]
+
+    def mimeData(self, items):
+        names = [i.data(0, _BLOCK_ROLE) for i in items if i.data(0, _BLOCK_ROLE)]
+        if not names:
+            return None
+        data = QMimeData()
+        data.setData(BLOCK_MIME, names[0].encode("utf-8"))
+        data.setText(names[0])
+        return data
+
+    def startDrag(self, _actions):
+        # Copy only: QAbstractItemView removes the dragged row when a drop reports a move.
+        item = self.currentItem()
+        mime = self.mimeData([item]) if item is not None else None
+        if mime is None:
+            return
+        drag = QDrag(self)
+        drag.setMimeData(mime)
+        drag.setPixmap(self._drag_pixmap(mime.text()))
+        drag.exec(Qt.CopyAction, Qt.CopyAction)
+
+    def _drag_pixmap(self, name: str) -> QPixmap:
+        """A small block-shaped label that follows the cursor while dragging."""
+        pal = self.palette()
+        metrics = self.fontMetrics()
+        ratio = self.devicePixelRatioF()
+        w, h = metrics.horizontalAdvance(name) + 24, metrics.height() + 12
+        pix = QPixmap(int(w * ratio), int(h * ratio))
+        pix.setDevicePixelRatio(ratio)
+        pix.fill(Qt.transparent)
+        painter = QPainter(pix)
+        painter.setRenderHint(QPainter.Antialiasing)
+        painter.setPen(QPen(pal.color(QPalette.Highlight), 1.5))
+        painter.setBrush(pal.color(QPalette.Base))
+        painter.drawRoundedRect(QRectF(1, 1, w - 2, h - 2), 6, 6)
+        painter.setPen(pal.color(QPalette.Text))
+        painter.drawText(QRectF(0, 0, w, h), Qt.AlignCenter, name)
+        painter.end()
+        return pix
+
+
+class PalettePanel(QWidget):
+    """Search box over a category tree of every registered block.
+
+    ``block_activated(name)`` fires on double-click or Enter on a block row.
+    """
+
+    block_activated = Signal(str)
+
+    def __init__(self, registry, parent=None):
+        super().__init__(parent)
+        self.registry = registry
+        self.search = QLineEdit(self)
+        self.search.setPlaceholderText("Search blocks (name, alias, summary)")
+        self.search.setClearButtonEnabled(True)
+        self.tree = BlockTree(self)
+        self.tree.setHeaderHidden(True)
+        self.tree.setDragEnabled(True)
+        self.tree.setDragDropMode(QAbstractItemView.DragOnly)
+        self.tree.setSelectionMode(QAbstractItemView.SingleSelection)
+        self.tree.setUniformRowHeights(True)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.setSpacing(4)
+        layout.addWidget(self.search)
+        layout.addWidget(self.tree)
+        self._rows: dict[str, QTreeWidgetItem] = {}
+        self._haystack: dict[str, str] = {}
+        self._categories: list[QTreeWidgetItem] = []
+        self._populate()
+        self.search.textChanged.connect(self.set_filter)
+        self.search.returnPressed.connect(self._activate_first_visible)
+        self.tree.itemActivated.connect(self._on_activated)
+
+    def _swatch(self, style: Style, category: str) -> QIcon:
+        """A small block-coloured square: the category's header colour on the canvas."""
+        ratio = self.devicePixelRatioF()
+        pix = QPixmap(int(14 * ratio), int(14 * ratio))
+        pix.setDevicePixelRatio(ratio)
+        pix.fill(Qt.transparent)
+        painter = QPainter(pix)
+        painter.setRenderHint(QPainter.Antialiasing)
+        painter.setPen(QPen(style.border, 1.0))
+        painter.setBrush(style.header_color(category))
+        painter.drawRoundedRect(QRectF(1.5, 1.5, 11, 11), 3, 3)
+        painter.end()
+        return QIcon(pix)
+
+    def _populate(self) -> None:
+        style = self._style = Style(self.palette())
+        for category, specs in self.registry.categories().items():
+            cat = QTreeWidgetItem(self.tree, [f"{category}  ({len(specs)})"])
+            cat.setData(0, _CATEGORY_ROLE, category)
+            cat.setIcon(0, self._swatch(style, category))
+            cat.setFlags(Qt.ItemIsEnabled)
+            font = cat.font(0)
+            font.setBold(True)
+            cat.setFont(0, font)
+            cat.setToolTip(0, f"{len(specs)} blocks")
+            self._categories.append(cat)
+            for spec in specs:
+                row = QTreeWidgetItem(cat, [spec.name])
+                row.setData(0, _BLOCK_ROLE, spec.name)
+                row.setFlags(Qt.ItemIsEnabled | Qt.ItemIsSelectable | Qt.ItemIsDragEnabled)
+                tip = spec.summary
+                if spec.aliases:
+                    tip += f"\n(also: {', '.join(spec.aliases)})"
+                row.setToolTip(0, tip)
+                self._rows[spec.name] = row
+                self._haystack[spec.name] = " ".join((spec.name, *spec.aliases, spec.summary)).lower()
+        self.tree.collapseAll()
+
+    def changeEvent(self, event):
+        super().changeEvent(event)
+        if event.type() in (QEvent.PaletteChange, QEvent.ApplicationPaletteChange):
+            self.restyle()
+
+    def restyle(self) -> None:
+        """Repaint the category swatches in the current palette's colours (light/dark)."""
+        style = getattr(self, "_style", None)
+        if style is None or Style.palette_key(self.palette()) == style.key:
+            return
+        style = self._style = Style(self.palette())
+        for cat in self._categories:
+            cat.setIcon(0, self._swatch(style, cat.data(0, _CATEGORY_ROLE)))
+
+    def set_filter(self, text: str) -> None:
+        """Show the blocks whose name, aliases or summary contain every word of ``text``."""
+        words = text.lower().split()
+        for cat in self._categories:
+            shown = 0
+            for i in range(cat.childCount()):
+                row = cat.child(i)
+                hay = self._haystack[row.data(0, _BLOCK_ROLE)]
+                hit = all(w in hay for w in words)
+                row.setHidden(not hit)
+                shown += hit
+            cat.setHidden(shown == 0)
+            cat.setExpanded(bool(words) and shown > 0)
+        if words:
+            first = self.visible_blocks()[:1]
+            if first:
+                self.tree.setCurrentItem(self._rows[first[0]])
+
+    def visible_blocks(self) -> list[str]:
+        """Block names currently shown, in tree order."""
+        out = []
+        for cat in self._categories:
+            if cat.isHidden():
+                continue
+            for i in range(cat.childCount()):
+                row = cat.child(i)
+                if not row.isHidden():
+                    out.append(row.data(0, _BLOCK_ROLE))
+        return out
+
+    def item_for(self, name: str) -> QTreeWidgetItem:
+        return self._rows[name]
+
+    def _on_activated(self, item: QTreeWidgetItem, _column: int) -> None:
+        name = item.data(0, _BLOCK_ROLE)
+        if name:
+            self.block_activated.emit(name)
+
+    def _activate_first_visible(self) -> None:
+        item = self.tree.currentItem()
+        if item is not None and item.data(0, _BLOCK_ROLE) and not item.isHidden():
+            self.block_activated.emit(item.data(0, _BLOCK_ROLE))

@@ -1,0 +1,398 @@
+"""The backward stepper: walk a recorded backward pass one block at a time, in reverse schedule order.
+
+For each step it emphasises the block and its wires on the canvas (``view.gradients.focus``) and
+says what arrived, the block's rule, and what it sent back along each input wire. The steps and
+numbers are GradientView.steps (blockflow.present.gradview); this module only presents them.
+"""
+from __future__ import annotations
+
+from PySide6.QtCore import QEvent, Qt, QTimer
+from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtWidgets import (QApplication, QDockWidget, QHBoxLayout, QLabel, QListWidget, QListWidgetItem,
+                               QSizePolicy, QSlider, QSplitter, QStyle, QTextBrowser, QToolButton, QVBoxLayout,
+                               QWidget)
+
+from blockflow.present.gradview import FLOWS, GradientView
+from blockflow.gui.panels.gradtext import Colors, array_html, esc, rule_html
+from blockflow.gui.common.plaintext import literal
+
+__all__ = ["BackwardStepper", "MIN_SPEED", "MAX_SPEED"]
+
+MIN_SPEED, MAX_SPEED = 0.5, 10.0     # steps per second
+_SLIDER_STEP = 0.5                   # the slider moves in half steps per second
+HINT = "Run Backward (Shift+F5) to step through it"
+
+
+class BackwardStepper(QWidget):
+    """Next / previous / first / last, Play/Pause at a chosen speed, through ``view.gradients.current``.
+
+    ``index`` is the current step (-1: not stepping). Keys while the panel (or one of its
+    controls) has focus: Right/Left step, Space plays or pauses, Home/End go to the ends, Escape
+    stops.
+    """
+
+    def __init__(self, view, parent=None):
+        super().__init__(parent)
+        self.view = view
+        self.doc = view.doc
+        self.gradients = view.gradients
+        self.gview: GradientView | None = None
+        self.steps: list = []
+        self.index = -1
+        self._focused = False
+        self.setFocusPolicy(Qt.StrongFocus)
+
+        self.position_label = QLabel()
+        self.position_label.setTextFormat(Qt.PlainText)
+        self.position_label.setWordWrap(True)
+        font = self.position_label.font()
+        font.setBold(True)
+        self.position_label.setFont(font)
+
+        def button(icon, text, tip, slot, key=None):
+            b = QToolButton(self)
+            b.setIcon(self.style().standardIcon(icon))
+            b.setText(text)
+            b.setToolButtonStyle(Qt.ToolButtonTextBesideIcon if text else Qt.ToolButtonIconOnly)
+            b.setToolTip(f"{tip} ({QKeySequence(key).toString(QKeySequence.NativeText)})" if key else tip)
+            b.setAutoRaise(True)
+            b.clicked.connect(lambda _c=False: self._act(slot))
+            return b
+
+        sp = QStyle.StandardPixmap
+        self.first_button = button(sp.SP_MediaSkipBackward, "", "First step", self.first, Qt.Key_Home)
+        self.prev_button = button(sp.SP_MediaSeekBackward, "", "Previous step", self.previous, Qt.Key_Left)
+        self.play_button = button(sp.SP_MediaPlay, "Play", "Play the steps one after another at the "
+                                  "chosen speed", self.toggle_play, Qt.Key_Space)
+        self.next_button = button(sp.SP_MediaSeekForward, "", "Next step", self.next, Qt.Key_Right)
+        self.last_button = button(sp.SP_MediaSkipForward, "", "Last step", self.last, Qt.Key_End)
+        self.stop_button = button(sp.SP_MediaStop, "", "Stop stepping (the canvas shows every wire again)",
+                                  self.stop, Qt.Key_Escape)
+        self.speed_slider = QSlider(Qt.Horizontal, self)
+        self.speed_slider.setRange(int(MIN_SPEED / _SLIDER_STEP), int(MAX_SPEED / _SLIDER_STEP))
+        self.speed_slider.setValue(int(1.0 / _SLIDER_STEP))
+        self.speed_slider.setToolTip("Play speed, in steps per second")
+        self.speed_slider.setMaximumWidth(140)
+        self.speed_slider.setMinimumWidth(40)
+        self.speed_label = QLabel()
+        self.speed_label.setMinimumWidth(self.speed_label.fontMetrics().horizontalAdvance("10 steps/s"))
+        self.speed_slider.valueChanged.connect(self._on_speed)
+
+        self.step_list = QListWidget(self)
+        self.step_list.setToolTip("The backward pass, first step at the top; click one to go to it")
+        self.step_list.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.step_list.setTextElideMode(Qt.ElideRight)
+        self.step_list.setUniformItemSizes(True)
+        self.step_list.itemClicked.connect(lambda item: self._act(lambda: self.go_to(self.step_list.row(item))))
+        self.details = QTextBrowser(self)
+        self.details.setOpenLinks(False)
+        self.details.setFocusPolicy(Qt.ClickFocus)
+        # Small minimums: the dock may share a column with several others (the window's own
+        # minimum size is the sum of theirs).
+        self.step_list.setMinimumHeight(24)
+        self.details.setMinimumHeight(40)
+
+        controls = QHBoxLayout()
+        controls.setContentsMargins(0, 0, 0, 0)
+        controls.setSpacing(1)
+        for w in (self.first_button, self.prev_button, self.play_button, self.next_button,
+                  self.last_button, self.stop_button):
+            controls.addWidget(w)
+        controls.addStretch(1)
+        speed = QHBoxLayout()
+        speed.setContentsMargins(0, 0, 0, 0)
+        speed.addWidget(QLabel("Speed", self))
+        speed.addWidget(self.speed_slider, 1)
+        speed.addWidget(self.speed_label)
+        speed.addStretch(1)
+        split = QSplitter(Qt.Vertical, self)
+        split.addWidget(self.step_list)
+        split.addWidget(self.details)
+        split.setStretchFactor(0, 1)
+        split.setStretchFactor(1, 3)
+        split.setSizes([120, 400])
+        split.setChildrenCollapsible(False)
+        self.step_list.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Ignored)
+        col = QVBoxLayout(self)
+        col.setContentsMargins(4, 4, 4, 4)
+        col.setSpacing(4)
+        col.addWidget(self.position_label)
+        col.addLayout(controls)
+        col.addLayout(speed)
+        col.addWidget(split, 1)
+
+        self.timer = QTimer(self)
+        self.timer.timeout.connect(self._tick)
+        for key, slot in ((Qt.Key_Right, self.next), (Qt.Key_Left, self.previous),
+                          (Qt.Key_Space, self.toggle_play), (Qt.Key_Home, self.first),
+                          (Qt.Key_End, self.last), (Qt.Key_Escape, self.stop)):
+            sc = QShortcut(QKeySequence(key), self, context=Qt.WidgetWithChildrenShortcut)
+            sc.activated.connect(slot)
+
+        self.gradients.changed.connect(self._on_gradients_changed)
+        self.doc.current_page_changed.connect(lambda _p: self._on_gradients_changed())
+        self.doc.project_replaced.connect(self._on_gradients_changed)
+        self._on_speed(self.speed_slider.value())
+        self._on_gradients_changed()
+        self._show()
+
+    # ------------------------------------------------------------------------- state
+    @property
+    def current_step(self):
+        """The BackwardStep shown now, or None when not stepping."""
+        return self.steps[self.index] if 0 <= self.index < len(self.steps) else None
+
+    @property
+    def playing(self) -> bool:
+        return self.timer.isActive()
+
+    def speed(self) -> float:
+        """Steps per second."""
+        return self.speed_slider.value() * _SLIDER_STEP
+
+    def set_speed(self, steps_per_second: float) -> None:
+        self.speed_slider.setValue(round(min(MAX_SPEED, max(MIN_SPEED, steps_per_second)) / _SLIDER_STEP))
+
+    def _usable(self, gview) -> bool:
+        return gview is not None and gview.ran and bool(gview.steps) and \
+            gview.program.page_name == self.doc.current_page
+
+    def _on_gradients_changed(self) -> None:
+        gview = self.gradients.current
+        gview = gview if self._usable(gview) else None
+        if gview is self.gview:
+            return
+        self.pause()
+        self._unfocus()
+        self.gview = gview
+        self.steps = list(gview.steps) if gview is not None else []
+        self.index = -1
+        self.step_list.clear()
+        for s in self.steps:
+            tag = {"cut": " · stops", "leaf": " · leaf"}.get(s.kind, "")
+            item = QListWidgetItem(f"{s.index + 1}. {s.node} ({s.block}){tag}")
+            item.setToolTip(literal(s.describe()))
+            self.step_list.addItem(item)
+        self._show()
+
+    # ------------------------------------------------------------------------- moving
+    def go_to(self, index: int) -> None:
+        """Show step ``index`` (clamped to the steps) and emphasise it on the canvas."""
+        if not self.steps:
+            return
+        self.index = max(0, min(len(self.steps) - 1, index))
+        step = self.steps[self.index]
+        incoming, outgoing = self.wires_of(step)
+        self.gradients.focus(step.node, incoming, outgoing)
+        self._focused = True
+        self._reveal(step.node)
+        self._show()
+
+    def wires_of(self, step) -> tuple[list, list]:
+        """(incoming, outgoing) for ``step``: the wires out of its block that bring the gradient
+        arriving at it, and its input wires along which it sends gradient."""
+        incoming = [e for e, w in self.gview.wires.items() if e.src == step.node and w.state == FLOWS]
+        outgoing = [e for e, _ in step.sent]
+        return incoming, outgoing
+
+    def first(self) -> None:
+        self.go_to(0)
+
+    def last(self) -> None:
+        self.go_to(len(self.steps) - 1)
+
+    def next(self) -> None:
+        if self.index < len(self.steps) - 1:
+            self.go_to(self.index + 1)
+        elif self.playing:
+            self.pause()
+
+    def previous(self) -> None:
+        if self.index > 0:
+            self.go_to(self.index - 1)
+
+    def play(self) -> None:
+        """Advance one step every 1/speed seconds; from the start when at the end or not stepping."""
+        if not self.steps:
+            return
+        if self.index < 0 or self.index >= len(self.steps) - 1:
+            self.go_to(0)
+        self.timer.start(self._interval())
+        self._sync_buttons()
+
+    def pause(self) -> None:
+        self.timer.stop()
+        self._sync_buttons()
+
+    def toggle_play(self) -> None:
+        if self.playing:
+            self.pause()
+        else:
+            self.play()
+
+    def stop(self) -> None:
+        """Leave stepping: pause, forget the position, give the canvas its full colours back."""
+        self.pause()
+        self._unfocus()
+        if self.index != -1:
+            self.index = -1
+            self._show()
+
+    def _unfocus(self) -> None:
+        if self._focused:
+            self._focused = False
+            self.gradients.focus(None, [], [])
+
+    def _tick(self) -> None:
+        self.next()
+        if self.index >= len(self.steps) - 1:
+            self.pause()
+
+    def _interval(self) -> int:
+        return max(1, round(1000.0 / self.speed()))
+
+    def _on_speed(self, _value: int) -> None:
+        s = self.speed()
+        self.speed_label.setText(f"{s:g} step{'s' if s != 1 else ''}/s")
+        if self.playing:
+            self.timer.setInterval(self._interval())
+
+    def _act(self, slot) -> None:
+        """A control was used: act, and keep the keys (Right/Left/Space) with the stepper."""
+        slot()
+        fw = QApplication.focusWidget()
+        if fw is None or (fw is not self and not self.isAncestorOf(fw)):
+            self.setFocus(Qt.OtherFocusReason)
+
+    def _reveal(self, node: str) -> None:
+        items = self.view.diagram_scene().node_items
+        item = items.get(node)
+        if item is None:
+            return
+        visible = self.view.mapToScene(self.view.viewport().rect()).boundingRect()
+        if not visible.contains(item.sceneBoundingRect()):
+            self.view.center_on_node(node)
+
+    # ------------------------------------------------------------------------- display
+    def _sync_buttons(self) -> None:
+        n, i = len(self.steps), self.index
+        self.first_button.setEnabled(n > 0 and i != 0)
+        self.prev_button.setEnabled(i > 0)
+        self.next_button.setEnabled(n > 0 and i < n - 1)
+        self.last_button.setEnabled(n > 0 and i != n - 1)
+        self.stop_button.setEnabled(i >= 0 or self.playing)
+        self.play_button.setEnabled(n > 0)
+        self.play_button.setText("Pause" if self.playing else "Play")
+        self.play_button.setIcon(self.style().standardIcon(
+            QStyle.StandardPixmap.SP_MediaPause if self.playing else QStyle.StandardPixmap.SP_MediaPlay))
+
+    def _show(self) -> None:
+        self._sync_buttons()
+        c = Colors.of(self)
+        if self.gview is None:
+            self.position_label.setText("Backward steps")
+            static = self.gradients.current is not None and not self.gradients.current.ran
+            lead = ("The canvas shows where gradient can flow; the numbers need a run." if static
+                    else "No backward pass to step through yet.")
+            self.details.setHtml(f'<p>{esc(lead)}</p><p><b>{esc(HINT)}</b>, then press '
+                                 f'<b>▶</b> or <b>→</b> here to walk it block by block, from the target '
+                                 f'back to the inputs.</p>')
+            return
+        n = len(self.steps)
+        target = self.gview.target[0]
+        if self.index < 0:
+            self.position_label.setText(f"{n} steps back from {target}")
+            self.step_list.setCurrentRow(-1)
+            self.details.setHtml(
+                f"<p>The backward pass from <b>{esc(target)}</b> visits {n} blocks, in the reverse of "
+                f"the order the forward pass ran them. Each one receives the gradient of {esc(target)} "
+                f"with respect to its output, applies its local rule and sends the result back along "
+                f"its input wires.</p><p>Press <b>▶</b> (or <b>→</b>) for the first step, or "
+                f"<b>Play</b>.</p>")
+            return
+        step = self.steps[self.index]
+        self.position_label.setText(f"Step {self.index + 1} of {n}: {step.node} ({step.block})")
+        self.step_list.setCurrentRow(self.index)
+        self.details.setHtml(self.step_html(step, c))
+
+    def step_html(self, step, c: Colors | None = None) -> str:
+        """What the dock says about ``step``."""
+        c = c or Colors.of(self)
+        gv = self.gview
+        program = gv.program
+        target = gv.target[0]
+        parts = [f'<p style="margin-bottom:2px"><span style="font-size:large"><b>{esc(step.node)}</b></span> '
+                 f'· {esc(step.block)}<br><span style="color:{c.muted}">{esc(program.full_name(step.node))}'
+                 f'</span></p>']
+
+        parts.append("<h4 style='margin-bottom:2px'>Gradient arriving</h4>")
+        if step.index == 0 and step.node == target:
+            parts.append(f"<p>{esc(step.node)} is the target: the backward pass starts here with "
+                         f"∂{esc(target)}/∂{esc(target)} = 1.</p>")
+        incoming, _ = self.wires_of(step)
+        for port, g in step.arriving.items():
+            wires = [e for e in incoming if e.src_port == port]
+            parts.append(f"<p>at output <b>{esc(port)}</b>: {array_html(g, c)}")
+            if len(wires) > 1:
+                parts.append(f"<br>the sum of what {len(wires)} wires bring back:")
+                for e in wires:
+                    parts.append(f"<br>&nbsp;&nbsp;+ from {esc(e.dst)}.{esc(e.dst_port)}: "
+                                 f"{array_html(gv.wires[e].grad, c)}")
+            elif wires:
+                parts.append(f"<br><span style='color:{c.muted}'>back along the wire from "
+                             f"{esc(wires[0].dst)}.{esc(wires[0].dst_port)}</span>")
+            parts.append("</p>")
+
+        parts.append("<h4 style='margin-bottom:2px'>Rule</h4>")
+        parts.append(rule_html(step.rule, c))
+
+        parts.append("<h4 style='margin-bottom:2px'>Sends back</h4>")
+        if step.kind == "leaf":
+            parts.append(f"<p>Nothing: {esc(step.node)} is a {esc(step.block)}, a leaf of the diagram. "
+                         f"The gradient arriving here is the final gradient of the target "
+                         f"{esc(target)} with respect to {esc(step.node)} "
+                         f"(∂{esc(target)}/∂{esc(step.node)}).</p>")
+        elif step.kind == "cut":
+            parts.append(f"<p><b>Nothing</b>: {esc(self._why_nothing(step))}</p>")
+        else:
+            for edge, g in step.sent:
+                parts.append(f"<p>along input <b>{esc(edge.dst_port)}</b> to <b>{esc(edge.src)}</b>"
+                             f".{esc(edge.src_port)}: {array_html(g, c)}</p>")
+            sent = {e for e, _ in step.sent}
+            for ie in gv.explain(step.node).inputs:
+                if ie.edge is not None and ie.edge in sent:
+                    continue
+                why = ie.why_none or "nothing flows back here"
+                parts.append(f"<p style='color:{c.cut}'>input {esc(ie.port)}: no gradient ({esc(why)})</p>")
+        return "".join(parts)
+
+    def _why_nothing(self, step) -> str:
+        gv = self.gview
+        spec = gv.program.step_of[step.node].spec
+        if spec.gradient == "stop":
+            text = (f"{step.block} passes its input through unchanged going forward but is a constant "
+                    f"going backward, so the gradient stops here.")
+            if gv.cut_by.get(step.node):
+                text += " " + gv.cut_summary(step.node) + "."
+            return text
+        wired = [e for _, _, e in gv.program.step_of[step.node].in_edges if e is not None]
+        if not wired:
+            return (f"{step.node} has no input wires, so there is no block to send the gradient to: "
+                    f"it ends here (∂{gv.target[0]}/∂{step.node} is the gradient arriving above).")
+        reasons = sorted({gv.wires[e].reason for e in wired if e in gv.wires and gv.wires[e].reason})
+        return f"{step.block} sends no gradient back" + (": " + "; ".join(reasons) if reasons else ".")
+
+    # ------------------------------------------------------------------------- events
+    def changeEvent(self, event):
+        super().changeEvent(event)
+        if event.type() == QEvent.PaletteChange:
+            self._show()
+
+    def hideEvent(self, event):
+        super().hideEvent(event)
+        # Closing the dock leaves stepping; a tab switch (the dock still open) keeps it.
+        dock = self.parentWidget()
+        while dock is not None and not isinstance(dock, QDockWidget):
+            dock = dock.parentWidget()
+        if dock is not None and dock.isHidden():
+            self.stop()

@@ -1,0 +1,299 @@
+"""The editor's compiled pages: recompiled only when what a page computes changed, and never for
+long on the UI thread.
+
+PagePrograms keeps the last Program of each page with the edit stamp it was compiled at. The
+Document gives a page a new stamp on each edit that can change what the page computes (blocks,
+wires, attrs, inline values, feeds, Variable state, the loss mark, the page's name, the
+project's folder); labels, positions, the page note and the plotted metrics keep the stamp, so
+they recompile nothing.
+
+Compiles run on one worker thread, on a copy of the page taken on the UI thread as the compile
+starts: the worker never reads the live model, which the UI thread goes on editing. The UI
+thread waits for a compile at most WAIT seconds, so a small page is compiled before the views
+look again, as if on the UI thread; a big one lands later, announced by ``ready``. A result
+whose stamp is no longer the page's is dropped. ``program(page)`` is for callers that need the
+program now (tests, code driving the editor): it waits for the compile under way of that very
+state, or compiles on the calling thread.
+"""
+from __future__ import annotations
+
+import gc
+import itertools
+import threading
+import time
+import traceback
+import weakref
+from collections import OrderedDict
+
+from PySide6.QtCore import QObject, QRunnable, Qt, QThreadPool, QTimer, Signal
+
+from blockflow.compile.compiler import Program, compile_page, project_files
+from blockflow.project import Node, Page
+
+__all__ = ["PagePrograms", "snapshot", "WAIT"]
+
+#: How long the UI thread waits for a compile before leaving it to land later (seconds).
+WAIT = 0.05
+
+
+def snapshot(page: Page) -> Page:
+    """A copy of ``page`` that another thread may compile while the UI thread edits the original:
+    new containers down to the values, which edits replace and never change in place."""
+    # Many new objects and no garbage: the cyclic collector would only rescan the editor's heap.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        nodes = {nid: Node(n.id, n.block, dict(n.attrs), dict(n.inputs), n.position, n.label, dict(n.state))
+                 for nid, n in page.nodes.items()}
+        return Page(page.name, nodes, list(page.edges), page.loss, dict(page.feeds), page.text,
+                    list(page.metrics))
+    finally:
+        if enabled:
+            gc.enable()
+
+
+class _Emitter(QObject):
+    finished = Signal(object)    # a _Task, from the worker thread
+    announce = Signal(str)       # a page compiled by program(), told after the caller returned
+
+
+class _Task:
+    """One compile: what it compiles and what came out (plain data, shared by both threads)."""
+
+    def __init__(self, name: str, stamp: int, page: Page, registry, files):
+        self.name, self.stamp, self.page, self.registry, self.files = name, stamp, page, registry, files
+        self.program: Program | None = None
+        self.error: BaseException | None = None
+        self.seconds = 0.0
+        self.done = threading.Event()
+        self.taken = False
+
+
+class _Compile(QRunnable):
+    """Runs a _Task on the worker thread (the pool deletes the runnable; the task lives on)."""
+
+    def __init__(self, task: _Task, emitter: _Emitter):
+        super().__init__()
+        self.task, self.emitter = task, emitter
+
+    def run(self):
+        task = self.task
+        start = time.perf_counter()
+        try:
+            task.program = compile_page(task.page, task.registry, files=task.files)
+        except BaseException as exc:       # a bug (compile_page reports diagram problems itself)
+            task.error = exc
+        task.seconds = time.perf_counter() - start
+        task.page = None                   # the copy is not needed any more
+        task.done.set()
+        self.emitter.finished.emit(task)
+
+
+class PagePrograms(QObject):
+    """The programs of a Document's pages, compiled off the UI thread when a page's stamp changes;
+    ``ready(name)`` is emitted on the UI thread when a page's program is current again."""
+
+    ready = Signal(str)
+
+    def __init__(self, document):
+        super().__init__(document)
+        # Weak: the document owns this object (a strong reference back would be a cycle, freed
+        # in an order up to the garbage collector; see commands._DocRef).
+        self._doc = weakref.ref(document)
+        # The pool first: children are deleted in order, and the pool's destructor waits for a
+        # compile under way before the emitter it reports through is gone.
+        self._pool = QThreadPool(self)
+        self._pool.setMaxThreadCount(1)
+        self._emitter = _Emitter(self)
+        self._emitter.finished.connect(self._on_finished, Qt.QueuedConnection)
+        self._emitter.announce.connect(self._announce, Qt.QueuedConnection)
+        self._kick = QTimer(self)
+        self._kick.setSingleShot(True)
+        self._kick.setInterval(0)
+        self._kick.timeout.connect(self._dispatch)
+        self._serial = itertools.count(1)
+        self._stamps: dict[str, int] = {}
+        self._programs: dict[str, tuple[int, Program]] = {}
+        self._failed: dict[str, tuple[int, BaseException]] = {}
+        self._wanted: OrderedDict[str, None] = OrderedDict()
+        self._job: _Task | None = None
+        self._dispatching = False
+        self._pages: dict[str, Page] | None = None    # by name (see _page)
+        #: seconds of the last compile of each page (on whichever thread it ran)
+        self.seconds: dict[str, float] = {}
+
+    # ---------------------------------------------------------------- edits (Document)
+    def stamp(self, name: str) -> int:
+        stamp = self._stamps.get(name)
+        if stamp is None:
+            stamp = self._stamps[name] = next(self._serial)
+        return stamp
+
+    def changed(self, name: str) -> None:
+        """What ``name`` computes may have changed: it gets a new stamp and is compiled first."""
+        self._stamps[name] = next(self._serial)
+        self.request(name, first=True)
+
+    def changed_all(self) -> None:
+        """Every page may compute something else (the project's folder moved)."""
+        for name in list(self._stamps):
+            self._stamps[name] = next(self._serial)
+            self.request(name)
+
+    def removed(self, name: str) -> None:
+        for table in (self._stamps, self._programs, self._failed, self._wanted):
+            table.pop(name, None)
+        self._pages = None
+
+    def clear(self) -> None:
+        """Another project: forget every page (a compile under way is dropped when it lands)."""
+        for table in (self._stamps, self._programs, self._failed, self._wanted, self.seconds):
+            table.clear()
+        self._pages = None
+
+    # ---------------------------------------------------------------- reading (views)
+    def fresh(self, name: str) -> Program | None:
+        """The program of the page as it is now, or None while it is (to be) compiled."""
+        entry = self._programs.get(name)
+        if entry is not None and entry[0] == self.stamp(name):
+            return entry[1]
+        return None
+
+    def latest(self, name: str) -> Program | None:
+        """The last program compiled for the page, current or not (None before the first)."""
+        entry = self._programs.get(name)
+        return entry[1] if entry is not None else None
+
+    def request(self, name: str, first: bool = False) -> None:
+        """Compile ``name`` soon (``first``: before the other pages waiting)."""
+        self._wanted[name] = None
+        if first:
+            self._wanted.move_to_end(name, last=False)
+        if self._job is None:
+            self._kick.start()
+
+    def get(self, name: str) -> Program | None:
+        """The current program, or None after asking for it (``ready`` tells when it is there).
+        When the worker is free the compile starts at once and is given WAIT seconds, so that a
+        small page is there on return."""
+        program = self.fresh(name)
+        if program is None:
+            self._raise_failure(name)
+            self.request(name, first=True)
+            if self._job is None and not self._dispatching:
+                self._dispatch()
+                program = self.fresh(name)
+        return program
+
+    def pending(self) -> int:
+        """How many pages are waiting for a compile or being compiled."""
+        return len(self._wanted) + (self._job is not None and not self._job.taken)
+
+    def program(self, name: str) -> Program:
+        """The current program, now: waits for the compile of this very state if it is under
+        way, else compiles on the calling thread."""
+        program = self.fresh(name)
+        if program is not None:
+            return program
+        self._raise_failure(name)
+        stamp = self.stamp(name)
+        job = self._job
+        if job is not None and (job.name, job.stamp) == (name, stamp):
+            job.done.wait()
+            self._take(job)
+            if job.error is not None:
+                raise job.error
+            self._emitter.announce.emit(name)
+            return job.program
+        start = time.perf_counter()
+        doc = self._doc()
+        program = compile_page(doc.project.page(name), doc.registry, files=project_files(doc.project))
+        self.seconds[name] = time.perf_counter() - start
+        self._programs[name] = (stamp, program)
+        self._wanted.pop(name, None)
+        self._emitter.announce.emit(name)
+        return program
+
+    # ---------------------------------------------------------------- the worker
+    def _dispatch(self) -> None:
+        """Start the next compile (on the UI thread: the page is copied here) and give it up to
+        WAIT seconds; what is done by then is taken at once, the rest lands in _on_finished."""
+        if self._dispatching:
+            return
+        self._dispatching = True
+        try:
+            done = self._run_some()
+        finally:
+            self._dispatching = False
+        for name in done:                  # told after the loop: listeners may ask for more
+            if self.fresh(name) is not None:
+                self.ready.emit(name)
+
+    def _run_some(self) -> list[str]:
+        deadline = time.perf_counter() + WAIT
+        doc = self._doc()
+        done = []
+        while self._job is None and self._wanted:
+            name, _ = self._wanted.popitem(last=False)
+            if self.fresh(name) is not None:
+                continue
+            page = self._page(doc, name)
+            if page is None:
+                continue                   # the page went since it was asked for
+            job = _Task(name, self.stamp(name), snapshot(page), doc.registry, project_files(doc.project))
+            self._job = job
+            self._pool.start(_Compile(job, self._emitter))
+            left = deadline - time.perf_counter()
+            if left <= 0 or not job.done.wait(left):
+                break
+            if self._take(job):
+                done.append(name)
+        return done
+
+    def _page(self, doc, name: str) -> Page | None:
+        """The live page called ``name``, from a table made once (Project.page scans the list,
+        once per page compiled: quadratic on a project of many pages); the Document clears it
+        when pages come, go or change names."""
+        if self._pages is None:
+            self._pages = {p.name: p for p in doc.project.pages}
+        page = self._pages.get(name)
+        if page is not None and page.name != name:     # renamed behind our back: look again
+            self._pages = {p.name: p for p in doc.project.pages}
+            page = self._pages.get(name)
+        return page
+
+    def pages_changed(self) -> None:
+        """Pages were added, removed or renamed."""
+        self._pages = None
+
+    def _on_finished(self, job: _Task) -> None:
+        if self._take(job):
+            self.ready.emit(job.name)
+        if self._job is None and self._wanted:
+            self._kick.start()
+
+    def _take(self, job: _Task) -> bool:
+        """Keep what ``job`` compiled if the page is still as it was; True when kept."""
+        if job.taken:
+            return False
+        job.taken = True
+        if self._job is job:
+            self._job = None
+        if self._stamps.get(job.name) != job.stamp:
+            return False                   # edited (or gone) while it compiled: compiled again
+        self.seconds[job.name] = job.seconds
+        if job.error is not None:
+            self._failed[job.name] = (job.stamp, job.error)
+            traceback.print_exception(job.error)
+            return False
+        self._programs[job.name] = (job.stamp, job.program)
+        return True
+
+    def _announce(self, name: str) -> None:
+        if self.fresh(name) is not None:
+            self.ready.emit(name)
+
+    def _raise_failure(self, name: str) -> None:
+        failed = self._failed.get(name)
+        if failed is not None and failed[0] == self._stamps.get(name):
+            raise failed[1]

@@ -1,0 +1,829 @@
+"""The numpy runtime: forward and reverse-mode backward passes over a compiled Program.
+
+For each kind of run (which values to fetch, which target, which nodes to differentiate for,
+whether to record everything) the Program's schedule is turned once into straight-line Python
+that calls the blocks' numpy functions; the hot path touches no dicts and no networkx. Only slot
+numbers and references to block functions enter that code, never text from a project.
+Must not import PySide6 or the block library.
+"""
+from __future__ import annotations
+
+import gc
+import hashlib
+import math
+from dataclasses import dataclass, field
+from functools import partial
+
+import numpy as np
+
+from blockflow.budget import format_size
+from blockflow.budget import memory_budget as memory_budget_of
+from blockflow.compile.compiler import GradientPaths, Program, Step
+from blockflow.datafiles import SPLITS, DataRequest
+from blockflow.errors import BlockExecutionError, FeedError, MemoryLimitError, NumericsError, RunError
+from blockflow.run.memplan import RESIDENT, Line, MemoryPlan, RunGuard, alias, new, value_dependent
+from blockflow.run.memplan import parts as memparts
+from blockflow.project import Edge
+from blockflow.spec import AllocationError, ShapeError, TensorType, allocation_guard, fit_dtype
+
+__all__ = ["RunResult", "run", "run_forward", "run_backward"]
+
+
+@dataclass
+class RunResult:
+    """What a run produced.
+
+    ``values`` and ``grads`` are keyed by ``(node, output port)``; ``grads`` holds the total
+    gradient of the target with respect to each output (the sum over the wires it feeds);
+    ``edge_grads`` the gradient flowing back along each wire; ``variable_grads`` the gradient
+    of each Variable (and Placeholder) by node id. Without ``record`` only the fetched values and
+    the wanted nodes' gradients are kept.
+    """
+
+    program: Program
+    values: dict = field(default_factory=dict)
+    grads: dict = field(default_factory=dict)
+    edge_grads: dict = field(default_factory=dict)
+    variable_grads: dict = field(default_factory=dict)
+    #: state a run changed: {Variable node: {"value": new value, slot key: new slot value}};
+    #: Page.apply_state writes it into the project
+    state_updates: dict = field(default_factory=dict)
+    target: tuple | None = None
+    paths: GradientPaths | None = None
+
+    def value(self, node: str, port: str | None = None) -> np.ndarray:
+        return self.values[self._key(node, port)]
+
+    def grad(self, node: str, port: str | None = None) -> np.ndarray | None:
+        return self.grads.get(self._key(node, port))
+
+    def _key(self, node, port):
+        slot = self.program.slots[self.program.slot_of(node, port)]
+        return slot.node, slot.port
+
+
+def run_forward(program: Program, feeds=None, **kw) -> RunResult:
+    """A forward pass only; see :func:`run`."""
+    return run(program, feeds, target=None, **kw)
+
+
+def run_backward(program: Program, feeds=None, target=None, **kw) -> RunResult:
+    """Forward and backward from ``target`` (default: the page's loss); see :func:`run`."""
+    return run(program, feeds, target=target if target is not None else _LOSS, **kw)
+
+
+_LOSS = object()
+
+
+def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None, wrt=None,
+        variables=None, record: bool = True, check_numerics: bool = True, step: int = 0,
+        commit: bool = True, split: str = "train", run_seed: int = 0, memory_budget=None,
+        held_bytes: int = 0) -> RunResult:
+    """Run a compiled page.
+
+    feeds: ``{placeholder node id: array}``; missing ones come from the page's saved feeds.
+    fetch: node ids or ``"node:port"`` whose values to return (with ``record``, all are kept).
+    target: the scalar output to differentiate (``"node"``, ``"node:port"``), or None for a
+    forward pass only; ``grad_seed`` is the cotangent for a non-scalar target.
+    wrt: node ids to compute gradients for; None means every node when recording, else the
+    trainable Variables.
+    variables: ``{variable node id: array}`` overriding the values stored in the project.
+    record: keep every value and every wire's gradient (the editor's view); otherwise values are
+    freed as soon as nothing needs them.
+    check_numerics: raise :class:`NumericsError` naming the node that first produced NaN/Inf.
+    step: the run's number in a sequence (a training step): random blocks draw from a stream
+    fixed by their seed, their id and ``step``, so a run is reproducible and steps differ.
+    split: which part of their data dataset blocks give: "train" (batch ``step`` of the training
+    part), "test" (the held-out part) or "all".
+    run_seed: mixed into every random stream (random blocks, Dropout, dataset shuffles) when not 0:
+    a training run's seed; the same run_seed, step and block give the same numbers.
+    commit: blocks that update state (Assign, Apply*) change the program's Variables and slots
+    once the run has finished without error; ``result.state_updates`` lists the changes (write
+    them into the project with ``Page.apply_state``). Within a run every block reads the values
+    from its start.
+    memory_budget: the most bytes the run's tensors may hold at once (an int or a size such as
+    ``"2G"``); default: see :mod:`blockflow.budget`. Every array the run makes, and every
+    intermediate a block reserves, is checked against it and against the per-tensor limit before
+    it is made: :class:`MemoryLimitError` names the block, the array, its shape and size.
+    held_bytes: memory the caller keeps alive for the run's sake besides what it passes in (a
+    trainer's optimizer slots), counted against the budget.
+    """
+    program.raise_for_errors()
+    if split not in SPLITS:
+        raise RunError(f"split must be one of {', '.join(SPLITS)}, not {split!r}")
+    if target is _LOSS:
+        t_slot = program.resolve_target(None)
+    elif target is None:
+        t_slot = None
+    else:
+        t_slot = program.resolve_target(target)
+    if t_slot is not None and wrt is None and not record:
+        wrt = program.trainable
+    fetch_slots = tuple(program.resolve_target(f) for f in (fetch or ()))
+    if t_slot is not None:
+        ttype = program.slots[t_slot].type
+        if not ttype.is_float:
+            raise RunError(f"the gradient target {_slot_name(program, t_slot)} is {ttype}; only float "
+                           f"values can be differentiated")
+        if grad_seed is None and ttype.size != 1:
+            raise RunError(f"the gradient target {_slot_name(program, t_slot)} is {ttype}, not a scalar: "
+                           f"give a gradient seed of its shape or pick a scalar target")
+    if grad_seed is not None and t_slot is None:
+        raise RunError("a gradient seed was given but no gradient target")
+    if wrt is not None and not isinstance(wrt, frozenset):
+        if isinstance(wrt, str):
+            raise RunError(f"wrt must be a collection of node ids, not the string {wrt!r}")
+        wrt = frozenset(wrt)
+        unknown = sorted(n for n in wrt if n not in program.step_of)
+        if unknown:
+            raise RunError(f"wrt names nodes that are not on page '{program.page_name}': {', '.join(unknown)}")
+    if variables:
+        unknown = sorted(n for n in variables if getattr(program.step_of.get(n), "role", None) != "variable")
+        if unknown:
+            raise RunError(f"values given for Variables that are not on page '{program.page_name}': "
+                           f"{', '.join(unknown)}")
+    try:
+        budget, source = memory_budget_of(memory_budget)
+    except ValueError as exc:
+        raise RunError(f"memory budget: {exc}") from None
+    key = (fetch_slots, t_slot, wrt, record, grad_seed is not None)
+    plan = program._plans.get(key)
+    if plan is None:
+        plan = program._plans[key] = _new_plan(program, fetch_slots, t_slot, key[2], record)
+    feed_list = plan.feed_inputs(feeds)
+    # Every array of the run is checked before anything is allocated (the walk is cached per
+    # feed-shape signature); during the run the guard counts what blocks reserve.
+    guard = RunGuard(plan.memory, budget, source, held_bytes, (tuple(f.shape for f in feed_list),))
+    token = allocation_guard.set(guard)
+    try:
+        return _run_planned(program, plan, guard, feed_list, variables, t_slot, grad_seed, check_numerics,
+                            commit, feeds, wrt, step, split, run_seed)
+    finally:
+        allocation_guard.reset(token)
+
+
+def _run_planned(program, plan, guard, feed_list, variables, t_slot, grad_seed, check_numerics, commit,
+                 feeds, wrt, step, split, run_seed) -> RunResult:
+    var_list = plan.variable_inputs(variables)
+    seed = None
+    if grad_seed is not None:
+        ttype = program.slots[t_slot].type
+        seed = np.asarray(grad_seed, dtype=ttype.dtype)
+        if seed.ndim != ttype.rank or any(d is not None and d != n for d, n in zip(ttype.shape, seed.shape)):
+            raise RunError(f"the gradient seed has shape {list(seed.shape)} but the target "
+                           f"{_slot_name(program, t_slot)} is {ttype}")
+    with np.errstate(all="ignore"):
+        out = plan.fn(var_list, feed_list, seed, DataRequest(step, split, run_seed), guard)
+    result = plan.package(out)
+    if check_numerics:
+        with np.errstate(all="ignore"):
+            plan.check(result, out, variables, feeds, grad_seed, wrt, step, split, run_seed)
+    if commit and result.state_updates:
+        plan.commit(result)
+    return result
+
+
+def _new_plan(program, fetch_slots, t_slot, wrt, record) -> "_Plan":
+    # Generating a plan makes many small objects and frees none: the cyclic collector would rescan
+    # the growing heap again and again (as in compile_page), so it waits until the plan is made.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _Plan(program, fetch_slots, t_slot, wrt, record)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _slot_name(program: Program, slot: int) -> str:
+    s = program.slots[slot]
+    return f"{program.full_name(s.node)}:{s.port}"
+
+
+class _Plan:
+    """Straight-line code for one kind of run, generated once per Program and key."""
+
+    def __init__(self, program: Program, fetch, target, wrt, record):
+        self.program = program
+        self.fetch = fetch
+        self.target = target
+        self.record = record
+        slots = program.slots
+        paths = program.gradient_paths((slots[target].node, slots[target].port), wrt) \
+            if target is not None else None
+        self.paths = paths
+        steps = program.steps
+        # Forward: everything when recording; otherwise what the fetches and the target need.
+        if record:
+            fwd = list(steps)
+        else:
+            need = set(fetch) | ({target} if target is not None else set())
+            keep = set()
+            for st in reversed(steps):
+                if st.refs or any(o in need for o in st.outputs):  # state updates always run
+                    keep.add(st.index)
+                    need.update(s for s in _step_sources(st) if s is not None)
+            fwd = [st for st in steps if st.index in keep]
+        self.var_steps = [st for st in fwd if st.role == "variable"]
+        self.var_nodes = [st.node for st in self.var_steps]
+        self.feed_steps = [st for st in fwd if st.role == "placeholder"]
+        self.feed_dtypes = [program.slots[st.outputs[0]].type.dtype for st in self.feed_steps]
+        self.saved_feeds: dict = {}
+        self.state_slots = sorted({s for st in fwd for s in _step_sources(st)
+                                   if s is not None and program.slots[s].state})
+        self.prevented_by_gradients = None
+        self._rng_ids: dict = {}
+        if paths is not None and paths.prevented:
+            raise RunError(self._prevent_message(paths.prevented, "the gradient of " + _slot_name(program, target)))
+        # Backward: steps with at least one input needing a cotangent, in reverse order.
+        bwd = []
+        if paths is not None:
+            for st in reversed(fwd):
+                if st.spec.gradient == "vjp" and any(paths.needs.get((st.index, j)) for j in range(len(st.in_edges))):
+                    bwd.append(st)
+        self.bwd = bwd
+        self.wanted_grads = []  # (node, slot) of variable/placeholder outputs with gradient
+        if paths is not None:
+            for st in fwd:
+                if st.role in ("variable", "placeholder") and st.outputs[0] in paths.slots:
+                    if wrt is None or st.node in wrt:
+                        self.wanted_grads.append((st.node, st.outputs[0]))
+        self._generate(fwd, bwd)
+        if self.prevented_by_gradients is not None:
+            node, prevented = self.prevented_by_gradients
+            raise RunError(self._prevent_message(prevented, f"{program.full_name(node)} (Gradients)"))
+
+    def _prevent_message(self, nodes, what) -> str:
+        program = self.program
+        bits = []
+        for node in nodes:
+            msg = program.step_of[node].attrs.get("message") or ""
+            bits.append(f"{program.full_name(node)}" + (f" ({msg})" if msg else ""))
+        return (f"{what} would have to pass through {', '.join(bits)}: PreventGradient forbids "
+                f"differentiating through it")
+
+    # ---------------------------------------------------------------------------- codegen
+    def _generate(self, fwd, bwd):
+        program, slots = self.program, self.program.slots
+        ns: dict = {"_fail": self._fail, "_ones": np.ones_like, "_zeros": np.zeros_like, "_R": self._rng,
+                    "_FILES": program.files}
+        lines: list[Line] = []  # code, names read and written, what they hold, the step cursor
+
+        def arg(slot):
+            if slot is None:
+                return "None", set()
+            if slots[slot].const:
+                name = f"c{slot}"
+                ns[name] = slots[slot].type.value
+                return name, set()
+            return f"s{slot}", {f"s{slot}"}
+
+        def call_args(st: Step):
+            parts, reads = [], set()
+            for pos, src in enumerate(st.inputs):
+                if st.static[pos] is not None:
+                    name = f"k{st.index}_{pos}"
+                    ns[name] = st.static[pos]
+                    parts.append(name)
+                elif isinstance(src, tuple):
+                    items = [arg(s) for s in src]
+                    parts.append("[" + ", ".join(a for a, _ in items) + "]")
+                    for _, r in items:
+                        reads |= r
+                else:
+                    a, r = arg(src)
+                    parts.append(a)
+                    reads |= r
+            return parts, reads
+
+        self.arg, self.call_args, self.ns = arg, call_args, ns
+        var_index = {st.index: i for i, st in enumerate(self.var_steps)}
+        feed_index = {st.index: i for i, st in enumerate(self.feed_steps)}
+        # Slot state (optimizer moments...) is read like a Variable, after the Variables in V.
+        for i, s in enumerate(self.state_slots):
+            lines.append(Line(f"s{s} = V[{len(self.var_steps) + i}]", set(), {f"s{s}"}, ((f"s{s}", RESIDENT),)))
+        update_names = []
+        for st in fwd:
+            outs = [f"s{o}" for o in st.outputs]
+            if st.role == "variable":
+                lines.append(Line(f"{outs[0]} = V[{var_index[st.index]}]", set(), set(outs), ((outs[0], RESIDENT),)))
+                continue
+            if st.role == "gradients":
+                self._emit_gradients_block(st, lines)
+                continue
+            fname = f"f{st.index}"
+            ns[fname] = partial(st.spec.forward, **st.attrs) if st.attrs else st.spec.forward
+            if st.role == "placeholder":   # the feed, converted to the Placeholder's dtype already
+                lines.append(Line(f"_n = {st.index}; {outs[0]} = {fname}(F[{feed_index[st.index]}])",
+                                  set(), set(outs), ((outs[0], RESIDENT),), st.index))
+                continue
+            parts, reads = call_args(st)
+            if "rng" in st.spec.forward_context:
+                parts.append(f"rng=_R({st.index}, D)")
+            if "data" in st.spec.forward_context:
+                parts.append("data=D")
+            if "files" in st.spec.forward_context:
+                parts.append("files=_FILES")
+            target = _struct_expr(st, "s", lambda o: True, assign=True) if outs else "_"
+            writes = set(outs)
+            binds = [(f"s{o}", new(o, f"output '{slots[o].port}'")) for o in st.outputs]
+            if st.refs:
+                target = f"({target}, u{st.index})"
+                writes.add(f"u{st.index}")
+                update_names.append((f"u{st.index}", st))
+                binds.append((f"u{st.index}", parts_of_updates(st, slots)))
+            lines.append(Line(f"_n = {st.index}; {target} = {fname}({', '.join(parts)})", reads, writes,
+                              tuple(binds), st.index))
+            if outs and value_dependent(program, st):
+                lines.append(Line(f"_G.seen({st.index}, ({', '.join(outs)},))", set(outs), set()))
+
+        edge_names: list[tuple[str, Edge]] = []
+        grad_written: set[int] = set()
+        if self.target is not None:
+            t = self.target
+            lines.append(Line(f"_n = -1; g{t} = G0 if G0 is not None else _ones(s{t})", {f"s{t}"}, {f"g{t}"},
+                              ((f"g{t}", new(t, "the gradient seed")),), -1))
+            grad_written = self._emit_backward(lines, self.paths, bwd, {t}, "g",
+                                               edge_names if self.record else None)
+
+        # What the function returns.
+        if self.record:
+            value_slots = [o for st in fwd for o in st.outputs]
+            grad_slots = sorted(grad_written)
+        else:
+            value_slots = sorted(set(self.fetch) | ({self.target} if self.target is not None else set()))
+            grad_slots = [s for _, s in self.wanted_grads]
+        self.value_slots = value_slots
+        self.grad_slots = grad_slots
+        self.update_steps = [st for _, st in update_names]
+        key = lambda i: (slots[i].node, slots[i].port)  # noqa: E731
+        self.value_keys = [key(i) for i in value_slots]
+        self.grad_keys = [key(i) for i in grad_slots]
+        self.wanted_keys = [(node, key(i)) for node, i in self.wanted_grads]
+        self.target_key = None if self.target is None else key(self.target)
+        self.edge_list = [e for _, e in edge_names]
+        returned = ({f"s{s}" for s in value_slots} | {f"g{s}" for s in grad_slots} | {n for n, _ in edge_names}
+                    | {n for n, _ in update_names})
+        ret = ("return (" + "".join(f"s{s}, " for s in value_slots) + "), ("
+               + "".join(f"g{s}, " for s in grad_slots) + "), ("
+               + "".join(f"{n}, " for n, _ in edge_names) + "), ("
+               + "".join(f"{n}, " for n, _ in update_names) + ")")
+        body = lines if self.record else _with_frees(lines, returned)
+        # _n is the step running (the cursor): the failure handler names its block; the run's
+        # allocation guard finds it from the line a block was called from (see memplan.RunGuard).
+        head = ["def _run(V, F, G0, D, _G):", "    _n = -1", "    try:"]
+        src = head + [f"        {line.code}" for line in body]
+        src += [f"        {ret}", "    except Exception as _e:", "        _fail(_n, _e, locals())"]
+        self.source = "\n".join(src)
+        exec(compile(self.source, f"<blockflow plan {program.page_name}>", "exec"), ns)
+        self.fn = ns["_run"]
+        at_line = {len(head) + 1 + k: line.at for k, line in enumerate(body) if line.at is not None}
+        # What every run of this kind is handed: Variables, slot state, constants.
+        fixed = [(f"the Variable {program.full_name(st.node)} {slots[st.outputs[0]].type}",
+                  _nbytes(slots[st.outputs[0]].type)) for st in self.var_steps]
+        fixed += [(f"the state {program.full_name(slots[s].node)}.{slots[s].port} {slots[s].type}",
+                   _nbytes(slots[s].type)) for s in self.state_slots]
+        fixed.append(("the constants", sum(getattr(v, "nbytes", 0) for k, v in ns.items()
+                                           if k[0] in "ck" and k[1:2].isdigit())))
+        feeds = [(st.outputs[0], f"the feed of {program.full_name(st.node)}") for st in self.feed_steps]
+        self.memory = MemoryPlan(program, body, fixed, feeds, self._where, self.fn.__code__, at_line)
+
+    def _emit_backward(self, lines, paths, bwd, seeded, gp, edge_names):
+        """Reverse-mode code over ``bwd`` (steps in reverse order) from the cotangents already in
+        ``{gp}{slot}`` for the ``seeded`` slots; returns the slots that got a cotangent. With
+        ``edge_names`` each wire's share is kept under a name of its own (the editor shows it)."""
+        ns, call_args = self.ns, self.call_args
+        grad_written = set(seeded)
+        for st in bwd:
+            spec = st.spec
+            if not any(o in grad_written for o in st.outputs):
+                continue
+            reads = {f"{gp}{o}" for o in st.outputs if o in grad_written} | {f"s{o}" for o in st.outputs}
+            gexpr = _struct_expr(st, gp, grad_written.__contains__)
+            oexpr = _struct_expr(st, "s", lambda o: True)
+            parts, r2 = call_args(st)
+            if "rng" in spec.vjp_context:
+                parts.append(f"rng=_R({st.index}, D)")
+            reads |= r2
+            needs_flat = [bool(paths.needs.get((st.index, j))) for j in range(len(st.in_edges))]
+            if not any(needs_flat):
+                continue
+            needs = []
+            j = 0
+            for pos, src in enumerate(st.inputs):
+                if isinstance(src, tuple):
+                    needs.append(tuple(needs_flat[j:j + len(src)]))
+                    j += len(src)
+                elif src is None:
+                    needs.append(False)
+                else:
+                    needs.append(needs_flat[j])
+                    j += 1
+            kw = dict(st.attrs)
+            if "needs" in spec.vjp_context:
+                kw["needs"] = tuple(needs)
+            bname = f"b{st.index}_{len(ns)}"
+            ns[bname] = partial(spec.vjp, **kw) if kw else spec.vjp
+            r = f"{gp}r{st.index}"
+            at = -2 - st.index
+            made = []
+            for j, (pos, idx, _) in enumerate(st.in_edges):
+                if needs_flat[j]:
+                    decl = spec.inputs[pos]
+                    port = decl.port(idx) if idx is not None else decl.name
+                    made.append(((pos, idx), _flat(st, j), f"the gradient of input '{port}'"))
+            lines.append(Line(f"_n = {at}; {r} = {bname}({gexpr}, {oexpr}, {', '.join(parts)})",
+                              reads, {r}, ((r, memparts(made)),), at))
+            for j, (pos, idx, edge) in enumerate(st.in_edges):
+                if not needs_flat[j]:
+                    continue
+                src = _flat(st, j)
+                expr, read, held = (f"{r}[{pos}]" if idx is None else f"{r}[{pos}][{idx}]"), r, alias(r, (pos, idx))
+                if edge_names is not None and edge is not None:
+                    ename = f"e{len(edge_names)}"
+                    edge_names.append((ename, edge))
+                    lines.append(Line(f"{ename} = {expr}", {r}, {ename}, ((ename, held),)))
+                    expr, read, held = ename, ename, alias(ename)
+                name = f"{gp}{src}"
+                if src in grad_written:
+                    slot = self.program.slots[src]
+                    lines.append(Line(f"{name} = {name} + {expr}", {name, read}, {name},
+                                      ((name, new(src, f"the gradient summed over the wires of "
+                                                       f"'{slot.node}:{slot.port}'")),), at))
+                else:
+                    grad_written.add(src)
+                    lines.append(Line(f"{name} = {expr}", {read}, {name}, ((name, held),)))
+        return grad_written
+
+    def _emit_gradients_block(self, st: Step, lines) -> None:
+        """TF's tf.gradients as a block: reverse mode, inline, over what precedes it on the page."""
+        program = self.program
+        ys, xs = st.inputs[0], st.inputs[1]
+        seeds_in = st.inputs[2] if len(st.inputs) > 2 and st.inputs[2] else ()
+        paths = GradientPaths(program, tuple(ys), None, frozenset(xs), upto=st.index)
+        if paths.prevented:
+            self.prevented_by_gradients = (st.node, paths.prevented)
+        gp = f"h{st.index}_"
+        seeded = set()
+        for i, y in enumerate(ys):
+            made = new(y, f"the gradient seed of 'ys[{i}]'")
+            if i < len(seeds_in):
+                seed, reads = self.arg(seeds_in[i])
+                held = alias(seed) if reads else RESIDENT
+            else:
+                seed, reads, held = f"_ones(s{y})", {f"s{y}"}, made
+            name = f"{gp}{y}"
+            if y in seeded:
+                lines.append(Line(f"_n = {st.index}; {name} = {name} + {seed}", reads | {name}, {name},
+                                  ((name, made),), st.index))
+            else:
+                lines.append(Line(f"_n = {st.index}; {name} = {seed}", reads, {name}, ((name, held),), st.index))
+                seeded.add(y)
+        bwd = [s for s in reversed(program.steps[:st.index])
+               if s.spec.gradient == "vjp" and any(paths.needs.get((s.index, j)) for j in range(len(s.in_edges)))]
+        written = self._emit_backward(lines, paths, bwd, seeded, gp, None)
+        slots = program.slots
+        for x, o in zip(xs, st.outputs):
+            if x in written:
+                lines.append(Line(f"s{o} = {gp}{x}", {f"{gp}{x}"}, {f"s{o}"}, ((f"s{o}", alias(f"{gp}{x}")),)))
+            else:  # x does not reach the ys (or only through a StopGradient): its gradient is zero
+                a, reads = self.arg(x)
+                lines.append(Line(f"_n = {st.index}; s{o} = _zeros({a})", reads, {f"s{o}"},
+                                  ((f"s{o}", new(o, f"output '{slots[o].port}'")),), st.index))
+
+    def _rng(self, index: int, data: DataRequest) -> np.random.Generator:
+        """The random stream of one block in one run: fixed by its id, its seed, the step and the
+        run's seed.
+
+        Forward and backward get identical streams, so a vjp can redraw what forward drew
+        (Dropout's mask) instead of keeping it.
+        """
+        base = self._rng_ids.get(index)
+        if base is None:
+            base = self._rng_ids[index] = stream_hash(self.program.steps[index].node)
+        st = self.program.steps[index]
+        return stream_generator(base, int(st.attrs.get("seed", 0)), data.step, data.seed)
+
+    # ------------------------------------------------------------------------- inputs/outputs
+    def variable_inputs(self, variables):
+        program = self.program
+        states = [program.slot_values[(program.slots[s].node, program.slots[s].port)] for s in self.state_slots]
+        if not variables:
+            try:
+                return program.variable_values.many(self.var_nodes) + states
+            except KeyError:
+                return [self._variable(st) for st in self.var_steps] + states
+        out = []
+        for st in self.var_steps:
+            value = None if variables is None else variables.get(st.node)
+            if value is None:
+                value = self._variable(st)
+            else:
+                want = program.slots[st.outputs[0]].type
+                value = np.asarray(value)
+                if value.shape != want.shape:
+                    raise RunError(f"value given for Variable {program.full_name(st.node)} has shape "
+                                   f"{list(value.shape)}, the Variable is {want}")
+                value = value.astype(want.dtype, copy=False)
+            out.append(value)
+        return out + states
+
+    def _variable(self, st) -> np.ndarray:
+        """The program's value of a Variable, drawn from its initializer if this is its first run
+        (under the run's guard: its first value counts against the budget)."""
+        try:
+            return self.program.variable_values[st.node]
+        except (AllocationError, MemoryError) as exc:
+            raise self._memory_error(st, exc, "forward", "making its first value") from None
+
+    def feed_inputs(self, feeds):
+        program = self.program
+        feeds = feeds or {}
+        for name in feeds:
+            st = program.step_of.get(name)
+            if st is None or st.role != "placeholder":
+                known = ", ".join(s.node for s in program.steps if s.role == "placeholder") or "none"
+                raise FeedError(f"there is no Placeholder '{name}' on page '{program.page_name}' "
+                                f"(Placeholders: {known})")
+        out = []
+        for st, dtype in zip(self.feed_steps, self.feed_dtypes):
+            value = feeds.get(st.node)
+            if value is None:
+                value = program.feeds.get(st.node)
+                if value is not None:   # a saved feed is converted once per plan
+                    known = self.saved_feeds.get(st.node)
+                    if known is None or known[0] is not value:
+                        known = self.saved_feeds[st.node] = (value, self._fit_feed(st, value, dtype))
+                    value = known[1]
+            elif type(value) is not np.ndarray or (value.dtype is not dtype and value.dtype != dtype):
+                value = self._fit_feed(st, value, dtype)
+            if value is None:
+                t = program.slots[st.outputs[0]].type
+                raise FeedError(f"Placeholder {program.full_name(st.node)} ({t}) has no feed: pass one "
+                                f"or save a feed in the project")
+            out.append(value)
+        return out
+
+    def _fit_feed(self, st, value, dtype) -> np.ndarray:
+        """A feed as the Placeholder's dtype; a number that does not fit it is an error (1000 for
+        an int8, 1.7 for an int32), not a silent wrap."""
+        if type(value) is np.ndarray and value.dtype == dtype:
+            return value
+        try:
+            return fit_dtype(value, dtype)
+        except (ValueError, TypeError) as exc:
+            t = self.program.slots[st.outputs[0]].type
+            raise FeedError(f"feed for Placeholder {self.program.full_name(st.node)} ({t}): {exc}") from None
+
+    def package(self, out) -> RunResult:
+        values, grads, edges, updates = out
+        res = RunResult(self.program, target=self.target_key, paths=self.paths)
+        res.values = dict(zip(self.value_keys, values))
+        res.grads = dict(zip(self.grad_keys, grads))
+        if self.edge_list:
+            res.edge_grads = dict(zip(self.edge_list, edges))
+        for node, key in self.wanted_keys:
+            g = res.grads.get(key)
+            if g is not None:
+                res.variable_grads[node] = g
+        for st, changed in zip(self.update_steps, updates):
+            targets = dict(st.refs)
+            for name, value in changed.items():
+                key, node = targets[name]
+                res.state_updates.setdefault(node, {})[key] = value
+        return res
+
+    def commit(self, result: RunResult) -> None:
+        """Make a run's state updates the program's state: later runs read the new values."""
+        program = self.program
+        for node, changes in result.state_updates.items():
+            current = program.variable_values[node]
+            for key, value in changes.items():
+                value = np.asarray(value)
+                old = current if key == "value" else program.slot_values[(node, key)]
+                if value.shape != old.shape:
+                    raise RunError(f"an update of {program.full_name(node)}'s {key} has shape "
+                                   f"{list(value.shape)}, the state is {list(old.shape)}")
+                value = value.astype(old.dtype, copy=False)
+                changes[key] = value
+                if key == "value":
+                    program.variable_values[node] = value
+                else:
+                    program.slot_values[(node, key)] = value
+
+    # --------------------------------------------------------------------------- failures
+    def _where(self, at) -> tuple[str, str]:
+        """(block, phase) for a step cursor of the generated code."""
+        if at is None or at == -1:
+            t = self.program.slots[self.target] if self.target is not None else None
+            return ("the gradient seed" + (f" of {self.program.full_name(t.node)}:{t.port}" if t else ""),
+                    "backward")
+        st = self.program.steps[at if at >= 0 else -2 - at]
+        return f"{self.program.full_name(st.node)} ({st.spec.name})", "forward" if at >= 0 else "backward"
+
+    def _memory_error(self, st, exc, phase, doing="") -> MemoryLimitError:
+        """A block's allocation refused (spec.reserve) or failed (numpy's MemoryError), as one error."""
+        name = f"{self.program.full_name(st.node)} ({st.spec.name})"
+        if isinstance(exc, AllocationError):
+            return MemoryLimitError(name, f"{doing + ': ' if doing else ''}{exc}", phase)
+        budget = memory_budget_of(None)[0] if allocation_guard.get() is None else allocation_guard.get().budget
+        return MemoryLimitError(name, f"{doing + ': ' if doing else ''}the system refused memory the block asked "
+                                      f"for ({exc}); the run's memory budget ({format_size(budget)}) is more "
+                                      f"than this process can get: lower it with --memory-budget SIZE or "
+                                      f"BLOCKFLOW_MEMORY_BUDGET (docs/limits.md)", phase)
+
+    def _fail(self, n, exc, local):
+        program = self.program
+        if isinstance(exc, RunError):
+            raise exc
+        if n == -1:
+            if isinstance(exc, (AllocationError, MemoryError)):
+                raise MemoryLimitError(self._where(-1)[0], str(exc) or "out of memory", "backward") from None
+            raise RunError(f"the gradient seed does not fit the target: {exc}") from exc
+        phase = "forward" if n >= 0 else "backward"
+        st = program.steps[n if n >= 0 else -2 - n]
+        name = program.full_name(st.node)
+        if isinstance(exc, (AllocationError, MemoryError)):
+            raise self._memory_error(st, exc, phase) from None
+        if st.role == "placeholder":
+            raise FeedError(f"feed for Placeholder {name} does not fit: {exc}") from None
+        shapes = []
+        for pos, decl in enumerate(st.spec.inputs):
+            src = st.inputs[pos]
+            srcs = src if isinstance(src, tuple) else (src,)
+            for k, s in enumerate(srcs):
+                port = decl.port(k) if decl.variadic else decl.name
+                if st.static[pos] is not None:
+                    v = st.static[pos]
+                elif s is None:
+                    continue
+                elif program.slots[s].const:
+                    v = program.slots[s].type.value
+                else:
+                    v = local.get(f"s{s}")
+                if v is not None:
+                    shapes.append(f"{port} {TensorType.of(v).describe()}")
+        msg = str(exc) if isinstance(exc, ShapeError) else f"{type(exc).__name__}: {exc}"
+        raise BlockExecutionError(f"{name} ({st.spec.name})", msg, ", ".join(shapes), phase) from exc
+
+    def check(self, result: RunResult, out, variables, feeds, grad_seed, wrt, step, split="train", run_seed=0):
+        """Raise NumericsError naming the first node whose output (or gradient) is not finite."""
+        values, grads, _, _ = out
+        if not self.record:
+            if all(_finite(v) for v in values) and all(_finite(g) for g in grads):
+                return
+            # Something went wrong: replay recording everything; its check raises, naming where it started.
+            guard = allocation_guard.get()
+            try:
+                run(self.program, feeds, target=None if self.target is None else
+                    (self.program.slots[self.target].node, self.program.slots[self.target].port),
+                    grad_seed=grad_seed, wrt=wrt, variables=variables, record=True, check_numerics=True,
+                    step=step, split=split, run_seed=run_seed, commit=False,
+                    memory_budget=None if guard is None else guard.budget,
+                    held_bytes=0 if guard is None else guard.held)
+            except MemoryLimitError as exc:
+                bad = [k for k, v in zip(self.value_keys + self.grad_keys, list(values) + list(grads))
+                       if not _finite(v)]
+                what = ", ".join(f"{self.program.full_name(n)}:{p}" for n, p in bad[:3]) or "a value"
+                raise RunError(f"{what} is not finite (NaN or Inf); finding the block where it started needs "
+                               f"a replay that keeps every value, which the memory budget does not allow "
+                               f"({exc})") from None
+            raise RunError("a value was not finite, but a recorded replay did not reproduce it")
+        program = self.program
+        slots = program.slots
+        for st in program.steps:
+            for o in st.outputs:
+                v = result.values.get((slots[o].node, slots[o].port))
+                if v is not None and not _finite(v):
+                    raise NumericsError(f"{program.full_name(st.node)} ({st.spec.name})", slots[o].port,
+                                        _what(v), "forward")
+        if self.target is not None:
+            seed = result.grads.get(self.target_key)
+            if seed is not None and not _finite(seed):
+                raise NumericsError("the gradient seed", self.target_key[1], _what(seed), "backward")
+        # In backward order: each wire's share, then the sums where an output feeds several blocks.
+        for edge, g in result.edge_grads.items():
+            if not _finite(g):
+                st = program.step_of[edge.dst]
+                raise NumericsError(f"{program.full_name(st.node)} ({st.spec.name})", edge.dst_port,
+                                    _what(g), "backward", side="input")
+        for key, g in result.grads.items():
+            if not _finite(g):
+                raise NumericsError(f"{program.full_name(key[0])}", key[1], _what(g) + " (summed over its wires)",
+                                    "backward")
+
+
+# A block's random stream is keyed by everything that tells it apart: its whole id, its seed, the
+# step and the run's seed. They are written down unambiguously (the id with its length in front,
+# then the numbers in decimal) and hashed with SHA-256; the 256-bit digest is the whole entropy of
+# a SeedSequence with a 256-bit pool, whose mixing is a bijection of entropy that fits the pool, and
+# whose first words seed PCG64's state bijectively. Two keys share a stream only if they share a
+# SHA-256 digest (no such pair is known). CRC32, used before, is 32 bits and linear: equal
+# checksums for distinct ids are easy to make and turn up by chance among ~10^5 ids.
+_STREAM_TAG = b"blockflow random stream\0"
+
+
+def stream_hash(node: str):
+    """The id part of a block's stream key, hashed once per block."""
+    data = node.encode("utf-8", "surrogatepass")
+    return hashlib.sha256(_STREAM_TAG + len(data).to_bytes(8, "little") + data)
+
+
+def stream_generator(base, seed: int, step: int, run_seed: int) -> np.random.Generator:
+    """The generator for the block whose :func:`stream_hash` is ``base``, at ``seed``, ``step``
+    and ``run_seed``."""
+    h = base.copy()
+    h.update(f"{int(seed)},{int(step)},{int(run_seed)}".encode("ascii"))
+    entropy = np.frombuffer(h.digest(), dtype="<u4").tolist()
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy, pool_size=8)))
+
+
+def _flat(st: Step, j: int):
+    pos, idx, _ = st.in_edges[j]
+    src = st.inputs[pos]
+    return src[idx] if idx is not None else src
+
+
+def _struct_expr(st: Step, prefix: str, present, assign: bool = False) -> str:
+    """Code for a step's outputs shaped as the block returns them: an OutputList is a list."""
+    parts = []
+    for entry in st.out_struct:
+        if isinstance(entry, tuple):
+            items = [f"{prefix}{o}" if present(o) else "None" for o in entry]
+            parts.append(("(" if assign else "[") + ", ".join(items) + ("," if len(items) == 1 else "")
+                         + (")" if assign else "]"))
+        else:
+            parts.append(f"{prefix}{entry}" if present(entry) else "None")
+    if len(parts) == 1:
+        return parts[0]
+    return "(" + ", ".join(parts) + ")"
+
+
+def _step_sources(st: Step):
+    for src in st.inputs:
+        if isinstance(src, tuple):
+            yield from src
+        else:
+            yield src
+
+
+def _finite(v) -> bool:
+    if not isinstance(v, np.ndarray):
+        v = np.asarray(v)
+    if v.dtype.kind not in "fc":
+        return True
+    # A sum is one read-only pass; only when it is not finite do we look closer (it may overflow).
+    # Callers silence numpy's overflow warnings around it.
+    if math.isfinite(float(v.sum())):
+        return True
+    return bool(np.isfinite(v).all())
+
+
+def _what(v) -> str:
+    v = np.asarray(v)
+    nan = int(np.isnan(v).sum())
+    inf = int(np.isinf(v).sum())
+    bits = []
+    if nan:
+        bits.append(f"NaN ({nan} of {v.size} values)")
+    if inf:
+        bits.append(f"Inf ({inf} of {v.size} values)")
+    return " and ".join(bits) or "a non-finite value"
+
+
+def _with_frees(lines, returned):
+    """Insert ``del`` statements after the last use of every local that is not returned."""
+    last: dict[str, int] = {}
+    for i, line in enumerate(lines):
+        reads, writes = line.reads, line.writes
+        for name in writes:
+            last[name] = max(last.get(name, i), i)
+        for name in reads:
+            last[name] = i
+    frees: dict[int, list[str]] = {}
+    for name, i in last.items():
+        if name not in returned:
+            frees.setdefault(i, []).append(name)
+    out = []
+    for i, line in enumerate(lines):
+        out.append(line)
+        if i in frees:
+            names = tuple(sorted(frees[i]))
+            out.append(Line("del " + ", ".join(names), set(), set(), frees=names))
+    return out
+
+
+def _nbytes(t: TensorType) -> int:
+    """Bytes of a tensor of type ``t`` (0 while a size is unknown)."""
+    shape = t.shape
+    return 0 if None in shape else math.prod(shape) * t.dtype.itemsize
+
+
+def parts_of_updates(st: Step, slots) -> tuple:
+    """What a state-updating block's updates hold: a new value per ref input (the Variable's, its
+    slots'), counted as new arrays even where a block returns its output again."""
+    items = []
+    for pos, decl in enumerate(st.spec.inputs):
+        if decl.ref and st.inputs[pos] is not None:
+            items.append((decl.name, st.inputs[pos], f"the new value of '{decl.name}'"))
+    return memparts(items)

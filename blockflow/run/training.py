@@ -1,0 +1,621 @@
+"""Training a page: many runs, each a step that changes the Variables.
+
+Two ways, as in TensorFlow 1:
+
+- **optimizer** mode (the editor's Train panel, ``blockflow train``): each step runs forward and
+  backward to the loss for the trainable Variables, then updates each with the chosen optimizer.
+  The update is the optimizer's Apply* block itself (ApplyGradientDescent, ApplyMomentum,
+  ApplyAdam, ApplyRMSProp, ApplyAdagrad): the same rule whether drawn on the page or chosen here.
+- **graph** mode: the page has its own ``Gradients`` and Apply*/Assign blocks (as enuSpace's
+  tutorials draw them): each step is one run that commits the state they update.
+
+A step ``k`` is the runtime's step ``k``: dataset blocks give batch ``k``, random blocks draw
+their ``k``-th numbers. With ``seed`` S (not 0) every random stream and batch order is mixed with
+S, and Variables without a stored value start from an initial draw mixed with S: a training run is
+a deterministic function of the page and S.
+
+A step that makes a NaN or Inf stops the training and keeps none of its numbers: an optimizer's
+update is checked where it is made (:class:`UpdateNumericsError` names the step, the Variable, the
+Apply* block and its settings), and a later NaN/Inf says at which step and whether the updates
+made the Variables diverge. Settings that do not fit the Variables' dtype are refused up front.
+
+Nothing here touches the project: :meth:`Trainer.state_updates` gives the new Variable values,
+for ``Page.apply_state`` (the CLI) or an undoable Document edit (the editor).
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from blockflow.arrayout import array_stats
+from blockflow.budget import ENV_VAR, format_size, memory_budget
+from blockflow.compile.compiler import Program
+from blockflow.errors import MemoryLimitError, NumericsError, RunError, UpdateNumericsError
+from blockflow.project import Page
+from blockflow.registry import Registry, default_registry
+from blockflow.run.runtime import run
+
+__all__ = ["OPTIMIZERS", "TrainConfig", "Trainer", "StepRecord", "TrainingHistory", "optimizer_defaults",
+           "training_program", "recommended_settings", "SettingProblem", "MAX_STEPS",
+           "MAX_BATCH_SIZE", "MAX_SEED", "MAX_SETTING"]
+
+#: optimizer name -> (Apply* block, {hyperparameter: default}); the learning rate is "lr"
+OPTIMIZERS: dict[str, tuple[str, dict]] = {
+    "sgd": ("ApplyGradientDescent", {"lr": 0.01}),
+    "momentum": ("ApplyMomentum", {"lr": 0.01, "momentum": 0.9, "use_nesterov": False}),
+    "adam": ("ApplyAdam", {"lr": 0.001, "beta1": 0.9, "beta2": 0.999, "epsilon": 1e-7}),
+    "rmsprop": ("ApplyRMSProp", {"lr": 0.001, "rho": 0.9, "momentum": 0.0, "epsilon": 1e-7}),
+    "adagrad": ("ApplyAdagrad", {"lr": 0.01}),
+}
+#: the Apply* blocks' names for the learning rate and the gradient
+_LR_NAMES = ("lr", "alpha")
+_GRAD_NAMES = ("grad", "delta")
+
+
+def optimizer_defaults(name: str) -> dict:
+    if name not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {name!r} (choose from {', '.join(OPTIMIZERS)})")
+    return dict(OPTIMIZERS[name][1])
+
+
+@dataclass
+class TrainConfig:
+    """How to train. ``metrics``: other scalar outputs (``node`` or ``node:port``) to record each
+    step, e.g. an accuracy; ``eval_every`` k > 0 also evaluates the loss and metrics on the
+    datasets' test part every k steps (and after the last)."""
+
+    steps: int = 100
+    optimizer: str = "adam"
+    hyper: dict = field(default_factory=dict)   # lr, momentum, beta1... (defaults: OPTIMIZERS)
+    seed: int = 0
+    target: str | None = None                   # the loss (default: the page's)
+    metrics: tuple = ()
+    eval_every: int = 0
+    mode: str = "auto"                           # auto | optimizer | graph
+    check_numerics: bool = True
+    memory_budget: int | str | None = None       # bytes or "2G" (default: blockflow.budget's)
+
+    def validate(self) -> None:
+        if not isinstance(self.steps, int) or self.steps < 0:
+            raise ValueError(f"steps must be a whole number >= 0, got {self.steps!r}")
+        if self.mode not in ("auto", "optimizer", "graph"):
+            raise ValueError(f"mode must be auto, optimizer or graph, got {self.mode!r}")
+        known = optimizer_defaults(self.optimizer)
+        for k, v in self.hyper.items():
+            if k not in known:
+                raise ValueError(f"{self.optimizer} has no setting {k!r} (settings: {', '.join(known)})")
+            if isinstance(known[k], bool):
+                if not isinstance(v, bool):
+                    raise ValueError(f"{self.optimizer} {k} must be true or false, got {v!r}")
+            elif isinstance(v, bool) or not (isinstance(v, (int, float)) and _finite(v) and v >= 0):
+                raise ValueError(f"{self.optimizer} {k} must be a number >= 0, got {v!r}")
+        if self.eval_every < 0:
+            raise ValueError("eval_every must be >= 0")
+
+
+@dataclass
+class StepRecord:
+    step: int
+    loss: float
+    metrics: dict
+
+
+@dataclass
+class TrainingHistory:
+    """What a training run recorded: per step the loss and metrics; evaluations on the test part."""
+
+    steps: list = field(default_factory=list)         # StepRecord
+    evaluations: list = field(default_factory=list)   # (step, {"loss": x, metric: y})
+    stopped: bool = False
+    seconds: float = 0.0
+
+    @property
+    def losses(self) -> list[float]:
+        return [r.loss for r in self.steps]
+
+    def metric(self, name: str) -> list[float]:
+        return [r.metrics.get(name, math.nan) for r in self.steps]
+
+    @property
+    def final_loss(self) -> float | None:
+        return self.steps[-1].loss if self.steps else None
+
+
+class Trainer:
+    """Trains the Variables of a compiled page. Keeps its own copy of the Variables' values and
+    the optimizer's slots; the Program and the project are left as they were."""
+
+    def __init__(self, program: Program, config: TrainConfig | None = None, registry: Registry | None = None,
+                 feeds: dict | None = None):
+        """``feeds``: values for Placeholders, the same every step (default: the page's saved
+        feeds); batches that change per step come from dataset blocks."""
+        self.program = program
+        self.feeds = dict(feeds or {})
+        self.config = config = config or TrainConfig()
+        config.validate()
+        program.raise_for_errors()
+        self.registry = registry or default_registry()
+        self.loss_key = self._target_key(config.target)
+        self.metric_keys = [self._metric_key(m) for m in config.metrics]
+        updating = [st for st in program.steps if st.refs]
+        if config.mode == "auto":
+            self.mode = "graph" if updating else "optimizer"
+        else:
+            self.mode = config.mode
+        if self.mode == "graph" and not updating:
+            raise RunError(f"page '{program.page_name}' has no block that updates a Variable (Apply*, Assign); "
+                           f"train it with an optimizer instead")
+        self.trainable = [st.node for st in program.steps if st.node in program.trainable]
+        if self.mode == "optimizer" and not self.trainable:
+            raise RunError(f"page '{program.page_name}' has no trainable Variable to train")
+        self.warnings = self._check_reach() if self.mode == "optimizer" else []
+        self.held_bytes = self._check_memory()
+        self.values = {st.node: self._start_value(st) for st in program.steps if st.role == "variable"}
+        self.slot_values = dict(program.slot_values)
+        self.step_index = 0
+        self._apply = None
+        self._start_scale = self._scale()[0]
+        if self.mode == "optimizer":
+            name, defaults = OPTIMIZERS[config.optimizer]
+            self._apply = self.registry[name]
+            self.hyper = {**defaults, **config.hyper}
+            self._check_settings_fit()
+            self._slots = {v: self._initial_slots(self.values[v]) for v in self.trainable}
+
+    # ------------------------------------------------------------------ setup
+    def _check_reach(self) -> list[str]:
+        """Trainable Variables no gradient of the loss reaches (they would never change), and why."""
+        paths = self.program.gradient_paths(self.loss_key, wrt=self.trainable)
+        out = []
+        for v in self.trainable:
+            if v in paths.sources:
+                continue
+            cutters = paths.cut_sources.get(v)
+            why = f"cut by {', '.join(cutters)}" if cutters else "it does not lead to the loss"
+            out.append(f"no gradient of the loss reaches {v} ({why}): training will not change it")
+        return out
+
+    def _target_key(self, target) -> str:
+        p = self.program
+        slot = p.slots[p.resolve_target(target)]
+        if not slot.type.is_float or slot.type.size != 1:
+            raise RunError(f"the loss {p.full_name(slot.node)}:{slot.port} is {slot.type}; training needs "
+                           f"a float scalar")
+        return f"{slot.node}:{slot.port}"
+
+    def _metric_key(self, name) -> str:
+        p = self.program
+        slot = p.slots[p.resolve_target(name)]
+        if slot.type.size != 1:
+            raise RunError(f"the metric {p.full_name(slot.node)}:{slot.port} is {slot.type}; metrics must be "
+                           f"scalars")
+        return f"{slot.node}:{slot.port}"
+
+    def _check_memory(self) -> int:
+        """Refuse, before drawing anything, Variables and optimizer state over the memory budget;
+        returns the bytes of the optimizer's slots (kept beside every run, counted against it)."""
+        p = self.program
+        try:
+            budget, source = memory_budget(self.config.memory_budget)
+        except ValueError as exc:
+            raise RunError(f"memory budget: {exc}") from None
+        sizes = {st.node: _nbytes(p.slots[st.outputs[0]].type) for st in p.steps if st.role == "variable"}
+        n_slots = 0
+        if self.mode == "optimizer":
+            n_slots = sum(1 for d in self.registry[OPTIMIZERS[self.config.optimizer][0]].inputs[1:]
+                          if d.ref and d.slot == "like")
+        slots = n_slots * sum(sizes[v] for v in self.trainable)
+        # an update makes the new value and slots of one Variable while the old ones are alive
+        largest = max(sizes.values(), default=0)
+        need = sum(sizes.values()) + slots + (1 + n_slots) * largest
+        if need > budget:
+            big = max(sizes, key=sizes.get)
+            raise MemoryLimitError(f"page '{p.page_name}'",
+                                   f"training needs {format_size(need)} before its first run: the Variables"
+                                   f"{' and the optimizer state' if slots else ''} (the largest is "
+                                   f"{p.full_name(big)} {p.slots[p.slot_of(big)].type}, {format_size(sizes[big])}) "
+                                   f"and one update's new values; over the memory budget of "
+                                   f"{format_size(budget)} ({source}); raise it with --memory-budget SIZE or "
+                                   f"the {ENV_VAR} environment variable (docs/limits.md)", "")
+        return slots
+
+    def _start_value(self, st) -> np.ndarray:
+        p = self.program
+        node = st.node
+        seed = self.config.seed
+        values = p.variable_values
+        if seed and st.attrs.get("initializer") not in (None, "zeros", "ones", "value") \
+                and node not in p.stored_variables:
+            return values.initial(node, seed=_mix(int(st.attrs.get("seed", 0)), seed))
+        # the program keeps no copy of a first value drawn for training; a stored one is read-only
+        # and shared (updates make new arrays)
+        return values.initial(node) if values.is_pending(node) else values[node]
+
+    def _check_settings_fit(self) -> None:
+        """Each number setting must be a number of every trained Variable's dtype: the update
+        computes in that dtype, where 1e308 is Inf (float32) and would make the Variable Inf."""
+        for key, value in self.hyper.items():
+            if isinstance(value, bool):
+                continue
+            for v in self.trainable:
+                dtype = self.values[v].dtype
+                largest = float(np.finfo(dtype).max) if dtype.kind == "f" else math.inf
+                if abs(value) > largest:
+                    raise ValueError(f"{self.config.optimizer} {key} {value:g} is too large for {dtype.name}, "
+                                     f"the dtype of Variable {self.program.full_name(v)} (at most {largest:g})")
+
+    def _scale(self) -> tuple[float, str]:
+        """The largest magnitude among the trained Variables' finite values, and whose it is."""
+        best, who = 0.0, ""
+        for v in self.trainable:
+            st = array_stats(self.values[v])     # chunk by chunk: a large Variable is not copied
+            if st.count and max(abs(st.min), abs(st.max)) > best:
+                best, who = float(max(abs(st.min), abs(st.max))), v
+        return best, who
+
+    def _settings_text(self) -> str:
+        return ", ".join(f"{k} {v:g}" if not isinstance(v, bool) else f"{k} {str(v).lower()}"
+                         for k, v in self.hyper.items())
+
+    def _initial_slots(self, var: np.ndarray) -> dict:
+        """The optimizer's slots for one Variable, started as its Apply* block declares."""
+        spec = self._apply
+        scalars = self._scalar_inputs(var)
+        slots = {}
+        for decl in spec.inputs[1:]:
+            if not decl.ref:
+                continue
+            init = decl.slot_init
+            value = scalars[init] if isinstance(init, str) else init
+            if decl.slot == "like":
+                slots[decl.name] = np.full_like(var, value)
+            else:
+                slots[decl.name] = np.asarray(value, dtype=var.dtype)
+        return slots
+
+    def _scalar_inputs(self, var) -> dict:
+        out = {}
+        for decl in self._apply.inputs:
+            if decl.ref or decl.name in _GRAD_NAMES:
+                continue
+            key = "lr" if decl.name in _LR_NAMES else decl.name
+            out[decl.name] = np.asarray(self.hyper[key], dtype=var.dtype)
+        return out
+
+    # ------------------------------------------------------------------ stepping
+    def step(self) -> StepRecord:
+        """One training step; raises the runtime's errors (NaN, a failing block) unchanged."""
+        k = self.step_index
+        if self.mode == "graph":
+            record = self._graph_step(k)
+        else:
+            record = self._optimizer_step(k)
+        self.step_index += 1
+        return record
+
+    def _optimizer_step(self, k: int) -> StepRecord:
+        p, cfg = self.program, self.config
+        try:
+            r = run(p, self.feeds, target=self.loss_key, wrt=self.trainable, fetch=self.metric_keys,
+                    variables=self.values, record=False, commit=False, step=k, run_seed=cfg.seed,
+                    check_numerics=cfg.check_numerics, memory_budget=cfg.memory_budget,
+                    held_bytes=self.held_bytes)
+        except NumericsError as exc:
+            raise self._after_updates(exc, k) from None
+        loss = float(r.value(*self.loss_key.split(":")))
+        new_values, new_slots = {}, {}
+        for v in self.trainable:
+            grad = r.variable_grads.get(v)
+            if grad is None:
+                continue
+            new_values[v], new_slots[v] = self._update(v, grad, k)
+        # committed only once every update is done and finite: a failed step changes nothing
+        self.values.update(new_values)
+        for v, slots in new_slots.items():
+            self._slots[v].update(slots)
+        return StepRecord(k, loss, {m: float(r.value(*m.split(":"))) for m in self.metric_keys})
+
+    def _update(self, name: str, grad: np.ndarray, k: int) -> tuple[np.ndarray, dict]:
+        """The optimizer's Apply* block on one Variable: its new value and slots (not yet kept)."""
+        spec = self._apply
+        var = self.values[name]
+        slots = self._slots[name]
+        scalars = self._scalar_inputs(var)
+        args = []
+        for decl in spec.inputs:
+            if decl.name == spec.inputs[0].name:
+                args.append(var)
+            elif decl.ref:
+                args.append(slots[decl.name])
+            elif decl.name in _GRAD_NAMES:
+                args.append(np.asarray(grad, dtype=var.dtype))
+            else:
+                args.append(scalars[decl.name])
+        attrs = {a.name: self.hyper.get(a.name, a.default) for a in spec.attrs}
+        # An overflow here is found below and named with the step and the settings, not printed
+        # by numpy as a warning about the line that multiplied.
+        with np.errstate(all="ignore"):
+            _out, updates = spec.forward(*args, **attrs)
+        new = np.asarray(updates[spec.inputs[0].name])
+        new_slots = {key: value for key, value in updates.items() if key != spec.inputs[0].name}
+        if self.config.check_numerics:
+            self._check_update(name, k, grad, {spec.inputs[0].name: new, **new_slots})
+        return new, new_slots
+
+    def _check_update(self, name: str, k: int, grad, arrays: dict) -> None:
+        with np.errstate(all="ignore"):
+            bad = {key: a for key, a in arrays.items() if not _all_finite(a)}
+            if not bad:
+                return
+            g = np.asarray(grad)
+            finite_grad = g.dtype.kind != "f" or bool(np.isfinite(g).all())
+            largest = float(np.abs(g).max()) if finite_grad and g.size and g.dtype.kind in "fiu" else None
+        p = self.program
+        key, a = next(iter(bad.items()))
+        a = np.asarray(a)
+        nan, inf = int(np.isnan(a).sum()), int(np.isinf(a).sum())
+        what = " and ".join(x for x in (f"NaN ({nan} of {a.size} values)" if nan else "",
+                                        f"Inf ({inf} of {a.size} values)" if inf else "") if x)
+        slot = "" if key == self._apply.inputs[0].name else f" in its slot '{key}'"
+        cause = (f"the Variable and its gradient were finite (largest |gradient| {largest:.3g}): "
+                 f"the settings make the step overflow {a.dtype.name}; a smaller learning rate (lr) may help"
+                 if finite_grad and largest is not None else "its gradient was not finite")
+        st = p.step_of[name]
+        raise UpdateNumericsError(f"{p.full_name(name)} ({st.spec.name})", p.slots[st.outputs[0]].port,
+                                  what + slot, k, self._apply.name,
+                                  f"{self.config.optimizer}: {self._settings_text()}", cause)
+
+    def _after_updates(self, exc: NumericsError, k: int) -> NumericsError:
+        """A NaN or Inf at step ``k``, after ``k`` updates: say so, and when the updates made the
+        Variables grow by orders of magnitude, that the training diverged."""
+        note = f"at training step {k}"
+        scale, who = self._scale() if k else (0.0, "")
+        if scale > 1e3 * max(self._start_scale, 1.0):
+            rule = (f"{self._apply.name} ({self.config.optimizer}: {self._settings_text()})"
+                    if self.mode == "optimizer" else "the page's update blocks")
+            note += (f", after {k} update{'s' if k != 1 else ''} by {rule} made the Variables grow from at most "
+                     f"{self._start_scale:.3g} to {scale:.3g} ({self.program.full_name(who)}): the training "
+                     f"diverged; a smaller learning rate (lr) may help")
+        return NumericsError(exc.node, exc.port, exc.what, exc.phase, exc.side,
+                             note=f"{exc.note}, {note}" if exc.note else note)
+
+    def _graph_step(self, k: int) -> StepRecord:
+        p, cfg = self.program, self.config
+        try:    # the page's own Apply* blocks are checked as any block: the one that overflows is named
+            r = run(p, self.feeds, fetch=[self.loss_key, *self.metric_keys], variables=self.values, record=False,
+                    commit=False, step=k, run_seed=cfg.seed, check_numerics=cfg.check_numerics,
+                    memory_budget=cfg.memory_budget)
+        except NumericsError as exc:
+            raise self._after_updates(exc, k) from None
+        for node, changes in r.state_updates.items():
+            for key, value in changes.items():
+                if key == "value":
+                    self.values[node] = np.asarray(value)
+                else:
+                    self.slot_values[(node, key)] = np.asarray(value)
+        self._sync_slots()
+        return StepRecord(k, float(r.value(*self.loss_key.split(":"))),
+                          {m: float(r.value(*m.split(":"))) for m in self.metric_keys})
+
+    def _sync_slots(self) -> None:
+        # graph mode: in-graph optimizers read their slots from the program's slot state
+        self.program.slot_values.update(self.slot_values)
+
+    def evaluate(self, split: str = "test") -> dict:
+        """The loss and metrics on ``split`` with the current values (no update)."""
+        r = run(self.program, self.feeds, fetch=[self.loss_key, *self.metric_keys], variables=self.values, record=False,
+                commit=False, step=0, split=split, run_seed=self.config.seed,
+                check_numerics=self.config.check_numerics, memory_budget=self.config.memory_budget,
+                held_bytes=self.held_bytes)
+        out = {"loss": float(r.value(*self.loss_key.split(":")))}
+        out.update({m: float(r.value(*m.split(":"))) for m in self.metric_keys})
+        return out
+
+    def train(self, steps: int | None = None, callback=None, should_stop=None, on_evaluate=None) -> TrainingHistory:
+        """Run ``steps`` steps (default: the config's). ``callback(record, trainer)`` after each
+        step; ``should_stop()`` checked before each step (a Stop button); ``on_evaluate(step,
+        values)`` after each test evaluation."""
+        steps = self.config.steps if steps is None else steps
+        history = TrainingHistory()
+        every = self.config.eval_every
+        t0 = time.perf_counter()
+        saved_slots = dict(self.program.slot_values)
+        try:
+            for i in range(steps):
+                if should_stop is not None and should_stop():
+                    history.stopped = True
+                    break
+                record = self.step()
+                history.steps.append(record)
+                if every and ((i + 1) % every == 0 or i + 1 == steps):
+                    history.evaluations.append((record.step, self.evaluate("test")))
+                    if on_evaluate is not None:
+                        on_evaluate(*history.evaluations[-1])
+                if callback is not None:
+                    callback(record, self)
+        finally:
+            if self.mode == "graph":   # the program's own state is left as it was
+                self.program.slot_values.clear()
+                self.program.slot_values.update(saved_slots)
+            history.seconds = time.perf_counter() - t0
+        return history
+
+    # ------------------------------------------------------------------ results
+    def state_updates(self) -> dict:
+        """``{Variable node: {"value": array, slot key: array}}`` for Page.apply_state."""
+        out: dict = {}
+        for node, value in self.values.items():
+            out.setdefault(node, {})["value"] = np.array(value)
+        if self.mode == "graph":
+            for (node, key), value in self.slot_values.items():
+                out.setdefault(node, {})[key] = np.array(value)
+        return out
+
+
+#: The largest values a project may recommend (the Train panel's ranges): past them, or ill-typed,
+#: a recommendation is a problem reported with its place and left out.
+MAX_STEPS = 10_000_000
+MAX_BATCH_SIZE = 10_000_000
+MAX_SEED = 2 ** 31 - 1
+MAX_SETTING = 1e6      # the learning rate and the optimizers' other number settings
+
+
+class SettingProblem(NamedTuple):
+    """A recommended training setting that was left out: ``place`` is its JSON path in the file
+    (``metadata.training.main.steps``), ``key`` the setting's name (None for the whole entry)."""
+
+    place: str
+    key: str | None
+    message: str
+
+    def __str__(self):
+        return f"{self.place}: {self.message}"
+
+
+def _setting_place(page: str, key: str | None = None) -> str:
+    """The JSON path of a page's recommendation: ``metadata.training.main.steps``, with names that
+    are not plain identifiers quoted (``metadata.training["my page"]``)."""
+    def part(name):
+        return f".{name}" if name.isidentifier() else f"[{json.dumps(name)}]"
+    return "metadata.training" + part(page) + (part(key) if key is not None else "")
+
+
+def _whole(v, lo: int, hi: int, what: str = "a whole number") -> str | None:
+    """Why ``v`` is not a whole number from ``lo`` to ``hi`` (None when it is)."""
+    if isinstance(v, bool) or not isinstance(v, int):
+        return f"must be {what} from {lo:,} to {hi:,}, found {_shown(v)}"
+    if not lo <= v <= hi:
+        return f"{_shown(v)} is out of range: {what} from {lo:,} to {hi:,}"
+    return None
+
+
+def _shown(v) -> str:
+    """A value from the file, short and on one line (JSON escapes its control characters)."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        digits = str(abs(v))
+        text = f"{v:,}" if len(digits) <= 30 else f"{'-' if v < 0 else ''}a {len(digits)}-digit number"
+    elif isinstance(v, (bool, float, str, type(None))):
+        text = json.dumps(v, allow_nan=True)
+    else:
+        text = f"a{'n' if type(v).__name__[0] in 'aeiou' else ''} {type(v).__name__}"
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def recommended_settings(project, page: str | None = None, problems: list | None = None) -> dict:
+    """The training settings a project recommends for a page (a name, None for the first page, or
+    the Page): ``metadata["training"][page]``, a
+    JSON object with any of ``optimizer``, ``steps``, ``batch_size``, ``seed``, ``lr`` and the
+    optimizers' other settings (``momentum``, ``beta1``...); null is no recommendation (for
+    ``batch_size``: as the dataset blocks say). The file is data: an entry that is ill-typed or
+    out of range (see MAX_STEPS...) is left out (the caller's own default applies),
+    and when ``problems`` is a list, a :class:`SettingProblem` is appended to it for each such
+    entry and each unknown key."""
+    # A Page itself is taken as it is (the editor asks for every page: looking each name up
+    # again would scan the page list once per page).
+    name = page.name if isinstance(page, Page) else project.page(page).name
+    report = problems.append if problems is not None else (lambda _item: None)
+    table = project.metadata.get("training") if isinstance(project.metadata, dict) else None
+    if table is not None and not isinstance(table, dict):
+        report(SettingProblem("metadata.training", None,
+                              f"must be an object of page names to settings, found {_shown(table)}"))
+        return {}
+    entry = table.get(name) if table is not None else None
+    if entry is None:
+        return {}
+    if not isinstance(entry, dict):
+        report(SettingProblem(_setting_place(name), None, f"must be an object of settings, found {_shown(entry)}"))
+        return {}
+    out: dict = {}
+    optimizer = entry.get("optimizer")
+    if optimizer is not None:
+        if isinstance(optimizer, str) and optimizer in OPTIMIZERS:
+            out["optimizer"] = optimizer
+        else:
+            report(SettingProblem(_setting_place(name, "optimizer"), "optimizer",
+                                  f"unknown optimizer {_shown(optimizer)} (choose from {', '.join(OPTIMIZERS)})"))
+    for key, hi in (("steps", MAX_STEPS), ("seed", MAX_SEED), ("batch_size", MAX_BATCH_SIZE)):
+        if entry.get(key) is None:    # absent or null: no recommendation
+            if key == "batch_size" and key in entry:
+                out[key] = None       # null batch size: as the dataset blocks say
+            continue
+        why = _whole(entry[key], 0, hi, "null or a whole number" if key == "batch_size" else "a whole number")
+        if why is None:
+            out[key] = entry[key]
+        else:
+            report(SettingProblem(_setting_place(name, key), key, why))
+    numbers = {k: d for opt in OPTIMIZERS.values() for k, d in opt[1].items()}
+    hyper = {}
+    chosen = optimizer_defaults(out.get("optimizer", "adam"))
+    for key, v in entry.items():
+        if key in ("optimizer", "steps", "seed", "batch_size") or v is None:
+            continue
+        if key not in numbers:
+            report(SettingProblem(_setting_place(name, key), key,
+                                  f"unknown setting (settings: optimizer, steps, batch_size, seed, "
+                                  f"{', '.join(numbers)})"))
+            continue
+        if isinstance(numbers[key], bool):
+            ok = isinstance(v, bool)
+            why = f"must be true or false, found {_shown(v)}"
+        else:
+            # A comparison, not math.isfinite: that raises for an int too big for a float.
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= MAX_SETTING
+            why = f"must be a number from 0 to {MAX_SETTING:g}, found {_shown(v)}"
+        if not ok:
+            report(SettingProblem(_setting_place(name, key), key, why))
+        elif key in chosen:
+            hyper[key] = v if isinstance(v, bool) else float(v)
+    if hyper:
+        out["hyper"] = hyper
+    return out
+
+
+def training_program(project, page: str | None = None, registry: Registry | None = None, *,
+                     batch_size: int | None = None) -> Program:
+    """Compile ``page`` of ``project`` for training; ``batch_size`` (when given) replaces the batch
+    size of its dataset blocks (the project is not changed)."""
+    import copy
+
+    from blockflow.compile.compiler import compile_page, project_files
+
+    registry = registry or default_registry()
+    pg = project.page(page)
+    if batch_size is not None:
+        if not isinstance(batch_size, int) or batch_size < 0:
+            raise ValueError(f"batch size must be a whole number >= 0 (0: the whole train part), got {batch_size!r}")
+        pg = copy.copy(pg)
+        nodes = {}
+        for nid, node in pg.nodes.items():
+            spec = registry.get(node.block)
+            if spec is not None and spec.category == "data_ops" and "batch_size" in spec.attr_map:
+                node = copy.copy(node)
+                node.attrs = dict(node.attrs, batch_size=batch_size)
+            nodes[nid] = node
+        pg.nodes = nodes
+    return compile_page(pg, registry, files=project_files(project))
+
+
+def _all_finite(a) -> bool:
+    a = np.asarray(a)
+    if a.dtype.kind != "f":
+        return True
+    # one read-only pass (a sum) when all is well; a closer look only when it is not finite
+    return math.isfinite(float(np.add.reduce(a, axis=None))) or bool(np.isfinite(a).all())
+
+
+def _finite(v) -> bool:
+    try:
+        return math.isfinite(v)
+    except OverflowError:     # an int beyond any float
+        return False
+def _nbytes(t) -> int:
+    return math.prod(t.shape) * t.dtype.itemsize if None not in t.shape else 0
+
+
+def _mix(seed: int, run_seed: int) -> int:
+    return (seed * 1_000_003 + run_seed * 7_919) % (2 ** 31)
