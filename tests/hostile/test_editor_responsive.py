@@ -15,7 +15,7 @@ import pytest
 from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from blockflow.gui.session import compiling
+from blockflow.gui.document import compiling
 from blockflow.gui.document import document
 from blockflow.gui.document.document import Document
 from blockflow.gui.main_window import MainWindow

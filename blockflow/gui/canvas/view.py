@@ -31,8 +31,7 @@ from blockflow.gui.common.theme import Style, dtype_class
 
 __all__ = ["BLOCK_MIME", "FRAGMENT_MIME", "DiagramScene", "DiagramView", "Minimap", "node_data"]
 
-BLOCK_MIME = "application/x-blockflow-block"
-from blockflow.gui.document.document import FRAGMENT_MIME  # noqa: E402  (one definition)
+from blockflow.gui.document.clipboard import BLOCK_MIME, FRAGMENT_MIME
 
 _clipboard_hook = []
 

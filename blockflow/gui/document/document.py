@@ -27,11 +27,11 @@ from blockflow.registry import Registry, default_registry
 from blockflow.io.relocate import apply_move, data_paths, plan_move
 from blockflow.spec import SCOPE_PORT
 from blockflow.gui.document import commands as C
-from blockflow.gui.session.compiling import PagePrograms
+from blockflow.gui.document.compiling import PagePrograms
 
 __all__ = ["Document", "ConnectionCheck", "stacked_blocks"]
 
-FRAGMENT_MIME = "application/x-blockflow-fragment"
+from blockflow.gui.document.clipboard import FRAGMENT_MIME  # noqa: F401  (re-exported for callers)
 #: page fields the compiler does not read: editing them recompiles nothing
 _NOT_COMPILED = ("text", "metrics")
 #: blocks whose positions fall in one square of this size (scene units) are stacked: a block is

@@ -1,7 +1,7 @@
 """The block palette: the registry's categories as a tree, filtered as you type.
 
 Blocks leave it by drag (BLOCK_MIME, the block name in UTF-8) or by double-click. Imports no
-canvas code beyond the MIME type; it edits nothing itself (the main window adds the block).
+canvas code (the MIME type is in gui/document/clipboard.py); it edits nothing itself (the main window adds the block).
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from PySide6.QtGui import QDrag, QIcon, QPainter, QPalette, QPen, QPixmap
 from PySide6.QtWidgets import (QAbstractItemView, QLineEdit, QTreeWidget, QTreeWidgetItem,
                                QVBoxLayout, QWidget)
 
-from blockflow.gui.canvas.view import BLOCK_MIME
+from blockflow.gui.document.clipboard import BLOCK_MIME
 from blockflow.gui.common.theme import Style
 
 __all__ = ["PalettePanel", "BlockTree"]

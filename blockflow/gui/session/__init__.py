@@ -1,4 +1,4 @@
-"""The editor's session: background compiles of the pages and the current run with its results.
+"""The editor's session: the current run of a page, its results, and the work done off the UI thread.
 
 Layer: above document/; canvas/ and panels/ read it.
 """
