@@ -201,6 +201,15 @@ class Page:
         node, _, port = self.loss.partition(":")
         return node, port or None
 
+    def loss_node(self) -> str | None:
+        """The id of the node whose output is the page's loss, or None."""
+        target = self.loss_target()
+        return None if target is None else target[0]
+
+    def is_loss(self, node_id: str) -> bool:
+        """True when the page's loss is an output of ``node_id``."""
+        return self.loss_node() == node_id
+
     def __eq__(self, other):
         if not isinstance(other, Page):
             return NotImplemented

@@ -604,6 +604,11 @@ class BlockSpec:
                     problems.append((a.name, f"attr '{a.name}': {exc}"))
         return values, problems
 
+    @property
+    def is_dataset(self) -> bool:
+        """True for the blocks that read a dataset from the project's data files."""
+        return self.category == "data_ops"
+
     def __repr__(self):
         return f"<block {self.name} ({self.category}) from {self.source}>"
 

@@ -271,3 +271,19 @@ def test_a_tensor_too_big_to_allocate_is_refused_at_compile_time_before_anything
     assert "would be float32[100000,100000] (37.3 GiB); the limit for one tensor is 4 GiB" in errors["v"]
     assert "GiB" in errors["z"] and peak < 50 * 1024 * 1024
     assert MAX_TENSOR_BYTES == 4 * 1024 ** 3
+
+
+def test_program_answers_named_questions_about_its_nodes_and_wires():
+    project = softmax_project()
+    program = compile_project(project)
+    assert program.step("Max_1").node == "Max_1" and program.step("nope") is None
+    assert program.spec_of("StopGradient_1").name == "StopGradient" and program.spec_of("nope") is None
+    assert program.output_ports("Softmax_1") == ["softmax"] and program.output_ports("nope") == []
+    assert program.port_type("x", "output").shape == (5,) and program.port_type("x", "nope") is None
+    wires = list(program.typed_wires())
+    assert wires and all(program.wire_type(e) is not None for e in wires)
+    assert {(e.src, e.src_port) for e in wires} <= set(program.typed_ports())
+    loss = program.target_slot()
+    assert (loss.node, loss.type.shape) == ("Sum_1", ())
+    assert program.slot(program.resolve_target("x")).node == "x"
+    assert not program.reads_datasets

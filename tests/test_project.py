@@ -127,6 +127,17 @@ def test_loss_target(loss, target):
     assert page.loss_target() == target
 
 
+@pytest.mark.parametrize("loss,node", [
+    (None, None), ("", None), ("Sum_1", "Sum_1"), ("Sum_1:output", "Sum_1"), ("Split_1:outputs[1]", "Split_1"),
+])
+def test_loss_node_and_is_loss(loss, node):
+    page = make_page()
+    page.loss = loss
+    assert page.loss_node() == node
+    assert page.is_loss("Sum_1") == (node == "Sum_1")
+    assert not page.is_loss("Sum")  # a prefix of the loss node is not the loss node
+
+
 def test_project_page_lookup():
     project = Project()
     with pytest.raises(ProjectError, match="no pages"):

@@ -135,6 +135,51 @@ class Program:
     def full_name(self, node: str) -> str:
         return f"{self.scope}/{node}"
 
+    # Named questions: callers outside compile/ ask these instead of indexing the tables above.
+
+    def step(self, node: str) -> Step | None:
+        """The compiled step of ``node``, or None when the node did not compile (or is not here)."""
+        return self.step_of.get(node)
+
+    def spec_of(self, node: str) -> BlockSpec | None:
+        """The block spec ``node`` compiled with, or None when it did not compile."""
+        step = self.step_of.get(node)
+        return None if step is None else step.spec
+
+    def slot(self, index: int) -> Slot:
+        return self.slots[index]
+
+    def port_type(self, node: str, port: str) -> TensorType | None:
+        """The inferred type of ``node``'s output ``port``, or None when it was not inferred."""
+        index = self.port_slots.get((node, port))
+        return None if index is None else self.slots[index].type
+
+    def wire_type(self, edge: Edge) -> TensorType | None:
+        """The inferred type a wire carries, or None when it was not inferred."""
+        return self.edge_types.get(edge)
+
+    def typed_wires(self):
+        """The wires whose type was inferred, in a stable order."""
+        return self.edge_types.keys()
+
+    def typed_ports(self):
+        """The ``(node, output port)`` pairs whose type was inferred."""
+        return self.port_slots.keys()
+
+    def output_ports(self, node: str) -> list[str]:
+        """The names of ``node``'s compiled output slots, in order ([] when it did not compile)."""
+        step = self.step_of.get(node)
+        return [] if step is None else [self.slots[o].port for o in step.outputs]
+
+    def target_slot(self, target=None) -> Slot:
+        """The slot a gradient or training target names (see ``resolve_target``; None: the loss)."""
+        return self.slots[self.resolve_target(target)]
+
+    @property
+    def reads_datasets(self) -> bool:
+        """True when a step reads a dataset (so each run sees a batch, not fixed data)."""
+        return any(s.spec.is_dataset for s in self.steps)
+
     def output_type(self, node: str, port: str | None = None) -> TensorType:
         return self.slots[self.slot_of(node, port)].type
 
