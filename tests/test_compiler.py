@@ -257,7 +257,7 @@ def test_a_tensor_too_big_to_allocate_is_refused_at_compile_time_before_anything
 
     from diagrams import chain
 
-    from blockflow.compile.compiler import MAX_TENSOR_BYTES
+    from blockflow.spec import MAX_TENSOR_BYTES
 
     project = chain(("v", "Variable", {"shape": [100_000, 100_000]}, None),
                     ("z", "Fill", {}, {"dims": np.array([10 ** 6, 10 ** 6]), "value": np.float32(1)}),

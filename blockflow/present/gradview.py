@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from blockflow.compile.compiler import Program
+from blockflow.compile.program import Program
 from blockflow.project import Edge
 
 __all__ = ["WireInfo", "Fanout", "BackwardStep", "InputExplanation", "BlockExplanation",

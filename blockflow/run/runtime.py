@@ -18,7 +18,8 @@ import numpy as np
 
 from blockflow.budget import format_size
 from blockflow.budget import memory_budget as memory_budget_of
-from blockflow.compile.compiler import GradientPaths, Program, Step
+from blockflow.compile.gradpaths import GradientPaths
+from blockflow.compile.program import Program, Step
 from blockflow.datafiles import SPLITS, DataRequest
 from blockflow.errors import BlockExecutionError, FeedError, MemoryLimitError, NumericsError, RunError
 from blockflow.run.memplan import RESIDENT, Line, MemoryPlan, RunGuard, alias, new, value_dependent
@@ -147,9 +148,10 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
     except ValueError as exc:
         raise RunError(f"memory budget: {exc}") from None
     key = (fetch_slots, t_slot, wrt, record, grad_seed is not None)
-    plan = program._plans.get(key)
+    plans = program.cache("plans")
+    plan = plans.get(key)
     if plan is None:
-        plan = program._plans[key] = _new_plan(program, fetch_slots, t_slot, key[2], record)
+        plan = plans[key] = _new_plan(program, fetch_slots, t_slot, key[2], record)
     feed_list = plan.feed_inputs(feeds)
     # Every array of the run is checked before anything is allocated (the walk is cached per
     # feed-shape signature); during the run the guard counts what blocks reserve.
@@ -431,13 +433,13 @@ class _Plan:
                 if needs_flat[j]:
                     decl = spec.inputs[pos]
                     port = decl.port(idx) if idx is not None else decl.name
-                    made.append(((pos, idx), _flat(st, j), f"the gradient of input '{port}'"))
+                    made.append(((pos, idx), st.flat_input(j), f"the gradient of input '{port}'"))
             lines.append(Line(f"_n = {at}; {r} = {bname}({gexpr}, {oexpr}, {', '.join(parts)})",
                               reads, {r}, ((r, memparts(made)),), at))
             for j, (pos, idx, edge) in enumerate(st.in_edges):
                 if not needs_flat[j]:
                     continue
-                src = _flat(st, j)
+                src = st.flat_input(j)
                 expr, read, held = (f"{r}[{pos}]" if idx is None else f"{r}[{pos}][{idx}]"), r, alias(r, (pos, idx))
                 if edge_names is not None and edge is not None:
                     ename = f"e{len(edge_names)}"
@@ -736,12 +738,6 @@ def stream_generator(base, seed: int, step: int, run_seed: int) -> np.random.Gen
     h.update(f"{int(seed)},{int(step)},{int(run_seed)}".encode("ascii"))
     entropy = np.frombuffer(h.digest(), dtype="<u4").tolist()
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy, pool_size=8)))
-
-
-def _flat(st: Step, j: int):
-    pos, idx, _ = st.in_edges[j]
-    src = st.inputs[pos]
-    return src[idx] if idx is not None else src
 
 
 def _struct_expr(st: Step, prefix: str, present, assign: bool = False) -> str:

@@ -34,7 +34,7 @@ import numpy as np
 
 from blockflow.arrayout import array_stats
 from blockflow.budget import ENV_VAR, format_size, memory_budget
-from blockflow.compile.compiler import Program
+from blockflow.compile.program import Program
 from blockflow.errors import MemoryLimitError, NumericsError, RunError, UpdateNumericsError
 from blockflow.project import Page
 from blockflow.registry import Registry, default_registry

@@ -19,7 +19,8 @@ import numpy as np
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QUndoStack
 
-from blockflow.compile.compiler import Program, compile_page, project_files
+from blockflow.compile.compiler import compile_page, project_files
+from blockflow.compile.program import Program
 from blockflow.errors import ProjectError
 from blockflow.project import Edge, Node, Page, Project, page_name_problem, split_port, text_problem, valid_node_id
 from blockflow.io.project_io import dumps_project, load_project, loads_project, save_project
