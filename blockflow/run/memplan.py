@@ -1,6 +1,6 @@
 """The memory plan of a run: every array a run makes is checked before it is made.
 
-The runtime turns a kind of run into straight-line code (runtime._Plan). Each line of it says
+The runtime turns a kind of run into straight-line code (run/lower.py). Each line of it says
 what the names it binds hold: a new array the size of a slot's type, the parts of a vjp's result
 (one new array per input that gets a gradient), arrays another name holds (an edge's gradient is a
 part of a vjp's result), or memory the run was handed (Variables, feeds, slot state). The types
