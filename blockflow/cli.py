@@ -157,7 +157,7 @@ def cmd_run(args) -> int:
         _, seed = parse_feed(f"seed={args.grad_seed}", option="--grad-seed")
     if target is not None:
         try:
-            ttype = program.slots[program.resolve_target(target)].type
+            ttype = program.target_slot(target).type
         except ProjectError as exc:
             raise CliError(f"--grad {target}: {exc}", EXIT_USAGE) from None
         if not ttype.is_float:
@@ -200,7 +200,6 @@ def _selected(program, fetch):
 
 
 def _result_json(args, program, result, fetch) -> dict:
-    slots = program.slots
     out = {
         "project": str(args.project),
         "page": program.page_name,
@@ -215,7 +214,7 @@ def _result_json(args, program, result, fetch) -> dict:
         return JsonArray(arr, full)
 
     for s in _selected(program, fetch):
-        key = (slots[s].node, slots[s].port)
+        key = (program.slot(s).node, program.slot(s).port)
         out["values"][":".join(key)] = array_to_json(result.values[key])
         if key in result.grads:
             out["gradients"][":".join(key)] = array_to_json(result.grads[key])
@@ -227,20 +226,20 @@ def _result_json(args, program, result, fetch) -> dict:
              "gradient": array_to_json(result.edge_grads[e]) if e in result.edge_grads else None,
              "status": "flows" if e in paths.flows else "cut" if e in paths.cut else "unreached",
              "cut_by": list(paths.cut.get(e, ())), "reason": paths.reason(e)}
-            for e in sorted(program.edge_types)
+            for e in sorted(program.typed_wires())
         ]
     return out
 
 
 def _print_result(program, result, fetch):
-    slots = program.slots
     target = "" if result.target is None else f", gradients of {program.full_name(result.target[0])}:{result.target[1]}"
     print(f"page '{program.page_name}': {len(program.steps)} blocks{target}")
     rows = []
     for s in _selected(program, fetch):
-        key = (slots[s].node, slots[s].port)
+        slot = program.slot(s)
+        key = (slot.node, slot.port)
         name = f"{program.full_name(key[0])}:{key[1]}"
-        rows.append((name, slots[s].type.describe(), summarize(result.values[key]),
+        rows.append((name, slot.type.describe(), summarize(result.values[key]),
                      summarize(result.grads[key]) if key in result.grads else None))
     width = max((len(r[0]) for r in rows), default=10)
     twidth = max((len(r[1]) for r in rows), default=5)
@@ -258,6 +257,11 @@ def _print_result(program, result, fetch):
         if paths.cut_sources:
             for node, by in sorted(paths.cut_sources.items()):
                 print(f"  {program.full_name(node)} receives no gradient: cut by {', '.join(by)}")
+
+
+def _wire_types(program) -> list:
+    """(wire, inferred type) for every typed wire of ``program``, sorted by wire."""
+    return sorted((e, program.wire_type(e)) for e in program.typed_wires())
 
 
 def cmd_check(args) -> int:
@@ -281,7 +285,7 @@ def cmd_check(args) -> int:
                               "edges": [{"from": f"{e.src}:{e.src_port}", "to": f"{e.dst}:{e.dst_port}",
                                          "dtype": t.dtype.name,
                                          "shape": [d if d is not None else None for d in t.shape]}
-                                        for e, t in sorted(p.edge_types.items())]}
+                                        for e, t in _wire_types(p)]}
                              for p, n in summary],
                    "diagnostics": [{"severity": d.severity, "page": d.page, "node": d.node, "port": d.port,
                                     "message": d.message} for d in all_diags],
@@ -298,9 +302,9 @@ def cmd_check(args) -> int:
         _print_diagnostics(all_diags, sys.stdout)
         for program, n in summary:
             status = "ok" if n == 0 else f"{n} error{'s' if n != 1 else ''}"
-            print(f"page '{program.page_name}': {len(program.steps)} blocks, {len(program.edge_types)} wires: {status}")
+            print(f"page '{program.page_name}': {len(program.steps)} blocks, {len(program.typed_wires())} wires: {status}")
             if args.verbose:
-                for e, t in sorted(program.edge_types.items()):
+                for e, t in _wire_types(program):
                     print(f"  {e}: {t.describe()}")
             if program.page_name in checks:
                 r, why = checks[program.page_name]
@@ -332,7 +336,7 @@ def _grad_checks(args, pages, registry, summary) -> dict:
             if args.page is not None:
                 raise CliError(f"page '{name}' marks no loss: name the target, --grad NODE[:PORT]", EXIT_USAGE)
             out[name] = (None, "the page marks no loss")
-        elif target is not None and target.partition(":")[0] not in program.step_of:
+        elif target is not None and program.step(target.partition(":")[0]) is None:
             if args.page is not None or len(summary) == 1:
                 raise CliError(f"page '{name}' has no block '{target.partition(':')[0]}'", EXIT_USAGE)
             out[name] = (None, f"no block '{target.partition(':')[0]}' on this page")
@@ -397,7 +401,7 @@ def cmd_train(args) -> int:
     bar.close()
     final = history.steps[-1] if history.steps else None
     evaluation = history.evaluations[-1][1] if history.evaluations else None
-    if evaluation is None and history.steps and any(st.spec.category == "data_ops" for st in program.steps):
+    if evaluation is None and history.steps and program.reads_datasets:
         try:    # the page's datasets hold out a test part: say how the result does on it
             evaluation = trainer.evaluate("test")
         except BlockflowError:
@@ -433,7 +437,7 @@ def cmd_train(args) -> int:
         print(f"trained page '{page.name}' for {len(history.steps)} steps with {what}, "
               f"{rate:,.0f} steps/s")
         if final is not None:
-            batch = " (on each step's batch)" if any(st.spec.category == "data_ops" for st in program.steps) else ""
+            batch = " (on each step's batch)" if program.reads_datasets else ""
             print(f"loss{batch}: {history.steps[0].loss:.6g} -> {final.loss:.6g}")
             for m, v in final.metrics.items():
                 print(f"{m}{batch}: {v:.6g}")

@@ -54,14 +54,13 @@ class GradientPaths:
         self.needs = {k: v and bool(live[program.steps[k[0]].flat_input(k[1])])
                       for k, v in sweep.passes.items()}
         self.slots = frozenset(i for i in range(len(slots)) if strict[i] and live[i])
-        port_slots = program.port_slots
         self.flows = frozenset(e for e, s in sweep.edge_strict.items()
-                               if s and live[port_slots[(e.src, e.src_port)]])
+                               if s and live[program.slot_of(e.src, e.src_port)])
         #: why each cut wire is cut: {edge: ((node, reason), ...)}
         self.cut_reasons = {e: tuple(sorted(sweep.edge_cut[e])) for e, s in sweep.edge_strict.items() if not s}
         self.cut = {e: tuple(sorted({node for node, _ in why})) for e, why in self.cut_reasons.items()}
         known = set(sweep.edge_strict)
-        self.unreached = frozenset(e for e in program.edge_types if e not in known)
+        self.unreached = frozenset(e for e in program.typed_wires() if e not in known)
         sources = [s for s in program.steps if s.role in ("variable", "placeholder")]
         self.sources = tuple(s.node for s in sources if strict[s.outputs[0]])
         self.cut_sources = {s.node: tuple(sorted({n for n, _ in cutters[s.outputs[0]]})) for s in sources

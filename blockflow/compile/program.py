@@ -98,11 +98,16 @@ class Program:
         self.page_name = page.name
         self.scope = page.scope
         self.loss = page.loss_target()
+        #: the schedule, and every value of a run by slot index: read-only tuples that run/'s code
+        #: generator walks directly (it is hot); everyone else asks step(), slot() and the like
         self.steps: tuple[Step, ...] = tuple(steps)
         self.slots: tuple[Slot, ...] = tuple(slots)
         self.diagnostics: tuple[Diagnostic, ...] = tuple(diagnostics)
         #: node-level dependency graph (one arc per pair of wired nodes)
         self.graph: nx.DiGraph = graph
+        #: compile/'s own lookup tables: outside compile/, ask wire_type(), typed_wires(),
+        #: port_type(), typed_ports() and step() instead (tests/test_compiler.py checks that
+        #: nothing else reads them)
         self.edge_types: dict[Edge, TensorType] = edge_types
         self.port_slots: dict[tuple[str, str], int] = port_slots
         #: the live state of a run sequence: Variable values by node (a Variable without a stored
@@ -111,7 +116,7 @@ class Program:
         self.variable_values: VariableValues = variable_values
         self.slot_values: dict[tuple[str, str], np.ndarray] = slot_values or {}
         self.feeds: dict[str, np.ndarray] = feeds
-        self.step_of: dict[str, Step] = {s.node: s for s in self.steps}
+        self.step_of: dict[str, Step] = {s.node: s for s in self.steps}   # compile/'s own: ask step()
         #: the Variables optimizers may change (what training differentiates for by default)
         self.trainable = frozenset(s.node for s in self.steps
                                    if s.role == "variable" and s.attrs.get("trainable", True))

@@ -57,7 +57,7 @@ class RunResult:
         return self.grads.get(self._key(node, port))
 
     def _key(self, node, port):
-        slot = self.program.slots[self.program.slot_of(node, port)]
+        slot = self.program.slot(self.program.slot_of(node, port))
         return slot.node, slot.port
 
 
@@ -177,7 +177,7 @@ def _run_planned(program, plan, guard, feed_list, variables, t_slot, grad_seed, 
     var_list = plan.variable_inputs(variables)
     seed = None
     if grad_seed is not None:
-        ttype = program.slots[t_slot].type
+        ttype = program.slot(t_slot).type
         seed = np.asarray(grad_seed, dtype=ttype.dtype)
         if seed.ndim != ttype.rank or any(d is not None and d != n for d, n in zip(ttype.shape, seed.shape)):
             raise RunError(f"the gradient seed has shape {list(seed.shape)} but the target "
@@ -206,7 +206,7 @@ def _new_plan(program, fetch_slots, t_slot, wrt, record) -> "_Plan":
 
 
 def _slot_name(program: Program, slot: int) -> str:
-    s = program.slots[slot]
+    s = program.slot(slot)
     return f"{program.full_name(s.node)}:{s.port}"
 
 
@@ -261,6 +261,8 @@ class _Plan:
         self.saved_feeds: dict = {}
         self.state_slots = sorted({s for st in fwd for s in _step_sources(st)
                                    if s is not None and slots[s].state})
+        #: where each state slot's value is kept: (Variable node, key) in program.slot_values
+        self.state_keys = [(slots[s].node, slots[s].port) for s in self.state_slots]
         self._rng_ids: dict = {}
         if paths is not None and paths.prevented:
             raise RunError(self._prevent_message(paths.prevented, "the gradient of " + _slot_name(program, target)))
@@ -281,7 +283,7 @@ class _Plan:
         program = self.program
         bits = []
         for node in nodes:
-            msg = program.step_of[node].attrs.get("message") or ""
+            msg = program.step(node).attrs.get("message") or ""
             bits.append(f"{program.full_name(node)}" + (f" ({msg})" if msg else ""))
         return (f"{what} would have to pass through {', '.join(bits)}: PreventGradient forbids "
                 f"differentiating through it")
@@ -302,7 +304,7 @@ class _Plan:
     # ------------------------------------------------------------------------- inputs/outputs
     def variable_inputs(self, variables):
         program = self.program
-        states = [program.slot_values[(program.slots[s].node, program.slots[s].port)] for s in self.state_slots]
+        states = [program.slot_values[key] for key in self.state_keys]
         if not variables:
             try:
                 return program.variable_values.many(self.var_nodes) + states
@@ -314,7 +316,7 @@ class _Plan:
             if value is None:
                 value = self._variable(st)
             else:
-                want = program.slots[st.outputs[0]].type
+                want = program.slot(st.outputs[0]).type
                 value = np.asarray(value)
                 if value.shape != want.shape:
                     raise RunError(f"value given for Variable {program.full_name(st.node)} has shape "
@@ -335,7 +337,7 @@ class _Plan:
         program = self.program
         feeds = feeds or {}
         for name in feeds:
-            st = program.step_of.get(name)
+            st = program.step(name)
             if st is None or st.role != "placeholder":
                 known = ", ".join(s.node for s in program.steps if s.role == "placeholder") or "none"
                 raise FeedError(f"there is no Placeholder '{name}' on page '{program.page_name}' "
@@ -353,7 +355,7 @@ class _Plan:
             elif type(value) is not np.ndarray or (value.dtype is not dtype and value.dtype != dtype):
                 value = self._fit_feed(st, value, dtype)
             if value is None:
-                t = program.slots[st.outputs[0]].type
+                t = program.slot(st.outputs[0]).type
                 raise FeedError(f"Placeholder {program.full_name(st.node)} ({t}) has no feed: pass one "
                                 f"or save a feed in the project")
             out.append(value)
@@ -367,7 +369,7 @@ class _Plan:
         try:
             return fit_dtype(value, dtype)
         except (ValueError, TypeError) as exc:
-            t = self.program.slots[st.outputs[0]].type
+            t = self.program.slot(st.outputs[0]).type
             raise FeedError(f"feed for Placeholder {self.program.full_name(st.node)} ({t}): {exc}") from None
 
     def package(self, out) -> RunResult:
@@ -410,7 +412,7 @@ class _Plan:
     def _where(self, at) -> tuple[str, str]:
         """(block, phase) for a step cursor of the generated code."""
         if at is None or at == -1:
-            t = self.program.slots[self.target] if self.target is not None else None
+            t = self.program.slot(self.target) if self.target is not None else None
             return ("the gradient seed" + (f" of {self.program.full_name(t.node)}:{t.port}" if t else ""),
                     "backward")
         st = self.program.steps[at if at >= 0 else -2 - at]
@@ -452,8 +454,8 @@ class _Plan:
                     v = st.static[pos]
                 elif s is None:
                     continue
-                elif program.slots[s].const:
-                    v = program.slots[s].type.value
+                elif program.slot(s).const:
+                    v = program.slot(s).type.value
                 else:
                     v = local.get(f"s{s}")
                 if v is not None:
@@ -470,9 +472,7 @@ class _Plan:
             # Something went wrong: replay recording everything; its check raises, naming where it started.
             guard = allocation_guard.get()
             try:
-                run(self.program, feeds, target=None if self.target is None else
-                    (self.program.slots[self.target].node, self.program.slots[self.target].port),
-                    grad_seed=grad_seed, wrt=wrt, variables=variables, record=True, check_numerics=True,
+                run(self.program, feeds, target=self.target_key, grad_seed=grad_seed, wrt=wrt, variables=variables, record=True, check_numerics=True,
                     step=step, split=split, run_seed=run_seed, commit=False,
                     memory_budget=None if guard is None else guard.budget,
                     held_bytes=0 if guard is None else guard.held)
@@ -499,7 +499,7 @@ class _Plan:
         # In backward order: each wire's share, then the sums where an output feeds several blocks.
         for edge, g in result.edge_grads.items():
             if not _finite(g):
-                st = program.step_of[edge.dst]
+                st = program.step(edge.dst)
                 raise NumericsError(f"{program.full_name(st.node)} ({st.spec.name})", edge.dst_port,
                                     _what(g), "backward", side="input")
         for key, g in result.grads.items():

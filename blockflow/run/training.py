@@ -168,7 +168,7 @@ class Trainer:
 
     def _target_key(self, target) -> str:
         p = self.program
-        slot = p.slots[p.resolve_target(target)]
+        slot = p.target_slot(target)
         if not slot.type.is_float or slot.type.size != 1:
             raise RunError(f"the loss {p.full_name(slot.node)}:{slot.port} is {slot.type}; training needs "
                            f"a float scalar")
@@ -176,7 +176,7 @@ class Trainer:
 
     def _metric_key(self, name) -> str:
         p = self.program
-        slot = p.slots[p.resolve_target(name)]
+        slot = p.target_slot(name)
         if slot.type.size != 1:
             raise RunError(f"the metric {p.full_name(slot.node)}:{slot.port} is {slot.type}; metrics must be "
                            f"scalars")
@@ -190,7 +190,7 @@ class Trainer:
             budget, source = memory_budget(self.config.memory_budget)
         except ValueError as exc:
             raise RunError(f"memory budget: {exc}") from None
-        sizes = {st.node: _nbytes(p.slots[st.outputs[0]].type) for st in p.steps if st.role == "variable"}
+        sizes = {st.node: _nbytes(p.slot(st.outputs[0]).type) for st in p.steps if st.role == "variable"}
         n_slots = 0
         if self.mode == "optimizer":
             n_slots = sum(1 for d in self.registry[OPTIMIZERS[self.config.optimizer][0]].inputs[1:]
@@ -204,7 +204,7 @@ class Trainer:
             raise MemoryLimitError(f"page '{p.page_name}'",
                                    f"training needs {format_size(need)} before its first run: the Variables"
                                    f"{' and the optimizer state' if slots else ''} (the largest is "
-                                   f"{p.full_name(big)} {p.slots[p.slot_of(big)].type}, {format_size(sizes[big])}) "
+                                   f"{p.full_name(big)} {p.output_type(big)}, {format_size(sizes[big])}) "
                                    f"and one update's new values; over the memory budget of "
                                    f"{format_size(budget)} ({source}); raise it with --memory-budget SIZE or "
                                    f"the {ENV_VAR} environment variable (docs/limits.md)", "")
@@ -351,8 +351,8 @@ class Trainer:
         cause = (f"the Variable and its gradient were finite (largest |gradient| {largest:.3g}): "
                  f"the settings make the step overflow {a.dtype.name}; a smaller learning rate (lr) may help"
                  if finite_grad and largest is not None else "its gradient was not finite")
-        st = p.step_of[name]
-        raise UpdateNumericsError(f"{p.full_name(name)} ({st.spec.name})", p.slots[st.outputs[0]].port,
+        st = p.step(name)
+        raise UpdateNumericsError(f"{p.full_name(name)} ({st.spec.name})", p.slot(st.outputs[0]).port,
                                   what + slot, k, self._apply.name,
                                   f"{self.config.optimizer}: {self._settings_text()}", cause)
 
@@ -460,7 +460,7 @@ def training_program(project, page: str | None = None, registry: Registry | None
         nodes = {}
         for nid, node in pg.nodes.items():
             spec = registry.get(node.block)
-            if spec is not None and spec.category == "data_ops" and "batch_size" in spec.attr_map:
+            if spec is not None and spec.is_dataset and "batch_size" in spec.attr_map:
                 node = copy.copy(node)
                 node.attrs = dict(node.attrs, batch_size=batch_size)
             nodes[nid] = node

@@ -49,8 +49,8 @@ def _gradient_view(program, gradients: str, target: str | None) -> GradientView:
         raise ProjectError(f"page '{program.page_name}' marks no loss: name the gradient target "
                            f"with --target NODE[:PORT]")
     slot = program.resolve_target(target)
-    ttype = program.slots[slot].type
-    name = f"{program.slots[slot].node}:{program.slots[slot].port}"
+    ttype = program.slot(slot).type
+    name = f"{program.slot(slot).node}:{program.slot(slot).port}"
     if not ttype.is_float or ttype.size != 1:
         raise ProjectError(f"the gradient target {name} is {ttype}: pick a float scalar output")
     if gradients == "paths":

@@ -120,15 +120,15 @@ def program_changes(old, new) -> tuple[set, set]:
              if problems_by_node(old).get(n) != problems_by_node(new).get(n)}
 
     def dtype(program, key):
-        i = program.port_slots.get(key)
-        return None if i is None else program.slots[i].type.dtype
+        t = program.port_type(*key)
+        return None if t is None else t.dtype
 
-    for key in old.port_slots.keys() | new.port_slots.keys():
+    for key in old.typed_ports() | new.typed_ports():
         if dtype(old, key) != dtype(new, key):
             nodes.add(key[0])
     edges = set()
-    for e in old.edge_types.keys() | new.edge_types.keys():
-        a, b = old.edge_types.get(e), new.edge_types.get(e)
+    for e in old.typed_wires() | new.typed_wires():
+        a, b = old.wire_type(e), new.wire_type(e)
         if (a is None) != (b is None) or (a is not None and a.dtype != b.dtype):
             edges.add(e)
             nodes.add(e.dst)
@@ -143,8 +143,8 @@ def node_data(page, node_id: str, registry, incoming=(), outgoing=(), program=No
     node = page.nodes[node_id]
     spec = registry.get(node.block)
     fed = {e.dst_port: e for e in incoming}
-    types = program.edge_types if program is not None else {}
-    slots = program.port_slots if program is not None else {}
+    wire_type = program.wire_type if program is not None else (lambda e: None)
+    port_type = program.port_type if program is not None else (lambda n, p: None)
     inputs, outputs = [], []
 
     def in_port(name, label, constraint, faint):
@@ -152,7 +152,7 @@ def node_data(page, node_id: str, registry, incoming=(), outgoing=(), program=No
         inline = node.inputs.get(name)
         cls = dtype_class(constraint)
         if edge is not None:
-            t = types.get(edge)
+            t = wire_type(edge)
             if t is not None:
                 cls = dtype_class(t.dtype)
         elif inline is not None:
@@ -186,9 +186,9 @@ def node_data(page, node_id: str, registry, incoming=(), outgoing=(), program=No
                 names = [decl.name]
             for name in names:
                 cls = "any"
-                slot = slots.get((node_id, name))
-                if slot is not None:
-                    cls = dtype_class(program.slots[slot].type.dtype)
+                t = port_type(node_id, name)
+                if t is not None:
+                    cls = dtype_class(t.dtype)
                 elif spec.role in ("placeholder", "variable") or node.block == "Const":
                     cls = dtype_class(node.attrs.get("dtype", "float32"))
                 outputs.append(Port(name, name, cls, fed=True))
@@ -272,7 +272,7 @@ class DiagramScene(QGraphicsScene):
             return None
         item = EdgeItem(e, src, dst, self.style)
         if self.program is not None:
-            t = self.program.edge_types.get(e)
+            t = self.program.wire_type(e)
             item.set_class(dtype_class(t.dtype) if t is not None else "none")
         self.addItem(item)
         if self.overview_on:
@@ -357,7 +357,7 @@ class DiagramScene(QGraphicsScene):
         for e in edges:
             item = self.edge_items.get(e)
             if item is not None:
-                t = program.edge_types.get(e)
+                t = program.wire_type(e)
                 item.set_class(dtype_class(t.dtype) if t is not None else "none")
         if nodes or edges:
             self._overview_dirty()
@@ -1452,12 +1452,12 @@ class DiagramView(QGraphicsView):
                 return literal(f"scope: {self._scene.page.scope} (full name {self._scene.page.full_name(nid)})")
             if port is not None:
                 if item.is_output(port):
-                    slot = program.port_slots.get((nid, port))
-                    t = program.slots[slot].type.describe() if slot is not None else "not inferred"
+                    t = program.port_type(nid, port)
+                    t = t.describe() if t is not None else "not inferred"
                     return literal(f"{nid}.{port}: {t}")
                 edge = next((e.edge for e in item.edges if e.edge.dst == nid and e.edge.dst_port == port), None)
                 if edge is not None:
-                    t = program.edge_types.get(edge)
+                    t = program.wire_type(edge)
                     return _with_lines(f"{nid}.{port} <- {edge.src}.{edge.src_port}: "
                                        f"{t.describe() if t else 'not inferred'}", self.gradients.edge_tooltip(edge))
                 decl = next((p for p in item.data.inputs if p.name == port), None)
@@ -1480,7 +1480,7 @@ class DiagramView(QGraphicsView):
             return "<br>".join(lines)
         edge = self._edge_at(sp)
         if edge is not None:
-            t = program.edge_types.get(edge.edge)
+            t = program.wire_type(edge.edge)
             return _with_lines(f"{edge.edge}: {t.describe() if t is not None else 'type not inferred'}",
                                self.gradients.edge_tooltip(edge.edge))
         return ""

@@ -368,14 +368,14 @@ class BackwardStepper(QWidget):
 
     def _why_nothing(self, step) -> str:
         gv = self.gview
-        spec = gv.program.step_of[step.node].spec
+        spec = gv.program.spec_of(step.node)
         if spec.gradient == "stop":
             text = (f"{step.block} passes its input through unchanged going forward but is a constant "
                     f"going backward, so the gradient stops here.")
             if gv.cut_by.get(step.node):
                 text += " " + gv.cut_summary(step.node) + "."
             return text
-        wired = [e for _, _, e in gv.program.step_of[step.node].in_edges if e is not None]
+        wired = [e for _, _, e in gv.program.step(step.node).in_edges if e is not None]
         if not wired:
             return (f"{step.node} has no input wires, so there is no block to send the gradient to: "
                     f"it ends here (∂{gv.target[0]}/∂{step.node} is the gradient arriving above).")

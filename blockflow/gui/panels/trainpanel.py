@@ -284,7 +284,7 @@ class TrainPanel(QWidget):
         scalars = []
         for st in program.steps:
             for o in st.outputs:
-                slot = program.slots[o]
+                slot = program.slot(o)
                 if slot.type.size == 1:
                     scalars.append((f"{slot.node}:{slot.port}", slot.type.is_float))
         loss = program.loss

@@ -341,9 +341,9 @@ class ValueViewerPanel(QWidget):
         if self.node_id is None:
             return []
         program = self.document.ready_program()     # None while the page compiles
-        step = program.step_of.get(self.node_id) if program is not None else None
+        step = program.step(self.node_id) if program is not None else None
         if step is not None:
-            return [program.slots[o].port for o in step.outputs]
+            return program.output_ports(self.node_id)
         spec = self.document.spec(self.document.current_page, self.node_id)
         return [o.name for o in spec.outputs] if spec is not None else []
 

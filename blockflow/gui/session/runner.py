@@ -69,7 +69,7 @@ def error_location(program, exc) -> tuple[str, str]:
         name = name.split(" (", 1)[0]
         if name.startswith(scope):
             name = name[len(scope):]
-        return name if name in program.step_of else ""
+        return name if program.step(name) is not None else ""
 
     if isinstance(exc, NumericsError):
         node = node_of(exc.node)
@@ -321,7 +321,7 @@ class RunController(QObject):
         if program.loss is None:
             return None
         try:
-            slot = program.slots[program.slot_of(*program.loss)]
+            slot = program.target_slot()
         except BlockflowError:
             return None
         return f"{slot.node}:{slot.port}"
@@ -336,7 +336,7 @@ class RunController(QObject):
         out = []
         for st in program.steps:
             for o in st.outputs:
-                slot = program.slots[o]
+                slot = program.slot(o)
                 t = slot.type
                 if t.is_float and t.size == 1:
                     key = f"{slot.node}:{slot.port}"
