@@ -81,10 +81,11 @@ class _Compiler:
         graph = _ordering_graph(self.page, fed.values())
         typed = Inference(self.page, self.files, self, specs, attrs, fed)
         typed.infer_all(self._order(graph))
+        edge_types = typed.edge_types()   # before the loss check, which may fail a node that compiled
         self._check_saved_feeds(specs)
         self._check_loss(typed.port_slots)
         self.diags.sort(key=lambda d: (d.severity != "error", d.node or "", d.port or ""))
-        program = Program(self.page, typed.steps, typed.slots, self.diags, graph, typed.edge_types(),
+        program = Program(self.page, typed.steps, typed.slots, self.diags, graph, edge_types,
                           typed.port_slots, typed.variable_values, typed.feeds, typed.slot_values)
         program.files = self.files
         program.stored_variables = frozenset(typed.stored)

@@ -20,6 +20,7 @@ from blockflow.variables import VariableValues
 
 __all__ = ["Diagnostic", "Program", "Step", "Slot"]
 
+
 @dataclass(frozen=True)
 class Diagnostic:
     """One problem, tied to a node (and a port when there is one)."""
