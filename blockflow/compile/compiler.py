@@ -59,6 +59,8 @@ def compile_page(page: Page, registry: Registry | None = None, files: DataFiles 
 
 
 class _Compiler:
+    """One compile of one page: collects the diagnostics and the nodes that failed."""
+
     def __init__(self, page: Page, registry: Registry, files: DataFiles | None = None):
         self.page = page
         self.registry = registry
@@ -168,6 +170,7 @@ class _Compiler:
         return True
 
     def _order(self, graph) -> list[str]:
+        """The schedule: a topological order; the members of a cycle are reported and go last."""
         try:
             return list(nx.topological_sort(graph))
         except nx.NetworkXUnfeasible:
@@ -190,7 +193,6 @@ class _Compiler:
         acyclic = graph.subgraph([n for n in graph if n not in in_cycle])
         # Cycle members come last: they cannot be typed, but their inputs are still checked.
         return list(nx.topological_sort(acyclic)) + [n for n in self.page.nodes if n in in_cycle]
-
 
     def _check_saved_feeds(self, specs) -> None:
         page = self.page
