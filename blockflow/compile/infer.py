@@ -81,16 +81,16 @@ class Inference:
 
     def infer_node(self, nid: str) -> None:
         """Type one node and add its step; on a problem, report it and mark the node failed."""
-        report, spec = self.report, self.specs.get(nid)
+        report, spec, failed = self.report, self.specs.get(nid), self.report.failed
         if spec is None:
-            report.failed.add(nid)
+            failed.add(nid)
             return
         node = self.page.nodes[nid]
-        fed_ports = self.fed_ports.get(nid, ())
-        if nid in report.failed or any(self.fed[(nid, port)].src in report.failed for port in fed_ports):
+        fed, fed_ports = self.fed, self.fed_ports.get(nid, ())
+        if nid in failed or any(fed[(nid, port)].src in failed for port in fed_ports):
             # Its own problem, or one upstream, is reported already; what is wrong with its
             # inputs is still worth saying now, so that every problem shows at once.
-            report.failed.add(nid)
+            failed.add(nid)
             self._check_inputs_present(nid, node, spec, fed_ports)
             return
         got = self._inputs(nid, node, spec)
@@ -105,7 +105,7 @@ class Inference:
                 report.error(nid, None, mismatch)
                 return
         out_slots, out_struct, out_decl = self._add_outputs(nid, spec, outs)
-        if not self._keep_value(nid, node, spec, outs):
+        if spec.role in ("variable", "placeholder") and not self._keep_value(nid, node, spec, outs):
             return
         step = Step(len(self.steps), nid, spec, self.attrs[nid], tuple(got.inputs), tuple(got.static),
                     tuple(out_slots), tuple(got.in_edges), tuple(out_struct), tuple(out_decl), tuple(got.refs))
@@ -198,9 +198,12 @@ class Inference:
                 self.report.error(nid, decl.name, f"input '{decl.name}' must be known before running: give it "
                                                   f"an inline value or wire a Const into it")
                 return False
-            got.add(value, slot, value)
         else:
-            got.add(t, slot)
+            value = None
+        # Appended here rather than through _Inputs.add: this is the path most inputs take.
+        got.args.append(t if value is None else value)
+        got.inputs.append(slot)
+        got.static.append(value)
         if slot is not None:
             got.in_edges.append((pos, None, self.fed.get((nid, decl.name))))
         return True
@@ -413,24 +416,23 @@ def _too_big(spec, outs):
 def check_dtypes(report, nid, spec, args, inputs, slots) -> bool:
     """Dtype classes and type variables; inline constants adopt their variable's dtype (their slots
     and ``args`` are replaced by cast ones). False when a dtype does not fit (reported)."""
-    flat = _flat_ports(spec, inputs)
-    resolved, class_hint = _bind_type_variables(report, nid, flat, slots)
-    if resolved is None:
-        return False
-    _widen_inline_only(flat, slots, resolved)
-    return _cast_inline_constants(report, nid, spec, args, inputs, slots, flat, resolved, class_hint)
-
-
-def _flat_ports(spec, inputs):
-    """(declared input, port name, slot) for every fed input port."""
-    flat = []
+    flat = []   # (declared input, port name, slot) for every fed input port
     for pos, decl in enumerate(spec.inputs):
         if decl.variadic:
             for k, s in enumerate(inputs[pos]):
                 flat.append((decl, decl.port(k), s))
         elif inputs[pos] is not None:
             flat.append((decl, decl.name, inputs[pos]))
-    return flat
+    resolved, class_hint = _bind_type_variables(report, nid, flat, slots)
+    if resolved is None:
+        return False
+    for _, _, s in flat:
+        if slots[s].const:
+            break
+    else:
+        return True     # the common case, every input wired: nothing to widen or cast
+    _widen_inline_only(flat, slots, resolved)
+    return _cast_inline_constants(report, nid, spec, args, inputs, slots, flat, resolved, class_hint)
 
 
 def _bind_type_variables(report, nid, flat, slots):
