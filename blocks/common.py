@@ -83,6 +83,19 @@ def no_bool(op, t):
     return TensorType(t.shape, t.dtype)
 
 
+def shared_batch(op, rows, labels, names):
+    """The batch size of [batch, classes] ``rows`` and [batch] ``labels`` (None: unknown), which
+    ``names`` name in the messages; ShapeError when their ranks or batch sizes do not fit."""
+    r, lab = names
+    if rows.rank != 2 or labels.rank != 1:
+        raise ShapeError(f"{op} needs [batch, classes] {r} and [batch] {lab}, got {rows} and {labels}")
+    a, b = rows.shape[0], labels.shape[0]
+    if a is not None and b is not None and a != b:
+        raise ShapeError(f"{op}: {r} {fmt_shape(rows.shape)} and {lab} {fmt_shape(labels.shape)} differ in "
+                         f"batch size")
+    return b if a is None else a
+
+
 def single_int(op, name, value) -> int:
     """A static operand that must be one integer (an int or a 0-d integer array), as an int."""
     if type(value) is int:

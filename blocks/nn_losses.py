@@ -9,7 +9,7 @@ import numpy as np
 
 from blockflow.spec import Input, Output, ShapeError, TensorType, block
 
-from .common import ONE, ZERO, fmt_shape, reduce_max, reduce_min, typed
+from .common import ONE, ZERO, fmt_shape, reduce_max, reduce_min, shared_batch, typed
 from .nn_softmax import exp_rows, log_softmax
 
 
@@ -115,14 +115,7 @@ class SparseSoftmaxCrossEntropyWithLogits:
         """
 
     def infer(features, labels):
-        if features.rank != 2 or labels.rank != 1:
-            raise ShapeError(f"SparseSoftmaxCrossEntropyWithLogits needs [batch, classes] features and "
-                             f"[batch] labels, got {features} and {labels}")
-        a, b = features.shape[0], labels.shape[0]
-        if a is not None and b is not None and a != b:
-            raise ShapeError(f"SparseSoftmaxCrossEntropyWithLogits: features {fmt_shape(features.shape)} and "
-                             f"labels {fmt_shape(labels.shape)} differ in batch size")
-        batch = b if a is None else a
+        batch = shared_batch("SparseSoftmaxCrossEntropyWithLogits", features, labels, ("features", "labels"))
         return (TensorType((batch,), features.dtype),
                 TensorType((batch, features.shape[1]), features.dtype))
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from blockflow.spec import Attr, Input, Output, ShapeError, TensorType, block, reserve
 
-from .common import fmt_shape, no_bool, single_int
+from .common import fmt_shape, no_bool, shared_batch, single_int
 
 
 def _scalar_k(op, k, default=None):
@@ -94,14 +94,7 @@ class InTopK:
 
     def infer(predictions, targets, k):
         _scalar_k("InTopK", k)
-        if predictions.rank != 2 or targets.rank != 1:
-            raise ShapeError(f"InTopK needs [batch, classes] predictions and [batch] targets, got "
-                             f"{predictions} and {targets}")
-        a, b = predictions.shape[0], targets.shape[0]
-        if a is not None and b is not None and a != b:
-            raise ShapeError(f"InTopK: predictions {fmt_shape(predictions.shape)} and targets "
-                             f"{fmt_shape(targets.shape)} differ in batch size")
-        return TensorType((b if a is None else a,), np.bool_)
+        return TensorType((shared_batch("InTopK", predictions, targets, ("predictions", "targets")),), np.bool_)
 
     def forward(predictions, targets, k):
         k = _scalar_k("InTopK", k)
