@@ -165,7 +165,9 @@ class Change:
     node_renamed: tuple = ()          # (old id, new id)
     edges_added: tuple = ()
     edges_removed: tuple = ()
-    fields: tuple = ()                # page fields set: loss, text, metrics
+    # page fields set_field set: loss, text, metrics (remove_node also drops the node's loss mark
+    # and metrics; they are kept in its RemovedNode, and node_removed is what the views hear)
+    fields: tuple = ()
     pages_added: tuple = ()
     pages_removed: tuple = ()
     page_renamed: tuple = ()          # (old name, new name)
@@ -382,12 +384,24 @@ class Page:
             self.feeds[node_id] = value
         return Change(self.name, True, nodes_changed=(node_id,), before=before)
 
+    def metrics_problem(self, metrics) -> str:
+        """Why ``metrics`` cannot be the page's plotted outputs ("" when they can): each names a
+        block of the page (``"node"`` or ``"node:port"``), once."""
+        for m in metrics:
+            if not isinstance(m, str) or m.partition(":")[0] not in self.nodes:
+                return f"{m!r} names no block on page '{self.name}'"
+        if len(set(metrics)) != len(metrics):
+            return "a metric is listed twice"
+        return ""
+
     def set_field(self, field: str, value) -> Change:
         """Set the page's ``loss``, ``text`` or ``metrics``."""
         if field not in PAGE_FIELDS:
             raise ProjectError(f"a page has no field '{field}' to set (only {', '.join(PAGE_FIELDS)})")
-        if field == "text" and text_problem(value):
-            raise ProjectError(f"the page note {text_problem(value)}")
+        problem = (f"the page note {text_problem(value)}" if field == "text" and text_problem(value)
+                   else self.metrics_problem(list(value)) if field == "metrics" else "")
+        if problem:
+            raise ProjectError(problem)
         before = getattr(self, field)
         setattr(self, field, list(value) if field == "metrics" else value)
         return Change(self.name, PAGE_FIELDS[field], fields=(field,), before=before)

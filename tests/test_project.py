@@ -398,7 +398,11 @@ def test_set_field_refuses_other_fields_and_a_note_with_nul():
         page.set_field("name", "other")
     with pytest.raises(ProjectError, match="NUL"):
         page.set_field("text", "a\0")
-    assert page.name == "main" and page.text == ""
+    with pytest.raises(ProjectError, match="'nope:y' names no block"):
+        page.set_field("metrics", ["x", "nope:y"])
+    with pytest.raises(ProjectError, match="listed twice"):
+        page.set_field("metrics", ["x", "x"])
+    assert page.name == "main" and page.text == "" and page.metrics == ["f", "loss:y"]
 
 
 def test_rename_node_makes_every_reference_follow():

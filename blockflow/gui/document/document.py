@@ -374,11 +374,7 @@ class Document(QObject):
         page = page or self.current_page
         pg = self.page(page)
         metrics = list(metrics)
-        for m in metrics:
-            if not isinstance(m, str) or m.partition(":")[0] not in pg.nodes:
-                raise ProjectError(f"{m!r} names no block on page '{pg.name}'")
-        if len(set(metrics)) != len(metrics):
-            raise ProjectError("a metric is listed twice")
+        self._refuse(pg.metrics_problem(metrics))
         if metrics != list(pg.metrics):
             self.undo_stack.push(C.SetPageFieldCommand(self, page, "metrics", metrics, text="Set plotted metrics"))
 
