@@ -16,7 +16,7 @@ from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from blockflow.gui.document import compiling
-from blockflow.gui.document import document
+from blockflow.gui.document import wiring
 from blockflow.gui.document.document import Document
 from blockflow.gui.main_window import MainWindow
 from blockflow.project import Project
@@ -52,7 +52,7 @@ class Compiles:
     def __init__(self, monkeypatch):
         self.pages: list[str] = []
         self.sizes: list[int] = []
-        for module in (compiling, document):
+        for module in (compiling, wiring):
             real = module.compile_page
 
             def counting(page, *args, real=real, **kw):
