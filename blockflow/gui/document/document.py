@@ -25,7 +25,7 @@ from blockflow.project import Edge, Node, Page, Project, page_name_problem, spli
 from blockflow.io.project_io import dumps_project, load_project, loads_project, save_project
 from blockflow.registry import Registry, default_registry
 from blockflow.io.relocate import apply_move, data_paths, plan_move
-from blockflow.spec import SCOPE_PORT
+from blockflow.spec import SCOPE_PORT, UnknownAttrError
 from blockflow.gui.document import commands as C
 from blockflow.gui.document.compiling import PagePrograms
 
@@ -366,11 +366,10 @@ class Document(QObject):
         page = page or self.current_page
         spec = self.spec(page, node_id)
         if spec is not None and value is not None:
-            decl = spec.attr_map.get(name)
-            if decl is None:
-                raise ProjectError(f"{spec.name} has no attr '{name}'")
             try:
-                canonical = decl.validate(value)
+                canonical = spec.check_attr(name, value)
+            except UnknownAttrError as exc:
+                raise ProjectError(str(exc)) from None
             except ValueError as exc:
                 raise ProjectError(f"attr '{name}' of {node_id}: {exc}") from None
             value = list(canonical) if isinstance(canonical, tuple) else canonical
