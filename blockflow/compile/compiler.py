@@ -16,7 +16,7 @@ from blockflow.datafiles import DataFileError, DataFiles
 from blockflow.errors import CompileError, ProjectError
 from blockflow.project import Edge, Page, Project, split_port
 from blockflow.registry import Registry, default_registry
-from blockflow.spec import MAX_TENSOR_BYTES, SCOPE_PORT, BlockSpec, ShapeError, TensorType, fit_dtype
+from blockflow.spec import MAX_TENSOR_BYTES, SCOPE_PORT, BlockSpec, ShapeError, TensorType, fit_dtype, shape_text
 from blockflow.variables import VariableValues
 
 __all__ = ["Diagnostic", "Program", "Step", "Slot", "GradientPaths", "compile_project", "compile_page"]
@@ -810,8 +810,7 @@ class _Compiler:
         declared = attrs["shape"]
         if len(declared) == len(out.shape) and all(d is None or d == n for d, n in zip(declared, out.shape)):
             return None
-        shown = "[" + ", ".join("?" if d is None else str(d) for d in declared) + "]"
-        return f"its initial value is {out} but its shape attr says {shown}"
+        return f"its initial value is {out} but its shape attr says {shape_text(declared)}"
 
     @staticmethod
     def _check_infer_result(spec, outs, attrs, args) -> str | None:

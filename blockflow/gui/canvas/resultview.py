@@ -14,6 +14,7 @@ import numpy as np
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetricsF, QImage, QPainter, QPen, QPolygonF
 
+from blockflow.spec import shape_text
 from blockflow.gui.common.theme import FONT_FAMILY, dtype_class
 
 __all__ = ["ValueStats", "OutputSummary", "BlockResults", "value_stats", "summarize", "describe",
@@ -77,7 +78,7 @@ def format_number(x, digits: int = 4) -> str:
 def describe(value) -> str:
     """Shape and dtype as the blocks show them: ``[5] float32``, ``[] float32``."""
     arr = np.asarray(value)
-    return f"[{', '.join(map(str, arr.shape))}] {arr.dtype.name}"
+    return f"{shape_text(arr.shape)} {arr.dtype.name}"
 
 
 _SHORT_DTYPES = {"float16": "f16", "float32": "f32", "float64": "f64", "int8": "i8", "int16": "i16",
@@ -104,7 +105,7 @@ class ValueStats:
     def describe(self, short: bool = False) -> str:
         """``[5] float32``; ``short``: ``[5] f32`` (for a narrow block)."""
         name = _SHORT_DTYPES.get(self.dtype.name, self.dtype.name) if short else self.dtype.name
-        return f"[{', '.join(map(str, self.shape))}] {name}"
+        return f"{shape_text(self.shape)} {name}"
 
     def bad_text(self) -> str:
         """``3 NaN``, ``1 +Inf, 2 -Inf``..., or "" when every value is finite."""

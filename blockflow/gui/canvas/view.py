@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (QApplication, QGraphicsItem, QGraphicsScene, QGra
 
 from blockflow.errors import ProjectError
 from blockflow.project import Edge, split_port
-from blockflow.spec import SCOPE_PORT
+from blockflow.spec import SCOPE_PORT, shape_text
 from blockflow.gui.canvas.draglayer import DragLayer
 from blockflow.gui.canvas.gradients import GradientHighlighter
 from blockflow.gui.canvas.items import EdgeItem, LiveWireItem, NodeData, NodeItem, NoticeItem, OverviewItem, Port
@@ -88,7 +88,7 @@ def format_inline(value) -> str:
     if arr.ndim == 1 and arr.size <= 4:
         return "[" + ", ".join(f"{v:.3g}" if isinstance(v, float) else str(v) for v in arr.tolist()) + "]"
     short = {"float32": "f32", "float64": "f64", "float16": "f16", "int32": "i32", "int64": "i64"}
-    return f"{short.get(arr.dtype.name, arr.dtype.name)}[{', '.join(map(str, arr.shape))}]"
+    return f"{short.get(arr.dtype.name, arr.dtype.name)}{shape_text(arr.shape)}"
 
 
 _PROBLEMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

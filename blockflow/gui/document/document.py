@@ -23,6 +23,7 @@ from blockflow.project import Change, Edge, Node, Page, Project, text_problem, v
 from blockflow.io.project_io import load_project, save_project
 from blockflow.registry import Registry, default_registry
 from blockflow.io.relocate import apply_move, data_paths, plan_move
+from blockflow.spec import UnknownAttrError
 from blockflow.gui.document import commands as C
 from blockflow.gui.document.clipboard import FRAGMENT_MIME, fragment_text, pasting
 from blockflow.gui.document.compiling import PagePrograms
@@ -35,14 +36,13 @@ __all__ = ["Document", "ConnectionCheck", "FRAGMENT_MIME", "stacked_blocks", "ch
 
 def checked_attr(spec, node_id: str, name: str, value):
     """The value to store for attr ``name`` of ``node_id`` (a block of ``spec``), as its kind
-    keeps it (a shape as a list), or ProjectError saying why ``value`` cannot be one. The one
-    place the editor validates an attr: when blockflow.spec has its own entry point for this,
-    the body becomes a call of it."""
-    decl = spec.attr_map.get(name)
-    if decl is None:
-        raise ProjectError(f"{spec.name} has no attr '{name}'")
+    keeps it (a shape as a list), or ProjectError saying why ``value`` cannot be one. The
+    validation itself is the spec's (BlockSpec.check_attr, the attr kinds table); this only puts
+    its verdict in the document's words."""
     try:
-        canonical = decl.validate(value)
+        canonical = spec.check_attr(name, value)
+    except UnknownAttrError as exc:
+        raise ProjectError(str(exc)) from None
     except ValueError as exc:
         raise ProjectError(f"attr '{name}' of {node_id}: {exc}") from None
     return list(canonical) if isinstance(canonical, tuple) else canonical
