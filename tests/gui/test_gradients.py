@@ -515,7 +515,7 @@ def legend_box(path: Path) -> tuple[QImage, QRect]:
     from blockflow.gui.canvas.render import ensure_app
     ensure_app()
     style = Style()
-    from blockflow.gui.canvas.view import DiagramScene
+    from blockflow.gui.canvas.scene import DiagramScene
     from blockflow.registry import default_registry
     scene = DiagramScene(default_registry(), style)
     scene.render_mode = True

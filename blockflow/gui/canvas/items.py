@@ -2,7 +2,7 @@
 
 Items paint state and answer geometry questions (where is a port, which port is here); they hold
 no logic. What a block shows (its ports, their dtype classes, inline constants, errors) arrives as
-a NodeData built by the scene from the Document's model.
+a NodeData (blockflow/present/nodeview.py) built by the scene from the Document's model.
 
 Speed (see docs/qt.md §3): one Python item per block, ports painted by the block and hit-tested
 by geometry, level-of-detail painting, wires as C++-painted QGraphicsPathItems.
@@ -13,6 +13,8 @@ from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QPainterPath, QPainterPathStroker, QPen
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsPathItem, QGraphicsRectItem, QStyle
 
+from blockflow.present.nodeview import NodeData, Port
+from blockflow.gui.canvas.resultview import BlockResults
 from blockflow.gui.common.theme import Style
 
 __all__ = ["NodeData", "Port", "NodeItem", "EdgeItem", "LiveWireItem", "NoticeItem", "OverviewItem",
@@ -22,38 +24,6 @@ _ELIDE = Qt.ElideRight
 _AL = int(Qt.AlignLeft | Qt.AlignVCenter)
 _AR = int(Qt.AlignRight | Qt.AlignVCenter)
 _AC = int(Qt.AlignCenter)
-
-
-class Port:
-    """One port as drawn: ``name`` is the model's port name (``x``, ``inputs[2]``)."""
-
-    __slots__ = ("name", "label", "cls", "inline", "fed", "faint", "constraint")
-
-    def __init__(self, name: str, label: str, cls: str = "any", inline: str | None = None,
-                 fed: bool = False, faint: bool = False, constraint: str = "any"):
-        self.name, self.label, self.cls, self.inline, self.fed, self.faint = name, label, cls, inline, fed, faint
-        self.constraint = constraint  # an input's declared dtype constraint (float, T, ...)
-
-
-class NodeData:
-    """What one block shows. Built by the scene from the model and the compiled program."""
-
-    __slots__ = ("node_id", "block", "category", "subtitle", "scope", "inputs", "outputs",
-                 "errors", "warnings", "is_loss", "known")
-
-    def __init__(self, node_id, block, category, subtitle, scope, inputs, outputs, errors=(),
-                 warnings=(), is_loss=False, known=True):
-        self.node_id, self.block, self.category, self.subtitle = node_id, block, category, subtitle
-        self.scope, self.inputs, self.outputs = scope, inputs, outputs
-        self.errors, self.warnings, self.is_loss, self.known = errors, warnings, is_loss, known
-
-    def same_shape(self, other: "NodeData") -> bool:
-        """Would ``other`` lay the block out the same way (so wires need not move)?"""
-        return (other is not None and self.block == other.block and self.subtitle == other.subtitle
-                and self.scope == other.scope and self.is_loss == other.is_loss
-                and [(p.name, p.label, p.inline) for p in self.inputs]
-                == [(p.name, p.label, p.inline) for p in other.inputs]
-                and [p.name for p in self.outputs] == [p.name for p in other.outputs])
 
 
 def wire_path(p0: QPointF, p1: QPointF, src_box: QRectF | None = None,
@@ -169,9 +139,10 @@ class NodeItem(QGraphicsRectItem):
         if self.results is not None:
             self.results.layout([p.name for p in d.outputs], self.result_lines, self.result_rect)
 
-    def set_results(self, results) -> None:
-        """Show a run's BlockResults (prepared off the paint path), or none (None)."""
-        self.results = results
+    def set_results(self, run) -> None:
+        """Show what a run gives this block (a BlockRun of summaries prepared off the paint path,
+        blockflow/present/values.py), or nothing (None)."""
+        self.results = results = BlockResults.of(run)
         if results is not None:
             results.layout([p.name for p in self.data.outputs], self.result_lines, self.result_rect)
         self.update()

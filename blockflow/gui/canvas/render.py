@@ -18,7 +18,7 @@ from blockflow.compile.compiler import compile_page
 from blockflow.errors import ProjectError
 from blockflow.present.gradview import GradientView
 from blockflow.registry import default_registry
-from blockflow.gui.canvas.view import DiagramScene
+from blockflow.gui.canvas.scene import DiagramScene
 from blockflow.gui.common.theme import Style
 
 __all__ = ["render_page", "ensure_app"]
@@ -61,13 +61,13 @@ def _gradient_view(program, gradients: str, target: str | None) -> GradientView:
 
 def _show_values(scene, result) -> None:
     """Each block's outputs in its result area, as the editor shows them after a run."""
-    from blockflow.gui.canvas.resultview import BlockResults, summarize
+    from blockflow.present.values import BlockRun, summarize
 
     for nid, item in scene.node_items.items():
         summaries = {p.name: summarize(result.values[(nid, p.name)]) for p in item.data.outputs
                      if (nid, p.name) in result.values}
         if summaries:
-            item.set_results(BlockResults(summaries))
+            item.set_results(BlockRun(summaries))
 
 
 def render_page(project, page: str | None, path, *, registry=None, scale: float = 1.0,

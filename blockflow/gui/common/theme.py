@@ -8,11 +8,11 @@ from __future__ import annotations
 from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPalette, QPen, QBrush, Qt
 from PySide6.QtWidgets import QApplication
 
-__all__ = ["Style", "FONT_FAMILY", "dtype_class"]
+__all__ = ["Style", "FONT_FAMILY", "DTYPE_COLORS"]
 
 FONT_FAMILY = "DejaVu Sans"
 
-#: port colours by dtype class
+#: port colours by dtype class (blockflow.present.dtypes.dtype_class)
 DTYPE_COLORS = {
     "float": "#3f8fe0",   # blue
     "int": "#2fae6a",     # green
@@ -30,25 +30,6 @@ CATEGORY_COLORS = {
     "training_ops": "#7d62c8",
     "gradients": "#3aa8a8",
 }
-
-_FLOAT = frozenset({"float", "float16", "float32", "float64"})
-_INT = frozenset({"int", "int8", "int16", "int32", "int64", "uint8"})
-
-
-def dtype_class(name) -> str:
-    """A dtype name, a numpy dtype or a spec constraint -> "float", "int", "bool" or "any"."""
-    if name is None:
-        return "any"
-    kind = getattr(name, "kind", None)
-    if kind is not None:
-        return {"f": "float", "i": "int", "u": "int", "b": "bool"}.get(kind, "any")
-    if name in _FLOAT:
-        return "float"
-    if name in _INT:
-        return "int"
-    if name == "bool":
-        return "bool"
-    return "any"
 
 
 def _mix(a: QColor, b: QColor, t: float) -> QColor:
