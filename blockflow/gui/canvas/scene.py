@@ -16,7 +16,8 @@ from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene
 
 from blockflow.project import Edge
 from blockflow.present.nodeview import node_data, program_changes, wire_class
-from blockflow.gui.canvas.items import EdgeItem, LiveWireItem, NodeItem, NoticeItem, OverviewItem
+from blockflow.gui.canvas.items import EdgeItem, LiveWireItem, NodeItem, NoticeItem
+from blockflow.gui.canvas.overview import OverviewItem
 from blockflow.gui.common.theme import Style
 
 __all__ = ["DiagramScene", "GRID", "OVERVIEW_SCALE", "OVERVIEW_MIN_NODES", "FAR_TITLES_MAX_NODES",

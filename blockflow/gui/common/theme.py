@@ -94,8 +94,11 @@ class Style:
         self.category = {k: _mix(self.body, QColor(v), 0.55 if self.dark else 0.30)
                          for k, v in CATEGORY_COLORS.items()}
         self.category_default = _mix(self.body, text, 0.12)
+        self._make_pens(base, text)
+        self._make_fonts()
 
-        # pens and brushes (shared objects: setPen with the same pen is cheap)
+    def _make_pens(self, base: QColor, text: QColor) -> None:
+        """Pens and brushes, shared objects: setPen with the same pen is cheap."""
         self.border_pen = QPen(self.border, 1.2)
         self.selected_pen = QPen(self.highlight, 2.6)
         self.error_pen = QPen(self.error, 2.4)
@@ -117,7 +120,7 @@ class Style:
         self.dim_brush = QBrush(dim)
         self.inline_pen = QPen(_mix(base, text, 0.35), 1.0)
 
-        # fonts
+    def _make_fonts(self) -> None:
         self.title_font = self._font(9.5, bold=True)
         self.sub_font = self._font(8.0)
         self.port_font = self._font(7.5)
