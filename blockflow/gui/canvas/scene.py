@@ -171,6 +171,10 @@ class DiagramScene(QGraphicsScene):
         self._compile_timer.start(0)
         self.reloaded.emit()
 
+    def program_due(self) -> bool:
+        """True while the document's newest program is about to be shown (after an edit)."""
+        return self.doc is not None and self._compile_timer.isActive()
+
     def _current(self, page: str) -> bool:
         return page == self.doc.current_page and self.page is self.doc.page()
 
