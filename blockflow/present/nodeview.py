@@ -72,20 +72,22 @@ _PROBLEMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def problems_by_node(program) -> dict:
     """``{node: (error texts, warning texts)}`` of a program, made once per program (a block
-    looked its own up in every diagnostic: a page of 10,000 broken blocks took seconds)."""
+    looked its own up in every diagnostic: a page of 10,000 broken blocks took seconds). Built
+    straight into tuples: a page of 10,000 broken blocks makes 20,000 objects here, not 30,000 (the
+    collector's pauses during an edit grow with them)."""
     table = _PROBLEMS.get(program)
     if table is None:
-        errors: dict[str, list] = {}
-        warnings: dict[str, list] = {}
+        table = {}
         for d in program.diagnostics:
             if d.node is None:
                 continue
+            errors, warnings = table.get(d.node, ((), ()))
             if d.severity == "error":
-                errors.setdefault(d.node, []).append(d.message if not d.port else f"{d.port}: {d.message}")
+                errors += (d.message if not d.port else f"{d.port}: {d.message}",)
             else:
-                warnings.setdefault(d.node, []).append(d.message)
-        table = _PROBLEMS[program] = {n: (tuple(errors.get(n, ())), tuple(warnings.get(n, ())))
-                                      for n in errors.keys() | warnings.keys()}
+                warnings += (d.message,)
+            table[d.node] = (errors, warnings)
+        _PROBLEMS[program] = table
     return table
 
 
