@@ -174,7 +174,7 @@ def test_a_new_program_redraws_only_the_blocks_it_changes(qtbot, monkeypatch):
     page of 10,000 broken blocks took 5 s to open and each edit stalled the UI 3.9 s), and each
     compile redrew every block."""
     from blockflow.compile.compiler import compile_page
-    from blockflow.gui.canvas import view as canvas
+    from blockflow.gui.canvas import scene as canvas
     from blockflow.gui.common.theme import Style
     from blockflow.registry import default_registry
 
