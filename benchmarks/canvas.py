@@ -163,7 +163,7 @@ def bench(n: int, repeats: int, loads: int) -> list[tuple]:
         """Let the deferred work of a finished drag (the move command's compile) run."""
         for _ in range(50):
             app.processEvents()
-            if not view._compile_timer.isActive():
+            if not view.diagram_scene().program_due():
                 break
         app.processEvents()
 

@@ -291,9 +291,9 @@ def _read_npy(f, what: str, available: int, total: _Total, name: str) -> np.ndar
     for d in shape:
         count *= d
     nbytes = count * dtype.itemsize
-    total.add(nbytes, f"{what} ({dtype.name}{list(shape)})")
+    total.add(nbytes, f"{what} ({dtype.name}{spec.shape_text(shape)})")
     if header + nbytes > available:
-        raise DataFileError(f"'{name}': {what} is {dtype.name}{list(shape)}, {nbytes:,} bytes, "
+        raise DataFileError(f"'{name}': {what} is {dtype.name}{spec.shape_text(shape)}, {nbytes:,} bytes, "
                             f"but only {max(0, available - header):,} follow its header")
     out = np.empty(count, dtype)
     buf = memoryview(out.view(np.uint8)) if count else memoryview(b"")
@@ -379,9 +379,9 @@ def _read_npz(name: str, f) -> dict:
             with _open_member(name, archive, info) as m:
                 dtype, shape, _, header = _npy_header(m, f"array '{key}'", name)
             nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
-            promised.add(nbytes, f"array '{key}' ({dtype.name}{list(shape)})")
+            promised.add(nbytes, f"array '{key}' ({dtype.name}{spec.shape_text(shape)})")
             if header + nbytes > info.file_size:
-                raise DataFileError(f"'{name}': array '{key}' is {dtype.name}{list(shape)}, "
+                raise DataFileError(f"'{name}': array '{key}' is {dtype.name}{spec.shape_text(shape)}, "
                                     f"{nbytes:,} bytes, but the archive says it holds "
                                     f"{max(0, info.file_size - header):,}")
         out = {}

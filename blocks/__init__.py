@@ -1,17 +1,26 @@
 """blockflow's own block library, found through the ``blockflow.blocks`` entry point.
 
+One module per kind of block: the math_ops blocks are in math_*.py (math_unary, math_binary,
+...), the array_ops ones in array_*.py, the nn_ops ones in nn_*.py. common.py, folding.py,
+window_geometry.py and windows.py hold no block: they are what the block modules share.
+
 Imports only blockflow.spec and numpy (checked by import-linter).
 """
 from __future__ import annotations
 
 from blockflow.spec import BlockSpec
 
-from . import array_ops, math_ops, nn_ops, state_ops
-from . import training_ops
-from . import random_ops
-from . import data_ops
+from . import array_build, array_gather, array_identity, array_join, array_shape, array_slice, array_tile
+from . import math_binary, math_logic, math_matmul, math_reductions, math_sequences, math_unary
+from . import nn_activations, nn_conv, nn_losses, nn_pool, nn_softmax, nn_topk
+from . import data_ops, random_ops, state_ops, training_ops
 
-_MODULES = (array_ops, math_ops, nn_ops, state_ops, training_ops, random_ops, data_ops)
+_MODULES = (
+    array_identity, array_shape, array_join, array_slice, array_gather, array_tile, array_build,
+    math_binary, math_unary, math_matmul, math_reductions, math_logic, math_sequences,
+    nn_activations, nn_softmax, nn_losses, nn_conv, nn_pool, nn_topk,
+    state_ops, training_ops, random_ops, data_ops,
+)
 
 
 def all_blocks() -> list[BlockSpec]:

@@ -16,9 +16,7 @@ import numpy as np
 
 from blockflow.spec import Attr, Input, Output, ShapeError, TensorType, block, broadcast_shapes, reserve
 
-
-def _fmt(shape) -> str:
-    return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
+from .common import broadcast_or_none, fmt_shape
 
 
 _FLOATS = ("float16", "float32", "float64")
@@ -64,7 +62,7 @@ def _infer_sample_shape(op: str, shape, params: dict) -> tuple:
         except ShapeError:
             b = None
         if b is None or len(b) != len(dims) or any(x is not None and x != d for x, d in zip(b, dims)):
-            raise ShapeError(f"{op}: {k} of shape {_fmt(s)} does not broadcast to shape {_fmt(dims)}")
+            raise ShapeError(f"{op}: {k} of shape {fmt_shape(s)} does not broadcast to shape {fmt_shape(dims)}")
     return dims
 
 
@@ -75,17 +73,10 @@ def _sample_shape(op: str, shape, *params) -> tuple:
         return np.broadcast_shapes(*given) if given else ()
     dims = tuple(np.reshape(shape, -1).tolist())
     for p in params:
-        if p is not None and p.shape != dims and _broadcast_or_none(dims, p.shape) != dims:
-            raise ShapeError(f"{op}: a parameter of shape {_fmt(p.shape)} does not broadcast to shape "
-                             f"{_fmt(dims)}")
+        if p is not None and p.shape != dims and broadcast_or_none(dims, p.shape) != dims:
+            raise ShapeError(f"{op}: a parameter of shape {fmt_shape(p.shape)} does not broadcast to shape "
+                             f"{fmt_shape(dims)}")
     return dims
-
-
-def _broadcast_or_none(a, b):
-    try:
-        return np.broadcast_shapes(a, b)
-    except ValueError:
-        return None
 
 
 def _work_dtype(dtype: str):

@@ -4,11 +4,11 @@ Imports only blockflow.spec and numpy.
 """
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
 
 from blockflow.spec import Attr, Input, Output, ShapeError, TensorType, block, broadcast_shapes
+
+from .common import declare
 
 _INITIALIZERS = ("zeros", "ones", "value", "random_normal", "random_uniform", "glorot_uniform",
                  "glorot_normal")
@@ -119,13 +119,10 @@ def _assign(name, update, summary):
         new = update(ref, value)
         return new, {"ref": new}
 
-    forward.__qualname__ = f"{name}.forward"
-    body = dict(__module__=__name__, __qualname__=name,
-                __doc__=inspect.cleandoc(f"{summary}\n{_ASSIGN_DOC_TAIL}"),
-                inputs=(Input("ref", ref=True), Input("value")),
-                outputs=(Output("output_ref", doc="the Variable's new value"),),
-                infer=_assign_infer, forward=forward)
-    return block(name, category="state_ops")(type(name, (), body))
+    return declare(name, f"{summary}\n{_ASSIGN_DOC_TAIL}", category="state_ops", module=__name__,
+                   inputs=(Input("ref", ref=True), Input("value")),
+                   outputs=(Output("output_ref", doc="the Variable's new value"),),
+                   infer=_assign_infer, forward=forward)
 
 
 def _replaced(ref, value):

@@ -215,41 +215,13 @@ def max_first_index(x: np.ndarray, axis: int, plan: AxisPlan, lowest,
     index_shape = x.shape[:axis] + (plan.padded,) + x.shape[axis + 1:]
     reserve(index_shape, itype, what + " (indices)")
     reserve(index_shape, np.bool_, what + " (ties)")
-    nblocks, bl = plan.padded // plan.block, (slice(None),) * (axis + 1)
     shape = [1] * (ndim + 1)
-    shape[axis:axis + 2] = nblocks, plan.block
+    shape[axis:axis + 2] = plan.padded // plan.block, plan.block
     iota = np.arange(plan.padded, dtype=itype).reshape(shape)  # each entry's index, in blocks
-    lead = (slice(None),) * axis
-    real = lead + (slice(0, plan.size),)
-
-    # Prefixes: the max from the block's start is reached first where it last grew (a block's
-    # first entry counts as growth).
     buf = _filled(x, axis, plan, lowest, x.dtype, what)
-    pb = _blocks(buf, axis, plan)
-    _scan(np.maximum, pb, axis, reverse=False)
-    grew = np.empty(pb.shape, np.bool_)
-    grew[bl + (0,)] = True
-    np.greater(pb[bl + (slice(1, None),)], pb[bl + (slice(None, -1),)], out=grew[bl + (slice(1, None),)])
-    first = np.where(grew, iota, itype.type(0))
-    del grew
-    _scan(np.maximum, first, axis, reverse=False)
-    tail_v = _take(buf, plan.hi - 1, axis, plan)
-    tail_i = _take(first.reshape(index_shape), plan.hi - 1, axis, plan)
-    del first
-
-    # Suffixes: the max to the block's end is reached first at the next entry equal to it.
-    buf[real] = x
-    if plan.padded > plan.size:
-        buf[lead + (slice(plan.size, None),)] = lowest
-    _scan(np.maximum, _blocks(buf, axis, plan), axis, reverse=True)
-    equal = np.ones(index_shape, np.bool_)
-    np.equal(buf[real], x, out=equal[real])
-    nxt = np.where(_blocks(equal, axis, plan), iota, itype.type(plan.padded))
-    del equal
-    _scan(np.minimum, nxt, axis, reverse=True)
-    head_v = _take(buf, plan.lo, axis, plan)
-    head_i = _take(nxt.reshape(index_shape), plan.lo, axis, plan)
-    del buf, nxt
+    tail_v, tail_i = _prefix_max_first(buf, axis, plan, iota, index_shape)
+    head_v, head_i = _suffix_max_first(buf, x, axis, plan, lowest, iota, index_shape)
+    del buf
 
     pre = _bcast(plan.prefix_only, axis, ndim)
     suf = _bcast(plan.suffix_only, axis, ndim)
@@ -259,3 +231,36 @@ def max_first_index(x: np.ndarray, axis: int, plan: AxisPlan, lowest,
     index = np.where(use_head, head_i, tail_i).astype(np.int64)
     np.minimum(index, plan.size - 1, out=index)
     return values, index
+
+
+def _prefix_max_first(buf, axis, plan, iota, index_shape) -> tuple:
+    """The max from each window's last block's start to its last entry, and the index where it is
+    first reached: the max from a block's start is reached first where it last grew (a block's
+    first entry counts as growth). Scans ``buf`` (the padded input, in blocks) in place."""
+    bl = (slice(None),) * (axis + 1)
+    pb = _blocks(buf, axis, plan)
+    _scan(np.maximum, pb, axis, reverse=False)
+    grew = np.empty(pb.shape, np.bool_)
+    grew[bl + (0,)] = True
+    np.greater(pb[bl + (slice(1, None),)], pb[bl + (slice(None, -1),)], out=grew[bl + (slice(1, None),)])
+    first = np.where(grew, iota, iota.dtype.type(0))
+    del grew
+    _scan(np.maximum, first, axis, reverse=False)
+    return _take(buf, plan.hi - 1, axis, plan), _take(first.reshape(index_shape), plan.hi - 1, axis, plan)
+
+
+def _suffix_max_first(buf, x, axis, plan, lowest, iota, index_shape) -> tuple:
+    """The max from each window's first entry to its block's end, and the index where it is first
+    reached: the next entry equal to it. Refills ``buf`` with ``x`` and scans it in place."""
+    lead = (slice(None),) * axis
+    real = lead + (slice(0, plan.size),)
+    buf[real] = x
+    if plan.padded > plan.size:
+        buf[lead + (slice(plan.size, None),)] = lowest
+    _scan(np.maximum, _blocks(buf, axis, plan), axis, reverse=True)
+    equal = np.ones(index_shape, np.bool_)
+    np.equal(buf[real], x, out=equal[real])
+    nxt = np.where(_blocks(equal, axis, plan), iota, iota.dtype.type(plan.padded))
+    del equal
+    _scan(np.minimum, nxt, axis, reverse=True)
+    return _take(buf, plan.lo, axis, plan), _take(nxt.reshape(index_shape), plan.lo, axis, plan)

@@ -341,7 +341,20 @@ def test_squeeze_without_axis():
 def _tf_strided_slice(x, begin, end, strides, begin_mask, end_mask, ellipsis_mask, new_axis_mask,
                       shrink_axis_mask):
     """TF's sparse-to-dense spec and canonicalization, then explicit index lists."""
-    n, rank = len(begin), x.ndim
+    dense, final = _tf_dense_spec(x.ndim, begin, end, strides, begin_mask, end_mask, ellipsis_mask,
+                                  new_axis_mask, shrink_axis_mask)
+    lists = [_tf_axis_indices(dim, *(d[i] for d in dense)) for i, dim in enumerate(x.shape)]
+    processing = [len(v) for v in lists]
+    out = x[np.ix_(*[np.array(v, dtype=np.intp) for v in lists])] if x.ndim else x
+    shape = [1 if f == "new" else processing[f] for f in final if f != "shrink"]
+    return out.reshape(shape), lists
+
+
+def _tf_dense_spec(rank, begin, end, strides, begin_mask, end_mask, ellipsis_mask, new_axis_mask,
+                   shrink_axis_mask):
+    """The dense spec, per input axis: (begin, end, stride, begin-masked, end-masked, shrunk);
+    and ``final``, the result's axes: a dense axis, "new" or "shrink"."""
+    n = len(begin)
     seen, add_after = False, 0
     for i in range(n):
         if seen and new_axis_mask >> i & 1:
@@ -352,15 +365,14 @@ def _tf_strided_slice(x, begin, end, strides, begin_mask, end_mask, ellipsis_mas
         ellipsis_mask |= 1 << n
         n += 1
     d_begin, d_end, d_stride = [0] * rank, [0] * rank, [1] * rank
-    d_bm = d_em = d_shrink = 0
-    final = []  # dense axis, "new", or "shrink"
+    d_bm, d_em, d_shrink = [0] * rank, [0] * rank, [0] * rank
+    final = []
     full = 0
     for i in range(n):
         if ellipsis_mask >> i & 1:
             nxt = min(rank - (n - i) + 1 + add_after, rank)
             while full < nxt:
-                d_bm |= 1 << full
-                d_em |= 1 << full
+                d_bm[full] = d_em[full] = 1
                 final.append(full)
                 full += 1
         elif new_axis_mask >> i & 1:
@@ -369,42 +381,33 @@ def _tf_strided_slice(x, begin, end, strides, begin_mask, end_mask, ellipsis_mas
             if full == rank:
                 raise ValueError("index out of range")
             d_begin[full], d_end[full], d_stride[full] = begin[i], end[i], strides[i]
-            d_bm |= (begin_mask >> i & 1) << full
-            d_em |= (end_mask >> i & 1) << full
-            if shrink_axis_mask >> i & 1:
-                d_shrink |= 1 << full
-                final.append("shrink")
-            else:
-                final.append(full)
+            d_bm[full], d_em[full] = begin_mask >> i & 1, end_mask >> i & 1
+            d_shrink[full] = shrink_axis_mask >> i & 1
+            final.append("shrink" if d_shrink[full] else full)
             full += 1
-    lists = []
-    for i, dim in enumerate(x.shape):
-        s = d_stride[i]
-        if s == 0:
-            raise ValueError("zero stride")
-        if d_shrink >> i & 1:
-            if s <= 0:
-                raise ValueError("only stride 1 allowed on non-range indexing")
-            b = d_begin[i] + dim if d_begin[i] < 0 else d_begin[i]
-            if not 0 <= b < dim:
-                raise ValueError("out of bounds")
-            lists.append([b])
-            continue
-        lo, hi = (0, dim) if s > 0 else (-1, dim - 1)
+    return (d_begin, d_end, d_stride, d_bm, d_em, d_shrink), final
 
-        def canonical(v, c, mask):
-            if mask:
-                return (lo, hi)[c] if s > 0 else (lo, hi)[(c + 1) & 1]
-            v = v + dim if v < 0 else v
-            return min(max(v, lo), hi)
 
-        b = canonical(d_begin[i], 0, d_bm >> i & 1)
-        e = canonical(d_end[i], 1, d_em >> i & 1)
-        lists.append(list(range(b, e, s)))
-    processing = [len(v) for v in lists]
-    out = x[np.ix_(*[np.array(v, dtype=np.intp) for v in lists])] if rank else x
-    shape = [1 if f == "new" else processing[f] for f in final if f != "shrink"]
-    return out.reshape(shape), lists
+def _tf_axis_indices(dim, begin, end, s, begin_masked, end_masked, shrunk):
+    """The indices one axis of size ``dim`` takes, after TF's canonicalization."""
+    if s == 0:
+        raise ValueError("zero stride")
+    if shrunk:
+        if s <= 0:
+            raise ValueError("only stride 1 allowed on non-range indexing")
+        b = begin + dim if begin < 0 else begin
+        if not 0 <= b < dim:
+            raise ValueError("out of bounds")
+        return [b]
+    lo, hi = (0, dim) if s > 0 else (-1, dim - 1)
+
+    def canonical(v, c, mask):
+        if mask:
+            return (lo, hi)[c] if s > 0 else (lo, hi)[(c + 1) & 1]
+        v = v + dim if v < 0 else v
+        return min(max(v, lo), hi)
+
+    return list(range(canonical(begin, 0, begin_masked), canonical(end, 1, end_masked), s))
 
 
 @st.composite

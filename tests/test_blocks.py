@@ -457,23 +457,23 @@ def test_log_softmax_keeps_small_log_probabilities_accurate(registry):
 
 
 def test_softmax_skips_the_shift_when_it_can():
-    from blockflow_blocks import nn_ops
+    from blockflow_blocks import nn_softmax
 
-    big = lambda which: np.tile(SOFTMAX_INPUTS[which].astype(np.float32), (nn_ops._SMALL, 1))  # noqa: E731
-    assert nn_ops._exp_rows(big("random"), log=False)[2] is None
+    big = lambda which: np.tile(SOFTMAX_INPUTS[which].astype(np.float32), (nn_softmax._SMALL, 1))  # noqa: E731
+    assert nn_softmax.exp_rows(big("random"), log=False)[2] is None
     for which in ("huge", "very-negative", "mixed-rows", "all-below-one", "near-overflow"):
-        shift = nn_ops._exp_rows(big(which), log=False)[2]
+        shift = nn_softmax.exp_rows(big(which), log=False)[2]
         np.testing.assert_array_equal(shift, big(which).max(-1, keepdims=True))
     # Small tensors always take the shifted formula: fewer numpy calls.
     small = SOFTMAX_INPUTS["random"].astype(np.float32)
-    np.testing.assert_array_equal(nn_ops._exp_rows(small, log=False)[2], small.max(-1, keepdims=True))
+    np.testing.assert_array_equal(nn_softmax.exp_rows(small, log=False)[2], small.max(-1, keepdims=True))
 
 
 @pytest.mark.parametrize("which", ["random", "huge", "mixed-rows", "all-below-one", "near-overflow"])
 def test_softmax_fast_path_on_big_tensors_matches_the_shifted_formula(registry, which):
-    from blockflow_blocks import nn_ops
+    from blockflow_blocks import nn_softmax
 
-    x = np.tile(SOFTMAX_INPUTS[which].astype(np.float32), (nn_ops._SMALL, 1))
+    x = np.tile(SOFTMAX_INPUTS[which].astype(np.float32), (nn_softmax._SMALL, 1))
     got = registry["Softmax"].forward(x)
     ref = _shifted_softmax(x)
     np.testing.assert_allclose(got, ref, rtol=4 * np.finfo(np.float32).eps, atol=np.finfo(np.float32).tiny * 4)

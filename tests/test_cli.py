@@ -165,7 +165,7 @@ def test_check_grad_checks_each_page_in_float64(capsys, tmp_path):
 
 
 def test_check_grad_fails_with_exit_1_when_a_block_rule_is_wrong(capsys, monkeypatch):
-    import blockflow.cli as cli_module
+    import blockflow.cli.inputs as cli_module
     from blockflow.registry import Registry
     from blockflow.spec import Input, Output, block
     from blockflow_blocks import all_blocks
@@ -188,6 +188,6 @@ def test_check_grad_fails_with_exit_1_when_a_block_rule_is_wrong(capsys, monkeyp
             return (g * out,)
 
     registry = Registry([b for b in all_blocks() if b.name != "Softmax"] + [BadSoftmax])
-    monkeypatch.setattr(cli_module, "_registry", lambda: registry)
+    monkeypatch.setattr(cli_module, "registry", lambda: registry)
     code, out, _ = cli(capsys, "check", str(SAMPLE), "--page", "stable_softmax", "--grad")
     assert code == EXIT_DIAGNOSTICS and "FAILED" in out and "x:" in out

@@ -15,7 +15,7 @@ from blockflow.registry import Registry
 from blockflow.run.runtime import run
 from blockflow.spec import ShapeError, TensorType
 from blockflow_blocks import all_blocks
-from blockflow_blocks.math_ops import _erf64
+from blockflow_blocks.math_unary import _erf64
 
 from casekit import ints
 from diagrams import chain

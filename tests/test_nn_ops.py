@@ -14,7 +14,11 @@ from blockflow.registry import Registry
 from blockflow.run.runtime import run
 from blockflow.spec import ShapeError, TensorType
 from blockflow_blocks import all_blocks
-from blockflow_blocks import nn_ops as N
+from blockflow_blocks.nn_activations import Dropout, Elu, LeakyRelu, Relu6, Selu, Softplus, Softsign
+from blockflow_blocks.nn_conv import BiasAdd, Conv2D
+from blockflow_blocks.nn_losses import L2Loss, SigmoidCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits
+from blockflow_blocks.nn_pool import MaxPool
+from blockflow_blocks.nn_topk import InTopK, TopK
 
 from casekit import ints
 from diagrams import chain
@@ -34,12 +38,12 @@ def attrs(name, **given):
 
 
 def conv(x, f, **kw):
-    return N.Conv2D.forward(x, f, **attrs("Conv2D", **kw))
+    return Conv2D.forward(x, f, **attrs("Conv2D", **kw))
 
 
 def conv_vjp(g, x, f, **kw):
     a = attrs("Conv2D", **kw)
-    return N.Conv2D.vjp(g, N.Conv2D.forward(x, f, **a), x, f, **a, needs=(True, True))
+    return Conv2D.vjp(g, Conv2D.forward(x, f, **a), x, f, **a, needs=(True, True))
 
 
 def pool(name, x, **kw):
@@ -64,38 +68,38 @@ def row(values):
 
 def test_relu6_clips_and_its_gradient_is_zero_at_both_kinks():
     x = f32([-1.0, 0.0, 3.0, 6.0, 7.0])
-    out = N.Relu6.forward(x)
+    out = Relu6.forward(x)
     np.testing.assert_array_equal(out, [0, 0, 3, 6, 6])
     assert out.dtype == np.float32
-    (gx,) = N.Relu6.vjp(np.ones(5, np.float32), out, x)
+    (gx,) = Relu6.vjp(np.ones(5, np.float32), out, x)
     np.testing.assert_array_equal(gx, [0, 0, 1, 0, 0])
-    assert N.Relu6.forward(np.array([-3, 2, 9], np.int32)).dtype == np.int32
+    assert Relu6.forward(np.array([-3, 2, 9], np.int32)).dtype == np.int32
 
 
 def test_elu_selu_values_and_no_overflow_warning():
     x = f32([-2.0, -0.5, 0.0, 1.5, 200.0])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        elu = N.Elu.forward(x)
-        selu = N.Selu.forward(x)
+        elu = Elu.forward(x)
+        selu = Selu.forward(x)
     neg = np.expm1(np.minimum(x, 0))
     np.testing.assert_allclose(elu, np.where(x > 0, x, neg), rtol=1e-6)
     alpha, scale = 1.6732632423543772, 1.0507009873554805
     np.testing.assert_allclose(selu, scale * np.where(x > 0, x, alpha * neg), rtol=1e-6)
     assert elu.dtype == selu.dtype == np.float32
     # gradients at 0: TF's EluGrad/SeluGrad take the positive branch (outputs < 0 is false)
-    (ge,) = N.Elu.vjp(np.ones(5, np.float32), elu, x)
+    (ge,) = Elu.vjp(np.ones(5, np.float32), elu, x)
     np.testing.assert_allclose(ge, [np.exp(-2.0), np.exp(-0.5), 1, 1, 1], rtol=1e-6)
-    (gs,) = N.Selu.vjp(np.ones(5, np.float32), selu, x)
+    (gs,) = Selu.vjp(np.ones(5, np.float32), selu, x)
     np.testing.assert_allclose(gs, [scale * alpha * np.exp(-2.0), scale * alpha * np.exp(-0.5),
                                     scale, scale, scale], rtol=1e-6)
 
 
 def test_leaky_relu_gradient_at_zero_is_alpha():
     x = f32([-2.0, 0.0, 3.0])
-    out = N.LeakyRelu.forward(x, alpha=0.1)
+    out = LeakyRelu.forward(x, alpha=0.1)
     np.testing.assert_allclose(out, [-0.2, 0.0, 3.0], rtol=1e-6)
-    (gx,) = N.LeakyRelu.vjp(np.ones(3, np.float32), out, x, alpha=0.1)
+    (gx,) = LeakyRelu.vjp(np.ones(3, np.float32), out, x, alpha=0.1)
     np.testing.assert_allclose(gx, [0.1, 0.1, 1.0], rtol=1e-6)
     assert out.dtype == gx.dtype == np.float32
     assert REG["LeakyRelu"].default_attrs() == {"alpha": 0.2}
@@ -105,20 +109,20 @@ def test_softplus_is_accurate_and_quiet_at_the_extremes():
     x = np.array([-1000.0, -100.0, -1.0, 0.0, 1.0, 40.0, 1000.0])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        out = N.Softplus.forward(x)
-        (g,) = N.Softplus.vjp(np.ones_like(x), out, x)
+        out = Softplus.forward(x)
+        (g,) = Softplus.vjp(np.ones_like(x), out, x)
     np.testing.assert_allclose(out, [0.0, np.exp(-100.0), np.log1p(np.exp(-1.0)), np.log(2.0),
                                      1 + np.log1p(np.exp(-1.0)), 40.0, 1000.0], rtol=1e-15)
     np.testing.assert_allclose(g, np.exp(np.minimum(x, 0)) / (1 + np.exp(-np.abs(x))), rtol=1e-14)
     x32 = f32([-100.0, 0.0, 100.0])
-    assert N.Softplus.forward(x32).dtype == np.float32
+    assert Softplus.forward(x32).dtype == np.float32
 
 
 def test_softsign():
     x = f32([-3.0, 0.0, 1.0])
-    out = N.Softsign.forward(x)
+    out = Softsign.forward(x)
     np.testing.assert_allclose(out, [-0.75, 0.0, 0.5], rtol=1e-7)
-    (g,) = N.Softsign.vjp(np.ones(3, np.float32), out, x)
+    (g,) = Softsign.vjp(np.ones(3, np.float32), out, x)
     np.testing.assert_allclose(g, [1 / 16, 1.0, 0.25], rtol=1e-7)
 
 
@@ -127,17 +131,17 @@ def test_softsign():
 
 
 def test_l2_loss_is_half_the_sum_of_squares():
-    out = N.L2Loss.forward(f32([[1.0, 2.0], [3.0, -1.0]]))
+    out = L2Loss.forward(f32([[1.0, 2.0], [3.0, -1.0]]))
     assert out == 7.5 and out.dtype == np.float32 and np.shape(out) == ()
-    assert N.L2Loss.forward(np.array([1, 2, 3], np.float16)).dtype == np.float16
-    (g,) = N.L2Loss.vjp(np.float32(2.0), out, f32([1.0, -3.0]))
+    assert L2Loss.forward(np.array([1, 2, 3], np.float16)).dtype == np.float16
+    (g,) = L2Loss.vjp(np.float32(2.0), out, f32([1.0, -3.0]))
     np.testing.assert_array_equal(g, [2.0, -6.0])
 
 
 def test_sparse_softmax_cross_entropy_values_and_backprop():
     x = f32([[1.0, 2.0, 3.0], [1000.0, 0.0, -1000.0]])
     labels = np.array([2, 1], np.int64)
-    loss, backprop = N.SparseSoftmaxCrossEntropyWithLogits.forward(x, labels)
+    loss, backprop = SparseSoftmaxCrossEntropyWithLogits.forward(x, labels)
     assert loss.dtype == backprop.dtype == np.float32
     np.testing.assert_allclose(loss, [np.log(np.exp(-2) + np.exp(-1) + 1), 1000.0], rtol=1e-6)
     p = np.exp(x[0] - x[0].max())
@@ -148,10 +152,10 @@ def test_sparse_softmax_cross_entropy_values_and_backprop():
     np.testing.assert_allclose(loss, dense_loss, rtol=1e-6)
     np.testing.assert_allclose(backprop, dense_bp, rtol=1e-6, atol=1e-7)
     g = f32([2.0, -1.0])
-    gx, gl = N.SparseSoftmaxCrossEntropyWithLogits.vjp((g, None), (loss, backprop), x, labels)
+    gx, gl = SparseSoftmaxCrossEntropyWithLogits.vjp((g, None), (loss, backprop), x, labels)
     assert gl is None
     np.testing.assert_allclose(gx, backprop * g[:, None])
-    assert N.SparseSoftmaxCrossEntropyWithLogits.vjp((None, None), (loss, backprop), x, labels) == (None, None)
+    assert SparseSoftmaxCrossEntropyWithLogits.vjp((None, None), (loss, backprop), x, labels) == (None, None)
 
 
 @pytest.mark.parametrize("labels, message", [
@@ -160,7 +164,7 @@ def test_sparse_softmax_cross_entropy_values_and_backprop():
 ])
 def test_sparse_softmax_cross_entropy_rejects_out_of_range_labels_naming_the_row(labels, message):
     with pytest.raises(ValueError, match=message):
-        N.SparseSoftmaxCrossEntropyWithLogits.forward(f32(np.zeros((3, 3))), np.array(labels, np.int32))
+        SparseSoftmaxCrossEntropyWithLogits.forward(f32(np.zeros((3, 3))), np.array(labels, np.int32))
 
 
 def test_sigmoid_cross_entropy_matches_the_textbook_formula_and_is_stable():
@@ -168,8 +172,8 @@ def test_sigmoid_cross_entropy_matches_the_textbook_formula_and_is_stable():
     x = f32([-1.5, 2.0, 0.0, -100.0, 100.0])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        out = N.SigmoidCrossEntropyWithLogits.forward(z, x)
-        gz, gx = N.SigmoidCrossEntropyWithLogits.vjp(np.ones(5, np.float32), out, z, x, needs=(True, True))
+        out = SigmoidCrossEntropyWithLogits.forward(z, x)
+        gz, gx = SigmoidCrossEntropyWithLogits.vjp(np.ones(5, np.float32), out, z, x, needs=(True, True))
     xd, zd = x.astype(np.float64), z.astype(np.float64)
     s = 1 / (1 + np.exp(-xd))
     naive = -zd[:3] * np.log(s[:3]) - (1 - zd[:3]) * np.log1p(-s[:3])
@@ -179,7 +183,7 @@ def test_sigmoid_cross_entropy_matches_the_textbook_formula_and_is_stable():
     np.testing.assert_allclose(gz, -xd)
     assert out.dtype == gx.dtype == gz.dtype == np.float32
     # a confident, correct logit keeps its tiny loss: log1p(exp(-30))
-    tiny = N.SigmoidCrossEntropyWithLogits.forward(f32([1.0]), f32([30.0]))
+    tiny = SigmoidCrossEntropyWithLogits.forward(f32([1.0]), f32([30.0]))
     np.testing.assert_allclose(tiny, [np.exp(-30.0)], rtol=1e-6)
 
 
@@ -190,16 +194,16 @@ def test_sigmoid_cross_entropy_matches_the_textbook_formula_and_is_stable():
 def test_bias_add_nhwc_and_nchw():
     x = RNG.standard_normal((2, 3, 4, 5)).astype(np.float32)
     b = f32([1, 2, 3, 4, 5])
-    np.testing.assert_array_equal(N.BiasAdd.forward(x, b, data_format="NHWC"), x + b)
+    np.testing.assert_array_equal(BiasAdd.forward(x, b, data_format="NHWC"), x + b)
     xc = x.transpose(0, 3, 1, 2)
-    out = N.BiasAdd.forward(xc, b, data_format="NCHW")
+    out = BiasAdd.forward(xc, b, data_format="NCHW")
     np.testing.assert_array_equal(out, (x + b).transpose(0, 3, 1, 2))
     g = RNG.standard_normal(out.shape).astype(np.float32)
-    gv, gb = N.BiasAdd.vjp(g, out, xc, b, data_format="NCHW", needs=(True, True))
+    gv, gb = BiasAdd.vjp(g, out, xc, b, data_format="NCHW", needs=(True, True))
     np.testing.assert_allclose(gb, g.sum(axis=(0, 2, 3)), rtol=1e-5)
     assert gv is g and gb.dtype == np.float32
     with pytest.raises(ShapeError, match="one entry per channel"):
-        N.BiasAdd.forward(x, f32([1, 2, 3]), data_format="NHWC")
+        BiasAdd.forward(x, f32([1, 2, 3]), data_format="NHWC")
 
 
 # --------------------------------------------------------------------------------------------
@@ -264,7 +268,7 @@ def test_conv2d_matches_the_naive_definition(shape, fshape, padding, strides, di
             tf_same_pads(shape[2], fshape[1], strides[1], dilations[1])
     got = conv(x, f, padding=padding, strides=[1, *strides, 1], dilations=[1, *dilations, 1])
     np.testing.assert_allclose(got, naive_conv(x, f, strides, dilations, pads), rtol=1e-10, atol=1e-12)
-    expect = N.Conv2D.infer(TensorType(shape, "float64"), TensorType(fshape, "float64"),
+    expect = Conv2D.infer(TensorType(shape, "float64"), TensorType(fshape, "float64"),
                             **attrs("Conv2D", padding=padding, strides=[1, *strides, 1],
                                     dilations=[1, *dilations, 1]))
     assert expect.shape == got.shape
@@ -389,30 +393,30 @@ def test_pools_nchw_are_nhwc_transposed():
 
 def test_dropout_scales_kept_entries_and_redraws_the_same_mask_backward():
     x = RNG.uniform(1, 2, size=(200, 50)).astype(np.float32)
-    out = N.Dropout.forward(x, rate=0.25, training=True, seed=0, rng=np.random.default_rng(5))
+    out = Dropout.forward(x, rate=0.25, training=True, seed=0, rng=np.random.default_rng(5))
     kept = out != 0
     assert out.dtype == np.float32
     assert abs(kept.mean() - 0.75) < 0.02
     np.testing.assert_allclose(out[kept], x[kept] / np.float32(0.75), rtol=1e-6)
     g = np.ones_like(x)
-    (gx,) = N.Dropout.vjp(g, out, x, rate=0.25, training=True, seed=0, rng=np.random.default_rng(5))
+    (gx,) = Dropout.vjp(g, out, x, rate=0.25, training=True, seed=0, rng=np.random.default_rng(5))
     np.testing.assert_array_equal(gx != 0, kept)
     np.testing.assert_allclose(gx[kept], 1 / 0.75, rtol=1e-6)
-    again = N.Dropout.forward(x, rate=0.25, training=True, seed=0, rng=np.random.default_rng(5))
+    again = Dropout.forward(x, rate=0.25, training=True, seed=0, rng=np.random.default_rng(5))
     np.testing.assert_array_equal(again, out)
 
 
 def test_dropout_is_the_identity_when_not_training_or_at_rate_zero():
     x = f32([1.0, 2.0, 3.0])
     for kw in ({"rate": 0.5, "training": False}, {"rate": 0.0, "training": True}):
-        assert N.Dropout.forward(x, seed=0, rng=np.random.default_rng(), **kw) is x
+        assert Dropout.forward(x, seed=0, rng=np.random.default_rng(), **kw) is x
         g = f32([1.0, 1.0, 1.0])
-        assert N.Dropout.vjp(g, x, x, seed=0, rng=np.random.default_rng(), **kw)[0] is g
+        assert Dropout.vjp(g, x, x, seed=0, rng=np.random.default_rng(), **kw)[0] is g
 
 
 def test_dropout_rate_one_is_rejected():
     with pytest.raises(ShapeError, match=r"rate must be in \[0, 1\)"):
-        N.Dropout.infer(TensorType((3,), "float32"), rate=1.0, training=True, seed=0)
+        Dropout.infer(TensorType((3,), "float32"), rate=1.0, training=True, seed=0)
     assert REG["Dropout"].validate_attrs({"rate": 1.5})[1]
 
 
@@ -436,48 +440,48 @@ def test_dropout_through_the_runtime_uses_one_mask_forward_and_backward():
 
 def test_top_k_ties_come_lower_index_first():
     x = f32([[1, 3, 3, 2, 3], [5, 4, 4, 4, 0]])
-    values, indices = N.TopK.forward(x, ints(3), sorted=True)
+    values, indices = TopK.forward(x, ints(3), sorted=True)
     np.testing.assert_array_equal(values, [[3, 3, 3], [5, 4, 4]])
     np.testing.assert_array_equal(indices, [[1, 2, 4], [0, 1, 2]])
     assert indices.dtype == np.int32 and values.dtype == np.float32
     xi = np.array([7, -2, 7, 9], np.int32)
-    values, indices = N.TopK.forward(xi, ints(4), sorted=True)
+    values, indices = TopK.forward(xi, ints(4), sorted=True)
     assert values.tolist() == [9, 7, 7, -2] and indices.tolist() == [3, 0, 2, 1]
 
 
 def test_top_k_unsorted_keeps_index_order_and_gradient_scatters():
     x = f32([[0.5, 4.0, -1.0, 2.0, 3.0]])
-    values, indices = N.TopK.forward(x, ints(3), sorted=False)
+    values, indices = TopK.forward(x, ints(3), sorted=False)
     np.testing.assert_array_equal(indices, [[1, 3, 4]])
     np.testing.assert_array_equal(values, [[4.0, 2.0, 3.0]])
-    gx, gk = N.TopK.vjp((f32([[10, 20, 30]]), None), (values, indices), x, ints(3), sorted=False)
+    gx, gk = TopK.vjp((f32([[10, 20, 30]]), None), (values, indices), x, ints(3), sorted=False)
     assert gk is None and gx.dtype == np.float32
     np.testing.assert_array_equal(gx, [[0, 10, 0, 20, 30]])
 
 
 def test_top_k_default_k_is_one_and_too_large_k_is_an_error():
-    values, indices = N.TopK.forward(f32([1, 9, 3]), None, sorted=True)
+    values, indices = TopK.forward(f32([1, 9, 3]), None, sorted=True)
     assert values.tolist() == [9.0] and indices.tolist() == [1]
     with pytest.raises(ShapeError, match="at least k = 4"):
-        N.TopK.infer(TensorType((2, 3), "float32"), ints(4), sorted=True)
+        TopK.infer(TensorType((2, 3), "float32"), ints(4), sorted=True)
     with pytest.raises(ShapeError, match="at least k = 4"):
-        N.TopK.forward(f32([[1, 2, 3]]), ints(4), sorted=True)
+        TopK.forward(f32([[1, 2, 3]]), ints(4), sorted=True)
     with pytest.raises(ShapeError, match="single integer"):
-        N.TopK.infer(TensorType((2, 3), "float32"), ints([1, 2]), sorted=True)
+        TopK.infer(TensorType((2, 3), "float32"), ints([1, 2]), sorted=True)
 
 
 def test_in_top_k_counts_ties_at_the_boundary_as_in():
     pred = f32([[0.1, 0.3, 0.3, 0.2], [0.1, 0.3, 0.3, 0.2], [0.1, 0.3, 0.3, 0.2], [0.4, 0.3, 0.3, 0.2]])
     targets = np.array([2, 3, 1, 3], np.int32)
-    np.testing.assert_array_equal(N.InTopK.forward(pred, targets, ints(1)), [True, False, True, False])
-    np.testing.assert_array_equal(N.InTopK.forward(pred, targets, ints(3)), [True, True, True, False])
-    np.testing.assert_array_equal(N.InTopK.forward(pred, targets, ints(0)), [False] * 4)
+    np.testing.assert_array_equal(InTopK.forward(pred, targets, ints(1)), [True, False, True, False])
+    np.testing.assert_array_equal(InTopK.forward(pred, targets, ints(3)), [True, True, True, False])
+    np.testing.assert_array_equal(InTopK.forward(pred, targets, ints(0)), [False] * 4)
 
 
 def test_in_top_k_is_false_for_bad_targets_and_non_finite_rows():
     pred = f32([[0.1, 0.9, 0.0], [0.1, np.inf, 0.0], [np.nan, 0.5, 0.2], [0.3, 0.2, 0.1]])
     targets = np.array([5, 1, 1, -1], np.int64)
-    out = N.InTopK.forward(pred, targets, ints(3))
+    out = InTopK.forward(pred, targets, ints(3))
     assert out.dtype == np.bool_ and out.tolist() == [False, False, False, False]
 
 
@@ -525,18 +529,18 @@ def test_infer_rejects_what_does_not_fit(name, inputs, given, message):
 
 
 def test_infer_keeps_unknown_sizes():
-    t = N.Conv2D.infer(TensorType((None, 7, None, 3), "float32"), TensorType((3, 3, 3, 8), "float32"),
+    t = Conv2D.infer(TensorType((None, 7, None, 3), "float32"), TensorType((3, 3, 3, 8), "float32"),
                        **attrs("Conv2D", padding="SAME", strides=[1, 2, 2, 1]))
     assert t.shape == (None, 4, None, 8)
-    t = N.Conv2D.infer(TensorType((2, 7, 7, None), "float32"), TensorType((3, None, None, None), "float32"),
+    t = Conv2D.infer(TensorType((2, 7, 7, None), "float32"), TensorType((3, None, None, None), "float32"),
                        **attrs("Conv2D"))
     assert t.shape == (2, 5, None, None)
-    t = N.MaxPool.infer(TensorType((None, 5, 7, 3), "float32"), **attrs("MaxPool", padding="SAME"))
+    t = MaxPool.infer(TensorType((None, 5, 7, 3), "float32"), **attrs("MaxPool", padding="SAME"))
     assert t.shape == (None, 3, 4, 3)
-    loss, bp = N.SparseSoftmaxCrossEntropyWithLogits.infer(TensorType((None, 4), "float32"),
+    loss, bp = SparseSoftmaxCrossEntropyWithLogits.infer(TensorType((None, 4), "float32"),
                                                            TensorType((6,), "int32"))
     assert loss.shape == (6,) and bp.shape == (6, 4)
-    values, indices = N.TopK.infer(TensorType((None, None), "float32"), ints(2), sorted=True)
+    values, indices = TopK.infer(TensorType((None, None), "float32"), ints(2), sorted=True)
     assert values.shape == indices.shape == (None, 2) and indices.dtype == np.int32
 
 

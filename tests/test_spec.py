@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from blockflow.spec import (Attr, AttrError, BlockDeclarationError, BlockSpec, Input, InputList,
-                            Output, OutputList, ShapeError, TensorType, block, broadcast_shapes, normalize_axis,
-                            reduce_shape, unbroadcast)
+from blockflow.spec import (ATTR_KINDS, DTYPE_NAMES, Attr, AttrError, AttrKind, BlockDeclarationError, BlockSpec,
+                            Input, InputList, Output, OutputList, ShapeError, TensorType, UnknownAttrError, block,
+                            broadcast_shapes, normalize_axis, reduce_shape, shape_text, unbroadcast)
 
 # --------------------------------------------------------------------------------------------
 # The decorator accepts a good declaration ...
@@ -447,3 +447,57 @@ def test_several_input_lists_and_a_counted_output_list():
 
             def forward():
                 return []
+
+
+# --------------------------------------------------------------------------------------------
+# The attr kinds table, BlockSpec.check_attr and shape_text
+
+
+def test_every_attr_kind_is_one_table_entry_with_a_hint():
+    assert set(ATTR_KINDS) == {"int", "float", "bool", "str", "choice", "dtype", "shape", "ints", "tensor"}
+    for name, kind in ATTR_KINDS.items():
+        assert kind.name == name and kind.hint and callable(kind.check)
+
+
+def test_a_new_attr_kind_is_one_table_entry(monkeypatch):
+    def check(attr, value):
+        if not (isinstance(value, str) and value.startswith("#")):
+            raise AttrError(f"expected a colour like #ff0000, got {value!r}")
+        return value.lower()
+
+    monkeypatch.setitem(ATTR_KINDS, "colour", AttrKind("colour", check, "a colour, e.g. #ff0000"))
+    spec = _declare({"attrs": (Attr("c", "colour", "#FFFFFF"),), "infer": _fn("(x, *, c)"),
+                     "forward": _fn("(x, *, c)")})
+    assert spec.check_attr("c", "#ABCDEF") == "#abcdef"
+    assert spec.validate_attrs({"c": "red"})[1] == [("c", "attr 'c': expected a colour like #ff0000, got 'red'")]
+
+
+def test_check_attr_names_the_block_for_an_unknown_attr_and_the_problem_for_a_bad_value():
+    spec = _declare({"attrs": (Attr("k", "int", 1, min=0),), "infer": _fn("(x, *, k)"), "forward": _fn("(x, *, k)")})
+    assert spec.check_attr("k", 3.0) == 3 and type(spec.check_attr("k", 3.0)) is int
+    with pytest.raises(UnknownAttrError, match=f"^{spec.name} has no attr 'q'$"):
+        spec.check_attr("q", 1)
+    with pytest.raises(AttrError, match="^must be at least 0, got -1$") as info:
+        spec.check_attr("k", -1)
+    assert not isinstance(info.value, UnknownAttrError)
+
+
+def test_attr_options_are_what_a_picker_offers():
+    assert Attr("d", "dtype").options == DTYPE_NAMES
+    assert Attr("d", "dtype", choices=("float32", "float64")).options == ("float32", "float64")
+    assert Attr("c", "choice", "a", choices=("a", "b")).options == ("a", "b")
+    assert Attr("n", "int").options == () and Attr("x", "nonesuch").options == ()
+
+
+@pytest.mark.parametrize("shape, sep, text", [
+    ((), ", ", "[]"), ((2, 3), ", ", "[2, 3]"), ((None, 3), ", ", "[?, 3]"), ((-1, 3), ", ", "[?, 3]"),
+    ((None, 3), ",", "[?,3]"), ((np.int64(4),), ", ", "[4]"),
+])
+def test_shape_text(shape, sep, text):
+    assert shape_text(shape, sep=sep) == text
+
+
+def test_shapes_in_messages_and_types_read_as_before():
+    assert TensorType((None, 3), "float32").describe() == "float32[?,3]"
+    with pytest.raises(ShapeError, match=r"^shapes \[\?,3\] and \[4\] do not broadcast$"):
+        broadcast_shapes((None, 3), (4,))

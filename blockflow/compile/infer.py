@@ -11,7 +11,7 @@ import numpy as np
 from blockflow.compile.program import Slot, Step
 from blockflow.datafiles import DataFileError
 from blockflow.project import Edge, split_port
-from blockflow.spec import MAX_TENSOR_BYTES, ShapeError, TensorType, fit_dtype
+from blockflow.spec import MAX_TENSOR_BYTES, ShapeError, TensorType, fit_dtype, shape_text
 from blockflow.variables import VariableValues
 
 __all__ = ["Inference", "read_only"]
@@ -370,8 +370,7 @@ def _declared_shape_mismatch(node, spec, attrs, out) -> str | None:
     declared = attrs["shape"]
     if len(declared) == len(out.shape) and all(d is None or d == n for d, n in zip(declared, out.shape)):
         return None
-    shown = "[" + ", ".join("?" if d is None else str(d) for d in declared) + "]"
-    return f"its initial value is {out} but its shape attr says {shown}"
+    return f"its initial value is {out} but its shape attr says {shape_text(declared)}"
 
 
 def _check_infer_result(spec, outs, attrs, args) -> str | None:

@@ -26,6 +26,7 @@ import numpy as np
 
 from blockflow.compile.program import Program
 from blockflow.project import Edge
+from blockflow.spec import shape_text
 
 __all__ = ["WireInfo", "Fanout", "BackwardStep", "InputExplanation", "BlockExplanation",
            "GradientView", "GradientScale", "describe_array", "norm"]
@@ -49,7 +50,7 @@ def describe_array(a, *, name: str = "") -> str:
         return f"{name}: none" if name else "none"
     a = np.asarray(a)
     head = f"{name} " if name else ""
-    shape = "scalar" if a.ndim == 0 else "[" + ", ".join(str(d) for d in a.shape) + "]"
+    shape = "scalar" if a.ndim == 0 else shape_text(a.shape)
     if a.size == 0:
         return f"{head}{shape} {a.dtype.name} (empty)"
     if a.dtype.kind == "b":

@@ -162,7 +162,7 @@ def test_lit_ports_are_then_checked_exactly_so_a_wrong_shape_goes_dark(qtbot, vi
     qtbot.mousePress(vp, Qt.LeftButton, Qt.NoModifier, a)
     qtbot.mouseMove(vp, a + QPoint(40, 30))
     assert "x" in view.node_item("a").accept             # dtype says yes at first
-    qtbot.waitUntil(lambda: not view._wire.pending, timeout=3000)
+    qtbot.waitUntil(lambda: not view.interaction().pending, timeout=3000)
     assert view.node_item("a").accept == frozenset({"y"})   # replacing y's wire is fine
     assert view.node_item("m").accept == frozenset({"x", "y"})
     qtbot.mouseMove(vp, port_pos(view, "a", "x"))
@@ -633,7 +633,7 @@ def grid_page(n: int):
 
 
 def test_titles_show_at_middle_zoom_on_small_pages_only(qtbot, qapp):
-    from blockflow.gui.canvas.view import FAR_TITLES_MAX_NODES
+    from blockflow.gui.canvas.scene import FAR_TITLES_MAX_NODES
     from blockflow.gui.common.theme import Style
 
     qapp.setFont(QFont("DejaVu Sans", 9))
@@ -671,8 +671,8 @@ def test_the_refusal_notice_stays_inside_the_viewport(qtbot, view, doc):
     vp = view.viewport().rect()
     reason = "cannot wire a.output to b.x: " + "a long reason that needs room " * 3
     for corner in (vp.bottomRight(), vp.topRight(), vp.bottomLeft(), vp.topLeft(), vp.center()):
-        view._refuse(reason, view.mapToScene(corner))
-        notice = view._notice
+        view.refuse(reason, view.mapToScene(corner))
+        notice = view.notices.item
         assert view.notice_text() == reason
         shown = notice.deviceTransform(view.viewportTransform()).mapRect(notice.boundingRect())
         assert QRectF(vp).contains(shown), (corner, shown)

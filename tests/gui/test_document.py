@@ -10,6 +10,7 @@ from blockflow.compile.compiler import compile_project
 from blockflow.errors import ProjectError, ProjectFileError
 from blockflow.gui.document.document import Document
 from blockflow.io.project_io import dumps_project, load_project
+from blockflow.project import Edge, Page, Project
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample_projects" / "stable_softmax.bflow.json"
@@ -257,3 +258,63 @@ def test_saving_elsewhere_names_the_data_files_left_behind_and_copies_them(doc, 
     assert (tmp_path / "b" / "data" / "d.csv").read_text() == (tmp_path / "a" / "data" / "d.csv").read_text()
     assert not [d for d in doc.program().errors if d.node == "d"]
     assert doc.data_files_left_behind(old) == []
+
+
+# -- apply: the one way the commands edit ---------------------------------------------------
+
+
+def record(doc) -> list:
+    """Every model signal the document emits, in order, as (name, args)."""
+    seen = []
+    for name in ("node_added", "node_removed", "node_changed", "nodes_moved", "edge_added",
+                 "edge_removed", "page_field_changed", "pages_changed", "page_renamed",
+                 "node_renamed", "current_page_changed", "structure_changed"):
+        getattr(doc, name).connect(lambda *args, name=name: seen.append((name, args)))
+    return seen
+
+
+def test_apply_runs_a_page_mutator_and_emits_what_its_change_says(doc):
+    doc.add_node("Placeholder", node_id="x", attrs={"shape": [2]})
+    doc.add_node("Tanh", node_id="t")
+    doc.connect("x", "output", "t", "x")
+    seen = record(doc)
+    change = doc.apply("main", Page.remove_node, "x")
+    wire = Edge("x", "output", "t", "x")
+    assert seen == [("edge_removed", ("main", wire)), ("node_removed", ("main", "x")),
+                    ("structure_changed", ("main",))]
+    seen.clear()
+    doc.apply("main", Page.restore_node, change.before)
+    assert seen == [("node_added", ("main", "x")), ("edge_added", ("main", wire)),
+                    ("structure_changed", ("main",))]
+    assert doc.page().edges == [wire]
+    seen.clear()
+    doc.apply("main", Page.set_label, "t", "squash")
+    assert seen == [("node_changed", ("main", "t"))]          # a label recompiles nothing
+    seen.clear()
+    doc.apply("main", Page.set_field, "loss", "t")
+    assert seen == [("page_field_changed", ("main", "loss")), ("structure_changed", ("main",))]
+
+
+def test_apply_runs_a_project_mutator_and_follows_the_current_page(doc):
+    doc.add_page("second")
+    seen = record(doc)
+    doc.apply(None, Project.rename_page, "main", "first")
+    assert doc.current_page == "first"
+    assert seen == [("page_renamed", ("main", "first")), ("pages_changed", ()),
+                    ("structure_changed", ("first",))]
+    seen.clear()
+    doc.apply(None, Project.remove_page, "first")
+    assert doc.current_page == "second"
+    assert seen == [("current_page_changed", ("second",)), ("pages_changed", ())]
+
+
+def test_apply_of_a_refused_edit_changes_and_emits_nothing(doc):
+    doc.add_node("Tanh", node_id="t")
+    doc.add_node("Tanh", node_id="u")
+    before = dumps_project(doc.project)
+    seen = record(doc)
+    with pytest.raises(ProjectError, match="already has a block 'u'"):
+        doc.apply("main", Page.rename_node, "t", "u")
+    with pytest.raises(ProjectError, match="has no node 'nope'"):
+        doc.apply("main", Page.set_label, "nope", "a")
+    assert seen == [] and dumps_project(doc.project) == before

@@ -20,8 +20,9 @@ from blockflow.present.gradview import GradientView
 from blockflow.gui import app
 from blockflow.gui.canvas.view import DiagramView
 from blockflow.gui.document.document import Document
-from blockflow.gui.canvas.gradients import (LEVELS, NEGLIGIBLE, FanoutLabel, GradientHighlighter,
-                                     level_colours, level_width)
+from blockflow.gui.canvas.gradients import GradientHighlighter
+from blockflow.gui.canvas.gradlegend import FanoutLabel
+from blockflow.gui.canvas.gradstyle import LEVELS, NEGLIGIBLE, level_colours, level_width
 from blockflow.gui.common.theme import Style
 from blockflow.io.project_io import dumps_project, load_project
 from blockflow.run.runtime import run, run_backward
@@ -515,7 +516,7 @@ def legend_box(path: Path) -> tuple[QImage, QRect]:
     from blockflow.gui.canvas.render import ensure_app
     ensure_app()
     style = Style()
-    from blockflow.gui.canvas.view import DiagramScene
+    from blockflow.gui.canvas.scene import DiagramScene
     from blockflow.registry import default_registry
     scene = DiagramScene(default_registry(), style)
     scene.render_mode = True

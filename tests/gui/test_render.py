@@ -9,7 +9,7 @@ from PySide6.QtGui import QColor, QImage, QPainter
 
 from blockflow.compile.compiler import compile_page
 from blockflow.errors import ProjectError
-from blockflow.gui.canvas.view import DiagramScene
+from blockflow.gui.canvas.scene import DiagramScene
 from blockflow.gui.canvas.render import render_page
 from blockflow.gui.common.theme import Style
 from blockflow.project import Project

@@ -16,7 +16,8 @@ from blockflow.compile.compiler import compile_page
 from blockflow.gui.document.document import Document
 from blockflow.gui.panels.feedfiles import read_feed_file
 from blockflow.gui.main_window import MainWindow
-from blockflow.gui.canvas.resultview import MAX_CELLS, MAX_POINTS, describe, format_number, summarize
+from blockflow.present.values import MAX_CELLS, MAX_POINTS, describe, format_number, summarize
+from blockflow.gui.common.heatmap import rgba_image
 from blockflow.io.project_io import dumps_project, load_project, loads_project
 from blockflow.run.runtime import run
 
@@ -208,7 +209,7 @@ def test_value_viewer_shows_a_matrix_slice_of_a_higher_rank_output_with_a_heatma
     click_node(qtbot, window.view, "cube")
     item = window.view.node_item("cube")
     assert item.results.summaries["output"].kind == "matrix"
-    image = item.results.summaries["output"].image
+    image = rgba_image(item.results.summaries["output"].rgba)
     assert (image.width(), image.height()) == (6, 4)            # the last two axes, first slice
     assert len(viewer.spins) == 1 and viewer.spins[0].maximum() == 2
     model = viewer.value_pane.model
@@ -490,10 +491,10 @@ def test_summaries_downsample_long_vectors_and_big_matrices_and_count_nan():
     m = np.arange(40 * 50, dtype=np.float64).reshape(40, 50)
     m[0, 0] = np.inf
     s = summarize(m)
-    assert s.kind == "matrix" and (s.image.width(), s.image.height()) == (MAX_CELLS, MAX_CELLS)
+    assert s.kind == "matrix" and (rgba_image(s.rgba).width(), rgba_image(s.rgba).height()) == (MAX_CELLS, MAX_CELLS)
     assert s.bad_text == "1 +Inf" and s.stats.min == 1.0
     nan = summarize(np.array([[np.nan, 1.0], [2.0, 3.0]]))
-    assert QColor(nan.image.pixel(0, 0)) == QColor("#ff00ff")
+    assert QColor(rgba_image(nan.rgba).pixel(0, 0)) == QColor("#ff00ff")
     assert summarize(np.float32(2.5)).value_text == "2.5" and summarize(np.array(True)).value_text == "true"
     assert summarize(np.zeros((0, 3))).kind == "empty"
 

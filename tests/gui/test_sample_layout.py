@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from blockflow.compile.compiler import compile_page
-from blockflow.gui.canvas.view import DiagramScene
+from blockflow.gui.canvas.scene import DiagramScene
 from blockflow.gui.common.theme import Style
 from blockflow.io.project_io import load_project
 from blockflow.registry import default_registry

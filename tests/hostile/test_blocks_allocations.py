@@ -29,7 +29,8 @@ from blockflow.registry import Registry
 from blockflow.run.runtime import run
 from blockflow.spec import MAX_TENSOR_BYTES, AllocationError, ShapeError, allocation_guard
 from blockflow_blocks import all_blocks
-from blockflow_blocks import nn_ops as N
+from blockflow_blocks import nn_conv
+from blockflow_blocks.nn_conv import Conv2D
 from diagrams import chain
 from hostile_kit import baseline_rss, changed_paths, run_cli, run_python, snapshot
 
@@ -86,16 +87,16 @@ def test_conv2d_padding_far_larger_than_its_input_is_refused():
     x, f = np.ones((1, 2, 2, 1), np.float32), np.ones((1, 1, 1, 1), np.float32)
     a = attrs("Conv2D", padding="EXPLICIT", strides=[1, 40000, 40000, 1],
               explicit_paddings=[0, 0, 40000, 40000, 40000, 40000, 0, 0])
-    refused(lambda: N.Conv2D.forward(x, f, **a), "the padded input", (1, 80002, 80002, 1))
+    refused(lambda: Conv2D.forward(x, f, **a), "the padded input", (1, 80002, 80002, 1))
     out = np.ones((1, 3, 3, 1), np.float32)
-    refused(lambda: N.Conv2D.vjp(out, out, x, f, **a, needs=(True, False)),
+    refused(lambda: Conv2D.vjp(out, out, x, f, **a, needs=(True, False)),
             "the padded input's gradient", (1, 80002, 80002, 1))
 
 
 def test_conv2d_dilation_that_pads_gigabytes_is_refused():
     x, f = np.ones((1, 4, 4, 1), np.float32), np.ones((3, 3, 1, 1), np.float32)
     a = attrs("Conv2D", padding="SAME", dilations=[1, 30000, 30000, 1])
-    refused(lambda: N.Conv2D.forward(x, f, **a), "the padded input", (1, 60004, 60004, 1))
+    refused(lambda: Conv2D.forward(x, f, **a), "the padded input", (1, 60004, 60004, 1))
 
 
 def test_where_counts_its_rows_before_making_them():
@@ -210,21 +211,21 @@ def test_value_driven_outputs_count_against_the_run_budget():
 
 
 def test_a_convolution_makes_its_window_matrix_in_bounded_pieces(monkeypatch):
-    monkeypatch.setattr(N, "_WINDOW_PIECE_BYTES", 64 * 1024)
+    monkeypatch.setattr(nn_conv, "_WINDOW_PIECE_BYTES", 64 * 1024)
     rng = np.random.default_rng(5)
     x = rng.standard_normal((2, 40, 30, 3))
     f = rng.standard_normal((7, 5, 3, 4))
     a = attrs("Conv2D", padding="SAME", strides=[1, 1, 2, 1])
     with Guard() as guard:
-        out = N.Conv2D.forward(x, f, **a)
-        gi, gf = N.Conv2D.vjp(np.ones_like(out), out, x, f, **a, needs=(True, True))
+        out = Conv2D.forward(x, f, **a)
+        gi, gf = Conv2D.vjp(np.ones_like(out), out, x, f, **a, needs=(True, True))
     pieces = [nbytes for what, _, nbytes in guard.seen if "window" in what]
     whole = 2 * 40 * 15 * 7 * 5 * 3 * 8
     assert len(pieces) > 10 and max(pieces) <= 64 * 1024 < whole
-    monkeypatch.setattr(N, "_WINDOW_PIECE_BYTES", 1 << 30)
-    want = N.Conv2D.forward(x, f, **a)  # one piece: the old computation
+    monkeypatch.setattr(nn_conv, "_WINDOW_PIECE_BYTES", 1 << 30)
+    want = Conv2D.forward(x, f, **a)  # one piece: the old computation
     np.testing.assert_allclose(out, want, rtol=1e-12)
-    want_gi, want_gf = N.Conv2D.vjp(np.ones_like(want), want, x, f, **a, needs=(True, True))
+    want_gi, want_gf = Conv2D.vjp(np.ones_like(want), want, x, f, **a, needs=(True, True))
     np.testing.assert_allclose(gi, want_gi, rtol=1e-12)
     np.testing.assert_allclose(gf, want_gf, rtol=1e-12)
 
@@ -296,7 +297,7 @@ def floor():
 
 
 def _child(code):
-    r = run_python("import numpy as np\nfrom blockflow_blocks import nn_ops as N, math_ops as M, state_ops as S\n"
+    r = run_python("import numpy as np\nfrom blockflow_blocks import nn_conv, nn_pool, math_matmul\n"
                    "from blockflow.spec import AllocationError\n" + textwrap.dedent(code), cap_bytes=CAP,
                    timeout=60)
     r.assert_clean_message()
@@ -310,7 +311,7 @@ def test_a_large_filter_convolves_in_bounded_memory(floor):
         f = np.random.default_rng(1).standard_normal((48, 48, 4, 1)).astype(np.float32)
         a = dict(strides=(1, 1, 1, 1), padding="SAME", explicit_paddings=(), data_format="NHWC",
                  dilations=(1, 1, 1, 1))
-        out = N.Conv2D.forward(x, f, **a)
+        out = nn_conv.Conv2D.forward(x, f, **a)
         ref = float((x[0, 81:129, 81:129] * f[:, :, :, 0]).sum())  # SAME pads 23 before: output (104, 104)
         assert out.shape == (1, 208, 208, 1) and abs(out[0, 104, 104, 0] - ref) < 1e-2 * max(1, abs(ref))
         print("ok")
@@ -323,14 +324,14 @@ def test_hostile_pooling_windows_and_padding_stay_small_under_a_cap(floor):
     r = _child("""
         x = np.random.default_rng(0).standard_normal((2, 64, 64, 8)).astype(np.float32)
         for name in ("MaxPool", "AvgPool"):
-            spec = getattr(N, name)
+            spec = getattr(nn_pool, name)
             a = dict(ksize=(1, 10 ** 6, 10 ** 6, 1), strides=(1, 1, 1, 1), padding="SAME", data_format="NHWC")
             out = spec.forward(x, **a)
             (gx,) = spec.vjp(np.ones_like(out), out, x, **a)
             assert gx.shape == x.shape
         x, f = np.ones((1, 2, 2, 1), np.float32), np.ones((1, 1, 1, 1), np.float32)
         try:
-            N.Conv2D.forward(x, f, strides=(1, 40000, 40000, 1), padding="EXPLICIT", data_format="NHWC",
+            nn_conv.Conv2D.forward(x, f, strides=(1, 40000, 40000, 1), padding="EXPLICIT", data_format="NHWC",
                              explicit_paddings=(0, 0, 40000, 40000, 40000, 40000, 0, 0), dilations=(1, 1, 1, 1))
         except AllocationError as exc:
             print("refused:", exc)
@@ -346,7 +347,7 @@ def test_a_broadcast_batch_gradient_stays_small_under_a_cap(floor):
         x = rng.standard_normal((1, 64, 2048)).astype(np.float32)
         y = rng.standard_normal((8192, 2048, 1)).astype(np.float32)
         g = np.ones((8192, 64, 1), np.float32)
-        gx, gy = M.BatchMatMul.vjp(g, None, x, y, adj_x=False, adj_y=False, needs=(True, True))
+        gx, gy = math_matmul.BatchMatMul.vjp(g, None, x, y, adj_x=False, adj_y=False, needs=(True, True))
         assert gx.shape == x.shape and gy.shape == y.shape
         print("ok")
     """)

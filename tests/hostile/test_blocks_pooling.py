@@ -17,7 +17,7 @@ import pytest
 
 from blockflow.run.gradcheck import check_block
 from blockflow.io.project_io import save_project
-from blockflow_blocks import nn_ops as N
+from blockflow_blocks import nn_pool as N
 from blockflow_blocks import windows
 from diagrams import chain
 from hostile_kit import changed_paths, run_cli, snapshot

@@ -16,7 +16,7 @@ from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from blockflow.gui.document import compiling
-from blockflow.gui.document import document
+from blockflow.gui.document import wiring
 from blockflow.gui.document.document import Document
 from blockflow.gui.main_window import MainWindow
 from blockflow.project import Project
@@ -52,7 +52,7 @@ class Compiles:
     def __init__(self, monkeypatch):
         self.pages: list[str] = []
         self.sizes: list[int] = []
-        for module in (compiling, document):
+        for module in (compiling, wiring):
             real = module.compile_page
 
             def counting(page, *args, real=real, **kw):
@@ -174,7 +174,7 @@ def test_a_new_program_redraws_only_the_blocks_it_changes(qtbot, monkeypatch):
     page of 10,000 broken blocks took 5 s to open and each edit stalled the UI 3.9 s), and each
     compile redrew every block."""
     from blockflow.compile.compiler import compile_page
-    from blockflow.gui.canvas import view as canvas
+    from blockflow.gui.canvas import scene as canvas
     from blockflow.gui.common.theme import Style
     from blockflow.registry import default_registry
 

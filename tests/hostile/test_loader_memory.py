@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from blockflow.io import loadcost
 from blockflow.io import project_io as io
 from blockflow.errors import ProjectFileError
 from hostile_kit import changed_paths, run_cli, run_python, snapshot
@@ -251,7 +252,7 @@ def test_the_pre_scan_costs_little_next_to_loading(tmp_path, monkeypatch):
         text = data.decode("utf-8")
 
         def pre_scan():
-            io._check_parse_cost(text, io._structure(data), io._Budget(len(data)))
+            loadcost._check_parse_cost(text, loadcost._structure(data), loadcost._Budget(len(data)))
 
         scan, load = _cpu(pre_scan), _cpu(lambda: io.load_project(path))
         print(f"{name}: pre-scan {scan:.3f} s of a {load:.3f} s load")
@@ -270,8 +271,8 @@ def test_a_file_growing_past_the_limit_while_read_is_refused(tmp_path, monkeypat
     path = tmp_path / "p.bflow.json"
     path.write_text(io.dumps_project(sample_project()), encoding="utf-8")
     real_fstat = os.fstat
-    monkeypatch.setattr(io.os, "fstat", lambda fd: os.stat_result((0,) * 6 + (10,) + (0,) * 3))
+    monkeypatch.setattr(os, "fstat", lambda fd: os.stat_result((0,) * 6 + (10,) + (0,) * 3))
     monkeypatch.setattr(io, "MAX_FILE_BYTES", 100)
     with pytest.raises(ProjectFileError, match="more than 100 bytes"):
         io.load_project(path)
-    monkeypatch.setattr(io.os, "fstat", real_fstat)
+    monkeypatch.setattr(os, "fstat", real_fstat)

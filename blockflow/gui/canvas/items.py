@@ -1,8 +1,9 @@
-"""The items of the canvas: blocks, wires, the live wire, notices and the far-out overview.
+"""The items of the canvas: blocks, wires, the live wire and notices (the far-out overview is in
+overview.py).
 
 Items paint state and answer geometry questions (where is a port, which port is here); they hold
 no logic. What a block shows (its ports, their dtype classes, inline constants, errors) arrives as
-a NodeData built by the scene from the Document's model.
+a NodeData (blockflow/present/nodeview.py) built by the scene from the Document's model.
 
 Speed (see docs/qt.md §3): one Python item per block, ports painted by the block and hit-tested
 by geometry, level-of-detail painting, wires as C++-painted QGraphicsPathItems.
@@ -13,47 +14,17 @@ from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QPainterPath, QPainterPathStroker, QPen
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsPathItem, QGraphicsRectItem, QStyle
 
+from blockflow.present.nodeview import NodeData, Port
+from blockflow.gui.canvas.resultview import BlockResults
 from blockflow.gui.common.theme import Style
 
-__all__ = ["NodeData", "Port", "NodeItem", "EdgeItem", "LiveWireItem", "NoticeItem", "OverviewItem",
+__all__ = ["NodeData", "Port", "NodeItem", "EdgeItem", "LiveWireItem", "NoticeItem",
            "wire_path"]
 
 _ELIDE = Qt.ElideRight
 _AL = int(Qt.AlignLeft | Qt.AlignVCenter)
 _AR = int(Qt.AlignRight | Qt.AlignVCenter)
 _AC = int(Qt.AlignCenter)
-
-
-class Port:
-    """One port as drawn: ``name`` is the model's port name (``x``, ``inputs[2]``)."""
-
-    __slots__ = ("name", "label", "cls", "inline", "fed", "faint", "constraint")
-
-    def __init__(self, name: str, label: str, cls: str = "any", inline: str | None = None,
-                 fed: bool = False, faint: bool = False, constraint: str = "any"):
-        self.name, self.label, self.cls, self.inline, self.fed, self.faint = name, label, cls, inline, fed, faint
-        self.constraint = constraint  # an input's declared dtype constraint (float, T, ...)
-
-
-class NodeData:
-    """What one block shows. Built by the scene from the model and the compiled program."""
-
-    __slots__ = ("node_id", "block", "category", "subtitle", "scope", "inputs", "outputs",
-                 "errors", "warnings", "is_loss", "known")
-
-    def __init__(self, node_id, block, category, subtitle, scope, inputs, outputs, errors=(),
-                 warnings=(), is_loss=False, known=True):
-        self.node_id, self.block, self.category, self.subtitle = node_id, block, category, subtitle
-        self.scope, self.inputs, self.outputs = scope, inputs, outputs
-        self.errors, self.warnings, self.is_loss, self.known = errors, warnings, is_loss, known
-
-    def same_shape(self, other: "NodeData") -> bool:
-        """Would ``other`` lay the block out the same way (so wires need not move)?"""
-        return (other is not None and self.block == other.block and self.subtitle == other.subtitle
-                and self.scope == other.scope and self.is_loss == other.is_loss
-                and [(p.name, p.label, p.inline) for p in self.inputs]
-                == [(p.name, p.label, p.inline) for p in other.inputs]
-                and [p.name for p in self.outputs] == [p.name for p in other.outputs])
 
 
 def wire_path(p0: QPointF, p1: QPointF, src_box: QRectF | None = None,
@@ -169,9 +140,10 @@ class NodeItem(QGraphicsRectItem):
         if self.results is not None:
             self.results.layout([p.name for p in d.outputs], self.result_lines, self.result_rect)
 
-    def set_results(self, results) -> None:
-        """Show a run's BlockResults (prepared off the paint path), or none (None)."""
-        self.results = results
+    def set_results(self, run) -> None:
+        """Show what a run gives this block (a BlockRun of summaries prepared off the paint path,
+        blockflow/present/values.py), or nothing (None)."""
+        self.results = results = BlockResults.of(run)
         if results is not None:
             results.layout([p.name for p in self.data.outputs], self.result_lines, self.result_rect)
         self.update()
@@ -277,16 +249,7 @@ class NodeItem(QGraphicsRectItem):
     def _paint_block(self, painter, option, widget=None):
         st, d = self.style, self.data
         lod = option.levelOfDetailFromTransform(painter.worldTransform())
-        selected = bool(option.state & QStyle.State_Selected)
-        results = self.results
-        if d.errors or (results is not None and results.error):
-            outline = st.error_pen
-        elif selected:
-            outline = st.selected_pen
-        elif d.warnings:
-            outline = st.warning_pen
-        else:
-            outline = st.border_pen
+        outline = self._outline(bool(option.state & QStyle.State_Selected))
         if lod < st.FLAT_LOD:  # far out: a flat box
             painter.fillRect(self.body, st.header_color(d.category))
             if outline is not st.border_pen:
@@ -294,12 +257,37 @@ class NodeItem(QGraphicsRectItem):
                 painter.setBrush(Qt.NoBrush)
                 painter.drawRect(self.body)
             return
-        body, w = self.body, self.w
+        self._paint_body(painter, lod, outline)
+        if lod < st.DETAIL_LOD:  # middle distance: body and ports; the op name on small pages
+            self._paint_ports(painter, False)
+            if lod >= st.title_lod:
+                self._paint_far_title(painter, st.DETAIL_LOD / lod)
+            return
+        self._paint_scope(painter)
+        self._paint_titles(painter)
+        self._paint_port_labels(painter)
+        if self.results is not None:
+            self.results.paint(painter, st)
+        self._paint_ports(painter, True)
+
+    def _outline(self, selected: bool) -> QPen:
+        st, d, results = self.style, self.data, self.results
+        if d.errors or (results is not None and results.error):
+            return st.error_pen
+        if selected:
+            return st.selected_pen
+        if d.warnings:
+            return st.warning_pen
+        return st.border_pen
+
+    def _paint_body(self, painter, lod: float, outline: QPen) -> None:
+        """The scope tab, the body, its header in the category's colour, the result area, the
+        outline."""
+        st, body, w = self.style, self.body, self.w
         # scope tab behind the body's top edge
         painter.setPen(st.border_pen)
         painter.setBrush(st.result_brush)
         painter.drawRoundedRect(self.scope_rect, 4, 4)
-        # body
         painter.setPen(Qt.NoPen)
         painter.setBrush(st.body_brush)
         painter.drawRoundedRect(body, st.RADIUS, st.RADIUS)
@@ -307,27 +295,24 @@ class NodeItem(QGraphicsRectItem):
         header.addRoundedRect(QRectF(0, 0, w, st.HEADER_H + 4), st.RADIUS, st.RADIUS)
         clip = QPainterPath()
         clip.addRect(QRectF(0, 0, w, st.HEADER_H))
-        painter.setBrush(QBrush(st.header_color(d.category)))
+        painter.setBrush(QBrush(st.header_color(self.data.category)))
         painter.drawPath(header.intersected(clip))
         if lod >= st.DETAIL_LOD:
             painter.setBrush(st.result_brush)
             painter.drawRoundedRect(self.result_rect, 3, 3)
-        elif results is not None:  # middle distance: the results as one flat colour
-            painter.fillRect(self.result_rect, results.flat_color(st))
+        elif self.results is not None:  # middle distance: the results as one flat colour
+            painter.fillRect(self.result_rect, self.results.flat_color(st))
         painter.setBrush(Qt.NoBrush)
         painter.setPen(outline)
         painter.drawRoundedRect(body, st.RADIUS, st.RADIUS)
-        if lod < st.DETAIL_LOD:  # middle distance: body and ports; the op name on small pages
-            self._paint_ports(painter, False)
-            if lod >= st.title_lod:
-                self._paint_far_title(painter, st.DETAIL_LOD / lod)
-            return
-        # scope port: a hollow diamond (drawn, never connectable) and the page's scope
-        sr = self.scope_rect
+
+    def _paint_scope(self, painter) -> None:
+        """The scope port: a hollow diamond (drawn, never connectable) and the page's scope."""
+        st, sr = self.style, self.scope_rect
         painter.setFont(st.scope_font)
         painter.setPen(st.muted_pen)
         painter.drawText(QRectF(sr.left() + 13, sr.top(), sr.width() - 15, st.SCOPE_H), _AL,
-                         st.scope_fm.elidedText(d.scope, _ELIDE, sr.width() - 16))
+                         st.scope_fm.elidedText(self.data.scope, _ELIDE, sr.width() - 16))
         cx, cy = sr.left() + 7, sr.top() + st.SCOPE_H / 2
         diamond = QPainterPath(QPointF(cx, cy - 3.5))
         diamond.lineTo(cx + 3.5, cy)
@@ -337,7 +322,10 @@ class NodeItem(QGraphicsRectItem):
         painter.setPen(st.port_outline)
         painter.setBrush(Qt.NoBrush)
         painter.drawPath(diamond)
-        # titles
+
+    def _paint_titles(self, painter) -> None:
+        """The op name, the label (or id) under it, and the loss badge."""
+        st, d, w = self.style, self.data, self.w
         painter.setPen(st.text_pen)
         painter.setFont(st.title_font)
         painter.drawText(QRectF(8, 2, w - 16, 18), _AC, d.block)
@@ -353,7 +341,10 @@ class NodeItem(QGraphicsRectItem):
             painter.drawRoundedRect(badge, 4, 4)
             painter.setPen(QPen(QColor("#ffffff")))
             painter.drawText(badge, _AC, "loss")
-        # port labels
+
+    def _paint_port_labels(self, painter) -> None:
+        """Port names inside the body, inline constants beside their inputs."""
+        st, d, w = self.style, self.data, self.w
         painter.setFont(st.port_font)
         half = w / 2 - 6
         for p in d.inputs:
@@ -364,22 +355,19 @@ class NodeItem(QGraphicsRectItem):
             y = self.ports[p.name].y()
             painter.setPen(st.text_pen)
             painter.drawText(QRectF(w - 9 - half, y - 8, half, 16), _AR, p.label)
-        # inline constants beside their ports
-        if self.inline_rects:
-            painter.setFont(st.inline_font)
-            for p in d.inputs:
-                rect = self.inline_rects.get(p.name)
-                if rect is None:
-                    continue
-                painter.setPen(st.inline_pen)
-                painter.setBrush(st.inline_brush)
-                painter.drawRoundedRect(rect, 3, 3)
-                painter.setPen(st.text_pen)
-                painter.drawText(rect.adjusted(4, 0, -3, 0), _AL,
-                                 st.inline_fm.elidedText(p.inline, _ELIDE, rect.width() - 7))
-        if results is not None:
-            results.paint(painter, st)
-        self._paint_ports(painter, True)
+        if not self.inline_rects:
+            return
+        painter.setFont(st.inline_font)
+        for p in d.inputs:
+            rect = self.inline_rects.get(p.name)
+            if rect is None:
+                continue
+            painter.setPen(st.inline_pen)
+            painter.setBrush(st.inline_brush)
+            painter.drawRoundedRect(rect, 3, 3)
+            painter.setPen(st.text_pen)
+            painter.drawText(rect.adjusted(4, 0, -3, 0), _AL,
+                             st.inline_fm.elidedText(p.inline, _ELIDE, rect.width() - 7))
 
     def _paint_far_title(self, painter, factor: float) -> None:
         """The op name alone, centred in the header and scaled by ``factor`` so that it keeps the
@@ -540,119 +528,3 @@ class NoticeItem(QGraphicsItem):
         painter.setPen(st.text_pen)
         painter.setFont(st.sub_font)
         painter.drawText(self._rect.adjusted(8, 4, -8, -4), int(Qt.AlignLeft | Qt.TextWordWrap), self._text)
-
-
-class OverviewItem(QGraphicsItem):
-    """Far out on a big page, one item draws every block (drawRects) and every wire (one path per
-    colour) instead of thousands of items painting themselves. Rebuilt lazily when marked dirty.
-
-    The page is cut into square tiles; each tile keeps its own rects and paths and the bounds of
-    what it draws, and a repaint draws only the tiles that meet the exposed area. Dragging a block
-    far out then repaints the few tiles under the block and its wires, not the whole page."""
-
-    TILE = 1600.0   # scene units: a few blocks across, ~150 px at the overview's zoom
-
-    def __init__(self, scene_model, style: Style):
-        super().__init__()
-        self.model = scene_model       # the DiagramScene: node items and edge items
-        self.style = style
-        self._dirty = True
-        self._bounds = QRectF()
-        # (bounds, wires [(pen, path)], groups [(brush colour, [QRectF])], marked [(pen, [QRectF])])
-        self._tiles: list = []
-        self.live: set = set()         # node ids drawn by their own items (being dragged)
-        self.setZValue(-2.0)
-        self.setFlag(QGraphicsItem.ItemUsesExtendedStyleOption)
-        self.setCacheMode(QGraphicsItem.DeviceCoordinateCache)
-
-    def mark_dirty(self) -> None:
-        self._dirty = True
-        self.update()
-
-    def rebuild(self) -> None:
-        self._dirty = False
-        st = self.style
-        size = self.TILE
-        tiles: dict = {}               # (i, j) -> [bounds, {cls: path}, {cat: rects}, {mark: rects}]
-
-        def tile_of(r: QRectF) -> list:
-            c = r.center()
-            key = (int(c.x() // size), int(c.y() // size))
-            t = tiles.get(key)
-            if t is None:
-                t = tiles[key] = [QRectF(r), {}, {}, {}]
-            else:
-                t[0] = t[0].united(r)
-            return t
-
-        live = self.live
-        grad_pens: dict = {}
-        for nid, item in self.model.node_items.items():
-            if nid in live:
-                continue
-            r = item.body.translated(item.pos())
-            t = tile_of(r)
-            t[2].setdefault(item.data.category, []).append(r)
-            if item.data.errors or item.run_error:
-                t[3].setdefault("error", []).append(r)
-            elif item.isSelected():
-                t[3].setdefault("selected", []).append(r)
-            elif item.data.warnings:
-                t[3].setdefault("warning", []).append(r)
-        for edge, e in self.model.edge_items.items():
-            if edge.src in live or edge.dst in live:
-                continue
-            p = e.path()
-            t = tile_of(p.boundingRect())
-            key = e.cls
-            if e.grad_pen is not None:   # QPen is unhashable: group by the shared pen's identity
-                key = id(e.grad_pen)
-                grad_pens.setdefault(key, e.grad_pen)
-            path = t[1].get(key)
-            if path is None:
-                path = t[1][key] = QPainterPath()
-            path.addPath(p)
-        pens = {"error": st.error_pen, "selected": st.selected_pen, "warning": st.warning_pen}
-        wire_pens = {cls: QPen(pen.color(), 0) for cls, pen in st.wire_pens.items()}
-        for key, pen in grad_pens.items():
-            wire_pens[key] = QPen(pen.color(), 0, Qt.SolidLine if pen.style() == Qt.SolidLine else Qt.DashLine)
-        colours: dict = {}
-        bounds = QRectF()
-        self._tiles = []
-        for b, wires, groups, marked in tiles.values():
-            b = b.adjusted(-4, -4, 4, 4)
-            bounds = bounds.united(b)
-            self._tiles.append((
-                b,
-                [(wire_pens[cls], path) for cls, path in wires.items()],
-                [(colours.setdefault(cat, st.header_color(cat)), rects) for cat, rects in groups.items()],
-                [(pens[k], rects) for k, rects in marked.items()]))
-        if bounds != self._bounds:
-            self.prepareGeometryChange()
-            self._bounds = bounds
-
-    def boundingRect(self):
-        if self._dirty:
-            self.rebuild()
-        return self._bounds
-
-    def paint(self, painter, option, widget=None):
-        if self._dirty:
-            self.rebuild()
-        exposed = option.exposedRect
-        shown = [t for t in self._tiles if t[0].intersects(exposed)]
-        painter.setBrush(Qt.NoBrush)
-        for _, wires, _, _ in shown:
-            for pen, path in wires:
-                painter.setPen(pen)
-                painter.drawPath(path)
-        painter.setPen(Qt.NoPen)
-        for _, _, groups, _ in shown:
-            for color, rects in groups:
-                painter.setBrush(color)
-                painter.drawRects(rects)
-        painter.setBrush(Qt.NoBrush)
-        for _, _, _, marked in shown:
-            for pen, rects in marked:
-                painter.setPen(pen)
-                painter.drawRects(rects)

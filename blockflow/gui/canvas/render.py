@@ -18,7 +18,7 @@ from blockflow.compile.compiler import compile_page
 from blockflow.errors import ProjectError
 from blockflow.present.gradview import GradientView
 from blockflow.registry import default_registry
-from blockflow.gui.canvas.view import DiagramScene
+from blockflow.gui.canvas.scene import DiagramScene
 from blockflow.gui.common.theme import Style
 
 __all__ = ["render_page", "ensure_app"]
@@ -48,9 +48,9 @@ def _gradient_view(program, gradients: str, target: str | None) -> GradientView:
     if target is None and program.loss is None:
         raise ProjectError(f"page '{program.page_name}' marks no loss: name the gradient target "
                            f"with --target NODE[:PORT]")
-    slot = program.resolve_target(target)
-    ttype = program.slot(slot).type
-    name = f"{program.slot(slot).node}:{program.slot(slot).port}"
+    slot = program.target_slot(target)
+    ttype = slot.type
+    name = f"{slot.node}:{slot.port}"
     if not ttype.is_float or ttype.size != 1:
         raise ProjectError(f"the gradient target {name} is {ttype}: pick a float scalar output")
     if gradients == "paths":
@@ -61,13 +61,13 @@ def _gradient_view(program, gradients: str, target: str | None) -> GradientView:
 
 def _show_values(scene, result) -> None:
     """Each block's outputs in its result area, as the editor shows them after a run."""
-    from blockflow.gui.canvas.resultview import BlockResults, summarize
+    from blockflow.present.values import BlockRun, summarize
 
     for nid, item in scene.node_items.items():
         summaries = {p.name: summarize(result.values[(nid, p.name)]) for p in item.data.outputs
                      if (nid, p.name) in result.values}
         if summaries:
-            item.set_results(BlockResults(summaries))
+            item.set_results(BlockRun(summaries))
 
 
 def render_page(project, page: str | None, path, *, registry=None, scale: float = 1.0,
@@ -94,44 +94,8 @@ def render_page(project, page: str | None, path, *, registry=None, scale: float 
         shown = path.name if path is not None else f"a {suffix} picture"
         raise ProjectError(f"cannot write '{shown}': use a .png or .svg file name")
     style = Style(app.palette())
-    scene = DiagramScene(registry, style)
-    scene.render_mode = True
-    scene.show_grid = False
-    program = compile_page(pg, registry)
-    legend = None
-    if gradients is not None:
-        gview = _gradient_view(program, gradients, target)   # fails before anything is written
-    scene.load(pg, program)
-    extra = QRectF()
-    if gradients is not None:
-        from blockflow.gui.canvas.gradients import GradientHighlighter
-
-        highlighter = GradientHighlighter(scene)
-        if gradients == "run":
-            _show_values(scene, gview.result)     # first: the labels are placed around the blocks
-            highlighter.show(gview)
-        else:
-            highlighter.show_paths(gview)
-        extra = highlighter.extent()
-        legend = highlighter.legend
-    rect = scene.items_rect().united(extra)
-    if rect.isNull():
-        rect = QRectF(0, 0, 320, 200)
-    source = rect.adjusted(-margin, -margin, margin, margin)
-    legend_size = legend.size() if legend is not None else None
-    if legend_size is not None:     # room under the diagram for the legend, at the same scale
-        source.setBottom(source.bottom() + legend_size.height() + margin / 2)
-        source.setWidth(max(source.width(), legend_size.width() + 2 * margin))
-    s = min(scale, MAX_SIDE / source.width(), MAX_SIDE / source.height())
-    w, h = max(1, math.ceil(source.width() * s)), max(1, math.ceil(source.height() * s))
-    frame = QRectF(0, 0, w, h)
-
-    def draw_legend(painter) -> None:
-        if legend is not None:
-            painter.save()
-            painter.scale(s, s)
-            legend.paint(painter, QPointF(margin, source.height() - margin / 2 - legend_size.height()))
-            painter.restore()
+    scene, legend, extra = _drawn_scene(pg, registry, style, gradients, target)
+    picture = _Picture(scene, style, legend, extra, scale, margin)
     buffer = None
     if path is None:        # into memory: the caller writes the bytes
         buffer = QBuffer()
@@ -139,35 +103,91 @@ def render_page(project, page: str | None, path, *, registry=None, scale: float 
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
     if suffix == "svg":
+        picture.draw_svg(buffer, path, f"{project.metadata.get('title', 'blockflow')}: page {pg.name}")
+    else:
+        picture.draw_raster(buffer, path, suffix)
+    scene.clear()
+    if buffer is not None:
+        buffer.close()
+        return bytes(buffer.data())
+    return None
+
+
+def _drawn_scene(pg, registry, style: Style, gradients: str | None, target: str | None):
+    """The page's scene as the editor draws it, coloured by gradient when asked: ``(scene,
+    legend or None, the extent of what the gradient colouring adds around the blocks)``."""
+    scene = DiagramScene(registry, style)
+    scene.render_mode = True
+    scene.show_grid = False
+    program = compile_page(pg, registry)
+    if gradients is not None:
+        gview = _gradient_view(program, gradients, target)   # fails before anything is written
+    scene.load(pg, program)
+    if gradients is None:
+        return scene, None, QRectF()
+    from blockflow.gui.canvas.gradients import GradientHighlighter
+
+    highlighter = GradientHighlighter(scene)
+    if gradients == "run":
+        _show_values(scene, gview.result)     # first: the labels are placed around the blocks
+        highlighter.show(gview)
+    else:
+        highlighter.show_paths(gview)
+    return scene, highlighter.legend, highlighter.extent()
+
+
+class _Picture:
+    """Where the scene lands in the picture: the items with a margin, room for the legend under
+    them, scaled to fit MAX_SIDE."""
+
+    def __init__(self, scene, style: Style, legend, extra: QRectF, scale: float, margin: float):
+        self.scene, self.style, self.legend, self.margin = scene, style, legend, margin
+        rect = scene.items_rect().united(extra)
+        if rect.isNull():
+            rect = QRectF(0, 0, 320, 200)
+        source = rect.adjusted(-margin, -margin, margin, margin)
+        self.legend_size = legend.size() if legend is not None else None
+        if self.legend_size is not None:     # room under the diagram for the legend, at the same scale
+            source.setBottom(source.bottom() + self.legend_size.height() + margin / 2)
+            source.setWidth(max(source.width(), self.legend_size.width() + 2 * margin))
+        self.source = source
+        self.s = s = min(scale, MAX_SIDE / source.width(), MAX_SIDE / source.height())
+        self.w, self.h = max(1, math.ceil(source.width() * s)), max(1, math.ceil(source.height() * s))
+        self.frame = QRectF(0, 0, self.w, self.h)
+
+    def _draw(self, painter) -> None:
+        self.scene.render(painter, self.frame, self.source)
+        if self.legend is not None:
+            painter.save()
+            painter.scale(self.s, self.s)
+            self.legend.paint(painter, QPointF(self.margin, self.source.height() - self.margin / 2
+                                               - self.legend_size.height()))
+            painter.restore()
+
+    def draw_svg(self, buffer, path, title: str) -> None:
         from PySide6.QtSvg import QSvgGenerator
         gen = QSvgGenerator()
         if buffer is not None:
             gen.setOutputDevice(buffer)
         else:
             gen.setFileName(str(path))
-        gen.setSize(QSize(w, h))
-        gen.setViewBox(frame)
+        gen.setSize(QSize(self.w, self.h))
+        gen.setViewBox(self.frame)
         gen.setResolution(96)  # so the size in mm shows as w x h pixels on a 96 dpi screen
-        gen.setTitle(f"{project.metadata.get('title', 'blockflow')}: page {pg.name}")
+        gen.setTitle(title)
         gen.setDescription("drawn by blockflow render")
         painter = QPainter(gen)
-        painter.fillRect(frame, style.background)
+        painter.fillRect(self.frame, self.style.background)
         painter.setRenderHints(QPainter.Antialiasing | QPainter.TextAntialiasing)
-        scene.render(painter, frame, source)
-        draw_legend(painter)
+        self._draw(painter)
         painter.end()
-    else:
-        img = QImage(w, h, QImage.Format_ARGB32_Premultiplied)
-        img.fill(style.background)
+
+    def draw_raster(self, buffer, path, suffix: str) -> None:
+        img = QImage(self.w, self.h, QImage.Format_ARGB32_Premultiplied)
+        img.fill(self.style.background)
         painter = QPainter(img)
         painter.setRenderHints(QPainter.Antialiasing | QPainter.TextAntialiasing | QPainter.SmoothPixmapTransform)
-        scene.render(painter, frame, source)
-        draw_legend(painter)
+        self._draw(painter)
         painter.end()
         if not (img.save(buffer, suffix.upper()) if buffer is not None else img.save(str(path))):
             raise ProjectError(f"could not write the picture to '{path or suffix}'")
-    scene.clear()
-    if buffer is not None:
-        buffer.close()
-        return bytes(buffer.data())
-    return None

@@ -8,11 +8,11 @@ from __future__ import annotations
 from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPalette, QPen, QBrush, Qt
 from PySide6.QtWidgets import QApplication
 
-__all__ = ["Style", "FONT_FAMILY", "dtype_class"]
+__all__ = ["Style", "FONT_FAMILY", "DTYPE_COLORS"]
 
 FONT_FAMILY = "DejaVu Sans"
 
-#: port colours by dtype class
+#: port colours by dtype class (blockflow.present.dtypes.dtype_class)
 DTYPE_COLORS = {
     "float": "#3f8fe0",   # blue
     "int": "#2fae6a",     # green
@@ -30,25 +30,6 @@ CATEGORY_COLORS = {
     "training_ops": "#7d62c8",
     "gradients": "#3aa8a8",
 }
-
-_FLOAT = frozenset({"float", "float16", "float32", "float64"})
-_INT = frozenset({"int", "int8", "int16", "int32", "int64", "uint8"})
-
-
-def dtype_class(name) -> str:
-    """A dtype name, a numpy dtype or a spec constraint -> "float", "int", "bool" or "any"."""
-    if name is None:
-        return "any"
-    kind = getattr(name, "kind", None)
-    if kind is not None:
-        return {"f": "float", "i": "int", "u": "int", "b": "bool"}.get(kind, "any")
-    if name in _FLOAT:
-        return "float"
-    if name in _INT:
-        return "int"
-    if name == "bool":
-        return "bool"
-    return "any"
 
 
 def _mix(a: QColor, b: QColor, t: float) -> QColor:
@@ -113,8 +94,11 @@ class Style:
         self.category = {k: _mix(self.body, QColor(v), 0.55 if self.dark else 0.30)
                          for k, v in CATEGORY_COLORS.items()}
         self.category_default = _mix(self.body, text, 0.12)
+        self._make_pens(base, text)
+        self._make_fonts()
 
-        # pens and brushes (shared objects: setPen with the same pen is cheap)
+    def _make_pens(self, base: QColor, text: QColor) -> None:
+        """Pens and brushes, shared objects: setPen with the same pen is cheap."""
         self.border_pen = QPen(self.border, 1.2)
         self.selected_pen = QPen(self.highlight, 2.6)
         self.error_pen = QPen(self.error, 2.4)
@@ -136,7 +120,7 @@ class Style:
         self.dim_brush = QBrush(dim)
         self.inline_pen = QPen(_mix(base, text, 0.35), 1.0)
 
-        # fonts
+    def _make_fonts(self) -> None:
         self.title_font = self._font(9.5, bold=True)
         self.sub_font = self._font(8.0)
         self.port_font = self._font(7.5)

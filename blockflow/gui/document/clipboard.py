@@ -1,11 +1,70 @@
-"""The MIME types blockflow puts on the clipboard and in drags, in one place.
+"""The clipboard: the MIME types blockflow puts on it and in drags, in one place, and the
+fragments of a page it carries (copy writes them, paste and duplicate read them).
 
-The canvas (drop target, copy/paste) and the palette (drag source) both read them here, so
-neither imports the other.
+The canvas (drop target, copy/paste) and the palette (drag source) both read the MIME types
+here, so neither imports the other.
 """
 from __future__ import annotations
 
-# A fragment of a page: JSON of a one-page project (Document.copy_fragment writes it).
+import copy
+from dataclasses import dataclass, replace
+
+from blockflow.io.project_io import dumps_project, loads_project
+from blockflow.project import Edge, Page, Project
+
+# A fragment of a page: JSON of a one-page project (fragment_text writes it).
 FRAGMENT_MIME = "application/x-blockflow-fragment"
 # One block from the palette: the block's registered name in UTF-8.
 BLOCK_MIME = "application/x-blockflow-block"
+
+
+def fragment_text(pg: Page, node_ids) -> str:
+    """The nodes ``node_ids`` of ``pg``, their saved feeds and the wires between them, as the
+    JSON of a one-page project (what copy puts on the clipboard)."""
+    ids = [n for n in pg.nodes if n in set(node_ids)]
+    frag = Project(metadata={"fragment": True})
+    fp = frag.add_page("fragment")
+    for nid in ids:
+        fp.nodes[nid] = copy.deepcopy(pg.nodes[nid])
+        if nid in pg.feeds:
+            fp.feeds[nid] = pg.feeds[nid]
+    fp.edges = [e for e in pg.edges if e.src in fp.nodes and e.dst in fp.nodes]
+    return dumps_project(frag)
+
+
+@dataclass
+class Pasting:
+    """What pasting a fragment onto a page adds: ``nodes`` (copies with their new ids and
+    places), the saved ``feeds`` by new id, and the wires between them."""
+
+    nodes: list
+    feeds: dict
+    edges: list
+
+
+def pasting(pg: Page, text: str, position=None) -> Pasting:
+    """The fragment ``text`` as it lands on ``pg``: ids taken on the page are numbered anew
+    (``Block_n``), and its top-left corner goes to ``position`` (40, 40 further when None)."""
+    frag = loads_project(text, "<clipboard>").pages[0]
+    if not frag.nodes:
+        return Pasting([], {}, [])
+    xs = [n.position[0] for n in frag.nodes.values()]
+    ys = [n.position[1] for n in frag.nodes.values()]
+    dx, dy = (40.0, 40.0) if position is None else (position[0] - min(xs), position[1] - min(ys))
+    taken = set(pg.nodes)
+    mapping = {}
+    for nid, node in frag.nodes.items():
+        new = nid
+        if new in taken:
+            n = 1
+            while f"{node.block}_{n}" in taken:
+                n += 1
+            new = f"{node.block}_{n}"
+        taken.add(new)
+        mapping[nid] = new
+    nodes = [replace(copy.deepcopy(node), id=mapping[nid],
+                     position=(node.position[0] + dx, node.position[1] + dy))
+             for nid, node in frag.nodes.items()]
+    feeds = {mapping[nid]: value for nid, value in frag.feeds.items() if nid in mapping}
+    edges = [Edge(mapping[e.src], e.src_port, mapping[e.dst], e.dst_port) for e in frag.edges]
+    return Pasting(nodes, feeds, edges)

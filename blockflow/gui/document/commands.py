@@ -1,7 +1,10 @@
-"""Undo commands: one QUndoCommand per model edit, touching only the Project through the Document.
+"""Undo commands: one QUndoCommand per model edit.
 
-Each command keeps what it needs to put the model back exactly (positions in dicts and lists
-included), so undoing everything returns the very project that was opened.
+Each redo and undo is one call of a mutator of the model (blockflow.project: Page and Project)
+through Document.apply, which tells the views what changed; a command never changes a Node or a
+Page itself. It keeps what the mutator's Change says it needs to put the model back exactly
+(indexes, old values, removed nodes and pages), so undoing everything returns the very project
+that was opened.
 """
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ import weakref
 
 from PySide6.QtGui import QUndoCommand
 
-from blockflow.project import Edge, Node, Page
+from blockflow.project import UNSET, Edge, Node, Page, Project
 
 MOVE_ID = 1001
 
@@ -42,6 +45,10 @@ class DocCommand(_DocRef, QUndoCommand):
     def page(self) -> Page:
         return self.doc.project.page(self.page_name)
 
+    def edit(self, mutator, *args):
+        """Run a Page mutator on this command's page through the document."""
+        return self.doc.apply(self.page_name, mutator, *args)
+
 
 class AddNodeCommand(DocCommand):
     def __init__(self, doc, page: str, node: Node, index: int | None = None):
@@ -49,10 +56,10 @@ class AddNodeCommand(DocCommand):
         self.node, self.index = node, index
 
     def redo(self):
-        self.doc._insert_node(self.page_name, self.node, self.index)
+        self.edit(Page.insert_node, self.node, self.index)
 
     def undo(self):
-        self.index = self.doc._take_node(self.page_name, self.node.id)
+        self.index = self.edit(Page.remove_node, self.node.id).index
 
 
 class RemoveNodeCommand(DocCommand):
@@ -61,23 +68,13 @@ class RemoveNodeCommand(DocCommand):
     def __init__(self, doc, page: str, node_id: str):
         super().__init__(doc, page, f"Delete {node_id}")
         self.node_id = node_id
-        self.node: Node | None = None
-        self.index = None
-        self.feed = None
-        self.was_loss = False
+        self.removed = None
 
     def redo(self):
-        page = self.page
-        self.node = page.nodes[self.node_id]
-        self.feed = page.feeds.get(self.node_id)
-        self.was_loss = page.loss is not None and page.loss.partition(":")[0] == self.node_id
-        self.loss = page.loss
-        self.metrics = list(page.metrics)
-        self.index = self.doc._take_node(self.page_name, self.node_id)
+        self.removed = self.edit(Page.remove_node, self.node_id).before
 
     def undo(self):
-        self.doc._insert_node(self.page_name, self.node, self.index, feed=self.feed,
-                              loss=self.loss if self.was_loss else None, metrics=self.metrics)
+        self.edit(Page.restore_node, self.removed)
 
 
 class ConnectCommand(DocCommand):
@@ -86,10 +83,10 @@ class ConnectCommand(DocCommand):
         self.edge, self.index = edge, index
 
     def redo(self):
-        self.doc._insert_edge(self.page_name, self.edge, self.index)
+        self.edit(Page.insert_edge, self.edge, self.index)
 
     def undo(self):
-        self.index = self.doc._take_edge(self.page_name, self.edge)
+        self.index = self.edit(Page.remove_edge, self.edge).index
 
 
 class DisconnectCommand(DocCommand):
@@ -99,10 +96,10 @@ class DisconnectCommand(DocCommand):
         self.index = None
 
     def redo(self):
-        self.index = self.doc._take_edge(self.page_name, self.edge)
+        self.index = self.edit(Page.remove_edge, self.edge).index
 
     def undo(self):
-        self.doc._insert_edge(self.page_name, self.edge, self.index)
+        self.edit(Page.insert_edge, self.edge, self.index)
 
 
 class MoveNodesCommand(DocCommand):
@@ -125,50 +122,32 @@ class MoveNodesCommand(DocCommand):
         return True
 
     def redo(self):
-        self.doc._set_positions(self.page_name, {k: b for k, (a, b) in self.moves.items()})
+        self.edit(Page.move_nodes, {k: b for k, (a, b) in self.moves.items()})
 
     def undo(self):
-        self.doc._set_positions(self.page_name, {k: a for k, (a, b) in self.moves.items()})
+        self.edit(Page.move_nodes, {k: a for k, (a, b) in self.moves.items()})
 
 
 class SetNodeFieldCommand(DocCommand):
     """Sets one entry of a node's attrs or inline inputs (``None`` removes it), or its label."""
 
-    _MISSING = object()
+    _SETTERS = {"attrs": Page.set_attr, "inputs": Page.set_inline}
 
     def __init__(self, doc, page: str, node_id: str, field: str, key, value, text: str):
         super().__init__(doc, page, text)
         self.node_id, self.field, self.key, self.value = node_id, field, key, value
-        self.old = self._MISSING
+        self.old = UNSET
 
-    def _container(self):
-        return getattr(self.page.nodes[self.node_id], self.field)
+    def _set(self, value):
+        if self.field == "label":
+            return self.edit(Page.set_label, self.node_id, value).before
+        return self.edit(self._SETTERS[self.field], self.node_id, self.key, value).before
 
     def redo(self):
-        node = self.page.nodes[self.node_id]
-        if self.field == "label":
-            self.old = node.label
-            node.label = self.value
-        else:
-            box = self._container()
-            self.old = box.get(self.key, self._MISSING)
-            if self.value is None:
-                box.pop(self.key, None)
-            else:
-                box[self.key] = self.value
-        self.doc._node_changed(self.page_name, self.node_id, semantic=self.field != "label")
+        self.old = self._set(UNSET if self.value is None and self.field != "label" else self.value)
 
     def undo(self):
-        node = self.page.nodes[self.node_id]
-        if self.field == "label":
-            node.label = self.old
-        else:
-            box = self._container()
-            if self.old is self._MISSING:
-                box.pop(self.key, None)
-            else:
-                box[self.key] = self.old
-        self.doc._node_changed(self.page_name, self.node_id, semantic=self.field != "label")
+        self._set(self.old)
 
 
 class SetStatesCommand(DocCommand):
@@ -181,119 +160,106 @@ class SetStatesCommand(DocCommand):
         self.old: dict = {}
 
     def redo(self):
-        nodes = self.page.nodes
-        self.old = {nid: nodes[nid].state for nid in self.states}
-        for nid, st in self.states.items():
-            nodes[nid].state = dict(st)
-        for nid in self.states:
-            self.doc._node_changed(self.page_name, nid)
+        self.old = self.edit(Page.set_states, self.states).before
 
     def undo(self):
-        nodes = self.page.nodes
-        for nid, st in self.old.items():
-            nodes[nid].state = st
-        for nid in self.old:
-            self.doc._node_changed(self.page_name, nid)
+        self.edit(Page.set_states, self.old)
 
 
 class SetPageFieldCommand(DocCommand):
-    """Sets a page's loss, text, or the saved feed of one Placeholder (``None`` removes it)."""
-
-    _MISSING = object()
+    """Sets a page's loss, text or metrics, or the saved feed of one Placeholder (``key``;
+    ``None`` removes it)."""
 
     def __init__(self, doc, page: str, field: str, value, key=None, text: str = ""):
         super().__init__(doc, page, text or f"Set {field}")
         self.field, self.value, self.key = field, value, key
-        self.old = self._MISSING
+        self.old = UNSET
+
+    def _set(self, value):
+        if self.field == "feeds":
+            return self.edit(Page.set_feed, self.key, value).before
+        return self.edit(Page.set_field, self.field, value).before
 
     def redo(self):
-        page = self.page
-        if self.field == "feeds":
-            self.old = page.feeds.get(self.key, self._MISSING)
-            if self.value is None:
-                page.feeds.pop(self.key, None)
-            else:
-                page.feeds[self.key] = self.value
-            self.doc._node_changed(self.page_name, self.key)
-        else:
-            self.old = getattr(page, self.field)
-            setattr(page, self.field, self.value)
-            self.doc._page_field_changed(self.page_name, self.field)
+        self.old = self._set(UNSET if self.value is None and self.field == "feeds" else self.value)
 
     def undo(self):
-        page = self.page
-        if self.field == "feeds":
-            if self.old is self._MISSING:
-                page.feeds.pop(self.key, None)
-            else:
-                page.feeds[self.key] = self.old
-            self.doc._node_changed(self.page_name, self.key)
-        else:
-            setattr(page, self.field, self.old)
-            self.doc._page_field_changed(self.page_name, self.field)
+        self._set(self.old)
 
 
 class RenameNodeCommand(DocCommand):
-    """Gives a block a new id (its TF name): its wires, the loss mark and its saved feed follow."""
+    """Gives a block a new id (its TF name): Page.rename_node makes every reference follow."""
 
     def __init__(self, doc, page: str, old: str, new: str):
         super().__init__(doc, page, f"Rename {old} to {new}")
         self.old, self.new = old, new
 
     def redo(self):
-        self.doc._rename_node(self.page_name, self.old, self.new)
+        self.edit(Page.rename_node, self.old, self.new)
 
     def undo(self):
-        self.doc._rename_node(self.page_name, self.new, self.old)
+        self.edit(Page.rename_node, self.new, self.old)
 
 
-class AddPageCommand(_DocRef, QUndoCommand):
+class ProjectCommand(_DocRef, QUndoCommand):
+    """Base of the edits of the page list."""
+
+    def __init__(self, doc, text: str):
+        super().__init__(text)
+        self.doc = doc
+
+    def edit(self, mutator, *args):
+        """Run a Project mutator through the document."""
+        return self.doc.apply(None, mutator, *args)
+
+
+class AddPageCommand(ProjectCommand):
     def __init__(self, doc, page: Page, index: int | None = None):
-        super().__init__(f"Add page {page.name}")
-        self.doc, self.page, self.index = doc, page, index
+        super().__init__(doc, f"Add page {page.name}")
+        self.page, self.index = page, index
 
     def redo(self):
-        self.doc._insert_page(self.page, self.index)
+        self.edit(Project.insert_page, self.page, self.index)
 
     def undo(self):
-        self.index = self.doc._take_page(self.page.name)
+        self.index = self.edit(Project.remove_page, self.page.name).index
 
 
-class RemovePageCommand(_DocRef, QUndoCommand):
+class RemovePageCommand(ProjectCommand):
     def __init__(self, doc, name: str):
-        super().__init__(f"Delete page {name}")
-        self.doc, self.name = doc, name
+        super().__init__(doc, f"Delete page {name}")
+        self.name = name
         self.page = None
         self.index = None
 
     def redo(self):
-        self.page = self.doc.project.page(self.name)
-        self.index = self.doc._take_page(self.name)
+        change = self.edit(Project.remove_page, self.name)
+        self.page, self.index = change.before, change.index
 
     def undo(self):
-        self.doc._insert_page(self.page, self.index)
+        self.edit(Project.insert_page, self.page, self.index)
 
 
-class RenamePageCommand(_DocRef, QUndoCommand):
+class RenamePageCommand(ProjectCommand):
     def __init__(self, doc, old: str, new: str):
-        super().__init__(f"Rename page {old} to {new}")
-        self.doc, self.old, self.new = doc, old, new
+        super().__init__(doc, f"Rename page {old} to {new}")
+        self.old, self.new = old, new
 
     def redo(self):
-        self.doc._rename_page(self.old, self.new)
+        self.edit(Project.rename_page, self.old, self.new)
 
     def undo(self):
-        self.doc._rename_page(self.new, self.old)
+        self.edit(Project.rename_page, self.new, self.old)
 
 
-class MovePageCommand(_DocRef, QUndoCommand):
+class MovePageCommand(ProjectCommand):
     def __init__(self, doc, name: str, index: int):
-        super().__init__(f"Move page {name}")
-        self.doc, self.name, self.index = doc, name, index
+        super().__init__(doc, f"Move page {name}")
+        self.name, self.index = name, index
         self.old = None
 
     def redo(self):
-        self.old = self.doc._move_page(self.name, self.index)
+        self.old = self.edit(Project.move_page, self.name, self.index).before
 
     def undo(self):
-        self.doc._move_page(self.name, self.old)
+        self.edit(Project.move_page, self.name, self.old)

@@ -1,71 +1,52 @@
 """The Document: the one edit API of the editor.
 
 It owns the Project (the same model the CLI loads and saves), the QUndoStack, the file path and
-the dirty flag. Every edit is an undo command; views listen to its signals and never hold state
-the file does not. Compiling goes through blockflow.compile.compiler, never a copy of it, and off the UI
+the dirty flag. Every edit is an undo command, whose redo and undo each make one edit with a
+mutator of the model (Page.insert_node, Project.rename_page...) through Document.apply, which
+emits the signals its Change calls for; views listen to them and never hold state the file does
+not. Compiling goes through blockflow.compile.compiler, never a copy of it, and off the UI
 thread (compiling.PagePrograms): an edit recompiles only its page, and only when it can change
 what the page computes.
 """
 from __future__ import annotations
 
-import copy
 import itertools
-import math
-import os
 from pathlib import Path
 
-import networkx as nx
 import numpy as np
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QUndoStack
 
-from blockflow.compile.compiler import compile_page, project_files
+from blockflow.compile.compiler import project_files
 from blockflow.compile.program import Program
 from blockflow.errors import ProjectError
-from blockflow.project import Edge, Node, Page, Project, page_name_problem, split_port, text_problem, valid_node_id
-from blockflow.io.project_io import dumps_project, load_project, loads_project, save_project
+from blockflow.project import Change, Edge, Node, Page, Project, text_problem, valid_node_id
+from blockflow.io.project_io import load_project, save_project
 from blockflow.registry import Registry, default_registry
 from blockflow.io.relocate import apply_move, data_paths, plan_move
-from blockflow.spec import SCOPE_PORT
+from blockflow.spec import UnknownAttrError
 from blockflow.gui.document import commands as C
+from blockflow.gui.document.clipboard import FRAGMENT_MIME, fragment_text, pasting
 from blockflow.gui.document.compiling import PagePrograms
+from blockflow.gui.document.layout import layered_moves, spread_moves, stacked_blocks
+from blockflow.gui.document.wiring import ConnectionCheck, check_wire
 
-__all__ = ["Document", "ConnectionCheck", "stacked_blocks"]
-
-from blockflow.gui.document.clipboard import FRAGMENT_MIME  # noqa: F401  (re-exported for callers)
-#: page fields the compiler does not read: editing them recompiles nothing
-_NOT_COMPILED = ("text", "metrics")
-#: blocks whose positions fall in one square of this size (scene units) are stacked: a block is
-#: about 150 x 60, so they hide each other (a file without positions puts every block at [0, 0])
-STACK_CELL = 8.0
+# FRAGMENT_MIME, stacked_blocks and ConnectionCheck are read from here by callers of old
+__all__ = ["Document", "ConnectionCheck", "FRAGMENT_MIME", "stacked_blocks", "checked_attr"]
 
 
-def stacked_blocks(page: Page) -> list[str]:
-    """The blocks of ``page`` that sit on another block's spot (within STACK_CELL), in page
-    order."""
-    def cell(node):
-        return math.floor(node.position[0] / STACK_CELL), math.floor(node.position[1] / STACK_CELL)
-
-    count: dict[tuple, int] = {}
-    for node in page.nodes.values():
-        key = cell(node)
-        count[key] = count.get(key, 0) + 1
-    return [nid for nid, node in page.nodes.items() if count[cell(node)] > 1]
-
-
-class ConnectionCheck:
-    """The verdict on a proposed wire: ``ok`` and, when refused, the ``reason`` in words."""
-
-    def __init__(self, ok: bool, reason: str = "", replaces: Edge | None = None):
-        self.ok, self.reason, self.replaces = ok, reason, replaces
-
-    def __bool__(self):
-        return self.ok
-
-    def __repr__(self):
-        return f"ConnectionCheck({self.ok}, {self.reason!r})"
-
-
+def checked_attr(spec, node_id: str, name: str, value):
+    """The value to store for attr ``name`` of ``node_id`` (a block of ``spec``), as its kind
+    keeps it (a shape as a list), or ProjectError saying why ``value`` cannot be one. The
+    validation itself is the spec's (BlockSpec.check_attr, the attr kinds table); this only puts
+    its verdict in the document's words."""
+    try:
+        canonical = spec.check_attr(name, value)
+    except UnknownAttrError as exc:
+        raise ProjectError(str(exc)) from None
+    except ValueError as exc:
+        raise ProjectError(f"attr '{name}' of {node_id}: {exc}") from None
+    return list(canonical) if isinstance(canonical, tuple) else canonical
 class Document(QObject):
     """A project being edited: model, undo history, file, and change signals.
 
@@ -240,6 +221,8 @@ class Document(QObject):
         nid = node_id or pg.new_id(block)
         if nid in pg.nodes:
             raise ProjectError(f"page '{page}' already has a node '{nid}'")
+        if not valid_node_id(nid):
+            raise ProjectError(f"'{nid}' is not a valid node id (letters, digits, _ . -)")
         node = Node(nid, block, dict(attrs or {}), {}, (float(position[0]), float(position[1])), label, {})
         self.undo_stack.push(C.AddNodeCommand(self, page, node))
         return nid
@@ -269,68 +252,8 @@ class Document(QObject):
         """Would this wire be accepted? Refuses the scope port, outputs into outputs, cycles and
         dtype or shape mismatches (by compiling the page with the wire, not by a second copy of
         the rules)."""
-        pg = self.page(page)
-        if SCOPE_PORT in (src_port, dst_port):
-            return ConnectionCheck(False, "the scope port is automatic and cannot be wired")
-        for nid in (src, dst):
-            if nid not in pg.nodes:
-                return ConnectionCheck(False, f"there is no block '{nid}'")
-        sspec, dspec = self.registry.get(pg.nodes[src].block), self.registry.get(pg.nodes[dst].block)
-        if sspec is None or dspec is None:
-            return ConnectionCheck(False, "unknown blocks cannot be wired")
-        base, idx = split_port(src_port)
-        out = sspec.output_map.get(base)
-        if out is None or (idx is not None) != out.variadic:
-            return ConnectionCheck(False, f"'{src_port}' is not an output of {sspec.name}")
-        base, idx = split_port(dst_port)
-        decl = dspec.input_map.get(base)
-        if decl is None or (idx is not None) != decl.variadic:
-            if base in dspec.output_map:
-                return ConnectionCheck(False, "two outputs cannot be joined")
-            return ConnectionCheck(False, f"'{dst_port}' is not an input of {dspec.name}")
-        if src == dst:
-            return ConnectionCheck(False, "a block cannot feed itself (that is a cycle)")
-        graph = nx.DiGraph()
-        graph.add_nodes_from(pg.nodes)
-        graph.add_edges_from((e.src, e.dst) for e in pg.edges if not (e.dst == dst and e.dst_port == dst_port))
-        if nx.has_path(graph, dst, src):
-            path = nx.shortest_path(graph, dst, src)
-            return ConnectionCheck(False, "it would make a cycle: " + " -> ".join(path + [dst]))
-        replaces = next((e for e in pg.edges if e.dst == dst and e.dst_port == dst_port), None)
-        if replaces is not None and (replaces.src, replaces.src_port) == (src, src_port):
-            return ConnectionCheck(False, "these ports are already wired")
-        # Types: compile what the target block depends on, with and without the wire, and see
-        # whether the block is now wrong. Only its ancestors count, so a check costs the part
-        # of the page upstream of it, not the page (the canvas makes dozens while a wire is
-        # dragged).
-        edges = [e for e in pg.edges if e is not replaces]
-        before = {str(d) for d in self._upstream_errors(pg, edges, dst)}
-        after = [d for d in self._upstream_errors(pg, edges + [Edge(src, src_port, dst, dst_port)], dst)
-                 if str(d) not in before and d.port in (dst_port, None)]
-        if after:
-            return ConnectionCheck(False, after[0].message, replaces)
-        return ConnectionCheck(True, "", replaces)
-
-    def _upstream_errors(self, pg: Page, edges: list, node: str) -> list:
-        """The compile errors of ``node`` on ``pg`` wired with ``edges``, from a page of only
-        ``node`` and what feeds it."""
-        feeding: dict[str, list] = {}
-        for e in edges:
-            feeding.setdefault(e.dst, []).append(e)
-        keep, todo = {node}, [node]
-        while todo:
-            for e in feeding.get(todo.pop(), ()):
-                if e.src not in keep:
-                    keep.add(e.src)
-                    todo.append(e.src)
-        trial = copy.copy(pg)
-        trial.nodes = {nid: n for nid, n in pg.nodes.items() if nid in keep}
-        trial.edges = [e for e in edges if e.dst in keep]
-        trial.feeds = {nid: v for nid, v in pg.feeds.items() if nid in keep}
-        trial.loss = None
-        trial.metrics = []
-        program = compile_page(trial, self.registry, files=project_files(self.project))
-        return [d for d in program.errors if d.node == node]
+        return check_wire(self.page(page), self.registry, project_files(self.project),
+                          Edge(src, src_port, dst, dst_port))
 
     def connect(self, src: str, src_port: str, dst: str, dst_port: str, page: str | None = None,
                 check: bool = True) -> Edge:
@@ -367,14 +290,7 @@ class Document(QObject):
         page = page or self.current_page
         spec = self.spec(page, node_id)
         if spec is not None and value is not None:
-            decl = spec.attr_map.get(name)
-            if decl is None:
-                raise ProjectError(f"{spec.name} has no attr '{name}'")
-            try:
-                canonical = decl.validate(value)
-            except ValueError as exc:
-                raise ProjectError(f"attr '{name}' of {node_id}: {exc}") from None
-            value = list(canonical) if isinstance(canonical, tuple) else canonical
+            value = checked_attr(spec, node_id, name, value)
         self.undo_stack.push(C.SetNodeFieldCommand(self, page, node_id, "attrs", name, value,
                                                    f"Set {node_id}.{name}"))
 
@@ -398,20 +314,14 @@ class Document(QObject):
     def rename_node(self, old: str, new: str, page: str | None = None) -> None:
         """Give a block a new id (the last part of its full name ``scope/id``), undoably."""
         page = page or self.current_page
-        pg = self.page(page)
-        if old not in pg.nodes:
-            raise ProjectError(f"there is no block '{old}'")
-        if new == old:
-            return
-        if not valid_node_id(new):
-            raise ProjectError(f"'{new}' is not a valid id: a letter or _ first, then letters, "
-                               "digits, _ . -")
-        if new in pg.nodes:
-            raise ProjectError(f"page '{pg.name}' already has a block '{new}'")
-        self.undo_stack.push(C.RenameNodeCommand(self, page, old, new))
+        self._refuse(self.page(page).rename_problem(old, new))
+        if new != old:
+            self.undo_stack.push(C.RenameNodeCommand(self, page, old, new))
 
     def set_feed(self, node_id: str, value, page: str | None = None) -> None:
         page = page or self.current_page
+        if node_id not in self.page(page).nodes:
+            raise ProjectError(f"there is no block '{node_id}'")
         value = None if value is None else np.asarray(value)
         self.undo_stack.push(C.SetPageFieldCommand(self, page, "feeds", value, key=node_id,
                                                    text=f"Feed {node_id}"))
@@ -465,11 +375,7 @@ class Document(QObject):
         page = page or self.current_page
         pg = self.page(page)
         metrics = list(metrics)
-        for m in metrics:
-            if not isinstance(m, str) or m.partition(":")[0] not in pg.nodes:
-                raise ProjectError(f"{m!r} names no block on page '{pg.name}'")
-        if len(set(metrics)) != len(metrics):
-            raise ProjectError("a metric is listed twice")
+        self._refuse(pg.metrics_problem(metrics))
         if metrics != list(pg.metrics):
             self.undo_stack.push(C.SetPageFieldCommand(self, page, "metrics", metrics, text="Set plotted metrics"))
 
@@ -483,7 +389,7 @@ class Document(QObject):
         existing = {p.name for p in self.project.pages}
         if name is None:
             name = next(f"page{i}" for i in itertools.count(len(existing) + 1) if f"page{i}" not in existing)
-        self._check_page_name(name)
+        self._refuse(self.project.new_page_problem(name))
         self.undo_stack.push(C.AddPageCommand(self, Page(name)))
         return name
 
@@ -497,7 +403,7 @@ class Document(QObject):
         if old == new:
             return
         self.project.page(old)
-        self._check_page_name(new)
+        self._refuse(self.project.new_page_problem(new))
         self.undo_stack.push(C.RenamePageCommand(self, old, new))
 
     def move_page(self, name: str, index: int) -> None:
@@ -505,64 +411,36 @@ class Document(QObject):
         if names.index(name) != index:
             self.undo_stack.push(C.MovePageCommand(self, name, index))
 
-    def _check_page_name(self, name: str) -> None:
-        if page_name_problem(name) or name != name.strip():
-            raise ProjectError(f"page name {name!r} must be non-empty, without '/', control characters "
-                               f"or surrounding spaces")
-        if any(p.name == name for p in self.project.pages):
-            raise ProjectError(f"there is already a page named '{name}'")
+    @staticmethod
+    def _refuse(problem: str) -> None:
+        """Refuse an edit the model would refuse, before its command is pushed (a mutator
+        raising inside QUndoStack.push would leave a command on the stack that did nothing)."""
+        if problem:
+            raise ProjectError(problem)
 
     # ------------------------------------------------------------------ copy, paste, layout
     def copy_fragment(self, node_ids, page: str | None = None) -> str:
         """The selected nodes and the wires between them, as project JSON (for the clipboard)."""
-        pg = self.page(page)
-        ids = [n for n in pg.nodes if n in set(node_ids)]
-        frag = Project(metadata={"fragment": True})
-        fp = frag.add_page("fragment")
-        for nid in ids:
-            fp.nodes[nid] = copy.deepcopy(pg.nodes[nid])
-            if nid in pg.feeds:
-                fp.feeds[nid] = pg.feeds[nid]
-        fp.edges = [e for e in pg.edges if e.src in fp.nodes and e.dst in fp.nodes]
-        return dumps_project(frag)
+        return fragment_text(self.page(page), node_ids)
 
     def paste_fragment(self, text: str, position=None, page: str | None = None) -> list[str]:
         """Paste a copied fragment (new ids, internal wires kept), its top-left at ``position``.
         One undo step; returns the new node ids."""
         page = page or self.current_page
-        frag = loads_project(text, "<clipboard>").pages[0]
-        pg = self.page(page)
-        if not frag.nodes:
+        landing = pasting(self.page(page), text, position)
+        if not landing.nodes:
             return []
-        xs = [n.position[0] for n in frag.nodes.values()]
-        ys = [n.position[1] for n in frag.nodes.values()]
-        dx, dy = (40.0, 40.0) if position is None else (position[0] - min(xs), position[1] - min(ys))
-        taken = set(pg.nodes)
-        mapping = {}
-        for nid, node in frag.nodes.items():
-            new = nid if nid not in taken else None
-            if new is None:
-                base = node.block
-                n = 1
-                while f"{base}_{n}" in taken:
-                    n += 1
-                new = f"{base}_{n}"
-            taken.add(new)
-            mapping[nid] = new
-        self.undo_stack.beginMacro(f"Paste {len(mapping)} block{'s' if len(mapping) != 1 else ''}")
-        for nid, node in frag.nodes.items():
-            clone = copy.deepcopy(node)
-            clone.id = mapping[nid]
-            clone.position = (node.position[0] + dx, node.position[1] + dy)
-            self.undo_stack.push(C.AddNodeCommand(self, page, clone))
-            if nid in frag.feeds:
-                self.undo_stack.push(C.SetPageFieldCommand(self, page, "feeds", frag.feeds[nid],
-                                                           key=mapping[nid], text="Paste feed"))
-        for e in frag.edges:
-            self.undo_stack.push(C.ConnectCommand(self, page, Edge(mapping[e.src], e.src_port,
-                                                                   mapping[e.dst], e.dst_port)))
+        count = len(landing.nodes)
+        self.undo_stack.beginMacro(f"Paste {count} block{'s' if count != 1 else ''}")
+        for node in landing.nodes:
+            self.undo_stack.push(C.AddNodeCommand(self, page, node))
+            if node.id in landing.feeds:
+                self.undo_stack.push(C.SetPageFieldCommand(self, page, "feeds", landing.feeds[node.id],
+                                                           key=node.id, text="Paste feed"))
+        for edge in landing.edges:
+            self.undo_stack.push(C.ConnectCommand(self, page, edge))
         self.undo_stack.endMacro()
-        return list(mapping.values())
+        return [node.id for node in landing.nodes]
 
     def duplicate(self, node_ids, page: str | None = None) -> list[str]:
         return self.paste_fragment(self.copy_fragment(node_ids, page), None, page)
@@ -572,168 +450,79 @@ class Document(QObject):
         page = page or self.current_page
         pg = self.page(page)
         ids = list(pg.nodes) if node_ids is None else [n for n in pg.nodes if n in set(node_ids)]
-        graph = nx.DiGraph()
-        graph.add_nodes_from(ids)
-        graph.add_edges_from((e.src, e.dst) for e in pg.edges if e.src in graph and e.dst in graph)
-        try:
-            layers = list(nx.topological_generations(graph))
-        except nx.NetworkXUnfeasible:
-            raise ProjectError("the page has a cycle; remove it before laying out") from None
-        order = {n: i for i, n in enumerate(pg.nodes)}
-        x0 = min((pg.nodes[n].position[0] for n in ids), default=0.0)
-        y0 = min((pg.nodes[n].position[1] for n in ids), default=0.0)
-        moves = {}
-        for col, layer in enumerate(layers):
-            for row, nid in enumerate(sorted(layer, key=order.__getitem__)):
-                new = (x0 + col * spacing[0], y0 + row * spacing[1])
-                moves[nid] = (pg.nodes[nid].position, new)
+        moves = layered_moves(pg, ids, spacing)
         self.undo_stack.beginMacro("Auto-layout")
         self.move_nodes(moves, page)
         self.undo_stack.endMacro()
 
     def spread_stacked(self, page: str | None = None, spacing=(220.0, 110.0)) -> list[str]:
-        """Lay the stacked blocks of a page out in layers (by their wires; a layer taller than
-        about the square root of their number wraps into more columns), below the page's other
-        blocks, as one undo step. Returns the blocks moved."""
+        """Lay the stacked blocks of a page out in layers (layout.spread_moves), below the
+        page's other blocks, as one undo step. Returns the blocks moved."""
         page = page or self.current_page
-        pg = self.page(page)
-        ids = stacked_blocks(pg)
-        if not ids:
+        moves = spread_moves(self.page(page), spacing)
+        if not moves:
             return []
-        chosen = set(ids)
-        graph = nx.DiGraph()
-        graph.add_nodes_from(ids)
-        graph.add_edges_from((e.src, e.dst) for e in pg.edges if e.src in chosen and e.dst in chosen)
-        dag = nx.condensation(graph)            # a cycle's blocks share a layer
-        order = {nid: i for i, nid in enumerate(ids)}
-        layers = [sorted((n for c in layer for n in dag.nodes[c]["members"]), key=order.__getitem__)
-                  for layer in nx.topological_generations(dag)]
-        rows = max(8, math.ceil(math.sqrt(len(ids))))
-        others = [n.position for nid, n in pg.nodes.items() if nid not in chosen]
-        if others:
-            x0 = min(min(p[0] for p in others), min(pg.nodes[n].position[0] for n in ids))
-            y0 = max(p[1] for p in others) + 2 * spacing[1]
-        else:
-            x0 = min(pg.nodes[n].position[0] for n in ids)
-            y0 = min(pg.nodes[n].position[1] for n in ids)
-        moves, col = {}, 0
-        for layer in layers:
-            for k, nid in enumerate(layer):
-                moves[nid] = (pg.nodes[nid].position,
-                              (x0 + (col + k // rows) * spacing[0], y0 + (k % rows) * spacing[1]))
-            col += math.ceil(len(layer) / rows)
-        self.undo_stack.beginMacro(f"Lay out {len(ids)} stacked blocks")
+        self.undo_stack.beginMacro(f"Lay out {len(moves)} stacked blocks")
         self.move_nodes(moves, page)
         self.undo_stack.endMacro()
-        return ids
+        return list(moves)
 
-    # --------------------------------------------------- model changes (commands call these)
+    # ------------------------------------------- model changes (the undo commands call apply)
+    def apply(self, page: str | None, mutator, *args) -> Change:
+        """Make one edit of the model: ``mutator`` is a Page mutator run on the page ``page``
+        (``Page.insert_node``...) or, with ``page`` None, a Project one (``Project.rename_page``
+        ...). Tells the views what its Change says changed, recompiles what it can change, and
+        returns the Change (what the command needs to undo it)."""
+        target = self.project if page is None else self.project.page(page)
+        change = mutator(target, *args)
+        if change.pages_added or change.pages_removed or change.page_renamed or change.pages_moved:
+            self._announce_pages(change)
+        else:
+            self._announce_page_edit(change)
+        return change
+
+    def _announce_page_edit(self, change: Change) -> None:
+        page = change.page
+        for edge in change.edges_removed:
+            self.edge_removed.emit(page, edge)
+        for nid in change.nodes_removed:
+            self.node_removed.emit(page, nid)
+        if change.node_renamed:
+            self.node_renamed.emit(page, *change.node_renamed)
+        for nid in change.nodes_added:
+            self.node_added.emit(page, nid)
+        for edge in change.edges_added:
+            self.edge_added.emit(page, edge)
+        for nid in change.nodes_changed:
+            self.node_changed.emit(page, nid)
+        if change.nodes_moved:
+            self.nodes_moved.emit(page, list(change.nodes_moved))
+        for name in change.fields:
+            self.page_field_changed.emit(page, name)
+        if change.computes:
+            self._edited(page)
+
+    def _announce_pages(self, change: Change) -> None:
+        for name in change.pages_removed:
+            self._programs.removed(name)
+        if change.pages_added:
+            self._programs.pages_changed()
+        if change.page_renamed:
+            old, new = change.page_renamed
+            self._programs.removed(old)
+            if self.current_page == old:
+                self.current_page = new
+        names = [p.name for p in self.project.pages]
+        if self.current_page not in names:      # the page shown was removed: show its neighbour
+            self.current_page = names[min(change.index, len(names) - 1)]
+            self.current_page_changed.emit(self.current_page)
+        if change.page_renamed:
+            self.page_renamed.emit(*change.page_renamed)
+        self.pages_changed.emit()
+        if change.computes:
+            self._edited(change.page)
+
     def _edited(self, page: str) -> None:
         """What ``page`` computes may have changed: it is compiled again (off the UI thread)."""
         self._programs.changed(page)
         self.structure_changed.emit(page)
-
-    def _insert_node(self, page: str, node: Node, index: int | None, feed=None, loss=None, metrics=None) -> None:
-        pg = self.project.page(page)
-        items = list(pg.nodes.items())
-        items.insert(len(items) if index is None else index, (node.id, node))
-        pg.nodes = dict(items)
-        if feed is not None:
-            pg.feeds[node.id] = feed
-        if loss is not None:
-            pg.loss = loss
-        if metrics is not None:
-            pg.metrics = list(metrics)
-        self.node_added.emit(page, node.id)
-        self._edited(page)
-
-    def _take_node(self, page: str, node_id: str) -> int:
-        pg = self.project.page(page)
-        index = list(pg.nodes).index(node_id)
-        del pg.nodes[node_id]
-        pg.feeds.pop(node_id, None)
-        if pg.loss is not None and pg.loss.partition(":")[0] == node_id:
-            pg.loss = None
-        pg.metrics = [m for m in pg.metrics if m.partition(":")[0] != node_id]
-        self.node_removed.emit(page, node_id)
-        self._edited(page)
-        return index
-
-    def _insert_edge(self, page: str, edge: Edge, index: int | None) -> None:
-        pg = self.project.page(page)
-        pg.edges.insert(len(pg.edges) if index is None else index, edge)
-        self.edge_added.emit(page, edge)
-        self._edited(page)
-
-    def _take_edge(self, page: str, edge: Edge) -> int:
-        pg = self.project.page(page)
-        index = pg.edges.index(edge)
-        del pg.edges[index]
-        self.edge_removed.emit(page, edge)
-        self._edited(page)
-        return index
-
-    def _rename_node(self, page: str, old: str, new: str) -> None:
-        pg = self.project.page(page)
-        node = pg.nodes[old]
-        node.id = new
-        pg.nodes = {(new if k == old else k): v for k, v in pg.nodes.items()}
-        pg.edges = [Edge(new if e.src == old else e.src, e.src_port, new if e.dst == old else e.dst, e.dst_port)
-                    if old in (e.src, e.dst) else e for e in pg.edges]
-        if pg.loss is not None and pg.loss.partition(":")[0] == old:
-            pg.loss = new + pg.loss[len(old):]
-        pg.metrics = [new + m[len(old):] if m.partition(":")[0] == old else m for m in pg.metrics]
-        if old in pg.feeds:
-            pg.feeds = {(new if k == old else k): v for k, v in pg.feeds.items()}
-        self.node_renamed.emit(page, old, new)
-        self._edited(page)
-
-    def _set_positions(self, page: str, positions: dict) -> None:
-        pg = self.project.page(page)
-        for nid, pos in positions.items():
-            pg.nodes[nid].position = (float(pos[0]), float(pos[1]))
-        self.nodes_moved.emit(page, list(positions))
-
-    def _node_changed(self, page: str, node_id: str, semantic: bool = True) -> None:
-        """``semantic``: False for a label, which changes nothing the page computes."""
-        self.node_changed.emit(page, node_id)
-        if semantic:
-            self._edited(page)
-
-    def _page_field_changed(self, page: str, field: str) -> None:
-        self.page_field_changed.emit(page, field)
-        if field not in _NOT_COMPILED:
-            self._edited(page)
-
-    def _insert_page(self, page: Page, index: int | None) -> None:
-        self.project.pages.insert(len(self.project.pages) if index is None else index, page)
-        self._programs.pages_changed()
-        self.pages_changed.emit()
-
-    def _take_page(self, name: str) -> int:
-        names = [p.name for p in self.project.pages]
-        index = names.index(name)
-        del self.project.pages[index]
-        self._programs.removed(name)
-        if self.current_page == name:
-            self.current_page = self.project.pages[min(index, len(self.project.pages) - 1)].name
-            self.current_page_changed.emit(self.current_page)
-        self.pages_changed.emit()
-        return index
-
-    def _rename_page(self, old: str, new: str) -> None:
-        self.project.page(old).name = new
-        self._programs.removed(old)
-        if self.current_page == old:
-            self.current_page = new
-        self.page_renamed.emit(old, new)
-        self.pages_changed.emit()
-        self._edited(new)
-
-    def _move_page(self, name: str, index: int) -> int:
-        pages = self.project.pages
-        old = [p.name for p in pages].index(name)
-        page = pages.pop(old)
-        pages.insert(index, page)
-        self.pages_changed.emit()
-        return old

@@ -9,15 +9,12 @@ from pathlib import Path
 
 import numpy as np
 
+from blockflow.spec import shape_text
+
 __all__ = ["FEED_FILTER", "read_feed_file", "shape_text"]
 
 #: the file dialog's filter
 FEED_FILTER = "Arrays (*.npy *.csv);;NumPy arrays (*.npy);;CSV tables (*.csv);;All files (*)"
-
-
-def shape_text(shape) -> str:
-    """A declared shape as the blocks write it, open sizes as ``?``: ``[?, 3]``."""
-    return "[" + ", ".join("?" if d is None or d == -1 else str(d) for d in shape) + "]"
 
 
 def read_feed_file(path, dtype: str, shape) -> np.ndarray:

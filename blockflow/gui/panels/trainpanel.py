@@ -94,7 +94,7 @@ class TrainWorker(QObject):
                          commit=False, step=max(t.step_index - 1, 0), run_seed=t.config.seed)
         except BlockflowError:
             return
-        from blockflow.gui.canvas.resultview import summarize     # made here, on the worker thread, not in the UI
+        from blockflow.present.values import summarize     # made here, on the worker thread, not in the UI
 
         self.snapshot.emit(result, {key: summarize(v) for key, v in result.values.items()})
 

@@ -16,7 +16,8 @@ from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QHeaderView, QLabel, QSiz
 
 from blockflow.errors import BlockflowError
 from blockflow.gui.common.plaintext import plain_label
-from blockflow.gui.canvas.resultview import colormap, format_number, heatmap_image, value_stats
+from blockflow.present.values import colormap, format_number, value_stats
+from blockflow.gui.common.heatmap import heatmap_image
 
 __all__ = ["ValueViewerPanel", "ArrayPane", "ArrayTableModel", "HeatmapWidget"]
 

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QComboBox, QSizePolicy
 
 from blockflow.errors import BlockExecutionError, BlockflowError, FeedError, NumericsError
 from blockflow.run.runtime import RunResult, run
-from blockflow.gui.canvas.resultview import BlockResults, summarize
+from blockflow.present.values import BlockRun, summarize
 
 __all__ = ["RunController", "PageResults", "TargetCombo", "page_fingerprint", "error_location"]
 
@@ -130,7 +130,7 @@ class PageResults:
             return None
         return self.result.grads.get((self.run_id(node), port))
 
-    def block_results(self, node: str, ports) -> BlockResults | None:
+    def block_results(self, node: str, ports) -> BlockRun | None:
         rid = self.run_id(node)
         summaries = {p: self.summaries.get((rid, p)) for p in ports}
         error = badge = ""
@@ -138,7 +138,7 @@ class PageResults:
             error, badge = str(self.error), _badge(self.error)
         if not error and not any(s is not None for s in summaries.values()):
             return None
-        return BlockResults(summaries, error, self.stale, badge)
+        return BlockRun(summaries, error, self.stale, badge)
 
 
 class _Outcome:

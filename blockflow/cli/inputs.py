@@ -1,0 +1,75 @@
+"""What a command reads: the project, the block registry, feeds given on the command line, and
+the paths it is to write (checked before any work)."""
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+
+from blockflow.cli.exits import EXIT_FILE, EXIT_USAGE, CliError
+
+
+def load(path: str):
+    from blockflow.io.project_io import load_project
+
+    return load_project(path)
+
+
+def registry():
+    """The installed blocks; a block package that fails to load is skipped with a warning."""
+    from blockflow.registry import Registry
+
+    reg = Registry.from_entry_points(strict=False)
+    for where, problem in reg.problems:
+        print(f"blockflow: warning: block package {where} was skipped: {problem}", file=sys.stderr)
+    return reg
+
+
+def check_output_path(option: str, path: str) -> None:
+    """A file named on the command line to write must be able to be one: else a usage error
+    naming the option, the path and the problem (empty, ending in '/', a folder, too long)."""
+    from blockflow.ownfiles import name_problem
+
+    problem = name_problem(path)
+    if problem:
+        raise CliError(f"{option} {path or repr(path)}: {problem}", EXIT_USAGE)
+
+
+def parse_feed(spec: str, option: str = "--feed") -> tuple[str, np.ndarray]:
+    """``NAME=file.npy``, ``NAME=file.csv`` or ``NAME=<inline JSON>`` -> (name, array)."""
+    name, sep, value = spec.partition("=")
+    if not sep or not name:
+        raise CliError(f"{option} {spec!r}: expected NAME=VALUE (a .npy or .csv file, or inline JSON)", EXIT_USAGE)
+    text = value.strip()
+    if text.endswith(".npy"):
+        try:
+            return name, np.load(text, allow_pickle=False)
+        except Exception as exc:  # numpy raises OSError, ValueError, EOFError... for bad files
+            raise CliError(f"{option} {name}: cannot read {text}: {exc or type(exc).__name__}", EXIT_FILE) from None
+    if text.endswith(".csv"):
+        return name, _read_csv(f"{option} {name}", text)
+    try:
+        data = json.loads(text)
+        arr = np.asarray(data)
+    except (ValueError, TypeError) as exc:
+        raise CliError(f"{option} {name}: {text!r} is neither a .npy/.csv file nor JSON ({exc})", EXIT_USAGE) from None
+    if arr.dtype.kind not in "biuf":
+        raise CliError(f"{option} {name}: expected numbers, got {text!r}", EXIT_USAGE)
+    return name, arr
+
+
+def _read_csv(what: str, path: str) -> np.ndarray:
+    """A feed's CSV: numbers, one row per line, an optional header; read as a data file is
+    (streamed into one array whose size is checked before it exists)."""
+    from blockflow.datafiles import DataFileError, read_number_table
+
+    try:
+        _, arr = read_number_table(path, path, header="optional")
+    except OSError as exc:
+        raise CliError(f"{what}: cannot read {path}: {exc.strerror or exc}", EXIT_FILE) from None
+    except DataFileError as exc:
+        raise CliError(f"{what}: {exc}", EXIT_FILE) from None
+    if arr.shape[1] == 1:
+        arr = arr[:, 0]
+    return arr

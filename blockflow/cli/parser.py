@@ -1,0 +1,129 @@
+"""The command line's parser: one function a command adds its options with."""
+from __future__ import annotations
+
+import argparse
+
+from blockflow import __version__
+from blockflow.arrayout import JSON_FULL_VALUES
+from blockflow.cli.cmd_blocks import cmd_blocks
+from blockflow.cli.cmd_check import cmd_check
+from blockflow.cli.cmd_run import cmd_run
+from blockflow.cli.cmd_train import cmd_train
+from blockflow.cli.exits import EXIT_CODES
+
+
+def build_parser() -> argparse.ArgumentParser:
+    codes = "\n".join(f"  {k}  {v}" for k, v in EXIT_CODES.items())
+    parser = argparse.ArgumentParser(
+        prog="blockflow", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Draw a differentiable model as a block diagram, run it, see its gradients.",
+        epilog=f"exit codes:\n{codes}")
+    parser.add_argument("--version", action="version", version=f"blockflow {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_run(sub)
+    _add_check(sub)
+    _add_train(sub)
+    _add_blocks(sub)
+    return parser
+
+
+def _add_run(sub) -> None:
+    p = sub.add_parser("run", help="run a page forward (and backward from its loss), print values and gradients")
+    p.add_argument("project", help="a .bflow.json project file")
+    p.add_argument("--page", help="the page to run (default: the first)")
+    p.add_argument("--feed", action="append", default=[], metavar="NAME=VALUE",
+                   help="feed a Placeholder from a .npy or .csv file or inline JSON (repeatable)")
+    p.add_argument("--fetch", action="append", default=[], metavar="NODE[:PORT]",
+                   help="only show these outputs (repeatable; default: all)")
+    p.add_argument("--grad", metavar="NODE[:PORT]", help="gradient target (default: the page's loss)")
+    p.add_argument("--grad-seed", metavar="VALUE", help="cotangent for a non-scalar target (.npy/.csv/JSON)")
+    p.add_argument("--forward-only", action="store_true", help="no backward pass")
+    p.add_argument("--json", action="store_true", help="machine-readable output of values and gradients")
+    p.add_argument("--all-values", action="store_true",
+                   help=f"with --json, every value of arrays of more than {JSON_FULL_VALUES:,} values "
+                        f"(otherwise summarised)")
+    _budget_option(p)
+    p.set_defaults(func=cmd_run)
+
+
+def _add_check(sub) -> None:
+    p = sub.add_parser("check", help="compile the project and list its diagnostics")
+    p.add_argument("project")
+    p.add_argument("--page", help="check only this page (default: all pages)")
+    p.add_argument("--json", action="store_true", help="machine-readable diagnostics and wire types")
+    p.add_argument("-v", "--verbose", action="store_true", help="also print every wire's shape and dtype")
+    p.add_argument("--grad", nargs="?", const="", default=None, metavar="NODE[:PORT]",
+                   help="also check each page's gradients of its loss (or of NODE) against central "
+                        "differences, in float64; exit 1 when a check fails")
+    _budget_option(p)
+    p.set_defaults(func=cmd_check)
+
+
+def _add_train(sub) -> None:
+    p = sub.add_parser("train", help="train a page's Variables and report the loss (and save them)")
+    p.add_argument("project")
+    p.add_argument("--page", help="the page to train (default: the first)")
+    p.add_argument("--steps", type=_whole_number("MAX_STEPS"), help="number of training steps (default: the project's recommendation)")
+    p.add_argument("--optimizer", choices=("sgd", "momentum", "adam", "rmsprop", "adagrad"),
+                   help="the update rule (the Apply* block of the same name; default: the project's "
+                        "recommendation, else adam)")
+    p.add_argument("--lr", type=float, help="learning rate (default: the optimizer's)")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="another optimizer setting: momentum, beta1, beta2, epsilon, rho, use_nesterov")
+    p.add_argument("--batch-size", type=_whole_number("MAX_BATCH_SIZE"), help="examples per step for the page's dataset blocks (0: all)")
+    p.add_argument("--seed", type=_whole_number("MAX_SEED"), help="mixed into random streams, batch order and random "
+                                           "initial values (default: the project's, else 0); same seed, same result")
+    p.add_argument("--loss", metavar="NODE[:PORT]", help="the scalar to minimise (default: the page's loss)")
+    p.add_argument("--metric", action="append", default=[], metavar="NODE[:PORT]",
+                   help="a scalar to report (default: the page's metrics)")
+    p.add_argument("--eval-every", type=int, default=0, metavar="K",
+                   help="also evaluate on the datasets' test part every K steps and at the end")
+    p.add_argument("--mode", default="auto", choices=("auto", "optimizer", "graph"),
+                   help="graph: one run per step of the page's own Gradients/Apply* blocks (auto: when it has any)")
+    p.add_argument("--save", metavar="OUT", help="write the project with the trained values here (may be PROJECT)")
+    p.add_argument("--json", action="store_true", help="machine-readable history")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    _budget_option(p)
+    p.set_defaults(func=cmd_train)
+
+
+def _add_blocks(sub) -> None:
+    p = sub.add_parser("blocks", help="the block catalogue")
+    p.add_argument("--markdown", action="store_true", help="the block reference as Markdown (docs/blocks.md)")
+    p.add_argument("--output", "-o", help="write the Markdown here instead of standard output")
+    p.add_argument("--json", action="store_true", help="machine-readable catalogue")
+    p.set_defaults(func=cmd_blocks)
+
+
+def _budget_option(p) -> None:
+    p.add_argument("--memory-budget", metavar="SIZE", type=_size_arg,
+                   help="the most memory one run's tensors may take at once, e.g. 2G, 512M or 25%% (of "
+                        "physical memory); default: $BLOCKFLOW_MEMORY_BUDGET, else half of the memory "
+                        "this process may use (docs/limits.md)")
+
+
+def _whole_number(limit: str):
+    """An argparse type: a whole number from 0 to training's ``limit`` (the same ranges as a
+    project's recommended settings; looked up only when the option is given)."""
+    def parse(text: str) -> int:
+        from blockflow.run import training
+
+        top = getattr(training, limit)
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not 0 <= value <= top:
+            raise argparse.ArgumentTypeError(f"{value:,} is out of range: a whole number from 0 to {top:,}")
+        return value
+    return parse
+
+
+def _size_arg(text: str) -> int:
+    from blockflow.budget import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

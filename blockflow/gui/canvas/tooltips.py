@@ -1,0 +1,87 @@
+"""What hovering over the canvas tells: a wire's inferred type, a port's, a block's problems,
+its run results and gradients."""
+from __future__ import annotations
+
+import html
+
+from PySide6.QtCore import QPointF
+
+from blockflow.spec import SCOPE_PORT
+from blockflow.gui.common.plaintext import literal
+
+__all__ = ["tooltip_at"]
+
+
+class _NotCompiled:
+    """Stands for a page's program in a tooltip until its first compile lands: nothing inferred."""
+
+    @staticmethod
+    def port_type(node, port):
+        return None
+
+    @staticmethod
+    def wire_type(edge):
+        return None
+
+
+_NOT_COMPILED = _NotCompiled()
+
+
+def _with_lines(text: str, lines: list) -> str:
+    """``text`` (plain) followed by HTML ``lines``, as one rich-text tooltip (plain when none)."""
+    if not lines:
+        return literal(text)
+    return "<br>".join([html.escape(text), *lines])
+
+
+def tooltip_at(view, sp: QPointF) -> str:
+    """The tooltip at scene point ``sp`` of ``view`` ("" for none). Qt shows it as rich text when
+    it looks like some: file text in it is escaped (literal)."""
+    item, port = view.port_at(sp)
+    # What the canvas shows; the page may be compiling (off the UI thread) after an edit.
+    program = view.doc.ready_program() or view.diagram_scene().program or _NOT_COMPILED
+    if item is not None and port is not None:
+        return _port_tooltip(view, program, item, port)
+    if item is None:
+        item = view.node_at(sp)
+    if item is not None:
+        return _block_tooltip(view, item)
+    edge = view.edge_at(sp)
+    if edge is not None:
+        t = program.wire_type(edge.edge)
+        return _with_lines(f"{edge.edge}: {t.describe() if t is not None else 'type not inferred'}",
+                           view.gradients.edge_tooltip(edge.edge))
+    return ""
+
+
+def _port_tooltip(view, program, item, port: str) -> str:
+    nid = item.node_id
+    page = view.diagram_scene().page
+    if port == SCOPE_PORT:
+        return literal(f"scope: {page.scope} (full name {page.full_name(nid)})")
+    if item.is_output(port):
+        t = program.port_type(nid, port)
+        return literal(f"{nid}.{port}: {t.describe() if t is not None else 'not inferred'}")
+    edge = next((e.edge for e in item.edges if e.edge.dst == nid and e.edge.dst_port == port), None)
+    if edge is not None:
+        t = program.wire_type(edge)
+        return _with_lines(f"{nid}.{port} <- {edge.src}.{edge.src_port}: "
+                           f"{t.describe() if t else 'not inferred'}", view.gradients.edge_tooltip(edge))
+    decl = next((p for p in item.data.inputs if p.name == port), None)
+    return literal(f"{nid}.{port}: expects {decl.constraint if decl else 'any'}"
+                   + (f", inline {decl.inline}" if decl is not None and decl.inline else ""))
+
+
+def _block_tooltip(view, item) -> str:
+    d = item.data
+    spec = view.doc.registry.get(d.block)
+    esc = html.escape     # names and messages are the file's text: shown, never parsed
+    lines = [f"<b>{esc(d.block)}</b> {esc(view.diagram_scene().page.full_name(d.node_id))}"]
+    if spec is not None and spec.summary:
+        lines.append(esc(spec.summary))
+    lines += [f"<span style='color:#e0403a'>error: {esc(m)}</span>" for m in d.errors]
+    lines += [f"warning: {esc(m)}" for m in d.warnings]
+    if item.results is not None:
+        lines += item.results.tooltip_lines([p.name for p in d.outputs])
+    lines += view.gradients.node_tooltip(d.node_id)
+    return "<br>".join(lines)

@@ -1,0 +1,64 @@
+"""What a project file is and may hold: the format's name, version and migrations, the dtypes
+of its arrays, the limits a file is held to, and the keys of its objects.
+
+The public constants are tunable at run time (tests lower the limits, an embedder may raise them)
+by setting them on :mod:`blockflow.io.project_io`, which sets them here; the reader and the
+writer look them up here at each use (``rules.MAX_DEPTH``), never copy them.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+FORMAT = "blockflow-project"
+#: The format version this blockflow writes, and the newest one it reads.
+VERSION = 1
+#: The file suffix of project files.
+SUFFIX = ".bflow.json"
+
+#: ``{old_version: upgrade}``: each function takes the decoded JSON document (plain dicts and
+#: lists) of format ``old_version`` and returns it in format ``old_version + 1``. The loader
+#: applies them in a loop until the document is at :data:`VERSION`, then validates it.
+MIGRATIONS: dict = {}
+
+#: The dtypes an array may have in a file.
+DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")
+#: Arrays with at most this many elements are written as a ``"data"`` list, larger as base64.
+INLINE_DATA_MAX = 256
+
+# Limits: generous, but they turn a corrupt or hostile file into a clear error instead of
+# exhausting memory. All are module globals so that tests (and embedders) may change them.
+#: Largest file loaded (bytes; characters for a ``str`` given to loads_project): 512 MiB.
+MAX_FILE_BYTES = 512 * 1024 * 1024
+#: Most elements in one array: 100 million.
+MAX_ARRAY_ELEMENTS = 100_000_000
+#: Most nodes on one page.
+MAX_NODES_PER_PAGE = 200_000
+#: Deepest nesting of lists/objects inside one attr value or the metadata.
+MAX_DEPTH = 64
+#: Most dimensions of one array (numpy 1.x's own limit).
+MAX_NDIM = 32
+#: Loading a file takes at most LOAD_FACTOR times its size (bytes; characters for a ``str``) plus
+#: LOAD_ALLOWANCE_BYTES of memory, whatever it holds: a file whose parsed form could take more
+#: (millions of tiny lists, objects, strings or numbers) is refused before it is parsed.
+LOAD_FACTOR = 24
+LOAD_ALLOWANCE_BYTES = 16 * 1024 * 1024
+
+# Width up to which an array object or a plain list/object value is written on one line.
+_INLINE_WIDTH = 100
+
+_PORT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[(?:0|[1-9][0-9]*)\])?")
+_PLAIN_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DIGITS_RE = re.compile(r"([0-9]+)")
+_NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+# Integers up to this size convert to float64 without overflow (checked without converting).
+_EXACT_INT = 2 ** 1000
+
+_TOP_KEYS = ("format", "version", "metadata", "pages")
+_PAGE_KEYS = ("name", "text", "loss", "metrics", "nodes", "edges", "feeds")
+_NODE_KEYS = ("id", "block", "label", "position", "attrs", "inputs", "state")
+_EDGE_KEYS = ("from", "to")
+_ARRAY_KEYS = ("dtype", "shape", "data", "base64")
+_ARRAY_KEYSETS = (frozenset({"dtype", "shape", "data"}), frozenset({"dtype", "shape", "base64"}))
+# The position of a node that has none in the file (a tuple: every such node can share it).
+_ORIGIN = (0.0, 0.0)

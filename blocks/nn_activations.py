@@ -1,0 +1,257 @@
+"""nn_ops, activations (elementwise): Relu, Relu6, Elu, Selu, LeakyRelu, Softplus, Softsign; and
+Dropout.
+
+Imports only blockflow.spec and numpy.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from blockflow.spec import DTYPE_NAMES, Attr, Input, Output, ShapeError, TensorType, block, reserve
+
+from .common import ONE, ZERO, like, no_bool, typed
+
+# Relu6's cap typed like its input (see common.ONE); Relu6 takes integer tensors too.
+_SIX = {np.dtype(n): np.dtype(n).type(6) for n in DTYPE_NAMES if n != "bool"}
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+_SELU_S = typed(_SELU_SCALE)
+_SELU_SA = typed(_SELU_SCALE * _SELU_ALPHA)
+
+
+@block("Relu", category="nn_ops")
+class Relu:
+    """Rectified linear unit: ``max(features, 0)`` elementwise.
+
+    The gradient passes where ``features > 0`` and is 0 elsewhere (also at exactly 0, as in
+    TensorFlow).
+    """
+
+    inputs = (Input("features", dtype="number"),)
+    outputs = (Output("activations"),)
+    grad_rule = "dfeatures = g where features > 0, else 0 (also 0 at features = 0)"
+
+    def infer(features):
+        return TensorType(features.shape, features.dtype)
+
+    def forward(features):
+        return np.maximum(features, ZERO[features.dtype])
+
+    def vjp(g, out, features):
+        return (g * (out > 0),)
+
+
+@block("Relu6", category="nn_ops")
+class Relu6:
+    """Rectified linear unit capped at 6: ``min(max(features, 0), 6)`` elementwise.
+
+    The gradient passes where ``0 < features < 6`` and is 0 elsewhere, also at exactly 0 and 6
+    (TensorFlow's Relu6Grad).
+    """
+
+    inputs = (Input("features", dtype="number"),)
+    outputs = (Output("activations"),)
+    grad_rule = "dfeatures = g where 0 < features < 6, else 0 (also 0 at exactly 0 and 6)"
+
+    def infer(features):
+        return no_bool("Relu6", features)
+
+    def forward(features):
+        return np.minimum(np.maximum(features, ZERO[features.dtype]), _SIX[features.dtype])
+
+    def vjp(g, out, features):
+        return (g * ((out > 0) & (out < 6)),)
+
+
+@block("Elu", category="nn_ops")
+class Elu:
+    """Exponential linear unit: ``features`` where positive, ``exp(features) - 1`` elsewhere.
+
+    The gradient is 1 for ``features > 0`` and ``exp(features) = activations + 1`` elsewhere
+    (TensorFlow's EluGrad, computed from the output).
+    """
+
+    inputs = (Input("features", dtype="float"),)
+    outputs = (Output("activations"),)
+    grad_rule = "dfeatures = g where features > 0, g · (activations + 1) = g · exp(features) elsewhere"
+
+    def infer(features):
+        return like(features)
+
+    def forward(features):
+        # exp(x) - 1 >= x for every x, so the max picks x exactly where x > 0; clipping the
+        # argument at 0 keeps expm1 from overflowing on large positive entries. (No out=: a
+        # 0-d input gives numpy scalars.)
+        return np.maximum(np.expm1(np.minimum(features, ZERO[features.dtype])), features)
+
+    def vjp(g, out, features):
+        t = np.minimum(out, ZERO[out.dtype])
+        t += ONE[out.dtype]
+        t *= g
+        return (t,)
+
+
+@block("Selu", category="nn_ops")
+class Selu:
+    """Scaled exponential linear unit: ``scale * x`` for x > 0, ``scale * alpha * (exp(x) - 1)`` else.
+
+    ``alpha = 1.6732632423543772`` and ``scale = 1.0507009873554805`` (Klambauer et al., as
+    TensorFlow's ``tf.nn.selu``). The gradient is ``scale`` for ``features > 0`` and
+    ``activations + scale * alpha`` elsewhere (TensorFlow's SeluGrad).
+    """
+
+    inputs = (Input("features", dtype="float"),)
+    outputs = (Output("activations"),)
+    grad_rule = """
+        dfeatures = g · scale where activations ≥ 0 (features ≥ 0)
+        dfeatures = g · (activations + scale · alpha) where activations < 0
+        """
+
+    def infer(features):
+        return like(features)
+
+    def forward(features):
+        dt = features.dtype
+        neg = np.expm1(np.minimum(features, ZERO[dt]))
+        neg *= _SELU_SA[dt]
+        pos = np.maximum(features, ZERO[dt])
+        pos *= _SELU_S[dt]
+        neg += pos  # one of the two terms is exactly 0 at each entry
+        return neg
+
+    def vjp(g, out, features):
+        dt = out.dtype
+        t = np.where(out < 0, out + _SELU_SA[dt], _SELU_S[dt])
+        t *= g
+        return (t,)
+
+
+@block("LeakyRelu", category="nn_ops")
+class LeakyRelu:
+    """Leaky rectified linear unit: ``features`` where positive, ``alpha * features`` elsewhere.
+
+    As TensorFlow's LeakyRelu (``tf.nn.leaky_relu``, default ``alpha`` 0.2). The gradient is 1
+    where ``features > 0`` and ``alpha`` elsewhere, also at exactly 0.
+    """
+
+    inputs = (Input("features", dtype="float"),)
+    outputs = (Output("activations"),)
+    attrs = (Attr("alpha", "float", 0.2, doc="slope for negative inputs"),)
+    grad_rule = "dfeatures = g where features > 0, alpha · g elsewhere (also at 0)"
+
+    def infer(features, *, alpha):
+        return like(features)
+
+    def forward(features, *, alpha):
+        return np.where(features > 0, features, features * features.dtype.type(alpha))
+
+    def vjp(g, out, features, *, alpha):
+        return (np.where(features > 0, g, g * g.dtype.type(alpha)),)
+
+
+@block("Softplus", category="nn_ops")
+class Softplus:
+    """Smooth rectifier: ``log(1 + exp(features))``, computed without overflow.
+
+    Accurate over the whole range: ``features`` for large inputs, ``exp(features)`` for very
+    negative ones. The gradient is ``sigmoid(features)``, computed as
+    ``exp(features - activations)``, which neither overflows nor underflows early.
+    """
+
+    inputs = (Input("features", dtype="float"),)
+    outputs = (Output("activations"),)
+    grad_rule = "dfeatures = g · sigmoid(features), computed as g · exp(features − activations)"
+
+    def infer(features):
+        return like(features)
+
+    def forward(features):
+        return np.logaddexp(features, ZERO[features.dtype])
+
+    def vjp(g, out, features):
+        t = np.exp(features - out)
+        t *= g
+        return (t,)
+
+
+@block("Softsign", category="nn_ops")
+class Softsign:
+    """Softsign: ``features / (1 + |features|)`` elementwise.
+
+    The gradient is ``1 / (1 + |features|) ** 2``.
+    """
+
+    inputs = (Input("features", dtype="float"),)
+    outputs = (Output("activations"),)
+    grad_rule = "dfeatures = g / (1 + |features|)²"
+
+    def infer(features):
+        return like(features)
+
+    def forward(features):
+        d = np.abs(features)
+        d += ONE[features.dtype]
+        return features / d
+
+    def vjp(g, out, features):
+        d = np.abs(features)
+        d += ONE[features.dtype]
+        d *= d
+        return (g / d,)
+
+
+# --------------------------------------------------------------------------------------------
+# Dropout
+
+
+@block("Dropout", category="nn_ops")
+class Dropout:
+    """Randomly zeroes entries of ``x`` with probability ``rate`` and scales the rest by 1/(1-rate).
+
+    As TensorFlow's ``tf.nn.dropout``: each entry is kept when a uniform draw in [0, 1) is at
+    least ``rate``, and kept entries are multiplied by ``1 / (1 - rate)`` so the expected value
+    is unchanged. ``rate`` is in [0, 1). With ``training`` false (evaluation) the block is the
+    identity. The mask is drawn from the block's seeded generator: the same ``seed`` gives the
+    same masks run after run. The gradient passes through the kept entries, scaled by
+    ``1 / (1 - rate)``, using the same mask (the backward pass redraws it from an identically
+    seeded generator instead of storing it).
+    """
+
+    inputs = (Input("x", dtype="float"),)
+    outputs = (Output("output"),)
+    attrs = (
+        Attr("rate", "float", 0.5, min=0.0, max=1.0, doc="probability of dropping an entry, in [0, 1)"),
+        Attr("training", "bool", True, doc="false: pass x through unchanged"),
+        Attr("seed", "int", 0, doc="seed of the dropout masks"),
+    )
+    grad_rule = """
+        dx = g ⊙ mask / (1 − rate), with the forward pass's mask (1 where kept, 0 where dropped)
+        dx = g when training is false or rate is 0
+        """
+
+    def infer(x, *, rate, training, seed):
+        if rate >= 1:
+            raise ShapeError(f"Dropout: rate must be in [0, 1), got {rate} (a rate of 1 drops everything)")
+        return like(x)
+
+    def forward(x, *, rate, training, seed, rng):
+        if not training or rate == 0:
+            return x
+        out = x * x.dtype.type(1 / (1 - rate))
+        out *= _dropout_draws(rng, x.shape) >= rate
+        return out
+
+    def vjp(g, out, x, *, rate, training, seed, rng):
+        if not training or rate == 0:
+            return (g,)
+        gx = g * g.dtype.type(1 / (1 - rate))
+        gx *= _dropout_draws(rng, x.shape) >= rate
+        return (gx,)
+
+
+def _dropout_draws(rng, shape):
+    """The uniform draws Dropout compares with its rate (float32, whatever x's dtype)."""
+    reserve(shape, np.float32, "Dropout's random draws")
+    return rng.random(shape, dtype=np.float32)

@@ -1,0 +1,253 @@
+"""nn_ops, convolution: BiasAdd, Conv2D.
+
+Imports only blockflow.spec and numpy.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from blockflow.spec import Attr, Input, Output, ShapeError, TensorType, block, reserve
+
+from .common import fmt_shape, no_bool
+from .window_geometry import (LAYOUTS, axis_geometry, explicit_pads, from_nhwc, geometry, layout_shape,
+                              nhwc_type, pad_hw, spatial, to_nhwc)
+
+
+@block("BiasAdd", category="nn_ops")
+class BiasAdd:
+    """Adds a 1-D ``bias`` along the channel axis of ``value`` (the last one, or axis 1 for NCHW).
+
+    As TensorFlow's ``tf.nn.bias_add``: ``value`` has rank 2 or more and ``bias`` one entry per
+    channel (``value``'s last size for NHWC, its size at axis 1 for NCHW), of the same dtype.
+    The gradient passes to ``value`` unchanged and is summed over every other axis for ``bias``
+    (TensorFlow's BiasAddGrad).
+    """
+
+    inputs = (Input("value"), Input("bias"))
+    outputs = (Output("output"),)
+    attrs = (Attr("data_format", "choice", "NHWC", choices=LAYOUTS,
+                  doc="NHWC: channels last; NCHW: channels at axis 1"),)
+    grad_rule = """
+        dvalue = g
+        dbias = g summed over every axis but the channel axis (the last for NHWC, axis 1 for NCHW)
+        """
+
+    def infer(value, bias, *, data_format):
+        if value.dtype != bias.dtype:
+            raise ShapeError(f"BiasAdd: value is {value.dtype.name} but bias is {bias.dtype.name}")
+        no_bool("BiasAdd", value)
+        if value.rank < 2 or bias.rank != 1:
+            raise ShapeError(f"BiasAdd needs a value of rank 2 or more and a 1-D bias, got {value} and {bias}")
+        axis = value.rank - 1 if data_format == "NHWC" else 1
+        c, b = value.shape[axis], bias.shape[0]
+        if c is not None and b is not None and c != b:
+            raise ShapeError(f"BiasAdd: bias {fmt_shape(bias.shape)} must have one entry per channel of value "
+                             f"{fmt_shape(value.shape)} (axis {axis}, size {c}, {data_format})")
+        shape = list(value.shape)
+        shape[axis] = b if c is None else c
+        return TensorType(shape, value.dtype)
+
+    def forward(value, bias, *, data_format):
+        if data_format == "NHWC":
+            if bias.shape[0] != value.shape[-1]:
+                raise ShapeError(f"BiasAdd: bias {list(bias.shape)} must have one entry per channel of "
+                                 f"value {list(value.shape)}")
+            return value + bias
+        if bias.shape[0] != value.shape[1]:
+            raise ShapeError(f"BiasAdd: bias {list(bias.shape)} must have one entry per channel of "
+                             f"value {list(value.shape)} (axis 1, NCHW)")
+        return value + bias.reshape((-1,) + (1,) * (value.ndim - 2))
+
+    def vjp(g, out, value, bias, *, data_format, needs):
+        g_bias = None
+        if needs[1]:
+            axis = g.ndim - 1 if data_format == "NHWC" else 1
+            g_bias = np.add.reduce(g, axis=tuple(i for i in range(g.ndim) if i != axis))
+        return (g if needs[0] else None), g_bias
+
+
+_CONV_PADDINGS = ("SAME", "VALID", "EXPLICIT")
+
+
+def _conv_setup(input_shape, filter_shape, strides, padding, explicit_paddings, dilations, data_format):
+    """Everything Conv2D needs about its windows, from NHWC ``input_shape``; checked."""
+    s = spatial("Conv2D", "strides", strides, data_format)
+    d = spatial("Conv2D", "dilations", dilations, data_format)
+    pads = explicit_pads("Conv2D", padding, explicit_paddings, data_format)
+    oh, ow, p = geometry("Conv2D", input_shape, filter_shape[:2], s, d, padding, pads)
+    return s, d, oh, ow, p
+
+
+# The window matrix of a convolution (im2col) has kh * kw * C entries per output pixel: a large
+# filter on a large image would make it gigabytes. It is made in pieces of about this many bytes
+# (whole images, or runs of output rows of one image), each multiplied and dropped before the
+# next, so a convolution needs its input, output and filter plus one piece.
+_WINDOW_PIECE_BYTES = 32 * 1024 ** 2
+
+
+def _conv_pieces(n, oh, ow, k, cin, itemsize):
+    """The (images, output rows) ranges the window matrix is made in, as slices."""
+    per_row = max(ow * k[0] * k[1] * cin * itemsize, 1)
+    rows = max(_WINDOW_PIECE_BYTES // per_row, 1)
+    if rows >= oh:
+        images = max(rows // max(oh, 1), 1)
+        return [(slice(b, min(b + images, n)), slice(0, oh)) for b in range(0, n, images)]
+    return [(slice(b, b + 1), slice(r, min(r + rows, oh))) for b in range(n) for r in range(0, oh, rows)]
+
+
+def _windows_of(xp, k, rows, ow, strides, dilations):
+    """The windows of the output rows ``rows`` of padded NHWC ``xp`` as a matrix: one row per
+    output pixel, [images * len(rows) * ow, kh * kw * C]; a strided view copied once."""
+    n, _, _, c = xp.shape
+    s0, s1, s2, s3 = xp.strides
+    first = rows.start * strides[0]
+    count = rows.stop - rows.start
+    win = as_strided(xp[:, first:], (n, count, ow, k[0], k[1], c),
+                     (s0, s1 * strides[0], s2 * strides[1], s1 * dilations[0], s2 * dilations[1], s3),
+                     writeable=False)
+    reserve(win.shape, xp.dtype, "the convolution's window matrix (one piece)")
+    return win.reshape(n * count * ow, k[0] * k[1] * c)
+
+
+def _add_windows(dxp, dcols, k, rows, strides, dilations):
+    """Add each output pixel's window cotangent ``dcols`` ([images, rows, ow, kh, kw, C]) back onto
+    the padded input gradient ``dxp`` (the images of this piece): one strided add per kernel
+    offset, or per output pixel when there are fewer of those."""
+    _, count, ow = dcols.shape[:3]
+    sh, sw = strides
+    dh, dw = dilations
+    top = rows.start * sh
+    if k[0] * k[1] <= count * ow:
+        for i in range(k[0]):
+            for j in range(k[1]):
+                r, c = top + i * dh, j * dw
+                dxp[:, r:r + sh * (count - 1) + 1:sh, c:c + sw * (ow - 1) + 1:sw] += dcols[:, :, :, i, j]
+    else:
+        for y in range(count):
+            for x in range(ow):
+                r, c = top + y * sh, x * sw
+                dxp[:, r:r + dh * (k[0] - 1) + 1:dh, c:c + dw * (k[1] - 1) + 1:dw] += dcols[:, y, x]
+
+
+@block("Conv2D", category="nn_ops")
+class Conv2D:
+    """2-D convolution (cross-correlation, as TensorFlow) of ``input`` with ``filter``.
+
+    ``input`` is [batch, height, width, in_channels] (NHWC; [batch, in_channels, height, width]
+    with NCHW) and ``filter`` is [filter_height, filter_width, in_channels, out_channels]; the
+    output has out_channels channels in the same layout. ``strides`` and ``dilations`` have 4
+    entries in the layout's order, 1 for batch and channels (``[1, sh, sw, 1]`` for NHWC).
+
+    Padding follows TensorFlow exactly. VALID: no padding, only full windows. SAME: the output
+    has ``ceil(size / stride)`` entries per axis and the input is zero-padded by
+    ``max((out - 1) * stride + (k - 1) * dilation + 1 - size, 0)``, the odd entry going after
+    (bottom/right). EXPLICIT: ``explicit_paddings`` gives (before, after) per axis, 8 ints in the
+    layout's order.
+
+    Computed by im2col (a strided view of the windows) and matrix products, in pieces of about
+    32 MiB of windows, so a large filter on a large image never makes its whole window matrix.
+    The gradient goes to both operands: the filter's as the windows' product with the output's
+    cotangent; the input's as the full correlation of the cotangent with the flipped filter
+    (stride 1), or by summing the windows' cotangents back over the kernel offsets (col2im).
+    """
+
+    inputs = (Input("input", dtype="float"), Input("filter", dtype="float"))
+    outputs = (Output("output"),)
+    attrs = (
+        Attr("strides", "ints", (1, 1, 1, 1), doc="window step per axis, [1, sh, sw, 1] in NHWC"),
+        Attr("padding", "choice", "VALID", choices=_CONV_PADDINGS),
+        Attr("explicit_paddings", "ints", (), doc="with EXPLICIT padding: 8 ints, (before, after) per axis"),
+        Attr("data_format", "choice", "NHWC", choices=LAYOUTS),
+        Attr("dilations", "ints", (1, 1, 1, 1), doc="filter dilation per axis, [1, dh, dw, 1] in NHWC"),
+    )
+    grad_rule = """
+        dinput = each output position's g times filter, added back onto that position's input window
+        overlapping windows add up; what lands on the padding is dropped
+        dfilter = Σ over the batch and the output positions of (input window) ⊗ g
+        """
+
+    def infer(input, filter, *, strides, padding, explicit_paddings, data_format, dilations):
+        if input.dtype != filter.dtype:
+            raise ShapeError(f"Conv2D: input is {input.dtype.name} but filter is {filter.dtype.name}")
+        shape = nhwc_type("Conv2D", input, data_format)
+        if filter.rank != 4:
+            raise ShapeError(f"Conv2D needs a rank-4 filter [height, width, in_channels, out_channels], "
+                             f"got {filter}")
+        cin, fin = shape[3], filter.shape[2]
+        if cin is not None and fin is not None and cin != fin:
+            raise ShapeError(f"Conv2D: input {fmt_shape(input.shape)} has {cin} channels ({data_format}) but "
+                             f"filter {fmt_shape(filter.shape)} expects {fin}")
+        kh, kw = filter.shape[:2]
+        s = spatial("Conv2D", "strides", strides, data_format)
+        d = spatial("Conv2D", "dilations", dilations, data_format)
+        pads = explicit_pads("Conv2D", padding, explicit_paddings, data_format)
+        oh = ow = None
+        if kh is not None:
+            oh = axis_geometry("Conv2D", "height", shape[1], kh, s[0], d[0], padding, pads and pads[0])[0]
+        if kw is not None:
+            ow = axis_geometry("Conv2D", "width", shape[2], kw, s[1], d[1], padding, pads and pads[1])[0]
+        return TensorType(layout_shape(shape[0], oh, ow, filter.shape[3], data_format), input.dtype)
+
+    def forward(input, filter, *, strides, padding, explicit_paddings, data_format, dilations):
+        x = to_nhwc(input, data_format)
+        if x.shape[3] != filter.shape[2]:
+            raise ShapeError(f"Conv2D: input {list(input.shape)} has {x.shape[3]} channels but filter "
+                             f"{list(filter.shape)} expects {filter.shape[2]}")
+        s, d, oh, ow, p = _conv_setup(x.shape, filter.shape, strides, padding, explicit_paddings,
+                                      dilations, data_format)
+        return from_nhwc(_correlate(pad_hw(x, p, 0), filter, s, d, oh, ow), data_format)
+
+    def vjp(g, out, input, filter, *, strides, padding, explicit_paddings, data_format, dilations, needs):
+        x = to_nhwc(input, data_format)
+        s, d, oh, ow, p = _conv_setup(x.shape, filter.shape, strides, padding, explicit_paddings,
+                                      dilations, data_format)
+        kh, kw, cin, cout = filter.shape
+        n, h, w, _ = x.shape
+        g = to_nhwc(g, data_format)
+        pieces = _conv_pieces(n, oh, ow, filter.shape, cin, max(x.dtype.itemsize, g.dtype.itemsize))
+        g_input = g_filter = None
+        if needs[1]:
+            # Piece by piece, as the forward: the window matrix never exists whole.
+            xp = pad_hw(x, p, 0)
+            g_filter = np.zeros((kh * kw * cin, cout), g.dtype)
+            for images, rows in pieces:
+                g_filter += np.matmul(_windows_of(xp[images], filter.shape, rows, ow, s, d).T,
+                                      g[images, rows].reshape(-1, cout))
+            del xp
+            g_filter = g_filter.reshape(filter.shape)
+        if needs[0]:
+            top, bottom, left, right = p
+            hp, wp = h + top + bottom, w + left + right
+            reserve((n, hp, wp, cin), g.dtype, "the padded input's gradient")
+            if s == (1, 1):
+                # The input's gradient is a full correlation of g with the filter flipped (in and
+                # out channels swapped): the forward's own pieces and matrix products.
+                eh, ew = (kh - 1) * d[0], (kw - 1) * d[1]
+                flipped = filter[::-1, ::-1].transpose(0, 1, 3, 2)
+                dxp = _correlate(pad_hw(g, (eh, eh, ew, ew), 0, "the convolution's padded gradient"),
+                                 flipped, (1, 1), d, hp, wp)
+            else:
+                dxp = np.zeros((n, hp, wp, cin), g.dtype)
+                kernel_t = filter.reshape(-1, cout).T
+                for images, rows in pieces:
+                    g2 = g[images, rows].reshape(-1, cout)
+                    count = rows.stop - rows.start
+                    reserve((g2.shape[0], kernel_t.shape[1]), g.dtype,
+                            "the convolution's window cotangents (one piece)")
+                    dcols = np.matmul(g2, kernel_t).reshape(len(range(n)[images]), count, ow, kh, kw, cin)
+                    _add_windows(dxp[images], dcols, (kh, kw), rows, s, d)
+            g_input = from_nhwc(dxp[:, top:top + h, left:left + w], data_format)
+        return g_input, g_filter
+
+
+def _correlate(xp, filter, strides, dilations, oh, ow):
+    """The VALID cross-correlation of padded NHWC ``xp`` with ``filter`` [kh, kw, cin, cout]:
+    [N, oh, ow, cout], made piece by piece (im2col and one matrix product per piece)."""
+    n, cin, cout = xp.shape[0], filter.shape[2], filter.shape[3]
+    kernel = filter.reshape(-1, cout)
+    out = np.empty((n, oh, ow, cout), np.result_type(xp, filter))
+    for images, rows in _conv_pieces(n, oh, ow, filter.shape, cin, xp.dtype.itemsize):
+        cols = _windows_of(xp[images], filter.shape, rows, ow, strides, dilations)
+        out[images, rows] = np.matmul(cols, kernel).reshape(out[images, rows].shape)
+    return out
