@@ -211,8 +211,6 @@ class InspectorPanel(QWidget):
         document.structure_changed.connect(lambda page: self._on_page_edit(page, ""))
         document.program_ready.connect(
             lambda page: self._load_outputs() if page == self.document.current_page else None)
-        document.node_removed.connect(self._on_node_removed)
-        document.node_renamed.connect(self._on_node_renamed)
         document.current_page_changed.connect(lambda _p: self.set_nodes([]))
         document.project_replaced.connect(lambda: self.set_nodes([]))
         document.page_renamed.connect(lambda _old, _new: self._pending.start())
@@ -230,18 +228,6 @@ class InspectorPanel(QWidget):
 
     def _on_page_edit(self, page: str, _what: str) -> None:
         if page == self.document.current_page:
-            self._pending.start()
-
-    def _on_node_renamed(self, page: str, old: str, new: str) -> None:
-        if page == self.document.current_page:
-            self._selection = [new if n == old else n for n in self._selection]
-            if self.node_id == old:
-                self.node_id = new
-            self._pending.start()
-
-    def _on_node_removed(self, page: str, node_id: str) -> None:
-        if page == self.document.current_page and node_id == self.node_id:
-            self.node_id = None
             self._pending.start()
 
     def _signature_now(self):
