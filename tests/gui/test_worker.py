@@ -61,3 +61,49 @@ def test_deleting_the_owner_waits_for_the_job_under_way(qtbot):
     del worker
     qtbot.waitUntil(finished.is_set, timeout=5000)
     qtbot.wait(20)             # a result posted to a deleted worker is dropped without an error
+
+
+# ------------------------------------------------------------------------------- page compiles on it
+
+
+def _held_compiles(monkeypatch):
+    """Page compiles that wait for ``gate`` on the worker thread (the UI thread's never do)."""
+    from blockflow.gui.document import compiling
+
+    gate, real = threading.Event(), compiling.compile_page
+    ui = threading.get_ident()
+
+    def held(*args, **kw):
+        if threading.get_ident() != ui:
+            gate.wait(5)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(compiling, "compile_page", held)
+    return gate
+
+
+def test_a_caller_needing_the_program_now_waits_for_the_compile_under_way(qtbot, monkeypatch):
+    from blockflow.gui.document.document import Document
+
+    gate = _held_compiles(monkeypatch)
+    doc = Document()
+    doc.add_node("Softmax", (0, 0))
+    assert doc.ready_program() is None                 # held on the worker: not ready in WAIT
+    threading.Timer(0.1, gate.set).start()
+    program = doc.program()                            # waits for that very compile
+    assert program.page_name == doc.current_page and any(d.node == "Softmax_1" for d in program.diagnostics)
+    assert doc.ready_program() is program
+
+
+def test_a_document_dropped_during_a_compile_waits_for_it(qtbot, monkeypatch):
+    from blockflow.gui.document.document import Document
+
+    gate = _held_compiles(monkeypatch)
+    doc = Document()
+    doc.add_node("Softmax", (0, 0))
+    assert doc.ready_program() is None
+    threading.Timer(0.1, gate.set).start()
+    doc.deleteLater()
+    del doc
+    qtbot.wait(300)          # the compile lands in a worker that is gone: dropped, no error
+    assert gate.is_set()
