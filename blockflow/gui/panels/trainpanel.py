@@ -134,6 +134,23 @@ class TrainPanel(QWidget):
     def _build(self):
         outer = QVBoxLayout(self)
         outer.setContentsMargins(6, 6, 6, 6)
+        form = self._build_form()
+        also = QLabel("Also plot (saved with the page):")
+        also.setWordWrap(True)
+        self.metrics = QListWidget()
+        self.metrics.setMaximumHeight(90)
+        self.metrics.itemChanged.connect(self._on_metric_toggled)
+        self._build_controls(outer)
+        self.plot_host = QVBoxLayout()
+        outer.addLayout(self.plot_host, 1)
+        # the curves and controls first, the settings under them
+        outer.addLayout(form)
+        outer.addWidget(also)
+        outer.addWidget(self.metrics)
+        self._on_optimizer()
+
+    def _build_form(self) -> QFormLayout:
+        """The settings: loss, mode, optimizer and its settings, steps, batch, seed, test."""
         form = QFormLayout()
         form.setRowWrapPolicy(QFormLayout.WrapLongRows)     # a narrow dock: fields go below labels
         self.loss = QComboBox()
@@ -178,11 +195,10 @@ class TrainPanel(QWidget):
         self.eval_every.setSpecialValueText("never")
         self.eval_every.setToolTip("evaluate the loss and metrics on the datasets' test part every K steps")
         form.addRow("Test every", self.eval_every)
-        also = QLabel("Also plot (saved with the page):")
-        also.setWordWrap(True)
-        self.metrics = QListWidget()
-        self.metrics.setMaximumHeight(90)
-        self.metrics.itemChanged.connect(self._on_metric_toggled)
+        return form
+
+    def _build_controls(self, outer: QVBoxLayout) -> None:
+        """Train / Stop / Reset, Keep, the progress bar and the line of news under it."""
         row = QHBoxLayout()
         self.train_button = QPushButton("Train")
         self.train_button.clicked.connect(self.start)
@@ -207,13 +223,6 @@ class TrainPanel(QWidget):
         self.info = plain_label("")      # may quote an error naming blocks of the file
         self.info.setWordWrap(True)
         outer.addWidget(self.info)
-        self.plot_host = QVBoxLayout()
-        outer.addLayout(self.plot_host, 1)
-        # the curves and controls first, the settings under them
-        outer.addLayout(form)
-        outer.addWidget(also)
-        outer.addWidget(self.metrics)
-        self._on_optimizer()
 
     def _on_optimizer(self, *_):
         """Show the chosen optimizer's settings, at its defaults."""
@@ -282,7 +291,7 @@ class TrainPanel(QWidget):
         scalars = []
         for st in program.steps:
             for o in st.outputs:
-                slot = program.slots[o]
+                slot = program.slot(o)
                 if slot.type.size == 1:
                     scalars.append((f"{slot.node}:{slot.port}", slot.type.is_float))
         loss = program.loss
