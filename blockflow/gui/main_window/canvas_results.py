@@ -2,14 +2,17 @@
 never reaches into the canvas and the canvas never asks the session."""
 from __future__ import annotations
 
+from PySide6.QtCore import QObject
+
 __all__ = ["ResultsOnCanvas"]
 
 
-class ResultsOnCanvas:
+class ResultsOnCanvas(QObject):
     """Puts the current page's results (or none) on its blocks whenever the session says they
     changed; a change of staleness alone only re-marks the results already shown."""
 
-    def __init__(self, view, session, document):
+    def __init__(self, view, session, document, parent=None):
+        super().__init__(parent)
         self.view, self.session, self.doc = view, session, document
         self._marked_only = False
         # Connected first, before any panel: the blocks show the results before anyone looks.

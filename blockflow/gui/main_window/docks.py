@@ -149,7 +149,8 @@ class GradientDock(DockPanel):
     scrolled = True
 
     def create(self, window):
-        return GradientPanel(window.document, window.view, lambda: self._context(window), window)
+        session, view = window.session, window.view      # (not the window: the panel may outlive it)
+        return GradientPanel(window.document, view, lambda: self._context(session, view), window)
 
     def place(self, window, dock):
         steps = window.docks["stepper"]
@@ -161,16 +162,13 @@ class GradientDock(DockPanel):
         panel.check_requested.connect(window.actions["check_gradients"].trigger)
 
     @staticmethod
-    def _context(window):
+    def _context(session, view):
         """The Backward target, the last recorded run and whether the page changed since: the
         session's when there are some, else the run behind the canvas's gradient view."""
-        session = getattr(window, "session", None)
-        target = result = stale = None
-        if session is not None:
-            target, result = session.target, session.last_result
-            stale = session.results_stale if result is not None else None
-        if result is None and window.view.gradients.current is not None:
-            result = window.view.gradients.current.result
+        target, result = session.target, session.last_result
+        stale = session.results_stale if result is not None else None
+        if result is None and view.gradients.current is not None:
+            result = view.gradients.current.result
         return target, result, stale
 
 

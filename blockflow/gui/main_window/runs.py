@@ -5,7 +5,7 @@ Gradient Legend; and a backward run's gradients highlighted on the canvas as soo
 the pages; this only offers it to the user. A mixin of MainWindow."""
 from __future__ import annotations
 
-from PySide6.QtCore import QSize, Qt, QTimer
+from PySide6.QtCore import QObject, QSize, Qt, QTimer
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QComboBox, QLabel, QProgressBar, QSizePolicy, QStyle, QToolBar
 
@@ -51,21 +51,24 @@ class TargetCombo(QComboBox):
             self.session.set_target(self.itemData(index))
 
 
-class GradientPathsToggle:
+class GradientPathsToggle(QObject):
     """View > Gradient Paths: where gradient can flow to the page's loss or the Backward target,
     before any run; it unchecks itself when a run's gradients take the canvas."""
 
     def __init__(self, window, action: QAction):
+        super().__init__(window)
         self.window, self.action = window, action
         self.grads = window.view.gradients
-        doc = window.document
         action.toggled.connect(self._toggled)
         self.grads.changed.connect(self._sync_action)
-        doc.program_ready.connect(
-            lambda page: self.show() if page == doc.current_page and self.grads.mode is None else None)
+        window.document.program_ready.connect(self._on_program_ready)
         # the paths follow the Backward target picked in the Run toolbar
         window.target_combo.currentIndexChanged.connect(
             lambda _i: QTimer.singleShot(0, self.show) if self.grads.mode == "paths" else None)
+
+    def _on_program_ready(self, page: str) -> None:
+        if page == self.window.document.current_page and self.grads.mode is None:
+            self.show()
 
     def _target(self) -> str | None:
         chosen = self.window.session.target

@@ -60,7 +60,7 @@ class MainWindow(FilesMixin, MenusMixin, RunsMixin, QMainWindow):
         self.view = DiagramView(self.document, self)
         self._build_centre()
         self.session = Session(self.document, self)
-        self.results_on_canvas = ResultsOnCanvas(self.view, self.session, self.document)
+        self.results_on_canvas = ResultsOnCanvas(self.view, self.session, self.document, self)
         build_docks(self)
         self._build_status_bar()
         self._build_actions()
@@ -116,15 +116,14 @@ class MainWindow(FilesMixin, MenusMixin, RunsMixin, QMainWindow):
 
     def _connect(self) -> None:
         doc, v = self.document, self.view
-        doc.dirty_changed.connect(lambda _d: self._update_title())
-        doc.path_changed.connect(lambda _p: self._update_title())
-        doc.project_replaced.connect(self._update_title)
-        doc.project_replaced.connect(self._update_status)
-        doc.structure_changed.connect(lambda _p: self._update_status())
-        doc.current_page_changed.connect(lambda _p: self._update_status())
-        doc.pages_changed.connect(self._update_status)
+        # Bound methods, not lambdas: the document may outlive the window, and a connection to a
+        # method of the window goes with it (a lambda would keep the closed window alive).
+        for signal in (doc.dirty_changed, doc.path_changed, doc.project_replaced):
+            signal.connect(self._update_title)
+        for signal in (doc.project_replaced, doc.structure_changed, doc.current_page_changed, doc.pages_changed,
+                       self.session.selection_changed):
+            signal.connect(self._update_status)
         v.selection_changed.connect(self.session.set_selection)
-        self.session.selection_changed.connect(lambda _ids: self._update_status())
         v.status_message.connect(lambda msg: self.statusBar().showMessage(msg, 6000))
         v.viewport().installEventFilter(self)
         v.view_changed.connect(self._update_zoom)
@@ -248,14 +247,14 @@ class MainWindow(FilesMixin, MenusMixin, RunsMixin, QMainWindow):
             QDesktopServices.openUrl(QUrl.fromLocalFile(str(path)))
 
     # ------------------------------------------------------------------------- display
-    def _update_title(self) -> None:
+    def _update_title(self, *_) -> None:
         title = self.document.project.metadata.get("title") or ""
         text = self.document.title
         if title and title != "Untitled" and not self.document.path:
             text += f" — {title}"
         self.setWindowTitle(f"{text} — blockflow")
 
-    def _update_status(self) -> None:
+    def _update_status(self, *_) -> None:
         page = self.document.page()
         n = len(page.nodes)
         self._status_page.setText(f"Page: {page.name}")
