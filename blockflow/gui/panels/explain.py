@@ -87,11 +87,10 @@ def block_inputs(program, result, node: str) -> dict | None:
     """``node``'s input values in ``result`` (a recorded run of ``program``), by port name, as
     the runtime passed them: wired inputs from the run's values, inline constants and static
     inputs as compiled. None when the run did not keep a value the block read."""
-    st = program.step_of[node]
-    slots = program.slots
+    st = program.step(node)
 
     def value(s):
-        slot = slots[s]
+        slot = program.slot(s)
         return slot.type.value if slot.const else result.values.get((slot.node, slot.port))
 
     inputs = {}
@@ -134,7 +133,7 @@ def run_checks(document, node: str | None = None, result=None, target=None,
                                    f"then check again.")
         else:
             try:
-                tslot = program.slots[program.resolve_target(target)]
+                tslot = program.target_slot(target)
                 report.target = f"{tslot.node}:{tslot.port}"
                 if program.loss is None:
                     report.page_message = (f"the page marks no loss; checked the gradient of the Backward "
@@ -158,7 +157,7 @@ def run_checks(document, node: str | None = None, result=None, target=None,
 
 
 def _check_block(report: CheckReport, program, node: str, result, stale: bool) -> None:
-    st = program.step_of.get(node)
+    st = program.step(node)
     if st is None:
         report.block_message = f"{node} is not part of the compiled page."
         return
@@ -182,10 +181,10 @@ def _check_block(report: CheckReport, program, node: str, result, stale: bool) -
                                 f"current inputs.")
         return
     program = result.program        # the run's own schedule: the values are keyed by its slots
-    if node not in program.step_of:
+    if program.step(node) is None:
         report.block_message = f"{node} was not part of the last run: run the page again to check it."
         return
-    st = program.step_of[node]
+    st = program.step(node)
     inputs = block_inputs(program, result, node)
     if inputs is None:
         report.block_message = (f"The last run did not keep {node}'s input values; run Forward or Backward "
@@ -206,6 +205,28 @@ def _blocks(report: CheckReport, nodes) -> str:
 
 def _err(error: float) -> str:
     return "∞" if not np.isfinite(error) else f"{error:.1e}"
+
+
+def _check_rows(report: CheckReport, res, cuts: dict, c: Colors, mono: str) -> list[str]:
+    """One table row per checked input (and its problem, and a note where a path is cut)."""
+    rows = []
+    for e in res.entries:
+        broken = bool(e.problem) or not np.isfinite(e.analytic)
+        mark = f"<b style='color:{c.ok}'>✓</b>" if e.passed else f"<b style='color:{c.bad}'>✗</b>"
+        rows.append(f"<tr><td><b>{esc(e.name)}</b></td>"
+                    f"<td {mono}>{'—' if broken else f'{e.analytic:.6g}'}</td>"
+                    f"<td {mono}>{'—' if broken else f'{e.numeric:.6g}'}</td>"
+                    f"<td {mono}>{_err(e.error)}</td><td {mono}>{res.rtol:.0e}</td>"
+                    f"<td align='center'>{mark}</td></tr>")
+        if e.problem:
+            rows.append(f"<tr><td></td><td colspan='5' style='color:{c.bad}'>{esc(e.problem)}"
+                        f"</td></tr>")
+        if e.name in cuts:
+            note = ("a cut path, left out of the gradient" if not e.passed else
+                    "matches although a path is cut: what it would add is zero here")
+            rows.append(f"<tr><td></td><td colspan='5' style='color:{c.muted}'>↳ "
+                        f"{esc(_blocks(report, cuts[e.name]))}: {note}</td></tr>")
+    return rows
 
 
 # ------------------------------------------------------------------------------ the panel
@@ -301,7 +322,7 @@ class GradientPanel(QWidget):
             self.text.setHtml(f"<p><b>{esc(self.node)}</b>: no gradient to explain yet. <b>{HINT}</b>, "
                               f"then select a block to see its gradient worked out.</p>")
             return
-        if self.node not in gview.program.step_of:
+        if gview.program.step(self.node) is None:
             self.text.setHtml(f"<p><b>{esc(self.node)}</b> was not part of the last backward pass (it was "
                               f"added or renamed since, or does not compile). <b>{HINT}</b> again.</p>")
             return
@@ -310,7 +331,7 @@ class GradientPanel(QWidget):
 
     def explanation_html(self, gview: GradientView, ex, c: Colors) -> str:
         program = gview.program
-        spec = program.step_of[ex.node].spec
+        spec = program.spec_of(ex.node)
         target = gview.target[0]
         parts = [f'<p style="margin-bottom:2px"><span style="font-size:large"><b>{esc(ex.node)}</b></span> · '
                  f'{esc(ex.block)}<br><span style="color:{c.muted}">{esc(ex.full_name)} · gradient of '
@@ -444,23 +465,7 @@ class GradientPanel(QWidget):
                                  f"{len(bad)} of {n} gradient{'s' if n != 1 else ''} ({esc(names)}) do not "
                                  f"match central differences (relative error &gt; {res.rtol:.0e}): a gradient "
                                  f"rule on the way is wrong.</p>")
-                rows = []
-                for e in res.entries:
-                    broken = bool(e.problem) or not np.isfinite(e.analytic)
-                    mark = f"<b style='color:{c.ok}'>✓</b>" if e.passed else f"<b style='color:{c.bad}'>✗</b>"
-                    rows.append(f"<tr><td><b>{esc(e.name)}</b></td>"
-                                f"<td {mono}>{'—' if broken else f'{e.analytic:.6g}'}</td>"
-                                f"<td {mono}>{'—' if broken else f'{e.numeric:.6g}'}</td>"
-                                f"<td {mono}>{_err(e.error)}</td><td {mono}>{res.rtol:.0e}</td>"
-                                f"<td align='center'>{mark}</td></tr>")
-                    if e.problem:
-                        rows.append(f"<tr><td></td><td colspan='5' style='color:{c.bad}'>{esc(e.problem)}"
-                                    f"</td></tr>")
-                    if e.name in cuts:
-                        note = ("a cut path, left out of the gradient" if not e.passed else
-                                "matches although a path is cut: what it would add is zero here")
-                        rows.append(f"<tr><td></td><td colspan='5' style='color:{c.muted}'>↳ "
-                                    f"{esc(_blocks(report, cuts[e.name]))}: {note}</td></tr>")
+                rows = _check_rows(report, res, cuts, c, mono)
                 parts.append(f"<table cellspacing='0' cellpadding='2'><tr>{head}</tr>{''.join(rows)}</table>")
             if msg:
                 parts.append(f"<p style='color:{c.muted}'><b>{esc(what)}</b>: {esc(msg)}</p>")
