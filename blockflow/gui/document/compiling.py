@@ -25,11 +25,12 @@ import traceback
 import weakref
 from collections import OrderedDict
 
-from PySide6.QtCore import QObject, QRunnable, Qt, QThreadPool, QTimer, Signal
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
 from blockflow.compile.compiler import compile_page, project_files
 from blockflow.compile.program import Program
 from blockflow.project import Node, Page
+from blockflow.gui.common.worker import Worker
 
 __all__ = ["PagePrograms", "snapshot", "WAIT"]
 
@@ -54,7 +55,6 @@ def snapshot(page: Page) -> Page:
 
 
 class _Emitter(QObject):
-    finished = Signal(object)    # a _Task, from the worker thread
     announce = Signal(str)       # a page compiled by program(), told after the caller returned
 
 
@@ -70,24 +70,17 @@ class _Task:
         self.taken = False
 
 
-class _Compile(QRunnable):
-    """Runs a _Task on the worker thread (the pool deletes the runnable; the task lives on)."""
-
-    def __init__(self, task: _Task, emitter: _Emitter):
-        super().__init__()
-        self.task, self.emitter = task, emitter
-
-    def run(self):
-        task = self.task
-        start = time.perf_counter()
-        try:
-            task.program = compile_page(task.page, task.registry, files=task.files)
-        except BaseException as exc:       # a bug (compile_page reports diagram problems itself)
-            task.error = exc
-        task.seconds = time.perf_counter() - start
-        task.page = None                   # the copy is not needed any more
-        task.done.set()
-        self.emitter.finished.emit(task)
+def _compile(task: _Task) -> _Task:
+    """Runs a _Task on the worker thread."""
+    start = time.perf_counter()
+    try:
+        task.program = compile_page(task.page, task.registry, files=task.files)
+    except BaseException as exc:       # a bug (compile_page reports diagram problems itself)
+        task.error = exc
+    task.seconds = time.perf_counter() - start
+    task.page = None                   # the copy is not needed any more
+    task.done.set()
+    return task
 
 
 class PagePrograms(QObject):
@@ -101,12 +94,9 @@ class PagePrograms(QObject):
         # Weak: the document owns this object (a strong reference back would be a cycle, freed
         # in an order up to the garbage collector; see commands._DocRef).
         self._doc = weakref.ref(document)
-        # The pool first: children are deleted in order, and the pool's destructor waits for a
-        # compile under way before the emitter it reports through is gone.
-        self._pool = QThreadPool(self)
-        self._pool.setMaxThreadCount(1)
+        # Deleted with this object, the worker waits for a compile under way (worker.py).
+        self._worker = Worker(self)
         self._emitter = _Emitter(self)
-        self._emitter.finished.connect(self._on_finished, Qt.QueuedConnection)
         self._emitter.announce.connect(self._announce, Qt.QueuedConnection)
         self._kick = QTimer(self)
         self._kick.setSingleShot(True)
@@ -243,7 +233,7 @@ class PagePrograms(QObject):
                 continue                   # the page went since it was asked for
             job = _Task(name, self.stamp(name), snapshot(page), doc.registry, project_files(doc.project))
             self._job = job
-            self._pool.start(_Compile(job, self._emitter))
+            self._worker.submit(lambda _post, job=job: _compile(job), self._on_finished)
             left = deadline - time.perf_counter()
             if left <= 0 or not job.done.wait(left):
                 break

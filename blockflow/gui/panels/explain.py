@@ -207,6 +207,28 @@ def _err(error: float) -> str:
     return "∞" if not np.isfinite(error) else f"{error:.1e}"
 
 
+def _check_rows(report: CheckReport, res, cuts: dict, c: Colors, mono: str) -> list[str]:
+    """One table row per checked input (and its problem, and a note where a path is cut)."""
+    rows = []
+    for e in res.entries:
+        broken = bool(e.problem) or not np.isfinite(e.analytic)
+        mark = f"<b style='color:{c.ok}'>✓</b>" if e.passed else f"<b style='color:{c.bad}'>✗</b>"
+        rows.append(f"<tr><td><b>{esc(e.name)}</b></td>"
+                    f"<td {mono}>{'—' if broken else f'{e.analytic:.6g}'}</td>"
+                    f"<td {mono}>{'—' if broken else f'{e.numeric:.6g}'}</td>"
+                    f"<td {mono}>{_err(e.error)}</td><td {mono}>{res.rtol:.0e}</td>"
+                    f"<td align='center'>{mark}</td></tr>")
+        if e.problem:
+            rows.append(f"<tr><td></td><td colspan='5' style='color:{c.bad}'>{esc(e.problem)}"
+                        f"</td></tr>")
+        if e.name in cuts:
+            note = ("a cut path, left out of the gradient" if not e.passed else
+                    "matches although a path is cut: what it would add is zero here")
+            rows.append(f"<tr><td></td><td colspan='5' style='color:{c.muted}'>↳ "
+                        f"{esc(_blocks(report, cuts[e.name]))}: {note}</td></tr>")
+    return rows
+
+
 # ------------------------------------------------------------------------------ the panel
 class GradientPanel(QWidget):
     """The selected block's gradient explained, and the results of the last gradient check.
@@ -443,23 +465,7 @@ class GradientPanel(QWidget):
                                  f"{len(bad)} of {n} gradient{'s' if n != 1 else ''} ({esc(names)}) do not "
                                  f"match central differences (relative error &gt; {res.rtol:.0e}): a gradient "
                                  f"rule on the way is wrong.</p>")
-                rows = []
-                for e in res.entries:
-                    broken = bool(e.problem) or not np.isfinite(e.analytic)
-                    mark = f"<b style='color:{c.ok}'>✓</b>" if e.passed else f"<b style='color:{c.bad}'>✗</b>"
-                    rows.append(f"<tr><td><b>{esc(e.name)}</b></td>"
-                                f"<td {mono}>{'—' if broken else f'{e.analytic:.6g}'}</td>"
-                                f"<td {mono}>{'—' if broken else f'{e.numeric:.6g}'}</td>"
-                                f"<td {mono}>{_err(e.error)}</td><td {mono}>{res.rtol:.0e}</td>"
-                                f"<td align='center'>{mark}</td></tr>")
-                    if e.problem:
-                        rows.append(f"<tr><td></td><td colspan='5' style='color:{c.bad}'>{esc(e.problem)}"
-                                    f"</td></tr>")
-                    if e.name in cuts:
-                        note = ("a cut path, left out of the gradient" if not e.passed else
-                                "matches although a path is cut: what it would add is zero here")
-                        rows.append(f"<tr><td></td><td colspan='5' style='color:{c.muted}'>↳ "
-                                    f"{esc(_blocks(report, cuts[e.name]))}: {note}</td></tr>")
+                rows = _check_rows(report, res, cuts, c, mono)
                 parts.append(f"<table cellspacing='0' cellpadding='2'><tr>{head}</tr>{''.join(rows)}</table>")
             if msg:
                 parts.append(f"<p style='color:{c.muted}'><b>{esc(what)}</b>: {esc(msg)}</p>")

@@ -6,103 +6,24 @@ red with the reason and not applied.
 """
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
 
 import numpy as np
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QColor, QFont, QPalette, QValidator
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout,
-                               QFrame, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QPushButton,
-                               QScrollArea, QSizePolicy, QSpinBox, QVBoxLayout, QWidget)
+from PySide6.QtGui import QFont
+from PySide6.QtWidgets import (QCheckBox, QFileDialog, QFormLayout, QFrame, QGroupBox, QHBoxLayout, QLabel,
+                               QLineEdit, QPushButton, QScrollArea, QSizePolicy, QVBoxLayout, QWidget)
 
-from blockflow.errors import ProjectError
-from blockflow.spec import DTYPE_NAMES, AttrError
+from blockflow.spec import DTYPE_NAMES
+from blockflow.gui.panels.attr_editors import (Field, attr_field, format_value, json_line, numeric_array,
+                                               parse_json_value, same_array)
 from blockflow.gui.panels.feedfiles import FEED_FILTER, read_feed_file
-from blockflow.gui.common.plaintext import literal, plain_label
+from blockflow.gui.common.plaintext import plain_label
 
 __all__ = ["InspectorPanel", "format_value", "parse_json_value"]
 
 
 # ------------------------------------------------------------------------------- helpers
-
-
-def _scalar_text(x) -> str:
-    if isinstance(x, (bool, np.bool_)):
-        return "true" if x else "false"
-    if x is None:
-        return "-1"
-    if isinstance(x, (np.floating, float)):
-        text = str(x)
-        if text in ("nan", "inf", "-inf"):
-            return {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}[text]
-        return text
-    return str(x)
-
-
-def format_value(value) -> str:
-    """A value as short JSON text for editing: arrays nested, float32 without noise digits."""
-    if value is None:
-        return ""
-    if isinstance(value, np.ndarray):
-        if value.ndim == 0:
-            return _scalar_text(value[()])
-        return "[" + ", ".join(format_value(v) for v in value) + "]"
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(format_value(v) for v in value) + "]"
-    return _scalar_text(value)
-
-
-def parse_json_value(text: str):
-    """JSON text to a Python value; raises ValueError with a short reason."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"not valid JSON ({exc.msg} at column {exc.colno})") from None
-
-
-def _numeric_array(value, dtype=None) -> np.ndarray:
-    try:
-        arr = np.asarray(value) if dtype is None else np.asarray(value, dtype=dtype)
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"expected numbers: {exc}") from None
-    if arr.dtype.kind not in "biuf":
-        raise ValueError("expected a number or a nested list of numbers")
-    return arr
-
-
-def error_color(palette: QPalette) -> QColor:
-    """A red that reads on the current theme's window colour."""
-    dark = palette.color(QPalette.Window).lightness() < 128
-    return QColor("#ff7b72") if dark else QColor("#c62828")
-
-
-class _FloatSpinBox(QDoubleSpinBox):
-    """A float box that shows values in short form (1e-08, 0.001) and accepts any float text."""
-
-    def __init__(self, parent=None):
-        super().__init__(parent)
-        self.setDecimals(300)
-        self.setStepType(QDoubleSpinBox.AdaptiveDecimalStepType)
-
-    def textFromValue(self, value: float) -> str:
-        return f"{value:.10g}"
-
-    def valueFromText(self, text: str) -> float:
-        try:
-            return float(text)
-        except ValueError:
-            return self.value()
-
-    def validate(self, text: str, pos: int):
-        try:
-            v = float(text)
-        except ValueError:
-            return QValidator.Intermediate, text, pos
-        if math.isnan(v) or not self.minimum() <= v <= self.maximum():
-            return QValidator.Intermediate, text, pos
-        return QValidator.Acceptable, text, pos
 
 
 class _ScrollArea(QScrollArea):
@@ -125,62 +46,6 @@ class _ScrollArea(QScrollArea):
                     label.setMinimumHeight(need)
 
 
-# ------------------------------------------------------------------------------- fields
-
-
-class _Field:
-    """One editor row: a widget, how to show a value, and an error line under it."""
-
-    def __init__(self, widget: QWidget, commit, load, panel: "InspectorPanel"):
-        self.widget, self._commit, self._load, self.panel = widget, commit, load, panel
-        self.error = plain_label()     # messages quote names and values from the file
-        self.error.setWordWrap(True)
-        self.error.hide()
-        pal = self.error.palette()
-        pal.setColor(QPalette.WindowText, error_color(pal))
-        self.error.setPalette(pal)
-
-    def load(self, value) -> None:
-        self.widget.blockSignals(True)
-        try:
-            self._load(value)
-        finally:
-            self.widget.blockSignals(False)
-        self.show_error("")
-
-    def apply(self, value_getter) -> None:
-        """Compute the value (may raise ValueError) and hand it to the document."""
-        if not any(f is self for f in self.panel.fields.values()):
-            return      # a field of a form already replaced (its block is no longer inspected)
-        try:
-            self._commit(value_getter())
-        except (ValueError, ProjectError) as exc:
-            self.show_error(str(exc))
-            return
-        self.show_error("")
-
-    def show_error(self, message: str) -> None:
-        self.error.setText(message)
-        self.error.setVisible(bool(message))
-        if isinstance(self.widget, QLineEdit):
-            pal = self.panel.palette()
-            if message:
-                base = pal.color(QPalette.Base)
-                red = error_color(pal)
-                tint = QColor((base.red() * 3 + red.red()) // 4, (base.green() * 3 + red.green()) // 4,
-                              (base.blue() * 3 + red.blue()) // 4)
-                pal.setColor(QPalette.Base, tint)
-            self.widget.setPalette(pal)
-            self.widget.setToolTip(literal(message) if message else self.widget.property("baseToolTip") or "")
-
-
-def _json_line(placeholder: str = "") -> QLineEdit:
-    edit = QLineEdit()
-    edit.setPlaceholderText(placeholder)
-    edit.setClearButtonEnabled(False)
-    return edit
-
-
 # ------------------------------------------------------------------------------- the panel
 
 
@@ -193,7 +58,7 @@ class InspectorPanel(QWidget):
         self.node_id: str | None = None
         self._selection: list[str] = []
         self._signature = None
-        self.fields: dict[str, _Field] = {}
+        self.fields: dict[str, Field] = {}
         self.scroll = _ScrollArea(self)
         self.scroll.setWidgetResizable(True)
         self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
@@ -211,8 +76,6 @@ class InspectorPanel(QWidget):
         document.structure_changed.connect(lambda page: self._on_page_edit(page, ""))
         document.program_ready.connect(
             lambda page: self._load_outputs() if page == self.document.current_page else None)
-        document.node_removed.connect(self._on_node_removed)
-        document.node_renamed.connect(self._on_node_renamed)
         document.current_page_changed.connect(lambda _p: self.set_nodes([]))
         document.project_replaced.connect(lambda: self.set_nodes([]))
         document.page_renamed.connect(lambda _old, _new: self._pending.start())
@@ -230,18 +93,6 @@ class InspectorPanel(QWidget):
 
     def _on_page_edit(self, page: str, _what: str) -> None:
         if page == self.document.current_page:
-            self._pending.start()
-
-    def _on_node_renamed(self, page: str, old: str, new: str) -> None:
-        if page == self.document.current_page:
-            self._selection = [new if n == old else n for n in self._selection]
-            if self.node_id == old:
-                self.node_id = new
-            self._pending.start()
-
-    def _on_node_removed(self, page: str, node_id: str) -> None:
-        if page == self.document.current_page and node_id == self.node_id:
-            self.node_id = None
             self._pending.start()
 
     def _signature_now(self):
@@ -310,135 +161,145 @@ class InspectorPanel(QWidget):
             layout.addWidget(note)
 
     def _build_node(self, layout: QVBoxLayout) -> None:
-        doc = self.document
-        page = doc.page()
-        node = page.nodes[self.node_id]
-        spec = doc.registry.get(node.block)
-
-        title = plain_label(node.block)
-        font = QFont(title.font())
-        font.setBold(True)
-        font.setPointSizeF(font.pointSizeF() * 1.3)
-        title.setFont(font)
-        layout.addWidget(title)
-        self.full_name = plain_label(page.full_name(self.node_id))
-        self.full_name.setTextInteractionFlags(Qt.TextSelectableByMouse)
-        self.full_name.setToolTip("the block's full name: page scope / id")
-        mono = QFont("DejaVu Sans Mono")
-        mono.setStyleHint(QFont.Monospace)
-        self.full_name.setFont(mono)
-        layout.addWidget(self.full_name)
+        node = self.document.page().nodes[self.node_id]
+        spec = self.document.registry.get(node.block)
+        self._build_title(layout, node, spec)
         if spec is None:
-            missing = plain_label(f"Unknown block '{node.block}': no installed package declares it.")
-            missing.setWordWrap(True)
-            layout.addWidget(missing)
             return
-        if spec.category:
-            cat = plain_label(spec.category)
-            cat.setEnabled(False)
-            layout.addWidget(cat)
-
-        form = QFormLayout()
-        form.setFieldGrowthPolicy(QFormLayout.AllNonFixedFieldsGrow)
-        ident = QLineEdit()
-        ident.setFont(mono)
-        ident.setToolTip("the block's id: the last part of its full name (scope/id), as TF names ops")
-        f = _Field(ident, lambda v: doc.rename_node(self.node_id, v.strip()), ident.setText, self)
-        ident.editingFinished.connect(lambda f=f: f.apply(ident.text))
-        self.fields["id"] = f
-        self._add_row(form, "Id", f)
-        label = QLineEdit()
-        label.setPlaceholderText("a label shown on the block")
-        f = _Field(label, lambda v: doc.set_label(self.node_id, v) if v != doc.page().nodes[self.node_id].label
-                   else None, label.setText, self)
-        label.editingFinished.connect(lambda f=f: f.apply(label.text))
-        self.fields["label"] = f
-        self._add_row(form, "Label", f)
-        loss = QCheckBox("Gradient target (the page's loss)")
-        lf = _Field(loss, lambda v: doc.set_loss(self.node_id if v else None), loss.setChecked, self)
-        loss.toggled.connect(lambda on: lf.apply(lambda: on))
-        self.fields["loss"] = lf
-        form.addRow("Loss", loss)
-        layout.addLayout(form)
-
+        self._build_identity(layout)
         if spec.attrs:
             box, form = self._group("Attributes")
             for decl in spec.attrs:
                 self.fields["attr:" + decl.name] = f = self._attr_field(decl)
                 self._add_row(form, decl.name, f, decl.doc)
             layout.addWidget(box)
-
         if spec.inputs:
-            box, form = self._group("Inputs")
-            wired = {e.dst_port: e for e in page.edges if e.dst == self.node_id}
-            for decl in spec.inputs:
-                if decl.variadic:
-                    ports = sorted((p for p in wired if p.startswith(decl.name + "[")),
-                                   key=lambda p: int(p[len(decl.name) + 1:-1]))
-                    text = ", ".join(f"{p} ← {wired[p].src}.{wired[p].src_port}" for p in ports) or "no wires"
-                    info = plain_label(text)
-                    info.setWordWrap(True)
-                    form.addRow(f"{decl.name}[…]", info)
-                    continue
-                if decl.name in wired:
-                    e = wired[decl.name]
-                    info = plain_label(f"← {e.src}.{e.src_port}")
-                    info.setToolTip("wired; delete the wire to give it an inline value")
-                    form.addRow(decl.name, info)
-                    continue
-                if decl.ref:
-                    info = QLabel("state (kept with the Variable)" if decl.slot else "wire a Variable here")
-                    info.setEnabled(False)
-                    form.addRow(decl.name, info)
-                    continue
-                self.fields["input:" + decl.name] = f = self._inline_field(decl)
-                self._add_row(form, decl.name, f, decl.doc)
-            layout.addWidget(box)
-
+            self._build_inputs(layout, spec)
         if spec.role == "placeholder":
-            box, form = self._group("Feed")
-            edit = _json_line("the value fed when running, e.g. [1, 2, 3]")
-            def commit_feed(text):
-                if not text.strip():
-                    if self.node_id in doc.page().feeds:
-                        doc.set_feed(self.node_id, None)
-                    return
-                if text.strip() == _feed_text(doc.page().feeds.get(self.node_id)):
-                    return      # a big feed shown as its summary, left as it is
-                dtype = doc.page().nodes[self.node_id].attrs.get("dtype", spec.attr_map["dtype"].default) \
-                    if "dtype" in spec.attr_map else None
-                arr = _numeric_array(parse_json_value(text), dtype if dtype in DTYPE_NAMES else None)
-                old = doc.page().feeds.get(self.node_id)
-                if old is None or not _same_array(old, arr):
-                    doc.set_feed(self.node_id, arr)
-
-            f = _Field(edit, commit_feed, lambda v: edit.setText(_feed_text(v)), self)
-            edit.editingFinished.connect(lambda f=f: f.apply(edit.text))
-            self.fields["feed"] = f
-            self._add_row(form, "value", f, "saved with the page; used when the run gives no feed")
-            load = self.feed_load_button = QPushButton("Load from file…")
-            load.setToolTip("read the feed from a .npy array or a numeric .csv table (a header row is "
-                            "allowed), checked against this Placeholder's dtype and shape")
-            load.clicked.connect(lambda _c=False, f=f: self._load_feed_file(f))
-            col = edit.parentWidget().layout()       # the field's row: the edit, then the button
-            col.removeWidget(edit)
-            line = QHBoxLayout()
-            line.setSpacing(4)
-            line.addWidget(edit, 1)
-            line.addWidget(load)
-            col.insertLayout(0, line)
-            layout.addWidget(box)
-
+            self._build_feed(layout, spec)
         if spec.outputs:
             box, form = self._group("Outputs")
-            self.output_labels = {}
             for decl in spec.outputs:
                 lab = plain_label()
                 lab.setTextInteractionFlags(Qt.TextSelectableByMouse)
                 self.output_labels[decl.name] = lab
                 form.addRow(decl.name, lab)
             layout.addWidget(box)
+        self._build_about(layout, spec)
 
+    def _build_title(self, layout: QVBoxLayout, node, spec) -> None:
+        """The block's name, its full name (scope/id), and its category."""
+        title = plain_label(node.block)
+        font = QFont(title.font())
+        font.setBold(True)
+        font.setPointSizeF(font.pointSizeF() * 1.3)
+        title.setFont(font)
+        layout.addWidget(title)
+        self.full_name = plain_label(self.document.page().full_name(self.node_id))
+        self.full_name.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.full_name.setToolTip("the block's full name: page scope / id")
+        self.full_name.setFont(_mono())
+        layout.addWidget(self.full_name)
+        if spec is None:
+            missing = plain_label(f"Unknown block '{node.block}': no installed package declares it.")
+            missing.setWordWrap(True)
+            layout.addWidget(missing)
+        elif spec.category:
+            cat = plain_label(spec.category)
+            cat.setEnabled(False)
+            layout.addWidget(cat)
+
+    def _build_identity(self, layout: QVBoxLayout) -> None:
+        """Id, label and the loss mark."""
+        doc = self.document
+        form = QFormLayout()
+        form.setFieldGrowthPolicy(QFormLayout.AllNonFixedFieldsGrow)
+        ident = QLineEdit()
+        ident.setFont(_mono())
+        ident.setToolTip("the block's id: the last part of its full name (scope/id), as TF names ops")
+        f = Field(ident, lambda v: doc.rename_node(self.node_id, v.strip()), ident.setText, self)
+        ident.editingFinished.connect(lambda f=f: f.apply(ident.text))
+        self.fields["id"] = f
+        self._add_row(form, "Id", f)
+        label = QLineEdit()
+        label.setPlaceholderText("a label shown on the block")
+        f = Field(label, lambda v: doc.set_label(self.node_id, v) if v != doc.page().nodes[self.node_id].label
+                  else None, label.setText, self)
+        label.editingFinished.connect(lambda f=f: f.apply(label.text))
+        self.fields["label"] = f
+        self._add_row(form, "Label", f)
+        loss = QCheckBox("Gradient target (the page's loss)")
+        lf = Field(loss, lambda v: doc.set_loss(self.node_id if v else None), loss.setChecked, self)
+        loss.toggled.connect(lambda on: lf.apply(lambda: on))
+        self.fields["loss"] = lf
+        form.addRow("Loss", loss)
+        layout.addLayout(form)
+
+    def _build_inputs(self, layout: QVBoxLayout, spec) -> None:
+        """Each input: its wire(s), a note for state and references, or an inline value to type."""
+        page = self.document.page()
+        box, form = self._group("Inputs")
+        wired = {e.dst_port: e for e in page.edges if e.dst == self.node_id}
+        for decl in spec.inputs:
+            if decl.variadic:
+                ports = sorted((p for p in wired if p.startswith(decl.name + "[")),
+                               key=lambda p: int(p[len(decl.name) + 1:-1]))
+                text = ", ".join(f"{p} ← {wired[p].src}.{wired[p].src_port}" for p in ports) or "no wires"
+                info = plain_label(text)
+                info.setWordWrap(True)
+                form.addRow(f"{decl.name}[…]", info)
+            elif decl.name in wired:
+                e = wired[decl.name]
+                info = plain_label(f"← {e.src}.{e.src_port}")
+                info.setToolTip("wired; delete the wire to give it an inline value")
+                form.addRow(decl.name, info)
+            elif decl.ref:
+                info = QLabel("state (kept with the Variable)" if decl.slot else "wire a Variable here")
+                info.setEnabled(False)
+                form.addRow(decl.name, info)
+            else:
+                self.fields["input:" + decl.name] = f = self._inline_field(decl)
+                self._add_row(form, decl.name, f, decl.doc)
+        layout.addWidget(box)
+
+    def _build_feed(self, layout: QVBoxLayout, spec) -> None:
+        """A Placeholder's feed: typed as JSON, or loaded from a file."""
+        doc = self.document
+        box, form = self._group("Feed")
+        edit = json_line("the value fed when running, e.g. [1, 2, 3]")
+
+        def commit_feed(text):
+            if not text.strip():
+                if self.node_id in doc.page().feeds:
+                    doc.set_feed(self.node_id, None)
+                return
+            if text.strip() == _feed_text(doc.page().feeds.get(self.node_id)):
+                return      # a big feed shown as its summary, left as it is
+            dtype = doc.page().nodes[self.node_id].attrs.get("dtype", spec.attr_map["dtype"].default) \
+                if "dtype" in spec.attr_map else None
+            arr = numeric_array(parse_json_value(text), dtype if dtype in DTYPE_NAMES else None)
+            old = doc.page().feeds.get(self.node_id)
+            if old is None or not same_array(old, arr):
+                doc.set_feed(self.node_id, arr)
+
+        f = Field(edit, commit_feed, lambda v: edit.setText(_feed_text(v)), self)
+        edit.editingFinished.connect(lambda f=f: f.apply(edit.text))
+        self.fields["feed"] = f
+        self._add_row(form, "value", f, "saved with the page; used when the run gives no feed")
+        load = self.feed_load_button = QPushButton("Load from file…")
+        load.setToolTip("read the feed from a .npy array or a numeric .csv table (a header row is "
+                        "allowed), checked against this Placeholder's dtype and shape")
+        load.clicked.connect(lambda _c=False, f=f: self._load_feed_file(f))
+        col = edit.parentWidget().layout()       # the field's row: the edit, then the button
+        col.removeWidget(edit)
+        line = QHBoxLayout()
+        line.setSpacing(4)
+        line.addWidget(edit, 1)
+        line.addWidget(load)
+        col.insertLayout(0, line)
+        layout.addWidget(box)
+
+    def _build_about(self, layout: QVBoxLayout, spec) -> None:
         doc_label = QLabel(_doc_markdown(spec.doc))
         doc_label.setTextFormat(Qt.MarkdownText)
         doc_label.setWordWrap(True)
@@ -457,7 +318,7 @@ class InspectorPanel(QWidget):
         form.setRowWrapPolicy(QFormLayout.DontWrapRows)
         return box, form
 
-    def _add_row(self, form: QFormLayout, name: str, field: _Field, tip: str = "") -> None:
+    def _add_row(self, form: QFormLayout, name: str, field: Field, tip: str = "") -> None:
         holder = QWidget()
         col = QVBoxLayout(holder)
         col.setContentsMargins(0, 0, 0, 0)
@@ -472,7 +333,7 @@ class InspectorPanel(QWidget):
             lab.setToolTip(tip)
         form.addRow(lab, holder)
 
-    def _load_feed_file(self, field: _Field) -> None:
+    def _load_feed_file(self, field: Field) -> None:
         """Load from file…: the Placeholder's feed from a .npy or .csv file, checked against its
         dtype and shape (a refusal is shown under the field), set undoably."""
         doc, node_id = self.document, self.node_id
@@ -493,82 +354,18 @@ class InspectorPanel(QWidget):
         doc.set_feed(node_id, value)
         field.show_error("")
 
-    def _attr_field(self, decl) -> _Field:
+    def _attr_field(self, decl) -> Field:
         doc = self.document
+        return attr_field(decl, lambda: doc.page().nodes[self.node_id].attrs,
+                          lambda name, value: doc.set_attr(self.node_id, name, value), self)
 
-        def commit(value):
-            current = doc.page().nodes[self.node_id].attrs
-            if value is None and decl.name not in current:
-                return
-            if value is not None:
-                try:
-                    canonical = decl.validate(value)
-                except AttrError as exc:
-                    raise ValueError(str(exc)) from None
-                old = current.get(decl.name, None if decl.required else decl.default)
-                if old is not None and _same_value(old, canonical):
-                    return
-            doc.set_attr(self.node_id, decl.name, value)
-
-        kind = decl.kind
-        if kind == "bool":
-            w = QCheckBox()
-            f = _Field(w, commit, lambda v: w.setChecked(bool(v)), self)
-            w.toggled.connect(lambda on: f.apply(lambda: on))
-        elif kind in ("int", "float"):
-            number = int if kind == "int" else float
-            w = QSpinBox() if kind == "int" else _FloatSpinBox()
-            big = 2**31 - 1 if kind == "int" else 1e300
-            lo = number(decl.min) if decl.min is not None else -big
-            hi = number(decl.max) if decl.max is not None else big
-            if decl.required:
-                # One step below the range stands for "not set yet", shown as text.
-                lo -= 1
-                w.setSpecialValueText("(required)")
-            w.setRange(lo, hi)
-            w.setKeyboardTracking(False)
-            unset = lo if decl.required else None
-            f = _Field(w, commit, lambda v, w=w, lo=lo: w.setValue(lo if v is None else number(v)), self)
-            w.valueChanged.connect(
-                lambda v, f=f: f.apply(lambda: None if v == unset else number(v)))
-        elif kind in ("choice", "dtype"):
-            w = QComboBox()
-            choices = [str(c) for c in (decl.choices or (DTYPE_NAMES if kind == "dtype" else ()))]
-            w.addItems(choices)
-
-            def load_choice(v, w=w):
-                i = w.findText(str(v))
-                w.setCurrentIndex(i)
-
-            f = _Field(w, commit, load_choice, self)
-            w.currentTextChanged.connect(lambda text: f.apply(lambda: text))
-        elif kind == "str":
-            w = QLineEdit()
-            f = _Field(w, commit, lambda v: w.setText("" if v is None else str(v)), self)
-            w.editingFinished.connect(lambda: f.apply(w.text))
-        else:  # shape, ints, tensor: JSON text
-            hint = {"shape": "sizes, e.g. [5] or [-1, 3] (-1: open)", "ints": "integers, e.g. [0, 1]",
-                    "tensor": "a number or nested list, e.g. [1.0, 2.0]"}[kind]
-            w = _json_line(hint)
-            f = _Field(w, commit, lambda v: w.setText(format_value(v)), self)
-
-            def parsed():
-                text = w.text().strip()
-                if not text:
-                    return None
-                return parse_json_value(text)
-
-            w.editingFinished.connect(lambda: f.apply(parsed))
-        f.decl = decl
-        return f
-
-    def _inline_field(self, decl) -> _Field:
+    def _inline_field(self, decl) -> Field:
         doc = self.document
         if decl.optional:
             hint = f"default: {format_value(decl.default) or 'none'}"
         else:
             hint = "wire it, or type a value"
-        w = _json_line(hint)
+        w = json_line(hint)
 
         def commit(text):
             node = doc.page().nodes[self.node_id]
@@ -576,12 +373,12 @@ class InspectorPanel(QWidget):
                 if decl.name in node.inputs:
                     doc.set_inline(self.node_id, decl.name, None)
                 return
-            arr = _numeric_array(parse_json_value(text))
+            arr = numeric_array(parse_json_value(text))
             old = node.inputs.get(decl.name)
-            if old is None or not _same_array(old, arr):
+            if old is None or not same_array(old, arr):
                 doc.set_inline(self.node_id, decl.name, arr)
 
-        f = _Field(w, commit, lambda v: w.setText(format_value(v)), self)
+        f = Field(w, commit, lambda v: w.setText(format_value(v)), self)
         w.editingFinished.connect(lambda: f.apply(w.text))
         return f
 
@@ -602,7 +399,7 @@ class InspectorPanel(QWidget):
             elif key == "label":
                 f.load(node.label)
             elif key == "loss":
-                f.load(page.loss is not None and page.loss.partition(":")[0] == self.node_id)
+                f.load(page.is_loss(self.node_id))
             elif key == "feed":
                 f.load(page.feeds.get(self.node_id))
             elif key.startswith("attr:"):
@@ -653,17 +450,10 @@ def _feed_text(value) -> str:
     return f"<{arr.dtype.name} array of shape {list(arr.shape)}: type to replace, clear to remove>"
 
 
-def _same_array(a, b) -> bool:
-    a, b = np.asarray(a), np.asarray(b)
-    return a.dtype == b.dtype and a.shape == b.shape and bool(np.array_equal(a, b))
-
-
-def _same_value(a, b) -> bool:
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return _same_array(a, b)
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return list(a) == list(b)
-    return type(a) is type(b) and a == b
+def _mono() -> QFont:
+    mono = QFont("DejaVu Sans Mono")
+    mono.setStyleHint(QFont.Monospace)
+    return mono
 
 
 def _esc(text: str) -> str:

@@ -49,25 +49,45 @@ class BackwardStepper(QWidget):
         font.setBold(True)
         self.position_label.setFont(font)
 
-        def button(icon, text, tip, slot, key=None):
-            b = QToolButton(self)
-            b.setIcon(self.style().standardIcon(icon))
-            b.setText(text)
-            b.setToolButtonStyle(Qt.ToolButtonTextBesideIcon if text else Qt.ToolButtonIconOnly)
-            b.setToolTip(f"{tip} ({QKeySequence(key).toString(QKeySequence.NativeText)})" if key else tip)
-            b.setAutoRaise(True)
-            b.clicked.connect(lambda _c=False: self._act(slot))
-            return b
+        self._build_controls()
+        self._build_steps()
+        self._lay_out()
+        self.timer = QTimer(self)
+        self.timer.timeout.connect(self._tick)
+        for key, slot in ((Qt.Key_Right, self.next), (Qt.Key_Left, self.previous),
+                          (Qt.Key_Space, self.toggle_play), (Qt.Key_Home, self.first),
+                          (Qt.Key_End, self.last), (Qt.Key_Escape, self.stop)):
+            sc = QShortcut(QKeySequence(key), self, context=Qt.WidgetWithChildrenShortcut)
+            sc.activated.connect(slot)
 
+        self.gradients.changed.connect(self._on_gradients_changed)
+        self.doc.current_page_changed.connect(lambda _p: self._on_gradients_changed())
+        self.doc.project_replaced.connect(self._on_gradients_changed)
+        self._on_speed(self.speed_slider.value())
+        self._on_gradients_changed()
+        self._show()
+
+    def _button(self, icon, text, tip, slot, key=None) -> QToolButton:
+        b = QToolButton(self)
+        b.setIcon(self.style().standardIcon(icon))
+        b.setText(text)
+        b.setToolButtonStyle(Qt.ToolButtonTextBesideIcon if text else Qt.ToolButtonIconOnly)
+        b.setToolTip(f"{tip} ({QKeySequence(key).toString(QKeySequence.NativeText)})" if key else tip)
+        b.setAutoRaise(True)
+        b.clicked.connect(lambda _c=False: self._act(slot))
+        return b
+
+    def _build_controls(self) -> None:
+        """The step buttons and the speed slider."""
         sp = QStyle.StandardPixmap
-        self.first_button = button(sp.SP_MediaSkipBackward, "", "First step", self.first, Qt.Key_Home)
-        self.prev_button = button(sp.SP_MediaSeekBackward, "", "Previous step", self.previous, Qt.Key_Left)
-        self.play_button = button(sp.SP_MediaPlay, "Play", "Play the steps one after another at the "
-                                  "chosen speed", self.toggle_play, Qt.Key_Space)
-        self.next_button = button(sp.SP_MediaSeekForward, "", "Next step", self.next, Qt.Key_Right)
-        self.last_button = button(sp.SP_MediaSkipForward, "", "Last step", self.last, Qt.Key_End)
-        self.stop_button = button(sp.SP_MediaStop, "", "Stop stepping (the canvas shows every wire again)",
-                                  self.stop, Qt.Key_Escape)
+        self.first_button = self._button(sp.SP_MediaSkipBackward, "", "First step", self.first, Qt.Key_Home)
+        self.prev_button = self._button(sp.SP_MediaSeekBackward, "", "Previous step", self.previous, Qt.Key_Left)
+        self.play_button = self._button(sp.SP_MediaPlay, "Play", "Play the steps one after another at the "
+                                        "chosen speed", self.toggle_play, Qt.Key_Space)
+        self.next_button = self._button(sp.SP_MediaSeekForward, "", "Next step", self.next, Qt.Key_Right)
+        self.last_button = self._button(sp.SP_MediaSkipForward, "", "Last step", self.last, Qt.Key_End)
+        self.stop_button = self._button(sp.SP_MediaStop, "", "Stop stepping (the canvas shows every wire again)",
+                                        self.stop, Qt.Key_Escape)
         self.speed_slider = QSlider(Qt.Horizontal, self)
         self.speed_slider.setRange(int(MIN_SPEED / _SLIDER_STEP), int(MAX_SPEED / _SLIDER_STEP))
         self.speed_slider.setValue(int(1.0 / _SLIDER_STEP))
@@ -78,6 +98,8 @@ class BackwardStepper(QWidget):
         self.speed_label.setMinimumWidth(self.speed_label.fontMetrics().horizontalAdvance("10 steps/s"))
         self.speed_slider.valueChanged.connect(self._on_speed)
 
+    def _build_steps(self) -> None:
+        """The list of steps and the selected step's details."""
         self.step_list = QListWidget(self)
         self.step_list.setToolTip("The backward pass, first step at the top; click one to go to it")
         self.step_list.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
@@ -92,6 +114,7 @@ class BackwardStepper(QWidget):
         self.step_list.setMinimumHeight(24)
         self.details.setMinimumHeight(40)
 
+    def _lay_out(self) -> None:
         controls = QHBoxLayout()
         controls.setContentsMargins(0, 0, 0, 0)
         controls.setSpacing(1)
@@ -120,21 +143,6 @@ class BackwardStepper(QWidget):
         col.addLayout(controls)
         col.addLayout(speed)
         col.addWidget(split, 1)
-
-        self.timer = QTimer(self)
-        self.timer.timeout.connect(self._tick)
-        for key, slot in ((Qt.Key_Right, self.next), (Qt.Key_Left, self.previous),
-                          (Qt.Key_Space, self.toggle_play), (Qt.Key_Home, self.first),
-                          (Qt.Key_End, self.last), (Qt.Key_Escape, self.stop)):
-            sc = QShortcut(QKeySequence(key), self, context=Qt.WidgetWithChildrenShortcut)
-            sc.activated.connect(slot)
-
-        self.gradients.changed.connect(self._on_gradients_changed)
-        self.doc.current_page_changed.connect(lambda _p: self._on_gradients_changed())
-        self.doc.project_replaced.connect(self._on_gradients_changed)
-        self._on_speed(self.speed_slider.value())
-        self._on_gradients_changed()
-        self._show()
 
     # ------------------------------------------------------------------------- state
     @property

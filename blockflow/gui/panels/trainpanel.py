@@ -20,7 +20,7 @@ import threading
 import time
 
 import numpy as np
-from PySide6.QtCore import QObject, Qt, QThread, QTimer, Signal, Slot
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QLabel,
                                QListWidget, QListWidgetItem, QProgressBar, QPushButton, QSpinBox,
                                QVBoxLayout, QWidget)
@@ -30,6 +30,7 @@ from blockflow.run.runtime import run
 from blockflow.run.training import (MAX_BATCH_SIZE, MAX_SEED, MAX_SETTING, MAX_STEPS, OPTIMIZERS, TrainConfig, Trainer,
                         optimizer_defaults, recommended_settings, training_program)
 from blockflow.gui.common.plaintext import plain_label
+from blockflow.gui.common.worker import Worker
 
 __all__ = ["TrainPanel", "TrainWorker"]
 
@@ -39,24 +40,21 @@ _SETTING_LABELS = {"lr": "learning rate", "momentum": "momentum", "use_nesterov"
                    "beta1": "beta1", "beta2": "beta2", "epsilon": "epsilon", "rho": "rho"}
 
 
-class TrainWorker(QObject):
-    """Runs a Trainer in a QThread. Progress comes in batches (a signal per step would flood the
-    UI thread at thousands of steps per second)."""
-
-    progress = Signal(list)              # [StepRecord]
-    evaluated = Signal(int, dict)        # step, {"loss": x, metric: y} on the test part
-    snapshot = Signal(object, object)    # a recorded RunResult of the current values, its block summaries
-    finished = Signal(object, object, bool)   # history, state updates, stopped
-    failed = Signal(str, str, str)       # message, node, port
+class TrainWorker:
+    """One training, run by the panel's Worker (blockflow.gui.common.worker) off the UI thread.
+    Progress goes to the UI thread in batches (a call per step would flood it at thousands of
+    steps per second), through the callbacks the panel sets: ``progress([StepRecord])``,
+    ``evaluated(step, {"loss": x, metric: y})`` on the test part, ``snapshot(result, summaries)``
+    (a recorded run of the current values), ``finished(history, state updates, stopped)`` and
+    ``failed(message, node, port)``."""
 
     def __init__(self, trainer: Trainer, steps: int):
-        super().__init__()
         self.trainer, self.steps = trainer, steps
         self.stop_event = threading.Event()
         self.thread_id = None
+        self.progress = self.evaluated = self.snapshot = self.finished = self.failed = lambda *args: None
 
-    @Slot()
-    def work(self):
+    def work(self, post) -> None:
         self.thread_id = threading.get_ident()
         pending, last = [], {"emit": time.perf_counter(), "snap": 0.0}
 
@@ -64,30 +62,30 @@ class TrainWorker(QObject):
             pending.append(record)
             now = time.perf_counter()
             if now - last["emit"] >= PROGRESS_SECONDS:
-                self.progress.emit(list(pending))
+                post(self.progress, list(pending))
                 pending.clear()
                 last["emit"] = now
             if now - last["snap"] >= SNAPSHOT_SECONDS:
                 last["snap"] = now
-                self._snapshot()
+                self._snapshot(post)
 
         try:
             history = self.trainer.train(self.steps, callback=on_step, should_stop=self.stop_event.is_set,
-                                         on_evaluate=lambda step, values: self.evaluated.emit(step, values))
+                                         on_evaluate=lambda step, values: post(self.evaluated, step, values))
         except BlockflowError as exc:
-            self.progress.emit(list(pending))
-            self.failed.emit(str(exc), getattr(exc, "node", "") or "", getattr(exc, "port", "") or "")
+            post(self.progress, list(pending))
+            post(self.failed, str(exc), getattr(exc, "node", "") or "", getattr(exc, "port", "") or "")
             return
         except Exception as exc:   # a bug: report it, keep the editor alive
-            self.progress.emit(list(pending))
-            self.failed.emit(f"training failed: {type(exc).__name__}: {exc}", "", "")
+            post(self.progress, list(pending))
+            post(self.failed, f"training failed: {type(exc).__name__}: {exc}", "", "")
             return
         if pending:
-            self.progress.emit(list(pending))
-        self._snapshot()
-        self.finished.emit(history, self.trainer.state_updates(), history.stopped)
+            post(self.progress, list(pending))
+        self._snapshot(post)
+        post(self.finished, history, self.trainer.state_updates(), history.stopped)
 
-    def _snapshot(self):
+    def _snapshot(self, post):
         t = self.trainer
         try:
             result = run(t.program, t.feeds, target=t.loss_key, variables=dict(t.values), record=True,
@@ -96,7 +94,7 @@ class TrainWorker(QObject):
             return
         from blockflow.present.values import summarize     # made here, on the worker thread, not in the UI
 
-        self.snapshot.emit(result, {key: summarize(v) for key, v in result.values.items()})
+        post(self.snapshot, result, {key: summarize(v) for key, v in result.values.items()})
 
 
 class TrainPanel(QWidget):
@@ -112,8 +110,8 @@ class TrainPanel(QWidget):
         super().__init__(parent)
         self.doc = document
         self.setObjectName("trainPanel")
-        self._thread: QThread | None = None
-        self._worker: TrainWorker | None = None
+        self._worker_thread = Worker(self)
+        self._worker: TrainWorker | None = None     # the training going on
         self._plot = None
         self.losses: list[float] = []
         self.metric_values: dict[str, list[float]] = {}
@@ -136,6 +134,23 @@ class TrainPanel(QWidget):
     def _build(self):
         outer = QVBoxLayout(self)
         outer.setContentsMargins(6, 6, 6, 6)
+        form = self._build_form()
+        also = QLabel("Also plot (saved with the page):")
+        also.setWordWrap(True)
+        self.metrics = QListWidget()
+        self.metrics.setMaximumHeight(90)
+        self.metrics.itemChanged.connect(self._on_metric_toggled)
+        self._build_controls(outer)
+        self.plot_host = QVBoxLayout()
+        outer.addLayout(self.plot_host, 1)
+        # the curves and controls first, the settings under them
+        outer.addLayout(form)
+        outer.addWidget(also)
+        outer.addWidget(self.metrics)
+        self._on_optimizer()
+
+    def _build_form(self) -> QFormLayout:
+        """The settings: loss, mode, optimizer and its settings, steps, batch, seed, test."""
         form = QFormLayout()
         form.setRowWrapPolicy(QFormLayout.WrapLongRows)     # a narrow dock: fields go below labels
         self.loss = QComboBox()
@@ -180,11 +195,10 @@ class TrainPanel(QWidget):
         self.eval_every.setSpecialValueText("never")
         self.eval_every.setToolTip("evaluate the loss and metrics on the datasets' test part every K steps")
         form.addRow("Test every", self.eval_every)
-        also = QLabel("Also plot (saved with the page):")
-        also.setWordWrap(True)
-        self.metrics = QListWidget()
-        self.metrics.setMaximumHeight(90)
-        self.metrics.itemChanged.connect(self._on_metric_toggled)
+        return form
+
+    def _build_controls(self, outer: QVBoxLayout) -> None:
+        """Train / Stop / Reset, Keep, the progress bar and the line of news under it."""
         row = QHBoxLayout()
         self.train_button = QPushButton("Train")
         self.train_button.clicked.connect(self.start)
@@ -209,13 +223,6 @@ class TrainPanel(QWidget):
         self.info = plain_label("")      # may quote an error naming blocks of the file
         self.info.setWordWrap(True)
         outer.addWidget(self.info)
-        self.plot_host = QVBoxLayout()
-        outer.addLayout(self.plot_host, 1)
-        # the curves and controls first, the settings under them
-        outer.addLayout(form)
-        outer.addWidget(also)
-        outer.addWidget(self.metrics)
-        self._on_optimizer()
 
     def _on_optimizer(self, *_):
         """Show the chosen optimizer's settings, at its defaults."""
@@ -341,7 +348,7 @@ class TrainPanel(QWidget):
     # ------------------------------------------------------------------ training
     @property
     def training(self) -> bool:
-        return self._thread is not None
+        return self._worker is not None
 
     def start(self) -> bool:
         if self.training:
@@ -365,15 +372,9 @@ class TrainPanel(QWidget):
         self.progress.setRange(0, config.steps)
         self.progress.setValue(0)
         self._t0 = time.perf_counter()
-        self._worker = TrainWorker(trainer, config.steps)
-        self._thread = QThread(self)
-        self._worker.moveToThread(self._thread)
-        self._thread.started.connect(self._worker.work)
-        self._worker.progress.connect(self._on_progress)
-        self._worker.evaluated.connect(self._on_evaluated)
-        self._worker.snapshot.connect(self.snapshot)
-        self._worker.finished.connect(self._on_finished)
-        self._worker.failed.connect(self._on_failed)
+        worker = self._worker = TrainWorker(trainer, config.steps)
+        worker.progress, worker.evaluated, worker.snapshot = self._on_progress, self._on_evaluated, self.snapshot.emit
+        worker.finished, worker.failed = self._on_finished, self._on_failed
         self.train_button.setEnabled(False)
         self.stop_button.setEnabled(True)
         self.reset_button.setEnabled(False)
@@ -382,7 +383,7 @@ class TrainPanel(QWidget):
         for warning in trainer.warnings:
             self.status_message.emit(warning)
         self.training_started.emit()
-        self._thread.start()
+        self._worker_thread.submit(worker.work)
         return True
 
     def stop(self):
@@ -408,11 +409,7 @@ class TrainPanel(QWidget):
         self.test_points.append((step, values))
 
     def _finish_thread(self):
-        if self._thread is not None:
-            self._thread.quit()
-            self._thread.wait()
-            self._thread.deleteLater()
-        self._thread = None
+        self._worker_thread.wait()              # the training job returns right after telling its end
         self._worker = None
         self.train_button.setEnabled(True)
         self.stop_button.setEnabled(False)
@@ -472,9 +469,7 @@ class TrainPanel(QWidget):
         """Stop a running training and wait for its thread (closing the window)."""
         if self._worker is not None:
             self._worker.stop_event.set()
-        if self._thread is not None:
-            self._thread.quit()
-            self._thread.wait(5000)
+        self._worker_thread.wait(5000)
 
     # ------------------------------------------------------------------ plot
     def showEvent(self, event):

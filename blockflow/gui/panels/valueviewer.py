@@ -3,7 +3,7 @@ beside it after a backward run.
 
 Each side shows a table (a QAbstractTableModel over the array: 0-D, 1-D and 2-D directly, higher
 ranks one 2-D slice chosen with spin boxes), a heatmap with a colour bar, and shape, dtype,
-min/max/mean/std and NaN/Inf counts. It reads the RunController and edits nothing; it must not
+min/max/mean/std and NaN/Inf counts. It reads the session and edits nothing; it must not
 import the main window.
 """
 from __future__ import annotations
@@ -269,10 +269,10 @@ class ArrayPane(QWidget):
 class ValueViewerPanel(QWidget):
     """The selected block's output from the current page's last run, and its gradient."""
 
-    def __init__(self, document, runner, parent=None):
+    def __init__(self, document, session, parent=None):
         super().__init__(parent)
         self.document = document
-        self.runner = runner
+        self.session = session
         self.node_id: str | None = None
         self.header = QLabel()
         self.header.setTextFormat(Qt.RichText)
@@ -312,11 +312,7 @@ class ValueViewerPanel(QWidget):
         col.addLayout(top)
         col.addWidget(self.hint)
         col.addWidget(self.split, 1)
-        runner.results_changed.connect(self.refresh)
-        document.current_page_changed.connect(lambda _p: self.set_nodes([]))
-        document.project_replaced.connect(lambda: self.set_nodes([]))
-        document.node_renamed.connect(self._on_node_renamed)
-        document.node_removed.connect(self._on_node_removed)
+        session.results_changed.connect(self.refresh)
         self._ports: list[str] = []
         self.set_nodes([])
 
@@ -330,20 +326,11 @@ class ValueViewerPanel(QWidget):
         else:
             self.refresh()
 
-    def _on_node_renamed(self, page, old, new) -> None:
-        if page == self.document.current_page and self.node_id == old:
-            self.node_id = new
-
-    def _on_node_removed(self, page, node) -> None:
-        if page == self.document.current_page and self.node_id == node:
-            self.set_nodes([])
-
     def _output_ports(self) -> list[str]:
         if self.node_id is None:
             return []
         program = self.document.ready_program()     # None while the page compiles
-        step = program.step(self.node_id) if program is not None else None
-        if step is not None:
+        if program is not None and program.step(self.node_id) is not None:
             return program.output_ports(self.node_id)
         spec = self.document.spec(self.document.current_page, self.node_id)
         return [o.name for o in spec.outputs] if spec is not None else []
@@ -373,7 +360,7 @@ class ValueViewerPanel(QWidget):
 
     # ---------------------------------------------------------------- leading indices
     def _value(self):
-        pr = self.runner.results()
+        pr = self.session.results()
         if pr is None or self.node_id is None or self.port is None:
             return None
         return pr.value(self.node_id, self.port)
@@ -415,7 +402,7 @@ class ValueViewerPanel(QWidget):
         self._rebuild_indices()
 
     def _show(self) -> None:
-        pr = self.runner.results()
+        pr = self.session.results()
         node, port = self.node_id, self.port
         page = self.document.page()
         self.stale_label.setVisible(pr is not None and pr.stale)

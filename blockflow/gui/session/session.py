@@ -1,0 +1,463 @@
+"""The editor's session: what the runs of the open project produced, and what the user is looking
+at, held in one place that tells the panels when it changes.
+
+Session keeps each page's last run (PageResults), the Backward target picked per page, and the
+selection of the current page; it follows renames of pages and nodes and staleness after edits
+here, once, so no panel keeps or patches a copy of its own. Runs are requested from it
+(``forward``/``backward``); runner.py does the work off the UI thread. Display runs never commit
+state: running never changes the project. It must not import the main window, the canvas or a
+panel (the shell puts the results on the canvas: main_window/canvas_results.py).
+"""
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from blockflow.errors import BlockflowError
+from blockflow.run.runtime import RunResult
+from blockflow.present.values import BlockRun, summarize
+from blockflow.gui.common.worker import Worker
+from blockflow.gui.session import runner
+
+__all__ = ["Session", "PageResults", "page_fingerprint"]
+
+
+def page_fingerprint(page) -> bytes:
+    """A digest of everything on a page that can change what a run computes: blocks, attrs,
+    inline values, Variable state, wires, feeds and the loss mark; not positions, labels or notes.
+    Equal digests mean a run's results still hold (an edit undone makes them current again)."""
+    h = hashlib.blake2b(digest_size=20)
+
+    def put(value) -> None:
+        if isinstance(value, np.ndarray):
+            h.update(b"A" + value.dtype.str.encode() + repr(value.shape).encode())
+            h.update(np.ascontiguousarray(value).tobytes())
+        elif isinstance(value, dict):
+            h.update(b"D%d" % len(value))
+            for k in sorted(value, key=str):
+                put(str(k))
+                put(value[k])
+        elif isinstance(value, (list, tuple)):
+            h.update(b"L%d" % len(value))
+            for v in value:
+                put(v)
+        else:
+            h.update(b"S" + type(value).__name__.encode() + b":" + repr(value).encode() + b";")
+
+    for nid, node in page.nodes.items():
+        put((nid, node.block))
+        put(node.attrs)
+        put(node.inputs)
+        put(node.state)
+    put(sorted((e.src, e.src_port, e.dst, e.dst_port) for e in page.edges))
+    put(page.feeds)
+    put(page.loss)
+    return h.digest()
+
+
+class PageResults:
+    """The outcome of the last run of one page, as shown.
+
+    ``result`` is the RunResult (after a NaN/Inf failure: the values as computed, NaN included, by
+    an unchecked re-run; None when nothing could be computed); ``error`` the exception of a failed
+    run and ``error_node``/``error_port`` where it happened; ``stale`` whether the page changed
+    since. Node ids renamed after the run are followed (``ids``)."""
+
+    def __init__(self, page: str, kind: str, target, result, summaries, error, error_node, error_port,
+                 fingerprint: bytes, seconds: float):
+        self.page, self.kind, self.target = page, kind, target
+        self.result: RunResult | None = result
+        self.summaries: dict = summaries
+        self.error: BaseException | None = error
+        self.error_node, self.error_port = error_node, error_port
+        self.fingerprint = fingerprint
+        self.seconds = seconds
+        self.stale = False
+        self.ids: dict[str, str] = {}        # current id -> id in the run (renamed since)
+
+    def run_id(self, node: str) -> str:
+        return self.ids.get(node, node)
+
+    def node_renamed(self, old: str, new: str) -> None:
+        self.ids[new] = self.ids.pop(old, old)
+        if self.error_node == old:
+            self.error_node = new
+
+    def value(self, node: str, port: str):
+        if self.result is None:
+            return None
+        return self.result.values.get((self.run_id(node), port))
+
+    def grad(self, node: str, port: str):
+        if self.result is None:
+            return None
+        return self.result.grads.get((self.run_id(node), port))
+
+    def block_results(self, node: str, ports) -> BlockRun | None:
+        rid = self.run_id(node)
+        summaries = {p: self.summaries.get((rid, p)) for p in ports}
+        error = badge = ""
+        if self.error is not None and node == self.error_node:
+            error, badge = str(self.error), runner.badge(self.error)
+        if not error and not any(s is not None for s in summaries.values()):
+            return None
+        return BlockRun(summaries, error, self.stale, badge)
+
+
+class _Running:
+    __slots__ = ("page", "kind", "target", "fingerprint", "program")
+
+    def __init__(self, page, kind, target, fingerprint, program):
+        self.page, self.kind, self.target = page, kind, target
+        self.fingerprint, self.program = fingerprint, program
+
+
+class Session(QObject):
+    """The open project's run results and selection; runs the current page forward or backward.
+
+    Runs happen on a worker thread; while one runs, the UI stays live. A request made while a run
+    is going is queued: it starts (compiling the page as it is then) when the run ends; a later
+    request replaces a queued one. A run whose page was edited while it ran delivers its results
+    marked stale. ``last_result``, ``last_error`` and ``results_stale`` describe the current
+    page's last run; ``selection`` the blocks selected on the current page.
+
+    Signals: ``run_started(kind)`` ("forward"/"backward"); ``run_finished(result)`` with the
+    RunResult (a backward run's has ``.target`` and ``.paths``, for gradient highlighting);
+    ``run_failed(message, node, port)`` (node/port "" when the error names none);
+    ``results_cleared()``; ``results_changed()`` whenever what the current page shows changed
+    (new results, cleared, stale or fresh again, another page, a block renamed);
+    ``stale_changed()`` when only the current page's results turned stale or fresh again (then
+    ``results_changed`` follows); ``busy_changed(bool)``, ``targets_changed()``,
+    ``status_message(text)``, ``selection_changed(ids)``.
+    """
+
+    run_started = Signal(str)
+    run_finished = Signal(object)
+    run_failed = Signal(str, str, str)
+    results_cleared = Signal()
+    results_changed = Signal()
+    stale_changed = Signal()
+    busy_changed = Signal(bool)
+    targets_changed = Signal()
+    status_message = Signal(str)
+    selection_changed = Signal(list)
+
+    def __init__(self, document, parent=None):
+        super().__init__(parent)
+        self.doc = document
+        self._worker = Worker(self)
+        self._pages: dict[str, PageResults] = {}
+        self._running: _Running | None = None
+        self._queued: tuple[str, str | None] | None = None
+        self._waiting: tuple[str, str, str | None] | None = None   # (page, kind, target) until compiled
+        self._token = 0
+        self._picked: dict[str, str] = {}    # page -> target the user chose in the combo
+        self._targets: list[tuple[str, str]] = []
+        self._target_page: str | None = None
+        self._selection: list[str] = []
+        #: called on the worker thread before each run (tests hold a run back with it)
+        self.job_hook = None
+        #: threading.get_ident() of the thread the last delivered run ran on
+        self.last_thread_id: int | None = None
+        self._recheck = QTimer(self)
+        self._recheck.setSingleShot(True)
+        self._recheck.timeout.connect(self._after_edits)
+        self._bind(document)
+        self._refresh_targets()
+
+    def _bind(self, d) -> None:
+        d.structure_changed.connect(self._on_structure)
+        d.program_ready.connect(self._on_program_ready)
+        d.page_field_changed.connect(self._on_page_field)
+        d.current_page_changed.connect(self._on_page_switched)
+        d.project_replaced.connect(self._on_project_replaced)
+        d.page_renamed.connect(self._on_page_renamed)
+        d.node_renamed.connect(self._on_node_renamed)
+        d.node_removed.connect(self._on_node_removed)
+
+    # ---------------------------------------------------------------- state
+    @property
+    def busy(self) -> bool:
+        return self._running is not None
+
+    def results(self, page: str | None = None) -> PageResults | None:
+        """The last run of ``page`` (the current page when None), or None."""
+        return self._pages.get(page or self.doc.current_page)
+
+    @property
+    def last_result(self) -> RunResult | None:
+        pr = self.results()
+        return pr.result if pr is not None else None
+
+    @property
+    def last_error(self) -> BaseException | None:
+        pr = self.results()
+        return pr.error if pr is not None else None
+
+    @property
+    def results_stale(self) -> bool:
+        pr = self.results()
+        return pr is not None and pr.stale
+
+    # ---------------------------------------------------------------- selection
+    @property
+    def selection(self) -> list[str]:
+        """The ids of the blocks selected on the current page."""
+        return list(self._selection)
+
+    def set_selection(self, ids) -> None:
+        ids = list(ids)
+        if ids != self._selection:
+            self._selection = ids
+            self.selection_changed.emit(list(ids))
+
+    # ---------------------------------------------------------------- targets
+    def targets(self) -> list[tuple[str, str]]:
+        """The current page's scalar float outputs as ``(key "node:port", label)``; the page's
+        loss is labelled as such."""
+        if self._target_page != self.doc.current_page:
+            self._refresh_targets()
+        return list(self._targets)
+
+    @property
+    def target(self) -> str | None:
+        """What Backward differentiates: the target picked in the combo while it is still on the
+        page, else the page's loss, else the first scalar float output; None when there is none."""
+        keys = [k for k, _ in self.targets()]
+        if not keys:
+            return None
+        page = self.doc.current_page
+        picked = self._picked.get(page)
+        if picked in keys:
+            return picked
+        program = self.doc.ready_program(page)
+        loss = _loss_key(program) if program is not None else None
+        return loss if loss in keys else keys[0]
+
+    def set_target(self, key: str) -> None:
+        self._picked[self.doc.current_page] = key
+
+    def _refresh_targets(self) -> None:
+        """The targets from the page's program; kept as they are while it compiles."""
+        page = self.doc.current_page
+        program = self.doc.ready_program(page)
+        if program is None:
+            return                        # program_ready calls again
+        out = runner.scalar_targets(program, _loss_key(program))
+        changed = out != self._targets or page != self._target_page
+        self._targets, self._target_page = out, page
+        if changed:
+            self.targets_changed.emit()
+
+    # ---------------------------------------------------------------- actions
+    def forward(self) -> None:
+        """Run the current page forward (F5)."""
+        self._request("forward", None)
+
+    def backward(self, target: str | None = None) -> None:
+        """Run forward, then backward from ``target`` (``"node:port"``; default: the combo's)."""
+        self._request("backward", target)
+
+    def clear(self) -> None:
+        """Remove the current page's results and error marks. A run still going is let finish
+        but not shown; a queued request is dropped."""
+        page = self.doc.current_page
+        self._queued = None
+        self._waiting = None
+        dropping = self._running is not None and self._running.page == page
+        if dropping:
+            self._token += 1          # its outcome no longer matches: dropped when it arrives
+            self.status_message.emit("Results cleared; the run going on will not be shown")
+        had = self._pages.pop(page, None) is not None
+        self.results_changed.emit()
+        self.results_cleared.emit()
+        if not dropping:
+            self.status_message.emit("Results cleared" if had else "No results to clear")
+
+    def wait(self, msecs: int = -1) -> bool:
+        """Block until a run under way returned (its results are delivered by the event loop)."""
+        return self._worker.wait(msecs)
+
+    def _request(self, kind: str, target: str | None) -> None:
+        if self._running is not None:
+            replaced = self._queued is not None
+            self._queued = (kind, target)
+            self.status_message.emit(f"A run is going: the {kind} run starts when it ends"
+                                     + (" (replacing the one queued)" if replaced else ""))
+            return
+        self._start(kind, target)
+
+    def _start(self, kind: str, target: str | None) -> None:
+        page = self.doc.current_page
+        program = self.doc.ready_program(page)
+        if program is None:               # compiling off the UI thread: the run follows it
+            self._waiting = (page, kind, target)
+            self.status_message.emit(f"Checking page '{page}': the {kind} run starts when it is checked")
+            return
+        self._waiting = None
+        target = (target or self.target) if kind == "backward" else None
+        refusal = runner.refusal(program, page, kind, target, [k for k, _ in self.targets()])
+        if refusal is not None:
+            self._refuse(*refusal)
+            return
+        self._token += 1
+        self._running = _Running(page, kind, target, page_fingerprint(self.doc.page(page)), program)
+        token, hook = self._token, self.job_hook
+        self.busy_changed.emit(True)
+        self.run_started.emit(kind)
+        self.status_message.emit(f"Running page '{page}' {kind}" + (f" to {target}" if target else "") + "…")
+        self._worker.submit(lambda _post: runner.run_job(token, program, target, hook), self._on_done)
+
+    def present(self, result: RunResult, page: str, summaries: dict | None = None, fingerprint: bytes | None = None,
+                kind: str = "training") -> None:
+        """Show a run made elsewhere (the Train panel's recorded runs of the values being
+        trained) as this page's results, and announce it like a finished run (gradient highlighting
+        follows). ``fingerprint``: the page as it was when that run's program was compiled."""
+        if self._running is not None or page not in {p.name for p in self.doc.project.pages}:
+            return
+        if summaries is None:
+            summaries = {key: summarize(v) for key, v in result.values.items()}
+        target = None if result.target is None else f"{result.target[0]}:{result.target[1]}"
+        pr = PageResults(page, kind, target, result, summaries, None, "", "",
+                         fingerprint or page_fingerprint(self.doc.page(page)), 0.0)
+        pr.stale = page_fingerprint(self.doc.page(page)) != pr.fingerprint
+        self._pages[page] = pr
+        if page == self.doc.current_page:
+            self.results_changed.emit()
+            self.run_finished.emit(result)
+
+    def _refuse(self, message: str, node: str, port: str) -> None:
+        self.status_message.emit(message)
+        self.run_failed.emit(message, node, port)
+
+    # ---------------------------------------------------------------- outcome (UI thread)
+    def _on_done(self, out: runner.Outcome) -> None:
+        running, self._running = self._running, None
+        queued, self._queued = self._queued, None
+        self.busy_changed.emit(False)
+        if running is None or out.token != self._token:
+            self._start_queued(queued)
+            return                 # cleared, or another project opened, while it ran
+        self.last_thread_id = out.thread_id
+        page = running.page
+        if page not in {p.name for p in self.doc.project.pages}:
+            self.status_message.emit(f"Page '{page}' was deleted while it ran: its results are dropped")
+            self._start_queued(queued)
+            return
+        node, port = runner.error_location(running.program, out.error) if out.error is not None else ("", "")
+        pr = PageResults(page, running.kind, running.target, out.result, out.summaries, out.error,
+                         node, port, running.fingerprint, out.seconds)
+        pr.stale = page_fingerprint(self.doc.page(page)) != running.fingerprint
+        self._pages[page] = pr
+        if page == self.doc.current_page:
+            self.results_changed.emit()
+        self._announce(running, out, pr, node, port)
+        self._start_queued(queued)
+
+    def _announce(self, running: _Running, out: runner.Outcome, pr: PageResults, node: str, port: str) -> None:
+        what = f"{running.kind.capitalize()} run of '{running.page}'"
+        if out.error is not None:
+            message = (f"{what} failed: {out.error}" if isinstance(out.error, BlockflowError)
+                       else f"{what} failed with an internal error: {type(out.error).__name__}: {out.error}")
+            self.status_message.emit(message)
+            self.run_failed.emit(message, node, port)
+        else:
+            took = f"{out.seconds * 1000:.0f} ms" if out.seconds < 10 else f"{out.seconds:.1f} s"
+            self.status_message.emit(f"{what} done in {took}"
+                                     + (" — stale: the page was edited while it ran" if pr.stale else ""))
+            self.run_finished.emit(out.result)
+
+    def _start_queued(self, queued) -> None:
+        if queued is not None and self._running is None:
+            self._start(*queued)
+
+    def _set_stale(self, page: str, stale: bool) -> None:
+        pr = self._pages.get(page)
+        if pr is None or pr.stale == stale:
+            return
+        pr.stale = stale
+        if page == self.doc.current_page:
+            self.stale_changed.emit()
+            self.results_changed.emit()
+
+    # ---------------------------------------------------------------- document changes
+    def _on_program_ready(self, page: str) -> None:
+        if page == self.doc.current_page:
+            self._refresh_targets()
+        waiting, self._waiting = self._waiting, None
+        if waiting is not None and waiting[0] == page == self.doc.current_page and self._running is None:
+            self._start(waiting[1], waiting[2])
+
+    def _on_structure(self, page: str) -> None:
+        # Marked stale at once; whether the edits since the run cancel out (an undo) is checked
+        # once the burst of edits is over.
+        self._set_stale(page, True)
+        self._recheck.start(0)
+
+    def _after_edits(self) -> None:
+        for name, pr in self._pages.items():
+            if pr.stale:
+                try:
+                    page = self.doc.page(name)
+                except BlockflowError:
+                    continue
+                if page_fingerprint(page) == pr.fingerprint:
+                    self._set_stale(name, False)
+        self._refresh_targets()
+
+    def _on_page_field(self, page: str, field: str) -> None:
+        if field == "loss":
+            self._picked.pop(page, None)      # the combo follows the new loss mark
+
+    def _on_page_switched(self, _page: str) -> None:
+        self.set_selection([])
+        self._refresh_targets()
+        self.results_changed.emit()
+
+    def _on_project_replaced(self) -> None:
+        self._pages.clear()
+        self._picked.clear()
+        self._queued = None
+        self._waiting = None
+        self._token += 1                      # a run of the old project is not shown
+        self.set_selection([])
+        self._refresh_targets()
+        self.results_changed.emit()
+        self.results_cleared.emit()
+
+    # ---------------------------------------------------------------- renames: followed here only
+    def _on_page_renamed(self, old: str, new: str) -> None:
+        if old in self._pages:
+            self._pages[new] = self._pages.pop(old)
+            self._pages[new].page = new
+        if old in self._picked:
+            self._picked[new] = self._picked.pop(old)
+        if self._running is not None and self._running.page == old:
+            self._running.page = new
+
+    def _on_node_renamed(self, page: str, old: str, new: str) -> None:
+        pr = self._pages.get(page)
+        if pr is not None:
+            pr.node_renamed(old, new)
+        picked = self._picked.get(page)
+        if picked is not None and picked.partition(":")[0] == old:
+            self._picked[page] = new + ":" + picked.partition(":")[2]
+        if page == self.doc.current_page:
+            self.set_selection([new if n == old else n for n in self._selection])
+            self.results_changed.emit()       # the canvas rebuilt its items
+
+    def _on_node_removed(self, page: str, node: str) -> None:
+        if page == self.doc.current_page and node in self._selection:
+            self.set_selection([n for n in self._selection if n != node])
+
+
+def _loss_key(program) -> str | None:
+    if program.loss is None:
+        return None
+    try:
+        slot = program.target_slot()
+    except BlockflowError:
+        return None
+    return f"{slot.node}:{slot.port}"

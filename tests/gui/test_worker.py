@@ -1,0 +1,109 @@
+"""The editor's one worker mechanism (blockflow.gui.common.worker): jobs off the UI thread, one
+at a time, their results and posted calls delivered on the UI thread, waiting and shutdown."""
+from __future__ import annotations
+
+import threading
+
+from PySide6.QtCore import QObject
+
+from blockflow.gui.common.worker import Worker
+
+
+def test_jobs_run_off_the_ui_thread_in_order_and_report_on_it(qtbot, qapp):
+    worker = Worker()
+    ran, done, posted = [], [], []
+
+    def job(n):
+        def fn(post):
+            ran.append((n, threading.get_ident()))
+            post(lambda: posted.append((n, threading.get_ident())))
+            return n * 10
+        return fn
+
+    for n in range(3):
+        worker.submit(job(n), lambda r: done.append((r, threading.get_ident())))
+    assert worker.wait(5000)
+    qtbot.waitUntil(lambda: len(done) == 3)
+    ui = threading.get_ident()
+    assert [n for n, _ in ran] == [0, 1, 2] and all(t != ui for _, t in ran)
+    assert len({t for _, t in ran}) == 1                 # one thread for the worker
+    assert [r for r, _ in done] == [0, 10, 20] and all(t == ui for _, t in done)
+    assert sorted(n for n, _ in posted) == [0, 1, 2] and all(t == ui for _, t in posted)
+
+
+def test_a_failing_job_is_reported_and_the_next_one_still_runs(qtbot, capsys):
+    worker = Worker()
+    done = []
+
+    def broken(_post):
+        raise RuntimeError("a bug in a job")
+
+    worker.submit(broken, done.append)
+    worker.submit(lambda _post: "after", done.append)
+    assert worker.wait(5000)
+    qtbot.waitUntil(lambda: done == ["after"])
+    assert "a bug in a job" in capsys.readouterr().err
+
+
+def test_deleting_the_owner_waits_for_the_job_under_way(qtbot):
+    owner = QObject()
+    worker = Worker(owner)
+    gate, finished = threading.Event(), threading.Event()
+
+    def slow(_post):
+        gate.wait(5)
+        finished.set()
+        return 1
+
+    worker.submit(slow, lambda _r: None)
+    threading.Timer(0.05, gate.set).start()
+    owner.deleteLater()
+    del worker
+    qtbot.waitUntil(finished.is_set, timeout=5000)
+    qtbot.wait(20)             # a result posted to a deleted worker is dropped without an error
+
+
+# ------------------------------------------------------------------------------- page compiles on it
+
+
+def _held_compiles(monkeypatch):
+    """Page compiles that wait for ``gate`` on the worker thread (the UI thread's never do)."""
+    from blockflow.gui.document import compiling
+
+    gate, real = threading.Event(), compiling.compile_page
+    ui = threading.get_ident()
+
+    def held(*args, **kw):
+        if threading.get_ident() != ui:
+            gate.wait(5)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(compiling, "compile_page", held)
+    return gate
+
+
+def test_a_caller_needing_the_program_now_waits_for_the_compile_under_way(qtbot, monkeypatch):
+    from blockflow.gui.document.document import Document
+
+    gate = _held_compiles(monkeypatch)
+    doc = Document()
+    doc.add_node("Softmax", (0, 0))
+    assert doc.ready_program() is None                 # held on the worker: not ready in WAIT
+    threading.Timer(0.1, gate.set).start()
+    program = doc.program()                            # waits for that very compile
+    assert program.page_name == doc.current_page and any(d.node == "Softmax_1" for d in program.diagnostics)
+    assert doc.ready_program() is program
+
+
+def test_a_document_dropped_during_a_compile_waits_for_it(qtbot, monkeypatch):
+    from blockflow.gui.document.document import Document
+
+    gate = _held_compiles(monkeypatch)
+    doc = Document()
+    doc.add_node("Softmax", (0, 0))
+    assert doc.ready_program() is None
+    threading.Timer(0.1, gate.set).start()
+    doc.deleteLater()
+    del doc
+    qtbot.wait(300)          # the compile lands in a worker that is gone: dropped, no error
+    assert gate.is_set()
