@@ -257,7 +257,7 @@ def test_a_tensor_too_big_to_allocate_is_refused_at_compile_time_before_anything
 
     from diagrams import chain
 
-    from blockflow.compile.compiler import MAX_TENSOR_BYTES
+    from blockflow.spec import MAX_TENSOR_BYTES
 
     project = chain(("v", "Variable", {"shape": [100_000, 100_000]}, None),
                     ("z", "Fill", {}, {"dims": np.array([10 ** 6, 10 ** 6]), "value": np.float32(1)}),
@@ -287,3 +287,64 @@ def test_program_answers_named_questions_about_its_nodes_and_wires():
     assert (loss.node, loss.type.shape) == ("Sum_1", ())
     assert program.slot(program.resolve_target("x")).node == "x"
     assert not program.reads_datasets
+
+
+# --------------------------------------------------------------------------------------------
+# The compile package's shape: what a Program answers, and who may read its tables
+
+
+def test_step_flat_input_names_the_slot_feeding_each_input_port():
+    p = chain(("x", "Placeholder", {"shape": [2]}, None),
+              ("y", "Placeholder", {"shape": [2]}, None),
+              ("n", "AddN", {}, {"inputs[0]": "x", "inputs[1]": "y", "inputs[2]": [1.0, 2.0]}))
+    program = compile_project(p)
+    assert program.ok, messages(program)
+    step = program.step("n")
+    fed = [step.flat_input(j) for j in range(len(step.in_edges))]
+    assert fed[:2] == [program.slot_of("x"), program.slot_of("y")]
+    const = program.slot(fed[2])
+    assert const.const and const.node == "n" and const.port == "inputs[2]"
+
+
+def test_program_cache_keeps_one_dict_per_kind_for_the_programs_life():
+    program = compile_project(softmax_project())
+    plans = program.cache("plans")
+    plans["k"] = 1
+    assert program.cache("plans") is plans and program.cache("other") == {}
+    assert compile_project(softmax_project()).cache("plans") == {}
+
+
+def test_gradient_paths_are_computed_once_per_question():
+    program = compile_project(softmax_project())
+    assert program.gradient_paths() is program.gradient_paths(None)
+    assert program.gradient_paths(wrt=["x"]) is not program.gradient_paths()
+
+
+def test_gradpaths_reads_a_program_without_importing_program_py():
+    # program.py builds GradientPaths: an import back would make the two modules a cycle.
+    import ast
+    from pathlib import Path
+
+    import blockflow.compile.gradpaths as gradpaths
+
+    tree = ast.parse(Path(gradpaths.__file__).read_text(encoding="utf-8"))
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
+    assert not any(m and m.startswith("blockflow.compile") for m in imported), imported
+
+
+def test_nothing_outside_compile_reads_the_compilers_lookup_tables():
+    # Ask, don't index: callers use Program.step(), slot(), port_type(), wire_type(),
+    # typed_wires()...; only run/'s code generator walks the slots and steps tuples itself.
+    import re
+    from pathlib import Path
+
+    import blockflow
+
+    root = Path(blockflow.__file__).parent
+    pattern = re.compile(r"\.(step_of|port_slots|edge_types)\b|\bprogram\.slots\[")
+    found = [f"{path.relative_to(root)}:{n}: {line.strip()}"
+             for path in sorted(root.rglob("*.py")) if path.parent.name != "compile"
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if pattern.search(line)]
+    assert not found, "\n".join(found)

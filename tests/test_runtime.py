@@ -148,7 +148,7 @@ def test_training_run_frees_values_nothing_needs():
               ("loss2", "Sum", {}, {"input": "d"}))
     program = compile_project(p)
     res = run(program, {"x": np.zeros(3, np.float32)}, target="loss2", wrt=["v"], record=False)
-    plan = next(iter(program._plans.values()))
+    plan = next(iter(program.cache("plans").values()))
     assert "del " in plan.source
     # Exp's values are not needed once c is computed: the backward pass wants only c (for d's vjp).
     src = plan.source.splitlines()
@@ -235,7 +235,7 @@ def test_repeated_runs_reuse_the_plan_and_agree():
     program = compile_project(softmax_project())
     a = run(program, target=None, fetch=["Sum_1"], record=False)
     b = run(program, target=None, fetch=["Sum_1"], record=False)
-    assert len(program._plans) == 1
+    assert len(program.cache("plans")) == 1
     assert a.value("Sum_1") == b.value("Sum_1")
 
 

@@ -69,7 +69,7 @@ def data_paths(project, registry) -> list[str]:
         for node in pg.nodes.values():
             spec = registry.get(node.block)
             path = node.attrs.get("path")
-            if spec is not None and spec.category == "data_ops" and isinstance(path, str) and path:
+            if spec is not None and spec.is_dataset and isinstance(path, str) and path:
                 if path not in out:
                     out.append(path)
     return out

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from blockflow.compile.compiler import Program
+from blockflow.compile.program import Program
 from blockflow.project import Edge
 from blockflow.spec import shape_text
 
@@ -185,7 +185,7 @@ class GradientView:
             self.target_slot = program.resolve_target(f"{result.target[0]}:{result.target[1]}")
         else:
             self.target_slot = program.resolve_target(target)
-        tslot = program.slots[self.target_slot]
+        tslot = program.slot(self.target_slot)
         self.target = (tslot.node, tslot.port)
         self.result = result
         self.paths = result.paths if result is not None and result.paths is not None else \
@@ -193,7 +193,7 @@ class GradientView:
         self.wires: dict[Edge, WireInfo] = {}
         self.cut_by: dict[str, list] = {}
         paths = self.paths
-        for edge in program.edge_types:
+        for edge in program.typed_wires():
             if edge in paths.flows:
                 state, cutters = FLOWS, ()
             elif edge in paths.cut:
@@ -258,14 +258,14 @@ class GradientView:
     # ------------------------------------------------------------------ stepping
     def _steps(self) -> list[BackwardStep]:
         r, program = self.result, self.program
-        slots = program.slots
         steps: list[BackwardStep] = []
         for st in reversed(program.steps):
             arriving = {}
             for o in st.outputs:
-                g = r.grads.get((slots[o].node, slots[o].port))
+                slot = program.slot(o)
+                g = r.grads.get((slot.node, slot.port))
                 if g is not None:
-                    arriving[slots[o].port] = g
+                    arriving[slot.port] = g
             if not arriving:
                 continue
             sent = [(edge, r.edge_grads[edge]) for _, _, edge in st.in_edges
@@ -285,25 +285,25 @@ class GradientView:
     # ------------------------------------------------------------------ explaining
     def explain(self, node: str) -> BlockExplanation:
         program = self.program
-        st = program.step_of[node]
+        st = program.step(node)
         spec = st.spec
         rule = getattr(spec, "grad_rule", "") or ""
         r = self.result
-        slots = program.slots
         upstream = {}
         if r is not None:
             for o in st.outputs:
-                g = r.grads.get((slots[o].node, slots[o].port))
+                slot = program.slot(o)
+                g = r.grads.get((slot.node, slot.port))
                 if g is not None:
-                    upstream[slots[o].port] = g
+                    upstream[slot.port] = g
         inputs = []
         for j, (pos, idx, edge) in enumerate(st.in_edges):
             decl = spec.inputs[pos]
             port = decl.name if idx is None else f"{decl.name}[{idx}]"
-            src = st.inputs[pos] if idx is None else st.inputs[pos][idx]
+            src = st.flat_input(j)
             value = None
             if r is not None and src is not None:
-                value = r.values.get((slots[src].node, slots[src].port))
+                value = r.values.get((program.slot(src).node, program.slot(src).port))
             result = None
             why = ""
             info = self.wires.get(edge) if edge is not None else None

@@ -123,16 +123,7 @@ def check_block(spec: BlockSpec, inputs: Sequence | Mapping[str, Any], attrs: Ma
     attr_values, problems = spec.validate_attrs(dict(attrs or {}))
     if problems:
         raise ValueError(f"block {spec.name}: " + "; ".join(msg for _, msg in problems))
-    values = _inputs_in_order(spec, inputs)
-    args, wrt = [], []
-    for i, (port, value) in enumerate(zip(spec.inputs, values)):
-        if port.static:
-            args.append(value)
-            continue
-        value = _to_float64(list(value) if port.variadic else value)
-        args.append(value)
-        if port.differentiable and _is_float_group(value):
-            wrt.append(i)
+    args, wrt = _block_args(spec, _inputs_in_order(spec, inputs))
     forward, rule = spec.forward, spec.vjp
     if "needs" in spec.vjp_context:
         needs = tuple(tuple(True for _ in a) if p.variadic else True for p, a in zip(spec.inputs, args))
@@ -147,22 +138,53 @@ def check_block(spec: BlockSpec, inputs: Sequence | Mapping[str, Any], attrs: Ma
     def call_forward(*a):
         return forward(*a, **attr_values, **({"rng": np.random.default_rng(seed)} if rng_fwd else {}))
 
-    # Outputs are checked flat: an OutputList contributes one entry per port.
-    declared = call_forward(*args)
-    declared = (declared,) if len(spec.outputs) == 1 else tuple(declared)
-    counts = [len(o) if d.variadic else None for d, o in zip(spec.outputs, declared)]
-    out_mask = [d.differentiable for d, n in zip(spec.outputs, counts) for _ in range(1 if n is None else n)]
+    outs = _FlatOutputs(spec, call_forward(*args))
 
-    def flatten(out):
-        out = (out,) if len(spec.outputs) == 1 else tuple(out)
+    def f(*a):
+        return outs.flatten(call_forward(*a))
+
+    def vjp(g, out, *a):
+        extra = {"rng": np.random.default_rng(seed)} if rng_vjp else {}
+        return rule(outs.nest(g), outs.nest(out), *a, **attr_values_vjp, **extra)
+
+    return _check(f, vjp, args, wrt, [p.name for p in spec.inputs], outs.mask, seed, eps, rtol, spec.name)
+
+
+def _block_args(spec: BlockSpec, values):
+    """(the block's arguments, float inputs as float64; the positions of those to check)."""
+    args, wrt = [], []
+    for i, (port, value) in enumerate(zip(spec.inputs, values)):
+        if port.static:
+            args.append(value)
+            continue
+        value = _to_float64(list(value) if port.variadic else value)
+        args.append(value)
+        if port.differentiable and _is_float_group(value):
+            wrt.append(i)
+    return args, wrt
+
+
+class _FlatOutputs:
+    """Outputs are checked flat: an OutputList contributes one entry per port. Built from one
+    forward result, it flattens others like it and nests flat cotangents back."""
+
+    def __init__(self, spec: BlockSpec, result):
+        self.single = len(spec.outputs) == 1
+        declared = (result,) if self.single else tuple(result)
+        self.counts = [len(o) if d.variadic else None for d, o in zip(spec.outputs, declared)]
+        #: per flat output: whether it is differentiable (gets a cotangent)
+        self.mask = [d.differentiable for d, n in zip(spec.outputs, self.counts) for _ in range(1 if n is None else n)]
+
+    def flatten(self, out):
+        out = (out,) if self.single else tuple(out)
         flat = []
-        for n, o in zip(counts, out):
+        for n, o in zip(self.counts, out):
             flat.extend(o if n is not None else (o,))
         return tuple(flat)
 
-    def nest(flat):
+    def nest(self, flat):
         out, k = [], 0
-        for n in counts:
+        for n in self.counts:
             if n is None:
                 out.append(flat[k])
                 k += 1
@@ -170,15 +192,6 @@ def check_block(spec: BlockSpec, inputs: Sequence | Mapping[str, Any], attrs: Ma
                 out.append(list(flat[k:k + n]))
                 k += n
         return out[0] if len(out) == 1 else tuple(out)
-
-    def f(*a):
-        return flatten(call_forward(*a))
-
-    def vjp(g, out, *a):
-        extra = {"rng": np.random.default_rng(seed)} if rng_vjp else {}
-        return rule(nest(g), nest(out), *a, **attr_values_vjp, **extra)
-
-    return _check(f, vjp, args, wrt, [p.name for p in spec.inputs], out_mask, seed, eps, rtol, spec.name)
 
 
 def check_program(program, feeds=None, target=None, *, wrt=None, seed: int = 0,
@@ -198,27 +211,12 @@ def check_program(program, feeds=None, target=None, *, wrt=None, seed: int = 0,
 
     feeds = {**program.feeds, **dict(feeds or {})}
     t = program.resolve_target(target)
-    tslot = program.slots[t]
+    tslot = program.slot(t)
     key = f"{tslot.node}:{tslot.port}"
     # One plain run first: it draws the Variables' first values under the run's memory guard (and
     # refuses a page over the budget) before they are read here.
     run(program, feeds, fetch=[key], record=False, check_numerics=False, commit=False)
-    wanted = None if wrt is None else set(wrt)
-    leaves, names, args = [], [], []
-    for st in program.steps:
-        if st.role not in ("placeholder", "variable") or (wanted is not None and st.node not in wanted):
-            continue
-        value = feeds.get(st.node) if st.role == "placeholder" else program.variable_values.get(st.node)
-        if value is None:
-            if st.role == "placeholder" and (wanted is None or st.node in wanted):
-                raise ValueError(f"Placeholder {program.full_name(st.node)} has no feed to check at")
-            continue
-        value = np.asarray(value)
-        if value.dtype.kind != "f":
-            continue
-        leaves.append((st, value.dtype))
-        names.append(st.node)
-        args.append(value)
+    leaves, names, args = _program_leaves(program, feeds, None if wrt is None else set(wrt))
     low = min((dt.itemsize for _, dt in leaves), default=8) < 8 or tslot.type.dtype.itemsize < 8
     eps = eps if eps is not None else (1e-3 if low else 1e-6)
     rtol = rtol if rtol is not None else (1e-2 if low else 1e-6)
@@ -247,6 +245,27 @@ def check_program(program, feeds=None, target=None, *, wrt=None, seed: int = 0,
     label = f"{program.full_name(tslot.node)}:{tslot.port}"
     args64 = [_to_float64(a) for a in args]
     return _check(f, vjp, args64, list(range(len(args64))), names, None, seed, eps, rtol, label, roundoff)
+
+
+def _program_leaves(program, feeds, wanted):
+    """The float Placeholders and Variables to check (those in ``wanted`` when given): ((step,
+    dtype) pairs, node ids, values)."""
+    leaves, names, args = [], [], []
+    for st in program.steps:
+        if st.role not in ("placeholder", "variable") or (wanted is not None and st.node not in wanted):
+            continue
+        value = feeds.get(st.node) if st.role == "placeholder" else program.variable_values.get(st.node)
+        if value is None:
+            if st.role == "placeholder" and (wanted is None or st.node in wanted):
+                raise ValueError(f"Placeholder {program.full_name(st.node)} has no feed to check at")
+            continue
+        value = np.asarray(value)
+        if value.dtype.kind != "f":
+            continue
+        leaves.append((st, value.dtype))
+        names.append(st.node)
+        args.append(value)
+    return leaves, names, args
 
 
 def promote_page(page, registry):

@@ -1,6 +1,6 @@
 """The memory plan of a run: every array a run makes is checked before it is made.
 
-The runtime turns a kind of run into straight-line code (runtime._Plan). Each line of it says
+The runtime turns a kind of run into straight-line code (run/lower.py). Each line of it says
 what the names it binds hold: a new array the size of a slot's type, the parts of a vjp's result
 (one new array per input that gets a gradient), arrays another name holds (an edge's gradient is a
 part of a vjp's result), or memory the run was handed (Variables, feeds, slot state). The types
@@ -71,6 +71,40 @@ def nbytes(t: TensorType) -> int | None:
 Walk = namedtuple("Walk", "base resident peak")
 
 
+class _Ledger:
+    """The bytes alive during a walk: which buffers each name holds, and how many names hold each
+    buffer (a buffer is freed when the last name holding it is dropped or rebound)."""
+
+    def __init__(self, resident: int):
+        self.live = self.peak = resident
+        self.holds: dict = {}      # name -> {part: buffer}
+        self.refs: dict = {}       # buffer -> [bytes, references]
+        self.counter = 0
+
+    def new_buffer(self, size: int) -> int:
+        self.counter += 1
+        self.refs[self.counter] = [size, 0]
+        return self.counter
+
+    def drop(self, name) -> None:
+        old = self.holds.pop(name, None)
+        if old:
+            for buf in old.values():
+                ref = self.refs[buf]
+                ref[1] -= 1
+                if ref[1] == 0:
+                    self.live -= ref[0]
+                    del self.refs[buf]
+
+    def hold(self, bound) -> None:
+        """Bind each name to its buffers (what a name held before is dropped)."""
+        for name, bufs in bound:
+            for buf in bufs.values():
+                self.refs[buf][1] += 1
+            self.drop(name)
+            self.holds[name] = bufs
+
+
 class MemoryPlan:
     """The memory side of one kind of run: its lines, and their walks per shape signature."""
 
@@ -127,6 +161,31 @@ class MemoryPlan:
 
     def _walk(self, budget: int, source: str, held: int, key: tuple) -> Walk:
         types = self._concrete(key)
+        resident = self._resident(types, budget, source, held)
+        ledger = _Ledger(resident)
+        base: dict = {}
+        for binds, at, frees in self.lines:
+            if frees:
+                for name in frees:
+                    ledger.drop(name)
+                continue
+            bound, made, biggest = self._bind(binds, at, types, ledger)
+            if made and ledger.live + made > budget:
+                size, label, t = biggest
+                self._fail(at, f"{label} would be {t} ({format_size(size)}) with {format_size(ledger.live)} "
+                               f"already in use: over the run's memory budget of {format_size(budget)} "
+                               f"({source}); {_RAISE}")
+            ledger.live += made
+            if at is not None and at not in base:
+                base[at] = ledger.live
+            if ledger.live > ledger.peak:
+                ledger.peak = ledger.live
+            ledger.hold(bound)
+        return Walk(base, resident, ledger.peak)
+
+    def _resident(self, types, budget: int, source: str, held: int) -> int:
+        """The bytes a run holds before its first step (what it is handed and what the caller
+        keeps for it); raises MemoryLimitError when that alone is over the budget."""
         handed = list(self.fixed) + [(f"{label} {types[s]}", nbytes(types[s]) or 0)
                                      for s, label in zip(self.feed_slots, self.feed_labels)]
         resident = held + sum(n for _, n in handed)
@@ -138,76 +197,42 @@ class MemoryPlan:
                                    f"state, feeds and constants{kept}; the largest is {label}, "
                                    f"{format_size(size)}): over the run's memory budget of "
                                    f"{format_size(budget)} ({source}); {_RAISE}", "")
-        live = peak = resident
-        base: dict = {}
-        holds: dict = {}      # name -> {part: buffer}
-        refs: dict = {}       # buffer -> [bytes, references]
-        counter = 0
+        return resident
 
-        def drop(name):
-            nonlocal live
-            old = holds.pop(name, None)
-            if old:
-                for buf in old.values():
-                    ref = refs[buf]
-                    ref[1] -= 1
-                    if ref[1] == 0:
-                        live -= ref[0]
-                        del refs[buf]
-
-        for binds, at, frees in self.lines:
-            if frees:
-                for name in frees:
-                    drop(name)
+    def _bind(self, binds, at, types, ledger: "_Ledger"):
+        """What one line's names will hold: ([(name, {part: buffer})], bytes it makes, (size,
+        label, type) of its biggest new array or None); refuses an array over MAX_TENSOR_BYTES."""
+        made = 0
+        biggest = None
+        bound = []
+        for name, effect in binds:
+            kind = effect[0]
+            if kind == "alias":
+                src = ledger.holds.get(effect[1], {})
+                if effect[2] is None:
+                    bound.append((name, dict(src)))
+                else:
+                    buf = src.get(effect[2])
+                    bound.append((name, {} if buf is None else {None: buf}))
                 continue
-            made = 0
-            biggest = None
-            bound = []
-            for name, effect in binds:
-                kind = effect[0]
-                if kind == "alias":
-                    src = holds.get(effect[1], {})
-                    if effect[2] is None:
-                        bound.append((name, dict(src)))
-                    else:
-                        buf = src.get(effect[2])
-                        bound.append((name, {} if buf is None else {None: buf}))
-                    continue
-                if kind == "res":
-                    bound.append((name, {}))
-                    continue
-                items = ((None, effect[1], effect[2]),) if kind == "new" else effect[1]
-                held_parts = {}
-                for part, slot, label in items:
-                    size = nbytes(types[slot])
-                    if size is None:
-                        size = 0
-                    elif size > MAX_TENSOR_BYTES:
-                        self._fail(at, f"{label} would be {types[slot]} ({format_size(size)}); the limit "
-                                            f"for one tensor is {format_size(MAX_TENSOR_BYTES)}")
-                    counter += 1
-                    refs[counter] = [size, 0]
-                    held_parts[part] = counter
-                    made += size
-                    if biggest is None or size > biggest[0]:
-                        biggest = (size, label, types[slot])
-                bound.append((name, held_parts))
-            if made and live + made > budget:
-                size, label, t = biggest
-                self._fail(at, f"{label} would be {t} ({format_size(size)}) with {format_size(live)} "
-                                    f"already in use: over the run's memory budget of {format_size(budget)} "
-                                    f"({source}); {_RAISE}")
-            live += made
-            if at is not None and at not in base:
-                base[at] = live
-            if live > peak:
-                peak = live
-            for name, bufs in bound:
-                for buf in bufs.values():
-                    refs[buf][1] += 1
-                drop(name)
-                holds[name] = bufs
-        return Walk(base, resident, peak)
+            if kind == "res":
+                bound.append((name, {}))
+                continue
+            items = ((None, effect[1], effect[2]),) if kind == "new" else effect[1]
+            held_parts = {}
+            for part, slot, label in items:
+                size = nbytes(types[slot])
+                if size is None:
+                    size = 0
+                elif size > MAX_TENSOR_BYTES:
+                    self._fail(at, f"{label} would be {types[slot]} ({format_size(size)}); the limit "
+                                   f"for one tensor is {format_size(MAX_TENSOR_BYTES)}")
+                held_parts[part] = ledger.new_buffer(size)
+                made += size
+                if biggest is None or size > biggest[0]:
+                    biggest = (size, label, types[slot])
+            bound.append((name, held_parts))
+        return bound, made, biggest
 
     def _fail(self, at, message):
         node, phase = self.where(at)

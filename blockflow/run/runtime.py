@@ -1,9 +1,9 @@
 """The numpy runtime: forward and reverse-mode backward passes over a compiled Program.
 
 For each kind of run (which values to fetch, which target, which nodes to differentiate for,
-whether to record everything) the Program's schedule is turned once into straight-line Python
-that calls the blocks' numpy functions; the hot path touches no dicts and no networkx. Only slot
-numbers and references to block functions enter that code, never text from a project.
+whether to record everything) a plan picks the steps to run and has lower.py turn them once into
+straight-line Python that calls the blocks' numpy functions; the plan then feeds it, packages what
+it returns, names the block where a run fails and checks the results for NaN/Inf.
 Must not import PySide6 or the block library.
 """
 from __future__ import annotations
@@ -12,18 +12,17 @@ import gc
 import hashlib
 import math
 from dataclasses import dataclass, field
-from functools import partial
 
 import numpy as np
 
 from blockflow.budget import format_size
 from blockflow.budget import memory_budget as memory_budget_of
-from blockflow.compile.compiler import GradientPaths, Program, Step
+from blockflow.compile.gradpaths import GradientPaths
+from blockflow.compile.program import Program, Step
 from blockflow.datafiles import SPLITS, DataRequest
 from blockflow.errors import BlockExecutionError, FeedError, MemoryLimitError, NumericsError, RunError
-from blockflow.run.memplan import RESIDENT, Line, MemoryPlan, RunGuard, alias, new, value_dependent
-from blockflow.run.memplan import parts as memparts
-from blockflow.project import Edge
+from blockflow.run.lower import lower
+from blockflow.run.memplan import RunGuard
 from blockflow.spec import AllocationError, ShapeError, TensorType, allocation_guard, fit_dtype
 
 __all__ = ["RunResult", "run", "run_forward", "run_backward"]
@@ -58,7 +57,7 @@ class RunResult:
         return self.grads.get(self._key(node, port))
 
     def _key(self, node, port):
-        slot = self.program.slots[self.program.slot_of(node, port)]
+        slot = self.program.slot(self.program.slot_of(node, port))
         return slot.node, slot.port
 
 
@@ -75,6 +74,7 @@ def run_backward(program: Program, feeds=None, target=None, **kw) -> RunResult:
 _LOSS = object()
 
 
+# Long only for its docstring, which documents every keyword of the run API; the body is ~30 lines.
 def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None, wrt=None,
         variables=None, record: bool = True, check_numerics: bool = True, step: int = 0,
         commit: bool = True, split: str = "train", run_seed: int = 0, memory_budget=None,
@@ -111,34 +111,14 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
     program.raise_for_errors()
     if split not in SPLITS:
         raise RunError(f"split must be one of {', '.join(SPLITS)}, not {split!r}")
-    if target is _LOSS:
-        t_slot = program.resolve_target(None)
-    elif target is None:
-        t_slot = None
-    else:
-        t_slot = program.resolve_target(target)
+    t_slot = None if target is None else program.resolve_target(None if target is _LOSS else target)
     if t_slot is not None and wrt is None and not record:
         wrt = program.trainable
     fetch_slots = tuple(program.resolve_target(f) for f in (fetch or ()))
-    if t_slot is not None:
-        ttype = program.slots[t_slot].type
-        if not ttype.is_float:
-            raise RunError(f"the gradient target {_slot_name(program, t_slot)} is {ttype}; only float "
-                           f"values can be differentiated")
-        if grad_seed is None and ttype.size != 1:
-            raise RunError(f"the gradient target {_slot_name(program, t_slot)} is {ttype}, not a scalar: "
-                           f"give a gradient seed of its shape or pick a scalar target")
-    if grad_seed is not None and t_slot is None:
-        raise RunError("a gradient seed was given but no gradient target")
-    if wrt is not None and not isinstance(wrt, frozenset):
-        if isinstance(wrt, str):
-            raise RunError(f"wrt must be a collection of node ids, not the string {wrt!r}")
-        wrt = frozenset(wrt)
-        unknown = sorted(n for n in wrt if n not in program.step_of)
-        if unknown:
-            raise RunError(f"wrt names nodes that are not on page '{program.page_name}': {', '.join(unknown)}")
+    _check_target(program, t_slot, grad_seed)
+    wrt = _checked_wrt(program, wrt)
     if variables:
-        unknown = sorted(n for n in variables if getattr(program.step_of.get(n), "role", None) != "variable")
+        unknown = sorted(n for n in variables if getattr(program.spec_of(n), "role", None) != "variable")
         if unknown:
             raise RunError(f"values given for Variables that are not on page '{program.page_name}': "
                            f"{', '.join(unknown)}")
@@ -147,9 +127,10 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
     except ValueError as exc:
         raise RunError(f"memory budget: {exc}") from None
     key = (fetch_slots, t_slot, wrt, record, grad_seed is not None)
-    plan = program._plans.get(key)
+    plans = program.cache("plans")
+    plan = plans.get(key)
     if plan is None:
-        plan = program._plans[key] = _new_plan(program, fetch_slots, t_slot, key[2], record)
+        plan = plans[key] = _new_plan(program, fetch_slots, t_slot, key[2], record)
     feed_list = plan.feed_inputs(feeds)
     # Every array of the run is checked before anything is allocated (the walk is cached per
     # feed-shape signature); during the run the guard counts what blocks reserve.
@@ -162,12 +143,41 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
         allocation_guard.reset(token)
 
 
+def _check_target(program: Program, t_slot, grad_seed) -> None:
+    """The slot to differentiate must be a float, and a scalar unless a gradient seed gives the
+    cotangent; a seed needs a target."""
+    if t_slot is None:
+        if grad_seed is not None:
+            raise RunError("a gradient seed was given but no gradient target")
+        return
+    ttype = program.slot(t_slot).type
+    if not ttype.is_float:
+        raise RunError(f"the gradient target {_slot_name(program, t_slot)} is {ttype}; only float "
+                       f"values can be differentiated")
+    if grad_seed is None and ttype.size != 1:
+        raise RunError(f"the gradient target {_slot_name(program, t_slot)} is {ttype}, not a scalar: "
+                       f"give a gradient seed of its shape or pick a scalar target")
+
+
+def _checked_wrt(program: Program, wrt):
+    """``wrt`` as a frozenset of node ids on the page (None stays None)."""
+    if wrt is None or isinstance(wrt, frozenset):
+        return wrt
+    if isinstance(wrt, str):
+        raise RunError(f"wrt must be a collection of node ids, not the string {wrt!r}")
+    wrt = frozenset(wrt)
+    unknown = sorted(n for n in wrt if program.step(n) is None)
+    if unknown:
+        raise RunError(f"wrt names nodes that are not on page '{program.page_name}': {', '.join(unknown)}")
+    return wrt
+
+
 def _run_planned(program, plan, guard, feed_list, variables, t_slot, grad_seed, check_numerics, commit,
                  feeds, wrt, step, split, run_seed) -> RunResult:
     var_list = plan.variable_inputs(variables)
     seed = None
     if grad_seed is not None:
-        ttype = program.slots[t_slot].type
+        ttype = program.slot(t_slot).type
         seed = np.asarray(grad_seed, dtype=ttype.dtype)
         if seed.ndim != ttype.rank or any(d is not None and d != n for d, n in zip(ttype.shape, seed.shape)):
             raise RunError(f"the gradient seed has shape {list(seed.shape)} but the target "
@@ -196,8 +206,39 @@ def _new_plan(program, fetch_slots, t_slot, wrt, record) -> "_Plan":
 
 
 def _slot_name(program: Program, slot: int) -> str:
-    s = program.slots[slot]
+    s = program.slot(slot)
     return f"{program.full_name(s.node)}:{s.port}"
+
+
+def _forward_steps(steps, fetch, target, record) -> list:
+    """The steps to run forward: everything when recording; otherwise what the fetches and the
+    target need, and every state update."""
+    if record:
+        return list(steps)
+    need = set(fetch) | ({target} if target is not None else set())
+    keep = set()
+    for st in reversed(steps):
+        if st.refs or any(o in need for o in st.outputs):  # state updates always run
+            keep.add(st.index)
+            need.update(s for s in _step_sources(st) if s is not None)
+    return [st for st in steps if st.index in keep]
+
+
+def _backward_steps(fwd, paths) -> list:
+    """Steps with at least one input needing a cotangent, in reverse order."""
+    if paths is None:
+        return []
+    return [st for st in reversed(fwd)
+            if st.spec.gradient == "vjp" and any(paths.needs.get((st.index, j)) for j in range(len(st.in_edges)))]
+
+
+def _wanted_grads(fwd, paths, wrt) -> list:
+    """(node, slot) of the Variable and Placeholder outputs whose gradient a run returns."""
+    if paths is None:
+        return []
+    return [(st.node, st.outputs[0]) for st in fwd
+            if st.role in ("variable", "placeholder") and st.outputs[0] in paths.slots
+            and (wrt is None or st.node in wrt)]
 
 
 class _Plan:
@@ -212,284 +253,40 @@ class _Plan:
         paths = program.gradient_paths((slots[target].node, slots[target].port), wrt) \
             if target is not None else None
         self.paths = paths
-        steps = program.steps
-        # Forward: everything when recording; otherwise what the fetches and the target need.
-        if record:
-            fwd = list(steps)
-        else:
-            need = set(fetch) | ({target} if target is not None else set())
-            keep = set()
-            for st in reversed(steps):
-                if st.refs or any(o in need for o in st.outputs):  # state updates always run
-                    keep.add(st.index)
-                    need.update(s for s in _step_sources(st) if s is not None)
-            fwd = [st for st in steps if st.index in keep]
+        fwd = _forward_steps(program.steps, fetch, target, record)
         self.var_steps = [st for st in fwd if st.role == "variable"]
         self.var_nodes = [st.node for st in self.var_steps]
         self.feed_steps = [st for st in fwd if st.role == "placeholder"]
-        self.feed_dtypes = [program.slots[st.outputs[0]].type.dtype for st in self.feed_steps]
+        self.feed_dtypes = [slots[st.outputs[0]].type.dtype for st in self.feed_steps]
         self.saved_feeds: dict = {}
         self.state_slots = sorted({s for st in fwd for s in _step_sources(st)
-                                   if s is not None and program.slots[s].state})
-        self.prevented_by_gradients = None
+                                   if s is not None and slots[s].state})
+        #: where each state slot's value is kept: (Variable node, key) in program.slot_values
+        self.state_keys = [(slots[s].node, slots[s].port) for s in self.state_slots]
         self._rng_ids: dict = {}
         if paths is not None and paths.prevented:
             raise RunError(self._prevent_message(paths.prevented, "the gradient of " + _slot_name(program, target)))
-        # Backward: steps with at least one input needing a cotangent, in reverse order.
-        bwd = []
-        if paths is not None:
-            for st in reversed(fwd):
-                if st.spec.gradient == "vjp" and any(paths.needs.get((st.index, j)) for j in range(len(st.in_edges))):
-                    bwd.append(st)
-        self.bwd = bwd
-        self.wanted_grads = []  # (node, slot) of variable/placeholder outputs with gradient
-        if paths is not None:
-            for st in fwd:
-                if st.role in ("variable", "placeholder") and st.outputs[0] in paths.slots:
-                    if wrt is None or st.node in wrt:
-                        self.wanted_grads.append((st.node, st.outputs[0]))
-        self._generate(fwd, bwd)
-        if self.prevented_by_gradients is not None:
-            node, prevented = self.prevented_by_gradients
+        self.bwd = bwd = _backward_steps(fwd, paths)
+        #: (node, slot) of variable/placeholder outputs with gradient
+        self.wanted_grads = _wanted_grads(fwd, paths, wrt)
+        code = lower(program, fwd=fwd, bwd=bwd, paths=paths, target=target, fetch=fetch, record=record,
+                     wanted_grads=self.wanted_grads, var_steps=self.var_steps, feed_steps=self.feed_steps,
+                     state_slots=self.state_slots, fail=self._fail, rng=self._rng, where=self._where)
+        if code.prevented_by_gradients is not None:
+            node, prevented = code.prevented_by_gradients
             raise RunError(self._prevent_message(prevented, f"{program.full_name(node)} (Gradients)"))
+        self.fn, self.source, self.memory = code.fn, code.source, code.memory
+        self.value_keys, self.grad_keys, self.wanted_keys = code.value_keys, code.grad_keys, code.wanted_keys
+        self.target_key, self.edge_list, self.update_steps = code.target_key, code.edge_list, code.update_steps
 
     def _prevent_message(self, nodes, what) -> str:
         program = self.program
         bits = []
         for node in nodes:
-            msg = program.step_of[node].attrs.get("message") or ""
+            msg = program.step(node).attrs.get("message") or ""
             bits.append(f"{program.full_name(node)}" + (f" ({msg})" if msg else ""))
         return (f"{what} would have to pass through {', '.join(bits)}: PreventGradient forbids "
                 f"differentiating through it")
-
-    # ---------------------------------------------------------------------------- codegen
-    def _generate(self, fwd, bwd):
-        program, slots = self.program, self.program.slots
-        ns: dict = {"_fail": self._fail, "_ones": np.ones_like, "_zeros": np.zeros_like, "_R": self._rng,
-                    "_FILES": program.files}
-        lines: list[Line] = []  # code, names read and written, what they hold, the step cursor
-
-        def arg(slot):
-            if slot is None:
-                return "None", set()
-            if slots[slot].const:
-                name = f"c{slot}"
-                ns[name] = slots[slot].type.value
-                return name, set()
-            return f"s{slot}", {f"s{slot}"}
-
-        def call_args(st: Step):
-            parts, reads = [], set()
-            for pos, src in enumerate(st.inputs):
-                if st.static[pos] is not None:
-                    name = f"k{st.index}_{pos}"
-                    ns[name] = st.static[pos]
-                    parts.append(name)
-                elif isinstance(src, tuple):
-                    items = [arg(s) for s in src]
-                    parts.append("[" + ", ".join(a for a, _ in items) + "]")
-                    for _, r in items:
-                        reads |= r
-                else:
-                    a, r = arg(src)
-                    parts.append(a)
-                    reads |= r
-            return parts, reads
-
-        self.arg, self.call_args, self.ns = arg, call_args, ns
-        var_index = {st.index: i for i, st in enumerate(self.var_steps)}
-        feed_index = {st.index: i for i, st in enumerate(self.feed_steps)}
-        # Slot state (optimizer moments...) is read like a Variable, after the Variables in V.
-        for i, s in enumerate(self.state_slots):
-            lines.append(Line(f"s{s} = V[{len(self.var_steps) + i}]", set(), {f"s{s}"}, ((f"s{s}", RESIDENT),)))
-        update_names = []
-        for st in fwd:
-            outs = [f"s{o}" for o in st.outputs]
-            if st.role == "variable":
-                lines.append(Line(f"{outs[0]} = V[{var_index[st.index]}]", set(), set(outs), ((outs[0], RESIDENT),)))
-                continue
-            if st.role == "gradients":
-                self._emit_gradients_block(st, lines)
-                continue
-            fname = f"f{st.index}"
-            ns[fname] = partial(st.spec.forward, **st.attrs) if st.attrs else st.spec.forward
-            if st.role == "placeholder":   # the feed, converted to the Placeholder's dtype already
-                lines.append(Line(f"_n = {st.index}; {outs[0]} = {fname}(F[{feed_index[st.index]}])",
-                                  set(), set(outs), ((outs[0], RESIDENT),), st.index))
-                continue
-            parts, reads = call_args(st)
-            if "rng" in st.spec.forward_context:
-                parts.append(f"rng=_R({st.index}, D)")
-            if "data" in st.spec.forward_context:
-                parts.append("data=D")
-            if "files" in st.spec.forward_context:
-                parts.append("files=_FILES")
-            target = _struct_expr(st, "s", lambda o: True, assign=True) if outs else "_"
-            writes = set(outs)
-            binds = [(f"s{o}", new(o, f"output '{slots[o].port}'")) for o in st.outputs]
-            if st.refs:
-                target = f"({target}, u{st.index})"
-                writes.add(f"u{st.index}")
-                update_names.append((f"u{st.index}", st))
-                binds.append((f"u{st.index}", parts_of_updates(st, slots)))
-            lines.append(Line(f"_n = {st.index}; {target} = {fname}({', '.join(parts)})", reads, writes,
-                              tuple(binds), st.index))
-            if outs and value_dependent(program, st):
-                lines.append(Line(f"_G.seen({st.index}, ({', '.join(outs)},))", set(outs), set()))
-
-        edge_names: list[tuple[str, Edge]] = []
-        grad_written: set[int] = set()
-        if self.target is not None:
-            t = self.target
-            lines.append(Line(f"_n = -1; g{t} = G0 if G0 is not None else _ones(s{t})", {f"s{t}"}, {f"g{t}"},
-                              ((f"g{t}", new(t, "the gradient seed")),), -1))
-            grad_written = self._emit_backward(lines, self.paths, bwd, {t}, "g",
-                                               edge_names if self.record else None)
-
-        # What the function returns.
-        if self.record:
-            value_slots = [o for st in fwd for o in st.outputs]
-            grad_slots = sorted(grad_written)
-        else:
-            value_slots = sorted(set(self.fetch) | ({self.target} if self.target is not None else set()))
-            grad_slots = [s for _, s in self.wanted_grads]
-        self.value_slots = value_slots
-        self.grad_slots = grad_slots
-        self.update_steps = [st for _, st in update_names]
-        key = lambda i: (slots[i].node, slots[i].port)  # noqa: E731
-        self.value_keys = [key(i) for i in value_slots]
-        self.grad_keys = [key(i) for i in grad_slots]
-        self.wanted_keys = [(node, key(i)) for node, i in self.wanted_grads]
-        self.target_key = None if self.target is None else key(self.target)
-        self.edge_list = [e for _, e in edge_names]
-        returned = ({f"s{s}" for s in value_slots} | {f"g{s}" for s in grad_slots} | {n for n, _ in edge_names}
-                    | {n for n, _ in update_names})
-        ret = ("return (" + "".join(f"s{s}, " for s in value_slots) + "), ("
-               + "".join(f"g{s}, " for s in grad_slots) + "), ("
-               + "".join(f"{n}, " for n, _ in edge_names) + "), ("
-               + "".join(f"{n}, " for n, _ in update_names) + ")")
-        body = lines if self.record else _with_frees(lines, returned)
-        # _n is the step running (the cursor): the failure handler names its block; the run's
-        # allocation guard finds it from the line a block was called from (see memplan.RunGuard).
-        head = ["def _run(V, F, G0, D, _G):", "    _n = -1", "    try:"]
-        src = head + [f"        {line.code}" for line in body]
-        src += [f"        {ret}", "    except Exception as _e:", "        _fail(_n, _e, locals())"]
-        self.source = "\n".join(src)
-        exec(compile(self.source, f"<blockflow plan {program.page_name}>", "exec"), ns)
-        self.fn = ns["_run"]
-        at_line = {len(head) + 1 + k: line.at for k, line in enumerate(body) if line.at is not None}
-        # What every run of this kind is handed: Variables, slot state, constants.
-        fixed = [(f"the Variable {program.full_name(st.node)} {slots[st.outputs[0]].type}",
-                  _nbytes(slots[st.outputs[0]].type)) for st in self.var_steps]
-        fixed += [(f"the state {program.full_name(slots[s].node)}.{slots[s].port} {slots[s].type}",
-                   _nbytes(slots[s].type)) for s in self.state_slots]
-        fixed.append(("the constants", sum(getattr(v, "nbytes", 0) for k, v in ns.items()
-                                           if k[0] in "ck" and k[1:2].isdigit())))
-        feeds = [(st.outputs[0], f"the feed of {program.full_name(st.node)}") for st in self.feed_steps]
-        self.memory = MemoryPlan(program, body, fixed, feeds, self._where, self.fn.__code__, at_line)
-
-    def _emit_backward(self, lines, paths, bwd, seeded, gp, edge_names):
-        """Reverse-mode code over ``bwd`` (steps in reverse order) from the cotangents already in
-        ``{gp}{slot}`` for the ``seeded`` slots; returns the slots that got a cotangent. With
-        ``edge_names`` each wire's share is kept under a name of its own (the editor shows it)."""
-        ns, call_args = self.ns, self.call_args
-        grad_written = set(seeded)
-        for st in bwd:
-            spec = st.spec
-            if not any(o in grad_written for o in st.outputs):
-                continue
-            reads = {f"{gp}{o}" for o in st.outputs if o in grad_written} | {f"s{o}" for o in st.outputs}
-            gexpr = _struct_expr(st, gp, grad_written.__contains__)
-            oexpr = _struct_expr(st, "s", lambda o: True)
-            parts, r2 = call_args(st)
-            if "rng" in spec.vjp_context:
-                parts.append(f"rng=_R({st.index}, D)")
-            reads |= r2
-            needs_flat = [bool(paths.needs.get((st.index, j))) for j in range(len(st.in_edges))]
-            if not any(needs_flat):
-                continue
-            needs = []
-            j = 0
-            for pos, src in enumerate(st.inputs):
-                if isinstance(src, tuple):
-                    needs.append(tuple(needs_flat[j:j + len(src)]))
-                    j += len(src)
-                elif src is None:
-                    needs.append(False)
-                else:
-                    needs.append(needs_flat[j])
-                    j += 1
-            kw = dict(st.attrs)
-            if "needs" in spec.vjp_context:
-                kw["needs"] = tuple(needs)
-            bname = f"b{st.index}_{len(ns)}"
-            ns[bname] = partial(spec.vjp, **kw) if kw else spec.vjp
-            r = f"{gp}r{st.index}"
-            at = -2 - st.index
-            made = []
-            for j, (pos, idx, _) in enumerate(st.in_edges):
-                if needs_flat[j]:
-                    decl = spec.inputs[pos]
-                    port = decl.port(idx) if idx is not None else decl.name
-                    made.append(((pos, idx), _flat(st, j), f"the gradient of input '{port}'"))
-            lines.append(Line(f"_n = {at}; {r} = {bname}({gexpr}, {oexpr}, {', '.join(parts)})",
-                              reads, {r}, ((r, memparts(made)),), at))
-            for j, (pos, idx, edge) in enumerate(st.in_edges):
-                if not needs_flat[j]:
-                    continue
-                src = _flat(st, j)
-                expr, read, held = (f"{r}[{pos}]" if idx is None else f"{r}[{pos}][{idx}]"), r, alias(r, (pos, idx))
-                if edge_names is not None and edge is not None:
-                    ename = f"e{len(edge_names)}"
-                    edge_names.append((ename, edge))
-                    lines.append(Line(f"{ename} = {expr}", {r}, {ename}, ((ename, held),)))
-                    expr, read, held = ename, ename, alias(ename)
-                name = f"{gp}{src}"
-                if src in grad_written:
-                    slot = self.program.slots[src]
-                    lines.append(Line(f"{name} = {name} + {expr}", {name, read}, {name},
-                                      ((name, new(src, f"the gradient summed over the wires of "
-                                                       f"'{slot.node}:{slot.port}'")),), at))
-                else:
-                    grad_written.add(src)
-                    lines.append(Line(f"{name} = {expr}", {read}, {name}, ((name, held),)))
-        return grad_written
-
-    def _emit_gradients_block(self, st: Step, lines) -> None:
-        """TF's tf.gradients as a block: reverse mode, inline, over what precedes it on the page."""
-        program = self.program
-        ys, xs = st.inputs[0], st.inputs[1]
-        seeds_in = st.inputs[2] if len(st.inputs) > 2 and st.inputs[2] else ()
-        paths = GradientPaths(program, tuple(ys), None, frozenset(xs), upto=st.index)
-        if paths.prevented:
-            self.prevented_by_gradients = (st.node, paths.prevented)
-        gp = f"h{st.index}_"
-        seeded = set()
-        for i, y in enumerate(ys):
-            made = new(y, f"the gradient seed of 'ys[{i}]'")
-            if i < len(seeds_in):
-                seed, reads = self.arg(seeds_in[i])
-                held = alias(seed) if reads else RESIDENT
-            else:
-                seed, reads, held = f"_ones(s{y})", {f"s{y}"}, made
-            name = f"{gp}{y}"
-            if y in seeded:
-                lines.append(Line(f"_n = {st.index}; {name} = {name} + {seed}", reads | {name}, {name},
-                                  ((name, made),), st.index))
-            else:
-                lines.append(Line(f"_n = {st.index}; {name} = {seed}", reads, {name}, ((name, held),), st.index))
-                seeded.add(y)
-        bwd = [s for s in reversed(program.steps[:st.index])
-               if s.spec.gradient == "vjp" and any(paths.needs.get((s.index, j)) for j in range(len(s.in_edges)))]
-        written = self._emit_backward(lines, paths, bwd, seeded, gp, None)
-        slots = program.slots
-        for x, o in zip(xs, st.outputs):
-            if x in written:
-                lines.append(Line(f"s{o} = {gp}{x}", {f"{gp}{x}"}, {f"s{o}"}, ((f"s{o}", alias(f"{gp}{x}")),)))
-            else:  # x does not reach the ys (or only through a StopGradient): its gradient is zero
-                a, reads = self.arg(x)
-                lines.append(Line(f"_n = {st.index}; s{o} = _zeros({a})", reads, {f"s{o}"},
-                                  ((f"s{o}", new(o, f"output '{slots[o].port}'")),), st.index))
 
     def _rng(self, index: int, data: DataRequest) -> np.random.Generator:
         """The random stream of one block in one run: fixed by its id, its seed, the step and the
@@ -507,7 +304,7 @@ class _Plan:
     # ------------------------------------------------------------------------- inputs/outputs
     def variable_inputs(self, variables):
         program = self.program
-        states = [program.slot_values[(program.slots[s].node, program.slots[s].port)] for s in self.state_slots]
+        states = [program.slot_values[key] for key in self.state_keys]
         if not variables:
             try:
                 return program.variable_values.many(self.var_nodes) + states
@@ -519,7 +316,7 @@ class _Plan:
             if value is None:
                 value = self._variable(st)
             else:
-                want = program.slots[st.outputs[0]].type
+                want = program.slot(st.outputs[0]).type
                 value = np.asarray(value)
                 if value.shape != want.shape:
                     raise RunError(f"value given for Variable {program.full_name(st.node)} has shape "
@@ -540,7 +337,7 @@ class _Plan:
         program = self.program
         feeds = feeds or {}
         for name in feeds:
-            st = program.step_of.get(name)
+            st = program.step(name)
             if st is None or st.role != "placeholder":
                 known = ", ".join(s.node for s in program.steps if s.role == "placeholder") or "none"
                 raise FeedError(f"there is no Placeholder '{name}' on page '{program.page_name}' "
@@ -558,7 +355,7 @@ class _Plan:
             elif type(value) is not np.ndarray or (value.dtype is not dtype and value.dtype != dtype):
                 value = self._fit_feed(st, value, dtype)
             if value is None:
-                t = program.slots[st.outputs[0]].type
+                t = program.slot(st.outputs[0]).type
                 raise FeedError(f"Placeholder {program.full_name(st.node)} ({t}) has no feed: pass one "
                                 f"or save a feed in the project")
             out.append(value)
@@ -572,7 +369,7 @@ class _Plan:
         try:
             return fit_dtype(value, dtype)
         except (ValueError, TypeError) as exc:
-            t = self.program.slots[st.outputs[0]].type
+            t = self.program.slot(st.outputs[0]).type
             raise FeedError(f"feed for Placeholder {self.program.full_name(st.node)} ({t}): {exc}") from None
 
     def package(self, out) -> RunResult:
@@ -615,7 +412,7 @@ class _Plan:
     def _where(self, at) -> tuple[str, str]:
         """(block, phase) for a step cursor of the generated code."""
         if at is None or at == -1:
-            t = self.program.slots[self.target] if self.target is not None else None
+            t = self.program.slot(self.target) if self.target is not None else None
             return ("the gradient seed" + (f" of {self.program.full_name(t.node)}:{t.port}" if t else ""),
                     "backward")
         st = self.program.steps[at if at >= 0 else -2 - at]
@@ -657,8 +454,8 @@ class _Plan:
                     v = st.static[pos]
                 elif s is None:
                     continue
-                elif program.slots[s].const:
-                    v = program.slots[s].type.value
+                elif program.slot(s).const:
+                    v = program.slot(s).type.value
                 else:
                     v = local.get(f"s{s}")
                 if v is not None:
@@ -675,9 +472,7 @@ class _Plan:
             # Something went wrong: replay recording everything; its check raises, naming where it started.
             guard = allocation_guard.get()
             try:
-                run(self.program, feeds, target=None if self.target is None else
-                    (self.program.slots[self.target].node, self.program.slots[self.target].port),
-                    grad_seed=grad_seed, wrt=wrt, variables=variables, record=True, check_numerics=True,
+                run(self.program, feeds, target=self.target_key, grad_seed=grad_seed, wrt=wrt, variables=variables, record=True, check_numerics=True,
                     step=step, split=split, run_seed=run_seed, commit=False,
                     memory_budget=None if guard is None else guard.budget,
                     held_bytes=0 if guard is None else guard.held)
@@ -704,7 +499,7 @@ class _Plan:
         # In backward order: each wire's share, then the sums where an output feeds several blocks.
         for edge, g in result.edge_grads.items():
             if not _finite(g):
-                st = program.step_of[edge.dst]
+                st = program.step(edge.dst)
                 raise NumericsError(f"{program.full_name(st.node)} ({st.spec.name})", edge.dst_port,
                                     _what(g), "backward", side="input")
         for key, g in result.grads.items():
@@ -738,27 +533,6 @@ def stream_generator(base, seed: int, step: int, run_seed: int) -> np.random.Gen
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy, pool_size=8)))
 
 
-def _flat(st: Step, j: int):
-    pos, idx, _ = st.in_edges[j]
-    src = st.inputs[pos]
-    return src[idx] if idx is not None else src
-
-
-def _struct_expr(st: Step, prefix: str, present, assign: bool = False) -> str:
-    """Code for a step's outputs shaped as the block returns them: an OutputList is a list."""
-    parts = []
-    for entry in st.out_struct:
-        if isinstance(entry, tuple):
-            items = [f"{prefix}{o}" if present(o) else "None" for o in entry]
-            parts.append(("(" if assign else "[") + ", ".join(items) + ("," if len(items) == 1 else "")
-                         + (")" if assign else "]"))
-        else:
-            parts.append(f"{prefix}{entry}" if present(entry) else "None")
-    if len(parts) == 1:
-        return parts[0]
-    return "(" + ", ".join(parts) + ")"
-
-
 def _step_sources(st: Step):
     for src in st.inputs:
         if isinstance(src, tuple):
@@ -789,41 +563,3 @@ def _what(v) -> str:
     if inf:
         bits.append(f"Inf ({inf} of {v.size} values)")
     return " and ".join(bits) or "a non-finite value"
-
-
-def _with_frees(lines, returned):
-    """Insert ``del`` statements after the last use of every local that is not returned."""
-    last: dict[str, int] = {}
-    for i, line in enumerate(lines):
-        reads, writes = line.reads, line.writes
-        for name in writes:
-            last[name] = max(last.get(name, i), i)
-        for name in reads:
-            last[name] = i
-    frees: dict[int, list[str]] = {}
-    for name, i in last.items():
-        if name not in returned:
-            frees.setdefault(i, []).append(name)
-    out = []
-    for i, line in enumerate(lines):
-        out.append(line)
-        if i in frees:
-            names = tuple(sorted(frees[i]))
-            out.append(Line("del " + ", ".join(names), set(), set(), frees=names))
-    return out
-
-
-def _nbytes(t: TensorType) -> int:
-    """Bytes of a tensor of type ``t`` (0 while a size is unknown)."""
-    shape = t.shape
-    return 0 if None in shape else math.prod(shape) * t.dtype.itemsize
-
-
-def parts_of_updates(st: Step, slots) -> tuple:
-    """What a state-updating block's updates hold: a new value per ref input (the Variable's, its
-    slots'), counted as new arrays even where a block returns its output again."""
-    items = []
-    for pos, decl in enumerate(st.spec.inputs):
-        if decl.ref and st.inputs[pos] is not None:
-            items.append((decl.name, st.inputs[pos], f"the new value of '{decl.name}'"))
-    return memparts(items)

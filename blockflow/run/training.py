@@ -20,47 +20,33 @@ Apply* block and its settings), and a later NaN/Inf says at which step and wheth
 made the Variables diverge. Settings that do not fit the Variables' dtype are refused up front.
 
 Nothing here touches the project: :meth:`Trainer.state_updates` gives the new Variable values,
-for ``Page.apply_state`` (the CLI) or an undoable Document edit (the editor).
+for ``Page.apply_state`` (the CLI) or an undoable Document edit (the editor). The optimizers and
+the settings a project recommends are in settings.py (re-exported here).
 """
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import numpy as np
 
 from blockflow.arrayout import array_stats
 from blockflow.budget import ENV_VAR, format_size, memory_budget
-from blockflow.compile.compiler import Program
+from blockflow.compile.program import Program
 from blockflow.errors import MemoryLimitError, NumericsError, RunError, UpdateNumericsError
-from blockflow.project import Page
 from blockflow.registry import Registry, default_registry
 from blockflow.run.runtime import run
+from blockflow.run.settings import (MAX_BATCH_SIZE, MAX_SEED, MAX_SETTING, MAX_STEPS, OPTIMIZERS, SettingProblem,
+                                    optimizer_defaults, recommended_settings)
 
 __all__ = ["OPTIMIZERS", "TrainConfig", "Trainer", "StepRecord", "TrainingHistory", "optimizer_defaults",
            "training_program", "recommended_settings", "SettingProblem", "MAX_STEPS",
            "MAX_BATCH_SIZE", "MAX_SEED", "MAX_SETTING"]
 
-#: optimizer name -> (Apply* block, {hyperparameter: default}); the learning rate is "lr"
-OPTIMIZERS: dict[str, tuple[str, dict]] = {
-    "sgd": ("ApplyGradientDescent", {"lr": 0.01}),
-    "momentum": ("ApplyMomentum", {"lr": 0.01, "momentum": 0.9, "use_nesterov": False}),
-    "adam": ("ApplyAdam", {"lr": 0.001, "beta1": 0.9, "beta2": 0.999, "epsilon": 1e-7}),
-    "rmsprop": ("ApplyRMSProp", {"lr": 0.001, "rho": 0.9, "momentum": 0.0, "epsilon": 1e-7}),
-    "adagrad": ("ApplyAdagrad", {"lr": 0.01}),
-}
 #: the Apply* blocks' names for the learning rate and the gradient
 _LR_NAMES = ("lr", "alpha")
 _GRAD_NAMES = ("grad", "delta")
-
-
-def optimizer_defaults(name: str) -> dict:
-    if name not in OPTIMIZERS:
-        raise ValueError(f"unknown optimizer {name!r} (choose from {', '.join(OPTIMIZERS)})")
-    return dict(OPTIMIZERS[name][1])
 
 
 @dataclass
@@ -182,7 +168,7 @@ class Trainer:
 
     def _target_key(self, target) -> str:
         p = self.program
-        slot = p.slots[p.resolve_target(target)]
+        slot = p.target_slot(target)
         if not slot.type.is_float or slot.type.size != 1:
             raise RunError(f"the loss {p.full_name(slot.node)}:{slot.port} is {slot.type}; training needs "
                            f"a float scalar")
@@ -190,7 +176,7 @@ class Trainer:
 
     def _metric_key(self, name) -> str:
         p = self.program
-        slot = p.slots[p.resolve_target(name)]
+        slot = p.target_slot(name)
         if slot.type.size != 1:
             raise RunError(f"the metric {p.full_name(slot.node)}:{slot.port} is {slot.type}; metrics must be "
                            f"scalars")
@@ -204,7 +190,7 @@ class Trainer:
             budget, source = memory_budget(self.config.memory_budget)
         except ValueError as exc:
             raise RunError(f"memory budget: {exc}") from None
-        sizes = {st.node: _nbytes(p.slots[st.outputs[0]].type) for st in p.steps if st.role == "variable"}
+        sizes = {st.node: _nbytes(p.slot(st.outputs[0]).type) for st in p.steps if st.role == "variable"}
         n_slots = 0
         if self.mode == "optimizer":
             n_slots = sum(1 for d in self.registry[OPTIMIZERS[self.config.optimizer][0]].inputs[1:]
@@ -218,7 +204,7 @@ class Trainer:
             raise MemoryLimitError(f"page '{p.page_name}'",
                                    f"training needs {format_size(need)} before its first run: the Variables"
                                    f"{' and the optimizer state' if slots else ''} (the largest is "
-                                   f"{p.full_name(big)} {p.slots[p.slot_of(big)].type}, {format_size(sizes[big])}) "
+                                   f"{p.full_name(big)} {p.output_type(big)}, {format_size(sizes[big])}) "
                                    f"and one update's new values; over the memory budget of "
                                    f"{format_size(budget)} ({source}); raise it with --memory-budget SIZE or "
                                    f"the {ENV_VAR} environment variable (docs/limits.md)", "")
@@ -365,8 +351,8 @@ class Trainer:
         cause = (f"the Variable and its gradient were finite (largest |gradient| {largest:.3g}): "
                  f"the settings make the step overflow {a.dtype.name}; a smaller learning rate (lr) may help"
                  if finite_grad and largest is not None else "its gradient was not finite")
-        st = p.step_of[name]
-        raise UpdateNumericsError(f"{p.full_name(name)} ({st.spec.name})", p.slots[st.outputs[0]].port,
+        st = p.step(name)
+        raise UpdateNumericsError(f"{p.full_name(name)} ({st.spec.name})", p.slot(st.outputs[0]).port,
                                   what + slot, k, self._apply.name,
                                   f"{self.config.optimizer}: {self._settings_text()}", cause)
 
@@ -457,124 +443,6 @@ class Trainer:
         return out
 
 
-#: The largest values a project may recommend (the Train panel's ranges): past them, or ill-typed,
-#: a recommendation is a problem reported with its place and left out.
-MAX_STEPS = 10_000_000
-MAX_BATCH_SIZE = 10_000_000
-MAX_SEED = 2 ** 31 - 1
-MAX_SETTING = 1e6      # the learning rate and the optimizers' other number settings
-
-
-class SettingProblem(NamedTuple):
-    """A recommended training setting that was left out: ``place`` is its JSON path in the file
-    (``metadata.training.main.steps``), ``key`` the setting's name (None for the whole entry)."""
-
-    place: str
-    key: str | None
-    message: str
-
-    def __str__(self):
-        return f"{self.place}: {self.message}"
-
-
-def _setting_place(page: str, key: str | None = None) -> str:
-    """The JSON path of a page's recommendation: ``metadata.training.main.steps``, with names that
-    are not plain identifiers quoted (``metadata.training["my page"]``)."""
-    def part(name):
-        return f".{name}" if name.isidentifier() else f"[{json.dumps(name)}]"
-    return "metadata.training" + part(page) + (part(key) if key is not None else "")
-
-
-def _whole(v, lo: int, hi: int, what: str = "a whole number") -> str | None:
-    """Why ``v`` is not a whole number from ``lo`` to ``hi`` (None when it is)."""
-    if isinstance(v, bool) or not isinstance(v, int):
-        return f"must be {what} from {lo:,} to {hi:,}, found {_shown(v)}"
-    if not lo <= v <= hi:
-        return f"{_shown(v)} is out of range: {what} from {lo:,} to {hi:,}"
-    return None
-
-
-def _shown(v) -> str:
-    """A value from the file, short and on one line (JSON escapes its control characters)."""
-    if isinstance(v, int) and not isinstance(v, bool):
-        digits = str(abs(v))
-        text = f"{v:,}" if len(digits) <= 30 else f"{'-' if v < 0 else ''}a {len(digits)}-digit number"
-    elif isinstance(v, (bool, float, str, type(None))):
-        text = json.dumps(v, allow_nan=True)
-    else:
-        text = f"a{'n' if type(v).__name__[0] in 'aeiou' else ''} {type(v).__name__}"
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def recommended_settings(project, page: str | None = None, problems: list | None = None) -> dict:
-    """The training settings a project recommends for a page (a name, None for the first page, or
-    the Page): ``metadata["training"][page]``, a
-    JSON object with any of ``optimizer``, ``steps``, ``batch_size``, ``seed``, ``lr`` and the
-    optimizers' other settings (``momentum``, ``beta1``...); null is no recommendation (for
-    ``batch_size``: as the dataset blocks say). The file is data: an entry that is ill-typed or
-    out of range (see MAX_STEPS...) is left out (the caller's own default applies),
-    and when ``problems`` is a list, a :class:`SettingProblem` is appended to it for each such
-    entry and each unknown key."""
-    # A Page itself is taken as it is (the editor asks for every page: looking each name up
-    # again would scan the page list once per page).
-    name = page.name if isinstance(page, Page) else project.page(page).name
-    report = problems.append if problems is not None else (lambda _item: None)
-    table = project.metadata.get("training") if isinstance(project.metadata, dict) else None
-    if table is not None and not isinstance(table, dict):
-        report(SettingProblem("metadata.training", None,
-                              f"must be an object of page names to settings, found {_shown(table)}"))
-        return {}
-    entry = table.get(name) if table is not None else None
-    if entry is None:
-        return {}
-    if not isinstance(entry, dict):
-        report(SettingProblem(_setting_place(name), None, f"must be an object of settings, found {_shown(entry)}"))
-        return {}
-    out: dict = {}
-    optimizer = entry.get("optimizer")
-    if optimizer is not None:
-        if isinstance(optimizer, str) and optimizer in OPTIMIZERS:
-            out["optimizer"] = optimizer
-        else:
-            report(SettingProblem(_setting_place(name, "optimizer"), "optimizer",
-                                  f"unknown optimizer {_shown(optimizer)} (choose from {', '.join(OPTIMIZERS)})"))
-    for key, hi in (("steps", MAX_STEPS), ("seed", MAX_SEED), ("batch_size", MAX_BATCH_SIZE)):
-        if entry.get(key) is None:    # absent or null: no recommendation
-            if key == "batch_size" and key in entry:
-                out[key] = None       # null batch size: as the dataset blocks say
-            continue
-        why = _whole(entry[key], 0, hi, "null or a whole number" if key == "batch_size" else "a whole number")
-        if why is None:
-            out[key] = entry[key]
-        else:
-            report(SettingProblem(_setting_place(name, key), key, why))
-    numbers = {k: d for opt in OPTIMIZERS.values() for k, d in opt[1].items()}
-    hyper = {}
-    chosen = optimizer_defaults(out.get("optimizer", "adam"))
-    for key, v in entry.items():
-        if key in ("optimizer", "steps", "seed", "batch_size") or v is None:
-            continue
-        if key not in numbers:
-            report(SettingProblem(_setting_place(name, key), key,
-                                  f"unknown setting (settings: optimizer, steps, batch_size, seed, "
-                                  f"{', '.join(numbers)})"))
-            continue
-        if isinstance(numbers[key], bool):
-            ok = isinstance(v, bool)
-            why = f"must be true or false, found {_shown(v)}"
-        else:
-            # A comparison, not math.isfinite: that raises for an int too big for a float.
-            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= MAX_SETTING
-            why = f"must be a number from 0 to {MAX_SETTING:g}, found {_shown(v)}"
-        if not ok:
-            report(SettingProblem(_setting_place(name, key), key, why))
-        elif key in chosen:
-            hyper[key] = v if isinstance(v, bool) else float(v)
-    if hyper:
-        out["hyper"] = hyper
-    return out
-
-
 def training_program(project, page: str | None = None, registry: Registry | None = None, *,
                      batch_size: int | None = None) -> Program:
     """Compile ``page`` of ``project`` for training; ``batch_size`` (when given) replaces the batch
@@ -592,7 +460,7 @@ def training_program(project, page: str | None = None, registry: Registry | None
         nodes = {}
         for nid, node in pg.nodes.items():
             spec = registry.get(node.block)
-            if spec is not None and spec.category == "data_ops" and "batch_size" in spec.attr_map:
+            if spec is not None and spec.is_dataset and "batch_size" in spec.attr_map:
                 node = copy.copy(node)
                 node.attrs = dict(node.attrs, batch_size=batch_size)
             nodes[nid] = node

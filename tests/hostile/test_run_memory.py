@@ -221,7 +221,7 @@ def test_a_value_dependent_block_is_checked_as_soon_as_its_size_is_known():
     small = compile_project(_with(p, "data", batch_size=100))
     for step in range(3):
         run(small, step=step, memory_budget="2G", record=False, fetch=["mm"])
-    (plan,) = small._plans.values()
+    (plan,) = small.cache("plans").values()
     assert len(plan.memory._walks) == 2                     # before the batch is known, and with it
 
 

@@ -178,7 +178,7 @@ class GradientHighlighter(QObject):
         if g is None:
             return []
         lines = []
-        step = g.program.step_of.get(nid)
+        step = g.program.step(nid)
         if nid in g.cut_by or (step is not None and step.spec.gradient == "stop"):
             lines.append(html.escape(g.cut_summary(nid)))
         if nid in self._cut_nodes:
@@ -338,7 +338,7 @@ class GradientHighlighter(QObject):
         elif zero:
             rows.append((self._pens.zero, f"gradient 0 or ≈ 0 (< {power_text(NEGLIGIBLE)} × the largest)"))
         if counts.get(CUT):
-            cutters = sorted({g.program.step_of[c].spec.name for c in g.cut_by if c in g.program.step_of})
+            cutters = sorted({g.program.spec_of(c).name for c in g.cut_by if g.program.step(c) is not None})
             rows.append((self._pens.cut, "cut by " + (", ".join(cutters) if cutters else "a block")))
         if sum(n for s, n in counts.items() if s not in (FLOWS, CUT)):
             rows.append((self._pens.no_grad, f"no gradient to {target}"))
@@ -386,7 +386,7 @@ class GradientHighlighter(QObject):
             return          # the paths shown are this program's already
         target = f"{g.target[0]}:{g.target[1]}"
         try:
-            if not program.ok or g.target[0] not in program.step_of:
+            if not program.ok or program.step(g.target[0]) is None:
                 raise ValueError
             gview = GradientView(program, target)
         except Exception:   # the target went away, or the page no longer compiles

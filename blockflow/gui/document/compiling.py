@@ -27,7 +27,8 @@ from collections import OrderedDict
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
-from blockflow.compile.compiler import Program, compile_page, project_files
+from blockflow.compile.compiler import compile_page, project_files
+from blockflow.compile.program import Program
 from blockflow.project import Node, Page
 from blockflow.gui.common.worker import Worker
 

@@ -17,7 +17,8 @@ import numpy as np
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QUndoStack
 
-from blockflow.compile.compiler import Program, project_files
+from blockflow.compile.compiler import project_files
+from blockflow.compile.program import Program
 from blockflow.errors import ProjectError
 from blockflow.project import Change, Edge, Node, Page, Project, text_problem, valid_node_id
 from blockflow.io.project_io import load_project, save_project

@@ -1,0 +1,516 @@
+"""Dtype and shape inference: types every node of a page in schedule order, numbering the slots
+and building the steps of the Program (compiler.py drives it after checking blocks and wires).
+
+Each problem is reported on its node through the compiler's ``error``/``warn``; a node that
+fails (or whose inputs come from one that failed) gets no step, so nothing downstream is typed.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from blockflow.compile.program import Slot, Step
+from blockflow.datafiles import DataFileError
+from blockflow.project import Edge, split_port
+from blockflow.spec import MAX_TENSOR_BYTES, ShapeError, TensorType, fit_dtype, shape_text
+from blockflow.variables import VariableValues
+
+__all__ = ["Inference", "read_only"]
+
+#: dtype classes an input may declare; any other dtype name is a type variable
+_CLASSES = ("float", "int", "bool", "number", "any")
+
+
+def read_only(a):
+    """A view of a project's array that a run cannot write through (results share memory)."""
+    if isinstance(a, np.ndarray) and a.flags.writeable:
+        a = a.view()
+        a.flags.writeable = False
+    return a
+
+
+class _Inputs:
+    """What one node's inputs gave while typing it: the values ``infer`` is called with, the
+    slots the step reads, and the rest of what its Step records."""
+
+    __slots__ = ("args", "inputs", "static", "in_edges", "refs")
+
+    def __init__(self):
+        self.args, self.inputs, self.static, self.in_edges, self.refs = [], [], [], [], []
+
+    def add(self, arg, slot, static=None):
+        self.args.append(arg)
+        self.inputs.append(slot)
+        self.static.append(static)
+
+
+class Inference:
+    """The tables a compile builds while typing nodes in order (slots, steps, ...)."""
+
+    def __init__(self, page, files, report, specs, attrs, fed: dict[tuple[str, str], Edge]):
+        """``report``: what records problems (``error(node, port, message)``, ``warn``, and the
+        ``failed`` set of nodes); ``specs``/``attrs``: the nodes whose block is known, with their
+        checked attrs; ``fed``: the good wires by (destination node, input port)."""
+        self.page, self.files, self.report = page, files, report
+        self.specs, self.attrs, self.fed = specs, attrs, fed
+        self.slots: list[Slot] = []
+        self.port_slots: dict[tuple[str, str], int] = {}
+        self.steps: list[Step] = []
+        self.step_by_node: dict[str, Step] = {}
+        self.slot_values: dict[tuple[str, str], np.ndarray] = {}
+        self.updaters: dict[tuple, str] = {}
+        self.variable_values = VariableValues()
+        self.feeds: dict[str, np.ndarray] = {}
+        #: Variables whose value is stored in the project
+        self.stored: set[str] = set()
+        self.fed_ports: dict[str, list[str]] = {}
+        for dst, port in fed:
+            self.fed_ports.setdefault(dst, []).append(port)
+
+    def infer_all(self, order) -> None:
+        for nid in order:
+            self.infer_node(nid)
+
+    def edge_types(self) -> dict[Edge, TensorType]:
+        """The type each good wire carries, for wires into nodes that compiled."""
+        types = {}
+        for (dst, _), e in self.fed.items():
+            idx = self.port_slots.get((e.src, e.src_port))
+            if idx is not None and dst not in self.report.failed:
+                types[e] = self.slots[idx].type
+        return types
+
+    def infer_node(self, nid: str) -> None:
+        """Type one node and add its step; on a problem, report it and mark the node failed."""
+        report, spec, failed = self.report, self.specs.get(nid), self.report.failed
+        if spec is None:
+            failed.add(nid)
+            return
+        node = self.page.nodes[nid]
+        fed, fed_ports = self.fed, self.fed_ports.get(nid, ())
+        if nid in failed or any(fed[(nid, port)].src in failed for port in fed_ports):
+            # Its own problem, or one upstream, is reported already; what is wrong with its
+            # inputs is still worth saying now, so that every problem shows at once.
+            failed.add(nid)
+            self._check_inputs_present(nid, node, spec, fed_ports)
+            return
+        got = self._inputs(nid, node, spec)
+        if got is None or not check_dtypes(report, nid, spec, got.args, got.inputs, self.slots):
+            return
+        outs = self._call_infer(nid, spec, got.args)
+        if outs is None:
+            return
+        if spec.role == "variable":
+            mismatch = _declared_shape_mismatch(node, spec, self.attrs[nid], outs[0])
+            if mismatch:
+                report.error(nid, None, mismatch)
+                return
+        out_slots, out_struct, out_decl = self._add_outputs(nid, spec, outs)
+        if spec.role in ("variable", "placeholder") and not self._keep_value(nid, node, spec, outs):
+            return
+        step = Step(len(self.steps), nid, spec, self.attrs[nid], tuple(got.inputs), tuple(got.static),
+                    tuple(out_slots), tuple(got.in_edges), tuple(out_struct), tuple(out_decl), tuple(got.refs))
+        self.steps.append(step)
+        self.step_by_node[nid] = step
+        for _, target in got.refs:
+            if target in self.updaters:
+                report.warn(nid, None, f"updates {target[1]}'s {target[0]} as {self.updaters[target]} does; "
+                                       f"the later one in the schedule wins")
+            self.updaters[target] = nid
+
+    # ------------------------------------------------------------------------------ inputs
+
+    def _inputs(self, nid, node, spec) -> _Inputs | None:
+        """Every input's slot and type (None when one cannot be fed: reported)."""
+        var_node = None
+        if spec.refs:
+            var_node = self._state_owner(nid, spec)
+            if var_node is None:
+                return None
+        got = _Inputs()
+        bad = False
+        for pos, decl in enumerate(spec.inputs):
+            if decl.ref:
+                ok = self._ref_input(got, pos, nid, node, spec, decl, var_node)
+            elif decl.variadic:
+                ok = self._variadic_input(got, pos, nid, node, decl)
+            else:
+                ok = self._single_input(got, pos, nid, node, decl)
+            bad = bad or not ok
+        return None if bad else got
+
+    def _state_owner(self, nid, spec) -> str | None:
+        """The Variable whose state a state-updating block changes: the one wired to its first ref
+        input (None when it is not a Variable: reported)."""
+        first = spec.refs[0]
+        e = self.fed.get((nid, first))
+        src = self.step_by_node.get(e.src) if e is not None else None
+        if src is None or src.role != "variable":
+            self.report.error(nid, first, f"input '{first}' must be wired straight from a Variable: it is "
+                                          f"the state {spec.name} updates")
+            return None
+        return e.src
+
+    def _ref_input(self, got, pos, nid, node, spec, decl, var_node) -> bool:
+        r = self._ref_slot(nid, node, spec, decl, var_node)
+        if r is None:
+            return False
+        slot, target = r
+        got.refs.append((decl.name, target))
+        got.add(self.slots[slot].type, slot)
+        got.in_edges.append((pos, None, self.fed.get((nid, decl.name))))
+        return True
+
+    def _variadic_input(self, got, pos, nid, node, decl) -> bool:
+        """An InputList: its ports must fill up in order from 0, at least ``min_count`` of them."""
+        error = self.report.error
+        indices = [i for base, i in map(split_port, self.fed_ports.get(nid, ())) if base == decl.name]
+        inline_idx = sorted(split_port(p)[1] for p in node.inputs if split_port(p)[0] == decl.name)
+        present = sorted(set(indices) | set(inline_idx))
+        if present != list(range(len(present))):
+            missing = next(i for i in range(len(present) + 1) if i not in present)
+            error(nid, decl.port(missing), f"{decl.port(missing)} is empty; variadic inputs "
+                                           f"fill up in order from {decl.port(0)}")
+            return False
+        if len(present) < decl.min_count:
+            error(nid, decl.port(len(present)),
+                  f"'{decl.name}' needs at least {decl.min_count} inputs, has {len(present)}")
+            return False
+        group = []
+        ok = True
+        for i in present:
+            r = self._input_slot(nid, node, decl, decl.port(i))
+            if r is None:
+                ok = False
+                continue
+            group.append(r)
+            got.in_edges.append((pos, len(group) - 1, self.fed.get((nid, decl.port(i)))))
+        got.add([t for _, t in group], tuple(s for s, _ in group))
+        return ok
+
+    def _single_input(self, got, pos, nid, node, decl) -> bool:
+        r = self._input_slot(nid, node, decl, decl.name)
+        if r is None:
+            return False
+        slot, t = r
+        if decl.static:
+            value = None if t is None else t.value
+            if t is not None and value is None:
+                self.report.error(nid, decl.name, f"input '{decl.name}' must be known before running: give it "
+                                                  f"an inline value or wire a Const into it")
+                return False
+        else:
+            value = None
+        # Appended here rather than through _Inputs.add: this is the path most inputs take.
+        got.args.append(t if value is None else value)
+        got.inputs.append(slot)
+        got.static.append(value)
+        if slot is not None:
+            got.in_edges.append((pos, None, self.fed.get((nid, decl.name))))
+        return True
+
+    def _input_slot(self, nid, node, decl, port):
+        """(slot index or None, TensorType or None) for one input port; None when it cannot be fed."""
+        slots, port_slots = self.slots, self.port_slots
+        e = self.fed.get((nid, port))
+        if e is not None:
+            idx = port_slots.get((e.src, e.src_port))
+            if idx is None:
+                n = sum(1 for (node_id, _) in port_slots if node_id == e.src)
+                self.report.error(nid, port, f"wire {e} starts at '{e.src_port}', which {e.src} does not have "
+                                             f"(it has {n} output{'s' if n != 1 else ''})")
+                return None
+            return idx, slots[idx].type
+        if port in node.inputs:
+            value = read_only(np.asarray(node.inputs[port]))
+            t = TensorType.of(value)
+        elif decl.optional:
+            if decl.default is None:
+                return None, None
+            t = TensorType.of(np.asarray(decl.default))
+        else:
+            self.report.error(nid, port, f"input '{port}' is not connected and has no inline value")
+            return None
+        idx = len(slots)
+        slots.append(Slot(idx, nid, port, t, const=True))
+        return idx, t
+
+    def _ref_slot(self, nid, node, spec, decl, var_node):
+        """(slot, state target) for a ref input: a wired Variable, or a slot kept with ``var_node``."""
+        error, slots = self.report.error, self.slots
+        e = self.fed.get((nid, decl.name))
+        if e is not None:
+            src = self.step_by_node.get(e.src)
+            if src is None or src.role != "variable":
+                error(nid, decl.name, f"input '{decl.name}' must be wired straight from a Variable")
+                return None
+            return self.port_slots[(e.src, e.src_port)], ("value", e.src)
+        if decl.slot is None:
+            error(nid, decl.name, f"input '{decl.name}' must be wired from a Variable")
+            return None
+        var_type = slots[self.step_by_node[var_node].outputs[0]].type
+        shape = var_type.shape if decl.slot == "like" else ()
+        key = f"{nid}.{decl.name}"
+        value = self._first_state(nid, node, spec, decl, var_node, key, TensorType(shape, var_type.dtype))
+        if value is None:
+            return None
+        self.slot_values[(var_node, key)] = read_only(value)
+        idx = len(slots)
+        slots.append(Slot(idx, var_node, key, TensorType(shape, var_type.dtype), state=True))
+        return idx, (key, var_node)
+
+    def _first_state(self, nid, node, spec, decl, var_node, key, want: TensorType):
+        """A block's slot state as a run sequence starts: saved in the project, or its first value
+        (None when neither can be had: reported)."""
+        stored = self.page.nodes[var_node].state.get(key)
+        if stored is not None:
+            if stored.shape != want.shape or stored.dtype != want.dtype:
+                self.report.error(nid, decl.name, f"the saved state {var_node}/{key} is {TensorType.of(stored)}, "
+                                                  f"expected {want}")
+                return None
+            return stored
+        init = decl.slot_init
+        if isinstance(init, str):
+            init = self._known_value(nid, node, spec, init)
+            if init is None:
+                self.report.error(nid, init, f"the first value of the '{decl.name}' state comes from input "
+                                             f"'{decl.slot_init}', which must then be a constant")
+                return None
+        return np.full(want.shape, init, dtype=want.dtype)
+
+    def _known_value(self, nid, node, spec, name):
+        """The compile-time value of an input (inline, a wired Const, or its default), or None."""
+        e = self.fed.get((nid, name))
+        if e is not None:
+            idx = self.port_slots.get((e.src, e.src_port))
+            return None if idx is None else self.slots[idx].type.value
+        if name in node.inputs:
+            return node.inputs[name]
+        return spec.input_map[name].default
+
+    def _check_inputs_present(self, nid, node, spec, fed_ports) -> None:
+        """Report required inputs with neither a wire nor an inline value (no types needed)."""
+        given = {split_port(p)[0] for p in fed_ports} | {split_port(p)[0] for p in node.inputs}
+        for decl in spec.inputs:
+            if decl.optional or decl.name in given or (decl.variadic and decl.min_count == 0):
+                continue
+            if decl.ref and decl.slot is not None:
+                continue
+            port = decl.port(0) if decl.variadic else decl.name
+            self.report.error(nid, port, f"input '{port}' is not connected and has no inline value")
+
+    # ----------------------------------------------------------------------------- outputs
+
+    def _call_infer(self, nid, spec, args):
+        """The block's output types, checked (None when its infer refused or misbehaved: reported)."""
+        error, attrs = self.report.error, self.attrs[nid]
+        try:
+            if spec.infer_context:
+                result = spec.infer(*args, **attrs, files=self.files)
+            else:
+                result = spec.infer(*args, **attrs)
+        except (ShapeError, DataFileError) as exc:
+            error(nid, None, str(exc))
+            return None
+        except Exception as exc:  # a bug in the block's infer: report it on the node
+            error(nid, None, f"{spec.name}.infer failed: {type(exc).__name__}: {exc}")
+            return None
+        outs = result if isinstance(result, tuple) and len(spec.outputs) != 1 else (result,)
+        problem = _check_infer_result(spec, outs, attrs, args)
+        if problem:
+            error(nid, None, f"{spec.name}.infer returned {result!r}: {problem}")
+            return None
+        too_big = _too_big(spec, outs)
+        if too_big:
+            error(nid, too_big[0], too_big[1])
+            return None
+        return outs
+
+    def _add_outputs(self, nid, spec, outs):
+        """Number the output slots: (flat slots, per declared output a slot or a tuple of them,
+        per flat slot its declared output)."""
+        slots = self.slots
+        out_slots, out_struct, out_decl = [], [], []
+        for k, (decl, t) in enumerate(zip(spec.outputs, outs)):
+            group = []
+            for i, tt in enumerate(t if decl.variadic else (t,)):
+                port = decl.port(i) if decl.variadic else decl.name
+                idx = len(slots)
+                slots.append(Slot(idx, nid, port, tt))
+                self.port_slots[(nid, port)] = idx
+                out_slots.append(idx)
+                out_decl.append(k)
+                group.append(idx)
+            out_struct.append(tuple(group) if decl.variadic else group[0])
+        return out_slots, out_struct, out_decl
+
+    def _keep_value(self, nid, node, spec, outs) -> bool:
+        """Take a Variable's stored value (or arrange its first one) or a Placeholder's saved feed;
+        False when a stored value does not fit its type (reported)."""
+        if spec.role == "variable":
+            value = node.state.get("value")
+            if value is None:   # drawn when a run first needs it, never while compiling
+                self.variable_values.add_pending(nid, spec, self.attrs[nid], outs[0], f"{self.page.scope}/{nid}")
+            elif value.shape != outs[0].shape or value.dtype != outs[0].dtype:
+                self.report.error(nid, None, f"stored value is {TensorType.of(value)} but the Variable is "
+                                             f"declared {outs[0]}")
+                return False
+            else:
+                self.stored.add(nid)
+                self.variable_values[nid] = read_only(value)
+        elif spec.role == "placeholder" and nid in self.page.feeds:
+            self.feeds[nid] = read_only(np.asarray(self.page.feeds[nid]))
+        return True
+
+
+def _declared_shape_mismatch(node, spec, attrs, out) -> str | None:
+    """A Variable whose ``shape`` attr is given must have that shape, whatever its initial
+    value says (its initializer would otherwise decide the shape silently)."""
+    if "shape" not in node.attrs or "shape" not in spec.attr_map:
+        return None
+    declared = attrs["shape"]
+    if len(declared) == len(out.shape) and all(d is None or d == n for d, n in zip(declared, out.shape)):
+        return None
+    return f"its initial value is {out} but its shape attr says {shape_text(declared)}"
+
+
+def _check_infer_result(spec, outs, attrs, args) -> str | None:
+    """What is wrong with the types a block's infer returned, or None."""
+    if len(outs) != len(spec.outputs):
+        return f"expected {len(spec.outputs)} output type(s)"
+    for decl, t in zip(spec.outputs, outs):
+        if not decl.variadic:
+            if not isinstance(t, TensorType):
+                return f"output '{decl.name}' is not a TensorType"
+            continue
+        if decl.count in attrs:
+            want = attrs[decl.count]
+        else:
+            pos = next(i for i, p in enumerate(spec.inputs) if p.name == decl.count)
+            want = len(args[pos])
+        if not isinstance(t, list) or len(t) != want or not all(isinstance(x, TensorType) for x in t):
+            return f"output list '{decl.name}' must be a list of {want} TensorType(s)"
+    return None
+
+
+# MAX_TENSOR_BYTES (from the block API, which checks intermediates against it too) bounds the
+# inferred size of every output: a Variable's first value, a Fill, a dataset are refused at
+# compile time, before anything is allocated.
+def _too_big(spec, outs):
+    """(port, message) for the first output whose known size exceeds MAX_TENSOR_BYTES."""
+    for decl, t in zip(spec.outputs, outs):
+        for i, tt in enumerate(t if decl.variadic else (t,)):
+            n = tt.size
+            if n is None:
+                continue
+            nbytes = n * tt.dtype.itemsize
+            if nbytes > MAX_TENSOR_BYTES:
+                port = decl.port(i) if decl.variadic else decl.name
+                return port, (f"output '{port}' would be {tt} ({nbytes / 1024 ** 3:,.1f} GiB); the limit "
+                              f"for one tensor is {MAX_TENSOR_BYTES / 1024 ** 3:.0f} GiB")
+    return None
+
+
+# ------------------------------------------------------------------------------------ dtypes
+
+def check_dtypes(report, nid, spec, args, inputs, slots) -> bool:
+    """Dtype classes and type variables; inline constants adopt their variable's dtype (their slots
+    and ``args`` are replaced by cast ones). False when a dtype does not fit (reported)."""
+    flat = []   # (declared input, port name, slot) for every fed input port
+    for pos, decl in enumerate(spec.inputs):
+        if decl.variadic:
+            for k, s in enumerate(inputs[pos]):
+                flat.append((decl, decl.port(k), s))
+        elif inputs[pos] is not None:
+            flat.append((decl, decl.name, inputs[pos]))
+    resolved, class_hint = _bind_type_variables(report, nid, flat, slots)
+    if resolved is None:
+        return False
+    for _, _, s in flat:
+        if slots[s].const:
+            break
+    else:
+        return True     # the common case, every input wired: nothing to widen or cast
+    _widen_inline_only(flat, slots, resolved)
+    return _cast_inline_constants(report, nid, spec, args, inputs, slots, flat, resolved, class_hint)
+
+
+def _bind_type_variables(report, nid, flat, slots):
+    """Wired inputs fix each type variable: ({variable: (port, dtype)}, {class: a wired dtype of
+    it}), or (None, None) when an input's dtype does not fit (reported)."""
+    resolved: dict[str, tuple[str, np.dtype]] = {}
+    class_hint: dict[str, np.dtype] = {}
+    ok = True
+    for decl, port, s in flat:
+        slot = slots[s]
+        if not decl.accepts(slot.type.dtype):
+            if slot.const and decl.dtype in ("float", "number", "any"):
+                continue  # an inline constant is cast later
+            report.error(nid, port, f"input '{port}' must be {decl.dtype}, got {slot.type.dtype.name}")
+            ok = False
+            continue
+        if slot.const:
+            continue
+        if decl.dtype in _CLASSES:
+            # Not binding, but an inline value next to a wired float32 should be float32 too.
+            class_hint.setdefault(decl.dtype, slot.type.dtype)
+            continue
+        prev = resolved.get(decl.dtype)
+        if prev is None:
+            resolved[decl.dtype] = (port, slot.type.dtype)
+        elif prev[1] != slot.type.dtype:
+            report.error(nid, port, f"input '{port}' is {slot.type.dtype.name} but '{prev[0]}' is "
+                                    f"{prev[1].name}; both must have the same dtype")
+            ok = False
+    return (resolved, class_hint) if ok else (None, None)
+
+
+def _widen_inline_only(flat, slots, resolved) -> None:
+    """A type variable fed only inline values takes the widest of their dtypes."""
+    for decl, port, s in flat:
+        if slots[s].const and decl.dtype not in _CLASSES and decl.dtype not in resolved:
+            dts = [slots[t].type.dtype for d, _, t in flat if d.dtype == decl.dtype]
+            resolved[decl.dtype] = (port, np.result_type(*dts))
+
+
+def _cast_inline_constants(report, nid, spec, args, inputs, slots, flat, resolved, class_hint) -> bool:
+    """Cast inline constants to their variable's dtype, or to the dtype of a wired input of the
+    same class, or to float32 when a float is needed and nothing says which."""
+    ok = True
+    for decl, port, s in flat:
+        slot = slots[s]
+        if not slot.const:
+            continue
+        want = resolved.get(decl.dtype, (None, None))[1] or class_hint.get(decl.dtype)
+        if want is not None and not decl.accepts(want):
+            want = None
+        if want is None:
+            if decl.accepts(slot.type.dtype):
+                continue
+            want = np.dtype("float32") if decl.dtype in ("float", "number", "any") else None
+            if want is None:
+                report.error(nid, port, f"inline value of '{port}' must be {decl.dtype}, "
+                                        f"got {slot.type.dtype.name}")
+                ok = False
+                continue
+        if want == slot.type.dtype:
+            continue
+        try:
+            cast = fit_dtype(slot.type.value, want)
+        except ValueError as exc:
+            report.error(nid, port, f"inline value of '{port}' must be {want.name}: {exc}")
+            ok = False
+            continue
+        new = Slot(s, slot.node, slot.port, TensorType(cast.shape, cast.dtype, cast), const=True)
+        slots[s] = new
+        _replace_arg(spec, args, inputs, s, new.type)
+    return ok
+
+
+def _replace_arg(spec, args, inputs, s, t):
+    """Put a cast constant's type (or value, for a static input) where ``infer`` will read it."""
+    for pos, decl in enumerate(spec.inputs):
+        if decl.variadic:
+            if s in inputs[pos]:
+                args[pos][inputs[pos].index(s)] = t
+        elif inputs[pos] == s:
+            args[pos] = t.value if decl.static else t

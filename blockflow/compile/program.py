@@ -1,0 +1,245 @@
+"""What a compile produces: diagnostics, and the Program (slots, steps, the schedule) with the
+named questions callers ask it.
+
+Plain data: building it is compiler.py's and infer.py's job; gradient reachability is
+gradpaths.py's, which this module calls (gradpaths.py never imports this one back).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+
+from blockflow.compile.gradpaths import GradientPaths
+from blockflow.datafiles import DataFiles
+from blockflow.errors import CompileError, ProjectError
+from blockflow.project import Edge, Page
+from blockflow.spec import BlockSpec, TensorType
+from blockflow.variables import VariableValues
+
+__all__ = ["Diagnostic", "Program", "Step", "Slot"]
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One problem, tied to a node (and a port when there is one)."""
+
+    severity: str  # "error" or "warning"
+    page: str
+    node: str | None
+    port: str | None
+    message: str
+
+    @property
+    def where(self) -> str:
+        if self.node is None:
+            return f"page '{self.page}'"
+        name = f"{self.page}/{self.node}"
+        return f"{name} port '{self.port}'" if self.port else name
+
+    def __str__(self):
+        return f"{self.severity}: {self.where}: {self.message}"
+
+
+@dataclass(frozen=True, eq=False)
+class Slot:
+    """A value in a run: an output port of a node, or an inline constant of an input."""
+
+    index: int
+    node: str
+    port: str
+    type: TensorType
+    const: bool = False  # an inline constant or default of an unwired input
+    state: bool = False  # a block's slot state kept with a Variable (node: the Variable, port: key)
+
+
+@dataclass(frozen=True, eq=False)
+class Step:
+    """One node in the schedule: which slots it reads and writes."""
+
+    index: int
+    node: str
+    spec: BlockSpec
+    attrs: dict
+    #: per declared input: a slot index, a tuple of slot indices (InputList), or None (unwired optional)
+    inputs: tuple
+    #: static inputs' values by input position (None for non-static)
+    static: tuple
+    outputs: tuple
+    #: per flattened input slot: (declared input position, list index or None, Edge or None)
+    in_edges: tuple
+    #: per declared output: a slot index, or a tuple of them for an OutputList
+    out_struct: tuple = ()
+    #: per flat output slot: the index of its declared output
+    out_decl: tuple = ()
+    #: for blocks that update state: (ref input name, ("value", variable) or (key, variable))
+    refs: tuple = ()
+
+    @property
+    def role(self) -> str:
+        return self.spec.role
+
+    def flat_input(self, j: int):
+        """The slot feeding flattened input ``j`` (see ``in_edges``), or None when unwired."""
+        pos, idx, _ = self.in_edges[j]
+        src = self.inputs[pos]
+        return src[idx] if idx is not None else src
+
+
+class Program:
+    """A compiled page: a flat, deterministic schedule of steps over numbered slots.
+
+    ``ok`` is False when there are error diagnostics; such a program can still be inspected
+    (types of whatever compiled) but not run.
+    """
+
+    def __init__(self, page: Page, steps, slots, diagnostics, graph, edge_types, port_slots,
+                 variable_values, feeds, slot_values=None):
+        self.page_name = page.name
+        self.scope = page.scope
+        self.loss = page.loss_target()
+        #: the schedule, and every value of a run by slot index: read-only tuples that run/'s code
+        #: generator walks directly (it is hot); everyone else asks step(), slot() and the like
+        self.steps: tuple[Step, ...] = tuple(steps)
+        self.slots: tuple[Slot, ...] = tuple(slots)
+        self.diagnostics: tuple[Diagnostic, ...] = tuple(diagnostics)
+        #: node-level dependency graph (one arc per pair of wired nodes)
+        self.graph: nx.DiGraph = graph
+        #: compile/'s own lookup tables: outside compile/, ask wire_type(), typed_wires(),
+        #: port_type(), typed_ports() and step() instead (tests/test_compiler.py checks that
+        #: nothing else reads them)
+        self.edge_types: dict[Edge, TensorType] = edge_types
+        self.port_slots: dict[tuple[str, str], int] = port_slots
+        #: the live state of a run sequence: Variable values by node (a Variable without a stored
+        #: value gets its first value when first read), and blocks' slot state (optimizer
+        #: moments...) by (Variable node, key); runs that update state change them
+        self.variable_values: VariableValues = variable_values
+        self.slot_values: dict[tuple[str, str], np.ndarray] = slot_values or {}
+        self.feeds: dict[str, np.ndarray] = feeds
+        self.step_of: dict[str, Step] = {s.node: s for s in self.steps}   # compile/'s own: ask step()
+        #: the Variables optimizers may change (what training differentiates for by default)
+        self.trainable = frozenset(s.node for s in self.steps
+                                   if s.role == "variable" and s.attrs.get("trainable", True))
+        self._ok = not any(d.severity == "error" for d in self.diagnostics)
+        self._caches: dict[str, dict] = {}
+        self._targets: dict[str, int] = {}
+        self._paths: dict = {}
+        #: the project's data files (dataset blocks read them; None: the project has no folder)
+        self.files: DataFiles | None = None
+        #: Variables whose value is stored in the project (the others start from their initializer)
+        self.stored_variables: frozenset = frozenset()
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.severity == "error"]
+
+    @property
+    def ok(self) -> bool:
+        return self._ok
+
+    def raise_for_errors(self) -> None:
+        if not self._ok:
+            raise CompileError(self.errors)
+
+    def full_name(self, node: str) -> str:
+        return f"{self.scope}/{node}"
+
+    # Named questions: callers outside compile/ ask these instead of indexing the tables above.
+
+    def step(self, node: str) -> Step | None:
+        """The compiled step of ``node``, or None when the node did not compile (or is not here)."""
+        return self.step_of.get(node)
+
+    def spec_of(self, node: str) -> BlockSpec | None:
+        """The block spec ``node`` compiled with, or None when it did not compile."""
+        step = self.step_of.get(node)
+        return None if step is None else step.spec
+
+    def slot(self, index: int) -> Slot:
+        return self.slots[index]
+
+    def port_type(self, node: str, port: str) -> TensorType | None:
+        """The inferred type of ``node``'s output ``port``, or None when it was not inferred."""
+        index = self.port_slots.get((node, port))
+        return None if index is None else self.slots[index].type
+
+    def wire_type(self, edge: Edge) -> TensorType | None:
+        """The inferred type a wire carries, or None when it was not inferred."""
+        return self.edge_types.get(edge)
+
+    def typed_wires(self):
+        """The wires whose type was inferred, in a stable order."""
+        return self.edge_types.keys()
+
+    def typed_ports(self):
+        """The ``(node, output port)`` pairs whose type was inferred."""
+        return self.port_slots.keys()
+
+    def output_ports(self, node: str) -> list[str]:
+        """The names of ``node``'s compiled output slots, in order ([] when it did not compile)."""
+        step = self.step_of.get(node)
+        return [] if step is None else [self.slots[o].port for o in step.outputs]
+
+    def target_slot(self, target=None) -> Slot:
+        """The slot a gradient or training target names (see ``resolve_target``; None: the loss)."""
+        return self.slots[self.resolve_target(target)]
+
+    @property
+    def reads_datasets(self) -> bool:
+        """True when a step reads a dataset (so each run sees a batch, not fixed data)."""
+        return any(s.spec.is_dataset for s in self.steps)
+
+    def output_type(self, node: str, port: str | None = None) -> TensorType:
+        return self.slots[self.slot_of(node, port)].type
+
+    def slot_of(self, node: str, port: str | None = None) -> int:
+        """The slot of ``node``'s output ``port`` (its first output when port is None)."""
+        step = self.step_of.get(node)
+        if step is None:
+            raise ProjectError(f"page '{self.page_name}' has no compiled node '{node}'")
+        if port is None:
+            if not step.outputs:
+                raise ProjectError(f"{self.full_name(node)} has no outputs")
+            return step.outputs[0]
+        idx = self.port_slots.get((node, port))
+        if idx is None:
+            names = ", ".join(o.name for o in step.spec.outputs)
+            raise ProjectError(f"{self.full_name(node)} ({step.spec.name}) has no output '{port}' (outputs: {names})")
+        return idx
+
+    def resolve_target(self, target) -> int:
+        """A slot from ``"node"``, ``"node:port"``, ``(node, port)`` or None (the page's loss)."""
+        if isinstance(target, str):
+            hit = self._targets.get(target)
+            if hit is None:
+                node, _, port = target.partition(":")
+                hit = self._targets[target] = self.slot_of(node, port or None)
+            return hit
+        if target is None:
+            if self.loss is None:
+                raise ProjectError(f"page '{self.page_name}' marks no loss; name a gradient target")
+            return self.slot_of(*self.loss)
+        return self.slot_of(*target)
+
+    def gradient_paths(self, target=None, wrt=None) -> GradientPaths:
+        """Which wires carry gradient from ``target`` back to the ``wrt`` nodes, and which are cut.
+
+        ``wrt``: node ids to differentiate for; None means every node (all float values that can
+        reach the target get a gradient, as the editor shows them). Computed once per question.
+        """
+        t = self.resolve_target(target)
+        key = (t, None if wrt is None else frozenset(wrt))
+        paths = self._paths.get(key)
+        if paths is None:
+            paths = self._paths[key] = GradientPaths(self, t, key[1])
+        return paths
+
+    def cache(self, kind: str) -> dict:
+        """A dict that lives as long as this Program, for answers another layer derives from it
+        once and reuses (run/ keeps its generated run plans here, under "plans")."""
+        found = self._caches.get(kind)
+        if found is None:
+            found = self._caches[kind] = {}
+        return found
+

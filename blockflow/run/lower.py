@@ -1,0 +1,384 @@
+"""The straight-line code generator: one kind of run (which steps run forward, which backward,
+what is returned) lowered to a plain Python function that calls the blocks' numpy functions.
+
+The hot path touches no dicts and no networkx: slots become locals (``s3`` a value, ``g3`` its
+gradient), block functions and constants are bound in the function's namespace. Only slot
+numbers and references to block functions enter that code, never text from a project. Every
+line also says what the names it binds hold, for the memory plan (memplan.py).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+
+from blockflow.compile.gradpaths import GradientPaths
+from blockflow.compile.program import Program, Step
+from blockflow.project import Edge
+from blockflow.run.memplan import RESIDENT, Line, MemoryPlan, alias, new, value_dependent
+from blockflow.run.memplan import parts as memparts
+from blockflow.spec import TensorType
+
+__all__ = ["Lowered", "lower", "parts_of_updates"]
+
+
+@dataclass
+class Lowered:
+    """A lowered run: ``fn(V, F, G0, D, _G)`` returns (values, grads, edge grads, updates), four
+    tuples in the order of ``value_keys``, ``grad_keys``, ``edge_list`` and ``update_steps``."""
+
+    fn: object
+    source: str
+    memory: MemoryPlan
+    value_slots: list
+    grad_slots: list
+    value_keys: list
+    grad_keys: list
+    #: (node, (node, port)) for the gradients the caller wants by node
+    wanted_keys: list
+    target_key: tuple | None
+    edge_list: list
+    update_steps: list
+    #: (Gradients node, the PreventGradient nodes in its way) when a Gradients block hit one
+    prevented_by_gradients: tuple | None
+
+
+def lower(program: Program, *, fwd, bwd, paths, target, fetch, record, wanted_grads, var_steps,
+          feed_steps, state_slots, fail, rng, where) -> Lowered:
+    """Generate and compile the function for one kind of run.
+
+    ``fwd``/``bwd``: the steps to run forward, and backward (in reverse order); ``paths``: the
+    GradientPaths of ``target`` (a slot, or None for a forward pass); ``record``: return every
+    value and each wire's gradient, else only ``fetch``, the target and the ``wanted_grads``
+    ((node, slot) pairs); ``var_steps``/``feed_steps``/``state_slots``: the order of V and F;
+    ``fail(n, exc, locals)``, ``rng(index, data)`` and ``where(at)`` are the plan's failure
+    handler, random streams and cursor names.
+    """
+    w = _Writer(program, fail, rng)
+    update_names = w.forward(fwd, var_steps, feed_steps, state_slots)
+    edge_names: list[tuple[str, Edge]] = []
+    grad_written: set[int] = set()
+    if target is not None:
+        t = target
+        w.lines.append(Line(f"_n = -1; g{t} = G0 if G0 is not None else _ones(s{t})", {f"s{t}"}, {f"g{t}"},
+                            ((f"g{t}", new(t, "the gradient seed")),), -1))
+        grad_written = w.backward(paths, bwd, {t}, "g", edge_names if record else None)
+    if record:
+        value_slots = [o for st in fwd for o in st.outputs]
+        grad_slots = sorted(grad_written)
+    else:
+        value_slots = sorted(set(fetch) | ({target} if target is not None else set()))
+        grad_slots = [s for _, s in wanted_grads]
+    fn, source, body, at_line = w.compile(value_slots, grad_slots, edge_names, update_names, record)
+    slots = program.slots
+    key = lambda i: (slots[i].node, slots[i].port)  # noqa: E731
+    memory = MemoryPlan(program, body, _fixed_inputs(program, var_steps, state_slots, w.ns),
+                        [(st.outputs[0], f"the feed of {program.full_name(st.node)}") for st in feed_steps],
+                        where, fn.__code__, at_line)
+    return Lowered(fn, source, memory, value_slots, grad_slots, [key(i) for i in value_slots],
+                   [key(i) for i in grad_slots], [(node, key(i)) for node, i in wanted_grads],
+                   None if target is None else key(target), [e for _, e in edge_names],
+                   [st for _, st in update_names], w.prevented_by_gradients)
+
+
+def _fixed_inputs(program, var_steps, state_slots, ns):
+    """What every run of this kind is handed, as (label, bytes): Variables, slot state, constants."""
+    slots = program.slots
+    fixed = [(f"the Variable {program.full_name(st.node)} {slots[st.outputs[0]].type}",
+              _nbytes(slots[st.outputs[0]].type)) for st in var_steps]
+    fixed += [(f"the state {program.full_name(slots[s].node)}.{slots[s].port} {slots[s].type}",
+               _nbytes(slots[s].type)) for s in state_slots]
+    fixed.append(("the constants", sum(getattr(v, "nbytes", 0) for k, v in ns.items()
+                                       if k[0] in "ck" and k[1:2].isdigit())))
+    return fixed
+
+
+class _Writer:
+    """The lines of one generated function and the namespace they run in."""
+
+    def __init__(self, program: Program, fail, rng):
+        self.program = program
+        self.slots = program.slots
+        self.ns: dict = {"_fail": fail, "_ones": np.ones_like, "_zeros": np.zeros_like, "_R": rng,
+                         "_FILES": program.files}
+        self.lines: list[Line] = []  # code, names read and written, what they hold, the step cursor
+        self.prevented_by_gradients = None
+
+    def arg(self, slot):
+        """(expression, names read) for reading a slot: a local, or a constant bound in ns."""
+        if slot is None:
+            return "None", set()
+        if self.slots[slot].const:
+            name = f"c{slot}"
+            self.ns[name] = self.slots[slot].type.value
+            return name, set()
+        return f"s{slot}", {f"s{slot}"}
+
+    def call_args(self, st: Step):
+        """(argument expressions, names read) for calling a step's block on its inputs."""
+        parts, reads = [], set()
+        for pos, src in enumerate(st.inputs):
+            if st.static[pos] is not None:
+                name = f"k{st.index}_{pos}"
+                self.ns[name] = st.static[pos]
+                parts.append(name)
+            elif isinstance(src, tuple):
+                items = [self.arg(s) for s in src]
+                parts.append("[" + ", ".join(a for a, _ in items) + "]")
+                for _, r in items:
+                    reads |= r
+            else:
+                a, r = self.arg(src)
+                parts.append(a)
+                reads |= r
+        return parts, reads
+
+    # ---------------------------------------------------------------------------- forward
+
+    def forward(self, fwd, var_steps, feed_steps, state_slots):
+        """Lines for the forward steps; returns (update name, step) for state-updating blocks."""
+        lines = self.lines
+        var_index = {st.index: i for i, st in enumerate(var_steps)}
+        feed_index = {st.index: i for i, st in enumerate(feed_steps)}
+        # Slot state (optimizer moments...) is read like a Variable, after the Variables in V.
+        for i, s in enumerate(state_slots):
+            lines.append(Line(f"s{s} = V[{len(var_steps) + i}]", set(), {f"s{s}"}, ((f"s{s}", RESIDENT),)))
+        update_names = []
+        for st in fwd:
+            outs = [f"s{o}" for o in st.outputs]
+            if st.role == "variable":
+                lines.append(Line(f"{outs[0]} = V[{var_index[st.index]}]", set(), set(outs), ((outs[0], RESIDENT),)))
+            elif st.role == "gradients":
+                self.gradients_block(st)
+            elif st.role == "placeholder":   # the feed, converted to the Placeholder's dtype already
+                fname = self._bind_forward(st)
+                lines.append(Line(f"_n = {st.index}; {outs[0]} = {fname}(F[{feed_index[st.index]}])",
+                                  set(), set(outs), ((outs[0], RESIDENT),), st.index))
+            else:
+                self._block_call(st, update_names)
+        return update_names
+
+    def _bind_forward(self, st: Step) -> str:
+        fname = f"f{st.index}"
+        self.ns[fname] = partial(st.spec.forward, **st.attrs) if st.attrs else st.spec.forward
+        return fname
+
+    def _block_call(self, st: Step, update_names) -> None:
+        """One block's forward call, and for a value-dependent block the report of what it made."""
+        slots = self.slots
+        fname = self._bind_forward(st)
+        outs = [f"s{o}" for o in st.outputs]
+        parts, reads = self.call_args(st)
+        if "rng" in st.spec.forward_context:
+            parts.append(f"rng=_R({st.index}, D)")
+        if "data" in st.spec.forward_context:
+            parts.append("data=D")
+        if "files" in st.spec.forward_context:
+            parts.append("files=_FILES")
+        target = _struct_expr(st, "s", lambda o: True, assign=True) if outs else "_"
+        writes = set(outs)
+        binds = [(f"s{o}", new(o, f"output '{slots[o].port}'")) for o in st.outputs]
+        if st.refs:
+            target = f"({target}, u{st.index})"
+            writes.add(f"u{st.index}")
+            update_names.append((f"u{st.index}", st))
+            binds.append((f"u{st.index}", parts_of_updates(st, slots)))
+        self.lines.append(Line(f"_n = {st.index}; {target} = {fname}({', '.join(parts)})", reads, writes,
+                               tuple(binds), st.index))
+        if outs and value_dependent(self.program, st):
+            self.lines.append(Line(f"_G.seen({st.index}, ({', '.join(outs)},))", set(outs), set()))
+
+    # --------------------------------------------------------------------------- backward
+
+    def backward(self, paths, bwd, seeded, gp, edge_names):
+        """Reverse-mode code over ``bwd`` (steps in reverse order) from the cotangents already in
+        ``{gp}{slot}`` for the ``seeded`` slots; returns the slots that got a cotangent. With
+        ``edge_names`` each wire's share is kept under a name of its own (the editor shows it)."""
+        grad_written = set(seeded)
+        for st in bwd:
+            if not any(o in grad_written for o in st.outputs):
+                continue
+            needs_flat = [bool(paths.needs.get((st.index, j))) for j in range(len(st.in_edges))]
+            if not any(needs_flat):
+                continue
+            r = self._vjp_call(st, gp, grad_written, needs_flat)
+            for j, (pos, idx, edge) in enumerate(st.in_edges):
+                if needs_flat[j]:
+                    self._accumulate(st, j, r, gp, grad_written, edge_names)
+        return grad_written
+
+    def _vjp_call(self, st: Step, gp, grad_written, needs_flat) -> str:
+        """The line calling a block's vjp; returns the name of its result (one part per input)."""
+        spec = st.spec
+        reads = {f"{gp}{o}" for o in st.outputs if o in grad_written} | {f"s{o}" for o in st.outputs}
+        gexpr = _struct_expr(st, gp, grad_written.__contains__)
+        oexpr = _struct_expr(st, "s", lambda o: True)
+        parts, r2 = self.call_args(st)
+        if "rng" in spec.vjp_context:
+            parts.append(f"rng=_R({st.index}, D)")
+        reads |= r2
+        kw = dict(st.attrs)
+        if "needs" in spec.vjp_context:
+            kw["needs"] = _needs_by_input(st, needs_flat)
+        bname = f"b{st.index}_{len(self.ns)}"
+        self.ns[bname] = partial(spec.vjp, **kw) if kw else spec.vjp
+        r = f"{gp}r{st.index}"
+        at = -2 - st.index
+        made = []
+        for j, (pos, idx, _) in enumerate(st.in_edges):
+            if needs_flat[j]:
+                decl = spec.inputs[pos]
+                port = decl.port(idx) if idx is not None else decl.name
+                made.append(((pos, idx), st.flat_input(j), f"the gradient of input '{port}'"))
+        self.lines.append(Line(f"_n = {at}; {r} = {bname}({gexpr}, {oexpr}, {', '.join(parts)})",
+                               reads, {r}, ((r, memparts(made)),), at))
+        return r
+
+    def _accumulate(self, st: Step, j: int, r: str, gp, grad_written, edge_names) -> None:
+        """Add the vjp's part for flat input ``j`` to its source slot's cotangent (kept under a
+        wire's own name first when ``edge_names`` records wires)."""
+        pos, idx, edge = st.in_edges[j]
+        src = st.flat_input(j)
+        expr, read, held = (f"{r}[{pos}]" if idx is None else f"{r}[{pos}][{idx}]"), r, alias(r, (pos, idx))
+        if edge_names is not None and edge is not None:
+            ename = f"e{len(edge_names)}"
+            edge_names.append((ename, edge))
+            self.lines.append(Line(f"{ename} = {expr}", {r}, {ename}, ((ename, held),)))
+            expr, read, held = ename, ename, alias(ename)
+        name = f"{gp}{src}"
+        if src in grad_written:
+            slot = self.slots[src]
+            self.lines.append(Line(f"{name} = {name} + {expr}", {name, read}, {name},
+                                   ((name, new(src, f"the gradient summed over the wires of "
+                                                    f"'{slot.node}:{slot.port}'")),), -2 - st.index))
+        else:
+            grad_written.add(src)
+            self.lines.append(Line(f"{name} = {expr}", {read}, {name}, ((name, held),)))
+
+    def gradients_block(self, st: Step) -> None:
+        """TF's tf.gradients as a block: reverse mode, inline, over what precedes it on the page."""
+        program, lines = self.program, self.lines
+        ys, xs = st.inputs[0], st.inputs[1]
+        seeds_in = st.inputs[2] if len(st.inputs) > 2 and st.inputs[2] else ()
+        paths = GradientPaths(program, tuple(ys), None, frozenset(xs), upto=st.index)
+        if paths.prevented:
+            self.prevented_by_gradients = (st.node, paths.prevented)
+        gp = f"h{st.index}_"
+        seeded = set()
+        for i, y in enumerate(ys):
+            made = new(y, f"the gradient seed of 'ys[{i}]'")
+            if i < len(seeds_in):
+                seed, reads = self.arg(seeds_in[i])
+                held = alias(seed) if reads else RESIDENT
+            else:
+                seed, reads, held = f"_ones(s{y})", {f"s{y}"}, made
+            name = f"{gp}{y}"
+            if y in seeded:
+                lines.append(Line(f"_n = {st.index}; {name} = {name} + {seed}", reads | {name}, {name},
+                                  ((name, made),), st.index))
+            else:
+                lines.append(Line(f"_n = {st.index}; {name} = {seed}", reads, {name}, ((name, held),), st.index))
+                seeded.add(y)
+        bwd = [s for s in reversed(program.steps[:st.index])
+               if s.spec.gradient == "vjp" and any(paths.needs.get((s.index, j)) for j in range(len(s.in_edges)))]
+        written = self.backward(paths, bwd, seeded, gp, None)
+        slots = program.slots
+        for x, o in zip(xs, st.outputs):
+            if x in written:
+                lines.append(Line(f"s{o} = {gp}{x}", {f"{gp}{x}"}, {f"s{o}"}, ((f"s{o}", alias(f"{gp}{x}")),)))
+            else:  # x does not reach the ys (or only through a StopGradient): its gradient is zero
+                a, reads = self.arg(x)
+                lines.append(Line(f"_n = {st.index}; s{o} = _zeros({a})", reads, {f"s{o}"},
+                                  ((f"s{o}", new(o, f"output '{slots[o].port}'")),), st.index))
+
+    # ---------------------------------------------------------------------------- compile
+
+    def compile(self, value_slots, grad_slots, edge_names, update_names, record):
+        """(the function, its source, the lines of its body, {source line: step cursor})."""
+        returned = ({f"s{s}" for s in value_slots} | {f"g{s}" for s in grad_slots} | {n for n, _ in edge_names}
+                    | {n for n, _ in update_names})
+        ret = ("return (" + "".join(f"s{s}, " for s in value_slots) + "), ("
+               + "".join(f"g{s}, " for s in grad_slots) + "), ("
+               + "".join(f"{n}, " for n, _ in edge_names) + "), ("
+               + "".join(f"{n}, " for n, _ in update_names) + ")")
+        body = self.lines if record else _with_frees(self.lines, returned)
+        # _n is the step running (the cursor): the failure handler names its block; the run's
+        # allocation guard finds it from the line a block was called from (see memplan.RunGuard).
+        head = ["def _run(V, F, G0, D, _G):", "    _n = -1", "    try:"]
+        src = head + [f"        {line.code}" for line in body]
+        src += [f"        {ret}", "    except Exception as _e:", "        _fail(_n, _e, locals())"]
+        source = "\n".join(src)
+        exec(compile(source, f"<blockflow plan {self.program.page_name}>", "exec"), self.ns)
+        at_line = {len(head) + 1 + k: line.at for k, line in enumerate(body) if line.at is not None}
+        return self.ns["_run"], source, body, at_line
+
+
+def _needs_by_input(st: Step, needs_flat) -> tuple:
+    """Per declared input, whether it needs a cotangent (a tuple of them for an InputList)."""
+    needs = []
+    j = 0
+    for src in st.inputs:
+        if isinstance(src, tuple):
+            needs.append(tuple(needs_flat[j:j + len(src)]))
+            j += len(src)
+        elif src is None:
+            needs.append(False)
+        else:
+            needs.append(needs_flat[j])
+            j += 1
+    return tuple(needs)
+
+
+def _struct_expr(st: Step, prefix: str, present, assign: bool = False) -> str:
+    """Code for a step's outputs shaped as the block returns them: an OutputList is a list."""
+    parts = []
+    for entry in st.out_struct:
+        if isinstance(entry, tuple):
+            items = [f"{prefix}{o}" if present(o) else "None" for o in entry]
+            parts.append(("(" if assign else "[") + ", ".join(items) + ("," if len(items) == 1 else "")
+                         + (")" if assign else "]"))
+        else:
+            parts.append(f"{prefix}{entry}" if present(entry) else "None")
+    if len(parts) == 1:
+        return parts[0]
+    return "(" + ", ".join(parts) + ")"
+
+
+def _with_frees(lines, returned):
+    """Insert ``del`` statements after the last use of every local that is not returned."""
+    last: dict[str, int] = {}
+    for i, line in enumerate(lines):
+        reads, writes = line.reads, line.writes
+        for name in writes:
+            last[name] = max(last.get(name, i), i)
+        for name in reads:
+            last[name] = i
+    frees: dict[int, list[str]] = {}
+    for name, i in last.items():
+        if name not in returned:
+            frees.setdefault(i, []).append(name)
+    out = []
+    for i, line in enumerate(lines):
+        out.append(line)
+        if i in frees:
+            names = tuple(sorted(frees[i]))
+            out.append(Line("del " + ", ".join(names), set(), set(), frees=names))
+    return out
+
+
+def _nbytes(t: TensorType) -> int:
+    """Bytes of a tensor of type ``t`` (0 while a size is unknown)."""
+    shape = t.shape
+    return 0 if None in shape else math.prod(shape) * t.dtype.itemsize
+
+
+def parts_of_updates(st: Step, slots) -> tuple:
+    """What a state-updating block's updates hold: a new value per ref input (the Variable's, its
+    slots'), counted as new arrays even where a block returns its output again."""
+    items = []
+    for pos, decl in enumerate(st.spec.inputs):
+        if decl.ref and st.inputs[pos] is not None:
+            items.append((decl.name, st.inputs[pos], f"the new value of '{decl.name}'"))
+    return memparts(items)
