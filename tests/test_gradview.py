@@ -132,3 +132,13 @@ def test_describe_array_says_shape_dtype_stats_and_nan_count():
     assert line.startswith("g [3] float32 · min 1 · max 3 · mean 2") and "1 NaN/Inf" in line
     assert describe_array(np.array([True, False])) == "[2] bool · 1 of 2 true"
     assert norm(np.array([3, 4])) == 5.0
+
+
+@pytest.mark.parametrize("x,digits,large,text", [
+    (0.0, 4, 1e5, "0"), (1.23456, 4, 1e5, "1.235"), (1e-5, 4, 1e5, "1.000e-05"),
+    (123456.7, 4, 1e5, "1.235e+05"), (float("nan"), 4, 1e5, "nan"), (float("-inf"), 4, 1e5, "-inf"),
+    (1.23456, 3, 1e4, "1.23"), (1e4, 3, 1e4, "1.00e+04"), (9999.0, 4, 1e5, "9999"),
+])
+def test_readable_number_is_the_one_number_format_of_gradient_texts(x, digits, large, text):
+    from blockflow.present.values import readable_number
+    assert readable_number(x, digits, large) == text

@@ -27,6 +27,7 @@ import numpy as np
 from blockflow.compile.program import Program
 from blockflow.project import Edge
 from blockflow.spec import shape_text
+from blockflow.present.values import readable_number
 
 __all__ = ["WireInfo", "Fanout", "BackwardStep", "InputExplanation", "BlockExplanation",
            "GradientView", "GradientScale", "describe_array", "norm"]
@@ -60,23 +61,14 @@ def describe_array(a, *, name: str = "") -> str:
     bad = int(a.size - finite.sum())
     tail = f" · {bad} NaN/Inf" if bad else ""
     if a.size == 1:
-        return f"{head}{shape} {a.dtype.name} = {_num(data.ravel()[0])}{tail}"
+        return f"{head}{shape} {a.dtype.name} = {readable_number(data.ravel()[0])}{tail}"
     if not finite.any():
         return f"{head}{shape} {a.dtype.name} · all NaN/Inf"
     ok = data[finite]
-    return (f"{head}{shape} {a.dtype.name} · min {_num(ok.min())} · max {_num(ok.max())} · "
-            f"mean {_num(ok.mean())} · norm {_num(math.sqrt(float(np.dot(ok, ok))))}{tail}")
+    return (f"{head}{shape} {a.dtype.name} · min {readable_number(ok.min())} · max {readable_number(ok.max())} · "
+            f"mean {readable_number(ok.mean())} · norm {readable_number(math.sqrt(float(np.dot(ok, ok))))}{tail}")
 
 
-def _num(x: float) -> str:
-    x = float(x)
-    if x == 0:
-        return "0"
-    if not math.isfinite(x):
-        return str(x)
-    if 1e-3 <= abs(x) < 1e5:
-        return f"{x:.4g}"
-    return f"{x:.3e}"
 
 
 @dataclass

@@ -55,6 +55,20 @@ def colormap(name: str) -> np.ndarray:
 
 # ------------------------------------------------------------------------------- numbers
 
+def readable_number(x, digits: int = 4, large: float = 1e5) -> str:
+    """A float for people: ``digits`` significant digits, in scientific notation when it is
+    smaller than 1e-3 or not smaller than ``large`` (gradients span many decades; this keeps
+    0.000012 and 123456 readable in a narrow space)."""
+    x = float(x)
+    if x == 0:
+        return "0"
+    if not math.isfinite(x):
+        return str(x)
+    if 1e-3 <= abs(x) < large:
+        return f"{x:.{digits}g}"
+    return f"{x:.{digits - 1}e}"
+
+
 def format_number(x, digits: int = 4) -> str:
     """A short text for one number: ``0.6379``, ``-2``, ``1.235e+05``, ``NaN``, ``+Inf``, ``true``."""
     if isinstance(x, (bool, np.bool_)):

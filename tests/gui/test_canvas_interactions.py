@@ -6,36 +6,15 @@ from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtWidgets import QApplication
 
 import pytest
-from PySide6.QtGui import QFont
 
 from blockflow.gui.canvas.interactions import MoveBlocks, Pan, RubberBand, WireDrag
 from blockflow.gui.canvas.scene import DiagramScene
-from blockflow.gui.canvas.view import DiagramView
 from blockflow.gui.common.theme import Style
 from blockflow.gui.document.document import Document
 from blockflow.project import Edge
 
 
-@pytest.fixture
-def doc(qapp):
-    qapp.setFont(QFont("DejaVu Sans", 9))
-    return Document()
-
-
-def make_view(qtbot, doc):
-    view = DiagramView(doc)
-    qtbot.addWidget(view)
-    view.resize(1200, 700)
-    view.show()
-    qtbot.waitExposed(view)
-    view.reset_zoom()
-    QApplication.processEvents()
-    return view
-
-
-@pytest.fixture
-def view(qtbot, doc):
-    return make_view(qtbot, doc)
+from test_canvas import doc, make_view, view  # noqa: E402,F401  (the canvas tests' fixtures)
 
 
 def port_pos(view, node, port) -> QPoint:

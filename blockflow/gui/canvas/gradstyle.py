@@ -9,6 +9,7 @@ import numpy as np
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QPen
 
+from blockflow.present.values import readable_number
 from blockflow.gui.common.theme import Style, _mix
 
 __all__ = ["WireStyle", "LEVELS", "VIRIDIS", "NEGLIGIBLE", "level_colours", "level_width", "viridis"]
@@ -80,15 +81,8 @@ class WireStyle(NamedTuple):
 
 
 def short_number(x: float) -> str:
-    """A number in 3 significant digits (scientific notation when tiny or huge)."""
-    x = float(x)
-    if x == 0:
-        return "0"
-    if not math.isfinite(x):
-        return str(x)
-    if 1e-3 <= abs(x) < 1e4:
-        return f"{x:.3g}"
-    return f"{x:.2e}"
+    """A number in 3 significant digits (scientific when tiny or huge): wire labels are narrow."""
+    return readable_number(x, digits=3, large=1e4)
 
 
 def power_text(x: float) -> str:

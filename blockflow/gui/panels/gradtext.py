@@ -12,9 +12,10 @@ import numpy as np
 from PySide6.QtGui import QColor, QPalette
 
 from blockflow.present.gradview import describe_array
+from blockflow.present.values import readable_number
 
 __all__ = ["MONO", "FULL_MAX", "Colors", "esc", "format_array", "array_html", "rule_for_input",
-           "rule_html", "num"]
+           "rule_html"]
 
 MONO = "DejaVu Sans Mono"
 #: arrays with at most this many elements are shown in full, bigger ones only summarised
@@ -27,16 +28,6 @@ def esc(text) -> str:
     return html.escape(str(text), quote=False)
 
 
-def num(x: float) -> str:
-    """A float for people: 4 significant digits, scientific when very small or large."""
-    x = float(x)
-    if x == 0:
-        return "0"
-    if not np.isfinite(x):
-        return str(x)
-    if 1e-3 <= abs(x) < 1e5:
-        return f"{x:.4g}"
-    return f"{x:.3e}"
 
 
 def format_array(a) -> str | None:
@@ -49,7 +40,7 @@ def format_array(a) -> str | None:
     if a.ndim == 0:
         return _element(a.item())
     return np.array2string(a, separator=", ", max_line_width=10_000,
-                           formatter={"float_kind": num, "int_kind": str, "bool": str})
+                           formatter={"float_kind": readable_number, "int_kind": str, "bool": str})
 
 
 def _element(v) -> str:
@@ -57,7 +48,7 @@ def _element(v) -> str:
         return str(bool(v))
     if isinstance(v, (int, np.integer)):
         return str(int(v))
-    return num(v)
+    return readable_number(v)
 
 
 class Colors:
