@@ -28,6 +28,9 @@ from blockflow.io import project_io as io
 from blockflow.compile.compiler import compile_project
 from blockflow.errors import ProjectFileError
 from blockflow.registry import default_registry
+# imported before the traps of the crafted-project test: importing the runtime builds namedtuples,
+# which the standard library does with eval on its own text
+from blockflow.run.runtime import run
 
 from test_project_io import json_values, sample_doc
 
@@ -279,7 +282,6 @@ def test_loading_compiling_and_running_a_crafted_project_executes_nothing(tmp_pa
     assert "unpickling" in errors["data2"]
     assert "unknown block" in errors["evil"]
     # a page of the crafted file that compiles also runs (the runtime generates code for it)
-    from blockflow.run.runtime import run
     result = run(compile_project(project, "runs", REGISTRY), record=True)
     np.testing.assert_allclose(result.value("t"), np.tanh([1, 2, 3]), rtol=1e-6)
     assert calls == [] and not (tmp_path / "pwned").exists() and not os.path.exists("pwned")
