@@ -151,6 +151,14 @@ BREAKS = {
     "document imports session, inside a function": (
         "blockflow/gui/document/document.py", "def f():\n    from blockflow.gui.session import runner\n",
         {"gui-layers"}),
+    "session imports canvas": (
+        "blockflow/gui/session/runner.py", "from blockflow.gui.canvas import items\n", {"gui-layers"}),
+    "document imports canvas": (
+        "blockflow/gui/document/document.py", "from blockflow.gui.canvas import scene\n", {"gui-layers"}),
+    "document imports panels": (
+        "blockflow/gui/document/document.py", "from blockflow.gui.panels import palette\n", {"gui-layers"}),
+    "panels import the shell": (
+        "blockflow/gui/panels/palette.py", "import blockflow.gui.main_window\n", {"gui-layers"}),
     "common imports document": (
         "blockflow/gui/common/theme.py", "from blockflow.gui.document import document\n", {"gui-layers"}),
 }
