@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (QCheckBox, QFileDialog, QFormLayout, QFrame, QGroupBox, QHBoxLayout, QLabel,
                                QLineEdit, QPushButton, QScrollArea, QSizePolicy, QVBoxLayout, QWidget)
@@ -32,9 +32,13 @@ class _ScrollArea(QScrollArea):
     hints, which cut wrapped text short at narrow widths, so each label's height is pinned to what
     its current width needs."""
 
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.fit_later = Debounced(self, self.fit)
+
     def resizeEvent(self, event):
         super().resizeEvent(event)
-        QTimer.singleShot(0, self.fit)
+        self.fit_later.later()
 
     def fit(self) -> None:
         body = self.widget()
@@ -120,7 +124,7 @@ class InspectorPanel(QWidget):
             self._signature = sig
             self._build()
         self._load_values()
-        QTimer.singleShot(0, self.scroll.fit)
+        self.scroll.fit_later.later()
 
     # ---------------------------------------------------------------- building the form
     def _new_body(self) -> QVBoxLayout:

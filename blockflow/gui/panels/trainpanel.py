@@ -20,7 +20,7 @@ import threading
 import time
 
 import numpy as np
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QLabel,
                                QListWidget, QListWidgetItem, QProgressBar, QPushButton, QSpinBox,
                                QVBoxLayout, QWidget)
@@ -126,6 +126,7 @@ class TrainPanel(QWidget):
         self._build()
         # Bound methods only: Qt disconnects them when this panel goes (a closed window).
         self._refresh_lists = Debounced(self, self.refresh_lists)
+        self._plot_later = Debounced(self, self.plot_if_seen)
         document.current_page_changed.connect(self._on_page_changed)
         document.project_replaced.connect(self._on_page_changed)
         document.structure_changed.connect(self._on_structure)
@@ -490,7 +491,7 @@ class TrainPanel(QWidget):
     # ------------------------------------------------------------------ plot
     def showEvent(self, event):
         super().showEvent(event)
-        QTimer.singleShot(0, self.plot_if_seen)
+        self._plot_later.later()
 
     def plot_if_seen(self):
         """Create the curves once the panel is really on screen (a dock tabbed behind another is
