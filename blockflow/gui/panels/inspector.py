@@ -366,8 +366,7 @@ class InspectorPanel(QWidget):
 
     def _attr_field(self, decl) -> Field:
         doc = self.document
-        return attr_field(decl, lambda: doc.page().nodes[self.node_id].attrs,
-                          lambda name, value: doc.set_attr(self.node_id, name, value), self)
+        return attr_field(decl, lambda name, value: doc.set_attr(self.node_id, name, value), self)
 
     def _inline_field(self, decl) -> Field:
         doc = self.document
