@@ -318,3 +318,52 @@ def test_apply_of_a_refused_edit_changes_and_emits_nothing(doc):
     with pytest.raises(ProjectError, match="has no node 'nope'"):
         doc.apply("main", Page.set_label, "nope", "a")
     assert seen == [] and dumps_project(doc.project) == before
+
+
+def test_setting_the_states_of_many_nodes_tells_each_then_recompiles_once(doc):
+    """Page.set_states (trained values stored, variables reset, and their undo): a node_changed
+    per node, then one structure_changed for the page, not one per node."""
+    for i, nid in enumerate(("a", "b", "c")):
+        doc.add_node("Variable", (0, 100 * i), node_id=nid, attrs={"shape": [2]})
+    states = {nid: {"value": np.full(2, i, np.float32)} for i, nid in enumerate(("a", "b", "c"))}
+    each_then_once = [("node_changed", ("main", "a")), ("node_changed", ("main", "b")),
+                      ("node_changed", ("main", "c")), ("structure_changed", ("main",))]
+    seen = record(doc)
+    doc.apply("main", Page.set_states, states)
+    assert seen == each_then_once
+    seen.clear()
+    assert sorted(doc.reset_variables()) == ["a", "b", "c"]
+    assert seen == each_then_once
+    seen.clear()
+    doc.undo_stack.undo()
+    assert seen == each_then_once
+    seen.clear()
+    assert doc.apply_training({nid: dict(st) for nid, st in states.items()}, steps=3) == []
+    assert seen == each_then_once
+
+
+def test_an_attr_set_to_what_the_block_has_is_no_edit(doc):
+    """Document.set_attr leaves the block alone, and the undo stack too, when the value is the
+    one the block has (stored, or its default when none is stored); True when it changed it."""
+    from blockflow.gui.document.document import AttrValueError
+
+    doc.add_node("Placeholder", (0, 0), node_id="x")
+    doc.add_node("Dropout", (0, 100), node_id="d")
+    steps = doc.undo_stack.count()
+    rate = doc.registry.get("Dropout").attr_map["rate"].default
+    assert doc.set_attr("d", "rate", rate) is False                  # its default, unset
+    assert doc.set_attr("d", "rate", None) is False                  # unset already
+    assert doc.set_attr("x", "dtype", "float32") is False
+    assert doc.undo_stack.count() == steps and doc.page().nodes["d"].attrs == {}
+    assert doc.set_attr("x", "shape", (3, -1)) is True
+    assert doc.page().nodes["x"].attrs == {"shape": [3, None]}
+    assert doc.set_attr("x", "shape", [3, None]) is False           # the same sizes, spelled otherwise
+    assert doc.set_attr("d", "rate", 0.25) is True and doc.set_attr("d", "rate", 0.25) is False
+    assert doc.undo_stack.count() == steps + 2
+    assert doc.set_attr("d", "rate", None) is True and "rate" not in doc.page().nodes["d"].attrs
+    with pytest.raises(AttrValueError, match=r"^attr 'rate' of d: must be at most 1") as refused:
+        doc.set_attr("d", "rate", 2.0)
+    assert refused.value.reason.startswith("must be at most 1")     # for the field that names the attr
+    with pytest.raises(ProjectError, match="has no attr 'nope'"):
+        doc.set_attr("d", "nope", 1)
+    assert doc.undo_stack.count() == steps + 3

@@ -149,7 +149,7 @@ def commit_text(qtbot, edit, text: str) -> None:
 
 def settle(qtbot, inspector):
     """Let the inspector's deferred refresh run."""
-    qtbot.waitUntil(lambda: not inspector._pending.isActive(), timeout=2000)
+    qtbot.waitUntil(lambda: not inspector._refresh.pending(), timeout=2000)
 
 
 def same_value(a, b) -> bool:

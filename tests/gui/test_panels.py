@@ -223,3 +223,55 @@ def test_problems_panel_is_live_and_reports_clicks(qtbot, doc):
     assert doc.current_page == "other" and clicked == ["s"]
     doc.remove_nodes(["s"], page="other")
     qtbot.waitUntil(lambda: panel.errors == 1)
+
+
+# ------------------------------------------------------------------------------- a closed window
+
+
+def test_panels_of_a_closed_window_leave_the_document_and_are_freed(qtbot, doc):
+    """The document can outlive the window showing it (it is the caller's): once the window is
+    closed and deleted, edits of every kind reach none of its panels (no "C++ object already
+    deleted" from a panel's slot, or from a refresh it asked for) and nothing keeps them alive."""
+    import gc
+    import weakref
+
+    from PySide6.QtCore import QEvent
+    from PySide6.QtWidgets import QApplication, QVBoxLayout, QWidget
+
+    from blockflow.gui.main_window.tabs import PageTabBar
+    from blockflow.gui.panels.trainpanel import TrainPanel
+
+    doc.add_node("Placeholder", (0, 0), node_id="x", attrs={"shape": [3]})
+    window = QWidget()
+    column = QVBoxLayout(window)
+    panels = [PageTabBar(doc), InspectorPanel(doc), ProblemsPanel(doc), TrainPanel(doc)]
+    for panel in panels:
+        column.addWidget(panel)
+    window.resize(500, 900)
+    window.show()
+    qtbot.waitExposed(window)
+    inspector = panels[1]
+    inspector.set_nodes(["x"])                     # a form with fields, and refreshes asked for
+    doc.set_label("x", "input")
+    assert inspector._refresh.pending()
+    freed = [weakref.ref(panel) for panel in panels]
+    window.close()
+    window.deleteLater()
+    del window, column, panels, inspector, panel
+    QApplication.sendPostedEvents(None, QEvent.DeferredDelete)
+
+    doc.add_node("Exp", (100, 0), node_id="e")
+    doc.connect("x", "output", "e", "x")
+    doc.set_attr("x", "shape", [4])
+    doc.set_label("e", "exp")
+    doc.set_loss("e")
+    doc.set_metrics(["e"])
+    doc.set_page_text("a note")
+    doc.rename_page("main", "first")
+    doc.set_current_page(doc.add_page())
+    doc.undo_stack.undo()
+    doc.program("first")                          # compiled: program_ready goes out too
+    doc.new()
+    qtbot.wait(50)                                # every refresh asked for gets its turn
+    gc.collect()
+    assert [ref() for ref in freed] == [None] * len(freed)

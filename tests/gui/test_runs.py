@@ -414,7 +414,7 @@ def test_a_page_with_errors_is_refused_before_running(qtbot, window):
 def test_feeds_load_from_npy_and_csv_files_and_a_wrong_shape_is_refused(qtbot, window, dialogs, tmp_path):
     doc, view, inspector = window.document, window.view, window.inspector
     click_node(qtbot, view, "x")
-    qtbot.waitUntil(lambda: inspector.node_id == "x" and not inspector._pending.isActive())
+    qtbot.waitUntil(lambda: inspector.node_id == "x" and not inspector._refresh.pending())
     button = inspector.feed_load_button
     qtbot.waitUntil(button.isVisible, timeout=2000)       # a rebuilt form shows on the next turn
     assert button.text() == "Load from file…"

@@ -43,7 +43,7 @@ def test_train_progress_stop_curve_and_saved_values(qtbot, moons, tmp_path):
     assert panel.training and not panel.train_button.isEnabled()
     qtbot.waitUntil(lambda: panel.progress.value() >= 300, timeout=20000)
     assert panel.curve_points() > 0 and "steps/s" in panel.info.text()
-    assert panel._worker.thread_id not in (None, threading.get_ident())   # trained off the UI thread
+    assert panel._job.thread_id not in (None, threading.get_ident())   # trained off the UI thread
     with qtbot.waitSignal(panel.training_finished, timeout=20000) as stopped:
         qtbot.mouseClick(panel.stop_button, Qt.LeftButton)
     assert stopped.args == [True] and not panel.training
@@ -95,6 +95,28 @@ def test_a_training_that_blows_up_stops_cleanly_and_changes_nothing(qtbot, qapp)
     assert "training stopped" in panel.info.text()
     assert dumps_project(doc.project) == before and not doc.dirty
     assert panel.train_button.isEnabled()
+
+
+class _Crash(BaseException):
+    """Something a training does not catch (only Exception is caught there)."""
+
+
+def test_a_training_dying_of_an_uncaught_exception_still_ends(qtbot, qapp, monkeypatch, capsys):
+    from blockflow.gui.panels import trainpanel
+
+    def crash(*_args, **_kw):
+        raise _Crash("gone")
+
+    monkeypatch.setattr(trainpanel.Trainer, "train", crash)
+    doc = Document(regression())
+    panel = make_panel(qtbot, doc)
+    failures = []
+    panel.training_failed.connect(lambda *a: failures.append(a))
+    with qtbot.waitSignal(panel.training_finished, timeout=20000) as ended:
+        assert panel.start()
+    assert ended.args == [True] and not panel.training and panel.train_button.isEnabled()
+    assert failures == [("training failed: _Crash: gone", "", "")]
+    assert "_Crash" in capsys.readouterr().err       # the worker printed the traceback
 
 
 def test_recommended_settings_fill_the_form(qtbot, qapp):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 from PySide6.QtCore import QObject
 
 from blockflow.gui.common.worker import Worker
@@ -41,8 +42,25 @@ def test_a_failing_job_is_reported_and_the_next_one_still_runs(qtbot, capsys):
     worker.submit(broken, done.append)
     worker.submit(lambda _post: "after", done.append)
     assert worker.wait(5000)
-    qtbot.waitUntil(lambda: done == ["after"])
+    qtbot.waitUntil(lambda: len(done) == 2)
+    assert isinstance(done[0], RuntimeError) and done[1] == "after"    # it ends too: with its error
     assert "a bug in a job" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("error", [SystemExit(3), KeyboardInterrupt(), GeneratorExit()])
+def test_a_job_dying_of_any_exception_still_tells_its_owner_it_is_over(qtbot, capsys, error):
+    worker = Worker()
+    done = []
+
+    def dies(_post):
+        raise error
+
+    worker.submit(dies, done.append)
+    worker.submit(lambda _post: "after", done.append)
+    assert worker.wait(5000)
+    qtbot.waitUntil(lambda: len(done) == 2)
+    assert done == [error, "after"]
+    assert type(error).__name__ in capsys.readouterr().err
 
 
 def test_deleting_the_owner_waits_for_the_job_under_way(qtbot):

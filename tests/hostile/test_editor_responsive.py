@@ -108,7 +108,7 @@ def window(qtbot, tmp_path, monkeypatch):
 def _select(qtbot, win, node: str) -> None:
     view = win.view
     view.select_nodes([node])
-    qtbot.waitUntil(lambda: win.inspector.node_id == node and not win.inspector._pending.isActive())
+    qtbot.waitUntil(lambda: win.inspector.node_id == node and not win.inspector._refresh.pending())
 
 
 def _type_into(qtbot, clock: UiClock, edit, text: str) -> None:

@@ -4,7 +4,10 @@ background thread and hands what they produce back to the UI thread.
 A job is a plain function called on the worker thread with one argument, ``post``:
 ``post(callback, *args)`` has ``callback(*args)`` called later on the UI thread (progress,
 partial results). What the job returns goes to the ``on_done`` callback given to ``submit``, on
-the UI thread too. Jobs never touch widgets or the live model; they work on what they were given.
+the UI thread too. Every job ends with that call, even one that raises: then its traceback is
+printed and ``on_done`` gets the exception instead of a result (whatever it is, a BaseException
+such as SystemExit included), so an owner waiting for its job's end never waits forever. Jobs
+never touch widgets or the live model; they work on what they were given.
 
 Shutting down: ``wait()`` blocks until the job under way (if any) returns, and the queued ones
 after it; destroying the Worker (with its Qt parent) waits the same way before the object that
@@ -33,9 +36,9 @@ class _Job(QRunnable):
     def run(self):
         try:
             result = self.fn(self._post)
-        except BaseException:    # a bug in the job: say so, and keep the thread for the next one
+        except BaseException as exc:    # a bug in the job: say so, keep the thread for the next one
             traceback.print_exc()
-            return
+            result = exc                # and still tell the owner the job is over
         if self.on_done is not None:
             self._post(self.on_done, result)
 
@@ -60,7 +63,7 @@ class Worker(QObject):
 
     def submit(self, fn, on_done=None) -> None:
         """Run ``fn(post)`` on the worker thread after the jobs before it; then, on the UI
-        thread, ``on_done(result)`` with what it returned."""
+        thread, ``on_done(result)`` with what it returned, or with the exception it raised."""
         self._pool.start(_Job(fn, on_done, self._courier))
 
     def wait(self, msecs: int = -1) -> bool:

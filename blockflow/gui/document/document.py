@@ -32,7 +32,17 @@ from blockflow.gui.document.layout import layered_moves, spread_moves, stacked_b
 from blockflow.gui.document.wiring import ConnectionCheck, check_wire
 
 # FRAGMENT_MIME, stacked_blocks and ConnectionCheck are read from here by callers of old
-__all__ = ["Document", "ConnectionCheck", "FRAGMENT_MIME", "stacked_blocks", "checked_attr"]
+__all__ = ["Document", "ConnectionCheck", "FRAGMENT_MIME", "stacked_blocks", "checked_attr", "AttrValueError",
+           "same_attr_value"]
+
+
+class AttrValueError(ProjectError):
+    """A value an attr's kind refuses; ``reason`` says why without naming the block and attr (an
+    editor shows it under the attr's own field)."""
+
+    def __init__(self, message: str, reason: str):
+        super().__init__(message)
+        self.reason = reason
 
 
 def checked_attr(spec, node_id: str, name: str, value):
@@ -45,8 +55,21 @@ def checked_attr(spec, node_id: str, name: str, value):
     except UnknownAttrError as exc:
         raise ProjectError(str(exc)) from None
     except ValueError as exc:
-        raise ProjectError(f"attr '{name}' of {node_id}: {exc}") from None
+        raise AttrValueError(f"attr '{name}' of {node_id}: {exc}", str(exc)) from None
     return list(canonical) if isinstance(canonical, tuple) else canonical
+
+
+def same_attr_value(a, b) -> bool:
+    """Are two attr values the same (an array: same dtype, shape and numbers; a list and a tuple
+    with the same items are)?"""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        a, b = np.asarray(a), np.asarray(b)
+        return a.dtype == b.dtype and a.shape == b.shape and bool(np.array_equal(a, b))
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return list(a) == list(b)
+    return type(a) is type(b) and a == b
+
+
 class Document(QObject):
     """A project being edited: model, undo history, file, and change signals.
 
@@ -285,14 +308,27 @@ class Document(QObject):
             self.undo_stack.push(C.DisconnectCommand(self, page, e))
         self.undo_stack.endMacro()
 
-    def set_attr(self, node_id: str, name: str, value, page: str | None = None) -> None:
-        """Set an attr (``None`` restores its default). Invalid values are refused with the reason."""
+    def set_attr(self, node_id: str, name: str, value, page: str | None = None) -> bool:
+        """Set an attr (``None`` restores its default); True when the block changed. Invalid
+        values are refused with the reason (AttrValueError when the attr's kind refuses it). The
+        value the block has already (stored, or its default when none is) is no edit: nothing
+        goes on the undo stack and False is returned."""
         page = page or self.current_page
-        spec = self.spec(page, node_id)
-        if spec is not None and value is not None:
-            value = checked_attr(spec, node_id, name, value)
+        node = self.page(page).nodes[node_id]
+        if value is None:
+            if name not in node.attrs:
+                return False
+        else:
+            spec = self.spec(page, node_id)
+            if spec is not None:
+                value = checked_attr(spec, node_id, name, value)
+            decl = spec.attr_map.get(name) if spec is not None else None
+            now = node.attrs.get(name, None if decl is None or decl.required else decl.default)
+            if now is not None and same_attr_value(now, value):
+                return False
         self.undo_stack.push(C.SetNodeFieldCommand(self, page, node_id, "attrs", name, value,
                                                    f"Set {node_id}.{name}"))
+        return True
 
     def set_inline(self, node_id: str, port: str, value, page: str | None = None) -> None:
         """Give an unwired input an inline constant (``None`` removes it)."""

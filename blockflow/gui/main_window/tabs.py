@@ -29,9 +29,12 @@ class PageTabBar(QTabBar):
         self._syncing = False
         self.currentChanged.connect(self._on_current_changed)
         self.tabMoved.connect(self._on_tab_moved)
-        document.pages_changed.connect(self.sync)
-        document.current_page_changed.connect(lambda _p: self.sync())
-        document.project_replaced.connect(self.sync)
+        # Bound methods only: Qt disconnects them when the bar goes (a closed window).
+        for signal in (document.pages_changed, document.current_page_changed, document.project_replaced):
+            signal.connect(self._on_pages)
+        self.sync()
+
+    def _on_pages(self, *_signal_args) -> None:
         self.sync()
 
     def names(self) -> list[str]:

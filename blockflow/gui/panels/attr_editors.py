@@ -1,9 +1,12 @@
 """The inspector's editor rows: a Field (a widget, how a value is shown in it, an error line under
 it) and the attr editors as a table keyed by attr kind, EDITORS. The kinds are the ones
-blockflow.spec declares (``Attr.kind``); a new kind is one small editor class and one entry.
+blockflow.spec declares (``Attr.kind``, the ATTR_KINDS table); a new kind is one small editor
+class and one entry. What an editor offers comes from the spec too: the choices to pick from
+(``Attr.options``) and the hint of a typed value (``AttrKind.hint``).
 
-Editors only turn what is typed into a value and hand it to ``commit``; whether a value is valid
-is the spec's question (``canonical``), asked in one place.
+Editors only turn what is typed into a value and hand it to the document's ``set_attr``, which
+asks the spec whether it is valid (the one place it is asked) and whether it changes anything;
+its refusal is shown under the field.
 """
 from __future__ import annotations
 
@@ -15,11 +18,12 @@ from PySide6.QtGui import QColor, QPalette, QValidator
 from PySide6.QtWidgets import QCheckBox, QComboBox, QDoubleSpinBox, QLineEdit, QSpinBox, QWidget
 
 from blockflow.errors import ProjectError
-from blockflow.spec import DTYPE_NAMES, AttrError
+from blockflow.spec import ATTR_KINDS
 from blockflow.gui.common.plaintext import literal, plain_label
+from blockflow.gui.document.document import AttrValueError, same_attr_value
 
-__all__ = ["Field", "EDITORS", "AttrEditor", "attr_field", "canonical", "format_value", "parse_json_value",
-           "numeric_array", "same_array", "same_value", "error_color", "json_line"]
+__all__ = ["Field", "EDITORS", "AttrEditor", "attr_field", "format_value", "parse_json_value",
+           "numeric_array", "same_array", "error_color", "json_line"]
 
 
 def _scalar_text(x) -> str:
@@ -156,30 +160,8 @@ def json_line(placeholder: str = "") -> QLineEdit:
 
 
 def same_array(a, b) -> bool:
-    a, b = np.asarray(a), np.asarray(b)
-    return a.dtype == b.dtype and a.shape == b.shape and bool(np.array_equal(a, b))
-
-
-def same_value(a, b) -> bool:
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return same_array(a, b)
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return list(a) == list(b)
-    return type(a) is type(b) and a == b
-
-
-
-
-# ------------------------------------------------------------------------------- validation
-
-
-def canonical(decl, value):
-    """``value`` as the attr ``decl`` stores it; ValueError saying why when it is not valid.
-    (The spec's own check: the one place the inspector asks it.)"""
-    try:
-        return decl.validate(value)
-    except AttrError as exc:
-        raise ValueError(str(exc)) from None
+    """Are two arrays the same: dtype, shape and numbers (an inline value, a feed)?"""
+    return same_attr_value(np.asarray(a), np.asarray(b))
 
 
 # ------------------------------------------------------------------------------- attr editors
@@ -225,14 +207,11 @@ class NumberEditor(AttrEditor):
 
 
 class ChoiceEditor(AttrEditor):
-    """A list to pick from: the attr's choices (a dtype attr: the dtype names)."""
-
-    def __init__(self, default_choices=()):
-        self.default_choices = default_choices
+    """A list to pick from: the attr's options (a dtype attr without choices: every dtype)."""
 
     def field(self, decl, commit, panel):
         w = QComboBox()
-        w.addItems([str(c) for c in (decl.choices or self.default_choices)])
+        w.addItems([str(c) for c in decl.options])
         f = Field(w, commit, lambda v: w.setCurrentIndex(w.findText(str(v))), panel)
         w.currentTextChanged.connect(lambda text: f.apply(lambda: text))
         return f
@@ -247,13 +226,10 @@ class TextEditor(AttrEditor):
 
 
 class JsonEditor(AttrEditor):
-    """JSON text (sizes, integers, a tensor); cleared: unset."""
-
-    def __init__(self, hint: str):
-        self.hint = hint
+    """JSON text (sizes, integers, a tensor), its placeholder the kind's hint; cleared: unset."""
 
     def field(self, decl, commit, panel):
-        w = json_line(self.hint)
+        w = json_line(ATTR_KINDS[decl.kind].hint)
         f = Field(w, commit, lambda v: w.setText(format_value(v)), panel)
 
         def parsed():
@@ -270,28 +246,24 @@ EDITORS: dict[str, AttrEditor] = {
     "int": NumberEditor(int, QSpinBox, 2**31 - 1),
     "float": NumberEditor(float, FloatSpinBox, 1e300),
     "choice": ChoiceEditor(),
-    "dtype": ChoiceEditor(DTYPE_NAMES),
+    "dtype": ChoiceEditor(),
     "str": TextEditor(),
-    "shape": JsonEditor("sizes, e.g. [5] or [-1, 3] (-1: open)"),
-    "ints": JsonEditor("integers, e.g. [0, 1]"),
-    "tensor": JsonEditor("a number or nested list, e.g. [1.0, 2.0]"),
+    "shape": JsonEditor(),
+    "ints": JsonEditor(),
+    "tensor": JsonEditor(),
 }
 
 
-def attr_field(decl, current_attrs, set_attr, panel) -> Field:
-    """The editor row of attr ``decl``: what is typed goes to ``set_attr(name, value)`` unless it
-    is what the block has already (``current_attrs()``: its attrs now)."""
+def attr_field(decl, set_attr, panel) -> Field:
+    """The editor row of attr ``decl``: what is typed goes to ``set_attr(name, value)`` (the
+    document's, which leaves a value the block has already alone). A value the attr's kind
+    refuses is shown under the field by the reason alone: the field names the attr."""
 
     def commit(value):
-        current = current_attrs()
-        if value is None and decl.name not in current:
-            return
-        if value is not None:
-            value_now = canonical(decl, value)        # refused here: shown under the field
-            old = current.get(decl.name, None if decl.required else decl.default)
-            if old is not None and same_value(old, value_now):
-                return
-        set_attr(decl.name, value)
+        try:
+            set_attr(decl.name, value)
+        except AttrValueError as exc:
+            raise ValueError(exc.reason) from None
 
     f = EDITORS[decl.kind].field(decl, commit, panel)
     f.decl = decl

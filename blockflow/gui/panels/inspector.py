@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (QCheckBox, QFileDialog, QFormLayout, QFrame, QGroupBox, QHBoxLayout, QLabel,
                                QLineEdit, QPushButton, QScrollArea, QSizePolicy, QVBoxLayout, QWidget)
@@ -19,6 +19,7 @@ from blockflow.gui.panels.attr_editors import (Field, attr_field, format_value, 
                                                parse_json_value, same_array)
 from blockflow.gui.panels.feedfiles import FEED_FILTER, read_feed_file
 from blockflow.gui.common.plaintext import plain_label
+from blockflow.gui.common.refresh import Debounced
 
 __all__ = ["InspectorPanel", "format_value", "parse_json_value"]
 
@@ -31,9 +32,13 @@ class _ScrollArea(QScrollArea):
     hints, which cut wrapped text short at narrow widths, so each label's height is pinned to what
     its current width needs."""
 
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.fit_later = Debounced(self, self.fit)
+
     def resizeEvent(self, event):
         super().resizeEvent(event)
-        QTimer.singleShot(0, self.fit)
+        self.fit_later.later()
 
     def fit(self) -> None:
         body = self.widget()
@@ -67,18 +72,15 @@ class InspectorPanel(QWidget):
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
         outer.addWidget(self.scroll)
-        self._pending = QTimer(self)
-        self._pending.setSingleShot(True)
-        self._pending.setInterval(0)
-        self._pending.timeout.connect(self.refresh)
+        # Bound methods only: Qt disconnects them when this panel goes (a closed window).
+        self._refresh = Debounced(self, self.refresh)
         document.node_changed.connect(self._on_page_edit)
         document.page_field_changed.connect(self._on_page_edit)
-        document.structure_changed.connect(lambda page: self._on_page_edit(page, ""))
-        document.program_ready.connect(
-            lambda page: self._load_outputs() if page == self.document.current_page else None)
-        document.current_page_changed.connect(lambda _p: self.set_nodes([]))
-        document.project_replaced.connect(lambda: self.set_nodes([]))
-        document.page_renamed.connect(lambda _old, _new: self._pending.start())
+        document.structure_changed.connect(self._on_page_edit)
+        document.program_ready.connect(self._on_program_ready)
+        self._refresh.follow(document.page_renamed)
+        document.current_page_changed.connect(self._forget_selection)
+        document.project_replaced.connect(self._forget_selection)
         self.set_nodes([])
 
     # ---------------------------------------------------------------- selection and refresh
@@ -91,9 +93,17 @@ class InspectorPanel(QWidget):
         self._signature = None
         self.refresh()
 
-    def _on_page_edit(self, page: str, _what: str) -> None:
+    def _on_page_edit(self, page: str, _what: str = "") -> None:
         if page == self.document.current_page:
-            self._pending.start()
+            self._refresh.later()
+
+    def _on_program_ready(self, page: str) -> None:
+        if page == self.document.current_page:
+            self._load_outputs()
+
+    def _forget_selection(self, *_signal_args) -> None:
+        """Another page or project: nothing of the old selection is on it."""
+        self.set_nodes([])
 
     def _signature_now(self):
         page = self.document.page()
@@ -105,7 +115,7 @@ class InspectorPanel(QWidget):
 
     def refresh(self) -> None:
         """Rebuild the form when its shape changed, otherwise only reload the values."""
-        self._pending.stop()
+        self._refresh.cancel()
         page = self.document.page()
         if self.node_id is not None and self.node_id not in page.nodes:
             self.node_id = None
@@ -114,7 +124,7 @@ class InspectorPanel(QWidget):
             self._signature = sig
             self._build()
         self._load_values()
-        QTimer.singleShot(0, self.scroll.fit)
+        self.scroll.fit_later.later()
 
     # ---------------------------------------------------------------- building the form
     def _new_body(self) -> QVBoxLayout:
@@ -356,8 +366,7 @@ class InspectorPanel(QWidget):
 
     def _attr_field(self, decl) -> Field:
         doc = self.document
-        return attr_field(decl, lambda: doc.page().nodes[self.node_id].attrs,
-                          lambda name, value: doc.set_attr(self.node_id, name, value), self)
+        return attr_field(decl, lambda name, value: doc.set_attr(self.node_id, name, value), self)
 
     def _inline_field(self, decl) -> Field:
         doc = self.document

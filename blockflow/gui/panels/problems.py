@@ -9,12 +9,13 @@ window selects and centres the block.
 """
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QStyle, QTreeWidget, QTreeWidgetItem,
                                QVBoxLayout, QWidget)
 
 from blockflow.run.training import recommended_settings
 from blockflow.gui.common.plaintext import literal
+from blockflow.gui.common.refresh import Debounced
 
 __all__ = ["ProblemsPanel"]
 
@@ -50,19 +51,12 @@ class ProblemsPanel(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.tree)
         # Several edits in one macro (a paste, a delete) fire many signals: refresh once after.
-        self._pending = QTimer(self)
-        self._pending.setSingleShot(True)
-        self._pending.setInterval(0)
-        self._pending.timeout.connect(self.refresh)
-        self._while_checking = QTimer(self)
-        self._while_checking.setSingleShot(True)
-        self._while_checking.setInterval(CHECKING_REFRESH_MS)
-        self._while_checking.timeout.connect(self.refresh)
+        # (Bound methods only: Qt disconnects them when this panel goes, a closed window.)
+        self._refresh = Debounced(self, self.refresh)
+        self._while_checking = Debounced(self, self.refresh, CHECKING_REFRESH_MS)
         document.structure_changed.connect(self._on_structure)
         document.program_ready.connect(self._on_program_ready)
-        document.page_renamed.connect(lambda _old, _new: self._pending.start())
-        document.project_replaced.connect(self._pending.start)
-        document.pages_changed.connect(self._pending.start)
+        self._refresh.follow(document.page_renamed, document.project_replaced, document.pages_changed)
         self.tree.itemClicked.connect(self._on_item)
         self.tree.itemActivated.connect(self._on_item)
         self.errors = self.warnings = self.checking = 0
@@ -82,8 +76,8 @@ class ProblemsPanel(QWidget):
             self.refresh()
 
     def refresh(self) -> None:
-        self._pending.stop()
-        self._while_checking.stop()
+        self._refresh.cancel()
+        self._while_checking.cancel()
         rows, checking = self._rows()
         if (rows, checking, self.run_problem) == self._shown:
             return                       # a page compiled again to the same problems
@@ -147,14 +141,14 @@ class ProblemsPanel(QWidget):
         # While many pages are checked one after the other, a list of them all is made a few
         # times a second, not once per page (that would be quadratic in their number).
         if not self.document.compiling():
-            self._pending.start()
-        elif not self._while_checking.isActive():
-            self._while_checking.start()
+            self._refresh.later()
+        elif not self._while_checking.pending():
+            self._while_checking.later()
 
     def _on_structure(self, page: str) -> None:
         if self.run_problem is not None and self.run_problem[0] == page:
             self.run_problem = None            # the diagram changed: that run is history
-        self._pending.start()
+        self._refresh.later()
 
     def rows(self) -> list[tuple[str, str]]:
         """(node id, message) of each listed problem, in display order."""

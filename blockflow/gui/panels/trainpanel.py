@@ -20,7 +20,7 @@ import threading
 import time
 
 import numpy as np
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QLabel,
                                QListWidget, QListWidgetItem, QProgressBar, QPushButton, QSpinBox,
                                QVBoxLayout, QWidget)
@@ -30,9 +30,10 @@ from blockflow.run.runtime import run
 from blockflow.run.training import (MAX_BATCH_SIZE, MAX_SEED, MAX_SETTING, MAX_STEPS, OPTIMIZERS, TrainConfig, Trainer,
                         optimizer_defaults, recommended_settings, training_program)
 from blockflow.gui.common.plaintext import plain_label
+from blockflow.gui.common.refresh import Debounced
 from blockflow.gui.common.worker import Worker
 
-__all__ = ["TrainPanel", "TrainWorker"]
+__all__ = ["TrainPanel", "TrainJob"]
 
 #: how often the worker hands progress to the UI thread, and a recorded run to the canvas
 PROGRESS_SECONDS, SNAPSHOT_SECONDS = 0.05, 0.5
@@ -40,8 +41,8 @@ _SETTING_LABELS = {"lr": "learning rate", "momentum": "momentum", "use_nesterov"
                    "beta1": "beta1", "beta2": "beta2", "epsilon": "epsilon", "rho": "rho"}
 
 
-class TrainWorker:
-    """One training, run by the panel's Worker (blockflow.gui.common.worker) off the UI thread.
+class TrainJob:
+    """One training: a job the panel's Worker (blockflow.gui.common.worker) runs off the UI thread.
     Progress goes to the UI thread in batches (a call per step would flood it at thousands of
     steps per second), through the callbacks the panel sets: ``progress([StepRecord])``,
     ``evaluated(step, {"loss": x, metric: y})`` on the test part, ``snapshot(result, summaries)``
@@ -110,8 +111,8 @@ class TrainPanel(QWidget):
         super().__init__(parent)
         self.doc = document
         self.setObjectName("trainPanel")
-        self._worker_thread = Worker(self)
-        self._worker: TrainWorker | None = None     # the training going on
+        self._worker = Worker(self)                 # the thread trainings run on, one at a time
+        self._job: TrainJob | None = None           # the training going on
         self._plot = None
         self.losses: list[float] = []
         self.metric_values: dict[str, list[float]] = {}
@@ -123,11 +124,14 @@ class TrainPanel(QWidget):
         #: the page's recommended training settings that were left out, in words
         self.settings_problems: list[str] = []
         self._build()
-        document.current_page_changed.connect(lambda _p: self.load_page())
-        document.project_replaced.connect(self.load_page)
+        # Bound methods only: Qt disconnects them when this panel goes (a closed window).
+        self._refresh_lists = Debounced(self, self.refresh_lists)
+        self._plot_later = Debounced(self, self.plot_if_seen)
+        document.current_page_changed.connect(self._on_page_changed)
+        document.project_replaced.connect(self._on_page_changed)
         document.structure_changed.connect(self._on_structure)
         document.program_ready.connect(self._on_structure)
-        document.page_field_changed.connect(lambda page, field: self._on_structure(page) if field == "metrics" else None)
+        document.page_field_changed.connect(self._on_page_field)
         self.load_page()
 
     # ------------------------------------------------------------------ widgets
@@ -321,9 +325,16 @@ class TrainPanel(QWidget):
         if not program.ok:
             self.info.setText("The page has errors (see Problems): fix them to train.")
 
+    def _on_page_changed(self, *_signal_args) -> None:
+        self.load_page()
+
     def _on_structure(self, page):
         if page == self.doc.current_page and not self.training:
-            QTimer.singleShot(0, self.refresh_lists)
+            self._refresh_lists.later()
+
+    def _on_page_field(self, page: str, field: str) -> None:
+        if field == "metrics":
+            self._on_structure(page)
 
     def _on_metric_toggled(self, _item):
         keys = [self.metrics.item(i).text() for i in range(self.metrics.count())
@@ -348,7 +359,7 @@ class TrainPanel(QWidget):
     # ------------------------------------------------------------------ training
     @property
     def training(self) -> bool:
-        return self._worker is not None
+        return self._job is not None
 
     def start(self) -> bool:
         if self.training:
@@ -372,9 +383,9 @@ class TrainPanel(QWidget):
         self.progress.setRange(0, config.steps)
         self.progress.setValue(0)
         self._t0 = time.perf_counter()
-        worker = self._worker = TrainWorker(trainer, config.steps)
-        worker.progress, worker.evaluated, worker.snapshot = self._on_progress, self._on_evaluated, self.snapshot.emit
-        worker.finished, worker.failed = self._on_finished, self._on_failed
+        job = self._job = TrainJob(trainer, config.steps)
+        job.progress, job.evaluated, job.snapshot = self._on_progress, self._on_evaluated, self.snapshot.emit
+        job.finished, job.failed = self._on_finished, self._on_failed
         self.train_button.setEnabled(False)
         self.stop_button.setEnabled(True)
         self.reset_button.setEnabled(False)
@@ -383,12 +394,12 @@ class TrainPanel(QWidget):
         for warning in trainer.warnings:
             self.status_message.emit(warning)
         self.training_started.emit()
-        self._worker_thread.submit(worker.work)
+        self._worker.submit(job.work, self._on_job_returned)
         return True
 
     def stop(self):
-        if self._worker is not None:
-            self._worker.stop_event.set()
+        if self._job is not None:
+            self._job.stop_event.set()
             self.info.setText("stopping…")
 
     def _on_progress(self, records):
@@ -408,9 +419,15 @@ class TrainPanel(QWidget):
     def _on_evaluated(self, step, values):
         self.test_points.append((step, values))
 
+    def _on_job_returned(self, outcome) -> None:
+        """The training job returned (after telling its end) or raised: a job that died of an
+        exception it does not catch (a BaseException) told nothing, so its end is told here."""
+        if isinstance(outcome, BaseException) and self.training:
+            self._on_failed(f"training failed: {type(outcome).__name__}: {outcome}", "", "")
+
     def _finish_thread(self):
-        self._worker_thread.wait()              # the training job returns right after telling its end
-        self._worker = None
+        self._worker.wait()              # the training job returns right after telling its end
+        self._job = None
         self.train_button.setEnabled(True)
         self.stop_button.setEnabled(False)
         self.reset_button.setEnabled(True)
@@ -467,14 +484,14 @@ class TrainPanel(QWidget):
 
     def shutdown(self):
         """Stop a running training and wait for its thread (closing the window)."""
-        if self._worker is not None:
-            self._worker.stop_event.set()
-        self._worker_thread.wait(5000)
+        if self._job is not None:
+            self._job.stop_event.set()
+        self._worker.wait(5000)
 
     # ------------------------------------------------------------------ plot
     def showEvent(self, event):
         super().showEvent(event)
-        QTimer.singleShot(0, self.plot_if_seen)
+        self._plot_later.later()
 
     def plot_if_seen(self):
         """Create the curves once the panel is really on screen (a dock tabbed behind another is
