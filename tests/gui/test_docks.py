@@ -48,6 +48,28 @@ def test_panels_that_follow_the_selection_get_the_sessions(qtbot, tmp_path):
     assert window.inspector.node_id == "soft" and window.value_viewer.node_id == "soft"
 
 
+def test_the_canvas_selects_again_from_the_session_after_a_rename_rebuilt_its_items(qtbot, tmp_path):
+    window = make_window(qtbot, tmp_path)
+    doc, view, session = window.document, window.view, window.session
+    a, b = doc.add_node("Softmax", (0, 0)), doc.add_node("Tanh", (200, 0))
+    view.select_nodes([a, b])
+    seen = []
+    session.selection_changed.connect(seen.append)
+    doc.rename_node(a, "soft")                   # one of the selection: followed by the session only
+    assert session.selection == ["soft", b] and sorted(view.selected_nodes()) == sorted(["soft", b])
+    assert seen == [["soft", b]] and window.gradient_panel.node is None
+    doc.rename_node("soft", "s2")
+    doc.undo_stack.undo()
+    assert session.selection == ["soft", b] and sorted(view.selected_nodes()) == sorted(["soft", b])
+    view.select_nodes([b])
+    c = doc.add_node("Sigmoid", (400, 0))
+    doc.rename_node(c, "sig")                    # not selected: the selection stays on the new items
+    assert session.selection == [b] and view.selected_nodes() == [b]
+    assert window.gradient_panel.node == b and window.inspector.node_id == b
+    doc.set_current_page(doc.add_page("other"))  # another page: nothing selected, on either side
+    assert session.selection == [] and view.selected_nodes() == []
+
+
 def test_a_new_panel_is_one_entry(qtbot, tmp_path, monkeypatch):
     seen = []
 

@@ -23,6 +23,8 @@ from blockflow.gui.document.document import Document
 from blockflow.gui.canvas.gradients import GradientHighlighter
 from blockflow.gui.canvas.gradlegend import FanoutLabel
 from blockflow.gui.canvas.gradstyle import LEVELS, NEGLIGIBLE, level_colours, level_width
+from blockflow.gui.main_window.canvas_results import GradientsOnCanvas
+from blockflow.gui.session.session import Session
 from blockflow.gui.common.theme import Style
 from blockflow.io.project_io import dumps_project, load_project
 from blockflow.run.runtime import run, run_backward
@@ -364,15 +366,18 @@ def test_many_fanouts_label_only_the_block_being_stepped_through(qtbot, monkeypa
 
 # ------------------------------------------------------------------------------- following edits
 def test_edits_clear_a_run_highlight_moves_keep_it_and_static_paths_follow_edits(qtbot, sample_view):
+    # the session follows the edits; the shell puts its gradient view on the canvas
     view, hl = sample_view, sample_view.gradients
-    hl.show(backward(view.doc)[1])
+    session = Session(view.doc, view)
+    GradientsOnCanvas(view, session, view)
+    session.show_gradients(backward(view.doc)[1])
     view.doc.move_nodes({"Max_1": ((200.0, 40.0), (220.0, 20.0))})
     assert hl.mode == "run" and hl.dimmed_nodes() == ["Max_1"]
-    with qtbot.waitSignal(view.status_message, timeout=1000) as msg:
+    with qtbot.waitSignal(session.status_message, timeout=1000) as msg:
         view.doc.set_feed("x", np.array([1.0, 5.0, 0.0, 3.0, -1.0], np.float32))
     assert hl.current is None and hl.dimmed_nodes() == [] and "diagram changed" in msg.args[0]
     # static paths are recomputed after an edit (they need no run)
-    hl.show_paths(GradientView(view.doc.program(), "Sum_1"))
+    session.show_gradients(GradientView(view.doc.program(), "Sum_1"))
     first = hl.current
     view.doc.disconnect([edge(view, "Max_1.output -> StopGradient_1.input")])
     view.doc.connect("x", "output", "StopGradient_1", "input")
@@ -455,7 +460,7 @@ def test_view_menu_gradient_paths_and_a_page_without_a_loss(qtbot, tmp_path):
     assert act.isChecked() and hl.mode == "paths"
     # a backward run's gradients replace the static paths (as a run from the Run menu does)
     result, gview = backward(window.document)
-    hl.show(gview)
+    window.session.show_gradients(gview)
     assert not act.isChecked() and hl.mode == "run"
 
 

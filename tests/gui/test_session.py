@@ -1,5 +1,5 @@
-"""The session on its own (no window): runs off the UI thread, the results and the selection it
-holds, and renames of pages and blocks followed in that one place."""
+"""The session on its own (no window): runs off the UI thread, the results, the selection and the
+gradient view it holds, and renames of pages and blocks followed in that one place."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -90,3 +90,56 @@ def test_another_page_or_project_clears_the_selection(qtbot, session):
     session.set_selection(["x"])
     doc.new()
     assert session.selection == [] and session.results() is None
+
+
+# ------------------------------------------------------------------------------- the gradient view
+def test_a_backward_run_is_the_gradient_view_until_a_forward_run_an_edit_or_a_clear(qtbot, session):
+    doc = session.doc
+    changes, messages = [], []
+    session.gradients_changed.connect(lambda: changes.append(session.gradients))
+    session.status_message.connect(messages.append)
+    result = run_backward(qtbot, session)
+    gview = session.gradients
+    assert gview is not None and gview.ran and gview.result is result and gview.target == ("Sum_1", "output")
+    assert changes == [gview]
+    with qtbot.waitSignal(session.run_finished, timeout=5000):
+        session.forward()
+    assert session.gradients is None and changes == [gview, None]
+    result = run_backward(qtbot, session)
+    shown = session.gradients
+    # moving blocks keeps them; an edit of what the page computes takes them away, and says so
+    doc.move_nodes({"Max_1": ((200.0, 40.0), (220.0, 20.0))})
+    assert session.gradients is shown
+    doc.set_loss(None)
+    assert session.gradients is None and "Gradient highlighting cleared" in messages[-1]
+    doc.undo_stack.undo()             # the run is current again: its gradients come back
+    qtbot.waitUntil(lambda: session.gradients is not None)
+    assert session.gradients.result is result
+    session.clear()
+    assert session.gradients is None
+
+
+def test_the_gradient_view_is_of_the_current_page_and_static_paths_follow_edits(qtbot, session):
+    from blockflow.present.gradview import GradientView
+
+    doc = session.doc
+    run_backward(qtbot, session)
+    first = doc.current_page
+    other = next(p.name for p in doc.project.pages if p.name != first)
+    doc.set_current_page(other)
+    assert session.gradients is None
+    doc.set_current_page(first)               # its run is still current: shown again
+    assert session.gradients is not None and session.gradients.program.page_name == first
+    session.clear()
+    paths = GradientView(doc.program(), "Sum_1")
+    session.show_gradients(paths)
+    assert session.gradients is paths and not paths.ran
+    doc.rename_node("Softmax_1", "sm")        # recomputed on the page as it is now
+    qtbot.waitUntil(lambda: session.gradients is not paths and session.gradients is not None, timeout=2000)
+    assert not session.gradients.ran and session.gradients.program.step("sm") is not None
+    with qtbot.waitSignal(session.status_message, timeout=2000) as message:
+        doc.remove_nodes(["Sum_1"])           # the target is gone: the paths go, and it is said why
+    assert session.gradients is None and "Gradient paths hidden: Sum_1" in message.args[0]
+    session.show_gradients(GradientView(doc.program(), "Max_1"))
+    doc.new()
+    assert session.gradients is None

@@ -14,7 +14,10 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 
 from blockflow.present.gradview import GradientView
 from blockflow.gui.document.document import Document
+from blockflow.gui.panels.explain import GradientPanel
 from blockflow.gui.panels.gradtext import format_array
+from blockflow.gui.panels.stepper import BackwardStepper
+from blockflow.gui.session.session import Session
 from blockflow.gui.main_window import MainWindow
 from blockflow.project import Project
 from blockflow.io.project_io import load_project
@@ -62,17 +65,18 @@ def two_branches() -> Project:
 
 
 def backward(window):
-    """A recorded backward run of the window's page, shown on the canvas (as the Run menu does)."""
+    """A recorded backward run of the window's page, shown as the session's gradients (on the canvas,
+    in the stepper and the Gradient dock, as the Run menu does)."""
     program = window.document.program()
     result = run(program, target=None if program.loss is None else f"{program.loss[0]}", record=True,
                  commit=False)
-    window.view.gradients.show(GradientView(program, result=result))
+    window.session.show_gradients(GradientView(program, result=result))
     QApplication.processEvents()
     return program, result
 
 
 class FocusSpy:
-    """Records every view.gradients.focus call and passes it on."""
+    """Records every view.gradients.focus call (the stepper's steps, shown by the shell) and passes it on."""
 
     def __init__(self, monkeypatch, gradients):
         self.calls = []
@@ -280,9 +284,9 @@ def test_the_canvas_follows_a_step_to_an_off_screen_block_and_stays_put_otherwis
 def test_the_stepper_empties_with_a_hint_when_the_gradients_go_and_leaves_when_closed(
         qtbot, tmp_path, monkeypatch):
     window = make_window(qtbot, tmp_path, Document(load_project(SAMPLE)))
-    stepper, gradients = window.stepper, window.view.gradients
+    stepper, gradients, session = window.stepper, window.view.gradients, window.session
     program = window.document.program()
-    gradients.show_paths(GradientView(program))          # static paths: nothing to step through
+    session.show_gradients(GradientView(program))        # static paths: nothing to step through
     QApplication.processEvents()
     assert stepper.steps == [] and "Run Backward (Shift+F5) to step through it" in shown(stepper)
     assert not stepper.play_button.isEnabled()
@@ -291,7 +295,7 @@ def test_the_stepper_empties_with_a_hint_when_the_gradients_go_and_leaves_when_c
     click(qtbot, stepper.next_button)
     click(qtbot, stepper.next_button)
     assert stepper.index == 1
-    gradients.clear()
+    session.clear_gradients()
     QApplication.processEvents()
     assert stepper.steps == [] and stepper.index == -1 and "Run Backward" in shown(stepper)
     assert spy.last == (None, [], [])
@@ -303,6 +307,84 @@ def test_the_stepper_empties_with_a_hint_when_the_gradients_go_and_leaves_when_c
     assert stepper.index == -1 and spy.last == (None, [], [])
 
 
+def test_the_stepper_works_from_the_session_alone_and_asks_the_shell_to_show_its_steps(qtbot):
+    """No window and no canvas: the steps are the session's gradient view's, and each step is
+    asked for on the canvas through focus_requested (the shell connects it)."""
+    doc = Document(two_branches())
+    session = Session(doc)
+    stepper = BackwardStepper(doc, session)
+    qtbot.addWidget(stepper)
+    asked = []
+    stepper.focus_requested.connect(lambda node, inc, out: asked.append((node, sorted(inc), sorted(out))))
+    assert stepper.steps == [] and "Run Backward (Shift+F5)" in shown(stepper)
+    with qtbot.waitSignal(session.run_finished, timeout=5000):
+        session.backward()
+    result = session.last_result
+    assert stepper.gview is session.gradients and stepper.gview.result is result
+    assert stepper.position_label.text() == "5 steps back from L"
+    for k in range(len(stepper.steps)):
+        stepper.next()
+        incoming, outgoing = check_step_against_runtime(stepper, result, doc.page())
+        assert asked[-1] == (stepper.current_step.node, incoming, outgoing) and len(asked) == k + 1
+    assert [a[0] for a in asked] == [s.node for s in stepper.steps] and asked[-1][0] == "x"
+    session.clear()                                     # the gradients go: stepping ends
+    assert stepper.steps == [] and stepper.index == -1 and asked[-1] == (None, [], [])
+
+
+def test_the_gradient_panel_works_from_the_session_alone(qtbot):
+    """No window and no canvas: the panel explains the session's selection in the session's
+    gradient view, and checks at the session's last run."""
+    doc = Document(two_branches())
+    session = Session(doc)
+    panel = GradientPanel(doc, session)
+    qtbot.addWidget(panel)
+    session.set_selection(["a"])
+    assert panel.node == "a" and "no gradient to explain yet" in panel.text.toPlainText()
+    with qtbot.waitSignal(session.run_finished, timeout=5000):
+        session.backward()
+    result = session.last_result
+    assert panel.explanation is not None and panel.explanation.node == "a"
+    text = panel.text.toPlainText()
+    assert "Input x from t.y" in text and "Input y from q.y" in text
+    for ie in panel.explanation.inputs:                  # what it sends back: the runtime's numbers
+        np.testing.assert_array_equal(ie.result, result.edge_grads[ie.edge])
+    assert panel.context() == ("L:output", result, False)
+    report = panel.check()
+    assert report.passed and rows(panel) == [("page", "x", True), ("block", "x", True), ("block", "y", True)]
+    session.set_selection(["t", "q"])
+    assert panel.explanation is None and "Select only one block" in panel.text.toPlainText()
+    session.set_selection([])
+    assert "Select one block" in panel.text.toPlainText()
+    session.set_selection(["x"])
+    doc.set_feed("x", np.array([1.0, 2.0, 3.0], np.float32))     # the run's gradients go with the edit
+    assert session.gradients is None and "no gradient to explain yet" in panel.text.toPlainText()
+
+
+def test_closed_teaching_panels_leave_no_connection_to_the_document(qtbot):
+    """The document may outlive a window: once the stepper and the Gradient panel are gone, later
+    edits, page switches and a new project reach neither (no "already deleted" error)."""
+    import shiboken6
+    from PySide6.QtCore import QEvent
+    from PySide6.QtWidgets import QWidget
+
+    doc = Document(load_project(SAMPLE))
+    session = Session(doc)
+    host = QWidget()
+    stepper, panel = BackwardStepper(doc, session, host), GradientPanel(doc, session, host)
+    program = doc.program()
+    session.show_gradients(GradientView(program, result=run(program, target="Sum_1", record=True, commit=False)))
+    session.set_selection(["Subtract_1"])
+    assert stepper.steps and panel.explanation is not None
+    host.deleteLater()
+    QApplication.sendPostedEvents(None, QEvent.DeferredDelete)
+    assert not shiboken6.isValid(stepper) and not shiboken6.isValid(panel)
+    other = next(p.name for p in doc.project.pages if p.name != doc.current_page)
+    doc.set_current_page(other)
+    doc.add_node("Softmax", (0, 0))
+    session.set_selection(["Softmax_1"])
+    doc.new()
+
+
 # ------------------------------------------------------------------------------- the explanation
 def test_the_gradient_dock_explains_the_block_clicked_on_the_canvas(qtbot, tmp_path):
     window = make_window(qtbot, tmp_path, Document(load_project(SAMPLE)))
@@ -310,7 +392,7 @@ def test_the_gradient_dock_explains_the_block_clicked_on_the_canvas(qtbot, tmp_p
     window.docks["gradient"].raise_()
     click_node(qtbot, view, "Subtract_1")
     assert "Run Backward (Shift+F5)" in panel.text.toPlainText()      # no gradient view yet
-    view.gradients.show_paths(GradientView(window.document.program()))  # paths only: no numbers
+    window.session.show_gradients(GradientView(window.document.program()))  # paths only: no numbers
     text = panel.text.toPlainText()
     assert "Gradient paths only" in text and text.count("flows here") == 2 and "dx = unbroadcast(g)" in text
     program, result = backward(window)

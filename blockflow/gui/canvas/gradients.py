@@ -8,7 +8,9 @@ several wires that carry gradient, a label shows the contributions and their sum
 the view's bottom-left corner. Before a run, :meth:`GradientHighlighter.show_paths` shows where
 gradient can flow. The numbers come from blockflow.present.gradview; nothing here computes gradients.
 The looks (levels, colours, widths, pens) are in gradstyle.py, the legend and the fan-out labels in
-gradlegend.py. Must not import the window, the runner or the teaching panels (they use this module).
+gradlegend.py. It draws what it is given and decides nothing: the session holds the gradient view
+shown, clears it after an edit and recomputes static paths (the shell hands it over,
+main_window/canvas_results.py). Must not import the window, the session or the panels.
 """
 from __future__ import annotations
 
@@ -37,9 +39,8 @@ class GradientHighlighter(QObject):
     - :meth:`focus` emphasises one block and two sets of wires (the backward stepper);
     - :meth:`wire_style` says how a wire is drawn now (the tests' handle on the mapping).
 
-    On the canvas it clears itself when the page shown is replaced or its model is edited (a run's
-    gradients no longer describe the diagram; moving blocks keeps them); the static paths are
-    recomputed after an edit instead, since they need no run.
+    On the canvas it is told what to show: the session's gradient view, which goes when the page
+    shown is replaced or its model edited, and follows edits when it is static paths.
     """
 
     changed = Signal()
@@ -65,18 +66,6 @@ class GradientHighlighter(QObject):
         if view is not None:
             self.legend_widget = LegendOverlay(view, self.legend)
             view.installEventFilter(self)
-            # Bound methods, not lambdas: Qt drops the connections when the view (and this) goes,
-            # while the Document may live on.
-            doc = view.doc
-            doc.current_page_changed.connect(self._on_page_switched)
-            doc.project_replaced.connect(self.clear)
-            doc.node_renamed.connect(self._on_edit)
-            # What the page computes, not its labels or notes: they change no gradient.
-            doc.structure_changed.connect(self._on_edit)
-            doc.program_ready.connect(self._on_program_ready)
-            self._paths_timer = QTimer(self)
-            self._paths_timer.setSingleShot(True)
-            self._paths_timer.timeout.connect(self._recompute_paths)
 
     # ------------------------------------------------------------------ the contract
     @property
@@ -115,8 +104,6 @@ class GradientHighlighter(QObject):
         had = self._gview is not None or self._focus is not None
         self._gview, self.mode, self.scale = None, None, None
         self._states, self._cut_nodes, self._focus = {}, set(), None
-        if self.view is not None:
-            self._paths_timer.stop()
         self._apply()
         self._set_labels([])
         self.legend.set(None, "", None, self._pens, [])
@@ -349,53 +336,7 @@ class GradientHighlighter(QObject):
         if self.legend_widget is not None:
             self.legend_widget.refresh()
 
-    # ------------------------------------------------------------------ following the canvas
-    def _on_page_switched(self, _page: str) -> None:
-        self.clear()
-
-    def _on_edit(self, page: str, *_what) -> None:
-        self._edited(page)
-
-    def _edited(self, page: str) -> None:
-        """The model changed: a run's gradients no longer describe the diagram, so they go (the
-        static paths are recomputed, they need no run)."""
-        shown = self.scene.page
-        if self._gview is None or shown is None or page != shown.name:
-            return
-        if self.mode == "paths":
-            self._paths_timer.start(0)
-            return
-        self.clear()
-        if self.view is not None:
-            self.view.status_message.emit("Gradient highlighting cleared: the diagram changed since the "
-                                          "backward run (run it again to see the new gradients)")
-
-    def _on_program_ready(self, page: str) -> None:
-        shown = self.scene.page
-        if self._gview is not None and self.mode == "paths" and shown is not None and page == shown.name:
-            self._paths_timer.start(0)
-
-    def _recompute_paths(self) -> None:
-        g = self._gview
-        if g is None or self.mode != "paths":
-            return
-        program = self.view.doc.ready_program()
-        if program is None:
-            return          # compiling off the UI thread: _on_program_ready calls again
-        if program is g.program:
-            return          # the paths shown are this program's already
-        target = f"{g.target[0]}:{g.target[1]}"
-        try:
-            if not program.ok or program.step(g.target[0]) is None:
-                raise ValueError
-            gview = GradientView(program, target)
-        except Exception:   # the target went away, or the page no longer compiles
-            self.clear()
-            self.view.status_message.emit(f"Gradient paths hidden: {g.target[0]} is no longer a gradient "
-                                          f"target on a page that compiles")
-            return
-        self.show_paths(gview)
-
+    # ------------------------------------------------------------------ palette changes
     def eventFilter(self, obj, event):
         if event.type() in (QEvent.PaletteChange, QEvent.ApplicationPaletteChange) and not self._restyle_pending:
             # The view rebuilds its Style in its own handler, after this filter: follow it then.

@@ -53,7 +53,6 @@ class DiagramView(SelectionEditing, QGraphicsView):
         self._selected_wires: set[Edge] = set()
         self._pending_fit = True
         self._views: dict[str, tuple] = {}       # page -> (transform, centre) to come back to
-        self._reload_selection: list[str] = []   # the selected blocks before the items were rebuilt
         self._last_scene_pos: QPointF | None = None
         self._minimap: Minimap | None = None
         self.notices = Notices(self)
@@ -68,7 +67,6 @@ class DiagramView(SelectionEditing, QGraphicsView):
         scene.bind(document)                     # the scene follows the document from now on
         document.current_page_changed.connect(self._on_page_switched)
         document.page_renamed.connect(self._on_page_renamed)
-        document.node_renamed.connect(self._on_node_renamed)
         document.project_replaced.connect(self._on_project_replaced)
         self.gradients = GradientHighlighter(self._scene, self)   # wires coloured by gradient
 
@@ -94,8 +92,6 @@ class DiagramView(SelectionEditing, QGraphicsView):
         old = self._scene.page
         if old is not None:
             self._views[old.name] = (self.transform(), self.mapToScene(self.viewport().rect().center()))
-            # the items still carry the ids they were built with (a block may be renamed since)
-            self._reload_selection = [i.node_id for i in self._scene.selectedItems() if isinstance(i, NodeItem)]
         self._drag_layer.end()
         current = self._interaction
         if current is not None:
@@ -105,8 +101,9 @@ class DiagramView(SelectionEditing, QGraphicsView):
         self.notices.forget()
 
     def _after_reload(self) -> None:
+        # The new items are not selected; the selection is not told so: whoever holds it (the
+        # session: another page or project clears it, a rename follows it) selects them again.
         self._update_overview()
-        self.selection_changed.emit([])
         self._touch_minimap()
 
     def _on_page_switched(self, page):
@@ -121,12 +118,6 @@ class DiagramView(SelectionEditing, QGraphicsView):
     def _on_page_renamed(self, old, new):
         if old in self._views:
             self._views[new] = self._views.pop(old)
-
-    def _on_node_renamed(self, page, old, new):
-        """Keep the selection on the renamed block (the scene rebuilt its items)."""
-        if page == self.doc.current_page:
-            selected = [new if n == old else n for n in self._reload_selection]
-            self.select_nodes([n for n in selected if n in self._scene.node_items])
 
     def _on_project_replaced(self):
         self._views.clear()

@@ -1,10 +1,12 @@
-"""The session's results drawn on the canvas's blocks: the shell binds the two, so the session
-never reaches into the canvas and the canvas never asks the session."""
+"""The session's results drawn on the canvas: its run results on the blocks, its gradient view on
+the wires, and the backward stepper's step emphasised there. The shell binds the two, so the
+session never reaches into the canvas, the canvas never asks the session, and the panels never
+touch the canvas."""
 from __future__ import annotations
 
 from PySide6.QtCore import QObject
 
-__all__ = ["ResultsOnCanvas"]
+__all__ = ["ResultsOnCanvas", "GradientsOnCanvas"]
 
 
 class ResultsOnCanvas(QObject):
@@ -49,3 +51,32 @@ class ResultsOnCanvas(QObject):
         item = self.view.diagram_scene().node_items.get(node)
         if item is not None:                  # a block back from an undo shows its results again
             item.set_results(pr.block_results(node, [p.name for p in item.data.outputs]))
+
+
+class GradientsOnCanvas(QObject):
+    """Colours the canvas's wires by the session's gradient view whenever it changes, and shows
+    the step the backward stepper asks for (``focus``, connected to its ``focus_requested``)."""
+
+    def __init__(self, view, session, parent=None):
+        super().__init__(parent)
+        self.view, self.session = view, session
+        # Connected before the panels: the stepper takes its emphasis off a canvas already redrawn.
+        session.gradients_changed.connect(self.show)
+
+    def show(self) -> None:
+        gview, highlighter = self.session.gradients, self.view.gradients
+        if gview is None:
+            highlighter.clear()
+        elif gview is not highlighter.current:
+            highlighter.show(gview)
+
+    def focus(self, node, incoming, outgoing) -> None:
+        """Emphasise ``node`` and its wires (node None: none), and bring the block into sight."""
+        view = self.view
+        view.gradients.focus(node, incoming, outgoing)
+        item = view.diagram_scene().node_items.get(node) if node is not None else None
+        if item is None:
+            return
+        visible = view.mapToScene(view.viewport().rect()).boundingRect()
+        if not visible.contains(item.sceneBoundingRect()):
+            view.center_on_node(node)

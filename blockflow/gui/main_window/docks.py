@@ -136,10 +136,13 @@ class StepperDock(DockPanel):
     scrolled = True
 
     def create(self, window):
-        return BackwardStepper(window.view, window)
+        return BackwardStepper(window.document, window.session, window)
 
     def place(self, window, dock):
         window.splitDockWidget(window.docks["inspector"], dock, Qt.Vertical)
+
+    def bind(self, window, panel, dock):
+        panel.focus_requested.connect(window.gradients_on_canvas.focus)
 
 
 class GradientDock(DockPanel):
@@ -149,8 +152,7 @@ class GradientDock(DockPanel):
     scrolled = True
 
     def create(self, window):
-        session, view = window.session, window.view      # (not the window: the panel may outlive it)
-        return GradientPanel(window.document, view, lambda: self._context(session, view), window)
+        return GradientPanel(window.document, window.session, window)
 
     def place(self, window, dock):
         steps = window.docks["stepper"]
@@ -160,16 +162,6 @@ class GradientDock(DockPanel):
 
     def bind(self, window, panel, dock):
         panel.check_requested.connect(window.actions["check_gradients"].trigger)
-
-    @staticmethod
-    def _context(session, view):
-        """The Backward target, the last recorded run and whether the page changed since: the
-        session's when there are some, else the run behind the canvas's gradient view."""
-        target, result = session.target, session.last_result
-        stale = session.results_stale if result is not None else None
-        if result is None and view.gradients.current is not None:
-            result = view.gradients.current.result
-        return target, result, stale
 
 
 class TrainDock(DockPanel):

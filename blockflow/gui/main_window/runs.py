@@ -1,8 +1,9 @@
 """The window's Run side: Run > Forward (F5), Backward (Shift+F5), Clear Results, Check Gradients,
 Train… and Reset Variables; the Run toolbar with the Backward target; View > Gradient Paths and
-Gradient Legend; and a backward run's gradients highlighted on the canvas as soon as it finishes
-(blockflow/gui/canvas/gradients.py does the drawing). The session (blockflow/gui/session) runs
-the pages; this only offers it to the user. A mixin of MainWindow."""
+Gradient Legend. The session (blockflow/gui/session) runs the pages and holds the gradient view
+shown (a backward run's as soon as it finishes, or the static paths asked for here);
+canvas_results.py puts it on the canvas, and blockflow/gui/canvas/gradients.py draws it. This only
+offers it to the user. A mixin of MainWindow."""
 from __future__ import annotations
 
 from PySide6.QtCore import QObject, QSize, Qt, QTimer
@@ -53,21 +54,30 @@ class TargetCombo(QComboBox):
 
 class GradientPathsToggle(QObject):
     """View > Gradient Paths: where gradient can flow to the page's loss or the Backward target,
-    before any run; it unchecks itself when a run's gradients take the canvas."""
+    before any run (the session's gradient view, made without a run); it unchecks itself when a
+    run's gradients take their place."""
 
     def __init__(self, window, action: QAction):
         super().__init__(window)
         self.window, self.action = window, action
-        self.grads = window.view.gradients
+        self.session = window.session
         action.toggled.connect(self._toggled)
-        self.grads.changed.connect(self._sync_action)
+        self.session.gradients_changed.connect(self._sync_action)
         window.document.program_ready.connect(self._on_program_ready)
         # the paths follow the Backward target picked in the Run toolbar
-        window.target_combo.currentIndexChanged.connect(
-            lambda _i: QTimer.singleShot(0, self.show) if self.grads.mode == "paths" else None)
+        window.target_combo.currentIndexChanged.connect(self._on_target_picked)
+
+    def _mode(self) -> str | None:
+        """What the session's gradient view is: "run", "paths" or None."""
+        gview = self.session.gradients
+        return None if gview is None else "run" if gview.ran else "paths"
+
+    def _on_target_picked(self, _index: int) -> None:
+        if self._mode() == "paths":
+            QTimer.singleShot(0, self.show)
 
     def _on_program_ready(self, page: str) -> None:
-        if page == self.window.document.current_page and self.grads.mode is None:
+        if page == self.window.document.current_page and self._mode() is None:
             self.show()
 
     def _target(self) -> str | None:
@@ -92,7 +102,7 @@ class GradientPathsToggle(QObject):
             message = f"Page '{page.name}' has errors: fix them to see its gradient paths"
         if not message:
             try:
-                self.grads.show_paths(GradientView(program, target))
+                self.session.show_gradients(GradientView(program, target))
                 return
             except BlockflowError as exc:
                 message = f"No gradient paths to {target}: {exc}"
@@ -102,15 +112,16 @@ class GradientPathsToggle(QObject):
     def _toggled(self, on: bool) -> None:
         if on:
             self.show()
-        elif self.grads.mode == "paths":
-            self.grads.clear()
+        elif self._mode() == "paths":
+            self.session.clear_gradients()
 
     def _sync_action(self) -> None:
-        if self.grads.mode == "run" and self.action.isChecked():
+        mode = self._mode()
+        if mode == "run" and self.action.isChecked():
             self.action.blockSignals(True)
             self.action.setChecked(False)
             self.action.blockSignals(False)
-        elif self.grads.mode is None and self.action.isChecked():
+        elif mode is None and self.action.isChecked():
             # the paths went (another page, a new project, results cleared): show this page's
             QTimer.singleShot(0, self.show)
 
@@ -196,25 +207,8 @@ class RunsMixin:
         self.session.busy_changed.connect(busy.setVisible)
         self.session.status_message.connect(lambda msg: self.statusBar().showMessage(msg, 15000))
 
-    def _follow_runs(self) -> None:
-        """Highlight the current page's last backward run while its results are current; a
-        forward run or cleared results take the highlight away. (Edits clear it in the
-        highlighter itself; results only marked stale, as while a block moves, keep it.)"""
-        session, grads = self.session, self.view.gradients
-        result = session.last_result
-        if result is None or result.target is None or session.last_error is not None:
-            if grads.mode == "run":     # no backward run, or one that failed (NaN...)
-                grads.clear()
-            return
-        shown = grads.current
-        if (not session.results_stale and result.program.page_name == self.document.current_page
-                and (shown is None or shown.result is not result)):
-            grads.show(GradientView(result.program, result=result))
-
     def _bind_runs(self) -> None:
         self.gradient_paths = GradientPathsToggle(self, self.actions["gradient_paths"])
-        for signal in (self.session.run_finished, self.session.results_cleared, self.session.results_changed):
-            signal.connect(lambda *_: self._follow_runs())
 
     def check_gradients(self) -> None:
         """Run > Check Gradients: the Gradient dock's check, its verdict in the status bar."""

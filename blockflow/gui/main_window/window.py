@@ -18,7 +18,7 @@ from blockflow.gui.canvas.view import DiagramView
 from blockflow.gui.common.plaintext import literal, plain_label
 from blockflow.gui.document.document import Document
 from blockflow.gui.main_window.actions import MenusMixin, block_reference
-from blockflow.gui.main_window.canvas_results import ResultsOnCanvas
+from blockflow.gui.main_window.canvas_results import GradientsOnCanvas, ResultsOnCanvas
 from blockflow.gui.main_window.docks import bind_docks, build_docks
 from blockflow.gui.main_window.files import FilesMixin
 from blockflow.gui.main_window.runs import RunsMixin
@@ -61,6 +61,7 @@ class MainWindow(FilesMixin, MenusMixin, RunsMixin, QMainWindow):
         self._build_centre()
         self.session = Session(self.document, self)
         self.results_on_canvas = ResultsOnCanvas(self.view, self.session, self.document, self)
+        self.gradients_on_canvas = GradientsOnCanvas(self.view, self.session, self)
         build_docks(self)
         self._build_status_bar()
         self._build_actions()
@@ -124,6 +125,7 @@ class MainWindow(FilesMixin, MenusMixin, RunsMixin, QMainWindow):
                        self.session.selection_changed):
             signal.connect(self._update_status)
         v.selection_changed.connect(self.session.set_selection)
+        self.session.selection_changed.connect(self._select_on_canvas)
         v.status_message.connect(lambda msg: self.statusBar().showMessage(msg, 6000))
         v.viewport().installEventFilter(self)
         v.view_changed.connect(self._update_zoom)
@@ -170,6 +172,12 @@ class MainWindow(FilesMixin, MenusMixin, RunsMixin, QMainWindow):
         if nid:
             self.view.select_nodes([nid])
         return nid
+
+    def _select_on_canvas(self, ids) -> None:
+        """The session's selection on the canvas: it changed elsewhere (another page, a block
+        renamed and its items rebuilt), or it came from the canvas and is there already."""
+        if set(ids) != set(self.view.selected_nodes()):
+            self.view.select_nodes(ids)
 
     def reveal_node(self, node_id: str) -> None:
         if node_id in self.document.page().nodes:

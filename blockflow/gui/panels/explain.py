@@ -233,9 +233,8 @@ def _check_rows(report: CheckReport, res, cuts: dict, c: Colors, mono: str) -> l
 class GradientPanel(QWidget):
     """The selected block's gradient explained, and the results of the last gradient check.
 
-    ``context()`` (given by the window) returns ``(target, result, stale)``: the Backward target
-    chosen in the run controls (None: the page's loss), the last recorded run of the page (None:
-    none) and whether the page was edited since (None: judge by its program).
+    Everything comes from the session: the selection, the gradient view explained
+    (``session.gradients``) and what :meth:`context` gives the checks.
     ``check_requested`` asks the window's "Check Gradients" action to run.
     """
 
@@ -243,12 +242,10 @@ class GradientPanel(QWidget):
 
     COLUMNS = ("Input", "Analytic", "Numeric", "Rel. error", "Tol.", "")
 
-    def __init__(self, document, view, context=None, parent=None):
+    def __init__(self, document, session, parent=None):
         super().__init__(parent)
         self.doc = document
-        self.view = view
-        self.gradients = view.gradients
-        self.context = context or (lambda: (None, self._gview_result(), None))
+        self.session = session
         self.node: str | None = None
         self._selected = 0
         self.explanation = None
@@ -287,16 +284,28 @@ class GradientPanel(QWidget):
         outer.setContentsMargins(4, 4, 4, 4)
         outer.addWidget(self.split)
 
-        view.selection_changed.connect(self._on_selection)
-        self.gradients.changed.connect(self.refresh)
-        document.current_page_changed.connect(lambda _p: self._clear_report())
+        # Bound methods, not lambdas: Qt drops them with the panel, while the document may live on.
+        session.selection_changed.connect(self._on_selection)
+        session.gradients_changed.connect(self.refresh)
+        document.current_page_changed.connect(self._on_page_switched)
         document.project_replaced.connect(self._clear_report)
         self._clear_report()
-        self._on_selection(view.selected_nodes())
+        self._on_selection(session.selection)
 
-    def _gview_result(self):
-        g = self.gradients.current
-        return g.result if g is not None else None
+    def context(self) -> tuple:
+        """``(target, result, stale)`` for the checks: the Backward target chosen in the run
+        controls (None: the page's loss), the page's last recorded run (the session's, else the run
+        behind the gradient view shown; None: none) and whether the page was edited since (None:
+        judge by its program)."""
+        session = self.session
+        target, result = session.target, session.last_result
+        stale = session.results_stale if result is not None else None
+        if result is None and session.gradients is not None:
+            result = session.gradients.result
+        return target, result, stale
+
+    def _on_page_switched(self, _page: str) -> None:
+        self._clear_report()
 
     # ------------------------------------------------------------------------- explanation
     def _on_selection(self, ids) -> None:
@@ -307,7 +316,7 @@ class GradientPanel(QWidget):
     def refresh(self) -> None:
         """Explain the selected block in the current gradient view (or say what is missing)."""
         c = Colors.of(self)
-        gview: GradientView | None = self.gradients.current
+        gview: GradientView | None = self.session.gradients
         if gview is not None and gview.program.page_name != self.doc.current_page:
             gview = None
         self.explanation = None

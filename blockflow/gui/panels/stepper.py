@@ -1,12 +1,13 @@
 """The backward stepper: walk a recorded backward pass one block at a time, in reverse schedule order.
 
-For each step it emphasises the block and its wires on the canvas (``view.gradients.focus``) and
-says what arrived, the block's rule, and what it sent back along each input wire. The steps and
-numbers are GradientView.steps (blockflow.present.gradview); this module only presents them.
+For each step it asks for the block and its wires to be emphasised on the canvas
+(``focus_requested``; the shell shows it there) and says what arrived, the block's rule, and what it
+sent back along each input wire. The steps and numbers are the session's gradient view's
+(GradientView.steps, blockflow.present.gradview); this module only presents them.
 """
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, Qt, QTimer
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (QApplication, QDockWidget, QHBoxLayout, QLabel, QListWidget, QListWidgetItem,
                                QSizePolicy, QSlider, QSplitter, QStyle, QTextBrowser, QToolButton, QVBoxLayout,
@@ -24,18 +25,21 @@ HINT = "Run Backward (Shift+F5) to step through it"
 
 
 class BackwardStepper(QWidget):
-    """Next / previous / first / last, Play/Pause at a chosen speed, through ``view.gradients.current``.
+    """Next / previous / first / last, Play/Pause at a chosen speed, through the session's
+    gradient view (``session.gradients``, when it is a recorded backward run of the current page).
 
     ``index`` is the current step (-1: not stepping). Keys while the panel (or one of its
     controls) has focus: Right/Left step, Space plays or pauses, Home/End go to the ends, Escape
-    stops.
+    stops. ``focus_requested(node, incoming, outgoing)`` asks the canvas to emphasise a step's
+    block and wires and bring it into sight (``(None, [], [])``: no emphasis any more).
     """
 
-    def __init__(self, view, parent=None):
+    focus_requested = Signal(object, list, list)
+
+    def __init__(self, document, session, parent=None):
         super().__init__(parent)
-        self.view = view
-        self.doc = view.doc
-        self.gradients = view.gradients
+        self.doc = document
+        self.session = session
         self.gview: GradientView | None = None
         self.steps: list = []
         self.index = -1
@@ -60,9 +64,8 @@ class BackwardStepper(QWidget):
             sc = QShortcut(QKeySequence(key), self, context=Qt.WidgetWithChildrenShortcut)
             sc.activated.connect(slot)
 
-        self.gradients.changed.connect(self._on_gradients_changed)
-        self.doc.current_page_changed.connect(lambda _p: self._on_gradients_changed())
-        self.doc.project_replaced.connect(self._on_gradients_changed)
+        # The session takes the gradients away on another page or project: that is all to follow.
+        session.gradients_changed.connect(self._on_gradients_changed)
         self._on_speed(self.speed_slider.value())
         self._on_gradients_changed()
         self._show()
@@ -166,7 +169,7 @@ class BackwardStepper(QWidget):
             gview.program.page_name == self.doc.current_page
 
     def _on_gradients_changed(self) -> None:
-        gview = self.gradients.current
+        gview = self.session.gradients
         gview = gview if self._usable(gview) else None
         if gview is self.gview:
             return
@@ -185,15 +188,14 @@ class BackwardStepper(QWidget):
 
     # ------------------------------------------------------------------------- moving
     def go_to(self, index: int) -> None:
-        """Show step ``index`` (clamped to the steps) and emphasise it on the canvas."""
+        """Show step ``index`` (clamped to the steps) and ask for it to be emphasised on the canvas."""
         if not self.steps:
             return
         self.index = max(0, min(len(self.steps) - 1, index))
         step = self.steps[self.index]
         incoming, outgoing = self.wires_of(step)
-        self.gradients.focus(step.node, incoming, outgoing)
         self._focused = True
-        self._reveal(step.node)
+        self.focus_requested.emit(step.node, incoming, outgoing)
         self._show()
 
     def wires_of(self, step) -> tuple[list, list]:
@@ -249,7 +251,7 @@ class BackwardStepper(QWidget):
     def _unfocus(self) -> None:
         if self._focused:
             self._focused = False
-            self.gradients.focus(None, [], [])
+            self.focus_requested.emit(None, [], [])
 
     def _tick(self) -> None:
         self.next()
@@ -272,15 +274,6 @@ class BackwardStepper(QWidget):
         if fw is None or (fw is not self and not self.isAncestorOf(fw)):
             self.setFocus(Qt.OtherFocusReason)
 
-    def _reveal(self, node: str) -> None:
-        items = self.view.diagram_scene().node_items
-        item = items.get(node)
-        if item is None:
-            return
-        visible = self.view.mapToScene(self.view.viewport().rect()).boundingRect()
-        if not visible.contains(item.sceneBoundingRect()):
-            self.view.center_on_node(node)
-
     # ------------------------------------------------------------------------- display
     def _sync_buttons(self) -> None:
         n, i = len(self.steps), self.index
@@ -299,7 +292,7 @@ class BackwardStepper(QWidget):
         c = Colors.of(self)
         if self.gview is None:
             self.position_label.setText("Backward steps")
-            static = self.gradients.current is not None and not self.gradients.current.ran
+            static = self.session.gradients is not None and not self.session.gradients.ran
             lead = ("The canvas shows where gradient can flow; the numbers need a run." if static
                     else "No backward pass to step through yet.")
             self.details.setHtml(f'<p>{esc(lead)}</p><p><b>{esc(HINT)}</b>, then press '

@@ -1,12 +1,13 @@
 """The editor's session: what the runs of the open project produced, and what the user is looking
 at, held in one place that tells the panels when it changes.
 
-Session keeps each page's last run (PageResults), the Backward target picked per page, and the
-selection of the current page; it follows renames of pages and nodes and staleness after edits
-here, once, so no panel keeps or patches a copy of its own. Runs are requested from it
+Session keeps each page's last run (PageResults), the Backward target picked per page, the
+selection of the current page, and the gradient view shown (a backward run's gradients, or the
+static gradient paths); it follows renames of pages and nodes and staleness after edits here, once,
+so no panel keeps or patches a copy of its own. Runs are requested from it
 (``forward``/``backward``); runner.py does the work off the UI thread. Display runs never commit
 state: running never changes the project. It must not import the main window, the canvas or a
-panel (the shell puts the results on the canvas: main_window/canvas_results.py).
+panel (the shell puts the results and the gradients on the canvas: main_window/canvas_results.py).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from blockflow.errors import BlockflowError
 from blockflow.run.runtime import RunResult
+from blockflow.present.gradview import GradientView
 from blockflow.present.values import BlockRun, summarize
 from blockflow.gui.common.worker import Worker
 from blockflow.gui.session import runner
@@ -130,7 +132,9 @@ class Session(QObject):
     (new results, cleared, stale or fresh again, another page, a block renamed);
     ``stale_changed()`` when only the current page's results turned stale or fresh again (then
     ``results_changed`` follows); ``busy_changed(bool)``, ``targets_changed()``,
-    ``status_message(text)``, ``selection_changed(ids)``.
+    ``status_message(text)``, ``selection_changed(ids)`` (also after a block of the selection was
+    renamed: the canvas rebuilt its items and selects them again from here);
+    ``gradients_changed()`` when ``gradients`` is another GradientView or None.
     """
 
     run_started = Signal(str)
@@ -143,6 +147,7 @@ class Session(QObject):
     targets_changed = Signal()
     status_message = Signal(str)
     selection_changed = Signal(list)
+    gradients_changed = Signal()
 
     def __init__(self, document, parent=None):
         super().__init__(parent)
@@ -157,6 +162,7 @@ class Session(QObject):
         self._targets: list[tuple[str, str]] = []
         self._target_page: str | None = None
         self._selection: list[str] = []
+        self._gradients: GradientView | None = None
         #: called on the worker thread before each run (tests hold a run back with it)
         self.job_hook = None
         #: threading.get_ident() of the thread the last delivered run ran on
@@ -164,6 +170,9 @@ class Session(QObject):
         self._recheck = QTimer(self)
         self._recheck.setSingleShot(True)
         self._recheck.timeout.connect(self._after_edits)
+        self._paths_timer = QTimer(self)       # static paths recomputed once a burst of edits is over
+        self._paths_timer.setSingleShot(True)
+        self._paths_timer.timeout.connect(self._recompute_paths)
         self._bind(document)
         self._refresh_targets()
 
@@ -212,6 +221,77 @@ class Session(QObject):
         if ids != self._selection:
             self._selection = ids
             self.selection_changed.emit(list(ids))
+
+    # ---------------------------------------------------------------- gradients
+    @property
+    def gradients(self) -> GradientView | None:
+        """The current page's gradient view, which the canvas colours its wires by and the stepper
+        and the Gradient panel explain: the last backward run's while its results are current
+        (``ran``), or static gradient paths (made without a run); None when there is neither."""
+        return self._gradients
+
+    def show_gradients(self, gview: GradientView | None) -> None:
+        """Show ``gview``: a recorded backward run's GradientView, or the static paths to a target
+        (one made without a run); None takes the gradients away. An edit of the page takes a run's
+        gradients away and has static paths recomputed."""
+        if gview is self._gradients:
+            return
+        if gview is None:
+            self._paths_timer.stop()
+        self._gradients = gview
+        self.gradients_changed.emit()
+
+    def clear_gradients(self) -> None:
+        self.show_gradients(None)
+
+    def _results_changed(self) -> None:
+        """Tell the panels the current page's results changed, then let the gradients follow: its
+        last backward run's are shown while its results are current; a forward run, a failed one or
+        none takes a run's gradients away. Stale results keep what is shown (an edit of what the page
+        computes took a run's gradients away already; undoing it makes the results current again)."""
+        self.results_changed.emit()
+        result, shown = self.last_result, self._gradients
+        if result is None or result.target is None or self.last_error is not None:
+            if shown is not None and shown.ran:
+                self.show_gradients(None)
+            return
+        if (not self.results_stale and result.program.page_name == self.doc.current_page
+                and (shown is None or shown.result is not result)):
+            self.show_gradients(GradientView(result.program, result=result))
+
+    def _gradients_edited(self, page: str) -> None:
+        """What ``page`` computes changed: a run's gradients no longer describe it, so they go;
+        static paths are recomputed, they need no run."""
+        shown = self._gradients
+        if shown is None or page != self.doc.current_page:
+            return
+        if not shown.ran:
+            self._paths_timer.start(0)
+            return
+        self.show_gradients(None)
+        self.status_message.emit("Gradient highlighting cleared: the diagram changed since the "
+                                 "backward run (run it again to see the new gradients)")
+
+    def _recompute_paths(self) -> None:
+        shown = self._gradients
+        if shown is None or shown.ran:
+            return
+        program = self.doc.ready_program()
+        if program is None:
+            return          # compiling off the UI thread: _on_program_ready calls again
+        if program is shown.program:
+            return          # the paths shown are this program's already
+        node, port = shown.target
+        try:
+            if not program.ok or program.step(node) is None:
+                raise ValueError
+            gview = GradientView(program, f"{node}:{port}")
+        except Exception:   # the target went away, or the page no longer compiles
+            self.show_gradients(None)
+            self.status_message.emit(f"Gradient paths hidden: {node} is no longer a gradient "
+                                     f"target on a page that compiles")
+            return
+        self.show_gradients(gview)
 
     # ---------------------------------------------------------------- targets
     def targets(self) -> list[tuple[str, str]]:
@@ -271,7 +351,7 @@ class Session(QObject):
             self._token += 1          # its outcome no longer matches: dropped when it arrives
             self.status_message.emit("Results cleared; the run going on will not be shown")
         had = self._pages.pop(page, None) is not None
-        self.results_changed.emit()
+        self._results_changed()
         self.results_cleared.emit()
         if not dropping:
             self.status_message.emit("Results cleared" if had else "No results to clear")
@@ -325,7 +405,7 @@ class Session(QObject):
         pr.stale = page_fingerprint(self.doc.page(page)) != pr.fingerprint
         self._pages[page] = pr
         if page == self.doc.current_page:
-            self.results_changed.emit()
+            self._results_changed()
             self.run_finished.emit(result)
 
     def _refuse(self, message: str, node: str, port: str) -> None:
@@ -352,7 +432,7 @@ class Session(QObject):
         pr.stale = page_fingerprint(self.doc.page(page)) != running.fingerprint
         self._pages[page] = pr
         if page == self.doc.current_page:
-            self.results_changed.emit()
+            self._results_changed()
         self._announce(running, out, pr, node, port)
         self._start_queued(queued)
 
@@ -380,12 +460,14 @@ class Session(QObject):
         pr.stale = stale
         if page == self.doc.current_page:
             self.stale_changed.emit()
-            self.results_changed.emit()
+            self._results_changed()
 
     # ---------------------------------------------------------------- document changes
     def _on_program_ready(self, page: str) -> None:
         if page == self.doc.current_page:
             self._refresh_targets()
+            if self._gradients is not None and not self._gradients.ran:
+                self._paths_timer.start(0)
         waiting, self._waiting = self._waiting, None
         if waiting is not None and waiting[0] == page == self.doc.current_page and self._running is None:
             self._start(waiting[1], waiting[2])
@@ -393,6 +475,7 @@ class Session(QObject):
     def _on_structure(self, page: str) -> None:
         # Marked stale at once; whether the edits since the run cancel out (an undo) is checked
         # once the burst of edits is over.
+        self._gradients_edited(page)
         self._set_stale(page, True)
         self._recheck.start(0)
 
@@ -413,8 +496,9 @@ class Session(QObject):
 
     def _on_page_switched(self, _page: str) -> None:
         self.set_selection([])
+        self.clear_gradients()                # the new page's last run's come back just below
         self._refresh_targets()
-        self.results_changed.emit()
+        self._results_changed()
 
     def _on_project_replaced(self) -> None:
         self._pages.clear()
@@ -423,8 +507,9 @@ class Session(QObject):
         self._waiting = None
         self._token += 1                      # a run of the old project is not shown
         self.set_selection([])
+        self.clear_gradients()
         self._refresh_targets()
-        self.results_changed.emit()
+        self._results_changed()
         self.results_cleared.emit()
 
     # ---------------------------------------------------------------- renames: followed here only
@@ -444,9 +529,13 @@ class Session(QObject):
         picked = self._picked.get(page)
         if picked is not None and picked.partition(":")[0] == old:
             self._picked[page] = new + ":" + picked.partition(":")[2]
+        self._gradients_edited(page)
         if page == self.doc.current_page:
-            self.set_selection([new if n == old else n for n in self._selection])
-            self.results_changed.emit()       # the canvas rebuilt its items
+            # The canvas rebuilt its items and selects them again from here: said even unchanged.
+            self._selection = [new if n == old else n for n in self._selection]
+            if self._selection:
+                self.selection_changed.emit(list(self._selection))
+            self._results_changed()           # and puts the results on them again
 
     def _on_node_removed(self, page: str, node: str) -> None:
         if page == self.doc.current_page and node in self._selection:
