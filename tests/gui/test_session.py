@@ -143,3 +143,20 @@ def test_the_gradient_view_is_of_the_current_page_and_static_paths_follow_edits(
     session.show_gradients(GradientView(doc.program(), "Max_1"))
     doc.new()
     assert session.gradients is None
+
+
+def test_a_run_job_that_dies_of_a_base_exception_ends_as_a_failed_run(qtbot, session, monkeypatch):
+    """The worker hands the exception itself to the session; the page is not left busy."""
+    from blockflow.gui.session import runner
+
+    def die(*args, **kwargs):
+        raise SystemExit("worker killed")
+
+    monkeypatch.setattr(runner, "run_job", die)
+    busy = []
+    session.busy_changed.connect(busy.append)
+    with qtbot.waitSignal(session.run_failed, timeout=5000) as blocker:
+        session.backward()
+    assert busy == [True, False]
+    assert "worker killed" in blocker.args[0]
+    assert session.results().error is not None

@@ -413,7 +413,10 @@ class Session(QObject):
         self.run_failed.emit(message, node, port)
 
     # ---------------------------------------------------------------- outcome (UI thread)
-    def _on_done(self, out: runner.Outcome) -> None:
+    def _on_done(self, out) -> None:
+        if isinstance(out, BaseException):    # the job died of what run_job does not catch
+            died, out = out, runner.Outcome(self._token)
+            out.error = died
         running, self._running = self._running, None
         queued, self._queued = self._queued, None
         self.busy_changed.emit(False)
