@@ -769,3 +769,46 @@ def test_save_as_elsewhere_offers_to_copy_the_data_files(qtbot, settings_path, t
     assert win.save_as()
     assert asked and "d.csv" in asked[0] and str(tmp_path / "a") in asked[0]
     assert (tmp_path / "b" / "d.csv").exists() and doc.program().ok
+
+
+# ------------------------------------------------------------------------------- a closed window
+
+
+def test_a_closed_window_leaves_the_document_it_showed_and_is_freed(qtbot, settings_path):
+    """The document can outlive a window (it is the caller's): once the window is closed and
+    deleted, edits of every kind reach none of its panels (no "C++ object already deleted"
+    from a panel's slot) and nothing keeps the panels alive."""
+    import gc
+    import weakref
+
+    from PySide6.QtCore import QEvent
+
+    doc = Document()
+    doc.add_node("Placeholder", (0, 0), node_id="x", attrs={"shape": [3]})
+    win = MainWindow(doc, QSettings(settings_path, QSettings.IniFormat))
+    win.show()
+    qtbot.waitExposed(win)
+    win.view.select_nodes(["x"])                 # the inspector shows a form, with its fields
+    qtbot.waitUntil(lambda: win.inspector.node_id == "x" and not win.inspector._refresh.pending())
+    panels = {name: weakref.ref(getattr(win, name)) for name in ("inspector", "problems", "train_panel", "tabs")}
+    assert all(ref() is not None for ref in panels.values())
+    win.close()
+    win.deleteLater()
+    del win
+    QApplication.sendPostedEvents(None, QEvent.DeferredDelete)
+    QApplication.processEvents()
+
+    doc.add_node("Exp", (100, 0), node_id="e")
+    doc.connect("x", "output", "e", "x")
+    doc.set_attr("x", "shape", [4])
+    doc.set_label("e", "exp")
+    doc.set_loss("e")
+    doc.set_page_text("a note")
+    doc.rename_page("main", "first")
+    doc.set_current_page(doc.add_page())
+    doc.undo_stack.undo()
+    doc.program("first")                          # compiled: program_ready goes out too
+    doc.new()
+    qtbot.wait(50)                                # every refresh asked for gets its turn
+    gc.collect()
+    assert {name: ref() for name, ref in panels.items()} == dict.fromkeys(panels)
