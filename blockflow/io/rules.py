@@ -2,8 +2,9 @@
 of its arrays, the limits a file is held to, and the keys of its objects.
 
 The public constants are tunable at run time (tests lower the limits, an embedder may raise them)
-by setting them on :mod:`blockflow.io.project_io`, which sets them here; the reader and the
-writer look them up here at each use (``rules.MAX_DEPTH``), never copy them.
+by setting them here, the one place they live (``rules.LOAD_FACTOR = 48``, docs/limits.md); the
+reader and the writer look them up here at each use (``rules.MAX_DEPTH``), never copy them, and
+no other module re-exports them.
 """
 from __future__ import annotations
 
