@@ -37,12 +37,9 @@ from blockflow.compile.program import Program
 from blockflow.errors import MemoryLimitError, NumericsError, RunError, UpdateNumericsError
 from blockflow.registry import Registry, default_registry
 from blockflow.run.runtime import run
-from blockflow.run.settings import (MAX_BATCH_SIZE, MAX_SEED, MAX_SETTING, MAX_STEPS, OPTIMIZERS, SettingProblem,
-                                    optimizer_defaults, recommended_settings)
+from blockflow.run.settings import OPTIMIZERS, optimizer_defaults
 
-__all__ = ["OPTIMIZERS", "TrainConfig", "Trainer", "StepRecord", "TrainingHistory", "optimizer_defaults",
-           "training_program", "recommended_settings", "SettingProblem", "MAX_STEPS",
-           "MAX_BATCH_SIZE", "MAX_SEED", "MAX_SETTING"]
+__all__ = ["TrainConfig", "Trainer", "StepRecord", "TrainingHistory", "training_program"]
 
 #: the Apply* blocks' names for the learning rate and the gradient
 _LR_NAMES = ("lr", "alpha")
