@@ -210,7 +210,7 @@ class _Compiler:
     def _check_loss(self, port_slots) -> None:
         page = self.page
         if page.loss:
-            lnode, _, lport = page.loss.partition(":")
+            lnode, lport = page.loss_target()
             if lnode not in page.nodes:
                 self.error(None, None, f"the page's loss names a node '{lnode}' that is not on the page")
             elif lnode not in self.failed and lport and (lnode, lport) not in port_slots:
