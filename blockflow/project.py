@@ -504,6 +504,9 @@ class Project:
     #: the folder the project was loaded from or saved to (not saved in the file): dataset
     #: blocks read their files relative to it; None for a project not yet saved
     base_dir: str | None = field(default=None, compare=False, repr=False)
+    #: the data files of base_dir as the compiler last opened them (a blockflow.datafiles.DataFiles,
+    #: kept by compile.compiler.project_files so that each compile does not reopen them; not saved)
+    data_files: object = field(default=None, compare=False, repr=False)
 
     def page(self, name: str | None = None) -> Page:
         """The page called ``name``; the first page when ``name`` is None."""

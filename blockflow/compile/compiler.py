@@ -34,13 +34,9 @@ def project_files(project: Project) -> DataFiles | None:
     base = getattr(project, "base_dir", None)
     if base is None:
         return None
-    files = getattr(project, "_files", None)
+    files = project.data_files
     if files is None or files.base_dir != Path(base).resolve():
-        files = DataFiles(base)
-        try:
-            project._files = files
-        except AttributeError:
-            pass
+        files = project.data_files = DataFiles(base)
     return files
 
 

@@ -253,7 +253,7 @@ def test_the_pre_scan_costs_little_next_to_loading(tmp_path, monkeypatch):
         text = data.decode("utf-8")
 
         def pre_scan():
-            loadcost._check_parse_cost(text, loadcost._structure(data), loadcost._Budget(len(data)))
+            loadcost.check_parse_cost(text, loadcost.structure_counts(data), loadcost.LoadBudget(len(data)))
 
         scan, load = _cpu(pre_scan), _cpu(lambda: io.load_project(path))
         print(f"{name}: pre-scan {scan:.3f} s of a {load:.3f} s load")
