@@ -16,14 +16,14 @@ from pathlib import Path
 import jsonschema
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from blockflow.io import project_io as io
 from blockflow.io import rules, saving
 from blockflow.errors import ProjectError, ProjectFileError
-from blockflow.project import Edge, Project
+from blockflow.project import Edge, Page, Project
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((ROOT / "assets" / "bflow.schema.json").read_text(encoding="utf-8"))
@@ -189,6 +189,7 @@ def test_random_projects_round_trip(project):
 
 @settings(HYP, max_examples=20)
 @given(projects())
+@example(Project(pages=[Page("0")], metadata={"title": None, "description": 5}))  # free-form, as the loader takes it
 def test_schema_accepts_dumps_of_random_projects(project):
     VALIDATOR.validate(json.loads(io.dumps_project(project)))
 
