@@ -12,7 +12,8 @@ import numpy as np
 from blockflow.errors import ProjectError
 from blockflow.textsafe import describe_character, first_control
 
-__all__ = ["Edge", "Node", "Page", "Project", "Change", "RemovedNode", "UNSET", "split_port",
+__all__ = ["Edge", "Node", "Page", "Project", "Change", "RemovedNode", "UNSET", "split_port", "port_text",
+           "split_port_text",
            "arrays_equal", "valid_node_id", "name_problem", "page_name_problem", "text_problem"]
 
 _ID_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
@@ -87,6 +88,20 @@ def split_port(port: str) -> tuple[str, int | None]:
         if idx.isdigit():
             return base, int(idx)
     return port, None
+
+
+def port_text(node: str, port: str | None = None) -> str:
+    """A node's output as text, the form of a page's loss and metrics and of ``--grad``:
+    ``("Sum_1", "output")`` -> ``"Sum_1:output"``; no port (None or "") -> ``"Sum_1"``, its
+    first output."""
+    return f"{node}:{port}" if port else node
+
+
+def split_port_text(text: str) -> tuple[str, str | None]:
+    """The inverse of port_text: ``"Sum_1:output"`` -> ``("Sum_1", "output")``; ``"Sum_1"`` ->
+    ``("Sum_1", None)``. (split_port, above, splits a list port's index, not this.)"""
+    node, _, port = text.partition(":")
+    return node, port or None
 
 
 @dataclass(eq=False)
@@ -195,8 +210,8 @@ def _with_key_renamed(table: dict, old: str, new: str) -> dict:
 
 def _renamed_ref(ref: str, old: str, new: str) -> str:
     """A "node" or "node:port" reference with the node ``old`` renamed ``new``."""
-    node, colon, port = ref.partition(":")
-    return new + colon + port if node == old else ref
+    node, port = split_port_text(ref)
+    return port_text(new, port) if node == old else ref
 
 
 @dataclass(eq=False)
@@ -206,6 +221,13 @@ class Page:
     ``loss`` names the node (``"Sum_1"`` or ``"Sum_1:output"``) whose output is the page's default
     gradient target; ``feeds`` holds saved values for Placeholders (node id -> array); ``text``
     is a note shown on the page; ``metrics`` lists other scalar outputs to plot while training.
+
+    Two ways to edit, for two kinds of caller. The builders (``add_node``, ``connect``,
+    ``apply_state``) are for code that builds or updates a page outright: scripts, tests,
+    benchmarks, the CLI, a run's state updates; they return the new thing (or nothing), not a
+    Change, and cannot be undone. The mutators (``insert_node`` ... ``rename_node``, below) are
+    for the editor: each does one edit, refuses one the model cannot hold, and returns the Change
+    the editor's undo commands replay and the document turns into signals.
     """
 
     name: str
@@ -234,6 +256,7 @@ class Page:
 
     def add_node(self, block: str, *, id: str | None = None, attrs=None, inputs=None,
                  position=(0.0, 0.0), label: str = "", state=None) -> Node:
+        """Add a node, for code that builds a page; returns it (edits go through insert_node)."""
         node = Node(id or self.new_id(block), block, dict(attrs or {}),
                     {k: np.asarray(v) for k, v in (inputs or {}).items()},
                     tuple(float(p) for p in position), label, dict(state or {}))
@@ -288,7 +311,7 @@ class Page:
         self.feeds.pop(node_id, None)
         if removed.loss is not None:
             self.loss = None
-        self.metrics = [m for m in self.metrics if m.partition(":")[0] != node_id]
+        self.metrics = [m for m in self.metrics if split_port_text(m)[0] != node_id]
         return Change(self.name, True, nodes_removed=(node_id,), edges_removed=tuple(e for _, e in edges),
                       index=removed.index, before=removed)
 
@@ -388,7 +411,7 @@ class Page:
         """Why ``metrics`` cannot be the page's plotted outputs ("" when they can): each names a
         block of the page (``"node"`` or ``"node:port"``), once."""
         for m in metrics:
-            if not isinstance(m, str) or m.partition(":")[0] not in self.nodes:
+            if not isinstance(m, str) or split_port_text(m)[0] not in self.nodes:
                 return f"{m!r} names no block on page '{self.name}'"
         if len(set(metrics)) != len(metrics):
             return "a metric is listed twice"
@@ -444,10 +467,8 @@ class Page:
         return [e for e in self.edges if e.dst == node_id]
 
     def loss_target(self) -> tuple[str, str | None] | None:
-        if not self.loss:
-            return None
-        node, _, port = self.loss.partition(":")
-        return node, port or None
+        """The loss as (node, port or None), or None when the page marks no loss."""
+        return split_port_text(self.loss) if self.loss else None
 
     def loss_node(self) -> str | None:
         """The id of the node whose output is the page's loss, or None."""
@@ -471,13 +492,21 @@ class Page:
 
 @dataclass(eq=False)
 class Project:
-    """A blockflow project: named pages plus free-form metadata (title, description)."""
+    """A blockflow project: named pages plus free-form metadata (title, description).
+
+    As on Page, ``add_page`` is the builder (scripts, tests, the CLI: returns the new Page, no
+    Change), and ``insert_page``, ``remove_page``, ``rename_page`` and ``move_page`` are the
+    mutators the editor's undoable commands go through (each returns its Change).
+    """
 
     pages: list = field(default_factory=list)
     metadata: dict = field(default_factory=dict)
     #: the folder the project was loaded from or saved to (not saved in the file): dataset
     #: blocks read their files relative to it; None for a project not yet saved
     base_dir: str | None = field(default=None, compare=False, repr=False)
+    #: the data files of base_dir as the compiler last opened them (a blockflow.datafiles.DataFiles,
+    #: kept by compile.compiler.project_files so that each compile does not reopen them; not saved)
+    data_files: object = field(default=None, compare=False, repr=False)
 
     def page(self, name: str | None = None) -> Page:
         """The page called ``name``; the first page when ``name`` is None."""

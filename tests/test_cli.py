@@ -191,3 +191,22 @@ def test_check_grad_fails_with_exit_1_when_a_block_rule_is_wrong(capsys, monkeyp
     monkeypatch.setattr(cli_module, "registry", lambda: registry)
     code, out, _ = cli(capsys, "check", str(SAMPLE), "--page", "stable_softmax", "--grad")
     assert code == EXIT_DIAGNOSTICS and "FAILED" in out and "x:" in out
+
+
+def test_a_npy_feed_is_read_as_the_inspector_reads_one(capsys, tmp_path):
+    """--feed and the inspector share blockflow.feeds.read_npy: same refusals, same words."""
+    from blockflow.feeds import FeedFileError, read_npy
+
+    pickled = tmp_path / "o.npy"
+    np.save(pickled, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    empty = tmp_path / "empty.npy"
+    empty.write_bytes(b"")
+    archive = tmp_path / "a.npz"
+    np.savez(archive, x=np.ones(3))
+    for path, words in ((pickled, "pickled"), (empty, "not a valid .npy file")):
+        with pytest.raises(FeedFileError, match=words):
+            read_npy(path)
+        code, _, err = cli(capsys, "run", SAMPLE, "--feed", f"x={path}")
+        assert code == EXIT_FILE and f"--feed x: cannot read {path}: " in err and words in err
+    with pytest.raises(FeedFileError, match="npz archive"):
+        read_npy(archive)

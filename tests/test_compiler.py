@@ -285,6 +285,7 @@ def test_program_answers_named_questions_about_its_nodes_and_wires():
     assert {(e.src, e.src_port) for e in wires} <= set(program.typed_ports())
     loss = program.target_slot()
     assert (loss.node, loss.type.shape) == ("Sum_1", ())
+    assert program.target_text() == f"Sum_1:{loss.port}" and program.target_text("x") == "x:output"
     assert program.slot(program.resolve_target("x")).node == "x"
     assert not program.reads_datasets
 

@@ -75,7 +75,7 @@ def test_repository_keeps_every_layering_contract():
 
 # A tiny tree shaped like the real one, where every allowed import is present.
 BASE = ("spec", "errors", "project", "registry", "datafiles", "textsafe", "budget", "ownfiles", "arrayout",
-        "variables")
+        "variables", "feeds")
 FAKE_TREE = {
     "blockflow/__init__.py": "",
     **{f"blockflow/{name}.py": "" for name in BASE},

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from blockflow.errors import ProjectError
-from blockflow.project import UNSET, Edge, Node, Page, Project, arrays_equal, split_port
+from blockflow.project import UNSET, Edge, Node, Page, Project, arrays_equal, port_text, split_port, split_port_text
 
 
 def make_page(name="main") -> Page:
@@ -128,6 +128,15 @@ def test_loss_target(loss, target):
     page = make_page()
     page.loss = loss
     assert page.loss_target() == target
+
+
+@pytest.mark.parametrize("text,parts", [
+    ("Sum_1", ("Sum_1", None)), ("Sum_1:output", ("Sum_1", "output")), ("Split_1:outputs[1]", ("Split_1", "outputs[1]")),
+])
+def test_port_text_and_its_inverse(text, parts):
+    assert split_port_text(text) == parts
+    assert port_text(*parts) == text
+    assert port_text(parts[0], "") == parts[0]
 
 
 @pytest.mark.parametrize("loss,node", [

@@ -16,13 +16,14 @@ from pathlib import Path
 import jsonschema
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from blockflow.io import project_io as io
+from blockflow.io import rules, saving
 from blockflow.errors import ProjectError, ProjectFileError
-from blockflow.project import Edge, Project
+from blockflow.project import Edge, Page, Project
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((ROOT / "assets" / "bflow.schema.json").read_text(encoding="utf-8"))
@@ -93,7 +94,7 @@ def json_values():
 
 @st.composite
 def arrays(draw, big=None):
-    dtype = np.dtype(draw(st.sampled_from(io.DTYPES)))
+    dtype = np.dtype(draw(st.sampled_from(rules.DTYPES)))
     if big is None:
         big = draw(st.integers(0, 9)) == 0
     if big:
@@ -188,6 +189,7 @@ def test_random_projects_round_trip(project):
 
 @settings(HYP, max_examples=20)
 @given(projects())
+@example(Project(pages=[Page("0")], metadata={"title": None, "description": 5}))  # free-form, as the loader takes it
 def test_schema_accepts_dumps_of_random_projects(project):
     VALIDATOR.validate(json.loads(io.dumps_project(project)))
 
@@ -353,7 +355,7 @@ def test_unsupported_dtypes_are_refused(dtype):
 @given(arrays())
 def test_random_arrays_round_trip_bit_exactly(arr):
     obj = io.encode_array(arr)
-    assert ("data" in obj) == (arr.size <= io.INLINE_DATA_MAX) or arr.dtype.kind == "f"
+    assert ("data" in obj) == (arr.size <= rules.INLINE_DATA_MAX) or arr.dtype.kind == "f"
     json_obj = json.loads(json.dumps(obj, allow_nan=False))
     back = io.decode_array(json_obj)
     assert back.dtype == arr.dtype and back.shape == arr.shape
@@ -761,7 +763,7 @@ def test_file_size_limit(tmp_path, monkeypatch):
     text = io.dumps_project(sample_project())
     path = tmp_path / "big.bflow.json"
     path.write_text(text, encoding="utf-8")
-    monkeypatch.setattr(io, "MAX_FILE_BYTES", 1000)
+    monkeypatch.setattr(rules, "MAX_FILE_BYTES", 1000)
     with pytest.raises(ProjectFileError) as info:
         io.load_project(path)
     assert str(path) in str(info.value) and "limit is 1,000" in info.value.problem
@@ -774,7 +776,7 @@ def test_file_size_limit(tmp_path, monkeypatch):
 def test_array_element_limit(monkeypatch):
     text = io.dumps_project(sample_project())
     doc = sample_doc()
-    monkeypatch.setattr(io, "MAX_ARRAY_ELEMENTS", 100)
+    monkeypatch.setattr(rules, "MAX_ARRAY_ELEMENTS", 100)
     err = raw_error(text)
     assert err.where == "pages[1].nodes[0].state.value.shape"
     assert err.problem == "the array has 300 elements; the limit is 100"
@@ -787,7 +789,7 @@ def test_array_element_limit(monkeypatch):
 
 def test_node_limit(monkeypatch):
     text = io.dumps_project(sample_project())
-    monkeypatch.setattr(io, "MAX_NODES_PER_PAGE", 3)
+    monkeypatch.setattr(rules, "MAX_NODES_PER_PAGE", 3)
     err = raw_error(text)
     assert err.where == "pages[0].nodes" and err.problem == "7 nodes on one page; the limit is 3"
     with pytest.raises(ProjectFileError, match="limit is 3"):
@@ -795,7 +797,7 @@ def test_node_limit(monkeypatch):
 
 
 def test_depth_limit(monkeypatch):
-    monkeypatch.setattr(io, "MAX_DEPTH", 5)
+    monkeypatch.setattr(rules, "MAX_DEPTH", 5)
     doc = sample_doc()
     doc["pages"][0]["nodes"][0]["attrs"]["deep"] = [[[[[[1]]]]]]
     err = raw_error(json.dumps(doc))
@@ -1041,8 +1043,8 @@ def test_migrations_are_applied_in_a_loop(monkeypatch):
         doc["metadata"]["migrated"] = True
         return doc
 
-    monkeypatch.setattr(io, "VERSION", 3)
-    monkeypatch.setattr(io, "MIGRATIONS", {1: v1_to_v2, 2: v2_to_v3})
+    monkeypatch.setattr(rules, "VERSION", 3)
+    monkeypatch.setattr(rules, "MIGRATIONS", {1: v1_to_v2, 2: v2_to_v3})
     project = io.loads_project(json.dumps(old_doc()))
     assert calls == [1, 2]
     assert project.metadata == {"title": "Softmax", "migrated": True}
@@ -1055,19 +1057,19 @@ def test_migrations_are_applied_in_a_loop(monkeypatch):
 
 
 def test_missing_or_failing_migration(monkeypatch):
-    monkeypatch.setattr(io, "VERSION", 2)
-    monkeypatch.setattr(io, "MIGRATIONS", {})
+    monkeypatch.setattr(rules, "VERSION", 2)
+    monkeypatch.setattr(rules, "MIGRATIONS", {})
     err = raw_error(json.dumps(old_doc()))
     assert err.where == "version" and "no migration to version 2" in err.problem
 
     def broken(doc):
         raise KeyError("nodes")
 
-    monkeypatch.setattr(io, "MIGRATIONS", {1: broken})
+    monkeypatch.setattr(rules, "MIGRATIONS", {1: broken})
     err = raw_error(json.dumps(old_doc()))
     assert "upgrading from format version 1 to 2 failed: KeyError" in err.problem
     # without migrations, the old-format key is an unknown key at the current version
-    monkeypatch.setattr(io, "VERSION", 1)
+    monkeypatch.setattr(rules, "VERSION", 1)
     err = raw_error(json.dumps(old_doc()))
     assert err.where == "title" and "unknown key 'title'" in err.problem
 
@@ -1081,8 +1083,16 @@ def test_public_array_helpers_raise_project_file_errors():
 
 
 def test_constants():
-    assert io.FORMAT == "blockflow-project" and io.VERSION == 1 and io.MIGRATIONS == {}
-    assert io.SUFFIX == ".bflow.json"
+    assert rules.FORMAT == "blockflow-project" and rules.VERSION == 1 and rules.MIGRATIONS == {}
+    assert rules.SUFFIX == ".bflow.json"
+
+
+def test_the_limits_live_in_rules_only():
+    """The limits have one home: project_io re-exports none of them, so none can be set on a
+    module that does not read it (a stale copy)."""
+    for name in ("MAX_FILE_BYTES", "MAX_ARRAY_ELEMENTS", "MAX_NODES_PER_PAGE", "MAX_DEPTH", "MAX_NDIM",
+                 "LOAD_FACTOR", "LOAD_ALLOWANCE_BYTES", "INLINE_DATA_MAX", "VERSION", "MIGRATIONS"):
+        assert hasattr(rules, name) and not hasattr(io, name), name
 
 
 def test_page_metrics_round_trip_and_are_checked():
@@ -1116,7 +1126,7 @@ def test_a_save_removes_old_temporary_files_left_by_crashed_saves(tmp_path):
     other = tmp_path / ".other.bflow.json.3badc0de.tmp"
     for f in (old, fresh, old_bak, other):
         f.write_bytes(b"{partial")
-    stale = time.time() - io.STALE_TEMPORARY_SECONDS - 5
+    stale = time.time() - saving.STALE_TEMPORARY_SECONDS - 5
     for f in (old, old_bak, other):
         os.utime(f, (stale, stale))
     io.save_project(sample_project(), path)

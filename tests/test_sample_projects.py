@@ -19,7 +19,8 @@ from blockflow.compile.compiler import compile_page, compile_project
 from blockflow.present.gradview import FLOWS, GradientView
 from blockflow.io.project_io import load_project
 from blockflow.run.runtime import run, run_backward
-from blockflow.run.training import TrainConfig, Trainer, recommended_settings, training_program
+from blockflow.run.settings import recommended_settings
+from blockflow.run.training import TrainConfig, Trainer, training_program
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_projects"

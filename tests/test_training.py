@@ -12,7 +12,8 @@ from blockflow.compile.compiler import compile_project
 from blockflow.errors import NumericsError, RunError
 from blockflow.io.project_io import load_project, save_project
 from blockflow.run.runtime import run
-from blockflow.run.training import OPTIMIZERS, TrainConfig, Trainer, training_program
+from blockflow.run.settings import OPTIMIZERS
+from blockflow.run.training import TrainConfig, Trainer, training_program
 
 from diagrams import chain
 
@@ -192,7 +193,7 @@ def test_cli_train_reports_saves_and_is_deterministic(tmp_path, capsys):
 
 
 def test_the_projects_recommended_settings_are_the_defaults_and_options_win(tmp_path, capsys):
-    from blockflow.run.training import recommended_settings
+    from blockflow.run.settings import recommended_settings
 
     project = regression()
     project.metadata["training"] = {"main": {"optimizer": "sgd", "lr": 0.1, "steps": 40, "seed": 2,

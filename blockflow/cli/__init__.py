@@ -13,14 +13,13 @@ cmd_train, cmd_blocks), parser (the options), entry (``main``: a failure to its 
 """
 from blockflow.cli.cmd_blocks import blocks_markdown
 from blockflow.cli.entry import main
-from blockflow.cli.exits import (EXIT_CODES, EXIT_DIAGNOSTICS, EXIT_FILE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK,
-                                 EXIT_RUN, EXIT_USAGE, CliError)
-from blockflow.cli.inputs import check_output_path, parse_feed
-from blockflow.cli.output import error_text, summarize
+from blockflow.cli.exits import (EXIT_CODES, EXIT_DIAGNOSTICS, EXIT_FILE, EXIT_INTERNAL, EXIT_OK, EXIT_RUN, EXIT_USAGE,
+                                 CliError)
+from blockflow.cli.inputs import check_output_path
+from blockflow.cli.output import error_text
 from blockflow.cli.parser import build_parser
 
 __all__ = [
-    "main", "build_parser", "CliError", "error_text", "check_output_path", "parse_feed", "summarize",
-    "blocks_markdown", "EXIT_CODES", "EXIT_OK", "EXIT_DIAGNOSTICS", "EXIT_USAGE", "EXIT_FILE", "EXIT_RUN",
-    "EXIT_INTERNAL", "EXIT_INTERRUPTED",
+    "main", "build_parser", "CliError", "error_text", "check_output_path", "blocks_markdown", "EXIT_CODES",
+    "EXIT_OK", "EXIT_DIAGNOSTICS", "EXIT_USAGE", "EXIT_FILE", "EXIT_RUN", "EXIT_INTERNAL",
 ]

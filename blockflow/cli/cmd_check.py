@@ -8,6 +8,7 @@ import sys
 from blockflow.cli import inputs
 from blockflow.cli.exits import EXIT_DIAGNOSTICS, EXIT_OK, EXIT_USAGE, CliError
 from blockflow.cli.output import json_number, print_diagnostics
+from blockflow.project import split_port_text
 
 
 def cmd_check(args) -> int:
@@ -92,12 +93,12 @@ def _grad_checks(args, pages, registry, summary) -> dict:
             if args.page is not None:
                 raise CliError(f"page '{name}' marks no loss: name the target, --grad NODE[:PORT]", EXIT_USAGE)
             out[name] = (None, "the page marks no loss")
-        elif target is not None and program.step(target.partition(":")[0]) is None:
+        elif target is not None and program.step(split_port_text(target)[0]) is None:
             if args.page is not None or len(summary) == 1:
-                raise CliError(f"page '{name}' has no block '{target.partition(':')[0]}'", EXIT_USAGE)
-            out[name] = (None, f"no block '{target.partition(':')[0]}' on this page")
+                raise CliError(f"page '{name}' has no block '{split_port_text(target)[0]}'", EXIT_USAGE)
+            out[name] = (None, f"no block '{split_port_text(target)[0]}' on this page")
         else:
             out[name] = (check_page(page, registry, target=target), "")
     if args.grad and all(r is None and why.startswith("no block") for r, why in out.values()):
-        raise CliError(f"--grad {args.grad}: no page has a block '{args.grad.partition(':')[0]}'", EXIT_USAGE)
+        raise CliError(f"--grad {args.grad}: no page has a block '{split_port_text(args.grad)[0]}'", EXIT_USAGE)
     return out

@@ -9,6 +9,7 @@ from blockflow.cli import inputs
 from blockflow.cli.exits import EXIT_DIAGNOSTICS, EXIT_OK, EXIT_USAGE, CliError
 from blockflow.cli.output import print_diagnostics, summarize
 from blockflow.errors import ProjectError
+from blockflow.project import port_text
 
 
 def cmd_run(args) -> int:
@@ -40,7 +41,7 @@ def _gradient_target(args, program) -> tuple:
         if args.grad:
             target = args.grad
         elif program.loss is not None:
-            target = ":".join(p for p in program.loss if p)
+            target = port_text(*program.loss)
     seed = None
     if args.grad_seed is not None:
         if target is None:
@@ -88,7 +89,7 @@ def _result_json(args, program, result, fetch) -> dict:
         "project": str(args.project),
         "page": program.page_name,
         "scope": program.scope,
-        "target": None if result.target is None else ":".join(result.target),
+        "target": None if result.target is None else port_text(*result.target),
         "values": {},
         "gradients": {},
     }
@@ -100,9 +101,9 @@ def _result_json(args, program, result, fetch) -> dict:
     for s in _selected(program, fetch):
         slot = program.slot(s)
         key = (slot.node, slot.port)
-        out["values"][":".join(key)] = array_to_json(result.values[key])
+        out["values"][port_text(*key)] = array_to_json(result.values[key])
         if key in result.grads:
-            out["gradients"][":".join(key)] = array_to_json(result.grads[key])
+            out["gradients"][port_text(*key)] = array_to_json(result.grads[key])
     if result.target is not None:
         paths = result.paths
         out["variable_gradients"] = {k: array_to_json(v) for k, v in result.variable_grads.items()}

@@ -76,7 +76,7 @@ def _settings(args, project) -> _Settings:
     """The settings from the options, the rest from the project's recommendation for the page
     (whose bad entries are errors when this training would use them, see _check_recommended);
     the optimizer's own settings come later, from _hyper."""
-    from blockflow.run.training import recommended_settings
+    from blockflow.run.settings import recommended_settings
 
     problems = []
     recommended = recommended_settings(project, args.page, problems)
@@ -112,7 +112,7 @@ def _check_recommended(args, problems, optimizer: str) -> None:
     """The project's bad training settings for the page: an error (exit 2) for each one this
     training would use, a warning for the others (an unknown key, a setting of another optimizer,
     one an option replaces)."""
-    from blockflow.run.training import optimizer_defaults
+    from blockflow.run.settings import optimizer_defaults
 
     given = {"steps": args.steps, "seed": args.seed, "batch_size": args.batch_size,
              "optimizer": args.optimizer, "lr": args.lr,
@@ -185,7 +185,7 @@ def _print_json(args, page, settings, trainer, history, evaluation, moves) -> No
 
 
 def _print_summary(args, page, settings, trainer, history, evaluation, program, moves, new_dir) -> None:
-    from blockflow.run.training import OPTIMIZERS
+    from blockflow.run.settings import OPTIMIZERS
 
     optimizer = settings.optimizer
     what = (f"{OPTIMIZERS[optimizer][0].replace('Apply', '')} ({optimizer}, "

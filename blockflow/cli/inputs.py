@@ -43,10 +43,7 @@ def parse_feed(spec: str, option: str = "--feed") -> tuple[str, np.ndarray]:
         raise CliError(f"{option} {spec!r}: expected NAME=VALUE (a .npy or .csv file, or inline JSON)", EXIT_USAGE)
     text = value.strip()
     if text.endswith(".npy"):
-        try:
-            return name, np.load(text, allow_pickle=False)
-        except Exception as exc:  # numpy raises OSError, ValueError, EOFError... for bad files
-            raise CliError(f"{option} {name}: cannot read {text}: {exc or type(exc).__name__}", EXIT_FILE) from None
+        return name, _read_npy(f"{option} {name}", text)
     if text.endswith(".csv"):
         return name, _read_csv(f"{option} {name}", text)
     try:
@@ -57,6 +54,20 @@ def parse_feed(spec: str, option: str = "--feed") -> tuple[str, np.ndarray]:
     if arr.dtype.kind not in "biuf":
         raise CliError(f"{option} {name}: expected numbers, got {text!r}", EXIT_USAGE)
     return name, arr
+
+
+def _read_npy(what: str, path: str) -> np.ndarray:
+    """A feed's .npy file, read as the inspector reads one (blockflow.feeds.read_npy)."""
+    from blockflow.feeds import FeedFileError, read_npy
+
+    try:
+        return read_npy(path)
+    except OSError as exc:
+        raise CliError(f"{what}: cannot read {path}: {exc.strerror or exc}", EXIT_FILE) from None
+    except FeedFileError as exc:
+        raise CliError(f"{what}: cannot read {path}: {exc}", EXIT_FILE) from None
+    except Exception as exc:  # whatever else numpy raises for a damaged file
+        raise CliError(f"{what}: cannot read {path}: {exc or type(exc).__name__}", EXIT_FILE) from None
 
 
 def _read_csv(what: str, path: str) -> np.ndarray:

@@ -104,12 +104,12 @@ def _budget_option(p) -> None:
 
 
 def _whole_number(limit: str):
-    """An argparse type: a whole number from 0 to training's ``limit`` (the same ranges as a
+    """An argparse type: a whole number from 0 to run.settings' ``limit`` (the same ranges as a
     project's recommended settings; looked up only when the option is given)."""
     def parse(text: str) -> int:
-        from blockflow.run import training
+        from blockflow.run import settings
 
-        top = getattr(training, limit)
+        top = getattr(settings, limit)
         try:
             value = int(text)
         except ValueError:

@@ -34,13 +34,9 @@ def project_files(project: Project) -> DataFiles | None:
     base = getattr(project, "base_dir", None)
     if base is None:
         return None
-    files = getattr(project, "_files", None)
+    files = project.data_files
     if files is None or files.base_dir != Path(base).resolve():
-        files = DataFiles(base)
-        try:
-            project._files = files
-        except AttributeError:
-            pass
+        files = project.data_files = DataFiles(base)
     return files
 
 
@@ -210,7 +206,7 @@ class _Compiler:
     def _check_loss(self, port_slots) -> None:
         page = self.page
         if page.loss:
-            lnode, _, lport = page.loss.partition(":")
+            lnode, lport = page.loss_target()
             if lnode not in page.nodes:
                 self.error(None, None, f"the page's loss names a node '{lnode}' that is not on the page")
             elif lnode not in self.failed and lport and (lnode, lport) not in port_slots:

@@ -14,7 +14,7 @@ import numpy as np
 from blockflow.compile.gradpaths import GradientPaths
 from blockflow.datafiles import DataFiles
 from blockflow.errors import CompileError, ProjectError
-from blockflow.project import Edge, Page
+from blockflow.project import Edge, Page, port_text, split_port_text
 from blockflow.spec import BlockSpec, TensorType
 from blockflow.variables import VariableValues
 
@@ -185,6 +185,12 @@ class Program:
         """The slot a gradient or training target names (see ``resolve_target``; None: the loss)."""
         return self.slots[self.resolve_target(target)]
 
+    def target_text(self, target=None) -> str:
+        """The slot a target names as ``"node:port"`` text, its port always spelled out (None:
+        the loss); ProjectError when it names no output."""
+        slot = self.target_slot(target)
+        return port_text(slot.node, slot.port)
+
     @property
     def reads_datasets(self) -> bool:
         """True when a step reads a dataset (so each run sees a batch, not fixed data)."""
@@ -213,8 +219,7 @@ class Program:
         if isinstance(target, str):
             hit = self._targets.get(target)
             if hit is None:
-                node, _, port = target.partition(":")
-                hit = self._targets[target] = self.slot_of(node, port or None)
+                hit = self._targets[target] = self.slot_of(*split_port_text(target))
             return hit
         if target is None:
             if self.loss is None:

@@ -13,24 +13,24 @@ import numpy as np
 
 from blockflow.errors import ProjectFileError
 from blockflow.io import rules
-from blockflow.io.checks import _ArrayJSON, _check_object, _describe, _Invalid, _key, _short
-from blockflow.io.rules import _ARRAY_KEYS, _EXACT_INT, _NONFINITE
+from blockflow.io.checks import ArrayJSON, check_object, describe, Invalid, key_path, short_text
+from blockflow.io.rules import ARRAY_KEYS, EXACT_INT, NONFINITE
 from blockflow.spec import shape_text
 
 def _check_shape(shape, where: str) -> tuple[tuple, int]:
     if not isinstance(shape, (list, tuple)):
-        raise _Invalid(where, f"a shape must be a list of non-negative integers, found "
-                              f"{_describe(shape)}")
+        raise Invalid(where, f"a shape must be a list of non-negative integers, found "
+                              f"{describe(shape)}")
     if len(shape) > rules.MAX_NDIM:
-        raise _Invalid(where, f"{len(shape)} dimensions; the limit is {rules.MAX_NDIM}")
+        raise Invalid(where, f"{len(shape)} dimensions; the limit is {rules.MAX_NDIM}")
     size = 1
     for i, d in enumerate(shape):
         if type(d) is not int or d < 0:
-            raise _Invalid(f"{where}[{i}]", f"a dimension must be a non-negative integer, found "
-                                            f"{_describe(d)}")
+            raise Invalid(f"{where}[{i}]", f"a dimension must be a non-negative integer, found "
+                                            f"{describe(d)}")
         size *= d
     if size > rules.MAX_ARRAY_ELEMENTS:
-        raise _Invalid(where, f"the array has {size:,} elements; the limit is "
+        raise Invalid(where, f"the array has {size:,} elements; the limit is "
                               f"{rules.MAX_ARRAY_ELEMENTS:,}")
     return tuple(shape), size
 
@@ -50,17 +50,17 @@ def _data_to_array(data: list, dtype_name: str, shape: tuple, where: str) -> np.
     if kind == "b":
         for i, x in enumerate(data):
             if not isinstance(x, bool):
-                raise _Invalid(f"{where}[{i}]", f"bool data must be true or false, found "
-                                                f"{_describe(x)}")
+                raise Invalid(f"{where}[{i}]", f"bool data must be true or false, found "
+                                                f"{describe(x)}")
         return np.array(data, dtype=bool).reshape(shape)
     if kind in "iu":
         info = np.iinfo(dtype)
         for i, x in enumerate(data):
             if type(x) is not int:
-                raise _Invalid(f"{where}[{i}]", f"{dtype_name} data must be integers, found "
-                                                f"{_describe(x)}")
+                raise Invalid(f"{where}[{i}]", f"{dtype_name} data must be integers, found "
+                                                f"{describe(x)}")
             if not info.min <= x <= info.max:
-                raise _Invalid(f"{where}[{i}]", f"{x} does not fit in {dtype_name} "
+                raise Invalid(f"{where}[{i}]", f"{x} does not fit in {dtype_name} "
                                                 f"({info.min}..{info.max})")
         return np.array(data, dtype=dtype).reshape(shape)
     # Checked element by element without converting: the only arrays made are the float64 one
@@ -72,25 +72,25 @@ def _data_to_array(data: list, dtype_name: str, shape: tuple, where: str) -> np.
             if x - x == 0.0:   # finite (inf - inf and nan - nan are nan)
                 continue
         elif t is int:
-            if -_EXACT_INT <= x <= _EXACT_INT:
+            if -EXACT_INT <= x <= EXACT_INT:
                 continue
             try:
                 float(x)
                 continue
             except OverflowError:
                 pass
-        elif t is str and x in _NONFINITE:
+        elif t is str and x in NONFINITE:
             special.append(i)
             continue
         else:
-            raise _Invalid(f"{where}[{i}]", f"{dtype_name} data must be numbers or \"NaN\", "
-                                            f"\"Infinity\", \"-Infinity\", found {_describe(x)}")
-        raise _Invalid(f"{where}[{i}]", f"{_describe(x)} is out of range "
+            raise Invalid(f"{where}[{i}]", f"{dtype_name} data must be numbers or \"NaN\", "
+                                            f"\"Infinity\", \"-Infinity\", found {describe(x)}")
+        raise Invalid(f"{where}[{i}]", f"{describe(x)} is out of range "
                                         "(write \"Infinity\" for infinity)")
     if special:   # a copy, not the caller's list: the writer keeps its strings
         data = list(data)
         for i in special:
-            data[i] = _NONFINITE[data[i]]
+            data[i] = NONFINITE[data[i]]
     wide = np.array(data, dtype=np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
         arr = wide.astype(dtype, copy=False)
@@ -98,40 +98,40 @@ def _data_to_array(data: list, dtype_name: str, shape: tuple, where: str) -> np.
         bad = np.flatnonzero(np.isinf(arr) & np.isfinite(wide))
         if bad.size:
             i = int(bad[0])
-            raise _Invalid(f"{where}[{i}]", f"{float(data[i])!r} is out of range for "
+            raise Invalid(f"{where}[{i}]", f"{float(data[i])!r} is out of range for "
                                             f"{dtype_name}")
     return arr.reshape(shape)
 
 
-def _decode_array(obj, where: str) -> np.ndarray:
+def decode_array_at(obj, where: str) -> np.ndarray:
     what = "an array object"
     if not isinstance(obj, dict):
-        raise _Invalid(where, f"expected an array object {{\"dtype\", \"shape\", \"data\" or "
-                              f"\"base64\"}}, found {_describe(obj)}")
-    _check_object(obj, where, what, _ARRAY_KEYS, ("dtype", "shape"))
+        raise Invalid(where, f"expected an array object {{\"dtype\", \"shape\", \"data\" or "
+                              f"\"base64\"}}, found {describe(obj)}")
+    check_object(obj, where, what, ARRAY_KEYS, ("dtype", "shape"))
     if ("data" in obj) == ("base64" in obj):
-        raise _Invalid(where, "an array object needs exactly one of \"data\" and \"base64\"")
+        raise Invalid(where, "an array object needs exactly one of \"data\" and \"base64\"")
     name = obj["dtype"]
     if not isinstance(name, str) or name not in rules.DTYPES:
-        shown = _short(name) if isinstance(name, str) else _describe(name)
-        raise _Invalid(_key(where, "dtype"), f"unsupported dtype {shown} (allowed: "
+        shown = short_text(name) if isinstance(name, str) else describe(name)
+        raise Invalid(key_path(where, "dtype"), f"unsupported dtype {shown} (allowed: "
                                              f"{', '.join(rules.DTYPES)})")
-    shape, size = _check_shape(obj["shape"], _key(where, "shape"))
+    shape, size = _check_shape(obj["shape"], key_path(where, "shape"))
     dtype = np.dtype(name)
     if "data" in obj:
-        data, dw = obj["data"], _key(where, "data")
+        data, dw = obj["data"], key_path(where, "data")
         if not isinstance(data, list):
-            raise _Invalid(dw, f"data must be a flat list of values, found {_describe(data)}")
+            raise Invalid(dw, f"data must be a flat list of values, found {describe(data)}")
         if len(data) != size:
-            raise _Invalid(dw, f"{len(data)} values, but shape {shape_text(shape)} needs {size}")
+            raise Invalid(dw, f"{len(data)} values, but shape {shape_text(shape)} needs {size}")
         return _data_to_array(data, name, shape, dw)
-    text, bw = obj["base64"], _key(where, "base64")
+    text, bw = obj["base64"], key_path(where, "base64")
     if not isinstance(text, str):
-        raise _Invalid(bw, f"base64 must be a string, found {_describe(text)}")
+        raise Invalid(bw, f"base64 must be a string, found {describe(text)}")
     raw = _base64_bytes(text, size * dtype.itemsize, f"{name} {shape_text(shape)}", bw)
     if dtype.kind == "b":
         if size and raw.max() > 1:
-            raise _Invalid(bw, "bool data must be bytes 0 or 1")
+            raise Invalid(bw, "bool data must be bytes 0 or 1")
     return raw.view(_le(dtype)).astype(dtype, copy=False).reshape(shape)
 
 
@@ -155,15 +155,15 @@ def _base64_bytes(text: str, need: int, what: str, where: str) -> np.ndarray:
         else:
             tail = binascii.a2b_base64(tail, strict_mode=True)
     except (binascii.Error, ValueError) as exc:
-        raise _Invalid(where, f"not valid base64 ({exc})") from None
+        raise Invalid(where, f"not valid base64 ({exc})") from None
     if text.find("=", 0, whole) >= 0:   # padding, then more data
-        raise _Invalid(where, "not valid base64 (Excess data after padding)")
+        raise Invalid(where, "not valid base64 (Excess data after padding)")
     got = whole // 4 * 3 + len(tail)
     if got != need:
         if not text.isascii() or _BASE64_RE.fullmatch(text) is None:   # that, first
-            raise _Invalid(where, "not valid base64 (only A-Z a-z 0-9 + / and '=' padding at "
+            raise Invalid(where, "not valid base64 (only A-Z a-z 0-9 + / and '=' padding at "
                                   "the end are allowed)")
-        raise _Invalid(where, f"base64 decodes to {got:,} bytes, but {what} needs {need:,}")
+        raise Invalid(where, f"base64 decodes to {got:,} bytes, but {what} needs {need:,}")
     out = np.empty(need, np.uint8)
     try:
         for start in range(0, whole, _BASE64_CHUNK):
@@ -171,7 +171,7 @@ def _base64_bytes(text: str, need: int, what: str, where: str) -> np.ndarray:
                                         strict_mode=True)
             out[start // 4 * 3:start // 4 * 3 + len(piece)] = np.frombuffer(piece, np.uint8)
     except (binascii.Error, ValueError) as exc:
-        raise _Invalid(where, f"not valid base64 ({exc})") from None
+        raise Invalid(where, f"not valid base64 ({exc})") from None
     out[whole // 4 * 3:] = np.frombuffer(tail, np.uint8)
     return out
 
@@ -190,19 +190,19 @@ def _float_list(flat: np.ndarray) -> list:
     return out
 
 
-def _encode_array(value, where: str) -> dict:
+def encode_array_at(value, where: str) -> dict:
     try:
         arr = np.asarray(value)
     except Exception as exc:  # ragged lists and the like
-        raise _Invalid(where, f"cannot be turned into an array: {exc}") from None
+        raise Invalid(where, f"cannot be turned into an array: {exc}") from None
     name = arr.dtype.name
     if name not in rules.DTYPES:
-        raise _Invalid(where, f"an array of dtype {arr.dtype} cannot be saved (allowed: "
+        raise Invalid(where, f"an array of dtype {arr.dtype} cannot be saved (allowed: "
                               f"{', '.join(rules.DTYPES)})")
     if arr.ndim > rules.MAX_NDIM:
-        raise _Invalid(where, f"{arr.ndim} dimensions; the limit is {rules.MAX_NDIM}")
+        raise Invalid(where, f"{arr.ndim} dimensions; the limit is {rules.MAX_NDIM}")
     if arr.size > rules.MAX_ARRAY_ELEMENTS:
-        raise _Invalid(where, f"the array has {arr.size:,} elements; the limit is "
+        raise Invalid(where, f"the array has {arr.size:,} elements; the limit is "
                               f"{rules.MAX_ARRAY_ELEMENTS:,}")
     le = np.ascontiguousarray(arr, dtype=_le(arr.dtype))
     if le.dtype.kind == "b":  # normalise bool bytes to 0/1
@@ -214,11 +214,11 @@ def _encode_array(value, where: str) -> dict:
         # Only if it reads back bit for bit (NaN payloads and signs do not): else base64.
         try:
             back = _data_to_array(data, name, tuple(shape), where)
-        except _Invalid:
+        except Invalid:
             back = None
         if back is not None and back.astype(_le(back.dtype)).tobytes() == le.tobytes():
-            return _ArrayJSON(dtype=name, shape=shape, data=data)
-    return _ArrayJSON(dtype=name, shape=shape,
+            return ArrayJSON(dtype=name, shape=shape, data=data)
+    return ArrayJSON(dtype=name, shape=shape,
                       base64=base64.b64encode(le.tobytes()).decode("ascii"))
 
 
@@ -228,8 +228,8 @@ def encode_array(arr) -> dict:
     "base64"}`` of the raw little-endian bytes. Raises ProjectFileError for an unsupported dtype.
     """
     try:
-        return dict(_encode_array(arr, ""))
-    except _Invalid as exc:
+        return dict(encode_array_at(arr, ""))
+    except Invalid as exc:
         raise ProjectFileError("<array>", exc.where, exc.problem) from None
 
 
@@ -239,6 +239,6 @@ def decode_array(obj, where: str = "") -> np.ndarray:
     Raises ProjectFileError for anything that is not a valid array object.
     """
     try:
-        return _decode_array(obj, where)
-    except _Invalid as exc:
+        return decode_array_at(obj, where)
+    except Invalid as exc:
         raise ProjectFileError("<array>", exc.where, exc.problem) from None

@@ -6,8 +6,8 @@ import re
 import sys
 
 from blockflow.io import rules
-from blockflow.io.checks import _Invalid
-from blockflow.io.rules import _ARRAY_KEYS, _EDGE_KEYS, _NODE_KEYS, _PAGE_KEYS, _TOP_KEYS
+from blockflow.io.checks import Invalid
+from blockflow.io.rules import ARRAY_KEYS, EDGE_KEYS, NODE_KEYS, PAGE_KEYS, TOP_KEYS
 
 #
 # A file of a few megabytes can spell millions of tiny JSON values ("[]," is 3 bytes; the list
@@ -52,13 +52,13 @@ _COUNT_CHUNK = 1 << 22
 _STRING_RE = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"')
 # A key of the format, and the same characters inside a string (after an escaped quote), which
 # is all it can be else in valid JSON (a key followed by spaces is counted as any key: more).
-_FORMAT_KEYS = "|".join(sorted(set(_TOP_KEYS + _PAGE_KEYS + _NODE_KEYS + _EDGE_KEYS
-                                   + _ARRAY_KEYS)))
+_FORMAT_KEYS = "|".join(sorted(set(TOP_KEYS + PAGE_KEYS + NODE_KEYS + EDGE_KEYS
+                                   + ARRAY_KEYS)))
 _FORMAT_KEY_RE = re.compile(f'"(?:{_FORMAT_KEYS})":')
 _ESCAPED_FORMAT_KEY_RE = re.compile(f'\\\\"(?:{_FORMAT_KEYS})":')
 
 
-def _structure(data) -> list:
+def structure_counts(data) -> list:
     """How many of each of ``[ { , : "`` ``data`` (bytes of UTF-8, or str) holds, those in
     strings included: an upper bound of every token count, in one fast pass."""
     counts = [0] * 5
@@ -76,7 +76,7 @@ def _mib(nbytes: int) -> str:
     return f"{nbytes / 2 ** 20:,.0f} MiB"
 
 
-class _Budget:
+class LoadBudget:
     """The memory loading a file of ``size`` bytes may take, and the estimate held so far."""
 
     def __init__(self, size: int):
@@ -90,7 +90,7 @@ class _Budget:
         self.held += nbytes
         if self.held > self.limit:
             what = what() if callable(what) else what
-            raise _Invalid("", f"{what} in {self.size:,} bytes: reading it would take about "
+            raise Invalid("", f"{what} in {self.size:,} bytes: reading it would take about "
                                f"{_mib(self.held)} of memory, more than blockflow allows for a "
                                f"project file of this size ({rules.LOAD_FACTOR} x its size + "
                                f"{_mib(rules.LOAD_ALLOWANCE_BYTES)} = {_mib(self.limit)}; see "
@@ -137,8 +137,8 @@ class _Tokens:
         return f"the file holds {n:,} {what}"
 
 
-def _check_parse_cost(text: str, structure: list, budget: _Budget) -> None:
-    """Refuse ``text`` (whose :func:`_structure` is ``structure``) if parsing it could take more
+def check_parse_cost(text: str, structure: list, budget: LoadBudget) -> None:
+    """Refuse ``text`` (whose :func:`structure_counts` is ``structure``) if parsing it could take more
     than ``budget`` allows; else hold what it may take. Each finer count is only made if the
     coarser one is over the limit."""
     budget.hold(sys.getsizeof(text), "the text")
@@ -178,7 +178,7 @@ def _char_width(text: str) -> int:
     return min(4, max(1, (sys.getsizeof(text) - 72) // (len(text) + 1)))
 
 
-def _check_model_cost(pages: list, budget: _Budget) -> None:
+def check_model_cost(pages: list, budget: LoadBudget) -> None:
     """Refuse a document whose Project model (pages, nodes, edges) would not fit in ``budget``
     next to the parsed document."""
     nodes = edges = left_out = 0

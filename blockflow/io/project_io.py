@@ -12,7 +12,7 @@ Guarantees:
 * A bad file raises exactly one :class:`~blockflow.errors.ProjectFileError` naming the file,
   the place in it (a JSON path like ``pages[0].nodes[3].attrs.shape``, or ``line L, column C``
   for JSON syntax errors) and the problem.
-* Loading takes at most ``LOAD_FACTOR`` x the file's size + ``LOAD_ALLOWANCE_BYTES`` of memory,
+* Loading takes at most ``rules.LOAD_FACTOR`` x the file's size + ``rules.LOAD_ALLOWANCE_BYTES`` of memory,
   whatever the file holds: a file that could take more is refused before it is parsed (see
   blockflow.io.loadcost, and docs/limits.md).
 * Output is deterministic and diff-friendly: ``dumps_project(loads_project(t)) == t`` for any
@@ -24,8 +24,9 @@ Guarantees:
 * Whatever ``dumps_project`` writes, ``loads_project`` reads: the writer checks the same rules
   as the reader and refuses (with a ProjectFileError) a project that would not load back.
 
-This module is the public face of the project format; the work is done, one job a module, by
-rules (the format's constants and limits), checks (what the reader and the writer both check),
+This module is the public face of the project format's functions; its constants and limits live
+in blockflow.io.rules, the one place to read or set them (``rules.LOAD_FACTOR = 48``). The work is
+done, one job a module, by rules, checks (what the reader and the writer both check),
 arrays (the array codec), values (free JSON values), loadcost (the memory a file may cost, checked
 before parsing), reader, writer and saving. The package is core code: it imports numpy, json (and
 the standard library), blockflow.project, blockflow.errors, blockflow.spec (shape_text) and
@@ -33,43 +34,13 @@ blockflow.ownfiles (the side files of a save: its temporary, the backup) only.
 """
 from __future__ import annotations
 
-import sys
-import types
-
-from blockflow.io import rules, saving
 from blockflow.io.arrays import decode_array, encode_array
 from blockflow.io.reader import load_project, loads_project
-from blockflow.io.rules import (DTYPES, FORMAT, INLINE_DATA_MAX, LOAD_ALLOWANCE_BYTES, LOAD_FACTOR, MAX_ARRAY_ELEMENTS,
-                                MAX_DEPTH, MAX_FILE_BYTES, MAX_NDIM, MAX_NODES_PER_PAGE, MIGRATIONS, SUFFIX, VERSION)
-from blockflow.io.saving import BACKUP_SUFFIX, STALE_TEMPORARY_SECONDS, SaveResult, backup_path, save_project
+from blockflow.io.saving import BACKUP_SUFFIX, SaveResult, backup_path, save_project
 from blockflow.io.writer import dumps_project
 
 __all__ = [
-    "FORMAT", "VERSION", "SUFFIX", "MIGRATIONS", "DTYPES", "INLINE_DATA_MAX", "MAX_FILE_BYTES",
-    "MAX_ARRAY_ELEMENTS", "MAX_NODES_PER_PAGE", "MAX_DEPTH", "MAX_NDIM", "LOAD_FACTOR",
-    "LOAD_ALLOWANCE_BYTES",
     "dumps_project", "loads_project", "load_project", "save_project", "SaveResult", "backup_path",
     "BACKUP_SUFFIX",
     "encode_array", "decode_array",
 ]
-
-# The module each tunable constant is read from, at each use.
-_TUNABLE = {**{name: rules for name in ("FORMAT", "VERSION", "SUFFIX", "MIGRATIONS", "DTYPES", "INLINE_DATA_MAX",
-                                        "MAX_FILE_BYTES", "MAX_ARRAY_ELEMENTS", "MAX_NODES_PER_PAGE",
-                                        "MAX_DEPTH", "MAX_NDIM", "LOAD_FACTOR", "LOAD_ALLOWANCE_BYTES")},
-            "STALE_TEMPORARY_SECONDS": saving}
-
-
-class _PublicFace(types.ModuleType):
-    """This module, on which the limits are documented to be settable (``project_io.LOAD_FACTOR =
-    48``, docs/limits.md; tests lower them with monkeypatch): setting one here also sets it in the
-    module that reads it."""
-
-    def __setattr__(self, name, value):
-        owner = _TUNABLE.get(name)
-        if owner is not None:
-            setattr(owner, name, value)
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _PublicFace

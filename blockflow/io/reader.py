@@ -10,13 +10,13 @@ import sys
 
 from blockflow.errors import ProjectFileError
 from blockflow.io import rules
-from blockflow.io.arrays import _decode_array
-from blockflow.io.checks import (_BadConstant, _check_loss, _check_mapping, _check_metrics, _check_name,
-                                 _check_node_id, _check_object, _check_page_name, _check_port, _check_text,
-                                 _describe, _DupDict, _Invalid, _key, _object_pairs, _parse_endpoint)
-from blockflow.io.loadcost import _Budget, _check_model_cost, _check_parse_cost, _structure
-from blockflow.io.rules import _EDGE_KEYS, _NODE_KEYS, _ORIGIN, _PAGE_KEYS, _TOP_KEYS
-from blockflow.io.values import _CONTAINERS, _decode_value, _plain_scalar
+from blockflow.io.arrays import decode_array_at
+from blockflow.io.checks import (BadConstant, check_loss, check_mapping, check_metrics, check_name,
+                                 check_node_id, check_object, check_page_name, check_port, check_text,
+                                 describe, DupDict, Invalid, key_path, object_pairs, parse_endpoint)
+from blockflow.io.loadcost import LoadBudget, check_model_cost, check_parse_cost, structure_counts
+from blockflow.io.rules import EDGE_KEYS, NODE_KEYS, ORIGIN, PAGE_KEYS, TOP_KEYS
+from blockflow.io.values import CONTAINERS, decode_value, plain_scalar
 from blockflow.project import Edge, Node, Page, Project
 
 # --------------------------------------------------------------------------------------------
@@ -27,23 +27,23 @@ def _decode_text(data) -> str:
     if isinstance(data, (bytes, bytearray, memoryview)):
         data = bytes(data)
         if len(data) > rules.MAX_FILE_BYTES:
-            raise _Invalid("", f"the file is {len(data):,} bytes; the limit is "
+            raise Invalid("", f"the file is {len(data):,} bytes; the limit is "
                                f"{rules.MAX_FILE_BYTES:,}")
         if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
-            raise _Invalid("", "the file is UTF-16 text; project files are UTF-8")
+            raise Invalid("", "the file is UTF-16 text; project files are UTF-8")
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             start = exc.start
             line = data.count(b"\n", 0, start) + 1
             col = start - (data.rfind(b"\n", 0, start) + 1) + 1
-            raise _Invalid(f"line {line}, column {col} (byte {start})",
+            raise Invalid(f"line {line}, column {col} (byte {start})",
                            f"the file is not UTF-8 text ({exc.reason}: byte "
                            f"0x{data[start]:02x})") from None
     elif isinstance(data, str):
         text = data
         if len(text) > rules.MAX_FILE_BYTES:
-            raise _Invalid("", f"the text is {len(text):,} characters; the limit is "
+            raise Invalid("", f"the text is {len(text):,} characters; the limit is "
                                f"{rules.MAX_FILE_BYTES:,}")
     else:
         raise TypeError(f"loads_project needs str or bytes, not {type(data).__name__}")
@@ -54,74 +54,74 @@ def _decode_text(data) -> str:
 
 def _parse(text: str):
     if not text or text.isspace():
-        raise _Invalid("", "the file is empty")
+        raise Invalid("", "the file is empty")
     try:
-        return json.loads(text, object_pairs_hook=_object_pairs, parse_constant=_BadConstant)
+        return json.loads(text, object_pairs_hook=object_pairs, parse_constant=BadConstant)
     except json.JSONDecodeError as exc:
-        raise _Invalid(f"line {exc.lineno}, column {exc.colno}",
+        raise Invalid(f"line {exc.lineno}, column {exc.colno}",
                        f"not valid JSON: {exc.msg}") from None
     except RecursionError:
-        raise _Invalid("", "not valid JSON for blockflow: nested too deeply") from None
+        raise Invalid("", "not valid JSON for blockflow: nested too deeply") from None
     except ValueError as exc:  # e.g. an integer with too many digits
-        raise _Invalid("", f"not valid JSON: {exc}") from None
+        raise Invalid("", f"not valid JSON: {exc}") from None
 
 
 def _upgrade(doc) -> dict:
     """The document after checking its format and version, migrated to :data:`rules.VERSION`."""
     if not isinstance(doc, dict):
-        raise _Invalid("", f"the top level must be a JSON object, found {_describe(doc)}")
-    if isinstance(doc, _DupDict):
-        raise _Invalid(_key("", doc.dup), f"the key '{doc.dup}' appears twice")
+        raise Invalid("", f"the top level must be a JSON object, found {describe(doc)}")
+    if isinstance(doc, DupDict):
+        raise Invalid(key_path("", doc.dup), f"the key '{doc.dup}' appears twice")
     if "format" not in doc:
-        raise _Invalid("format", f"missing: this is not a blockflow project file (it has no "
+        raise Invalid("format", f"missing: this is not a blockflow project file (it has no "
                                  f"\"format\": \"{rules.FORMAT}\")")
     if doc["format"] != rules.FORMAT:
-        raise _Invalid("format", f"expected \"{rules.FORMAT}\", found {_describe(doc['format'])}: "
+        raise Invalid("format", f"expected \"{rules.FORMAT}\", found {describe(doc['format'])}: "
                                  "this is not a blockflow project file")
     if "version" not in doc:
-        raise _Invalid("version", "missing: the format version, an integer")
+        raise Invalid("version", "missing: the format version, an integer")
     version = doc["version"]
     if type(version) is not int:
-        raise _Invalid("version", f"the format version must be an integer, found "
-                                  f"{_describe(version)}")
+        raise Invalid("version", f"the format version must be an integer, found "
+                                  f"{describe(version)}")
     if version > rules.VERSION:
-        raise _Invalid("version", f"written by a newer blockflow (format version {version}); "
+        raise Invalid("version", f"written by a newer blockflow (format version {version}); "
                                   f"this one reads versions up to {rules.VERSION}")
     if version < 1:
-        raise _Invalid("version", f"unknown format version {version} (versions start at 1)")
+        raise Invalid("version", f"unknown format version {version} (versions start at 1)")
     while version < rules.VERSION:
         migrate = rules.MIGRATIONS.get(version)
         if migrate is None:
-            raise _Invalid("version", f"cannot read format version {version}: no migration to "
+            raise Invalid("version", f"cannot read format version {version}: no migration to "
                                       f"version {version + 1}")
         try:
             doc = migrate(doc)
-        except _Invalid:
+        except Invalid:
             raise
         except Exception as exc:
-            raise _Invalid("", f"upgrading from format version {version} to {version + 1} "
+            raise Invalid("", f"upgrading from format version {version} to {version + 1} "
                                f"failed: {type(exc).__name__}: {exc}") from None
         version += 1
         if not isinstance(doc, dict):
-            raise _Invalid("", f"the migration to format version {version} did not return "
+            raise Invalid("", f"the migration to format version {version} did not return "
                                "an object")
         doc["version"] = version
     return doc
 
 
-def _decode_document(doc, budget: _Budget) -> Project:
+def _decode_document(doc, budget: LoadBudget) -> Project:
     doc = _upgrade(doc)
-    _check_object(doc, "", "the top level", _TOP_KEYS, ("pages",))
+    check_object(doc, "", "the top level", TOP_KEYS, ("pages",))
     metadata = doc.get("metadata", {})
     if not isinstance(metadata, dict):
-        raise _Invalid("metadata", f"metadata must be an object, found {_describe(metadata)}")
-    metadata = _decode_value(metadata, "metadata", arrays=False)
+        raise Invalid("metadata", f"metadata must be an object, found {describe(metadata)}")
+    metadata = decode_value(metadata, "metadata", arrays=False)
     pages = doc["pages"]
     if not isinstance(pages, list):
-        raise _Invalid("pages", f"pages must be a list, found {_describe(pages)}")
+        raise Invalid("pages", f"pages must be a list, found {describe(pages)}")
     if not pages:
-        raise _Invalid("pages", "a project needs at least one page")
-    _check_model_cost(pages, budget)
+        raise Invalid("pages", "a project needs at least one page")
+    check_model_cost(pages, budget)
     seen: dict = {}
     out = []
     for i, page in enumerate(pages):
@@ -132,111 +132,111 @@ def _decode_document(doc, budget: _Budget) -> Project:
 
 
 def _decode_page(obj, where: str, seen: dict) -> Page:
-    _check_object(obj, where, "a page", _PAGE_KEYS, ("name",))
-    name = _check_page_name(obj["name"], _key(where, "name"), seen)
-    text = _check_text(obj.get("text", ""), _key(where, "text"), "the page text")
+    check_object(obj, where, "a page", PAGE_KEYS, ("name",))
+    name = check_page_name(obj["name"], key_path(where, "name"), seen)
+    text = check_text(obj.get("text", ""), key_path(where, "text"), "the page text")
 
-    nodes_w = _key(where, "nodes")
+    nodes_w = key_path(where, "nodes")
     raw_nodes = obj.get("nodes", [])
     if not isinstance(raw_nodes, list):
-        raise _Invalid(nodes_w, f"nodes must be a list, found {_describe(raw_nodes)}")
+        raise Invalid(nodes_w, f"nodes must be a list, found {describe(raw_nodes)}")
     if len(raw_nodes) > rules.MAX_NODES_PER_PAGE:
-        raise _Invalid(nodes_w, f"{len(raw_nodes):,} nodes on one page; the limit is "
+        raise Invalid(nodes_w, f"{len(raw_nodes):,} nodes on one page; the limit is "
                                 f"{rules.MAX_NODES_PER_PAGE:,}")
     nodes: dict = {}
     for j, raw in enumerate(raw_nodes):
         node = _decode_node(raw, f"{nodes_w}[{j}]")
         if node.id in nodes:   # nodes holds nodes[0..j-1] in order: its order is the index
-            raise _Invalid(f"{nodes_w}[{j}].id", f"duplicate node id '{node.id}' (also "
+            raise Invalid(f"{nodes_w}[{j}].id", f"duplicate node id '{node.id}' (also "
                                                  f"nodes[{list(nodes).index(node.id)}])")
         nodes[node.id] = node
         raw_nodes[j] = None
 
-    edges_w = _key(where, "edges")
+    edges_w = key_path(where, "edges")
     raw_edges = obj.get("edges", [])
     if not isinstance(raw_edges, list):
-        raise _Invalid(edges_w, f"edges must be a list, found {_describe(raw_edges)}")
+        raise Invalid(edges_w, f"edges must be a list, found {describe(raw_edges)}")
     edges = []
     seen_edges: set = set()
     for k, raw in enumerate(raw_edges):
         ew = f"{edges_w}[{k}]"
-        _check_object(raw, ew, "an edge", _EDGE_KEYS, _EDGE_KEYS)
-        src, src_port = _parse_endpoint(raw["from"], _key(ew, "from"), nodes, name)
-        dst, dst_port = _parse_endpoint(raw["to"], _key(ew, "to"), nodes, name)
+        check_object(raw, ew, "an edge", EDGE_KEYS, EDGE_KEYS)
+        src, src_port = parse_endpoint(raw["from"], key_path(ew, "from"), nodes, name)
+        dst, dst_port = parse_endpoint(raw["to"], key_path(ew, "to"), nodes, name)
         edge = Edge(src, src_port, dst, dst_port)
         if edge in seen_edges:   # edges holds edges[0..k-1] in order
-            raise _Invalid(ew, f"the same edge {raw['from']} -> {raw['to']} as "
+            raise Invalid(ew, f"the same edge {raw['from']} -> {raw['to']} as "
                                f"edges[{edges.index(edge)}]")
         seen_edges.add(edge)
         edges.append(edge)
         raw_edges[k] = None
 
-    feeds_w = _key(where, "feeds")
-    feeds = _check_mapping(obj.get("feeds", {}), feeds_w, "feeds")
+    feeds_w = key_path(where, "feeds")
+    feeds = check_mapping(obj.get("feeds", {}), feeds_w, "feeds")
     for key, value in feeds.items():
-        kw = _key(feeds_w, key)
+        kw = key_path(feeds_w, key)
         if key not in nodes:
-            raise _Invalid(kw, f"a feed for '{key}', but page '{name}' has no such node")
-        feeds[key] = _decode_array(value, kw)
+            raise Invalid(kw, f"a feed for '{key}', but page '{name}' has no such node")
+        feeds[key] = decode_array_at(value, kw)
 
     loss = obj.get("loss")
     if loss is not None:
-        loss = _check_loss(loss, _key(where, "loss"), nodes, name)
-    metrics = _check_metrics(obj.get("metrics", []), _key(where, "metrics"), nodes, name)
+        loss = check_loss(loss, key_path(where, "loss"), nodes, name)
+    metrics = check_metrics(obj.get("metrics", []), key_path(where, "metrics"), nodes, name)
     return Page(name, nodes, edges, loss, feeds, text, metrics)
 
 
 def _decode_node(obj, where: str) -> Node:
-    _check_object(obj, where, "a node", _NODE_KEYS, ("id", "block"))
-    node_id = _check_node_id(obj["id"], _key(where, "id"))
-    bw = _key(where, "block")
-    block = _check_name(obj["block"], bw, "a block name")
+    check_object(obj, where, "a node", NODE_KEYS, ("id", "block"))
+    node_id = check_node_id(obj["id"], key_path(where, "id"))
+    bw = key_path(where, "block")
+    block = check_name(obj["block"], bw, "a block name")
     if not block:
-        raise _Invalid(bw, "the block name must not be empty")
-    label = _check_text(obj.get("label", ""), _key(where, "label"), "a label")
-    pw = _key(where, "position")
-    position = obj.get("position", _ORIGIN)
-    if position is _ORIGIN:   # omitted: every such node shares the one immutable tuple
-        xy = _ORIGIN
+        raise Invalid(bw, "the block name must not be empty")
+    label = check_text(obj.get("label", ""), key_path(where, "label"), "a label")
+    pw = key_path(where, "position")
+    position = obj.get("position", ORIGIN)
+    if position is ORIGIN:   # omitted: every such node shares the one immutable tuple
+        xy = ORIGIN
     elif not isinstance(position, list) or len(position) != 2:
-        raise _Invalid(pw, f"a position must be a list of 2 numbers [x, y], found "
-                           f"{_describe(position)}")
+        raise Invalid(pw, f"a position must be a list of 2 numbers [x, y], found "
+                           f"{describe(position)}")
     else:
         xy = []
         for i, p in enumerate(position):
             if isinstance(p, bool) or not isinstance(p, (int, float)):
-                raise _Invalid(f"{pw}[{i}]", f"a coordinate must be a number, found "
-                                             f"{_describe(p)}")
+                raise Invalid(f"{pw}[{i}]", f"a coordinate must be a number, found "
+                                             f"{describe(p)}")
             try:
                 p = float(p)
             except OverflowError:
                 p = math.inf
             if not math.isfinite(p):
-                raise _Invalid(f"{pw}[{i}]", "a coordinate must be a finite number")
+                raise Invalid(f"{pw}[{i}]", "a coordinate must be a finite number")
             xy.append(p)
         xy = tuple(xy)
 
     # attrs, inputs and state keep the parsed objects, checked and decoded in place
-    aw = _key(where, "attrs")
-    attrs = _check_mapping(obj.get("attrs", {}), aw, "attrs")
+    aw = key_path(where, "attrs")
+    attrs = check_mapping(obj.get("attrs", {}), aw, "attrs")
     for k, v in attrs.items():
-        _check_name(k, _key(aw, k), "an attr name")
-        if type(v) in _CONTAINERS or not _plain_scalar(v, aw, k):
-            y = _decode_value(v, _key(aw, k), arrays=True)
+        check_name(k, key_path(aw, k), "an attr name")
+        if type(v) in CONTAINERS or not plain_scalar(v, aw, k):
+            y = decode_value(v, key_path(aw, k), arrays=True)
             if y is not v:
                 attrs[k] = y
-    iw = _key(where, "inputs")
-    inputs = _check_mapping(obj.get("inputs", {}), iw, "inputs")
+    iw = key_path(where, "inputs")
+    inputs = check_mapping(obj.get("inputs", {}), iw, "inputs")
     for port, v in inputs.items():
-        _check_port(port, _key(iw, port))
-        inputs[port] = _decode_array(v, _key(iw, port))
-    sw = _key(where, "state")
-    state = _check_mapping(obj.get("state", {}), sw, "state")
+        check_port(port, key_path(iw, port))
+        inputs[port] = decode_array_at(v, key_path(iw, port))
+    sw = key_path(where, "state")
+    state = check_mapping(obj.get("state", {}), sw, "state")
     for k, v in state.items():
         if not k:
-            raise _Invalid(sw, "a state name must not be empty")
-        _check_name(k, _key(sw, k), "a state name")
-        state[k] = _decode_array(v, _key(sw, k))
+            raise Invalid(sw, "a state name must not be empty")
+        check_name(k, key_path(sw, k), "a state name")
+        state[k] = decode_array_at(v, key_path(sw, k))
     return Node(node_id, block, attrs, inputs, xy, label, state)
 
 
@@ -247,19 +247,19 @@ def loads_project(text_or_bytes, path="<string>") -> Project:
     """
     try:
         return _load_text([_decode_text(text_or_bytes)], len(text_or_bytes))
-    except _Invalid as exc:
+    except Invalid as exc:
         raise ProjectFileError(path, exc.where, exc.problem) from None
 
 
 def _load_text(box: list, size: int, structure: list | None = None) -> Project:
     """The Project in the text ``box`` holds (taken out of it, so that the text is freed once
     parsed if nobody else holds it); ``size`` is the file's size the memory budget is for,
-    ``structure`` the file's :func:`_structure` if the caller has it."""
+    ``structure`` the file's :func:`structure_counts` if the caller has it."""
     text = box.pop()
     if structure is None:
-        structure = _structure(text)
-    budget = _Budget(size)
-    _check_parse_cost(text, structure, budget)
+        structure = structure_counts(text)
+    budget = LoadBudget(size)
+    check_parse_cost(text, structure, budget)
     doc = _parse(text)
     budget.release(sys.getsizeof(text))   # freed below, if the caller gave the only reference
     del text
@@ -300,10 +300,10 @@ def load_project(path) -> Project:
         raise ProjectFileError(name, "", f"the file is more than {rules.MAX_FILE_BYTES:,} bytes; the "
                                          f"limit is {rules.MAX_FILE_BYTES:,}")
     try:
-        structure = _structure(box[0])   # from the bytes: faster than from the text
+        structure = structure_counts(box[0])   # from the bytes: faster than from the text
         box[0] = _decode_text(box[0])    # the bytes are freed here, the text once parsed
         project = _load_text(box, size, structure)
-    except _Invalid as exc:
+    except Invalid as exc:
         raise ProjectFileError(name, exc.where, exc.problem) from None
     project.base_dir = os.path.dirname(os.path.abspath(name))
     return project

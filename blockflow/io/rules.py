@@ -2,8 +2,9 @@
 of its arrays, the limits a file is held to, and the keys of its objects.
 
 The public constants are tunable at run time (tests lower the limits, an embedder may raise them)
-by setting them on :mod:`blockflow.io.project_io`, which sets them here; the reader and the
-writer look them up here at each use (``rules.MAX_DEPTH``), never copy them.
+by setting them here, the one place they live (``rules.LOAD_FACTOR = 48``, docs/limits.md); the
+reader and the writer look them up here at each use (``rules.MAX_DEPTH``), never copy them, and
+no other module re-exports them.
 """
 from __future__ import annotations
 
@@ -44,21 +45,24 @@ MAX_NDIM = 32
 LOAD_FACTOR = 24
 LOAD_ALLOWANCE_BYTES = 16 * 1024 * 1024
 
+# Below: not settings but the format's fixed shapes, shared by the reader, the writer and the
+# checks they both make.
+
 # Width up to which an array object or a plain list/object value is written on one line.
-_INLINE_WIDTH = 100
+INLINE_WIDTH = 100
 
-_PORT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[(?:0|[1-9][0-9]*)\])?")
-_PLAIN_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_DIGITS_RE = re.compile(r"([0-9]+)")
-_NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+PORT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[(?:0|[1-9][0-9]*)\])?")
+PLAIN_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+DIGITS_RE = re.compile(r"([0-9]+)")
+NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 # Integers up to this size convert to float64 without overflow (checked without converting).
-_EXACT_INT = 2 ** 1000
+EXACT_INT = 2 ** 1000
 
-_TOP_KEYS = ("format", "version", "metadata", "pages")
-_PAGE_KEYS = ("name", "text", "loss", "metrics", "nodes", "edges", "feeds")
-_NODE_KEYS = ("id", "block", "label", "position", "attrs", "inputs", "state")
-_EDGE_KEYS = ("from", "to")
-_ARRAY_KEYS = ("dtype", "shape", "data", "base64")
-_ARRAY_KEYSETS = (frozenset({"dtype", "shape", "data"}), frozenset({"dtype", "shape", "base64"}))
+TOP_KEYS = ("format", "version", "metadata", "pages")
+PAGE_KEYS = ("name", "text", "loss", "metrics", "nodes", "edges", "feeds")
+NODE_KEYS = ("id", "block", "label", "position", "attrs", "inputs", "state")
+EDGE_KEYS = ("from", "to")
+ARRAY_KEYS = ("dtype", "shape", "data", "base64")
+ARRAY_KEYSETS = (frozenset({"dtype", "shape", "data"}), frozenset({"dtype", "shape", "base64"}))
 # The position of a node that has none in the file (a tuple: every such node can share it).
-_ORIGIN = (0.0, 0.0)
+ORIGIN = (0.0, 0.0)

@@ -11,22 +11,22 @@ import numpy as np
 
 from blockflow.errors import ProjectFileError
 from blockflow.io import rules
-from blockflow.io.arrays import _encode_array
-from blockflow.io.checks import (_ArrayJSON, _check_endpoint, _check_loss, _check_metrics, _check_name,
-                                 _check_node_id, _check_page_name, _check_port, _check_text, _describe, _Invalid,
-                                 _key, _natural)
-from blockflow.io.rules import _INLINE_WIDTH
-from blockflow.io.values import _encode_value
+from blockflow.io.arrays import encode_array_at
+from blockflow.io.checks import (ArrayJSON, check_endpoint, check_loss, check_metrics, check_name,
+                                 check_node_id, check_page_name, check_port, check_text, describe, Invalid,
+                                 key_path, natural_key)
+from blockflow.io.rules import INLINE_WIDTH
+from blockflow.io.values import encode_value
 from blockflow.project import Edge, Node, Page, Project
 
 def _encode_document(project) -> dict:
     if not isinstance(project, Project):
         raise TypeError(f"dumps_project needs a Project, not {type(project).__name__}")
     if not isinstance(project.metadata, dict):
-        raise _Invalid("metadata", f"metadata must be a dict, found {_describe(project.metadata)}")
-    metadata = _encode_value(project.metadata, "metadata", arrays=False)
+        raise Invalid("metadata", f"metadata must be a dict, found {describe(project.metadata)}")
+    metadata = encode_value(project.metadata, "metadata", arrays=False)
     if not project.pages:
-        raise _Invalid("pages", "the project has no pages; a project file needs at least one")
+        raise Invalid("pages", "the project has no pages; a project file needs at least one")
     seen: dict = {}
     pages = []
     for i, page in enumerate(project.pages):
@@ -37,54 +37,54 @@ def _encode_document(project) -> dict:
 
 def _encode_array_map(mapping, where: str, what: str, check_key) -> dict:
     if not isinstance(mapping, dict):
-        raise _Invalid(where, f"{what} must be a dict, found {_describe(mapping)}")
+        raise Invalid(where, f"{what} must be a dict, found {describe(mapping)}")
     out = {}
-    for k in sorted(mapping, key=lambda k: _natural(k) if isinstance(k, str) else ([], "")):
+    for k in sorted(mapping, key=lambda k: natural_key(k) if isinstance(k, str) else ([], "")):
         if not isinstance(k, str):
-            raise _Invalid(where, f"{what} keys must be strings, found {_describe(k)}")
-        check_key(k, _key(where, k))
-        out[k] = _encode_array(mapping[k], _key(where, k))
+            raise Invalid(where, f"{what} keys must be strings, found {describe(k)}")
+        check_key(k, key_path(where, k))
+        out[k] = encode_array_at(mapping[k], key_path(where, k))
     return out
 
 
 def _encode_page(page, where: str, seen: dict) -> dict:
     if not isinstance(page, Page):
-        raise _Invalid(where, f"expected a Page, found {_describe(page)}")
-    name = _check_page_name(page.name, _key(where, "name"), seen)
-    text = _check_text(page.text, _key(where, "text"), "the page text")
-    nodes_w = _key(where, "nodes")
+        raise Invalid(where, f"expected a Page, found {describe(page)}")
+    name = check_page_name(page.name, key_path(where, "name"), seen)
+    text = check_text(page.text, key_path(where, "text"), "the page text")
+    nodes_w = key_path(where, "nodes")
     if not isinstance(page.nodes, dict):
-        raise _Invalid(nodes_w, f"nodes must be a dict, found {_describe(page.nodes)}")
+        raise Invalid(nodes_w, f"nodes must be a dict, found {describe(page.nodes)}")
     if len(page.nodes) > rules.MAX_NODES_PER_PAGE:
-        raise _Invalid(nodes_w, f"{len(page.nodes):,} nodes on one page; the limit is "
+        raise Invalid(nodes_w, f"{len(page.nodes):,} nodes on one page; the limit is "
                                 f"{rules.MAX_NODES_PER_PAGE:,}")
     nodes = [_encode_node(key, node, f"{nodes_w}[{j}]")
              for j, (key, node) in enumerate(page.nodes.items())]
 
-    edges_w = _key(where, "edges")
+    edges_w = key_path(where, "edges")
     edges, seen_edges = [], set()
     for k, e in enumerate(page.edges):
         ew = f"{edges_w}[{k}]"
         if not isinstance(e, Edge):
-            raise _Invalid(ew, f"expected an Edge, found {_describe(e)}")
-        _check_endpoint(e.src, e.src_port, _key(ew, "from"), page.nodes, name)
-        _check_endpoint(e.dst, e.dst_port, _key(ew, "to"), page.nodes, name)
+            raise Invalid(ew, f"expected an Edge, found {describe(e)}")
+        check_endpoint(e.src, e.src_port, key_path(ew, "from"), page.nodes, name)
+        check_endpoint(e.dst, e.dst_port, key_path(ew, "to"), page.nodes, name)
         pair = (f"{e.src}:{e.src_port}", f"{e.dst}:{e.dst_port}")
         if pair in seen_edges:
-            raise _Invalid(ew, f"the edge {pair[0]} -> {pair[1]} appears twice")
+            raise Invalid(ew, f"the edge {pair[0]} -> {pair[1]} appears twice")
         seen_edges.add(pair)
         edges.append(pair)
-    edges.sort(key=lambda p: (_natural(p[0]), _natural(p[1])))
+    edges.sort(key=lambda p: (natural_key(p[0]), natural_key(p[1])))
 
     def feed_key(k, kw):
         if k not in page.nodes:
-            raise _Invalid(kw, f"a feed for '{k}', but page '{name}' has no such node")
+            raise Invalid(kw, f"a feed for '{k}', but page '{name}' has no such node")
 
-    feeds = _encode_array_map(page.feeds, _key(where, "feeds"), "feeds", feed_key)
+    feeds = _encode_array_map(page.feeds, key_path(where, "feeds"), "feeds", feed_key)
     loss = page.loss or None
     if loss is not None:
-        _check_loss(loss, _key(where, "loss"), page.nodes, name)
-    metrics = _check_metrics(list(page.metrics), _key(where, "metrics"), page.nodes, name)
+        check_loss(loss, key_path(where, "loss"), page.nodes, name)
+    metrics = check_metrics(list(page.metrics), key_path(where, "metrics"), page.nodes, name)
     out = {"name": name, "text": text, "loss": loss, "nodes": nodes,
            "edges": [{"from": a, "to": b} for a, b in edges], "feeds": feeds}
     if metrics:
@@ -94,17 +94,17 @@ def _encode_page(page, where: str, seen: dict) -> dict:
 
 def _encode_node(key, node, where: str) -> dict:
     if not isinstance(node, Node):
-        raise _Invalid(where, f"expected a Node, found {_describe(node)}")
-    node_id = _check_node_id(node.id, _key(where, "id"))
+        raise Invalid(where, f"expected a Node, found {describe(node)}")
+    node_id = check_node_id(node.id, key_path(where, "id"))
     if node_id != key:
-        raise _Invalid(_key(where, "id"), f"the node stored under '{key}' has the id "
+        raise Invalid(key_path(where, "id"), f"the node stored under '{key}' has the id "
                                           f"'{node_id}'")
-    bw = _key(where, "block")
-    block = _check_name(node.block, bw, "a block name")
+    bw = key_path(where, "block")
+    block = check_name(node.block, bw, "a block name")
     if not block:
-        raise _Invalid(bw, "the block name must not be empty")
-    label = _check_text(node.label, _key(where, "label"), "a label")
-    pw = _key(where, "position")
+        raise Invalid(bw, "the block name must not be empty")
+    label = check_text(node.label, key_path(where, "label"), "a label")
+    pw = key_path(where, "position")
     try:
         ok = len(node.position) == 2 and all(
             isinstance(p, (int, float, np.integer, np.floating)) and not isinstance(p, bool)
@@ -114,25 +114,25 @@ def _encode_node(key, node, where: str) -> dict:
     except (TypeError, ValueError, OverflowError):
         ok = False
     if not ok:
-        raise _Invalid(pw, f"a position must be 2 finite numbers, found {node.position!r}")
-    aw = _key(where, "attrs")
+        raise Invalid(pw, f"a position must be 2 finite numbers, found {node.position!r}")
+    aw = key_path(where, "attrs")
     if not isinstance(node.attrs, dict):
-        raise _Invalid(aw, f"attrs must be a dict, found {_describe(node.attrs)}")
+        raise Invalid(aw, f"attrs must be a dict, found {describe(node.attrs)}")
     for k in node.attrs:
         if not isinstance(k, str):
-            raise _Invalid(aw, f"attr names must be strings, found {_describe(k)}")
-        _check_name(k, _key(aw, k), "an attr name")
-    attrs = {k: _encode_value(node.attrs[k], _key(aw, k), arrays=True)
-             for k in sorted(node.attrs, key=_natural)}
+            raise Invalid(aw, f"attr names must be strings, found {describe(k)}")
+        check_name(k, key_path(aw, k), "an attr name")
+    attrs = {k: encode_value(node.attrs[k], key_path(aw, k), arrays=True)
+             for k in sorted(node.attrs, key=natural_key)}
 
     def state_key(k, kw):
-        _check_text(k, kw, "a state name")
+        check_text(k, kw, "a state name")
         if not k:
-            raise _Invalid(kw, "a state name must not be empty")
-        _check_name(k, kw, "a state name")
+            raise Invalid(kw, "a state name must not be empty")
+        check_name(k, kw, "a state name")
 
-    inputs = _encode_array_map(node.inputs, _key(where, "inputs"), "inputs", _check_port)
-    state = _encode_array_map(node.state, _key(where, "state"), "state", state_key)
+    inputs = _encode_array_map(node.inputs, key_path(where, "inputs"), "inputs", check_port)
+    state = _encode_array_map(node.state, key_path(where, "state"), "state", state_key)
     return {"id": node_id, "block": block, "label": label, "position": pos, "attrs": attrs,
             "inputs": inputs, "state": state}
 
@@ -144,7 +144,7 @@ def _compact(v) -> str:
 def _fmt_array(a: dict, ind: str) -> str:
     if "data" in a:  # base64 objects (large arrays) are always written over several lines
         c = _compact(a)
-        if len(c) <= _INLINE_WIDTH:
+        if len(c) <= INLINE_WIDTH:
             return c
     inner = ind + "  "
     parts = [f'{inner}"dtype": {_compact(a["dtype"])}', f'{inner}"shape": {_compact(a["shape"])}']
@@ -161,10 +161,10 @@ def _fmt_array(a: dict, ind: str) -> str:
 
 def _fmt_value(v, ind: str) -> str:
     """A JSON value: on one line if short, else one member/element per line."""
-    if isinstance(v, _ArrayJSON):
+    if isinstance(v, ArrayJSON):
         return _fmt_array(v, ind)
     c = _compact(v)
-    if len(c) <= _INLINE_WIDTH or not v or not isinstance(v, (list, dict)):
+    if len(c) <= INLINE_WIDTH or not v or not isinstance(v, (list, dict)):
         return c
     inner = ind + "  "
     if isinstance(v, list):
@@ -231,5 +231,5 @@ def dumps_project(project: Project, *, path="<project>") -> str:
     """
     try:
         return _format_document(_encode_document(project))
-    except _Invalid as exc:
+    except Invalid as exc:
         raise ProjectFileError(path, exc.where, exc.problem) from None

@@ -35,14 +35,12 @@ from blockflow.arrayout import array_stats
 from blockflow.budget import ENV_VAR, format_size, memory_budget
 from blockflow.compile.program import Program
 from blockflow.errors import MemoryLimitError, NumericsError, RunError, UpdateNumericsError
+from blockflow.project import port_text, split_port_text
 from blockflow.registry import Registry, default_registry
 from blockflow.run.runtime import run
-from blockflow.run.settings import (MAX_BATCH_SIZE, MAX_SEED, MAX_SETTING, MAX_STEPS, OPTIMIZERS, SettingProblem,
-                                    optimizer_defaults, recommended_settings)
+from blockflow.run.settings import OPTIMIZERS, optimizer_defaults
 
-__all__ = ["OPTIMIZERS", "TrainConfig", "Trainer", "StepRecord", "TrainingHistory", "optimizer_defaults",
-           "training_program", "recommended_settings", "SettingProblem", "MAX_STEPS",
-           "MAX_BATCH_SIZE", "MAX_SEED", "MAX_SETTING"]
+__all__ = ["TrainConfig", "Trainer", "StepRecord", "TrainingHistory", "training_program"]
 
 #: the Apply* blocks' names for the learning rate and the gradient
 _LR_NAMES = ("lr", "alpha")
@@ -172,7 +170,7 @@ class Trainer:
         if not slot.type.is_float or slot.type.size != 1:
             raise RunError(f"the loss {p.full_name(slot.node)}:{slot.port} is {slot.type}; training needs "
                            f"a float scalar")
-        return f"{slot.node}:{slot.port}"
+        return port_text(slot.node, slot.port)
 
     def _metric_key(self, name) -> str:
         p = self.program
@@ -180,7 +178,7 @@ class Trainer:
         if slot.type.size != 1:
             raise RunError(f"the metric {p.full_name(slot.node)}:{slot.port} is {slot.type}; metrics must be "
                            f"scalars")
-        return f"{slot.node}:{slot.port}"
+        return port_text(slot.node, slot.port)
 
     def _check_memory(self) -> int:
         """Refuse, before drawing anything, Variables and optimizer state over the memory budget;
@@ -293,7 +291,7 @@ class Trainer:
                     held_bytes=self.held_bytes)
         except NumericsError as exc:
             raise self._after_updates(exc, k) from None
-        loss = float(r.value(*self.loss_key.split(":")))
+        loss = float(r.value(*split_port_text(self.loss_key)))
         new_values, new_slots = {}, {}
         for v in self.trainable:
             grad = r.variable_grads.get(v)
@@ -304,7 +302,7 @@ class Trainer:
         self.values.update(new_values)
         for v, slots in new_slots.items():
             self._slots[v].update(slots)
-        return StepRecord(k, loss, {m: float(r.value(*m.split(":"))) for m in self.metric_keys})
+        return StepRecord(k, loss, {m: float(r.value(*split_port_text(m))) for m in self.metric_keys})
 
     def _update(self, name: str, grad: np.ndarray, k: int) -> tuple[np.ndarray, dict]:
         """The optimizer's Apply* block on one Variable: its new value and slots (not yet kept)."""
@@ -385,8 +383,8 @@ class Trainer:
                 else:
                     self.slot_values[(node, key)] = np.asarray(value)
         self._sync_slots()
-        return StepRecord(k, float(r.value(*self.loss_key.split(":"))),
-                          {m: float(r.value(*m.split(":"))) for m in self.metric_keys})
+        return StepRecord(k, float(r.value(*split_port_text(self.loss_key))),
+                          {m: float(r.value(*split_port_text(m))) for m in self.metric_keys})
 
     def _sync_slots(self) -> None:
         # graph mode: in-graph optimizers read their slots from the program's slot state
@@ -398,8 +396,8 @@ class Trainer:
                 commit=False, step=0, split=split, run_seed=self.config.seed,
                 check_numerics=self.config.check_numerics, memory_budget=self.config.memory_budget,
                 held_bytes=self.held_bytes)
-        out = {"loss": float(r.value(*self.loss_key.split(":")))}
-        out.update({m: float(r.value(*m.split(":"))) for m in self.metric_keys})
+        out = {"loss": float(r.value(*split_port_text(self.loss_key)))}
+        out.update({m: float(r.value(*split_port_text(m))) for m in self.metric_keys})
         return out
 
     def train(self, steps: int | None = None, callback=None, should_stop=None, on_evaluate=None) -> TrainingHistory:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from blockflow.spec.attrs import ATTR_KINDS, Attr, AttrError, UnknownAttrError
-from blockflow.spec.ports import SCOPE_PORT, BlockDeclarationError, Input, Output, _check_dtype_constraint
+from blockflow.spec.ports import SCOPE_PORT, BlockDeclarationError, Input, Output, check_dtype_constraint
 from blockflow.spec.tensors import fit_dtype
 
 # Keyword-only parameters the runtime supplies itself; a block may ask for them by name.
@@ -243,7 +243,7 @@ def _check_ports(name, inputs, outputs) -> None:
     for p in inputs:
         if not isinstance(p, Input):
             _fail(name, f"inputs must be Input or InputList, got {p!r}")
-        _check_dtype_constraint(f"block {name!r} input {p.name!r}", p.dtype)
+        check_dtype_constraint(f"block {name!r} input {p.name!r}", p.dtype)
     for p in outputs:
         if not isinstance(p, Output):
             _fail(name, f"outputs must be Output, got {p!r}")

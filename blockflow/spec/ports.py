@@ -19,7 +19,7 @@ class BlockDeclarationError(TypeError):
     """A block class is declared wrongly; raised at import time, naming the block."""
 
 
-def _check_dtype_constraint(owner: str, dtype: str):
+def check_dtype_constraint(owner: str, dtype: str):
     if not isinstance(dtype, str) or not (dtype in DTYPE_CLASSES or dtype in DTYPE_NAMES
                                           or (dtype.isidentifier() and dtype[0].isupper())):
         raise BlockDeclarationError(f"{owner}: dtype constraint {dtype!r} is not a dtype, a "

@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox
 
 from blockflow.compile.compiler import compile_page
 from blockflow.gui.document.document import Document
-from blockflow.gui.panels.feedfiles import read_feed_file
+from blockflow.feeds import read_feed_file
 from blockflow.gui.main_window import MainWindow
 from blockflow.present.values import MAX_CELLS, MAX_POINTS, describe, format_number, summarize
 from blockflow.gui.common.heatmap import rgba_image

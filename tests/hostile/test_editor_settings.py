@@ -20,7 +20,7 @@ from blockflow.gui.main_window import MainWindow
 from blockflow.gui.panels.problems import SETTINGS_PLACE
 from blockflow.project import Project
 from blockflow.io.project_io import load_project, save_project
-from blockflow.run.training import recommended_settings
+from blockflow.run.settings import recommended_settings
 
 HOSTILE = {"optimizer": "sgd", "steps": 2 ** 31, "seed": 2 ** 31, "batch_size": 2 ** 40,
            "lr": 10 ** 400, "momentum": "fast", "use_nesterov": 3, "warmup": 5}

@@ -21,6 +21,7 @@ import pytest
 
 from blockflow.io import loadcost
 from blockflow.io import project_io as io
+from blockflow.io import rules
 from blockflow.errors import ProjectFileError
 from hostile_kit import changed_paths, run_cli, run_python, snapshot
 
@@ -31,7 +32,7 @@ from diagrams import softmax_project  # noqa: E402
 from test_project_io import sample_project  # noqa: E402
 
 SIZE = 10_000_000
-BOUND = io.LOAD_FACTOR * SIZE + io.LOAD_ALLOWANCE_BYTES
+BOUND = rules.LOAD_FACTOR * SIZE + rules.LOAD_ALLOWANCE_BYTES
 HEAD = '{"format": "blockflow-project", "version": 1, '
 
 
@@ -149,7 +150,7 @@ def test_loading_any_shape_stays_within_the_factor_of_its_size(name, tmp_path, b
     result = run_measured(LOAD.format(path=str(path)))
     assert changed_paths(before, snapshot(tmp_path)) == set()   # loading writes nothing
     used = result["peak"] - base_rss
-    bound = io.LOAD_FACTOR * size + io.LOAD_ALLOWANCE_BYTES
+    bound = rules.LOAD_FACTOR * size + rules.LOAD_ALLOWANCE_BYTES
     print(f"{name}: {size / 1e6:.1f} MB, {result['outcome']} in {result['seconds']:.2f} s, "
           f"peak {used / 1e6:.0f} MB = {used / size:.1f} x its size (bound {bound / 1e6:.0f} MB)")
     assert used <= bound, f"{name}: {used:,} bytes over the bound {bound:,}"
@@ -159,7 +160,7 @@ def test_loading_any_shape_stays_within_the_factor_of_its_size(name, tmp_path, b
         message = result["message"]
         assert message.startswith(f"{path}: the file holds "), message
         assert f"in {size:,} bytes: reading it would take about" in message
-        assert f"({io.LOAD_FACTOR} x its size + " in message
+        assert f"({rules.LOAD_FACTOR} x its size + " in message
         if " pages, " not in message:   # else refused once parsed, before the model is made
             # refused before parsing: the bytes, the text and a copy of it being counted
             assert used <= size + 3 * text_bytes + 32 * 2 ** 20, f"{name}: {used:,} bytes"
@@ -176,7 +177,7 @@ def test_the_command_line_refuses_a_costly_file_as_unreadable(tmp_path):
     assert r.returncode == 3, r.output
     assert r.stderr.startswith(f"blockflow: error: {path}: the file holds 1,983,4"), r.stderr
     assert f"lists and objects in {path.stat().st_size:,} bytes: reading it" in r.stderr
-    assert f"({io.LOAD_FACTOR} x its size + 16 MiB" in r.stderr
+    assert f"({rules.LOAD_FACTOR} x its size + 16 MiB" in r.stderr
     assert changed_paths(before, snapshot(tmp_path)) == set()
 
 
@@ -200,14 +201,14 @@ REAL = _real_projects()
 def test_real_projects_load_with_a_margin(name, monkeypatch):
     """Written by blockflow: within half the factor; compacted by another tool: within 4/5 of
     it; and without the allowance that lets any small file load."""
-    monkeypatch.setattr(io, "LOAD_ALLOWANCE_BYTES", 0)
+    monkeypatch.setattr(rules, "LOAD_ALLOWANCE_BYTES", 0)
     share = 4 / 5 if "compacted" in name else 1 / 2
-    monkeypatch.setattr(io, "LOAD_FACTOR", io.LOAD_FACTOR * share)
+    monkeypatch.setattr(rules, "LOAD_FACTOR", rules.LOAD_FACTOR * share)
     assert io.loads_project(REAL[name].encode("utf-8")).pages
 
 
 def test_what_is_refused_is_named_with_the_file(monkeypatch):
-    monkeypatch.setattr(io, "LOAD_ALLOWANCE_BYTES", 0)
+    monkeypatch.setattr(rules, "LOAD_ALLOWANCE_BYTES", 0)
     cases = {"lists and objects": _in_metadata(_repeat("[],", 30_000)),
              "object members": _in_metadata("{" + ",".join(f'"k{i}":0' for i in range(3000)) + "}"),
              "numbers": _in_metadata(_repeat("1,", 30_000)),
@@ -223,7 +224,7 @@ def test_what_is_refused_is_named_with_the_file(monkeypatch):
 
 def test_an_invalid_file_over_the_budget_is_still_refused_clearly(monkeypatch):
     """The counts are bounds whatever the text: an unterminated string, a broken file."""
-    monkeypatch.setattr(io, "LOAD_ALLOWANCE_BYTES", 0)
+    monkeypatch.setattr(rules, "LOAD_ALLOWANCE_BYTES", 0)
     for text in ('{"format": "blockflow-project", "metadata": "' + "[]," * 10_000,
                  "[]," * 10_000, '"\\' * 5000):
         with pytest.raises(ProjectFileError) as info:
@@ -243,7 +244,7 @@ def _cpu(fn, repeat=3) -> float:
 def test_the_pre_scan_costs_little_next_to_loading(tmp_path, monkeypatch):
     """A project of arrays (the usual big one) is counted in one fast pass; a dense diagram is
     counted again without its strings, which still costs less than a third of the load."""
-    monkeypatch.setattr(io, "LOAD_ALLOWANCE_BYTES", 0)   # as for a file of 100 MB or more
+    monkeypatch.setattr(rules, "LOAD_ALLOWANCE_BYTES", 0)   # as for a file of 100 MB or more
     for name, builder, share in (("arrays", _weights, 0.15),
                                  ("dense", lambda n: _dense(n, compact=True), 0.35)):
         path = tmp_path / f"{name}.bflow.json"
@@ -252,7 +253,7 @@ def test_the_pre_scan_costs_little_next_to_loading(tmp_path, monkeypatch):
         text = data.decode("utf-8")
 
         def pre_scan():
-            loadcost._check_parse_cost(text, loadcost._structure(data), loadcost._Budget(len(data)))
+            loadcost.check_parse_cost(text, loadcost.structure_counts(data), loadcost.LoadBudget(len(data)))
 
         scan, load = _cpu(pre_scan), _cpu(lambda: io.load_project(path))
         print(f"{name}: pre-scan {scan:.3f} s of a {load:.3f} s load")
@@ -272,7 +273,7 @@ def test_a_file_growing_past_the_limit_while_read_is_refused(tmp_path, monkeypat
     path.write_text(io.dumps_project(sample_project()), encoding="utf-8")
     real_fstat = os.fstat
     monkeypatch.setattr(os, "fstat", lambda fd: os.stat_result((0,) * 6 + (10,) + (0,) * 3))
-    monkeypatch.setattr(io, "MAX_FILE_BYTES", 100)
+    monkeypatch.setattr(rules, "MAX_FILE_BYTES", 100)
     with pytest.raises(ProjectFileError, match="more than 100 bytes"):
         io.load_project(path)
     monkeypatch.setattr(os, "fstat", real_fstat)

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (QCheckBox, QFileDialog, QFormLayout, QFrame, QGro
 from blockflow.spec import DTYPE_NAMES
 from blockflow.gui.panels.attr_editors import (Field, attr_field, format_value, json_line, numeric_array,
                                                parse_json_value, same_array)
-from blockflow.gui.panels.feedfiles import FEED_FILTER, read_feed_file
+from blockflow.feeds import FEED_FILTER, read_feed_file
 from blockflow.gui.common.plaintext import plain_label
 from blockflow.gui.common.refresh import Debounced
 

@@ -13,7 +13,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QStyle, QTreeWidget, QTreeWidgetItem,
                                QVBoxLayout, QWidget)
 
-from blockflow.run.training import recommended_settings
+from blockflow.run.settings import recommended_settings
 from blockflow.gui.common.plaintext import literal
 from blockflow.gui.common.refresh import Debounced
 

@@ -27,8 +27,9 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout
 
 from blockflow.errors import BlockflowError
 from blockflow.run.runtime import run
-from blockflow.run.training import (MAX_BATCH_SIZE, MAX_SEED, MAX_SETTING, MAX_STEPS, OPTIMIZERS, TrainConfig, Trainer,
-                        optimizer_defaults, recommended_settings, training_program)
+from blockflow.run.settings import (MAX_BATCH_SIZE, MAX_SEED, MAX_SETTING, MAX_STEPS, OPTIMIZERS, optimizer_defaults,
+                                    recommended_settings)
+from blockflow.run.training import TrainConfig, Trainer, training_program
 from blockflow.gui.common.plaintext import plain_label
 from blockflow.gui.common.refresh import Debounced
 from blockflow.gui.common.worker import Worker

@@ -1,5 +1,12 @@
 """Reading a Placeholder's feed from a file: a .npy array or a numeric .csv table (a header row
-allowed), checked against the Placeholder's dtype and shape with a message saying what is wrong.
+allowed). The CLI's ``--feed NAME=FILE`` and the inspector's "Load from file…" both read a .npy
+file with read_npy; the inspector's read_feed_file then checks the array against the Placeholder's
+dtype and shape with a message saying what is wrong (the CLI leaves that to the run's own check).
+
+Two CSV readers remain, on purpose: the CLI's (datafiles.read_number_table) streams a table of any
+length into one array whose size is checked against the memory budget before it exists; the
+inspector's (read_csv_table, below) reads a small table whole, accepting ``,``, ``;``, tab or
+space separators and ``#`` comments, and names the line and column of a bad cell.
 
 Loading never executes code (np.load with allow_pickle=False). Plain numpy: must not import Qt.
 """
@@ -11,70 +18,77 @@ import numpy as np
 
 from blockflow.spec import shape_text
 
-__all__ = ["FEED_FILTER", "read_feed_file", "shape_text"]
+__all__ = ["FEED_FILTER", "FeedFileError", "read_feed_file", "read_npy", "read_csv_table"]
 
 #: the file dialog's filter
 FEED_FILTER = "Arrays (*.npy *.csv);;NumPy arrays (*.npy);;CSV tables (*.csv);;All files (*)"
 
 
+class FeedFileError(ValueError):
+    """Why a file cannot be read as a feed (the message names no file: the caller does)."""
+
+
 def read_feed_file(path, dtype: str, shape) -> np.ndarray:
     """The array in ``path`` as a feed of ``dtype`` and ``shape`` (None or -1: any size), or
-    ValueError with the reason. A CSV table of one row or one column also feeds a vector, and a
-    single cell a scalar."""
+    FeedFileError (a ValueError) with the reason. A CSV table of one row or one column also feeds
+    a vector, and a single cell a scalar."""
     path = Path(path)
     suffix = path.suffix.lower()
     shape = tuple(None if d is None or d == -1 else int(d) for d in shape)
-    if suffix == ".npy":
-        arr = _read_npy(path)
-    elif suffix == ".csv":
-        arr = _read_csv(path)
-        arr = _fit_table(arr, shape)
-    else:
-        raise ValueError(f"'{path.name}' is neither a .npy nor a .csv file")
+    try:
+        if suffix == ".npy":
+            arr = read_npy(path)
+        elif suffix == ".csv":
+            arr = _fit_table(read_csv_table(path), shape)
+        else:
+            raise FeedFileError(f"'{path.name}' is neither a .npy nor a .csv file")
+    except OSError as exc:
+        raise FeedFileError(f"cannot read it: {exc.strerror or exc}") from None
     if arr.dtype.kind not in "biuf":
-        raise ValueError(f"the file holds {arr.dtype} values, not numbers")
+        raise FeedFileError(f"the file holds {arr.dtype} values, not numbers")
     if arr.ndim != len(shape) or any(d is not None and d != n for d, n in zip(shape, arr.shape)):
-        raise ValueError(f"the file holds an array of shape {list(arr.shape)}; the Placeholder expects "
+        raise FeedFileError(f"the file holds an array of shape {list(arr.shape)}; the Placeholder expects "
                          f"{shape_text(shape)}" + (" (? is any size)" if None in shape else ""))
     return _cast(arr, np.dtype(dtype))
 
 
-def _read_npy(path: Path) -> np.ndarray:
+def read_npy(path) -> np.ndarray:
+    """The array in the .npy file ``path``, never unpickling; OSError when it cannot be read,
+    FeedFileError when it holds no plain array."""
     try:
         arr = np.load(path, allow_pickle=False)
-    except OSError as exc:
-        raise ValueError(f"cannot read it: {exc.strerror or exc}") from None
-    except ValueError as exc:
+    except (ValueError, EOFError) as exc:   # numpy's answers to a file that is not a .npy array
         if "allow_pickle" in str(exc):
-            raise ValueError("it holds Python objects (pickled), which are never loaded: save a numeric "
-                             "array") from None
-        raise ValueError(f"not a valid .npy file ({exc})") from None
+            raise FeedFileError("it holds Python objects (pickled), which are never loaded: save a numeric "
+                                "array") from None
+        raise FeedFileError(f"not a valid .npy file ({exc})") from None
     if not isinstance(arr, np.ndarray):
-        raise ValueError("not a .npy array (a .npz archive? save one array with np.save)")
+        arr.close()
+        raise FeedFileError("not a .npy array (a .npz archive? save one array with np.save)")
     return arr
 
 
-def _read_csv(path: Path) -> np.ndarray:
+def read_csv_table(path) -> np.ndarray:
+    """The numbers of a small CSV table as a 2-D float64 array (a header row skipped); OSError
+    when it cannot be read, FeedFileError naming the line and column of what is wrong."""
     try:
-        text = path.read_text(encoding="utf-8-sig")
-    except OSError as exc:
-        raise ValueError(f"cannot read it: {exc.strerror or exc}") from None
+        text = Path(path).read_text(encoding="utf-8-sig")
     except UnicodeDecodeError:
-        raise ValueError("not a text file (a CSV table is UTF-8 text)") from None
+        raise FeedFileError("not a text file (a CSV table is UTF-8 text)") from None
     rows = [(n, line) for n, line in enumerate(text.splitlines(), 1)
             if line.strip() and not line.lstrip().startswith("#")]
     if not rows:
-        raise ValueError("the file holds no values")
+        raise FeedFileError("the file holds no values")
     first = rows[0][1]
     delimiter = next((d for d in (",", ";", "\t") if d in first), None)
     header = not all(_is_number(c) for c in _cells(first, delimiter))
     body = rows[1:] if header else rows
     if not body:
-        raise ValueError("the file has a header row but no values")
+        raise FeedFileError("the file has a header row but no values")
     try:
         return np.loadtxt([line for _, line in body], delimiter=delimiter, ndmin=2, dtype=np.float64)
     except ValueError as exc:
-        raise ValueError(_table_problem(body, delimiter) or f"not a numeric table: {exc}") from None
+        raise FeedFileError(_table_problem(body, delimiter) or f"not a numeric table: {exc}") from None
 
 
 def _cells(line: str, delimiter) -> list[str]:
@@ -114,7 +128,7 @@ def _fit_table(arr: np.ndarray, shape: tuple) -> np.ndarray:
     if rank == 1 and 1 in arr.shape:
         return arr.reshape(-1)
     if rank > 2:
-        raise ValueError(f"a CSV table is 2-D; the Placeholder expects {shape_text(shape)}: "
+        raise FeedFileError(f"a CSV table is 2-D; the Placeholder expects {shape_text(shape)}: "
                          "use a .npy file for more axes")
     return arr
 
@@ -126,21 +140,21 @@ def _cast(arr: np.ndarray, dtype: np.dtype) -> np.ndarray:
         return arr
     if dtype.kind == "b":
         if arr.dtype.kind != "b" and not np.isin(arr, (0, 1)).all():
-            raise ValueError("the Placeholder is bool: the file may hold only 0 and 1")
+            raise FeedFileError("the Placeholder is bool: the file may hold only 0 and 1")
         return arr.astype(dtype)
     if dtype.kind in "iu":
         if arr.dtype.kind == "f":
             if not np.isfinite(arr).all():
-                raise ValueError(f"the Placeholder is {dtype.name}: the file holds NaN or Inf")
+                raise FeedFileError(f"the Placeholder is {dtype.name}: the file holds NaN or Inf")
             if not (arr == np.round(arr)).all():
                 bad = arr[arr != np.round(arr)].reshape(-1)[0]
-                raise ValueError(f"the Placeholder is {dtype.name}: the file holds fractions ({bad:g})")
+                raise FeedFileError(f"the Placeholder is {dtype.name}: the file holds fractions ({bad:g})")
         info = np.iinfo(dtype)
         if arr.size and (arr.min() < info.min or arr.max() > info.max):
-            raise ValueError(f"values outside {dtype.name}'s range ({info.min} to {info.max})")
+            raise FeedFileError(f"values outside {dtype.name}'s range ({info.min} to {info.max})")
         return arr.astype(dtype)
     out = arr.astype(dtype)
     with np.errstate(all="ignore"):
         if arr.dtype.kind == "f" and (np.isinf(out) & np.isfinite(arr)).any():
-            raise ValueError(f"values too large for {dtype.name}")
+            raise FeedFileError(f"values too large for {dtype.name}")
     return out
