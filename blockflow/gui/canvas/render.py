@@ -14,6 +14,7 @@ from PySide6.QtCore import QBuffer, QIODevice, QPointF, QRectF, QSize
 from PySide6.QtGui import QImage, QImageWriter, QPainter
 from PySide6.QtWidgets import QApplication
 
+from blockflow.project import port_text
 from blockflow.compile.compiler import compile_page
 from blockflow.errors import ProjectError
 from blockflow.present.gradview import GradientView
@@ -50,7 +51,7 @@ def _gradient_view(program, gradients: str, target: str | None) -> GradientView:
                            f"with --target NODE[:PORT]")
     slot = program.target_slot(target)
     ttype = slot.type
-    name = f"{slot.node}:{slot.port}"
+    name = port_text(slot.node, slot.port)
     if not ttype.is_float or ttype.size != 1:
         raise ProjectError(f"the gradient target {name} is {ttype}: pick a float scalar output")
     if gradients == "paths":

@@ -15,6 +15,7 @@ from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSplitter, QTextBrowser, QVBoxLayout, QWidget
 
+from blockflow.project import port_text
 from blockflow.errors import BlockflowError
 from blockflow.run.gradcheck import GradCheckResult, check_block, check_page
 from blockflow.present.gradview import CUT, FLOWS, GradientView
@@ -134,7 +135,7 @@ def run_checks(document, node: str | None = None, result=None, target=None,
         else:
             try:
                 tslot = program.target_slot(target)
-                report.target = f"{tslot.node}:{tslot.port}"
+                report.target = port_text(tslot.node, tslot.port)
                 if program.loss is None:
                     report.page_message = (f"the page marks no loss; checked the gradient of the Backward "
                                            f"target {report.target}.")

@@ -3,7 +3,7 @@ training settings that were left out.
 
 It reads the diagnostics of ``document.ready_program(page)`` (no checking of its own) and, while
 a page compiles off the UI thread, shows that page's last diagnostics and says it is being
-checked. The training settings come from ``training.recommended_settings``. A click on a problem
+checked. The training settings come from ``run.settings.recommended_settings``. A click on a problem
 of another page makes that page current, then reports ``problem_activated(node_id)``; the main
 window selects and centres the block.
 """

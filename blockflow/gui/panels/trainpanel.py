@@ -2,7 +2,7 @@
 
 Settings (loss, optimizer and its settings, steps, batch size, seed, test evaluation, mode)
 start from what the project recommends for the page (``metadata.training``; see
-blockflow.run.training.recommended_settings: what is ill-typed or out of range is left out, named in
+blockflow.run.run.settings.recommended_settings: what is ill-typed or out of range is left out, named in
 the Problems panel and here). The lists of scalars follow the page's program as it is compiled
 off the UI thread (``program_ready``). Training runs in a worker thread on a snapshot of the
 page (the Trainer's own copy of the Variables): a progress bar, steps per second and a Stop
@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout
                                QListWidget, QListWidgetItem, QProgressBar, QPushButton, QSpinBox,
                                QVBoxLayout, QWidget)
 
+from blockflow.project import port_text, split_port_text
 from blockflow.errors import BlockflowError
 from blockflow.run.runtime import run
 from blockflow.run.settings import (MAX_BATCH_SIZE, MAX_SEED, MAX_SETTING, MAX_STEPS, OPTIMIZERS, optimizer_defaults,
@@ -298,16 +299,16 @@ class TrainPanel(QWidget):
             for o in st.outputs:
                 slot = program.slot(o)
                 if slot.type.size == 1:
-                    scalars.append((f"{slot.node}:{slot.port}", slot.type.is_float))
+                    scalars.append((port_text(slot.node, slot.port), slot.type.is_float))
         loss = program.loss
-        default = f"{loss[0]}:{loss[1] or ''}".rstrip(":") if loss else None
+        default = port_text(*loss) if loss else None
         for key, is_float in scalars:
             if is_float:
                 self.loss.addItem(key, key)
         if keep_loss is not None and self.loss.findData(keep_loss) >= 0:
             self.loss.setCurrentIndex(self.loss.findData(keep_loss))
         elif default is not None:
-            i = next((k for k in range(self.loss.count()) if self.loss.itemData(k).split(":")[0] == default.split(":")[0]
+            i = next((k for k in range(self.loss.count()) if split_port_text(self.loss.itemData(k))[0] == split_port_text(default)[0]
                       and (":" not in default or self.loss.itemData(k) == default)), -1)
             if i >= 0:
                 self.loss.setCurrentIndex(i)
@@ -318,7 +319,7 @@ class TrainPanel(QWidget):
         for key, _ in scalars:
             item = QListWidgetItem(key)
             item.setFlags(item.flags() | Qt.ItemIsUserCheckable)
-            on = key in marked or key.split(":")[0] in marked
+            on = key in marked or split_port_text(key)[0] in marked
             item.setCheckState(Qt.Checked if on else Qt.Unchecked)
             self.metrics.addItem(item)
         self.metrics.blockSignals(False)
@@ -540,7 +541,7 @@ class TrainPanel(QWidget):
             curve = self._plot["metric_curves"].get(name)
             if curve is None:
                 curve = self._plot["metric_plot"].plot(pen=pg.mkPen(colours[k % len(colours)], width=2),
-                                                       name=name.split(":")[0])
+                                                       name=split_port_text(name)[0])
                 self._plot["metric_curves"][name] = curve
             curve.setData(np.arange(len(values)), np.asarray(values, dtype=np.float64))
 

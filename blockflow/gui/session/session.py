@@ -16,6 +16,7 @@ import hashlib
 import numpy as np
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from blockflow.project import port_text, split_port_text
 from blockflow.errors import BlockflowError
 from blockflow.run.runtime import RunResult
 from blockflow.present.gradview import GradientView
@@ -285,7 +286,7 @@ class Session(QObject):
         try:
             if not program.ok or program.step(node) is None:
                 raise ValueError
-            gview = GradientView(program, f"{node}:{port}")
+            gview = GradientView(program, port_text(node, port))
         except Exception:   # the target went away, or the page no longer compiles
             self.show_gradients(None)
             self.status_message.emit(f"Gradient paths hidden: {node} is no longer a gradient "
@@ -399,7 +400,7 @@ class Session(QObject):
             return
         if summaries is None:
             summaries = {key: summarize(v) for key, v in result.values.items()}
-        target = None if result.target is None else f"{result.target[0]}:{result.target[1]}"
+        target = None if result.target is None else port_text(*result.target)
         pr = PageResults(page, kind, target, result, summaries, None, "", "",
                          fingerprint or page_fingerprint(self.doc.page(page)), 0.0)
         pr.stale = page_fingerprint(self.doc.page(page)) != pr.fingerprint
@@ -530,8 +531,8 @@ class Session(QObject):
         if pr is not None:
             pr.node_renamed(old, new)
         picked = self._picked.get(page)
-        if picked is not None and picked.partition(":")[0] == old:
-            self._picked[page] = new + ":" + picked.partition(":")[2]
+        if picked is not None and split_port_text(picked)[0] == old:
+            self._picked[page] = port_text(new, split_port_text(picked)[1])
         self._gradients_edited(page)
         if page == self.doc.current_page:
             # The canvas rebuilt its items and selects them again from here: said even unchanged.
@@ -549,7 +550,6 @@ def _loss_key(program) -> str | None:
     if program.loss is None:
         return None
     try:
-        slot = program.target_slot()
+        return program.target_text()
     except BlockflowError:
         return None
-    return f"{slot.node}:{slot.port}"
