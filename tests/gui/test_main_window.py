@@ -782,6 +782,7 @@ def test_a_closed_window_leaves_the_document_it_showed_and_is_freed(qtbot, setti
     import weakref
 
     from PySide6.QtCore import QEvent
+    from test_panels import edit_every_way
 
     doc = Document()
     doc.add_node("Placeholder", (0, 0), node_id="x", attrs={"shape": [3]})
@@ -798,17 +799,7 @@ def test_a_closed_window_leaves_the_document_it_showed_and_is_freed(qtbot, setti
     QApplication.sendPostedEvents(None, QEvent.DeferredDelete)
     QApplication.processEvents()
 
-    doc.add_node("Exp", (100, 0), node_id="e")
-    doc.connect("x", "output", "e", "x")
-    doc.set_attr("x", "shape", [4])
-    doc.set_label("e", "exp")
-    doc.set_loss("e")
-    doc.set_page_text("a note")
-    doc.rename_page("main", "first")
-    doc.set_current_page(doc.add_page())
-    doc.undo_stack.undo()
-    doc.program("first")                          # compiled: program_ready goes out too
-    doc.new()
+    edit_every_way(doc)
     qtbot.wait(50)                                # every refresh asked for gets its turn
     gc.collect()
     assert {name: ref() for name, ref in panels.items()} == dict.fromkeys(panels)
