@@ -367,7 +367,20 @@ def _erf64(x):
     return out.reshape(shape)
 
 
-def _erf(x):
+def one_plus_erf(x):
+    """``1 + erf(x)`` rounded to x's dtype, accurate in the left tail too (there it is
+    ``erfc(-x)``, which ``1 + erf(x)`` would lose to cancellation): Gelu's ``2 * Phi``."""
+    z = np.reshape(x, -1).astype(np.float64)
+    r = _erf64(z)
+    r += 1.0
+    left = z < -0.46875
+    if left.any():
+        r[left] = _erfc_big(-z[left])
+    return r.reshape(np.shape(x)).astype(x.dtype, copy=False)
+
+
+def erf(x):
+    """erf of a float array, in float64 and rounded to x's dtype (Erf's forward; Gelu's too)."""
     if x.dtype == np.float64:
         return _erf64(x)
     return _erf64(x.astype(np.float64)).astype(x.dtype)
@@ -381,7 +394,7 @@ def _erf_vjp(g, out, x):
     return (t,)
 
 
-Erf = _unary("Erf", _erf, _erf_vjp, rule="dx = g · 2/√π · exp(−x²)", doc="""
+Erf = _unary("Erf", erf, _erf_vjp, rule="dx = g · 2/√π · exp(−x²)", doc="""
     Elementwise Gauss error function ``erf(x) = 2/sqrt(pi) * integral of exp(-t**2) from 0 to x``.
 
     Computed in float64 with W. J. Cody's rational Chebyshev approximations (relative error of a

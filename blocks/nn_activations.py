@@ -1,5 +1,5 @@
-"""nn_ops, activations (elementwise): Relu, Relu6, Elu, Selu, LeakyRelu, Softplus, Softsign; and
-Dropout.
+"""nn_ops, activations (elementwise): Relu, Relu6, Elu, Selu, LeakyRelu, Softplus, Softsign, Gelu;
+and Dropout.
 
 Imports only blockflow.spec and numpy.
 """
@@ -10,6 +10,7 @@ import numpy as np
 from blockflow.spec import DTYPE_NAMES, Attr, Input, Output, ShapeError, TensorType, block, reserve
 
 from .common import ONE, ZERO, like, no_bool, typed
+from .math_unary import one_plus_erf
 
 # Relu6's cap typed like its input (see common.ONE); Relu6 takes integer tensors too.
 _SIX = {np.dtype(n): np.dtype(n).type(6) for n in DTYPE_NAMES if n != "bool"}
@@ -19,6 +20,14 @@ _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 _SELU_S = typed(_SELU_SCALE)
 _SELU_SA = typed(_SELU_SCALE * _SELU_ALPHA)
+
+_HALF = typed(0.5)
+_INV_SQRT2 = typed(1.0 / np.sqrt(2.0))
+_INV_SQRT_2PI = typed(1.0 / np.sqrt(2.0 * np.pi))
+_SQRT_2_OVER_PI = typed(np.sqrt(2.0 / np.pi))
+_GELU_C = typed(0.044715)
+_GELU_3C = typed(3 * 0.044715)
+_TWO = typed(2.0)
 
 
 @block("Relu", category="nn_ops")
@@ -200,6 +209,81 @@ class Softsign:
         d += ONE[features.dtype]
         d *= d
         return (g / d,)
+
+
+@block("Gelu", category="nn_ops")
+class Gelu:
+    """Gaussian error linear unit: ``features * Phi(features)``, Phi the standard normal CDF.
+
+    As TensorFlow's Gelu (``tf.nn.gelu``): exactly ``0.5 * x * (1 + erf(x / sqrt(2)))`` (taken as
+    ``erfc(-x / sqrt(2))`` in the left tail, as TensorFlow does, so that it does not cancel to 0),
+    or with ``approximate`` the tanh form ``0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x**3)))``
+    (``1 + tanh(u)`` taken as ``2 / (1 + exp(-2u))``, which does not cancel either).
+    The gradient is ``Phi(x) + x * phi(x)`` (phi the normal density), or the derivative of the
+    tanh form.
+    """
+
+    inputs = (Input("features", dtype="float"),)
+    outputs = (Output("activations"),)
+    attrs = (Attr("approximate", "bool", False, doc="use the tanh approximation instead of erf"),)
+    grad_rule = """
+        dfeatures = g · (Φ(x) + x · φ(x)), Φ(x) = (1 + erf(x/√2)) / 2, φ(x) = exp(−x²/2) / √(2π)
+        with approximate: dfeatures = g · (½(1 + t) + ½ x (1 − t²) √(2/π) (1 + 3 · 0.044715 x²)),
+        t = tanh(√(2/π) (x + 0.044715 x³)); x is features
+        """
+
+    def infer(features, *, approximate):
+        return like(features)
+
+    def forward(features, *, approximate):
+        dt = features.dtype
+        t = _gelu_tanh(features)[0] if approximate else one_plus_erf(features * _INV_SQRT2[dt])
+        t *= features
+        t *= _HALF[dt]
+        return t
+
+    def vjp(g, out, features, *, approximate):
+        x, dt = features, features.dtype
+        if approximate:
+            t, rest = _gelu_tanh(x)  # 1 + tanh, 1 - tanh
+            slope = x * x
+            slope *= _GELU_3C[dt]
+            slope += ONE[dt]
+            slope *= _SQRT_2_OVER_PI[dt]
+            slope *= x
+            slope *= t
+            slope *= rest
+            t = t + slope
+            t *= _HALF[dt]
+        else:
+            density = x * x
+            density *= -_HALF[dt]
+            density = np.exp(density)
+            density *= _INV_SQRT_2PI[dt]
+            density *= x
+            t = one_plus_erf(x * _INV_SQRT2[dt])
+            t *= _HALF[dt]
+            t += density
+        t *= g
+        return (t,)
+
+
+def _gelu_tanh(x):
+    """``1 + t`` and ``1 - t`` for ``t = tanh(sqrt(2/pi) * (x + 0.044715 * x**3))``, the tanh form
+    of Gelu, each without cancellation: ``2 / (1 + e)`` and ``2e / (1 + e)``, ``e = exp(-2|u|)``."""
+    dt = x.dtype
+    u = x * x
+    u *= _GELU_C[dt]
+    u += ONE[dt]
+    u *= x
+    u *= _SQRT_2_OVER_PI[dt]
+    e = np.abs(u)
+    e *= -_TWO[dt]
+    e = np.exp(e)
+    big = _TWO[dt] / (e + ONE[dt])
+    small = big * e
+    positive = u >= 0
+    return np.where(positive, big, small), np.where(positive, small, big)
 
 
 # --------------------------------------------------------------------------------------------

@@ -151,6 +151,35 @@ def _batch_matmul_cases():
     ]
 
 
+def _einsum(equation, *inputs, id, grad=True):
+    return Case((list(inputs),), {"equation": equation}, id=id, grad=grad)
+
+
+def _einsum_cases():
+    return [
+        _einsum("ij,jk->ik", f32(3, 4), f32(4, 2), id="matmul"),
+        _einsum("ij,jk", f32(3, 4), f32(4, 2), id="implicit-matmul"),
+        _einsum("ij->ji", f32(2, 3), id="transpose"),
+        _einsum("ij->", f32(2, 3), id="sum-all"),
+        _einsum("ij", f32(2, 3), id="implicit-identity"),
+        _einsum("ba", f32(2, 3), id="implicit-transpose"),
+        _einsum("i,i->", f32(5), f32(5), id="dot"),
+        _einsum("i,j->ij", f32(3), f32(4), id="outer"),
+        _einsum("bi,bi->b", f32(4, 3), f32(4, 3), id="row-dots"),
+        _einsum("bij,bjk->bik", f32(2, 3, 4), f32(2, 4, 5), id="batch-matmul"),
+        _einsum("ijk,jl->lki", f32(2, 3, 4), f32(3, 2), id="permuted-out"),
+        _einsum("ij,k->ik", f32(2, 3), f32(4), id="own-letters-summed"),
+        _einsum("abc->ca", f32(2, 3, 4), id="one-input-sum-b"),
+        _einsum("...ij,...jk->...ik", f32(2, 1, 3, 4), f32(5, 4, 2), id="ellipsis-broadcast"),
+        _einsum("...ij,jk->...ik", f32(2, 3, 4), f32(4, 5), id="ellipsis-one-side"),
+        _einsum("i...j,j->...i", f32(3, 2, 1, 4), f32(4), id="ellipsis-middle"),
+        _einsum("...i,...i", f32(1, 3), f32(4, 3), id="implicit-ellipsis"),
+        _einsum("...ij->...ji", f32(2, 3, 4), id="ellipsis-transpose"),
+        _einsum("ij,jk->ik", f32(3, 4).astype(np.float64), f32(4, 2).astype(np.float64), id="float64"),
+        _einsum("ij,jk->ik", i32(2, 3), i32(3, 2), id="int32", grad=False),
+    ]
+
+
 def _compare_cases(ordered=True):
     cases = [
         Case((f64(2, 3), f64(3)), id="float64-broadcast", grad=False),
@@ -267,6 +296,7 @@ CASES: dict[str, list[Case]] = {
     "Cumprod": _scan_cases(f32) + _cumprod_zero_cases(),
     # matrices
     "BatchMatMul": _batch_matmul_cases(),
+    "Einsum": _einsum_cases(),
     # sequences
     "Range": [
         Case((ints(0), ints(5), ints(1)), id="ints", grad=False),

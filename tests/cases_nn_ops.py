@@ -69,6 +69,11 @@ CASES: dict[str, list[Case]] = {
     ],
     "Softplus": _unary_cases() + [Case((f32(4, 5, lo=-40, hi=40),), id="wide")],
     "Softsign": _unary_cases(away_from_zero) + [Case((f32(3, 4, lo=-30, hi=30),), id="wide")],
+    "Gelu": _unary_cases() + [
+        Case((f32(3, 4, lo=-5, hi=5),), {"approximate": True}, id="tanh"),
+        Case((f32(2, 5, lo=-8, hi=8),), id="wide"),
+        Case((f32(4, lo=-3, hi=3).astype(np.float64),), {"approximate": True}, id="float64-tanh"),
+    ],
     "L2Loss": _unary_cases() + [Case((f32(2, 3, 4),), id="rank-3")],
     "SparseSoftmaxCrossEntropyWithLogits": [
         Case((f32(4, 5), _labels(4, 5)), id="int32-labels"),

@@ -582,3 +582,136 @@ def test_a_page_with_inline_bounds_static_defaults_and_a_cast():
     assert grad.dtype == F32
     expected = 2 / np.sqrt(np.pi) * np.exp(-w ** 2) * np.arange(4) * (np.abs(x) <= 1)
     np.testing.assert_allclose(grad, expected, rtol=1e-5)
+
+
+# --------------------------------------------------------------------------------------------
+# Einsum
+
+
+def _loop_einsum(subscripts, out_letters, *operands):
+    """Einstein summation by plain loops over every letter's values (no '...'): the reference."""
+    sizes = {}
+    for letters, x in zip(subscripts, operands):
+        for c, d in zip(letters, x.shape):
+            sizes[c] = d
+    letters = sorted(sizes)
+    out = np.zeros([sizes[c] for c in out_letters], np.float64)
+    for values in np.ndindex(*[sizes[c] for c in letters]):
+        at = dict(zip(letters, values))
+        term = 1.0
+        for sub, x in zip(subscripts, operands):
+            term *= float(x[tuple(at[c] for c in sub)])
+        out[tuple(at[c] for c in out_letters)] += term
+    return out
+
+
+@pytest.mark.parametrize("equation, subscripts, out_letters, shapes", [
+    ("ij,jk->ik", ("ij", "jk"), "ik", [(3, 4), (4, 2)]),
+    ("ij,jk", ("ij", "jk"), "ik", [(3, 4), (4, 2)]),
+    ("ba", ("ba",), "ab", [(2, 3)]),
+    ("ij->", ("ij",), "", [(2, 3)]),
+    ("i,j->ij", ("i", "j"), "ij", [(3,), (4,)]),
+    ("bij,bjk->bki", ("bij", "bjk"), "bki", [(2, 3, 4), (2, 4, 5)]),
+    ("ij,k->ik", ("ij", "k"), "ik", [(2, 3), (4,)]),
+    ("Ab,bC", ("Ab", "bC"), "AC", [(2, 3), (3, 2)]),  # implicit: capitals sort first
+    ("ijk,jl->lki", ("ijk", "jl"), "lki", [(2, 3, 4), (3, 2)]),
+])
+def test_einsum_matches_loops_over_the_letters(equation, subscripts, out_letters, shapes):
+    xs = [RNG.standard_normal(s).astype(F64) for s in shapes]
+    out = fwd("Einsum", xs, equation=equation)
+    np.testing.assert_allclose(out, _loop_einsum(subscripts, out_letters, *xs), rtol=1e-12, atol=1e-12)
+    assert infer("Einsum", [t(x.shape, "float64") for x in xs], equation=equation) == t(np.shape(out), "float64")
+
+
+def test_einsum_ellipsis_broadcasts_like_a_loop_over_the_batches():
+    x = RNG.standard_normal((2, 1, 3, 4)).astype(F32)
+    y = RNG.standard_normal((5, 4, 2)).astype(F32)
+    out = fwd("Einsum", [x, y], equation="...ij,...jk->...ik")
+    assert out.shape == (2, 5, 3, 2) and out.dtype == F32
+    for i in range(2):
+        for j in range(5):
+            want = _loop_einsum(("ij", "jk"), "ik", x[i, 0], y[j])
+            np.testing.assert_allclose(out[i, j], want, rtol=1e-5, atol=1e-5)
+    # a '...' in the middle, and an implicit output that keeps '...' in front
+    z = RNG.standard_normal((3, 2, 4)).astype(F64)
+    v = RNG.standard_normal(4).astype(F64)
+    out = fwd("Einsum", [z, v], equation="i...j,j")
+    assert out.shape == (2, 3)
+    for b in range(2):
+        np.testing.assert_allclose(out[b], [float(z[i, b] @ v) for i in range(3)], rtol=1e-12)
+
+
+def test_einsum_gradients_are_einsums_with_the_other_input_summed_over_broadcast_axes():
+    x = RNG.standard_normal((2, 1, 3, 4))
+    y = RNG.standard_normal((5, 4, 2))
+    g = RNG.standard_normal((2, 5, 3, 2))
+    (gx, gy), = vjp("Einsum", g, [x, y], equation="...ij,...jk->...ik", needs=((True, True),))
+    want_x = np.zeros_like(x)
+    want_y = np.zeros_like(y)
+    for i in range(2):
+        for j in range(5):
+            want_x[i, 0] += g[i, j] @ y[j].T
+            want_y[j] += x[i, 0].T @ g[i, j]
+    np.testing.assert_allclose(gx, want_x, rtol=1e-12)
+    np.testing.assert_allclose(gy, want_y, rtol=1e-12)
+    # a letter only x has ('j', summed in the forward pass) gets g repeated along it
+    x = RNG.standard_normal((2, 3))
+    (gx, gk), = vjp("Einsum", np.ones((2, 4)), [x, np.arange(4.0)], equation="ij,k->ik",
+                    needs=((True, False),))
+    np.testing.assert_allclose(gx, np.full((2, 3), 6.0))
+    assert gk is None
+
+
+@pytest.mark.parametrize("equation, shapes, message", [
+    ("ij,jk->ik", [(2, 3)], r"names 2 input\(s\) but 1 are wired"),
+    ("ij->ik", [(2, 3)], "'k', which no input has"),
+    ("ii->i", [(3, 3)], "repeats 'i' in inputs\\[0\\]"),
+    ("ij->ii", [(3, 3)], "repeats 'i' in the output"),
+    ("i1->i", [(3, 3)], "has '1'"),
+    ("ij->j->i", [(3, 3)], "at most one '->'"),
+    ("i..j->i", [(3, 3)], "one '...' and no other dots"),
+    ("...ij->ij", [(2, 3, 3)], "must keep the '...'"),
+    ("ij->...ij", [(3, 3)], "has '...' but no input has"),
+    ("ij,jk->ik", [(2, 3), (4, 5)], r"'j' is 3 in inputs\[0\] \[2,3\] but 4 in inputs\[1\] \[4,5\]"),
+    ("ij,jk->ik", [(2, 3, 1), (3, 5)], r"inputs\[0\] is \[2,3,1\] but 'ij' names 2 axes"),
+    ("...ij,jk->...ik", [(3,), (3, 5)], r"names 2 or more axes"),
+    ("...i,...i->...i", [(2, 3), (4, 3)], "'...' axes of \\[2\\], \\[4\\] do not broadcast"),
+    ("", [(2,)], "empty"),
+])
+def test_einsum_refuses_bad_equations_and_shapes_when_compiling(equation, shapes, message):
+    with pytest.raises(ShapeError, match=message):
+        infer("Einsum", [t(s) for s in shapes], equation=equation)
+
+
+def test_einsum_refuses_three_inputs_and_bool():
+    with pytest.raises(ShapeError, match="one or two"):
+        infer("Einsum", [t((2,))] * 3, equation="i,i,i->i")
+    with pytest.raises(ShapeError, match="bool"):
+        infer("Einsum", [t((2,), "bool")], equation="i->i")
+    with pytest.raises(ShapeError, match="one dtype"):
+        infer("Einsum", [t((2,)), t((2,), "float64")], equation="i,i->")
+
+
+def test_einsum_checks_sizes_unknown_when_compiling_at_run_time():
+    assert infer("Einsum", [t((None, 3)), t((None, 5))], equation="ij,jk->ik") == t((None, 5))
+    with pytest.raises(ShapeError, match="'j' is 3"):
+        fwd("Einsum", [np.ones((2, 3), F32), np.ones((4, 5), F32)], equation="ij,jk->ik")
+
+
+def test_einsum_through_the_compiler_and_runtime():
+    p = chain(("x", "Placeholder", {"shape": [2, 3], "dtype": "float32"}, None),
+              ("y", "Placeholder", {"shape": [3], "dtype": "float32"}, None),
+              ("e", "Einsum", {"equation": "ij,j->i"}, {"inputs[0]": "x", "inputs[1]": "y"}),
+              ("loss", "Sum", {}, {"input": "e"}))
+    program = compile_project(p)
+    assert program.ok, [str(d) for d in program.errors]
+    x = np.array([[1, 2, 3], [4, 5, 6]], F32)
+    y = np.array([1, 0, -1], F32)
+    res = run(program, {"x": x, "y": y}, target="loss")
+    np.testing.assert_allclose(res.value("e"), [-2.0, -2.0])
+    np.testing.assert_allclose(res.grad("x"), [[1, 0, -1], [1, 0, -1]])
+    np.testing.assert_allclose(res.grad("y"), [5, 7, 9])
+    bad = chain(("x", "Placeholder", {"shape": [2, 3], "dtype": "float32"}, None),
+                ("e", "Einsum", {"equation": "ij,jk->ik"}, {"inputs[0]": "x"}))
+    program = compile_project(bad)
+    assert not program.ok and any("names 2 input(s) but 1 are wired" in str(d) for d in program.errors)

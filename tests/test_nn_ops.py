@@ -4,6 +4,7 @@ naive reference loops, through the runtime, and the error messages."""
 from __future__ import annotations
 
 import itertools
+import math
 import warnings
 
 import numpy as np
@@ -14,7 +15,7 @@ from blockflow.registry import Registry
 from blockflow.run.runtime import run
 from blockflow.spec import ShapeError, TensorType
 from blockflow_blocks import all_blocks
-from blockflow_blocks.nn_activations import Dropout, Elu, LeakyRelu, Relu6, Selu, Softplus, Softsign
+from blockflow_blocks.nn_activations import Dropout, Elu, Gelu, LeakyRelu, Relu6, Selu, Softplus, Softsign
 from blockflow_blocks.nn_conv import BiasAdd, Conv2D
 from blockflow_blocks.nn_losses import L2Loss, SigmoidCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits
 from blockflow_blocks.nn_pool import MaxPool
@@ -124,6 +125,41 @@ def test_softsign():
     np.testing.assert_allclose(out, [-0.75, 0.0, 0.5], rtol=1e-7)
     (g,) = Softsign.vjp(np.ones(3, np.float32), out, x)
     np.testing.assert_allclose(g, [1 / 16, 1.0, 0.25], rtol=1e-7)
+
+
+_GELU_POINTS = [-6.0, -3.0, -1.5, -0.5, -1e-3, 0.0, 0.25, 1.0, 2.5, 7.0]
+
+
+def _gelu_exact(x):
+    return 0.5 * x * (1 + math.erf(x / math.sqrt(2)))
+
+
+def _gelu_tanh(x):
+    return 0.5 * x * (1 + math.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+@pytest.mark.parametrize("approximate, reference", [(False, _gelu_exact), (True, _gelu_tanh)])
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-13), (np.float32, 2e-6)])
+def test_gelu_matches_its_formula_and_a_central_difference_of_it(approximate, reference, dtype, rtol):
+    x = np.array(_GELU_POINTS, dtype)
+    out = Gelu.forward(x, approximate=approximate)
+    assert out.dtype == dtype
+    want = [reference(float(v)) for v in x]
+    np.testing.assert_allclose(out, want, rtol=rtol, atol=rtol * 1e-3)
+    (g,) = Gelu.vjp(np.ones_like(x), out, x, approximate=approximate)
+    h = 1e-5
+    slope = [(reference(float(v) + h) - reference(float(v) - h)) / (2 * h) for v in x]
+    np.testing.assert_allclose(g, slope, rtol=max(rtol, 1e-8), atol=1e-8)
+
+
+def test_gelu_known_values_and_tf_default():
+    assert REG["Gelu"].attrs[0].name == "approximate" and REG["Gelu"].attrs[0].default is False
+    # Phi(1) = 0.8413447460685429 (tables of the normal distribution)
+    np.testing.assert_allclose(Gelu.forward(np.array([1.0, -1.0]), approximate=False),
+                               [0.8413447460685429, -1 + 0.8413447460685429], rtol=1e-14)
+    assert Gelu.forward(np.float32(0.0), approximate=True) == 0.0
+    port = REG["Gelu"].inputs[0]
+    assert port.accepts(np.dtype("float16")) and not port.accepts(np.dtype("int32"))
 
 
 # --------------------------------------------------------------------------------------------
