@@ -15,7 +15,7 @@ from blockflow.run.runtime import run
 from blockflow.spec import ShapeError, TensorType
 from blockflow_blocks import all_blocks
 from blockflow_blocks.nn_activations import Dropout, Elu, LeakyRelu, Relu6, Selu, Softplus, Softsign
-from blockflow_blocks.nn_conv import BiasAdd, Conv2D
+from blockflow_blocks.nn_conv import BiasAdd, Conv2D, Conv2DBackpropInput
 from blockflow_blocks.nn_losses import L2Loss, SigmoidCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits
 from blockflow_blocks.nn_pool import MaxPool
 from blockflow_blocks.nn_topk import InTopK, TopK
@@ -303,6 +303,102 @@ def test_conv2d_gradients_are_the_transposed_linear_map():
     gx, gf = conv_vjp(g, x, f, **kw)
     np.testing.assert_allclose(np.vdot(out, g), np.vdot(x, gx), rtol=1e-10)
     np.testing.assert_allclose(np.vdot(out, g), np.vdot(f, gf), rtol=1e-10)
+
+
+# --------------------------------------------------------------------------------------------
+# Conv2DBackpropInput
+
+
+def naive_conv_transpose(sizes, f, dy, strides=(1, 1), dilations=(1, 1), pads=(0, 0, 0, 0)):
+    """The definition, one out_backprop entry at a time: dy[b, i, j, o] · f[p, q, :, o] added onto
+    the padded input at row i·sh + p·dh, column j·sw + q·dw; the padding cut off at the end."""
+    n, h, w, cin = sizes
+    kh, kw, _, cout = f.shape
+    top, bottom, left, right = pads
+    dx = np.zeros((n, h + top + bottom, w + left + right, cin))
+    for b, i, j, o in itertools.product(range(n), range(dy.shape[1]), range(dy.shape[2]), range(cout)):
+        for p, q in itertools.product(range(kh), range(kw)):
+            r, c = i * strides[0] + p * dilations[0], j * strides[1] + q * dilations[1]
+            dx[b, r, c] += dy[b, i, j, o] * f[p, q, :, o]
+    return dx[:, top:top + h, left:left + w]
+
+
+def conv_t(sizes, f, dy, **kw):
+    return Conv2DBackpropInput.forward(ints(sizes), f, dy, **attrs("Conv2DBackpropInput", **kw))
+
+
+@pytest.mark.parametrize("sizes, fshape, padding, strides, dilations", [
+    ((2, 5, 5, 3), (3, 3, 3, 4), "VALID", (1, 1), (1, 1)),
+    ((2, 7, 6, 2), (3, 3, 2, 3), "SAME", (2, 2), (1, 1)),
+    ((2, 8, 6, 2), (3, 3, 2, 3), "SAME", (2, 2), (1, 1)),
+    ((1, 6, 5, 2), (2, 2, 2, 3), "SAME", (1, 1), (1, 1)),
+    ((2, 8, 7, 2), (4, 3, 2, 2), "SAME", (2, 3), (1, 1)),
+    ((2, 7, 8, 2), (3, 3, 2, 2), "VALID", (2, 3), (1, 1)),
+    ((2, 7, 7, 2), (3, 3, 2, 2), "VALID", (1, 1), (2, 2)),
+    ((1, 9, 8, 2), (2, 2, 2, 3), "SAME", (2, 2), (2, 2)),
+    ((1, 10, 11, 1), (5, 4, 1, 2), "SAME", (3, 4), (1, 1)),
+])
+def test_conv2d_backprop_input_matches_the_naive_definition(sizes, fshape, padding, strides, dilations):
+    pads = (0, 0, 0, 0)
+    if padding == "SAME":
+        pads = tf_same_pads(sizes[1], fshape[0], strides[0], dilations[0]) + \
+            tf_same_pads(sizes[2], fshape[1], strides[1], dilations[1])
+    eh, ew = (fshape[0] - 1) * dilations[0] + 1, (fshape[1] - 1) * dilations[1] + 1
+    oh = (sizes[1] + pads[0] + pads[1] - eh) // strides[0] + 1
+    ow = (sizes[2] + pads[2] + pads[3] - ew) // strides[1] + 1
+    f, dy = RNG.standard_normal(fshape), RNG.standard_normal((sizes[0], oh, ow, fshape[3]))
+    kw = dict(padding=padding, strides=[1, *strides, 1], dilations=[1, *dilations, 1])
+    got = conv_t(sizes, f, dy, **kw)
+    np.testing.assert_allclose(got, naive_conv_transpose(sizes, f, dy, strides, dilations, pads),
+                               rtol=1e-10, atol=1e-12)
+    t = Conv2DBackpropInput.infer(ints(sizes), TensorType(fshape, "float64"), TensorType(dy.shape, "float64"),
+                                  **attrs("Conv2DBackpropInput", **kw))
+    assert t.shape == got.shape == sizes
+
+
+def test_conv2d_backprop_input_explicit_and_nchw_match_the_naive_definition():
+    f, dy = RNG.standard_normal((3, 3, 2, 2)), RNG.standard_normal((2, 3, 4, 2))
+    got = conv_t((2, 4, 5, 2), f, dy, padding="EXPLICIT", explicit_paddings=[0, 0, 1, 2, 0, 1, 0, 0],
+                 strides=[1, 2, 1, 1])
+    want = naive_conv_transpose((2, 4, 5, 2), f, dy, (2, 1), (1, 1), (1, 2, 0, 1))
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    nchw = conv_t((2, 2, 4, 5), f, dy.transpose(0, 3, 1, 2), padding="EXPLICIT", data_format="NCHW",
+                  explicit_paddings=[0, 0, 0, 0, 1, 2, 0, 1], strides=[1, 1, 2, 1])
+    np.testing.assert_allclose(nchw, want.transpose(0, 3, 1, 2), rtol=1e-10, atol=1e-12)
+
+
+def test_conv2d_backprop_input_is_the_input_gradient_of_conv2d():
+    """<conv(x, f), dy> = <x, conv_t(dy)>: the transposed linear map, and Conv2D's own vjp."""
+    x, f = RNG.standard_normal((2, 7, 6, 2)), RNG.standard_normal((3, 3, 2, 3))
+    kw = dict(padding="SAME", strides=[1, 2, 2, 1], dilations=[1, 1, 1, 1])
+    dy = RNG.standard_normal(conv(x, f, **kw).shape)
+    dx = conv_t(x.shape, f, dy, **kw)
+    np.testing.assert_allclose(np.vdot(conv(x, f, **kw), dy), np.vdot(x, dx), rtol=1e-10)
+    np.testing.assert_allclose(dx, conv_vjp(dy, x, f, **kw)[0], rtol=1e-10)
+
+
+@pytest.mark.parametrize("sizes, fshape, gshape, kw, message", [
+    ([2, 7, 6, 2], (3, 3, 2, 3), (2, 4, 4, 3), {"padding": "SAME", "strides": [1, 2, 2, 1]},
+     r"out_backprop \[2,4,4,3\] does not fit.*gives \[2,4,3,3\]"),
+    ([2, 7, 6, 2], (3, 3, 2, 3), (2, 4, 3, 5), {"padding": "SAME", "strides": [1, 2, 2, 1]},
+     "out_backprop has 5 channels"),
+    ([2, 7, 6, 4], (3, 3, 2, 3), (2, 4, 3, 3), {"padding": "SAME", "strides": [1, 2, 2, 1]},
+     "input_sizes has 4 channels"),
+    ([2, 7, 6], (3, 3, 2, 3), (2, 4, 3, 3), {"padding": "SAME"}, "input_sizes must be 4"),
+    ([2, 7, 6, 2], (3, 3, 2), (2, 4, 3, 3), {"padding": "SAME"}, "rank-4 filter"),
+    ([2, 7, 6, 2], (3, 3, 2, 3), (2, 4, 3), {"padding": "SAME"}, "rank-4 out_backprop"),
+    ([2, 2, 6, 2], (3, 3, 2, 3), (2, 1, 4, 3), {}, "larger than the input's height"),
+])
+def test_conv2d_backprop_input_refuses_what_does_not_fit(sizes, fshape, gshape, kw, message):
+    with pytest.raises(ShapeError, match=message):
+        Conv2DBackpropInput.infer(ints(sizes), TensorType(fshape, "float32"), TensorType(gshape, "float32"),
+                                  **attrs("Conv2DBackpropInput", **kw))
+    if len(sizes) == 4 and len(fshape) == 4 and len(gshape) == 4:
+        with pytest.raises(ShapeError, match=message):
+            conv_t(sizes, np.zeros(fshape), np.zeros(gshape), **kw)
+    with pytest.raises(ShapeError, match="filter is float32 but out_backprop is float64"):
+        Conv2DBackpropInput.infer(ints([2, 7, 6, 2]), TensorType((3, 3, 2, 3), "float32"),
+                                  TensorType((2, 4, 3, 3), "float64"), **attrs("Conv2DBackpropInput"))
 
 
 # --------------------------------------------------------------------------------------------
