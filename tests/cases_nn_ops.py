@@ -36,6 +36,16 @@ def _conv_t(sizes, f, g, padding="VALID", strides=(1, 1), dilations=(1, 1), id="
     return Case((ints(sizes), f32(*f), f32(*g)), attrs, id=id)
 
 
+def _bn(shape, channels, id, grad=True, **attrs):
+    """A FusedBatchNormV3 case: x of ``shape``; scale, offset, mean and a positive variance (a
+    float16 x with float32 statistics is in tests/test_nn_ops.py: the table's dtype check wants
+    float32 outputs from float32 inputs, and y is float16 there)."""
+    x = f32(*shape)
+    scale, offset, mean = f32(channels, lo=0.5, hi=2.0), f32(channels), f32(channels, lo=-0.5, hi=0.5)
+    variance = f32(channels, lo=0.5, hi=2.0)
+    return Case((x, scale, offset, mean, variance), attrs, id=id, grad=grad)
+
+
 def _pool(x, padding, ksize, strides, id, grad=True):
     return Case((x,), {"padding": padding, "ksize": [1, *ksize, 1], "strides": [1, *strides, 1]},
                 id=id, grad=grad)
@@ -123,6 +133,16 @@ CASES: dict[str, list[Case]] = {
              {"padding": "SAME", "strides": [1, 1, 2, 2], "dilations": [1, 1, 1, 1], "data_format": "NCHW"},
              id="nchw-same-s2"),
         Case((ints([1, 3, 3, 1]), f32(3, 3, 1, 1), f32(1, 1, 1, 1)), {"padding": "VALID"}, id="single-output"),
+    ],
+    "FusedBatchNormV3": [
+        _bn((4, 3, 2, 3), 3, "train-nhwc"),
+        _bn((3, 3, 2, 2), 3, "train-nchw", data_format="NCHW"),
+        _bn((4, 2, 2, 3), 3, "train-avg-0.3", exponential_avg_factor=0.3, epsilon=0.01),
+        _bn((4, 3, 2, 3), 3, "inference", is_training=False),
+        _bn((2, 3, 2, 2), 3, "inference-nchw", is_training=False, data_format="NCHW", epsilon=0.001),
+        _bn((1, 1, 1, 2), 2, "train-one-entry", grad=False),
+        Case((f32(3, 2, 2, 2), f32(2, lo=0.5), f32(2), np.zeros(0, np.float32), np.zeros(0, np.float32)),
+             id="train-empty-mean"),
     ],
     "MaxPool": _pool_cases(distinct) + [
         _pool(i32(2, 5, 5, 2), "SAME", (2, 2), (2, 2), "int32", grad=False),
