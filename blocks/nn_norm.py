@@ -77,7 +77,8 @@ class FusedBatchNormV3:
     (the Bessel-corrected variance over the n = batch·height·width entries of a channel; n / 1 when
     n is 1), with f = ``exponential_avg_factor`` (with f = 1 they are the batch's own, and mean and
     variance may be empty); ``reserve_space_1`` and ``reserve_space_2`` are m and the biased v. In
-    inference all four are the given mean and variance. ``reserve_space_3`` is a 0-d zero.
+    inference all four are the given mean and variance (TensorFlow's CPU kernel leaves the two
+    reserve spaces unset there). ``reserve_space_3`` is a 0-d zero.
 
     Only ``y`` carries a gradient back (as TensorFlow's FusedBatchNormGradV3: the gradients
     arriving at the statistics outputs are ignored). TensorFlow sends none to ``mean`` and
