@@ -1,4 +1,4 @@
-"""nn_ops, convolution: BiasAdd, Conv2D.
+"""nn_ops, convolution: BiasAdd, Conv2D, Conv2DBackpropInput.
 
 Imports only blockflow.spec and numpy.
 """
@@ -251,3 +251,109 @@ def _correlate(xp, filter, strides, dilations, oh, ow):
         cols = _windows_of(xp[images], filter.shape, rows, ow, strides, dilations)
         out[images, rows] = np.matmul(cols, kernel).reshape(out[images, rows].shape)
     return out
+
+
+def _backprop_sizes(input_sizes, data_format):
+    """``input_sizes`` (the input's shape, 4 ints in the layout's order) as an NHWC tuple; checked."""
+    a = np.asarray(input_sizes)
+    if a.shape != (4,) or a.dtype.kind not in "iu" or (a < 0).any():
+        raise ShapeError(f"Conv2DBackpropInput: input_sizes must be 4 non-negative ints (the input's shape, "
+                         f"{data_format}), got {a.tolist()!r}")
+    n, h, w, c = (int(a[i]) for i in ((0, 1, 2, 3) if data_format == "NHWC" else (0, 2, 3, 1)))
+    if h == 0 or w == 0:
+        raise ShapeError(f"Conv2DBackpropInput: input_sizes {a.tolist()} has an empty height or width")
+    return n, h, w, c
+
+
+def _backprop_check(sizes, fshape, gshape, strides, padding, explicit_paddings, data_format, dilations):
+    """Check that an out_backprop of NHWC ``gshape`` is what Conv2D makes of an input of NHWC
+    ``sizes`` and a filter of ``fshape`` (None entries: unknown); the known NHWC shape of the
+    gradient it gives."""
+    op = "Conv2DBackpropInput"
+    s = spatial(op, "strides", strides, data_format)
+    d = spatial(op, "dilations", dilations, data_format)
+    pads = explicit_pads(op, padding, explicit_paddings, data_format)
+    kh, kw, fin, fout = fshape
+    if fin is not None and fin != sizes[3]:
+        raise ShapeError(f"{op}: input_sizes has {sizes[3]} channels ({data_format}) but filter "
+                         f"{fmt_shape(fshape)} expects {fin}")
+    if fout is not None and gshape[3] is not None and fout != gshape[3]:
+        raise ShapeError(f"{op}: out_backprop has {gshape[3]} channels ({data_format}) but filter "
+                         f"{fmt_shape(fshape)} makes {fout}")
+    want = [sizes[0], None, None]
+    if kh is not None:
+        want[1] = axis_geometry(op, "height", sizes[1], kh, s[0], d[0], padding, pads and pads[0])[0]
+    if kw is not None:
+        want[2] = axis_geometry(op, "width", sizes[2], kw, s[1], d[1], padding, pads and pads[1])[0]
+    for axis, (a, b) in enumerate(zip(want, gshape[:3])):
+        if a is not None and b is not None and a != b:
+            raise ShapeError(f"{op}: out_backprop {fmt_shape(layout_shape(*gshape, data_format))} does not fit: "
+                             f"Conv2D of an input {list(layout_shape(*sizes, data_format))} with filter "
+                             f"{fmt_shape(fshape)} ({padding}, strides {list(strides)}) gives "
+                             f"{fmt_shape(layout_shape(*want, fout, data_format))}")
+
+
+@block("Conv2DBackpropInput", category="nn_ops")
+class Conv2DBackpropInput:
+    """The gradient of Conv2D with respect to its input: a transposed convolution.
+
+    As TensorFlow's raw op (``tf.nn.conv2d_transpose`` computes it): ``input_sizes`` is the
+    shape of Conv2D's input (4 ints in the layout's order, known when compiling), ``filter`` is
+    [filter_height, filter_width, in_channels, out_channels] and ``out_backprop`` has the shape
+    Conv2D gives for that input and filter. The output has shape ``input_sizes``: each entry of
+    ``out_backprop`` times the filter, added back onto its window (what lands on the padding is
+    dropped). ``strides``, ``padding`` (SAME, VALID, EXPLICIT with ``explicit_paddings``),
+    ``data_format`` and ``dilations`` are Conv2D's, with Conv2D's window arithmetic; several
+    input sizes give one out_backprop size, which is why input_sizes is given.
+
+    Being linear in each operand, its gradients are Conv2D itself: out_backprop's is the Conv2D
+    of the cotangent with the filter, the filter's is Conv2D's filter gradient of the cotangent
+    (as the input) and out_backprop (as the output's cotangent).
+    """
+
+    inputs = (Input("input_sizes", dtype="int", static=True, doc="the shape of Conv2D's input"),
+              Input("filter", dtype="float"), Input("out_backprop", dtype="float"))
+    outputs = (Output("output"),)
+    attrs = Conv2D.attrs
+    grad_rule = """
+        dout_backprop = Conv2D(g, filter) with the same strides, padding, dilations and layout
+        dfilter = Σ over the batch and the output positions of (g's window) ⊗ out_backprop
+        """
+
+    def infer(input_sizes, filter, out_backprop, *, strides, padding, explicit_paddings, data_format,
+              dilations):
+        if filter.dtype != out_backprop.dtype:
+            raise ShapeError(f"Conv2DBackpropInput: filter is {filter.dtype.name} but out_backprop is "
+                             f"{out_backprop.dtype.name}")
+        sizes = _backprop_sizes(input_sizes, data_format)
+        if filter.rank != 4:
+            raise ShapeError(f"Conv2DBackpropInput needs a rank-4 filter [height, width, in_channels, "
+                             f"out_channels], got {filter}")
+        gshape = nhwc_type("Conv2DBackpropInput", out_backprop, data_format, "out_backprop")
+        _backprop_check(sizes, filter.shape, gshape, strides, padding, explicit_paddings, data_format, dilations)
+        return TensorType(layout_shape(*sizes, data_format), filter.dtype)
+
+    def forward(input_sizes, filter, out_backprop, *, strides, padding, explicit_paddings, data_format,
+                dilations):
+        sizes = _backprop_sizes(input_sizes, data_format)
+        if out_backprop.ndim != 4 or filter.ndim != 4:
+            raise ShapeError(f"Conv2DBackpropInput needs a rank-4 filter and out_backprop, got "
+                             f"{list(filter.shape)} and {list(out_backprop.shape)}")
+        _backprop_check(sizes, filter.shape, to_nhwc(out_backprop, data_format).shape, strides, padding,
+                        explicit_paddings, data_format, dilations)
+        attrs = dict(strides=strides, padding=padding, explicit_paddings=explicit_paddings,
+                     data_format=data_format, dilations=dilations)
+        # Conv2D's input gradient reads only its input's shape: a zero-strided stand-in.
+        stand_in = np.broadcast_to(np.zeros((), out_backprop.dtype), layout_shape(*sizes, data_format))
+        return Conv2D.vjp(out_backprop, None, stand_in, filter, **attrs, needs=(True, False))[0]
+
+    def vjp(g, out, input_sizes, filter, out_backprop, *, strides, padding, explicit_paddings, data_format,
+            dilations, needs):
+        attrs = dict(strides=strides, padding=padding, explicit_paddings=explicit_paddings,
+                     data_format=data_format, dilations=dilations)
+        g_filter = g_out = None
+        if needs[1]:
+            g_filter = Conv2D.vjp(out_backprop, None, g, filter, **attrs, needs=(False, True))[1]
+        if needs[2]:
+            g_out = Conv2D.forward(g, filter, **attrs)
+        return None, g_filter, g_out

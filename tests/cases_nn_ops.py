@@ -30,6 +30,22 @@ def _conv(x, f, padding="VALID", strides=(1, 1), dilations=(1, 1), id="", **extr
     return Case((x, f), attrs, id=id)
 
 
+def _conv_t(sizes, f, g, padding="VALID", strides=(1, 1), dilations=(1, 1), id="", **extra):
+    """A Conv2DBackpropInput case: an NHWC input of ``sizes``; ``g`` the out_backprop's shape."""
+    attrs = {"padding": padding, "strides": [1, *strides, 1], "dilations": [1, *dilations, 1], **extra}
+    return Case((ints(sizes), f32(*f), f32(*g)), attrs, id=id)
+
+
+def _bn(shape, channels, id, grad=True, **attrs):
+    """A FusedBatchNormV3 case: x of ``shape``; scale, offset, mean and a positive variance (a
+    float16 x with float32 statistics is in tests/test_nn_ops.py: the table's dtype check wants
+    float32 outputs from float32 inputs, and y is float16 there)."""
+    x = f32(*shape)
+    scale, offset, mean = f32(channels, lo=0.5, hi=2.0), f32(channels), f32(channels, lo=-0.5, hi=0.5)
+    variance = f32(channels, lo=0.5, hi=2.0)
+    return Case((x, scale, offset, mean, variance), attrs, id=id, grad=grad)
+
+
 def _pool(x, padding, ksize, strides, id, grad=True):
     return Case((x,), {"padding": padding, "ksize": [1, *ksize, 1], "strides": [1, *strides, 1]},
                 id=id, grad=grad)
@@ -105,6 +121,33 @@ CASES: dict[str, list[Case]] = {
              {"padding": "SAME", "strides": [1, 1, 2, 2], "dilations": [1, 1, 1, 1], "data_format": "NCHW"},
              id="nchw-same-s2"),
         Case((f32(1, 3, 3, 1), f32(3, 3, 1, 1)), {"padding": "VALID"}, id="single-output"),
+    ],
+    "Conv2DBackpropInput": [
+        _conv_t([2, 5, 5, 3], (3, 3, 3, 4), (2, 3, 3, 4), "VALID", id="valid-s1"),
+        _conv_t([2, 7, 6, 2], (3, 3, 2, 3), (2, 3, 2, 3), "VALID", (2, 2), id="valid-s2-odd"),
+        _conv_t([2, 5, 5, 3], (3, 3, 3, 2), (2, 5, 5, 2), "SAME", id="same-s1"),
+        _conv_t([2, 7, 6, 2], (3, 3, 2, 3), (2, 4, 3, 3), "SAME", (2, 2), id="same-s2-odd"),
+        _conv_t([2, 8, 6, 2], (3, 3, 2, 3), (2, 4, 3, 3), "SAME", (2, 2), id="same-s2-even"),
+        _conv_t([2, 8, 7, 2], (4, 3, 2, 2), (2, 4, 3, 2), "SAME", (2, 3), id="same-rect-s2x3"),
+        _conv_t([2, 7, 6, 2], (3, 2, 2, 2), (2, 7, 6, 2), "SAME", dilations=(2, 3), id="same-dilated"),
+        _conv_t([2, 9, 8, 2], (2, 2, 2, 3), (2, 5, 4, 3), "SAME", (2, 2), (2, 2), id="same-dilated-s2"),
+        _conv_t([2, 4, 5, 3], (1, 1, 3, 4), (2, 4, 5, 4), "VALID", id="1x1"),
+        _conv_t([1, 4, 5, 2], (3, 3, 2, 2), (1, 3, 4, 2), "EXPLICIT", (2, 1),
+                explicit_paddings=[0, 0, 1, 2, 0, 1, 0, 0], id="explicit"),
+        Case((ints([2, 3, 6, 5]), f32(3, 3, 3, 2), f32(2, 2, 3, 3)),
+             {"padding": "SAME", "strides": [1, 1, 2, 2], "dilations": [1, 1, 1, 1], "data_format": "NCHW"},
+             id="nchw-same-s2"),
+        Case((ints([1, 3, 3, 1]), f32(3, 3, 1, 1), f32(1, 1, 1, 1)), {"padding": "VALID"}, id="single-output"),
+    ],
+    "FusedBatchNormV3": [
+        _bn((4, 3, 2, 3), 3, "train-nhwc"),
+        _bn((3, 3, 2, 2), 3, "train-nchw", data_format="NCHW"),
+        _bn((4, 2, 2, 3), 3, "train-avg-0.3", exponential_avg_factor=0.3, epsilon=0.01),
+        _bn((4, 3, 2, 3), 3, "inference", is_training=False),
+        _bn((2, 3, 2, 2), 3, "inference-nchw", is_training=False, data_format="NCHW", epsilon=0.001),
+        _bn((1, 1, 1, 2), 2, "train-one-entry", grad=False),
+        Case((f32(3, 2, 2, 2), f32(2, lo=0.5), f32(2), np.zeros(0, np.float32), np.zeros(0, np.float32)),
+             id="train-empty-mean"),
     ],
     "MaxPool": _pool_cases(distinct) + [
         _pool(i32(2, 5, 5, 2), "SAME", (2, 2), (2, 2), "int32", grad=False),

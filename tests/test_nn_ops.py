@@ -16,7 +16,8 @@ from blockflow.run.runtime import run
 from blockflow.spec import ShapeError, TensorType
 from blockflow_blocks import all_blocks
 from blockflow_blocks.nn_activations import Dropout, Elu, Gelu, LeakyRelu, Relu6, Selu, Softplus, Softsign
-from blockflow_blocks.nn_conv import BiasAdd, Conv2D
+from blockflow_blocks.nn_conv import BiasAdd, Conv2D, Conv2DBackpropInput
+from blockflow_blocks.nn_norm import FusedBatchNormV3
 from blockflow_blocks.nn_losses import L2Loss, SigmoidCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits
 from blockflow_blocks.nn_pool import MaxPool
 from blockflow_blocks.nn_topk import InTopK, TopK
@@ -339,6 +340,224 @@ def test_conv2d_gradients_are_the_transposed_linear_map():
     gx, gf = conv_vjp(g, x, f, **kw)
     np.testing.assert_allclose(np.vdot(out, g), np.vdot(x, gx), rtol=1e-10)
     np.testing.assert_allclose(np.vdot(out, g), np.vdot(f, gf), rtol=1e-10)
+
+
+# --------------------------------------------------------------------------------------------
+# Conv2DBackpropInput
+
+
+def naive_conv_transpose(sizes, f, dy, strides=(1, 1), dilations=(1, 1), pads=(0, 0, 0, 0)):
+    """The definition, one out_backprop entry at a time: dy[b, i, j, o] · f[p, q, :, o] added onto
+    the padded input at row i·sh + p·dh, column j·sw + q·dw; the padding cut off at the end."""
+    n, h, w, cin = sizes
+    kh, kw, _, cout = f.shape
+    top, bottom, left, right = pads
+    dx = np.zeros((n, h + top + bottom, w + left + right, cin))
+    for b, i, j, o in itertools.product(range(n), range(dy.shape[1]), range(dy.shape[2]), range(cout)):
+        for p, q in itertools.product(range(kh), range(kw)):
+            r, c = i * strides[0] + p * dilations[0], j * strides[1] + q * dilations[1]
+            dx[b, r, c] += dy[b, i, j, o] * f[p, q, :, o]
+    return dx[:, top:top + h, left:left + w]
+
+
+def conv_t(sizes, f, dy, **kw):
+    return Conv2DBackpropInput.forward(ints(sizes), f, dy, **attrs("Conv2DBackpropInput", **kw))
+
+
+@pytest.mark.parametrize("sizes, fshape, padding, strides, dilations", [
+    ((2, 5, 5, 3), (3, 3, 3, 4), "VALID", (1, 1), (1, 1)),
+    ((2, 7, 6, 2), (3, 3, 2, 3), "SAME", (2, 2), (1, 1)),
+    ((2, 8, 6, 2), (3, 3, 2, 3), "SAME", (2, 2), (1, 1)),
+    ((1, 6, 5, 2), (2, 2, 2, 3), "SAME", (1, 1), (1, 1)),
+    ((2, 8, 7, 2), (4, 3, 2, 2), "SAME", (2, 3), (1, 1)),
+    ((2, 7, 8, 2), (3, 3, 2, 2), "VALID", (2, 3), (1, 1)),
+    ((2, 7, 7, 2), (3, 3, 2, 2), "VALID", (1, 1), (2, 2)),
+    ((1, 9, 8, 2), (2, 2, 2, 3), "SAME", (2, 2), (2, 2)),
+    ((1, 10, 11, 1), (5, 4, 1, 2), "SAME", (3, 4), (1, 1)),
+])
+def test_conv2d_backprop_input_matches_the_naive_definition(sizes, fshape, padding, strides, dilations):
+    pads = (0, 0, 0, 0)
+    if padding == "SAME":
+        pads = tf_same_pads(sizes[1], fshape[0], strides[0], dilations[0]) + \
+            tf_same_pads(sizes[2], fshape[1], strides[1], dilations[1])
+    eh, ew = (fshape[0] - 1) * dilations[0] + 1, (fshape[1] - 1) * dilations[1] + 1
+    oh = (sizes[1] + pads[0] + pads[1] - eh) // strides[0] + 1
+    ow = (sizes[2] + pads[2] + pads[3] - ew) // strides[1] + 1
+    f, dy = RNG.standard_normal(fshape), RNG.standard_normal((sizes[0], oh, ow, fshape[3]))
+    kw = dict(padding=padding, strides=[1, *strides, 1], dilations=[1, *dilations, 1])
+    got = conv_t(sizes, f, dy, **kw)
+    np.testing.assert_allclose(got, naive_conv_transpose(sizes, f, dy, strides, dilations, pads),
+                               rtol=1e-10, atol=1e-12)
+    t = Conv2DBackpropInput.infer(ints(sizes), TensorType(fshape, "float64"), TensorType(dy.shape, "float64"),
+                                  **attrs("Conv2DBackpropInput", **kw))
+    assert t.shape == got.shape == sizes
+
+
+def test_conv2d_backprop_input_explicit_and_nchw_match_the_naive_definition():
+    f, dy = RNG.standard_normal((3, 3, 2, 2)), RNG.standard_normal((2, 3, 4, 2))
+    got = conv_t((2, 4, 5, 2), f, dy, padding="EXPLICIT", explicit_paddings=[0, 0, 1, 2, 0, 1, 0, 0],
+                 strides=[1, 2, 1, 1])
+    want = naive_conv_transpose((2, 4, 5, 2), f, dy, (2, 1), (1, 1), (1, 2, 0, 1))
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    nchw = conv_t((2, 2, 4, 5), f, dy.transpose(0, 3, 1, 2), padding="EXPLICIT", data_format="NCHW",
+                  explicit_paddings=[0, 0, 0, 0, 1, 2, 0, 1], strides=[1, 1, 2, 1])
+    np.testing.assert_allclose(nchw, want.transpose(0, 3, 1, 2), rtol=1e-10, atol=1e-12)
+
+
+def test_conv2d_backprop_input_is_the_input_gradient_of_conv2d():
+    """<conv(x, f), dy> = <x, conv_t(dy)>: the transposed linear map, and Conv2D's own vjp."""
+    x, f = RNG.standard_normal((2, 7, 6, 2)), RNG.standard_normal((3, 3, 2, 3))
+    kw = dict(padding="SAME", strides=[1, 2, 2, 1], dilations=[1, 1, 1, 1])
+    dy = RNG.standard_normal(conv(x, f, **kw).shape)
+    dx = conv_t(x.shape, f, dy, **kw)
+    np.testing.assert_allclose(np.vdot(conv(x, f, **kw), dy), np.vdot(x, dx), rtol=1e-10)
+    np.testing.assert_allclose(dx, conv_vjp(dy, x, f, **kw)[0], rtol=1e-10)
+
+
+@pytest.mark.parametrize("sizes, fshape, gshape, kw, message", [
+    ([2, 7, 6, 2], (3, 3, 2, 3), (2, 4, 4, 3), {"padding": "SAME", "strides": [1, 2, 2, 1]},
+     r"out_backprop \[2,4,4,3\] does not fit.*gives \[2,4,3,3\]"),
+    ([2, 7, 6, 2], (3, 3, 2, 3), (2, 4, 3, 5), {"padding": "SAME", "strides": [1, 2, 2, 1]},
+     "out_backprop has 5 channels"),
+    ([2, 7, 6, 4], (3, 3, 2, 3), (2, 4, 3, 3), {"padding": "SAME", "strides": [1, 2, 2, 1]},
+     "input_sizes has 4 channels"),
+    ([2, 7, 6], (3, 3, 2, 3), (2, 4, 3, 3), {"padding": "SAME"}, "input_sizes must be 4"),
+    ([2, 7, 6, 2], (3, 3, 2), (2, 4, 3, 3), {"padding": "SAME"}, "rank-4 filter"),
+    ([2, 7, 6, 2], (3, 3, 2, 3), (2, 4, 3), {"padding": "SAME"}, "rank-4 out_backprop"),
+    ([2, 2, 6, 2], (3, 3, 2, 3), (2, 1, 4, 3), {}, "larger than the input's height"),
+])
+def test_conv2d_backprop_input_refuses_what_does_not_fit(sizes, fshape, gshape, kw, message):
+    with pytest.raises(ShapeError, match=message):
+        Conv2DBackpropInput.infer(ints(sizes), TensorType(fshape, "float32"), TensorType(gshape, "float32"),
+                                  **attrs("Conv2DBackpropInput", **kw))
+    if len(sizes) == 4 and len(fshape) == 4 and len(gshape) == 4:
+        with pytest.raises(ShapeError, match=message):
+            conv_t(sizes, np.zeros(fshape), np.zeros(gshape), **kw)
+    with pytest.raises(ShapeError, match="filter is float32 but out_backprop is float64"):
+        Conv2DBackpropInput.infer(ints([2, 7, 6, 2]), TensorType((3, 3, 2, 3), "float32"),
+                                  TensorType((2, 4, 3, 3), "float64"), **attrs("Conv2DBackpropInput"))
+
+
+# --------------------------------------------------------------------------------------------
+# FusedBatchNormV3
+
+
+def naive_batch_norm(x, scale, offset, mean, variance, epsilon, factor, training):
+    """TensorFlow's definition for NHWC, one channel at a time with plain sums."""
+    n, h, w, c = x.shape
+    count = n * h * w
+    y = np.zeros(x.shape)
+    outs = [np.zeros(c) for _ in range(4)]
+    for k in range(c):
+        entries = [x[b, i, j, k] for b, i, j in itertools.product(range(n), range(h), range(w))]
+        m, v = mean[k], variance[k]
+        if training:
+            m = sum(entries) / count
+            v = sum((e - m) ** 2 for e in entries) / count
+            unbiased = v * count / (count - 1) if count > 1 else v
+            outs[0][k] = (1 - factor) * mean[k] + factor * m if factor != 1 else m
+            outs[1][k] = (1 - factor) * variance[k] + factor * unbiased if factor != 1 else unbiased
+        else:
+            outs[0][k], outs[1][k] = mean[k], variance[k]
+        outs[2][k], outs[3][k] = m, v
+        for b, i, j in itertools.product(range(n), range(h), range(w)):
+            y[b, i, j, k] = (x[b, i, j, k] - m) / np.sqrt(v + epsilon) * scale[k] + offset[k]
+    return (y, *outs)
+
+
+def batch_norm(x, scale, offset, mean, variance, **kw):
+    return FusedBatchNormV3.forward(x, scale, offset, mean, variance, **attrs("FusedBatchNormV3", **kw))
+
+
+def _bn_inputs(shape, c):
+    return (RNG.standard_normal(shape), RNG.uniform(0.5, 2, c), RNG.standard_normal(c),
+            RNG.standard_normal(c), RNG.uniform(0.5, 2, c))
+
+
+@pytest.mark.parametrize("shape, epsilon, factor, training", [
+    ((4, 3, 2, 3), 0.0001, 1.0, True),
+    ((2, 3, 5, 2), 0.01, 0.25, True),
+    ((1, 1, 1, 3), 0.001, 1.0, True),  # one entry per channel: no Bessel correction (n / max(n - 1, 1))
+    ((3, 2, 2, 4), 0.001, 1.0, False),
+    ((3, 2, 2, 4), 0.001, 0.5, False),  # the factor only matters in training
+])
+def test_fused_batch_norm_matches_the_definition(shape, epsilon, factor, training):
+    inputs = _bn_inputs(shape, shape[3])
+    got = batch_norm(*inputs, epsilon=epsilon, exponential_avg_factor=factor, is_training=training)
+    want = naive_batch_norm(*inputs, epsilon, factor, training)
+    for g, w in zip(got[:5], want):
+        np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12)
+    assert got[5].shape == () and got[5] == 0
+    types = FusedBatchNormV3.infer(*(TensorType(a.shape, "float64") for a in inputs),
+                                   **attrs("FusedBatchNormV3", is_training=training))
+    assert [t.shape for t in types] == [np.shape(o) for o in got]
+
+
+def test_fused_batch_norm_nchw_is_nhwc_transposed_and_float16_x_keeps_float32_statistics():
+    x, *params = _bn_inputs((2, 3, 4, 3), 3)
+    nhwc = batch_norm(x, *params)
+    nchw = batch_norm(x.transpose(0, 3, 1, 2), *params, data_format="NCHW")
+    np.testing.assert_allclose(nchw[0], nhwc[0].transpose(0, 3, 1, 2), rtol=1e-12)
+    for a, b in zip(nchw[1:], nhwc[1:]):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+    half = batch_norm(x.astype(np.float16), *(p.astype(np.float32) for p in params))
+    assert half[0].dtype == np.float16 and all(o.dtype == np.float32 for o in half[1:])
+    np.testing.assert_allclose(half[0], nhwc[0], atol=1e-2)
+    types = FusedBatchNormV3.infer(TensorType(x.shape, "float16"), *(TensorType((3,), "float32") for _ in params),
+                                   **attrs("FusedBatchNormV3"))
+    assert [t.dtype for t in types] == [np.float16] + [np.float32] * 5
+
+
+def test_fused_batch_norm_gradients_are_tensorflow_s():
+    """FusedBatchNormGradV3's formulas, written out per channel with plain sums; statistics
+    outputs carry no gradient."""
+    x, scale, offset, mean, variance = _bn_inputs((3, 2, 2, 2), 2)
+    g = RNG.standard_normal(x.shape)
+    for training in (True, False):
+        a = attrs("FusedBatchNormV3", is_training=training, epsilon=0.001)
+        out = FusedBatchNormV3.forward(x, scale, offset, mean, variance, **a)
+        gx, gscale, goffset, gmean, gvar = FusedBatchNormV3.vjp((g, None, None, None, None, None), out, x, scale,
+                                                                offset, mean, variance, **a)
+        for k in range(2):
+            xs, gs = x[..., k].ravel(), g[..., k].ravel()
+            m, v = (xs.mean(), xs.var()) if training else (mean[k], variance[k])
+            r = 1 / np.sqrt(v + 0.001)
+            xhat = (xs - m) * r
+            np.testing.assert_allclose(goffset[k], gs.sum(), rtol=1e-10)
+            np.testing.assert_allclose(gscale[k], (gs * xhat).sum(), rtol=1e-10)
+            if training:
+                want = scale[k] * r * (gs - gs.mean() - xhat * (gs * xhat).mean())
+            else:
+                want = gs * scale[k] * r
+            np.testing.assert_allclose(gx[..., k].ravel(), want, rtol=1e-9, atol=1e-12)
+        if training:
+            assert not gmean.any() and not gvar.any()
+
+
+@pytest.mark.parametrize("x, params, kw, message", [
+    ((2, 3, 4), [(4,)] * 4, {}, "rank-4 x"),
+    ((2, 3, 4, 5), [(4,)] * 4, {}, r"scale \[4\] must have one entry per channel of x \[2,3,4,5\] \(5 channels"),
+    ((2, 3, 4, 5), [(5,), (5,), (5,), (4,)], {}, r"variance \[4\]"),
+    ((2, 3, 4, 5), [(5,), (5,), (0,), (0,)], {"is_training": False}, r"mean \[0\]"),
+    ((2, 3, 4, 5), [(5,), (5,), (0,), (0,)], {"exponential_avg_factor": 0.5}, r"mean \[0\]"),
+    ((2, 5, 4, 3), [(3,)] * 4, {"data_format": "NCHW"}, r"\(5 channels, NCHW\)"),
+    ((2, 3, 4, 5), [(5,), (5, 1), (5,), (5,)], {}, "1-D offset"),
+])
+def test_fused_batch_norm_refuses_what_does_not_fit(x, params, kw, message):
+    with pytest.raises(ShapeError, match=message):
+        FusedBatchNormV3.infer(TensorType(x, "float32"), *(TensorType(p, "float32") for p in params),
+                               **attrs("FusedBatchNormV3", **kw))
+    with pytest.raises(ShapeError, match=message):
+        batch_norm(np.zeros(x, np.float32), *(np.ones(p, np.float32) for p in params), **kw)
+
+
+def test_fused_batch_norm_refuses_mixed_statistics_dtypes():
+    x, p32, p64 = TensorType((2, 2, 2, 3), "float64"), TensorType((3,), "float32"), TensorType((3,), "float64")
+    with pytest.raises(ShapeError, match="offset is float64 but scale is float32"):
+        FusedBatchNormV3.infer(x, p32, p64, p32, p32, **attrs("FusedBatchNormV3"))
+    with pytest.raises(ShapeError, match="must be float32 or x's dtype"):
+        FusedBatchNormV3.infer(TensorType((2, 2, 2, 3), "float32"), p64, p64, p64, p64, **attrs("FusedBatchNormV3"))
+    assert REG.resolve_alias("FusedBatchNorm") == "FusedBatchNormV3"
 
 
 # --------------------------------------------------------------------------------------------

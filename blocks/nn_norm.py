@@ -1,0 +1,169 @@
+"""nn_ops, normalization: FusedBatchNormV3.
+
+Imports only blockflow.spec and numpy.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from blockflow.spec import Attr, Input, Output, ShapeError, TensorType, block, reserve
+
+from .common import fmt_shape
+from .window_geometry import AXES, LAYOUTS
+
+_OP = "FusedBatchNormV3"
+_PARAMS = ("scale", "offset", "mean", "variance")
+# The axes a channel's statistics are taken over, per layout.
+_STAT_AXES = {"NHWC": (0, 1, 2), "NCHW": (0, 2, 3)}
+
+
+def _channels(x, params, is_training, exponential_avg_factor, data_format):
+    """The channel count of ``x`` (a TensorType or an array: anything with shape and dtype),
+    checking ``params`` (scale, offset, mean, variance) against it; None when unknown."""
+    if len(x.shape) != 4:
+        raise ShapeError(f"{_OP} needs a rank-4 x ({data_format}), got {fmt_shape(x.shape)}")
+    u = params[0].dtype
+    for name, p in zip(_PARAMS, params):
+        if p.dtype != u:
+            raise ShapeError(f"{_OP}: {name} is {p.dtype.name} but scale is {u.name} (scale, offset, mean and "
+                             f"variance share one dtype)")
+    if u.kind != "f" or (u != x.dtype and u != np.float32):
+        raise ShapeError(f"{_OP}: scale, offset, mean and variance must be float32 or x's dtype "
+                         f"({x.dtype.name}), got {u.name}")
+    c = x.shape[AXES[data_format][2]]
+    # As TensorFlow: in training with exponential_avg_factor 1 the mean and variance are not
+    # read and may be empty.
+    may_be_empty = is_training and exponential_avg_factor == 1
+    for name, p in zip(_PARAMS, params):
+        if len(p.shape) != 1:
+            raise ShapeError(f"{_OP} needs a 1-D {name} (one entry per channel), got {fmt_shape(p.shape)}")
+        n = p.shape[0]
+        if name in ("mean", "variance") and n == 0 and may_be_empty:
+            continue
+        if n is not None and c is not None and n != c:
+            raise ShapeError(f"{_OP}: {name} {fmt_shape(p.shape)} must have one entry per channel of x "
+                             f"{fmt_shape(x.shape)} ({c} channels, {data_format})")
+        c = n if c is None else c
+    return c
+
+
+def _shaped(v, data_format):
+    """A per-channel vector shaped to broadcast against a 4-D tensor in ``data_format``."""
+    return v if data_format == "NHWC" else v.reshape(-1, 1, 1)
+
+
+def _moments(x, data_format):
+    """(count, mean, biased variance) of each channel of ``x``, computed in x's dtype."""
+    axes = _STAT_AXES[data_format]
+    count = x.size // max(x.shape[AXES[data_format][2]], 1)
+    mean = np.mean(x, axis=axes)
+    reserve(x.shape, x.dtype, "FusedBatchNormV3's centred input")
+    centred = x - _shaped(mean, data_format)
+    return count, mean, np.mean(np.square(centred), axis=axes)
+
+
+@block(_OP, category="nn_ops", aliases=("FusedBatchNorm",))
+class FusedBatchNormV3:
+    """Batch normalization of a 4-D ``x`` per channel, as TensorFlow's FusedBatchNormV3.
+
+    ``y = (x - m) / sqrt(v + epsilon) * scale + offset`` for each channel (the last axis for
+    NHWC, axis 1 for NCHW). In training (``is_training``), m and v are the batch's mean and
+    biased variance over the other axes; otherwise they are the given ``mean`` and
+    ``variance``. ``scale``, ``offset``, ``mean`` and ``variance`` are 1-D, one entry per
+    channel, float32 or x's dtype (the statistics are computed in that dtype; y has x's).
+
+    The other outputs follow TensorFlow's CPU kernel. In training: ``batch_mean`` is
+    ``(1 - f) * mean + f * m`` and ``batch_variance`` is ``(1 - f) * variance + f * v * n / (n - 1)``
+    (the Bessel-corrected variance over the n = batch·height·width entries of a channel; n / 1 when
+    n is 1), with f = ``exponential_avg_factor`` (with f = 1 they are the batch's own, and mean and
+    variance may be empty); ``reserve_space_1`` and ``reserve_space_2`` are m and the biased v. In
+    inference all four are the given mean and variance (TensorFlow's CPU kernel leaves the two
+    reserve spaces unset there). ``reserve_space_3`` is a 0-d zero.
+
+    Only ``y`` carries a gradient back (as TensorFlow's FusedBatchNormGradV3: the gradients
+    arriving at the statistics outputs are ignored). TensorFlow sends none to ``mean`` and
+    ``variance``; here they get y's true derivative: 0 in training, the population statistics'
+    share in inference. The alias FusedBatchNorm has V3's six outputs.
+    """
+
+    inputs = (Input("x", dtype="float"), Input("scale", dtype="U"), Input("offset", dtype="U"),
+              Input("mean", dtype="U", doc="population mean: used in inference and in a running average"),
+              Input("variance", dtype="U", doc="population variance: as mean"))
+    outputs = (Output("y"),
+               Output("batch_mean", differentiable=False, doc="running mean (training) or mean"),
+               Output("batch_variance", differentiable=False, doc="running unbiased variance or variance"),
+               Output("reserve_space_1", differentiable=False, doc="the mean y used"),
+               Output("reserve_space_2", differentiable=False, doc="the (biased) variance y used"),
+               Output("reserve_space_3", differentiable=False, doc="a 0-d zero"))
+    attrs = (
+        Attr("epsilon", "float", 0.0001, min=0.0, doc="added to the variance"),
+        Attr("exponential_avg_factor", "float", 1.0, doc="weight of the batch in batch_mean/batch_variance"),
+        Attr("data_format", "choice", "NHWC", choices=LAYOUTS),
+        Attr("is_training", "bool", True, doc="normalize with the batch's statistics (else mean, variance)"),
+    )
+    grad_rule = """
+        r = 1 / sqrt(v + epsilon), x̂ = (x − m) · r, sums over every axis but the channel axis
+        doffset = Σ g
+        dscale = Σ g · x̂
+        in training: dx = scale · r · (g − mean(g) − x̂ · mean(g · x̂)), dmean = dvariance = 0
+        in inference: dx = g · scale · r
+        in inference: dmean = −scale · r · Σ g, dvariance = −scale · r³ / 2 · Σ g · (x − mean)
+        """
+
+    def infer(x, scale, offset, mean, variance, *, epsilon, exponential_avg_factor, data_format, is_training):
+        c = _channels(x, (scale, offset, mean, variance), is_training, exponential_avg_factor, data_format)
+        u = scale.dtype
+        stat = TensorType((c,), u)
+        return TensorType(x.shape, x.dtype), stat, stat, stat, stat, TensorType((), u)
+
+    def forward(x, scale, offset, mean, variance, *, epsilon, exponential_avg_factor, data_format, is_training):
+        _channels(x, (scale, offset, mean, variance), is_training, exponential_avg_factor, data_format)
+        u = scale.dtype
+        xu = x.astype(np.result_type(x, u), copy=False)
+        eps = u.type(epsilon)
+        if is_training:
+            count, m, v = _moments(xu, data_format)
+            m, v = m.astype(u, copy=False), v.astype(u, copy=False)
+            unbiased = v * u.type(count / max(count - 1, 1))
+            f = u.type(exponential_avg_factor)
+            if exponential_avg_factor == 1:
+                running_mean, running_var = m.copy(), unbiased
+            else:
+                running_mean = (1 - f) * mean + f * m
+                running_var = (1 - f) * variance + f * unbiased
+        else:
+            m, v = mean, variance
+            running_mean, running_var = mean.copy(), variance.copy()
+        r = 1 / np.sqrt(v + eps)
+        reserve(x.shape, xu.dtype, "FusedBatchNormV3's centred input")
+        y = (xu - _shaped(m, data_format)) * _shaped(r * scale, data_format) + _shaped(offset, data_format)
+        return (y.astype(x.dtype, copy=False), running_mean, running_var, np.array(m, u), np.array(v, u),
+                np.zeros((), u))
+
+    def vjp(g, out, x, scale, offset, mean, variance, *, epsilon, exponential_avg_factor, data_format,
+            is_training):
+        gy = g[0]
+        if gy is None:
+            return None, None, None, None, None
+        u = scale.dtype
+        axes = _STAT_AXES[data_format]
+        work = np.result_type(x, u)
+        m, v = (out[3], out[4])
+        r = 1 / np.sqrt(v + u.type(epsilon))
+        reserve(x.shape, work, "FusedBatchNormV3's normalized input")
+        xhat = (x.astype(work, copy=False) - _shaped(m, data_format)) * _shaped(r, data_format)
+        gw = gy.astype(work, copy=False)
+        g_offset = np.add.reduce(gw, axis=axes).astype(u, copy=False)
+        g_scale = np.add.reduce(gw * xhat, axis=axes).astype(u, copy=False)
+        if is_training:
+            count = x.size // max(len(scale), 1)
+            # xhat becomes the part of g the batch statistics take away, in place.
+            xhat *= _shaped(g_scale / count, data_format)
+            xhat += _shaped(g_offset / count, data_format)
+            g_x = (gw - xhat) * _shaped(scale * r, data_format)
+            g_mean, g_var = np.zeros(mean.shape, u), np.zeros(variance.shape, u)
+        else:
+            g_x = gw * _shaped(scale * r, data_format)
+            g_mean = -(scale * r * g_offset).astype(u, copy=False)
+            g_var = (-0.5 * scale * r * r * g_scale).astype(u, copy=False)
+        return g_x.astype(x.dtype, copy=False), g_scale, g_offset, g_mean, g_var
