@@ -81,14 +81,14 @@ class FusedBatchNormV3:
     reserve spaces unset there). ``reserve_space_3`` is a 0-d zero.
 
     Only ``y`` carries a gradient back (as TensorFlow's FusedBatchNormGradV3: the gradients
-    arriving at the statistics outputs are ignored). TensorFlow sends none to ``mean`` and
-    ``variance``; here they get y's true derivative: 0 in training, the population statistics'
-    share in inference. The alias FusedBatchNorm has V3's six outputs.
+    arriving at the statistics outputs are ignored), and none goes to ``mean`` and ``variance``,
+    as in TensorFlow (their wires are shown cut). The alias FusedBatchNorm has V3's six outputs.
     """
 
     inputs = (Input("x", dtype="float"), Input("scale", dtype="U"), Input("offset", dtype="U"),
-              Input("mean", dtype="U", doc="population mean: used in inference and in a running average"),
-              Input("variance", dtype="U", doc="population variance: as mean"))
+              Input("mean", dtype="U", gradient=False,
+                    doc="population mean: used in inference and in a running average (no gradient, as TF)"),
+              Input("variance", dtype="U", gradient=False, doc="population variance: as mean"))
     outputs = (Output("y"),
                Output("batch_mean", differentiable=False, doc="running mean (training) or mean"),
                Output("batch_variance", differentiable=False, doc="running unbiased variance or variance"),
@@ -161,9 +161,7 @@ class FusedBatchNormV3:
             xhat *= _shaped(g_scale / count, data_format)
             xhat += _shaped(g_offset / count, data_format)
             g_x = (gw - xhat) * _shaped(scale * r, data_format)
-            g_mean, g_var = np.zeros(mean.shape, u), np.zeros(variance.shape, u)
         else:
             g_x = gw * _shaped(scale * r, data_format)
-            g_mean = -(scale * r * g_offset).astype(u, copy=False)
-            g_var = (-0.5 * scale * r * r * g_scale).astype(u, copy=False)
-        return g_x.astype(x.dtype, copy=False), g_scale, g_offset, g_mean, g_var
+        # mean and variance take no gradient (as FusedBatchNormGradV3: TF sends them none)
+        return g_x.astype(x.dtype, copy=False), g_scale, g_offset, None, None

@@ -530,8 +530,27 @@ def test_fused_batch_norm_gradients_are_tensorflow_s():
             else:
                 want = gs * scale[k] * r
             np.testing.assert_allclose(gx[..., k].ravel(), want, rtol=1e-9, atol=1e-12)
-        if training:
-            assert not gmean.any() and not gvar.any()
+        assert gmean is None and gvar is None        # as TF: the population statistics take none
+
+
+def test_fused_batch_norm_shows_its_statistics_inputs_cut():
+    """The wires into mean and variance carry no gradient, and the gradient paths say why."""
+    from blockflow.compile.compiler import compile_project
+    from diagrams import chain
+    project = chain(("x", "Placeholder", {"shape": [2, 2, 2, 3]}, None),
+                    ("s", "Variable", {"shape": [3]}, None), ("o", "Variable", {"shape": [3]}, None),
+                    ("m", "Variable", {"shape": [3]}, None), ("v", "Variable", {"shape": [3]}, None),
+                    ("bn", "FusedBatchNormV3", {"is_training": False},
+                     {"x": "x", "scale": "s", "offset": "o", "mean": "m", "variance": "v"}),
+                    ("loss", "Sum", {}, {"input": "bn:y"}))
+    project.pages[0].loss = "loss"
+    paths = compile_project(project).gradient_paths()
+    cut = {e.dst_port: why for e, why in paths.cut.items() if e.dst == "bn"}
+    assert set(cut) == {"mean", "variance"}, cut
+    assert {e.dst_port for e in paths.flows if e.dst == "bn"} == {"x", "scale", "offset"}
+    project.pages[0].feeds["x"] = RNG.standard_normal((2, 2, 2, 3)).astype(np.float32)
+    grads = run(compile_project(project), target="loss").grads
+    assert {node for node, _ in grads} >= {"s", "o"} and not {"m", "v"} & {node for node, _ in grads}
 
 
 @pytest.mark.parametrize("x, params, kw, message", [

@@ -174,6 +174,8 @@ def cut_reason(spec: BlockSpec, decl, src) -> str:
         return f"input '{decl.name}' is a value known before running"
     if decl.ref:
         return f"input '{decl.name}' is state the block updates"
+    if not decl.gradient:
+        return f"{spec.name} sends no gradient to its input '{decl.name}' (as TensorFlow)"
     if not src.type.is_float:
         return f"input '{decl.name}' is {src.type.dtype.name}, which carries no gradient"
     return f"input '{decl.name}' takes no gradient"

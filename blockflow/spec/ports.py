@@ -45,6 +45,10 @@ class Input:
     first ref input's Variable (saved in the project beside its value), created as ``"like"`` (the
     Variable's shape) or ``"scalar"``, filled with ``slot_init`` (a number, or the name of another
     input whose value to start from).
+
+    ``gradient=False`` marks a float input TensorFlow sends no gradient to although the output
+    depends on it (FusedBatchNorm's population ``mean`` and ``variance``): the wire into it is
+    shown cut, and the block's ``vjp`` returns None for it.
     """
 
     name: str
@@ -56,6 +60,7 @@ class Input:
     ref: bool = False
     slot: str | None = None
     slot_init: Any = 0.0
+    gradient: bool = True
     variadic = False
 
     def accepts(self, dtype: np.dtype) -> bool:
@@ -73,7 +78,7 @@ class Input:
 
     @property
     def differentiable(self) -> bool:
-        if self.static or self.ref:
+        if self.static or self.ref or not self.gradient:
             return False
         allowed = DTYPE_CLASSES.get(self.dtype)
         if allowed is None:
