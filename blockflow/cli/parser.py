@@ -10,6 +10,7 @@ from blockflow.cli.cmd_check import cmd_check
 from blockflow.cli.cmd_run import cmd_run
 from blockflow.cli.cmd_train import cmd_train
 from blockflow.cli.exits import EXIT_CODES
+from blockflow.run.settings import OPTIMIZERS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,7 +66,7 @@ def _add_train(sub) -> None:
     p.add_argument("project")
     p.add_argument("--page", help="the page to train (default: the first)")
     p.add_argument("--steps", type=_whole_number("MAX_STEPS"), help="number of training steps (default: the project's recommendation)")
-    p.add_argument("--optimizer", choices=("sgd", "momentum", "adam", "rmsprop", "adagrad"),
+    p.add_argument("--optimizer", choices=tuple(OPTIMIZERS),
                    help="the update rule (the Apply* block of the same name; default: the project's "
                         "recommendation, else adam)")
     p.add_argument("--lr", type=float, help="learning rate (default: the optimizer's)")
