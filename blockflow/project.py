@@ -49,6 +49,8 @@ def page_name_problem(name: str) -> str:
         return "a page name must not be empty"
     if "/" in name:
         return "a page name must not contain '/' (it is the scope separator)"
+    if name.startswith("@"):
+        return "a page name must not start with '@' (composites' diagrams are named so)"
     return name_problem(name, "a page name")
 
 
@@ -248,7 +250,9 @@ class Page:
         return f"{self.scope}/{node_id}"
 
     def new_id(self, block: str) -> str:
-        """The next free id for a block: ``MatMul_1``, ``MatMul_2``, ..."""
+        """The next free id for a block: ``MatMul_1``, ``MatMul_2``, ... (``Dense_1`` for an
+        instance of the composite ``@Dense``)."""
+        block = block.lstrip("@")
         n = 1
         while f"{block}_{n}" in self.nodes:
             n += 1
@@ -459,9 +463,14 @@ class Page:
         return Change(self.name, True, node_renamed=(old, new))
 
     def apply_state(self, updates: dict) -> None:
-        """Store a run's state updates (``RunResult.state_updates``) in the Variables' nodes."""
+        """Store a run's state updates (``RunResult.state_updates``) in the Variables' nodes; a
+        Variable inside an instance (``d1/blk/W``) keeps its state in the instance ``d1``, under
+        ``blk/W:key``."""
         for node_id, changes in updates.items():
-            self.nodes[node_id].state.update(changes)
+            top, inner = node_id.partition("/")[::2]
+            if inner:
+                changes = {f"{inner}:{k}": v for k, v in changes.items()}
+            self.nodes[top].state.update(changes)
 
     def incoming(self, node_id: str) -> list:
         return [e for e in self.edges if e.dst == node_id]
@@ -501,6 +510,8 @@ class Project:
 
     pages: list = field(default_factory=list)
     metadata: dict = field(default_factory=dict)
+    #: composite blocks by name (blockflow.composite.Composite; their diagrams are named ``@name``)
+    composites: dict = field(default_factory=dict)
     #: the folder the project was loaded from or saved to (not saved in the file): dataset
     #: blocks read their files relative to it; None for a project not yet saved
     base_dir: str | None = field(default=None, compare=False, repr=False)
@@ -509,7 +520,10 @@ class Project:
     data_files: object = field(default=None, compare=False, repr=False)
 
     def page(self, name: str | None = None) -> Page:
-        """The page called ``name``; the first page when ``name`` is None."""
+        """The page called ``name``; the first page when ``name`` is None; the diagram of
+        composite ``X`` when ``name`` is ``@X`` (so that every Page mutator edits definitions)."""
+        if name is not None and name.startswith("@"):
+            return self.composite(name[1:]).page
         if not self.pages:
             raise ProjectError("the project has no pages")
         if name is None:
@@ -518,6 +532,18 @@ class Project:
             if p.name == name:
                 return p
         raise ProjectError(f"no page named '{name}' (pages: {', '.join(p.name for p in self.pages)})")
+
+    def composite(self, name: str):
+        """The composite called ``name`` (blockflow.composite.Composite)."""
+        found = self.composites.get(name)
+        if found is None:
+            known = ", ".join(sorted(self.composites)) or "none"
+            raise ProjectError(f"no composite named '{name}' (composites: {known})")
+        return found
+
+    def diagrams(self) -> list[Page]:
+        """Every diagram: the pages, then the composites' diagrams."""
+        return list(self.pages) + [c.page for c in self.composites.values()]
 
     def add_page(self, name: str) -> Page:
         problem = page_name_problem(name)
@@ -581,4 +607,5 @@ class Project:
     def __eq__(self, other):
         if not isinstance(other, Project):
             return NotImplemented
-        return self.metadata == other.metadata and self.pages == other.pages
+        return (self.metadata == other.metadata and self.pages == other.pages
+                and self.composites == other.composites)

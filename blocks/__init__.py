@@ -13,13 +13,13 @@ from blockflow.spec import BlockSpec
 from . import array_build, array_gather, array_identity, array_join, array_shape, array_slice, array_tile
 from . import math_binary, math_einsum, math_logic, math_matmul, math_reductions, math_sequences, math_unary
 from . import nn_activations, nn_conv, nn_losses, nn_norm, nn_pool, nn_softmax, nn_topk
-from . import data_ops, random_ops, state_ops, training_ops
+from . import composite_ports, data_ops, random_ops, state_ops, training_ops
 
 _MODULES = (
     array_identity, array_shape, array_join, array_slice, array_gather, array_tile, array_build,
     math_binary, math_unary, math_matmul, math_einsum, math_reductions, math_logic, math_sequences,
     nn_activations, nn_softmax, nn_losses, nn_conv, nn_pool, nn_norm, nn_topk,
-    state_ops, training_ops, random_ops, data_ops,
+    state_ops, training_ops, random_ops, data_ops, composite_ports,
 )
 
 

@@ -454,7 +454,7 @@ def test_several_input_lists_and_a_counted_output_list():
 
 
 def test_every_attr_kind_is_one_table_entry_with_a_hint():
-    assert set(ATTR_KINDS) == {"int", "float", "bool", "str", "choice", "dtype", "shape", "ints", "tensor"}
+    assert set(ATTR_KINDS) == {"int", "float", "bool", "str", "choice", "dtype", "shape", "ints", "tensor", "dims"}
     for name, kind in ATTR_KINDS.items():
         assert kind.name == name and kind.hint and callable(kind.check)
 
@@ -501,3 +501,13 @@ def test_shapes_in_messages_and_types_read_as_before():
     assert TensorType((None, 3), "float32").describe() == "float32[?,3]"
     with pytest.raises(ShapeError, match=r"^shapes \[\?,3\] and \[4\] do not broadcast$"):
         broadcast_shapes((None, 3), (4,))
+
+
+def test_the_dims_kind_takes_sizes_and_dimension_names():
+    from blockflow.spec import Attr
+    dims = Attr("shape", "dims", None)
+    assert dims.validate(["batch", 3, -1]) == ("batch", 3, None)
+    assert dims.validate(None) is None
+    for bad in ("batch", ["two words"], [1.5], [-2]):
+        with pytest.raises(AttrError):
+            dims.validate(bad)

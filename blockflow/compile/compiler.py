@@ -13,6 +13,7 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 
+from blockflow.compile.flatten import COMPOSITE_INPUT, Hierarchy, flatten
 from blockflow.compile.infer import Inference, read_only
 from blockflow.compile.program import Diagnostic, Program
 from blockflow.datafiles import DataFiles
@@ -26,7 +27,8 @@ __all__ = ["compile_project", "compile_page", "project_files"]
 def compile_project(project: Project, page: str | None = None, registry: Registry | None = None) -> Program:
     """Compile one page (the first when ``page`` is None) of ``project``; its dataset blocks read
     files from the project's folder (``project.base_dir``, set when it was loaded or saved)."""
-    return compile_page(project.page(page), registry, files=project_files(project))
+    return compile_page(project.page(page), registry, files=project_files(project),
+                        composites=project.composites)
 
 
 def project_files(project: Project) -> DataFiles | None:
@@ -40,15 +42,19 @@ def project_files(project: Project) -> DataFiles | None:
     return files
 
 
-def compile_page(page: Page, registry: Registry | None = None, files: DataFiles | None = None) -> Program:
+def compile_page(page: Page, registry: Registry | None = None, files: DataFiles | None = None,
+                 composites: dict | None = None) -> Program:
     """Compile a page; never raises for a bad diagram: problems land in ``diagnostics``.
-    ``files``: where dataset blocks read their files (None: they cannot)."""
+    ``files``: where dataset blocks read their files (None: they cannot); ``composites``: the
+    project's composite blocks, which the page's instances are flattened from (flatten.py)."""
     # Compiling makes many small objects and frees none: the cyclic collector would rescan the
     # growing heap again and again (super-linear time on big pages), so it waits until the end.
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _Compiler(page, registry or default_registry(), files).run()
+        registry = registry or default_registry()
+        flat, hierarchy = flatten(page, composites, registry)
+        return _Compiler(flat, registry, files, hierarchy).run()
     finally:
         if enabled:
             gc.enable()
@@ -57,12 +63,16 @@ def compile_page(page: Page, registry: Registry | None = None, files: DataFiles 
 class _Compiler:
     """One compile of one page: collects the diagnostics and the nodes that failed."""
 
-    def __init__(self, page: Page, registry: Registry, files: DataFiles | None = None):
+    def __init__(self, page: Page, registry: Registry, files: DataFiles | None = None,
+                 hierarchy: Hierarchy | None = None):
         self.page = page
         self.registry = registry
         self.files = files
+        self.hierarchy = hierarchy or Hierarchy()
         self.diags: list[Diagnostic] = []
         self.failed: set[str] = set()
+        #: nodes whose attrs wait for a composite's dimensions (raw attrs, checked when typed)
+        self.deferred: dict[str, dict] = {}
 
     def error(self, node, port, message, fail=True):
         """Record an error; ``fail`` also stops the node from compiling (and what depends on it)."""
@@ -74,10 +84,13 @@ class _Compiler:
         self.diags.append(Diagnostic("warning", self.page.name, node, port, message))
 
     def run(self) -> Program:
+        for p in self.hierarchy.problems:
+            self.error(p.node, p.port, p.message)
         specs, attrs = self._check_blocks()
         fed = self._check_wires(specs)
-        graph = _ordering_graph(self.page, fed.values())
-        typed = Inference(self.page, self.files, self, specs, attrs, fed)
+        binders = self._binders()
+        graph = _ordering_graph(self.page, fed.values(), self._dimension_arcs(binders))
+        typed = Inference(self.page, self.files, self, specs, attrs, fed, binders, self.deferred)
         typed.infer_all(self._order(graph))
         edge_types = typed.edge_types()   # before the loss check, which may fail a node that compiled
         self._check_saved_feeds(specs)
@@ -87,13 +100,39 @@ class _Compiler:
                           typed.port_slots, typed.variable_values, typed.feeds, typed.slot_values)
         program.files = self.files
         program.stored_variables = frozenset(typed.stored)
+        program.hierarchy = self.hierarchy
         return program
+
+    def _binders(self) -> dict[str, str]:
+        """The Input blocks that bind an instance's named dimensions: {flat id: instance}. A
+        definition compiled on its own binds its own (instance "")."""
+        h = self.hierarchy
+        out = {flat: path for path, inst in h.instances.items() for flat in inst.inputs.values()}
+        for nid, node in self.page.nodes.items():
+            if "/" not in nid and node.block == COMPOSITE_INPUT:
+                out[nid] = ""
+        return out
+
+    def _dimension_arcs(self, binders):
+        """Arcs from an instance's Inputs to each block whose attrs use its dimensions (typed
+        after them, whatever the wires say)."""
+        if not self.hierarchy.dim_nodes:
+            return ()
+        by_instance: dict[str, list[str]] = {}
+        for flat, path in binders.items():
+            by_instance.setdefault(path, []).append(flat)
+        return [(src, nid) for nid, paths in self.hierarchy.dim_nodes.items()
+                for path in paths for src in by_instance.get(path, ()) if src != nid]
 
     def _check_blocks(self) -> tuple[dict[str, BlockSpec], dict[str, dict]]:
         """Each node's block spec and checked attrs (nodes of unknown blocks get neither)."""
         specs: dict[str, BlockSpec] = {}
         attrs: dict[str, dict] = {}
+        unexpanded, waiting = self.hierarchy.unexpanded, self.hierarchy.dim_nodes
         for nid, node in self.page.nodes.items():
+            if nid in unexpanded:     # an instance that could not be flattened: reported
+                self.failed.add(nid)
+                continue
             spec = self.registry.get(node.block)
             if spec is None:
                 alias = self.registry.resolve_alias(node.block)
@@ -101,6 +140,9 @@ class _Compiler:
                 self.error(nid, None, f"unknown block '{node.block}'{hint}; it is kept as a placeholder")
                 continue
             specs[nid] = spec
+            if nid in waiting:
+                self.deferred[nid] = node.attrs
+                continue
             values, problems = spec.validate_attrs(node.attrs)
             for k, v in values.items():
                 if isinstance(v, np.ndarray):
@@ -213,10 +255,10 @@ class _Compiler:
                 self.error(lnode, lport, f"the page's loss names an output '{lport}' that does not exist")
 
 
-def _ordering_graph(page: Page, good_edges) -> nx.DiGraph:
-    """One arc per pair of wired nodes (networkx sorts and names cycles)."""
+def _ordering_graph(page: Page, good_edges, extra_arcs=()) -> nx.DiGraph:
+    """One arc per pair of wired nodes, and the ``extra_arcs`` (networkx sorts and names cycles)."""
     graph = nx.DiGraph()
     graph.add_nodes_from(page.nodes)
     # Sorted, so that the schedule depends on the wires, not on the order they are listed in.
-    graph.add_edges_from(sorted((e.src, e.dst) for e in good_edges))
+    graph.add_edges_from(sorted([(e.src, e.dst) for e in good_edges] + list(extra_arcs)))
     return graph

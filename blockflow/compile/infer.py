@@ -10,6 +10,7 @@ import numpy as np
 
 from blockflow.compile.program import Slot, Step
 from blockflow.datafiles import DataFileError
+from blockflow.compile.flatten import DimRef
 from blockflow.project import Edge, split_port
 from blockflow.spec import MAX_TENSOR_BYTES, ShapeError, TensorType, fit_dtype, shape_text
 from blockflow.variables import VariableValues
@@ -46,11 +47,16 @@ class _Inputs:
 class Inference:
     """The tables a compile builds while typing nodes in order (slots, steps, ...)."""
 
-    def __init__(self, page, files, report, specs, attrs, fed: dict[tuple[str, str], Edge]):
+    def __init__(self, page, files, report, specs, attrs, fed: dict[tuple[str, str], Edge],
+                 binders=None, deferred=None):
         """``report``: what records problems (``error(node, port, message)``, ``warn``, and the
         ``failed`` set of nodes); ``specs``/``attrs``: the nodes whose block is known, with their
-        checked attrs; ``fed``: the good wires by (destination node, input port)."""
+        checked attrs; ``fed``: the good wires by (destination node, input port); ``binders``:
+        the composites' Input blocks, {flat id: instance}, whose types bind the instance's named
+        dimensions; ``deferred``: nodes whose raw attrs use those dimensions (checked here)."""
         self.page, self.files, self.report = page, files, report
+        self.dims = Dimensions(binders or {}, report)
+        self.deferred = deferred or {}
         self.specs, self.attrs, self.fed = specs, attrs, fed
         self.slots: list[Slot] = []
         self.port_slots: dict[tuple[str, str], int] = {}
@@ -93,6 +99,9 @@ class Inference:
             failed.add(nid)
             self._check_inputs_present(nid, node, spec, fed_ports)
             return
+        if nid in self.deferred and not self._resolve_attrs(nid, spec):
+            failed.add(nid)
+            return
         got = self._inputs(nid, node, spec)
         if got is None or not check_dtypes(report, nid, spec, got.args, got.inputs, self.slots):
             return
@@ -111,11 +120,29 @@ class Inference:
                     tuple(out_slots), tuple(got.in_edges), tuple(out_struct), tuple(out_decl), tuple(got.refs))
         self.steps.append(step)
         self.step_by_node[nid] = step
+        if nid in self.dims.binders:
+            self.dims.bind(nid, self.attrs[nid], outs[0])
         for _, target in got.refs:
             if target in self.updaters:
                 report.warn(nid, None, f"updates {target[1]}'s {target[0]} as {self.updaters[target]} does; "
                                        f"the later one in the schedule wins")
             self.updaters[target] = nid
+
+    def _resolve_attrs(self, nid, spec) -> bool:
+        """Put the sizes of the dimensions a node's attrs name in them, and check the attrs."""
+        raw = self.deferred[nid]
+        try:
+            resolved = {k: self.dims.resolve(v) for k, v in raw.items()}
+        except ShapeError as exc:
+            self.report.error(nid, None, str(exc))
+            return False
+        values, problems = spec.validate_attrs(resolved)
+        for _, problem in problems:
+            self.report.error(nid, None, problem)
+        if problems:
+            return False
+        self.attrs[nid] = {k: read_only(v) if isinstance(v, np.ndarray) else v for k, v in values.items()}
+        return True
 
     # ------------------------------------------------------------------------------ inputs
 
@@ -360,6 +387,46 @@ class Inference:
         elif spec.role == "placeholder" and nid in self.page.feeds:
             self.feeds[nid] = read_only(np.asarray(self.page.feeds[nid]))
         return True
+
+
+class Dimensions:
+    """The sizes each instance's named dimensions are bound to by its Inputs' types."""
+
+    def __init__(self, binders: dict, report):
+        self.binders, self.report = binders, report
+        self.sizes: dict[tuple[str, str], tuple] = {}   # (instance, name) -> (size or None, port)
+
+    def bind(self, nid: str, attrs: dict, t: TensorType) -> None:
+        instance, shape = self.binders[nid], attrs.get("shape")
+        if shape is None or len(shape) != t.rank:
+            return
+        for want, got in zip(shape, t.shape):
+            if not isinstance(want, str):
+                continue
+            key = (instance, want)
+            if key not in self.sizes:
+                self.sizes[key] = (got, attrs.get("name"))
+                continue
+            size, port = self.sizes[key]
+            if size is None:
+                self.sizes[key] = (got, attrs.get("name"))
+            elif got is not None and got != size:
+                self.report.error(nid, None, f"dimension '{want}' is {got} here but {size} at input "
+                                             f"'{port}' of the same instance")
+
+    def resolve(self, value):
+        if isinstance(value, DimRef):
+            found = self.sizes.get((value.instance, value.name))
+            where = f"instance {value.instance}" if value.instance else "this composite"
+            if found is None:
+                raise ShapeError(f"no input of {where} gives a dimension named '{value.name}'")
+            if found[0] is None:
+                raise ShapeError(f"the size of dimension '{value.name}' of {where} is not known "
+                                 f"(input '{found[1]}' leaves it open)")
+            return found[0]
+        if isinstance(value, (list, tuple)):
+            return [self.resolve(x) for x in value]
+        return value
 
 
 def _declared_shape_mismatch(node, spec, attrs, out) -> str | None:

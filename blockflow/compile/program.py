@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import networkx as nx
 import numpy as np
 
+from blockflow.compile.flatten import Hierarchy, Instance
 from blockflow.compile.gradpaths import GradientPaths
 from blockflow.datafiles import DataFiles
 from blockflow.errors import CompileError, ProjectError
@@ -129,6 +130,9 @@ class Program:
         self.files: DataFiles | None = None
         #: Variables whose value is stored in the project (the others start from their initializer)
         self.stored_variables: frozenset = frozenset()
+        #: the composite instances the page was flattened from (node ids here are flat: a block
+        #: inside instance ``d1`` is ``d1/MatMul_1``); see the level questions below
+        self.hierarchy: Hierarchy = Hierarchy()
 
     @property
     def errors(self) -> list[Diagnostic]:
@@ -147,6 +151,40 @@ class Program:
 
     # Named questions: callers outside compile/ ask these instead of indexing the tables above.
 
+    # Levels: a diagram drawn in the editor is the page (level "") or the diagram of an instance
+    # (level: its flat id, "d1" or "d1/blk"). A node drawn at a level is ``level/node`` here; an
+    # instance's ports are its Input and Output blocks.
+
+    def instance(self, node: str) -> Instance | None:
+        """The instance flat id ``node`` is, or None when it is a block (or not here)."""
+        return self.hierarchy.instances.get(node)
+
+    @staticmethod
+    def flat_id(level: str, node: str) -> str:
+        """The flat id of ``node`` drawn at ``level``."""
+        return f"{level}/{node}" if level else node
+
+    def flat_wire(self, level: str, edge: Edge) -> Edge:
+        """The flat wire a wire drawn at ``level`` became."""
+        found = self.hierarchy.wires.get((level, edge))
+        if found is not None or not level:
+            return found or edge
+        return Edge(f"{level}/{edge.src}", edge.src_port, f"{level}/{edge.dst}", edge.dst_port)
+
+    def drawn_wires(self, level: str, edges) -> dict:
+        """{drawn wire: flat wire} for ``edges`` drawn at ``level``."""
+        return {e: self.flat_wire(level, e) for e in edges}
+
+    def _port_node(self, node: str, port: str | None) -> tuple[str, str | None]:
+        """An instance's output port as its Output block's output; a block's as itself."""
+        inst = self.hierarchy.instances.get(node) if self.hierarchy.instances else None
+        if inst is None:
+            return node, port
+        if port is None:
+            port = next(iter(inst.outputs), None)
+        flat = inst.outputs.get(port)
+        return (flat, "output") if flat is not None else (node, port)
+
     def step(self, node: str) -> Step | None:
         """The compiled step of ``node``, or None when the node did not compile (or is not here)."""
         return self.step_of.get(node)
@@ -160,13 +198,19 @@ class Program:
         return self.slots[index]
 
     def port_type(self, node: str, port: str) -> TensorType | None:
-        """The inferred type of ``node``'s output ``port``, or None when it was not inferred."""
-        index = self.port_slots.get((node, port))
+        """The inferred type of ``node``'s output ``port``, or None when it was not inferred
+        (``node`` may be an instance: the type of its output ``port``)."""
+        index = self.port_slots.get(self._port_node(node, port))
         return None if index is None else self.slots[index].type
 
     def wire_type(self, edge: Edge) -> TensorType | None:
-        """The inferred type a wire carries, or None when it was not inferred."""
-        return self.edge_types.get(edge)
+        """The inferred type a wire carries, or None when it was not inferred (a wire drawn on
+        the page to or from an instance: the type of the flat wire it became)."""
+        found = self.edge_types.get(edge)
+        if found is None and self.hierarchy.wires:
+            flat = self.hierarchy.wires.get(("", edge))
+            return None if flat is None else self.edge_types.get(flat)
+        return found
 
     def typed_wires(self):
         """The wires whose type was inferred, in a stable order."""
@@ -177,7 +221,11 @@ class Program:
         return self.port_slots.keys()
 
     def output_ports(self, node: str) -> list[str]:
-        """The names of ``node``'s compiled output slots, in order ([] when it did not compile)."""
+        """The names of ``node``'s compiled output slots, in order ([] when it did not compile;
+        an instance's output ports when ``node`` is one)."""
+        inst = self.hierarchy.instances.get(node) if self.hierarchy.instances else None
+        if inst is not None:
+            return [p for p, flat in inst.outputs.items() if flat in self.step_of]
         step = self.step_of.get(node)
         return [] if step is None else [self.slots[o].port for o in step.outputs]
 
@@ -200,7 +248,9 @@ class Program:
         return self.slots[self.slot_of(node, port)].type
 
     def slot_of(self, node: str, port: str | None = None) -> int:
-        """The slot of ``node``'s output ``port`` (its first output when port is None)."""
+        """The slot of ``node``'s output ``port`` (its first output when port is None; an
+        instance's output port when ``node`` is one)."""
+        node, port = self._port_node(node, port)
         step = self.step_of.get(node)
         if step is None:
             raise ProjectError(f"page '{self.page_name}' has no compiled node '{node}'")

@@ -1,6 +1,6 @@
 """Attrs: a block's typed parameters, and the table of attr kinds that checks their values.
 
-An attr kind (int, float, bool, str, choice, dtype, shape, ints, tensor) is one entry of
+An attr kind (int, float, bool, str, choice, dtype, shape, ints, tensor, dims) is one entry of
 :data:`ATTR_KINDS`: how a value is checked and made canonical, and how it is described. Adding
 a kind is adding an entry (the inspector keys its editors by the same names). Every check of an
 attr value, wherever it is made (the inspector, the document, the compiler), goes through
@@ -164,6 +164,24 @@ def _int_list(value, open_sizes: bool) -> tuple:
     return tuple(out)
 
 
+def _check_dims(attr: Attr, value):
+    """A composite port's shape: None (any shape), or a list whose items are sizes (-1 or None:
+    open) or names of dimensions (``"batch"``), which bind to the sizes an instance is fed."""
+    if value is None:
+        return None
+    if not isinstance(value, (list, tuple)):
+        raise AttrError(f"expected a list of sizes or dimension names, e.g. [\"batch\", 784], got {value!r}")
+    out = []
+    for v in value:
+        if isinstance(v, str):
+            if not v.isidentifier():
+                raise AttrError(f"a dimension name is a plain identifier (letters, digits, _), got {v!r}")
+            out.append(v)
+        else:
+            out.extend(_int_list([v], open_sizes=True))
+    return tuple(out)
+
+
 def _check_tensor(attr: Attr, value):
     if value is None:
         return None
@@ -188,4 +206,5 @@ ATTR_KINDS: dict[str, AttrKind] = {k.name: k for k in (
     AttrKind("shape", lambda a, v: _int_list(v, open_sizes=True), "sizes, e.g. [5] or [-1, 3] (-1: open)"),
     AttrKind("ints", lambda a, v: _int_list(v, open_sizes=False), "integers, e.g. [0, 1]"),
     AttrKind("tensor", _check_tensor, "a number or nested list, e.g. [1.0, 2.0]"),
+    AttrKind("dims", _check_dims, 'sizes or dimension names, e.g. ["batch", 784] (-1: open; empty: any shape)'),
 )}

@@ -251,6 +251,7 @@ EDITORS: dict[str, AttrEditor] = {
     "shape": JsonEditor(),
     "ints": JsonEditor(),
     "tensor": JsonEditor(),
+    "dims": JsonEditor(),
 }
 
 
