@@ -19,12 +19,17 @@ from dataclasses import dataclass, field
 
 from blockflow.errors import ProjectError
 from blockflow.project import Change, Page, Project, text_problem, valid_node_id
-from blockflow.spec import Attr
+from blockflow.spec import Attr, BlockSpec, Input, Output
 
 __all__ = ["Composite", "PREFIX", "PARAM_REF", "DIM_REF", "SHARE_ATTR", "block_name", "composite_name",
            "ref_of", "refs_in", "substitute", "state_key", "inner_state", "split_flat",
            "composite_name_problem", "uses", "cycle_through", "insert_composite", "remove_composite",
-           "rename_composite", "replace_composite", "instances_of"]
+           "rename_composite", "replace_composite", "instances_of", "composite_spec", "ProjectBlocks",
+           "INPUT_BLOCK", "OUTPUT_BLOCK"]
+
+#: the blocks (of the block library) that are a composite's ports
+INPUT_BLOCK = "Input"
+OUTPUT_BLOCK = "Output"
 
 #: an instance's block name is PREFIX + the composite's name (no registry block starts with it)
 PREFIX = "@"
@@ -248,3 +253,73 @@ def replace_composite(project: Project, composite: Composite) -> Change:
         project.composites[composite.name] = old
         raise ProjectError(f"composite '{composite.name}' would contain itself: {' > '.join(cycle)}")
     return Change(composite.block, True, fields=("definition",), before=old)
+
+
+# ---------------------------------------------------------------------------------- as a block
+
+def _port_name(node, default: str) -> str:
+    name = node.attrs.get("name", default)
+    return name if isinstance(name, str) else default
+
+
+def _flattened(*args, **kwargs):
+    raise RuntimeError("a composite block is flattened by the compiler; it never runs itself")
+
+
+def composite_spec(composite: Composite) -> BlockSpec:
+    """The composite as a BlockSpec, for what draws, documents or edits an instance like any
+    block (its ports, in the order of its Input and Output blocks, and its parameters as attrs,
+    with ``share_variables_with``). The compiler never runs it: it flattens the instance."""
+    inputs, outputs = [], []
+    for node in composite.page.nodes.values():
+        if node.block == INPUT_BLOCK:
+            dtype = node.attrs.get("dtype", "float32")
+            inputs.append(Input(_port_name(node, "x"), dtype=dtype if isinstance(dtype, str) else "any",
+                                doc=str(node.attrs.get("doc", ""))))
+        elif node.block == OUTPUT_BLOCK:
+            outputs.append(Output(_port_name(node, "y"), doc=str(node.attrs.get("doc", ""))))
+    attrs = tuple(composite.params) + (
+        Attr(SHARE_ATTR, "str", "", doc="another instance (beside this one) whose Variables this one uses"),)
+    seen_in: dict = {}
+    for p in inputs:
+        seen_in.setdefault(p.name, p)
+    seen_out: dict = {}
+    for p in outputs:
+        seen_out.setdefault(p.name, p)
+    inputs, outputs = tuple(seen_in.values()), tuple(seen_out.values())
+    return BlockSpec(
+        name=composite.block, category="composites", doc=composite.doc or f"The composite {composite.name}.",
+        inputs=inputs, outputs=outputs, attrs=attrs, infer=_flattened, forward=_flattened, vjp=None,
+        role="op", gradient="vjp", aliases=(), source=f"the project's composite '{composite.name}'",
+        vjp_context=frozenset(), forward_context=frozenset(), initial=None, refs=(),
+        attr_map={a.name: a for a in attrs}, input_map={p.name: p for p in inputs},
+        output_map={p.name: p for p in outputs})
+
+
+class ProjectBlocks:
+    """A registry's blocks and a project's composites, looked up by block name (``@Dense``: the
+    composite's spec, made again when its definition changed)."""
+
+    def __init__(self, registry, project: Project):
+        self.registry, self.project = registry, project
+        self._made: dict = {}
+
+    def get(self, name: str):
+        comp_name = composite_name(name)
+        if comp_name is None:
+            return self.registry.get(name)
+        comp = self.project.composites.get(comp_name)
+        if comp is None:
+            return None
+        key = (id(comp), _signature(comp))
+        made = self._made.get(comp_name)
+        if made is None or made[0] != key:
+            made = self._made[comp_name] = (key, composite_spec(comp))
+        return made[1]
+
+
+def _signature(comp: Composite) -> tuple:
+    """What a composite's spec is made from: its ports, parameters and documentation."""
+    ports = tuple((n.block, _port_name(n, ""), str(n.attrs.get("doc", "")))
+                  for n in comp.page.nodes.values() if n.block in (INPUT_BLOCK, OUTPUT_BLOCK))
+    return ports, tuple(comp.params), comp.doc

@@ -204,3 +204,21 @@ def test_composite_mutators_do_one_edit_and_undo_exactly():
 def test_page_names_may_not_take_a_definitions_name():
     with pytest.raises(ProjectError, match="start with '@'"):
         Project().add_page("@Dense")
+
+
+def test_a_composite_bomb_is_refused_before_it_is_expanded():
+    import time
+    project = Project()
+    page = project.add_page("main")
+    previous = None
+    for level in range(40):       # each level uses the one below twice: 2**40 blocks
+        comp = Composite(f"B{level}")
+        for k in range(2):
+            comp.page.add_node(block_name(previous) if previous else "Const", id=f"n{k}")
+        project.composites[comp.name] = comp
+        previous = comp.name
+    page.add_node(block_name(previous), id="bomb")
+    start = time.perf_counter()
+    program = compile_project(project)
+    assert time.perf_counter() - start < 2
+    assert any("would flatten to" in str(d) and "the limit is 500,000" in str(d) for d in program.errors)

@@ -19,16 +19,21 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass, field
 
-from blockflow.composite import (DIM_REF, MAX_NESTING, PARAM_REF, SHARE_ATTR, composite_name, inner_state,
-                                 substitute)
+from blockflow.composite import (DIM_REF, INPUT_BLOCK, MAX_NESTING, OUTPUT_BLOCK, PARAM_REF, SHARE_ATTR,
+                                 composite_name, inner_state, substitute)
 from blockflow.project import Edge, Node, Page, port_text, split_port_text
 from blockflow.spec import AttrError
 
 __all__ = ["DimRef", "Instance", "Hierarchy", "Problem", "flatten", "COMPOSITE_INPUT", "COMPOSITE_OUTPUT"]
 
 #: the blocks that are a composite's ports (declared in the block library)
-COMPOSITE_INPUT = "Input"
-COMPOSITE_OUTPUT = "Output"
+COMPOSITE_INPUT = INPUT_BLOCK
+COMPOSITE_OUTPUT = OUTPUT_BLOCK
+
+
+#: Most blocks a page may flatten to: a few kilobytes of file can nest composites that use each
+#: other twice, 2**depth blocks; the compile refuses such a page before expanding anything.
+MAX_FLAT_BLOCKS = 500_000
 
 
 @dataclass(frozen=True)
@@ -313,6 +318,13 @@ def flatten(page: Page, composites: dict, registry) -> tuple[Page, Hierarchy]:
     if not any(composite_name(n.block) for n in page.nodes.values()) and not _has_refs(page):
         return page, Hierarchy()
     f = _Flattener(page, composites or {}, registry)
+    size = _flat_size(page, composites or {})
+    if size > MAX_FLAT_BLOCKS:
+        f.problem(None, None, f"the page would flatten to {size:,} blocks (its composites' instances "
+                              f"nested in each other); the limit is {MAX_FLAT_BLOCKS:,}")
+        h = f.h
+        h.unexpanded.update(nid for nid, n in page.nodes.items() if composite_name(n.block))
+        return page, h
 
     def top(kind, name, where):
         f.problem(where, None, f"refers to {'parameter' if kind == PARAM_REF else 'dimension'} "
@@ -338,6 +350,37 @@ def flatten(page: Page, composites: dict, registry) -> tuple[Page, Hierarchy]:
     flat = Page(page.name, f.nodes, f.edges, _flat_ref(page.loss, f.h), dict(page.feeds), page.text,
                 [_flat_ref(m, f.h) for m in page.metrics])
     return flat, f.h
+
+
+def _flat_size(page: Page, composites: dict) -> int:
+    """How many blocks ``page`` flattens to (a composite in a cycle counts as one block: the
+    cycle is refused on its own), counted without expanding, stopping past the limit."""
+    sizes: dict[str, int] = {}
+
+    def size_of(name: str, active: set) -> int:
+        if name in sizes:
+            return sizes[name]
+        comp = composites.get(name)
+        if comp is None or name in active:
+            return 1
+        active.add(name)
+        total = 0
+        for node in comp.page.nodes.values():
+            inner = composite_name(node.block)
+            total += 1 if inner is None else size_of(inner, active)
+            if total > MAX_FLAT_BLOCKS:
+                break
+        active.discard(name)
+        sizes[name] = total
+        return total
+
+    total = 0
+    for node in page.nodes.values():
+        inner = composite_name(node.block)
+        total += 1 if inner is None else size_of(inner, set())
+        if total > MAX_FLAT_BLOCKS:
+            break
+    return total
 
 
 def _has_refs(page: Page) -> bool:

@@ -28,6 +28,7 @@ from blockflow.spec import UnknownAttrError
 from blockflow.gui.document import commands as C
 from blockflow.gui.document.clipboard import FRAGMENT_MIME, fragment_text, pasting
 from blockflow.gui.document.compiling import PagePrograms
+from blockflow.gui.document.location import Location
 from blockflow.gui.document.layout import layered_moves, spread_moves, stacked_blocks
 from blockflow.gui.document.wiring import ConnectionCheck, check_wire
 
@@ -89,6 +90,8 @@ class Document(QObject):
     page_renamed = Signal(str, str)
     node_renamed = Signal(str, str, str)     # page, old id, new id
     current_page_changed = Signal(str)
+    #: the Location shown changed (another page, an instance opened or closed, a definition)
+    location_changed = Signal()
     structure_changed = Signal(str)
     program_ready = Signal(str)
     project_replaced = Signal()
@@ -106,6 +109,7 @@ class Document(QObject):
         #: what the last save has to tell besides "saved" (a backup kept under another name)
         self.save_notes: tuple = ()
         self.current_page = self.project.pages[0].name
+        self.location = Location(self.current_page, self.current_page)
         self._programs = PagePrograms(self)
         self._programs.ready.connect(self.program_ready)
         self._gesture = itertools.count(1)
@@ -129,9 +133,18 @@ class Document(QObject):
 
     def set_current_page(self, name: str) -> None:
         self.project.page(name)
-        if name != self.current_page:
-            self.current_page = name
-            self.current_page_changed.emit(name)
+        self.set_location(Location(name, None if name.startswith("@") else name))
+
+    def set_location(self, location: "Location") -> None:
+        """Show ``location``: its diagram becomes the current page (what edits go to)."""
+        self.project.page(location.diagram)
+        if location == self.location:
+            return
+        old_page, self.location = self.current_page, location
+        self.current_page = location.diagram
+        if location.diagram != old_page:
+            self.current_page_changed.emit(location.diagram)
+        self.location_changed.emit()
 
     def program(self, page: str | None = None) -> Program:
         """The compiled page as it is now, waiting for (or making) the compile if need be. Views
@@ -164,6 +177,7 @@ class Document(QObject):
         self.project = project
         self.path = str(path) if path else None
         self.current_page = project.pages[0].name
+        self.location = Location(self.current_page, self.current_page)
         self._programs.clear()
         self.undo_stack.clear()
         self.project_replaced.emit()
