@@ -1,0 +1,82 @@
+"""Issue 14's samples (tools/make_samples.py): models built from composites, trained here to the
+results their texts state; and PackageDataset, the data block the digits CNN reads.
+
+Every number asserted is measured again on each run; none is read back from a file of results.
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+from blockflow.compile.compiler import compile_page
+from blockflow.project import Project
+from blockflow.run.runtime import run
+from blockflow_blocks import data_ops
+
+
+# ------------------------------------------------------------------------------ PackageDataset
+def _dataset_page(**attrs):
+    project = Project()
+    page = project.add_page("main")
+    page.add_node("PackageDataset", id="digits", attrs=attrs)
+    return page
+
+
+def test_package_dataset_gives_the_digits_as_images_split_and_scaled_by_the_train_part():
+    from sklearn.datasets import load_digits
+
+    program = compile_page(_dataset_page(layout="images", test_fraction=0.25, batch_size=0))
+    assert program.ok, [str(d) for d in program.diagnostics]
+    assert program.port_type("digits", "features").shape == (None, 8, 8, 1)
+    train = run(program, split="train")
+    test = run(program, split="test")
+    everything = run(program, split="all")
+    x_tr, y_tr = train.value("digits", "features"), train.value("digits", "labels")
+    x_te, y_te = test.value("digits", "features"), test.value("digits", "labels")
+    assert len(x_tr) + len(x_te) == 1797 and len(x_te) == round(0.25 * 1797)
+    assert x_tr.dtype == np.float32 and y_tr.dtype == np.int32
+    assert sorted(np.unique(y_te)) == list(range(10))
+    # the rows are scikit-learn's own, divided by 16 (the largest pixel value of the train part)
+    bunch = load_digits()
+    x_all = everything.value("digits", "features")
+    np.testing.assert_allclose(x_all[:, :, :, 0] * 16, bunch.images, atol=1e-5)
+    np.testing.assert_array_equal(everything.value("digits", "labels"), bunch.target)
+    # train and test are disjoint parts of the same rows (a seeded split, the same on every run)
+    train_rows, test_rows = data_ops._split(1797, 0.25, 0)
+    assert not np.intersect1d(train_rows, test_rows).size
+    np.testing.assert_array_equal(x_te, x_all[test_rows])
+    np.testing.assert_array_equal(y_tr, bunch.target[train_rows])
+
+
+def test_package_dataset_batches_and_standardizes_with_the_train_statistics():
+    program = compile_page(_dataset_page(name="wine", scaling="standard", batch_size=32, test_fraction=0.2))
+    assert program.port_type("digits", "features").shape == (None, 13)
+    full = run(program, split="all").value("digits", "features")
+    train_rows = data_ops._split(178, 0.2, 0)[0]
+    np.testing.assert_allclose(full[train_rows].mean(0), 0, atol=1e-5)
+    np.testing.assert_allclose(full[train_rows].std(0), 1, atol=1e-4)
+    assert len(run(program, split="train", step=0).value("digits", "labels")) == 32
+
+
+def test_package_dataset_refuses_images_of_a_table_naming_the_dataset():
+    program = compile_page(_dataset_page(name="iris", layout="images"))
+    assert not program.ok
+    (d,) = program.errors
+    assert d.node == "digits" and "iris is a table of features" in str(d) and "layout rows" in str(d)
+
+
+def test_package_dataset_without_scikit_learn_says_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "sklearn", None)       # import sklearn now raises ImportError
+    data_ops._packaged.cache_clear()
+    data_ops._prepared.cache_clear()
+    try:
+        program = compile_page(_dataset_page())
+    finally:
+        data_ops._packaged.cache_clear()
+        data_ops._prepared.cache_clear()
+    assert not program.ok
+    (d,) = program.errors
+    assert d.node == "digits"
+    assert "scikit-learn, which is not installed" in str(d) and "pip install 'blockflow[datasets]'" in str(d)
