@@ -222,3 +222,16 @@ def test_a_composite_bomb_is_refused_before_it_is_expanded():
     program = compile_project(project)
     assert time.perf_counter() - start < 2
     assert any("would flatten to" in str(d) and "the limit is 500,000" in str(d) for d in program.errors)
+
+
+def test_outputs_check_their_declared_shapes_against_the_bound_dimensions():
+    project = mlp_project()
+    out = project.composites["Dense"].page.nodes["y"]
+    out.attrs.update(dtype="float32", shape=["batch", {"$param": "units"}])
+    assert compile_project(project).ok
+    out.attrs["shape"] = ["features", {"$param": "units"}]     # features is 3 for d1, batch is 4
+    errors = _errors(compile_project(project))
+    assert any("main/d1/y" in e and "dimension 'features' is 4 here but 3 at 'x'" in e for e in errors), errors
+    out.attrs.update(shape=None, dtype="int32")
+    assert any("main/d1/y" in e and "output 'y' is declared int32 but is given float32" in e
+               for e in _errors(compile_project(project)))
