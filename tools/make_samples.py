@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
-from blockflow.composite import Composite
 from blockflow.project import Page, Project
-from blockflow.spec import Attr
 from blockflow.io.project_io import dumps_project
+
+from composite_samples import dense_layer, digits_cnn, mlp_composite
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_projects"
@@ -382,41 +382,6 @@ def moons_classifier() -> Project:
 EPS = 0.3
 
 
-def _dense_layer() -> Composite:
-    """x [batch, features] -> y = x @ kernel + bias (kernel glorot_uniform): the project's own Dense,
-    with the library layer's ports, parameter and Variable names."""
-    comp = Composite("Dense", doc="A fully connected layer without activation: y = x @ kernel + bias.",
-                     params=[Attr("units", "int", 32, min=1, doc="output features")])
-    p = comp.page
-    _add(p, "Input", "x", (0, 0), attrs={"name": "x", "dtype": "float32", "shape": ["batch", "features"],
-                                         "doc": "[batch, features]"})
-    _add(p, "Variable", "kernel", (0, 1), attrs={"shape": [{"$dim": "features"}, {"$param": "units"}],
-                                                 "initializer": "glorot_uniform", "seed": 1})
-    _add(p, "MatMul", "MatMul", (1, 0), wires={"a": "x.output", "b": "kernel.ref"})
-    _add(p, "Variable", "bias", (1, 1), attrs={"shape": [{"$param": "units"}], "initializer": "zeros"})
-    _add(p, "BiasAdd", "BiasAdd", (2, 0), wires={"value": "MatMul.product", "bias": "bias.ref"})
-    _add(p, "Output", "y", (3, 0), attrs={"name": "y", "doc": "[batch, units]"}, wires={"input": "BiasAdd.output"})
-    return comp
-
-
-def _mlp_composite() -> Composite:
-    """The moons classifier as one composite of two Dense layers: logits = Dense(Tanh(Dense(x)))."""
-    comp = Composite("MLP", doc="A one-hidden-layer perceptron: logits = Dense_classes(Tanh(Dense_hidden(x))).",
-                     params=[Attr("hidden", "int", HIDDEN, min=1, doc="hidden tanh units"),
-                             Attr("classes", "int", 2, min=1, doc="output logits")])
-    p = comp.page
-    _add(p, "Input", "x", (0, 0), attrs={"name": "x", "dtype": "float32", "shape": ["batch", "features"],
-                                         "doc": "[batch, features]"})
-    _add(p, "@Dense", "hidden_layer", (1, 0), label="Dense (hidden)", attrs={"units": {"$param": "hidden"}},
-         wires={"x": "x.output"})
-    _add(p, "Tanh", "hidden", (2, 0), label="tanh", wires={"x": "hidden_layer.y"})
-    _add(p, "@Dense", "output_layer", (3, 0), label="Dense (logits)", attrs={"units": {"$param": "classes"}},
-         wires={"x": "hidden.y"})
-    _add(p, "Output", "logits", (4, 0), attrs={"name": "logits", "doc": "[batch, classes]"},
-         wires={"input": "output_layer.y"})
-    return comp
-
-
 def _fgsm_page(page: Page, adversarial: bool) -> None:
     """One MLP composite used twice: ``mlp`` on x, ``mlp_adv`` (sharing mlp's Variables) on
     x_adv = StopGradient(x + eps·Sign(dloss/dx)). The clean pass runs along the top, the attack in the
@@ -461,8 +426,8 @@ def fgsm_adversarial_training() -> Project:
                        "examples only: robust accuracy compared.",
         "training": {"adversarial": dict(settings), "plain": dict(settings)},
     })
-    project.composites["Dense"] = _dense_layer()
-    project.composites["MLP"] = _mlp_composite()
+    project.composites["Dense"] = dense_layer()
+    project.composites["MLP"] = mlp_composite(HIDDEN)
     page = project.add_page("adversarial")
     page.text = _text(
         "Adversarial training with the fast gradient sign method (FGSM), drawn as TensorFlow 1 writes it: "
@@ -802,7 +767,7 @@ def straight_through_estimator() -> Project:
 
 SAMPLE_BUILDERS = {f.__name__: f for f in (
     stable_softmax, basic_matmul, linear_regression, xor, moons_classifier, fgsm_adversarial_training,
-    em_gaussian_mixture, rbm_contrastive_divergence, straight_through_estimator)}
+    em_gaussian_mixture, rbm_contrastive_divergence, straight_through_estimator, digits_cnn)}
 
 
 def main(argv=None) -> int:

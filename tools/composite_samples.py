@@ -1,0 +1,162 @@
+"""Issue 14's samples, built from composites: the digits CNN, vanishing gradients and a tiny
+attention model (the FGSM sample's MLP is here too). tools/make_samples.py writes them.
+
+The layers are the project's own composites until the layer library ships them; each has the
+library layer's name, ports (x -> y), parameters and Variable names, so that a saved sample reads
+the same either way.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from blockflow.composite import Composite
+from blockflow.project import Page, Project
+from blockflow.spec import Attr
+
+DX, DY = 200.0, 130.0
+
+
+def wire(page: Page, src: str, dst: str) -> None:
+    (s, sp), (d, dp) = src.split("."), dst.split(".")
+    page.connect(s, sp, d, dp)
+
+
+def add(page: Page, block: str, id: str, at, *, label: str = "", attrs=None, inputs=None, wires=None) -> None:
+    """A node at grid place ``at`` = (column, row), its inputs wired from ``{port: "node.port"}``."""
+    col, row = at
+    page.add_node(block, id=id, attrs=attrs or {}, inputs=inputs, position=(col * DX, row * DY), label=label)
+    for port, src in (wires or {}).items():
+        wire(page, src, f"{id}.{port}")
+
+
+def text(*paragraphs: str) -> str:
+    return "\n\n".join(" ".join(p.split()) for p in paragraphs)
+
+
+def P(name: str) -> dict:
+    return {"$param": name}
+
+
+def D(name: str) -> dict:
+    return {"$dim": name}
+
+
+# ------------------------------------------------------------------------------------ layers
+def _input(p: Page, shape, at=(0, 0), name: str = "x", doc: str = "") -> None:
+    add(p, "Input", name, at, attrs={"name": name, "dtype": "float32", "shape": shape, "doc": doc})
+
+
+def _output(p: Page, src: str, at, name: str = "y", doc: str = "") -> None:
+    add(p, "Output", name, at, attrs={"name": name, "doc": doc}, wires={"input": src})
+
+
+def dense_layer() -> Composite:
+    """x [batch, features] -> y = x @ kernel + bias (kernel glorot_uniform)."""
+    comp = Composite("Dense", doc="A fully connected layer without activation: y = x @ kernel + bias.",
+                     params=[Attr("units", "int", 32, min=1, doc="output features")])
+    p = comp.page
+    _input(p, ["batch", "features"], doc="[batch, features]")
+    add(p, "Variable", "kernel", (0, 1), attrs={"shape": [D("features"), P("units")],
+                                                "initializer": "glorot_uniform", "seed": 1})
+    add(p, "MatMul", "MatMul", (1, 0), wires={"a": "x.output", "b": "kernel.ref"})
+    add(p, "Variable", "bias", (1, 1), attrs={"shape": [P("units")], "initializer": "zeros"})
+    add(p, "BiasAdd", "BiasAdd", (2, 0), wires={"value": "MatMul.product", "bias": "bias.ref"})
+    _output(p, "BiasAdd.output", (3, 0), doc="[batch, units]")
+    return comp
+
+
+def conv2d_layer() -> Composite:
+    """x [batch, height, width, channels] -> y = relu(conv(x, kernel) + bias), SAME padding."""
+    comp = Composite("Conv2D", doc="A 2-D convolution layer: y = relu(conv2d(x, kernel) + bias), stride 1, "
+                                   "SAME padding (the output keeps the input's height and width).",
+                     params=[Attr("filters", "int", 32, min=1, doc="output channels"),
+                             Attr("kernel_size", "int", 3, min=1, doc="the square kernel's height and width")])
+    p = comp.page
+    _input(p, ["batch", "height", "width", "channels"], doc="images, NHWC")
+    add(p, "Variable", "kernel", (0, 1), attrs={
+        "shape": [P("kernel_size"), P("kernel_size"), D("channels"), P("filters")],
+        "initializer": "glorot_uniform", "seed": 1})
+    add(p, "Conv2D", "Conv2D", (1, 0), attrs={"padding": "SAME"}, wires={"input": "x.output", "filter": "kernel.ref"})
+    add(p, "Variable", "bias", (1, 1), attrs={"shape": [P("filters")], "initializer": "zeros"})
+    add(p, "BiasAdd", "BiasAdd", (2, 0), wires={"value": "Conv2D.output", "bias": "bias.ref"})
+    add(p, "Relu", "relu", (3, 0), wires={"features": "BiasAdd.output"})
+    _output(p, "relu.activations", (4, 0), doc="[batch, height, width, filters]")
+    return comp
+
+
+def mlp_composite(hidden: int) -> Composite:
+    """The moons classifier as one composite of two Dense layers: logits = Dense(Tanh(Dense(x)))."""
+    comp = Composite("MLP", doc="A one-hidden-layer perceptron: logits = Dense_classes(Tanh(Dense_hidden(x))).",
+                     params=[Attr("hidden", "int", hidden, min=1, doc="hidden tanh units"),
+                             Attr("classes", "int", 2, min=1, doc="output logits")])
+    p = comp.page
+    _input(p, ["batch", "features"], doc="[batch, features]")
+    add(p, "@Dense", "hidden_layer", (1, 0), label="Dense (hidden)", attrs={"units": P("hidden")},
+        wires={"x": "x.output"})
+    add(p, "Tanh", "hidden", (2, 0), label="tanh", wires={"x": "hidden_layer.y"})
+    add(p, "@Dense", "output_layer", (3, 0), label="Dense (logits)", attrs={"units": P("classes")},
+        wires={"x": "hidden.y"})
+    _output(p, "output_layer.y", (4, 0), name="logits", doc="[batch, classes]")
+    return comp
+
+
+# -------------------------------------------------------------------------- digits_cnn
+DIGITS = {"name": "digits", "layout": "images", "scaling": "max", "batch_size": 32, "test_fraction": 0.25,
+          "seed": 0}
+
+
+def accuracy(page: Page, logits: str, labels: str, at, suffix: str = "") -> None:
+    """Mean(Cast(Equal(ArgMax(logits), labels))): the share of examples classified right."""
+    col, row = at
+    add(page, "ArgMax", f"predicted{suffix}", (col, row), label="predicted class",
+        attrs={"output_type": "int32"}, inputs={"dimension": np.int32(1)}, wires={"input": logits})
+    add(page, "Equal", f"correct{suffix}", (col + 1, row), label="predicted = label?",
+        wires={"x": f"predicted{suffix}.output", "y": labels})
+    add(page, "Cast", f"correct_f{suffix}", (col + 2, row), label="1.0 / 0.0", attrs={"DstT": "float32"},
+        wires={"x": f"correct{suffix}.z"})
+    add(page, "Mean", f"accuracy{suffix}", (col + 3, row), label="accuracy", wires={"input": f"correct_f{suffix}.y"})
+
+
+def digits_cnn() -> Project:
+    settings = {"optimizer": "adam", "lr": 0.005, "steps": 1200, "batch_size": 32, "seed": 0}
+    project = Project(metadata={
+        "title": "Digits CNN",
+        "description": "A small convolutional network reads scikit-learn's 8x8 handwritten digits (1,797 images, "
+                       "10 classes): two Conv2D layers with max pooling, Flatten, Dense; test accuracy above 95 %.",
+        "training": {"cnn": dict(settings)},
+    })
+    project.composites["Conv2D"] = conv2d_layer()
+    project.composites["Dense"] = dense_layer()
+    page = project.add_page("cnn")
+    page.text = text(
+        "A convolutional network on real images: the 8x8 handwritten digits that scikit-learn ships "
+        "(1,797 images, pixel values 0..16, ten classes). The PackageDataset block loads them from the "
+        "installed package (nothing is stored with the project; pip install 'blockflow[datasets]' if "
+        "scikit-learn is missing), holds out a quarter as the test part (450 images, a seeded split) and "
+        "scales the pixels to 0..1.",
+        "The model is built from layers, each a composite (double-click one to see its blocks): "
+        "Conv2D (16 filters of 3x3, relu) keeps the 8x8 size, MaxPool halves it to 4x4, a second Conv2D "
+        "(32 filters) and MaxPool give 2x2x32, Flatten makes 128 features and Dense gives the 10 logits. "
+        "The loss is the mean softmax cross-entropy; accuracy is plotted.",
+        "What to look at: after a backward run (Run > Backward) the wires show the gradient reaching "
+        "both Conv2D layers, and each layer's badge gives the gradient norm of its kernel and bias.",
+        "Train it: blockflow train sample_projects/digits_cnn.bflow.json --eval-every 400 (Adam, lr 0.005, "
+        "1200 steps of 32 images, about 28 epochs). The test accuracy ends at 0.98.")
+    add(page, "PackageDataset", "digits", (0, 1.2), label="8x8 digits (scikit-learn)", attrs=dict(DIGITS))
+    add(page, "@Conv2D", "conv1", (1.2, 0), label="Conv2D 16 3x3 relu", attrs={"filters": 16, "kernel_size": 3},
+        wires={"x": "digits.features"})
+    add(page, "MaxPool", "pool1", (2.4, 0), label="max pool 2x2 → 4x4", wires={"input": "conv1.y"})
+    add(page, "@Conv2D", "conv2", (3.6, 0), label="Conv2D 32 3x3 relu", attrs={"filters": 32, "kernel_size": 3},
+        wires={"x": "pool1.output"})
+    add(page, "MaxPool", "pool2", (4.8, 0), label="max pool 2x2 → 2x2", wires={"input": "conv2.y"})
+    add(page, "Reshape", "flatten", (6, 0), label="flatten (128)", inputs={"shape": np.int32([-1, 128])},
+        wires={"tensor": "pool2.output"})
+    add(page, "@Dense", "logits", (7.2, 0), label="Dense 10 (logits)", attrs={"units": 10},
+        wires={"x": "flatten.output"})
+    add(page, "SparseSoftmaxCrossEntropyWithLogits", "xent", (8.4, 1.2), label="cross-entropy",
+        wires={"features": "logits.y", "labels": "digits.labels"})
+    add(page, "Mean", "loss", (9.6, 1.2), label="loss", wires={"input": "xent.loss"})
+    accuracy(page, "logits.y", "digits.labels", (8.4, 2.4))
+    page.loss = "loss"
+    page.metrics = ["accuracy"]
+    return project
