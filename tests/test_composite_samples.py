@@ -15,7 +15,7 @@ import pytest
 from blockflow.compile.compiler import compile_page, compile_project
 from blockflow.io.project_io import load_project
 from blockflow.project import Project
-from blockflow.run.runtime import run
+from blockflow.run.runtime import run, run_backward
 from blockflow.run.settings import recommended_settings
 from blockflow.run.training import TrainConfig, Trainer, training_program
 from blockflow_blocks import data_ops
@@ -141,3 +141,47 @@ def test_digits_cnn_reaches_95_percent_on_the_held_out_digits_in_seconds():
 def test_digits_cnn_short_training_already_passes_90_percent():
     trainer, _, _ = trained("digits_cnn", "cnn", steps=150)
     assert trainer.evaluate("test")["accuracy:output"] >= 0.90
+
+
+# ----------------------------------------------------------------------- vanishing_gradients
+def _kernel_norms(kind: str) -> list[float]:
+    """The gradient norms of the ten layers' kernels, first layer first, at the start (one backward
+    run of the loss on the whole train part). On the residual page the layers are the blocks'
+    W1 and W2, in order."""
+    program = compile_project(load("vanishing_gradients"), kind)
+    grads = run_backward(program, record=True, commit=False).variable_grads
+    if kind == "residual":
+        names = [f"block{k}/{w}" for k in range(1, 6) for w in ("W1", "W2")]
+    else:
+        names = [f"layer{k}/kernel" for k in range(1, 11)]
+    return [float(np.linalg.norm(grads[n])) for n in names]
+
+
+def test_vanishing_gradients_first_layer_norms_are_ordered_as_the_texts_say():
+    sigmoid, relu, residual = (_kernel_norms(k) for k in ("sigmoid", "relu", "residual"))
+    # stated on the sigmoid page: layer 10 0.047, layer 5 3.1e-05, layer 1 1.7e-06
+    assert sigmoid[9] == pytest.approx(0.047, rel=0.05)
+    assert sigmoid[4] == pytest.approx(3.1e-05, rel=0.05)
+    assert sigmoid[0] == pytest.approx(1.7e-06, rel=0.05)
+    assert sigmoid[0] < sigmoid[9] / 10_000                     # "thirty thousand times less"
+    # fading: each layer from 10 down to 3 gets less than the one after it
+    assert all(a < b for a, b in zip(sigmoid[2:], sigmoid[3:]))
+    # stated on the relu page: layer 1 0.048, about as much as layer 10 (0.084)
+    assert relu[0] == pytest.approx(0.048, rel=0.05) and relu[9] == pytest.approx(0.084, rel=0.05)
+    # stated on the residual page: block1/W1 4.0; sigmoid << ReLU < residual at every layer
+    assert residual[0] == pytest.approx(4.0, rel=0.05)
+    assert residual[0] > 1e6 * sigmoid[0] and residual[0] > 50 * relu[0]
+    for k in range(10):
+        assert sigmoid[k] < relu[k] < residual[k], k
+
+
+def test_vanishing_gradients_only_the_sigmoid_stack_fails_to_learn():
+    results = {}
+    for kind in ("sigmoid", "relu", "residual"):
+        trainer, history, _ = trained("vanishing_gradients", kind)
+        results[kind] = (history.losses[0], history.losses[-1], trainer.evaluate("test")["accuracy:output"])
+    (s0, s1, s_acc), (r0, r1, r_acc), (q0, q1, q_acc) = results.values()
+    # stated: sigmoid 1.394 -> 1.383, test accuracy at chance (0.19); relu and residual to 0.99
+    assert s1 > 0.98 * s0 and s_acc < 0.35
+    assert r1 < 0.01 * r0 and r_acc >= 0.97
+    assert q1 < 0.01 * q0 and q_acc >= 0.97

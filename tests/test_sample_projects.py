@@ -25,7 +25,8 @@ from blockflow.run.training import TrainConfig, Trainer, training_program
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_projects"
 NEW = ("basic_matmul", "linear_regression", "xor", "moons_classifier", "fgsm_adversarial_training",
-       "em_gaussian_mixture", "rbm_contrastive_divergence", "straight_through_estimator", "digits_cnn")
+       "em_gaussian_mixture", "rbm_contrastive_divergence", "straight_through_estimator", "digits_cnn",
+       "vanishing_gradients")
 TRAINED = {   # sample -> its trainable pages
     "linear_regression": ("linear_regression", "drawn_update"),
     "xor": ("xor",),
@@ -35,6 +36,7 @@ TRAINED = {   # sample -> its trainable pages
     "rbm_contrastive_divergence": ("cd1", "without_stop_gradient"),
     "straight_through_estimator": ("ste", "round_only", "without_stop_gradient"),
     "digits_cnn": ("cnn",),
+    "vanishing_gradients": ("sigmoid", "relu", "residual"),
 }
 _cache: dict = {}
 

@@ -160,3 +160,110 @@ def digits_cnn() -> Project:
     page.loss = "loss"
     page.metrics = ["accuracy"]
     return project
+
+
+def residual_dense_layer() -> Composite:
+    """y = relu(x + F(x)), F(x) = relu(x·W1 + b1)·W2 + b2: two Dense layers with a skip around them."""
+    comp = Composite("ResidualDense", doc="A residual block, y = relu(x + F(x)) with F(x) = relu(x·W1 + b1)·W2 + b2: "
+                                          "the identity path carries the gradient past F.",
+                     params=[Attr("units", "int", 32, min=1, doc="the hidden layer's width")])
+    p = comp.page
+    _input(p, ["batch", "features"], at=(0, 1.6), doc="[batch, features]")
+    add(p, "Variable", "W1", (0, 0.6), attrs={"shape": [D("features"), P("units")],
+                                              "initializer": "glorot_uniform", "seed": 1})
+    add(p, "Variable", "b1", (1, 0.9), attrs={"shape": [P("units")]})
+    add(p, "Variable", "W2", (3, 0.7), attrs={"shape": [P("units"), D("features")],
+                                              "initializer": "glorot_uniform", "seed": 2})
+    add(p, "Variable", "b2", (4, 0.9), attrs={"shape": [D("features")]})
+    add(p, "MatMul", "mm1", (1, 0), wires={"a": "x.output", "b": "W1.ref"})
+    add(p, "BiasAdd", "h1", (2, 0), wires={"value": "mm1.product", "bias": "b1.ref"})
+    add(p, "Relu", "a1", (3, 0), wires={"features": "h1.output"})
+    add(p, "MatMul", "mm2", (4, 0), wires={"a": "a1.activations", "b": "W2.ref"})
+    add(p, "BiasAdd", "fx", (5, 0), label="F(x)", wires={"value": "mm2.product", "bias": "b2.ref"})
+    add(p, "Add", "sum", (6, 1.6), label="x + F(x)", wires={"x": "x.output", "y": "fx.output"})
+    add(p, "Relu", "act", (7, 1.6), wires={"features": "sum.z"})
+    _output(p, "act.activations", (8, 1.6), doc="relu(x + F(x))")
+    return comp
+
+
+# ----------------------------------------------------------------------- vanishing_gradients
+WIDTH, DEPTH = 16, 10
+BLOBS = {"n": 600, "classes": 4, "dims": WIDTH, "spread": 2.0, "batch_size": 0, "test_fraction": 0.25, "seed": 1}
+
+
+def _vanishing_page(page: Page, kind: str) -> None:
+    """DEPTH layers of WIDTH units in a row (kind: sigmoid, relu or residual), then Dense logits."""
+    add(page, "MakeBlobs", "data", (0, 1.2), label=f"4 blobs in {WIDTH}-D", attrs=dict(BLOBS))
+    src = "data.features"
+    if kind == "residual":
+        for k in range(1, DEPTH // 2 + 1):
+            add(page, "@ResidualDense", f"block{k}", (2 * k - 0.6, 0), label=f"layers {2 * k - 1}-{2 * k} + skip",
+                attrs={"units": WIDTH}, wires={"x": src})
+            src = f"block{k}.y"
+    else:
+        block, port = {"sigmoid": ("Sigmoid", "y"), "relu": ("Relu", "activations")}[kind]
+        for k in range(1, DEPTH + 1):
+            add(page, "@Dense", f"layer{k}", (k, 0 if k % 2 else 0.7), label=f"layer {k}", attrs={"units": WIDTH},
+                wires={"x": src})
+            arg = "x" if kind == "sigmoid" else "features"
+            add(page, block, f"act{k}", (k + 0.5, 0.35 if k % 2 else 1.05), label=kind, wires={arg: f"layer{k}.y"})
+            src = f"act{k}.{port}"
+    add(page, "@Dense", "logits", (DEPTH + 1.6, 1.2), label="Dense 4 (logits)", attrs={"units": 4}, wires={"x": src})
+    add(page, "SparseSoftmaxCrossEntropyWithLogits", "xent", (DEPTH + 2.8, 1.2), label="cross-entropy",
+        wires={"features": "logits.y", "labels": "data.labels"})
+    add(page, "Mean", "loss", (DEPTH + 4, 1.2), label="loss", wires={"input": "xent.loss"})
+    accuracy(page, "logits.y", "data.labels", (DEPTH + 1.6, 2.6))
+    page.loss = "loss"
+    page.metrics = ["accuracy"]
+
+
+VANISHING_TEXTS = {
+    "sigmoid": (
+        "Vanishing gradients, for a class to see. The same network is drawn on three pages: ten Dense "
+        "layers of 16 units (each a composite: double-click one to open it) between the data (600 points "
+        "in four blobs, 16 features each) and a Dense layer giving four logits; only the activation "
+        "between the layers changes. On this page it is the sigmoid.",
+        "What to look at: Run > Backward and follow the wires from the loss back to the data. Each sigmoid "
+        "passes on at most a quarter of the gradient it receives (its slope is at most 1/4), so the "
+        "colour fades layer by layer: the gradient norm of layer 10's kernel is 0.047, of layer 5's "
+        "3.1e-05 and of layer 1's 1.7e-06, thirty thousand times less than layer 10's. The first layers "
+        "hardly learn.",
+        "Train it: blockflow train sample_projects/vanishing_gradients.bflow.json (plain gradient descent, "
+        "lr 0.1, 300 steps, all 450 training points each step). The loss only goes from 1.394 to 1.383 "
+        "and the test accuracy stays at chance (0.19; four classes). Then look at the pages relu and "
+        "residual."),
+    "relu": (
+        "The same ten layers with ReLU, max(x, 0), between them. Its slope is 1 wherever a unit is active, "
+        "so the gradient is not shrunk by the activation: layer 1's kernel gets a gradient of norm 0.048, "
+        "about as much as layer 10's (0.084), and the colour holds along the whole stack.",
+        "Train it: blockflow train sample_projects/vanishing_gradients.bflow.json --page relu (the same "
+        "settings). The loss falls from 1.386 to 0.0006 and the test accuracy reaches 0.99. (ReLU has "
+        "its own trap: a unit whose input stays negative passes no gradient at all, a dead unit.)"),
+    "residual": (
+        "The same ten ReLU layers grouped in five residual blocks (ResidualDense: y = relu(x + F(x)), F "
+        "two Dense layers), as ResNets are built. The skip connection x + F(x) gives the gradient a "
+        "path around every pair of layers on which nothing shrinks it: open a block after a backward run "
+        "and see the gradient arrive at x along both the skip and F.",
+        "The first layer's kernel (block1/W1) gets a gradient of norm 4.0, more than the sigmoid stack's "
+        "by a factor of two million and 80 times the plain ReLU stack's: sigmoid << ReLU < residual, "
+        "in that order, at every layer.",
+        "Train it: blockflow train sample_projects/vanishing_gradients.bflow.json --page residual (the same "
+        "settings). The loss falls from 2.515 to 0.0008 and the test accuracy reaches 0.99."),
+}
+
+
+def vanishing_gradients() -> Project:
+    settings = {"optimizer": "sgd", "lr": 0.1, "steps": 300, "batch_size": None, "seed": 0}
+    project = Project(metadata={
+        "title": "Vanishing gradients",
+        "description": "The same 10-layer network three times: with sigmoid the gradient fades layer by layer, "
+                       "with ReLU it keeps more, with residual connections it flows to the first layer.",
+        "training": {kind: dict(settings) for kind in ("sigmoid", "relu", "residual")},
+    })
+    project.composites["Dense"] = dense_layer()
+    project.composites["ResidualDense"] = residual_dense_layer()
+    for kind in ("sigmoid", "relu", "residual"):
+        page = project.add_page(kind)
+        page.text = text(*VANISHING_TEXTS[kind])
+        _vanishing_page(page, kind)
+    return project
