@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_projects"
 NEW = ("basic_matmul", "linear_regression", "xor", "moons_classifier", "fgsm_adversarial_training",
        "em_gaussian_mixture", "rbm_contrastive_divergence", "straight_through_estimator", "digits_cnn",
-       "vanishing_gradients")
+       "vanishing_gradients", "reverse_attention")
 TRAINED = {   # sample -> its trainable pages
     "linear_regression": ("linear_regression", "drawn_update"),
     "xor": ("xor",),
@@ -37,6 +37,7 @@ TRAINED = {   # sample -> its trainable pages
     "straight_through_estimator": ("ste", "round_only", "without_stop_gradient"),
     "digits_cnn": ("cnn",),
     "vanishing_gradients": ("sigmoid", "relu", "residual"),
+    "reverse_attention": ("reverse",),
 }
 _cache: dict = {}
 

@@ -267,3 +267,121 @@ def vanishing_gradients() -> Project:
         page.text = text(*VANISHING_TEXTS[kind])
         _vanishing_page(page, kind)
     return project
+
+
+def embedding_layer() -> Composite:
+    """ids -> embeddings[ids]: a lookup table of learned vectors."""
+    comp = Composite("Embedding", doc="A lookup table of learned vectors: y[..., :] = embeddings[ids[...], :], "
+                                      "embeddings [input_dim, output_dim] drawn uniformly from [-0.05, 0.05).",
+                     params=[Attr("input_dim", "int", 1000, min=1, doc="how many ids (the vocabulary's size)"),
+                             Attr("output_dim", "int", 16, min=1, doc="the size of each vector")])
+    p = comp.page
+    add(p, "Input", "ids", (0, 0), attrs={"name": "ids", "dtype": "any", "doc": "integer ids, any shape"})
+    add(p, "Variable", "embeddings", (0, 1), attrs={"shape": [P("input_dim"), P("output_dim")],
+                                                    "initializer": "random_uniform", "scale": 0.05, "seed": 1})
+    add(p, "Gather", "Gather", (1, 0), inputs={"axis": np.int32(0)},
+        wires={"params": "embeddings.ref", "indices": "ids.output"})
+    _output(p, "Gather.output", (2, 0), doc="ids' shape + [output_dim]")
+    return comp
+
+
+def attention_layer() -> Composite:
+    """Multi-head scaled dot-product attention (no mask): query, key, value -> output, scores."""
+    comp = Composite("MultiHeadAttention", doc=(
+        "Multi-head attention: query [batch, tq, dim], key and value [batch, tk, ·] are projected to num_heads "
+        "heads of key_dim; scores = softmax over the keys of q·k / sqrt(key_dim) per head; the heads' weighted "
+        "values are projected back to the query's width."),
+        params=[Attr("num_heads", "int", 2, min=1, doc="the number of attention heads"),
+                Attr("key_dim", "int", 16, min=1, doc="the size of each head (query, key and value)")])
+    p = comp.page
+    h, k = P("num_heads"), P("key_dim")
+    for row, (name, width) in enumerate((("query", "dim"), ("key", "kdim"), ("value", "vdim"))):
+        v = name[0]
+        y = 2.4 * row
+        add(p, "Input", name, (0, y), attrs={"name": name, "dtype": "float32", "shape": ["batch", f"t{name}", width]})
+        add(p, "Variable", f"W{v}", (0, y + 1.1), label=f"{name} kernel",
+            attrs={"shape": [D(width), h, k], "initializer": "glorot_uniform", "seed": 1 + row})
+        add(p, "Variable", f"b{v}", (1, y + 1.3), label=f"{name} bias", attrs={"shape": [h, k]})
+        add(p, "Einsum", f"{v}W", (1, y), attrs={"equation": "btd,dhk->bthk"},
+            wires={"inputs[0]": f"{name}.output", "inputs[1]": f"W{v}.ref"})
+        add(p, "Add", v, (2, y), label=f"{name} heads", wires={"x": f"{v}W.output", "y": f"b{v}.ref"})
+    add(p, "Const", "kd", (2, 1.1), label="key_dim", attrs={"dtype": "float32", "value": k})
+    add(p, "Rsqrt", "scale", (3, 1.1), label="1 / sqrt(key_dim)", wires={"x": "kd.output"})
+    add(p, "Multiply", "qs", (3, 0), label="q / sqrt(key_dim)", wires={"x": "q.z", "y": "scale.y"})
+    add(p, "Einsum", "dots", (4, 1.2), label="scores q·k", attrs={"equation": "bqhk,bshk->bhqs"},
+        wires={"inputs[0]": "qs.z", "inputs[1]": "k.z"})
+    add(p, "Softmax", "weights", (5, 1.2), label="attention weights", wires={"logits": "dots.output"})
+    add(p, "Einsum", "ctx", (6, 3.6), label="heads' values", attrs={"equation": "bhqs,bshk->bqhk"},
+        wires={"inputs[0]": "weights.softmax", "inputs[1]": "v.z"})
+    add(p, "Variable", "Wo", (6, 4.8), label="output kernel",
+        attrs={"shape": [h, k, D("dim")], "initializer": "glorot_uniform", "seed": 4})
+    add(p, "Variable", "bo", (7, 4.8), label="output bias", attrs={"shape": [D("dim")]})
+    add(p, "Einsum", "oW", (7, 3.6), attrs={"equation": "bqhk,hkd->bqd"},
+        wires={"inputs[0]": "ctx.output", "inputs[1]": "Wo.ref"})
+    add(p, "Add", "o", (8, 3.6), wires={"x": "oW.output", "y": "bo.ref"})
+    _output(p, "o.z", (9, 3.6), name="output", doc="[batch, tq, dim]")
+    _output(p, "weights.softmax", (9, 1.2), name="scores", doc="the attention weights [batch, heads, tq, tk]")
+    return comp
+
+
+# --------------------------------------------------------------------------- reverse_attention
+SEQ, VOCAB, MODEL, BATCH = 6, 10, 32, 64
+
+
+def reverse_attention() -> Project:
+    settings = {"optimizer": "adam", "lr": 0.01, "steps": 600, "batch_size": None, "seed": 0}
+    project = Project(metadata={
+        "title": "Attention reverses a sequence",
+        "description": f"A one-layer attention model learns to reverse sequences of {SEQ} digits: token and "
+                       "position Embeddings, MultiHeadAttention, Dense; every step draws new sequences.",
+        "training": {"reverse": dict(settings)},
+    })
+    for comp in (embedding_layer(), attention_layer(), dense_layer()):
+        project.composites[comp.name] = comp
+    page = project.add_page("reverse")
+    page.text = text(
+        f"A tiny attention model learns to reverse a sequence: given {SEQ} random digits such as 0 5 7 8 2 3, "
+        "it must output 3 2 8 7 5 0. Every training step draws 64 new sequences (RandomUniform: its "
+        "stream follows the step), so the model cannot memorise them; the accuracy plotted is on "
+        "sequences it has never seen.",
+        f"The model is built from layers (composites; double-click one to open it). One Embedding turns "
+        f"each digit into a vector of {MODEL}, another gives each position its own vector, and their sum "
+        "goes to MultiHeadAttention (self-attention: query, key and value are the same sequence; 2 heads "
+        f"of 16). A Dense layer reads each position's result and gives {VOCAB} logits, one per digit; the "
+        "loss is the mean softmax cross-entropy against the reversed sequence (the Reverse block).",
+        "What to look at: reversing needs no arithmetic, only looking in the right place. After training, "
+        "look at the attention block's scores output (the Values panel, or Run with it selected): "
+        f"output position i attends to input position {SEQ - 1} − i with weight 0.9 or more, an "
+        "anti-diagonal, in both heads. The positions' Embedding is what makes that possible: wire the "
+        "digits' vectors straight into the attention and the accuracy stalls near 0.36 (loss 1.57), "
+        "because attention then sees a bag of digits and can only guess which goes where.",
+        "Train it: blockflow train sample_projects/reverse_attention.bflow.json (Adam, lr 0.01, 600 "
+        "steps, about 3 seconds). The loss falls from 2.30 (a guess among ten digits) to 0.00001 and "
+        "the accuracy reaches 1.0: every digit of every new sequence is put in its place.")
+    add(page, "RandomUniform", "tokens", (0, 1.2), label=f"{BATCH} random sequences of {SEQ} digits",
+        attrs={"dtype": "int32", "seed": 1},
+        inputs={"shape": np.int32([BATCH, SEQ]), "minval": np.int32(0), "maxval": np.int32(VOCAB)})
+    add(page, "@Embedding", "token_vectors", (1.2, 1.2), label=f"Embedding {VOCAB} → {MODEL}",
+        attrs={"input_dim": VOCAB, "output_dim": MODEL}, wires={"ids": "tokens.output"})
+    add(page, "Const", "positions", (0, 0), label=f"positions 0..{SEQ - 1}",
+        attrs={"dtype": "int32", "value": np.arange(SEQ, dtype=np.int32).reshape(1, SEQ)})
+    add(page, "@Embedding", "position_vectors", (1.2, 0), label=f"Embedding {SEQ} → {MODEL}",
+        attrs={"input_dim": SEQ, "output_dim": MODEL}, wires={"ids": "positions.output"})
+    add(page, "Add", "h", (2.4, 0.6), label="token + position", wires={"x": "token_vectors.y", "y": "position_vectors.y"})
+    add(page, "@MultiHeadAttention", "attention", (3.6, 0.6), label="self-attention, 2 heads",
+        attrs={"num_heads": 2, "key_dim": 16}, wires={"query": "h.z", "key": "h.z", "value": "h.z"})
+    add(page, "Reshape", "rows", (4.8, 0.6), label="one row per position", inputs={"shape": np.int32([-1, MODEL])},
+        wires={"tensor": "attention.output"})
+    add(page, "@Dense", "logits", (6, 0.6), label=f"Dense {VOCAB} (logits)", attrs={"units": VOCAB},
+        wires={"x": "rows.output"})
+    add(page, "Reverse", "reversed", (1.2, 2.4), label="target: reversed", inputs={"axis": np.int32([1])},
+        wires={"tensor": "tokens.output"})
+    add(page, "Reshape", "targets", (2.4, 2.4), label="one per position", inputs={"shape": np.int32([-1])},
+        wires={"tensor": "reversed.output"})
+    add(page, "SparseSoftmaxCrossEntropyWithLogits", "xent", (7.2, 1.6), label="cross-entropy",
+        wires={"features": "logits.y", "labels": "targets.output"})
+    add(page, "Mean", "loss", (8.4, 1.6), label="loss", wires={"input": "xent.loss"})
+    accuracy(page, "logits.y", "targets.output", (7.2, 2.8))
+    page.loss = "loss"
+    page.metrics = ["accuracy"]
+    return project

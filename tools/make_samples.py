@@ -17,7 +17,7 @@ import numpy as np
 from blockflow.project import Page, Project
 from blockflow.io.project_io import dumps_project
 
-from composite_samples import dense_layer, digits_cnn, mlp_composite, vanishing_gradients
+from composite_samples import dense_layer, digits_cnn, mlp_composite, reverse_attention, vanishing_gradients
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_projects"
@@ -768,7 +768,7 @@ def straight_through_estimator() -> Project:
 SAMPLE_BUILDERS = {f.__name__: f for f in (
     stable_softmax, basic_matmul, linear_regression, xor, moons_classifier, fgsm_adversarial_training,
     em_gaussian_mixture, rbm_contrastive_divergence, straight_through_estimator, digits_cnn,
-    vanishing_gradients)}
+    vanishing_gradients, reverse_attention)}
 
 
 def main(argv=None) -> int:
