@@ -155,8 +155,8 @@ def digits_cnn() -> Project:
         wires={"x": "flatten.output"})
     add(page, "SparseSoftmaxCrossEntropyWithLogits", "xent", (8.4, 1.2), label="cross-entropy",
         wires={"features": "logits.y", "labels": "digits.labels"})
-    add(page, "Mean", "loss", (9.6, 1.2), label="loss", wires={"input": "xent.loss"})
-    accuracy(page, "logits.y", "digits.labels", (8.4, 2.4))
+    add(page, "Mean", "loss", (10.1, 1.2), label="loss", wires={"input": "xent.loss"})
+    accuracy(page, "logits.y", "digits.labels", (8.4, 2.6))
     page.loss = "loss"
     page.metrics = ["accuracy"]
     return project
@@ -192,27 +192,30 @@ BLOBS = {"n": 600, "classes": 4, "dims": WIDTH, "spread": 2.0, "batch_size": 0, 
 
 
 def _vanishing_page(page: Page, kind: str) -> None:
-    """DEPTH layers of WIDTH units in a row (kind: sigmoid, relu or residual), then Dense logits."""
-    add(page, "MakeBlobs", "data", (0, 1.2), label=f"4 blobs in {WIDTH}-D", attrs=dict(BLOBS))
+    """DEPTH layers of WIDTH units (kind: sigmoid, relu or residual), then Dense logits: each layer a
+    Dense with its activation under it, one layer per column step, so the gradient's colour can be
+    followed from the loss on the right back to the data on the left."""
+    step = 1.3
+    add(page, "MakeBlobs", "data", (0, 0.55), label=f"4 blobs in {WIDTH}-D", attrs=dict(BLOBS))
     src = "data.features"
     if kind == "residual":
         for k in range(1, DEPTH // 2 + 1):
-            add(page, "@ResidualDense", f"block{k}", (2 * k - 0.6, 0), label=f"layers {2 * k - 1}-{2 * k} + skip",
-                attrs={"units": WIDTH}, wires={"x": src})
+            add(page, "@ResidualDense", f"block{k}", (step * (2 * k - 0.5), 0.55),
+                label=f"layers {2 * k - 1}-{2 * k} + skip", attrs={"units": WIDTH}, wires={"x": src})
             src = f"block{k}.y"
     else:
-        block, port = {"sigmoid": ("Sigmoid", "y"), "relu": ("Relu", "activations")}[kind]
+        block, arg, port = {"sigmoid": ("Sigmoid", "x", "y"), "relu": ("Relu", "features", "activations")}[kind]
         for k in range(1, DEPTH + 1):
-            add(page, "@Dense", f"layer{k}", (k, 0 if k % 2 else 0.7), label=f"layer {k}", attrs={"units": WIDTH},
+            add(page, "@Dense", f"layer{k}", (step * k, 0), label=f"layer {k}", attrs={"units": WIDTH},
                 wires={"x": src})
-            arg = "x" if kind == "sigmoid" else "features"
-            add(page, block, f"act{k}", (k + 0.5, 0.35 if k % 2 else 1.05), label=kind, wires={arg: f"layer{k}.y"})
+            add(page, block, f"act{k}", (step * k + 0.55, 1.1), label=kind, wires={arg: f"layer{k}.y"})
             src = f"act{k}.{port}"
-    add(page, "@Dense", "logits", (DEPTH + 1.6, 1.2), label="Dense 4 (logits)", attrs={"units": 4}, wires={"x": src})
-    add(page, "SparseSoftmaxCrossEntropyWithLogits", "xent", (DEPTH + 2.8, 1.2), label="cross-entropy",
+    head = step * (DEPTH + 1)
+    add(page, "@Dense", "logits", (head, 0.55), label="Dense 4 (logits)", attrs={"units": 4}, wires={"x": src})
+    add(page, "SparseSoftmaxCrossEntropyWithLogits", "xent", (head + 1.3, 0.55), label="cross-entropy",
         wires={"features": "logits.y", "labels": "data.labels"})
-    add(page, "Mean", "loss", (DEPTH + 4, 1.2), label="loss", wires={"input": "xent.loss"})
-    accuracy(page, "logits.y", "data.labels", (DEPTH + 1.6, 2.6))
+    add(page, "Mean", "loss", (head + 3, 0.55), label="loss", wires={"input": "xent.loss"})
+    accuracy(page, "logits.y", "data.labels", (head + 0.2, 2.2))
     page.loss = "loss"
     page.metrics = ["accuracy"]
 
@@ -380,8 +383,8 @@ def reverse_attention() -> Project:
         wires={"tensor": "reversed.output"})
     add(page, "SparseSoftmaxCrossEntropyWithLogits", "xent", (7.2, 1.6), label="cross-entropy",
         wires={"features": "logits.y", "labels": "targets.output"})
-    add(page, "Mean", "loss", (8.4, 1.6), label="loss", wires={"input": "xent.loss"})
-    accuracy(page, "logits.y", "targets.output", (7.2, 2.8))
+    add(page, "Mean", "loss", (8.9, 1.6), label="loss", wires={"input": "xent.loss"})
+    accuracy(page, "logits.y", "targets.output", (7.2, 3.0))
     page.loss = "loss"
     page.metrics = ["accuracy"]
     return project
