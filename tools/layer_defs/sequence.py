@@ -94,28 +94,28 @@ def lstm_cell() -> Composite:
     u = P("units")
     d.input("x", ["batch", "features"], (0, 0), doc="the input at this step")
     d.input("h", ["batch", u], (0, 2), doc="the previous output")
-    d.input("c", ["batch", u], (0, 4), doc="the previous cell state")
+    d.input("c", ["batch", u], (0, 5.9), doc="the previous cell state")
     d.variable("W", [4, D("features"), u], (0, 1), "glorot_uniform", 1, "kernel")
     d.variable("U", [4, u, u], (0, 3), "glorot_uniform", 2, "recurrent kernel")
     d.add("Einsum", "xW", (1, 0), attrs={"equation": "bf,gfu->bgu"}, wires={"inputs[0]": "x.output",
                                                                           "inputs[1]": "W.ref"})
     d.add("Einsum", "hU", (1, 2), attrs={"equation": "bh,ghu->bgu"}, wires={"inputs[0]": "h.output",
                                                                           "inputs[1]": "U.ref"})
-    d.variable("b", [4, u], (1, 3), label="bias")
-    d.const("fb", [[0.0], [P("forget_bias")], [0.0], [0.0]], (1, 4), label="forget bias")
-    d.add("Add", "bias", (2, 3), wires={"x": "b.ref", "y": "fb.output"})
+    d.variable("b", [4, u], (1, 3.4), label="bias")
+    d.const("fb", [[0.0], [P("forget_bias")], [0.0], [0.0]], (1, 4.4), label="forget bias")
+    d.add("Add", "bias", (2, 3.4), wires={"x": "b.ref", "y": "fb.output"})
     d.add("AddN", "zsum", (2, 1), wires={"inputs[0]": "xW.output", "inputs[1]": "hU.output"})
     d.add("Add", "z", (3, 1), wires={"x": "zsum.sum", "y": "bias.z"}, label="gates")
     d.add("Unstack", "gates", (4, 1), attrs={"num": 4, "axis": 1}, wires={"value": "z.z"})
     for k, (gate, act) in enumerate((("i", "Sigmoid"), ("f", "Sigmoid"), ("g", "Tanh"), ("o", "Sigmoid"))):
         d.add(act, gate, (5, k), wires={"x": f"gates.output[{k}]"})
-    d.add("Multiply", "fc", (6, 1), wires={"x": "f.y", "y": "c.output"})
-    d.add("Multiply", "ig", (6, 2), wires={"x": "i.y", "y": "g.y"})
-    d.add("Add", "c_new", (7, 2), wires={"x": "fc.z", "y": "ig.z"})
-    d.add("Tanh", "tanh_c", (8, 2), wires={"x": "c_new.z"})
+    d.add("Multiply", "fc", (6, 4.8), wires={"x": "f.y", "y": "c.output"})
+    d.add("Multiply", "ig", (6, 3.5), wires={"x": "i.y", "y": "g.y"})
+    d.add("Add", "c_new", (7, 4.1), wires={"x": "fc.z", "y": "ig.z"})
+    d.add("Tanh", "tanh_c", (8, 3.6), wires={"x": "c_new.z"})
     d.add("Multiply", "h_new", (9, 3), wires={"x": "o.y", "y": "tanh_c.y"})
     d.output("h_next", "h_new.z", (10, 3), doc="the output, the next step's h [batch, units]")
-    d.output("c_next", "c_new.z", (10, 2), doc="the next step's cell state [batch, units]")
+    d.output("c_next", "c_new.z", (10, 4.6), doc="the next step's cell state [batch, units]")
     return comp
 
 
@@ -134,8 +134,8 @@ def gru_cell() -> Composite:
     d.input("h", ["batch", u], (0, 3), doc="the previous output")
     d.variable("W", [3, D("features"), u], (0, 1), "glorot_uniform", 1, "kernel")
     d.variable("U", [3, u, u], (0, 4), "glorot_uniform", 2, "recurrent kernel")
-    d.variable("b", [3, u], (1, 1), label="input bias")
-    d.variable("c", [3, u], (1, 4), label="recurrent bias")
+    d.variable("b", [3, u], (1, 1.3), label="input bias")
+    d.variable("c", [3, u], (1, 4.3), label="recurrent bias")
     d.add("Einsum", "xW", (1, 0), attrs={"equation": "bf,gfu->bgu"}, wires={"inputs[0]": "x.output",
                                                                           "inputs[1]": "W.ref"})
     d.add("Einsum", "hU", (1, 3), attrs={"equation": "bh,ghu->bgu"}, wires={"inputs[0]": "h.output",
@@ -152,10 +152,10 @@ def gru_cell() -> Composite:
     d.add("Add", "npre", (6, 2), wires={"x": "xs.output[2]", "y": "rh.z"})
     d.add("Tanh", "n", (7, 2), wires={"x": "npre.z"}, label="candidate")
     # h_next = n + z·(h − n): z·h + (1 − z)·n in three blocks
-    d.add("Subtract", "h_n", (7, 3), wires={"x": "h.output", "y": "n.y"})
-    d.add("Multiply", "zd", (8, 1), wires={"x": "z.y", "y": "h_n.z"})
-    d.add("Add", "h_new", (9, 2), wires={"x": "n.y", "y": "zd.z"})
-    d.output("h_next", "h_new.z", (10, 2), doc="the output, the next step's h [batch, units]")
+    d.add("Subtract", "h_n", (8, 3.2), wires={"x": "h.output", "y": "n.y"})
+    d.add("Multiply", "zd", (9, 1), wires={"x": "z.y", "y": "h_n.z"})
+    d.add("Add", "h_new", (10, 2), wires={"x": "n.y", "y": "zd.z"})
+    d.output("h_next", "h_new.z", (11, 2), doc="the output, the next step's h [batch, units]")
     return comp
 
 
@@ -179,10 +179,10 @@ def lstm(steps: int = 8) -> Composite:
     d.add("Unstack", "steps", (1, 0), attrs={"num": steps, "axis": 1}, wires={"value": "x.output"})
     # The zero state [batch, units] is made from the first step's zeros so that the batch size
     # may stay open (datasets give [?, ...]): zeros [batch, features] times a [units] vector.
-    d.add("ZerosLike", "x0zero", (1, 2), wires={"x": "steps.output[0]"})
-    d.const("ushape", [P("units")], (0, 3), dtype="int32", label="[units]")
-    d.add("Fill", "uzero", (1, 3), inputs={"value": np.float32(0)}, wires={"dims": "ushape.output"})
-    d.add("Einsum", "zeros", (2, 3), attrs={"equation": "bf,u->bu"},
+    d.add("ZerosLike", "x0zero", (1, 3.6), wires={"x": "steps.output[0]"})
+    d.const("ushape", [P("units")], (0, 4.6), dtype="int32", label="[units]")
+    d.add("Fill", "uzero", (1, 4.6), inputs={"value": np.float32(0)}, wires={"dims": "ushape.output"})
+    d.add("Einsum", "zeros", (2, 4), attrs={"equation": "bf,u->bu"},
           wires={"inputs[0]": "x0zero.y", "inputs[1]": "uzero.output"}, label="initial state")
     h, c = "zeros.output", "zeros.output"
     cell = block_name("LSTMCell")
@@ -190,14 +190,14 @@ def lstm(steps: int = 8) -> Composite:
         attrs = {"units": P("units"), "forget_bias": P("forget_bias")}
         if t:
             attrs["share_variables_with"] = "cell0"
-        d.add(cell, f"cell{t}", (2 + t, 1 + (t % 2)), attrs=attrs, label=f"step {t}",
+        d.add(cell, f"cell{t}", (3 + 1.3 * t, 1 + 1.4 * (t % 2)), attrs=attrs, label=f"step {t}",
               wires={"x": f"steps.output[{t}]", "h": h, "c": c})
         h, c = f"cell{t}.h_next", f"cell{t}.c_next"
-    d.add("Stack", "seq", (2 + steps, 0), attrs={"axis": 1},
+    d.add("Stack", "seq", (3 + 1.3 * steps, 0), attrs={"axis": 1},
           wires={f"values[{t}]": f"cell{t}.h_next" for t in range(steps)})
-    d.output("sequence", "seq.output", (3 + steps, 0), doc=f"h at every step [batch, {steps}, units]")
-    d.output("h", h, (3 + steps, 1), doc="the last step's h [batch, units]")
-    d.output("c", c, (3 + steps, 2), doc="the last step's cell state [batch, units]")
+    d.output("sequence", "seq.output", (4 + 1.3 * steps, 0), doc=f"h at every step [batch, {steps}, units]")
+    d.output("h", h, (4 + 1.3 * steps, 2.2), doc="the last step's h [batch, units]")
+    d.output("c", c, (4 + 1.3 * steps, 3.4), doc="the last step's cell state [batch, units]")
     return comp
 
 
@@ -221,54 +221,54 @@ def multi_head_attention() -> Composite:
     d = _Draw(comp)
     h, k = P("num_heads"), P("key_dim")
     d.input("query", ["batch", "tq", "dim"], (0, 0), doc="the sequence that asks [batch, tq, dim]")
-    d.input("key", ["batch", "tk", "kdim"], (0, 2), doc="what the scores compare with [batch, tk, kdim]")
-    d.input("value", ["batch", "tk", "vdim"], (0, 4), doc="what is averaged [batch, tk, vdim]")
+    d.input("key", ["batch", "tk", "kdim"], (0, 2.4), doc="what the scores compare with [batch, tk, kdim]")
+    d.input("value", ["batch", "tk", "vdim"], (0, 4.8), doc="what is averaged [batch, tk, vdim]")
     for row, (name, width) in enumerate((("query", "dim"), ("key", "kdim"), ("value", "vdim"))):
         v = name[0]
-        d.variable(f"W{v}", [D(width), h, k], (0, 2 * row + 1), "glorot_uniform", 1 + row, f"{name} kernel")
-        d.variable(f"b{v}", [h, k], (1, 2 * row + 1), label=f"{name} bias")
-        d.add("Einsum", f"{v}W", (1, 2 * row), attrs={"equation": "abc,cde->abde"},
+        d.variable(f"W{v}", [D(width), h, k], (0, 2.4 * row + 1.1), "glorot_uniform", 1 + row, f"{name} kernel")
+        d.variable(f"b{v}", [h, k], (1, 2.4 * row + 1.3), label=f"{name} bias")
+        d.add("Einsum", f"{v}W", (1, 2.4 * row), attrs={"equation": "abc,cde->abde"},
               wires={"inputs[0]": f"{name}.output", "inputs[1]": f"W{v}.ref"})
-        d.add("Add", v, (2, 2 * row), wires={"x": f"{v}W.output", "y": f"b{v}.ref"}, label=f"{name} heads")
-    d.const("kd", k, (2, 1), label="key_dim")
-    d.add("Rsqrt", "scale", (3, 1), wires={"x": "kd.output"})
+        d.add("Add", v, (2, 2.4 * row), wires={"x": f"{v}W.output", "y": f"b{v}.ref"}, label=f"{name} heads")
+    d.const("kd", k, (2, 1.1), label="key_dim")
+    d.add("Rsqrt", "scale", (3, 1.1), wires={"x": "kd.output"})
     d.add("Multiply", "qs", (3, 0), wires={"x": "q.z", "y": "scale.y"})
-    d.add("Einsum", "dots", (4, 1), attrs={"equation": "aecd,abcd->acbe"},
+    d.add("Einsum", "dots", (4, 1.5), attrs={"equation": "aecd,abcd->acbe"},
           wires={"inputs[0]": "k.z", "inputs[1]": "qs.z"}, label="scores")
     _causal_mask(d)
-    d.add("Add", "masked", (5, 1), wires={"x": "dots.output", "y": "adder.z"})
-    d.add("Softmax", "weights", (6, 1), wires={"logits": "masked.z"}, label="attention weights")
-    d.add("Einsum", "ctx", (7, 2), attrs={"equation": "acbe,aecd->abcd"},
+    d.add("Add", "masked", (9, 1.5), wires={"x": "dots.output", "y": "adder.z"})
+    d.add("Softmax", "weights", (10, 1.5), wires={"logits": "masked.z"}, label="attention weights")
+    d.add("Einsum", "ctx", (11, 3.5), attrs={"equation": "acbe,aecd->abcd"},
           wires={"inputs[0]": "weights.softmax", "inputs[1]": "v.z"}, label="heads' values")
-    d.variable("Wo", [h, k, D("dim")], (7, 4), "glorot_uniform", 4, "output kernel")
-    d.variable("bo", [D("dim")], (8, 4), label="output bias")
-    d.add("Einsum", "oW", (8, 2), attrs={"equation": "abcd,cde->abe"},
+    d.variable("Wo", [h, k, D("dim")], (11, 5), "glorot_uniform", 4, "output kernel")
+    d.variable("bo", [D("dim")], (12, 5), label="output bias")
+    d.add("Einsum", "oW", (12, 3.5), attrs={"equation": "abcd,cde->abe"},
           wires={"inputs[0]": "ctx.output", "inputs[1]": "Wo.ref"})
-    d.add("Add", "o", (9, 2), wires={"x": "oW.output", "y": "bo.ref"})
-    d.output("output", "o.z", (10, 2), doc="the attention's result [batch, tq, dim]")
-    d.output("scores", "weights.softmax", (10, 1), doc="the attention weights [batch, heads, tq, tk]")
+    d.add("Add", "o", (13, 3.5), wires={"x": "oW.output", "y": "bo.ref"})
+    d.output("output", "o.z", (14, 3.5), doc="the attention's result [batch, tq, dim]")
+    d.output("scores", "weights.softmax", (14, 1.5), doc="the attention weights [batch, heads, tq, tk]")
     return comp
 
 
 def _causal_mask(d: _Draw) -> None:
     """``adder`` [tq, tk]: −1e9 where key j > query i and ``causal`` is on, else 0 (Keras adds
     (1 − mask)·−1e9 to the scores). Drawn in every instance; with causal off it adds zeros."""
-    d.const("tq", D("tq"), (3, 5), dtype="int32", label="tq")
-    d.const("tk", D("tk"), (3, 6), dtype="int32", label="tk")
+    d.const("tq", D("tq"), (1, 7.6), dtype="int32", label="tq")
+    d.const("tk", D("tk"), (1, 8.8), dtype="int32", label="tk")
     one, zero = np.int32(1), np.int32(0)
-    d.add("Range", "i", (4, 5), inputs={"start": zero, "delta": one}, wires={"limit": "tq.output"},
+    d.add("Range", "i", (2, 7.6), inputs={"start": zero, "delta": one}, wires={"limit": "tq.output"},
           label="query positions")
-    d.add("ExpandDims", "icol", (5, 5), inputs={"axis": one}, wires={"input": "i.output"})
-    d.add("Range", "j", (4, 6), inputs={"start": zero, "delta": one}, wires={"limit": "tk.output"},
+    d.add("ExpandDims", "icol", (3, 7.6), inputs={"axis": one}, wires={"input": "i.output"})
+    d.add("Range", "j", (2, 8.8), inputs={"start": zero, "delta": one}, wires={"limit": "tk.output"},
           label="key positions")
-    d.add("LessEqual", "past", (6, 5), wires={"x": "j.output", "y": "icol.output"}, label="j <= i")
-    d.const("causal", P("causal"), (5, 4), dtype="bool", label="causal")
-    d.add("LogicalNot", "open", (6, 4), wires={"x": "causal.output"})
-    d.add("LogicalOr", "seen", (7, 5), wires={"x": "past.z", "y": "open.y"}, label="may attend")
-    d.add("LogicalNot", "hidden", (8, 5), wires={"x": "seen.z"})
-    d.add("Cast", "hidden_f", (9, 5), attrs={"DstT": "float32"}, wires={"x": "hidden.y"})
-    d.const("neg", -1e9, (9, 6), label="−1e9")
-    d.add("Multiply", "adder", (4, 3), wires={"x": "hidden_f.y", "y": "neg.output"}, label="mask")
+    d.add("LessEqual", "past", (4, 8.2), wires={"x": "j.output", "y": "icol.output"}, label="j <= i")
+    d.const("causal", P("causal"), (3, 6.4), dtype="bool", label="causal")
+    d.add("LogicalNot", "open", (4, 6.6), wires={"x": "causal.output"})
+    d.add("LogicalOr", "seen", (5, 7.4), wires={"x": "past.z", "y": "open.y"}, label="may attend")
+    d.add("LogicalNot", "hidden", (6, 7.4), wires={"x": "seen.z"})
+    d.add("Cast", "hidden_f", (7, 7.4), attrs={"DstT": "float32"}, wires={"x": "hidden.y"})
+    d.const("neg", -1e9, (7, 8.6), label="−1e9")
+    d.add("Multiply", "adder", (8, 7.8), wires={"x": "hidden_f.y", "y": "neg.output"}, label="mask")
 
 
 # ------------------------------------------------------------------------------- residual
@@ -282,19 +282,19 @@ def residual_dense() -> Composite:
         [_units("the hidden layer's width")])
     d = _Draw(comp)
     u, f = P("units"), D("features")
-    d.input("x", ["batch", "features"], (0, 1), doc="the input [batch, features]")
-    d.variable("W1", [f, u], (0, 2), "glorot_uniform", 1)
-    d.variable("b1", [u], (1, 2))
-    d.variable("W2", [u, f], (3, 2), "glorot_uniform", 2)
-    d.variable("b2", [f], (4, 2))
+    d.input("x", ["batch", "features"], (0, 2.4), doc="the input [batch, features]")
+    d.variable("W1", [f, u], (0, 1.1), "glorot_uniform", 1)
+    d.variable("b1", [u], (1, 1.4))
+    d.variable("W2", [u, f], (3, 1.2), "glorot_uniform", 2)
+    d.variable("b2", [f], (4, 1.4))
     d.add("MatMul", "mm1", (1, 0), wires={"a": "x.output", "b": "W1.ref"})
     d.add("BiasAdd", "h1", (2, 0), wires={"value": "mm1.product", "bias": "b1.ref"})
     d.add("Relu", "a1", (3, 0), wires={"features": "h1.output"})
     d.add("MatMul", "mm2", (4, 0), wires={"a": "a1.activations", "b": "W2.ref"})
     d.add("BiasAdd", "fx", (5, 0), wires={"value": "mm2.product", "bias": "b2.ref"}, label="F(x)")
-    d.add("Add", "sum", (6, 1), wires={"x": "x.output", "y": "fx.output"}, label="x + F(x)")
-    d.add("Relu", "act", (7, 1), wires={"features": "sum.z"})
-    d.output("y", "act.activations", (8, 1), doc="relu(x + F(x)) [batch, features]")
+    d.add("Add", "sum", (6, 2.2), wires={"x": "x.output", "y": "fx.output"}, label="x + F(x)")
+    d.add("Relu", "act", (7, 2.2), wires={"features": "sum.z"})
+    d.output("y", "act.activations", (8, 2.2), doc="relu(x + F(x)) [batch, features]")
     return comp
 
 
@@ -363,7 +363,7 @@ def huber() -> Composite:
         The mean Huber loss of prediction against target: with e = |prediction − target|,
         e²/2 where e <= delta and delta·(e − delta/2) beyond (written as Keras does: q = min(e,
         delta), q²/2 + delta·(e − q)); quadratic near 0, linear for outliers. Keras' Huber.""",
-        [Attr("delta", "float", 1.0, min=0.0, doc="where the loss turns from quadratic to linear")])
+        [Attr("delta", "float", 1.0, min=1e-6, doc="where the loss turns from quadratic to linear (> 0)")])
     d.input("prediction", None, (0, 0), doc="the model's output, any shape")
     d.input("target", None, (0, 2), doc="what it should be, the prediction's shape")
     d.add("Subtract", "err", (1, 1), wires={"x": "prediction.output", "y": "target.output"})
