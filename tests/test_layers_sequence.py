@@ -14,6 +14,7 @@ from blockflow.compile.compiler import compile_project
 from blockflow.composite import block_name
 from blockflow.project import Project
 from blockflow.run.runtime import run
+from blockflow.run.training import TrainConfig, Trainer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 from layer_defs import sequence as S  # noqa: E402
@@ -22,6 +23,13 @@ RNG = np.random.default_rng(14)
 #: float32 runs against float64 references
 FWD_TOL = dict(rtol=1e-5, atol=2e-6)
 GRAD_TOL = dict(rtol=1e-4, atol=2e-5)
+
+
+@pytest.fixture(autouse=True)
+def _seeded():
+    """Every test draws the same numbers whatever order the tests run in."""
+    global RNG
+    RNG = np.random.default_rng(14)
 
 
 def _f32(*shape, scale=1.0):
@@ -284,7 +292,8 @@ def _mha_layer(causal, tq=3, tk=3):
 def test_multi_head_attention_is_keras_forward_and_backward(causal):
     layer, q, k, v = _mha_layer(causal)
     G = _f32(2, 3, 4)
-    biases = {f"L/{n}": _f32(*s, scale=0.3) for n, s in (("bq", (2, 3)), ("bk", (2, 3)), ("bv", (2, 3)), ("bo", (4,)))}
+    shapes = {"bq": (2, 3), "bk": (2, 3), "bv": (2, 3), "bo": (4,)}
+    biases = {f"L/{n}": _f32(*s, scale=0.3) for n, s in shapes.items()}
     r = run(layer.program, {"QUERY": q, "KEY": k, "VALUE": v}, target="L/output_out:output", grad_seed=G,
             variables=biases)
     ws = {n: r.values[(f"L/{n}", "ref")] for n in _MHA_VARS}
@@ -382,7 +391,8 @@ def test_softmax_cross_entropy_with_one_hot_or_soft_labels():
 def test_sparse_softmax_cross_entropy_with_integer_labels():
     z = _f32(5, 4, scale=3)
     labels = np.int32([0, 3, 1, 1, 2])
-    got, r = _loss_run(S.sparse_softmax_cross_entropy, "SparseSoftmaxCrossEntropy", {"logits": z, "labels": labels})
+    got, r = _loss_run(S.sparse_softmax_cross_entropy, "SparseSoftmaxCrossEntropy",
+                       {"logits": z, "labels": labels})
     logp = _log_softmax(z.astype(np.float64))
     np.testing.assert_allclose(got, -logp[np.arange(5), labels].mean(), **FWD_TOL)
     np.testing.assert_allclose(r.variable_grads["LOGITS"], (np.exp(logp) - np.eye(4)[labels]) / 5, **GRAD_TOL)
@@ -391,7 +401,8 @@ def test_sparse_softmax_cross_entropy_with_integer_labels():
 def test_sparse_softmax_cross_entropy_refuses_float_labels_naming_the_port():
     layer = Layer(_project(S.sparse_softmax_cross_entropy), "SparseSoftmaxCrossEntropy", {},
                   {"logits": _f32(2, 3), "labels": _f32(2)})
-    assert any("input 'labels' is declared int32 but is given float32" in e for e in layer.errors()), layer.errors()
+    errors = layer.errors()
+    assert any("input 'labels' is declared int32 but is given float32" in e for e in errors), errors
 
 
 def test_sigmoid_cross_entropy_on_any_shape():
@@ -446,3 +457,60 @@ def test_every_layer_names_its_library_and_version_and_documents_its_ports():
     assert len(set(names)) == len(names)
     # a layer comes after the layers it uses, so a library file can be written in this order
     assert names.index("LSTMCell") < names.index("LSTM")
+
+
+# ------------------------------------------------------------------------------- training
+def _trained(project, page, feeds, steps, lr):
+    program = compile_project(project, page)
+    assert program.ok, [str(e) for e in program.errors]
+    trainer = Trainer(program, TrainConfig(optimizer="adam", hyper={"lr": lr}), feeds=feeds)
+    assert trainer.warnings == []
+    return program, trainer, [trainer.step().loss for _ in range(steps)]
+
+
+def test_an_lstm_learns_to_sum_a_sequence_training_its_one_shared_set_of_variables():
+    project = _project(S.lstm_cell, lambda: S.lstm(4), S.mean_squared_error)
+    x = RNG.uniform(-1, 1, size=(64, 4, 1)).astype("float32")
+    page = project.add_page("main")
+    page.add_node("Placeholder", id="X", attrs={"dtype": "float32", "shape": [64, 4, 1]})
+    page.add_node("Placeholder", id="Y", attrs={"dtype": "float32", "shape": [64, 1]})
+    page.add_node(block_name("LSTM"), id="lstm", attrs={"units": 8})
+    page.add_node("Variable", id="Wd", attrs={"shape": [8, 1], "initializer": "glorot_uniform", "seed": 3})
+    page.add_node("MatMul", id="head")
+    page.add_node(block_name("MSE"), id="loss")
+    for src, sp, dst, dp in (("X", "output", "lstm", "x"), ("lstm", "h", "head", "a"), ("Wd", "ref", "head", "b"),
+                             ("head", "product", "loss", "prediction"), ("Y", "output", "loss", "target")):
+        page.connect(src, sp, dst, dp)
+    page.loss = "loss"
+    _, trainer, losses = _trained(project, "main", {"X": x, "Y": x.sum(1)}, 150, 0.05)
+    assert sorted(trainer.trainable) == ["Wd", "lstm/cell0/U", "lstm/cell0/W", "lstm/cell0/b"]
+    assert losses[-1] < losses[0] / 100, losses[::25]
+
+
+def test_causal_attention_learns_to_copy_the_first_token_to_every_position():
+    project = _project(S.multi_head_attention, S.sparse_softmax_cross_entropy)
+    batch, steps, vocab = 64, 4, 4
+    tokens = RNG.integers(0, vocab, size=(batch, steps))
+    # each position: its token one-hot, then its position one-hot (attention has no order of its own)
+    x = np.concatenate([np.eye(vocab)[tokens], np.broadcast_to(np.eye(steps), (batch, steps, steps))], -1)
+    labels = np.repeat(tokens[:, :1], steps, 1).reshape(-1).astype("int32")
+    page = project.add_page("main")
+    page.add_node("Placeholder", id="X", attrs={"dtype": "float32", "shape": list(x.shape)})
+    page.add_node("Placeholder", id="L", attrs={"dtype": "int32", "shape": [batch * steps]})
+    page.add_node(block_name("MultiHeadAttention"), id="att", attrs={"num_heads": 2, "key_dim": 4, "causal": True})
+    page.add_node("Reshape", id="rows", inputs={"shape": np.int32([-1, vocab + steps])})
+    page.add_node("Variable", id="Wc", attrs={"shape": [vocab + steps, vocab], "initializer": "glorot_uniform"})
+    page.add_node("MatMul", id="logits")
+    page.add_node(block_name("SparseSoftmaxCrossEntropy"), id="xent")
+    for port in ("query", "key", "value"):
+        page.connect("X", "output", "att", port)
+    for src, sp, dst, dp in (("att", "output", "rows", "tensor"), ("rows", "output", "logits", "a"),
+                             ("Wc", "ref", "logits", "b"), ("logits", "product", "xent", "logits"),
+                             ("L", "output", "xent", "labels")):
+        page.connect(src, sp, dst, dp)
+    page.loss = "xent"
+    feeds = {"X": x.astype("float32"), "L": labels}
+    program, trainer, losses = _trained(project, "main", feeds, 100, 0.01)
+    assert losses[-1] < losses[0] / 20, losses[::20]
+    r = run(program, feeds, variables=trainer.values, fetch=["logits:product"])
+    assert (r.values[("logits", "product")].argmax(1) == labels).mean() == 1.0
