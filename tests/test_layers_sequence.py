@@ -197,7 +197,8 @@ def _lstm_seq(x, W, U, b, forget_bias=1.0):
 
 
 def _lstm_layer(x, units=4, steps=3, **kw):
-    return Layer(_project(S.lstm_cell, lambda: S.lstm(steps)), "LSTM", {"units": units}, {"x": x}, **kw)
+    params = {} if units is None else {"units": units}
+    return Layer(_project(S.lstm_cell, lambda: S.lstm(steps)), "LSTM", params, {"x": x}, **kw)
 
 
 def test_lstm_unrolls_cells_that_share_one_set_of_variables():
@@ -448,12 +449,13 @@ def test_every_layer_names_its_library_and_version_and_documents_its_ports():
     for make in S.LAYERS:
         comp = make()
         names.append(comp.name)
-        assert comp.origin == {"library": "blockflow", "name": comp.name, "version": 1}
-        assert len(comp.doc) > 80, comp.name
+        assert comp.origin == {"library": "blockflow", "name": comp.name, "version": make.version}
+        assert make.category in ("recurrent", "attention", "core", "losses") and make.version >= 1
+        assert len(comp.doc) > 80 and comp.doc.endswith("Training and inference behave alike."), comp.name
         ports = [n for n in comp.page.nodes.values() if n.block in ("Input", "Output")]
         assert ports and all(n.attrs.get("doc") for n in ports), comp.name
         for p in comp.params:
-            assert p.doc, (comp.name, p.name)
+            assert p.doc and not p.required, (comp.name, p.name)   # a dropped layer runs as it is
     assert len(set(names)) == len(names)
     # a layer comes after the layers it uses, so a library file can be written in this order
     assert names.index("LSTMCell") < names.index("LSTM")
@@ -514,3 +516,13 @@ def test_causal_attention_learns_to_copy_the_first_token_to_every_position():
     assert losses[-1] < losses[0] / 20, losses[::20]
     r = run(program, feeds, variables=trainer.values, fetch=["logits:product"])
     assert (r.values[("logits", "product")].argmax(1) == labels).mean() == 1.0
+
+
+def test_layers_dropped_on_a_page_run_with_their_default_parameters():
+    lstm = _lstm_layer(_f32(2, 3, 5), units=None)
+    assert Layer.value(lstm.run("sequence"), "sequence").shape == (2, 3, 32)
+    q = _f32(2, 3, 4)
+    att = Layer(_project(S.multi_head_attention), "MultiHeadAttention", {}, {"query": q, "key": q, "value": q})
+    r = att.run("output")
+    assert Layer.value(r, "output").shape == (2, 3, 4) and r.values[("L/Wq", "ref")].shape == (4, 2, 16)
+    assert (Layer.value(r, "scores") > 0).all()   # not causal unless asked

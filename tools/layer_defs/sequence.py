@@ -64,13 +64,25 @@ class _Draw:
         return self.add("Variable", id, at, attrs=attrs, label=label)
 
 
-def _layer(name: str, version: int, doc: str, params) -> Composite:
-    return Composite(name, doc=" ".join(doc.split()), params=list(params),
-                     origin={"library": LIBRARY, "name": name, "version": version})
+def layer(category: str, version: int):
+    """Mark a builder with its library category and its version (tools/make_layers.py reads
+    both); the version goes into the origin of the Composite it builds."""
+    def mark(fn):
+        fn.category, fn.version = category, version
+        return fn
+    return mark
+
+
+def _layer(builder, name: str, doc: str, params) -> Composite:
+    """None of these layers has a training mode (no dropout, no batch statistics): their docs
+    say so, as the library's other layers do."""
+    doc = " ".join(doc.split()) + " Training and inference behave alike."
+    return Composite(name, doc=doc, params=list(params),
+                     origin={"library": LIBRARY, "name": name, "version": builder.version})
 
 
 def _units(doc="output features (the state's width)"):
-    return Attr("units", "int", min=1, doc=doc)
+    return Attr("units", "int", 32, min=1, doc=doc)
 
 
 def _forget_bias():
@@ -79,9 +91,10 @@ def _forget_bias():
 
 
 # ------------------------------------------------------------------------------- recurrent cells
+@layer("recurrent", 1)
 def lstm_cell() -> Composite:
     """One step of an LSTM: Keras' LSTMCell (gates i, f, c, o; sigmoid and tanh)."""
-    comp = _layer("LSTMCell", 1, """
+    comp = _layer(lstm_cell, "LSTMCell", """
         One step of a long short-term memory: from x [batch, features] and the state h, c [batch,
         units], gates z = x·W + h·U + b split as Keras orders them (input i, forget f, candidate g,
         output o); c_next = σ(f)·c + σ(i)·tanh(g), h_next = σ(o)·tanh(c_next). forget_bias is
@@ -119,9 +132,10 @@ def lstm_cell() -> Composite:
     return comp
 
 
+@layer("recurrent", 1)
 def gru_cell() -> Composite:
     """One step of a GRU: Keras' GRUCell with reset_after=True (TF 2's default, cuDNN's)."""
-    comp = _layer("GRUCell", 1, """
+    comp = _layer(gru_cell, "GRUCell", """
         One step of a gated recurrent unit, Keras' GRUCell with reset_after=True (TF 2's
         default): from x [batch, features] and h [batch, units], update z, reset r and candidate
         n gates (Keras' order) with separate input and recurrent biases; r multiplies the
@@ -160,12 +174,13 @@ def gru_cell() -> Composite:
 
 
 # ------------------------------------------------------------------------------- unrolled LSTM
+@layer("recurrent", 1)
 def lstm(steps: int = 8) -> Composite:
     """An LSTM layer unrolled over ``steps`` time steps: ``steps`` LSTMCell instances sharing the
     first one's Variables; the initial state is zeros (Keras' default)."""
     if not isinstance(steps, int) or steps < 1:
         raise ValueError(f"an LSTM needs at least 1 step, not {steps!r}")
-    comp = _layer("LSTM", 1, f"""
+    comp = _layer(lstm, "LSTM", f"""
         An LSTM over a sequence of {steps} steps, as Keras' LSTM: x [batch, {steps}, features] is
         cut into steps, each fed to an LSTMCell with the previous step's h and c (zeros at the
         first); every cell uses the first cell's Variables (share_variables_with), so the layer
@@ -202,10 +217,11 @@ def lstm(steps: int = 8) -> Composite:
 
 
 # ------------------------------------------------------------------------------- attention
+@layer("attention", 1)
 def multi_head_attention() -> Composite:
     """Keras' MultiHeadAttention (projections as its EinsumDense layers, scaled dot product,
     softmax over the keys, optional causal mask, output projection back to the query's width)."""
-    comp = _layer("MultiHeadAttention", 1, """
+    comp = _layer(multi_head_attention, "MultiHeadAttention", """
         Multi-head attention as Keras' MultiHeadAttention: query [batch, tq, dim], key and value
         [batch, tk, ·] (wire value into key too for Keras' default key=value) are projected to
         num_heads heads of key_dim (W [width, heads, key_dim] plus a bias, Keras' EinsumDense
@@ -215,8 +231,8 @@ def multi_head_attention() -> Composite:
         [batch, tq, dim] and the attention weights [batch, heads, tq, tk] (Keras'
         return_attention_scores). The value heads use key_dim too (Keras' value_dim default); no
         dropout.""",
-        [Attr("num_heads", "int", min=1, doc="the number of attention heads"),
-         Attr("key_dim", "int", min=1, doc="the size of each head (query, key and value)"),
+        [Attr("num_heads", "int", 2, min=1, doc="the number of attention heads"),
+         Attr("key_dim", "int", 16, min=1, doc="the size of each head (query, key and value)"),
          Attr("causal", "bool", False, doc="query i attends to keys j <= i only (Keras' use_causal_mask)")])
     d = _Draw(comp)
     h, k = P("num_heads"), P("key_dim")
@@ -272,9 +288,10 @@ def _causal_mask(d: _Draw) -> None:
 
 
 # ------------------------------------------------------------------------------- residual
+@layer("core", 1)
 def residual_dense() -> Composite:
     """A residual block of two Dense layers: y = relu(x + W2·relu(W1·x + b1) + b2)."""
-    comp = _layer("ResidualDense", 1, """
+    comp = _layer(residual_dense, "ResidualDense", """
         A residual block, y = relu(x + F(x)) with F(x) = relu(x·W1 + b1)·W2 + b2 (two Dense
         layers, the second back to x's width): the identity path carries the gradient past F,
         so a deep stack of these keeps its gradients (the vanishing-gradients sample). W1
@@ -299,8 +316,9 @@ def residual_dense() -> Composite:
 
 
 # ------------------------------------------------------------------------------- losses
-def _loss(name: str, doc: str, params=()) -> tuple[Composite, _Draw]:
-    return (comp := _layer(name, 1, doc, params)), _Draw(comp)
+def _loss(builder, name: str, doc: str, params=()) -> tuple[Composite, _Draw]:
+    comp = _layer(builder, name, doc, params)
+    return comp, _Draw(comp)
 
 
 def _mean_out(d: _Draw, src: str, col: int) -> None:
@@ -308,8 +326,9 @@ def _mean_out(d: _Draw, src: str, col: int) -> None:
     d.output("loss", "mean.output", (col + 1, 1), doc="the mean loss, a scalar")
 
 
+@layer("losses", 1)
 def softmax_cross_entropy() -> Composite:
-    comp, d = _loss("SoftmaxCrossEntropy", """
+    comp, d = _loss(softmax_cross_entropy, "SoftmaxCrossEntropy", """
         The mean cross-entropy between labels (one-hot, or any probabilities over the classes)
         and the softmax of logits [batch, classes]: Keras' CategoricalCrossentropy
         (from_logits=True). Its gradient to the logits is (softmax − labels) / batch.""")
@@ -321,8 +340,9 @@ def softmax_cross_entropy() -> Composite:
     return comp
 
 
+@layer("losses", 1)
 def sparse_softmax_cross_entropy() -> Composite:
-    comp, d = _loss("SparseSoftmaxCrossEntropy", """
+    comp, d = _loss(sparse_softmax_cross_entropy, "SparseSoftmaxCrossEntropy", """
         The mean cross-entropy between integer class labels [batch] and the softmax of logits
         [batch, classes]: Keras' SparseCategoricalCrossentropy (from_logits=True). A label outside
         0..classes−1 is an error naming it.""")
@@ -334,8 +354,9 @@ def sparse_softmax_cross_entropy() -> Composite:
     return comp
 
 
+@layer("losses", 1)
 def sigmoid_cross_entropy() -> Composite:
-    comp, d = _loss("SigmoidCrossEntropy", """
+    comp, d = _loss(sigmoid_cross_entropy, "SigmoidCrossEntropy", """
         The mean logistic loss of logits against labels in [0, 1] (any shape, the same for
         both), computed without overflow: Keras' BinaryCrossentropy (from_logits=True).""")
     d.input("logits", None, (0, 0), doc="unnormalised scores, any shape")
@@ -346,8 +367,9 @@ def sigmoid_cross_entropy() -> Composite:
     return comp
 
 
+@layer("losses", 1)
 def mean_squared_error() -> Composite:
-    comp, d = _loss("MSE", """
+    comp, d = _loss(mean_squared_error, "MSE", """
         The mean of (prediction − target)² over every entry (any shape, the same for both):
         Keras' MeanSquaredError. Its gradient to the prediction is 2·(prediction − target) / n,
         n the number of entries.""")
@@ -358,8 +380,9 @@ def mean_squared_error() -> Composite:
     return comp
 
 
+@layer("losses", 1)
 def huber() -> Composite:
-    comp, d = _loss("Huber", """
+    comp, d = _loss(huber, "Huber", """
         The mean Huber loss of prediction against target: with e = |prediction − target|,
         e²/2 where e <= delta and delta·(e − delta/2) beyond (written as Keras does: q = min(e,
         delta), q²/2 + delta·(e − q)); quadratic near 0, linear for outliers. Keras' Huber.""",
