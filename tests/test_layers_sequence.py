@@ -131,6 +131,32 @@ def test_lstm_cell_is_keras_lstm_cell_forward_and_backward():
                   "W": r.variable_grads["L/W"], "U": r.variable_grads["L/U"], "b": r.variable_grads["L/b"]})
 
 
+def _keras_lstm_cell(x, h, c, kernel, recurrent_kernel, bias):
+    """Keras' LSTMCell.call on its own weight layout: kernel [features, 4 units] with the gates'
+    columns side by side (i, f, c, o), bias [4 units] (unit_forget_bias put 1 in f's part)."""
+    z = x @ kernel + h @ recurrent_kernel + bias
+    i, f, g, o = np.split(z, 4, axis=1)
+    c_next = _sig(f) * c + _sig(i) * np.tanh(g)
+    return _sig(o) * np.tanh(c_next), c_next
+
+
+def test_keras_lstm_weights_load_into_the_cell_with_the_gate_axis_first():
+    """The doc's recipe: W = kernel.reshape(features, 4, units).transpose(1, 0, 2), likewise U,
+    and b = bias.reshape(4, units) minus forget_bias in the forget row."""
+    features, units = 3, 2
+    kernel, recurrent, bias = _f32(features, 4 * units), _f32(units, 4 * units), _f32(4 * units)
+    x, h, c = _f32(5, features), _f32(5, units), _f32(5, units)
+    layer = Layer(_project(S.lstm_cell), "LSTMCell", {"units": units}, {"x": x, "h": h, "c": c})
+    b = bias.reshape(4, units).copy()
+    b[1] -= 1.0
+    loaded = {"L/W": kernel.reshape(features, 4, units).transpose(1, 0, 2).copy(),
+              "L/U": recurrent.reshape(units, 4, units).transpose(1, 0, 2).copy(), "L/b": b}
+    r = run(layer.program, {"X": x, "H": h, "C": c}, variables=loaded)
+    want_h, want_c = _keras_lstm_cell(*(a.astype(np.float64) for a in (x, h, c, kernel, recurrent, bias)))
+    np.testing.assert_allclose(Layer.value(r, "h_next"), want_h, **FWD_TOL)
+    np.testing.assert_allclose(Layer.value(r, "c_next"), want_c, **FWD_TOL)
+
+
 def test_lstm_cell_gate_order_and_forget_bias_are_keras():
     """With zero weights but one gate's bias, only that gate moves: i, f, c, o in Keras' order;
     forget_bias 1 keeps σ(1) of the old cell state."""
@@ -184,6 +210,24 @@ def test_gru_cell_is_keras_gru_cell_with_reset_after_forward_and_backward():
     _check_grads(loss, dict(x=x, h=h, W=W, U=U, b=b, c=c),
                  {"x": r.variable_grads["X"], "h": r.variable_grads["H"], "W": r.variable_grads["L/W"],
                   "U": r.variable_grads["L/U"], "b": r.variable_grads["L/b"], "c": r.variable_grads["L/c"]})
+
+
+def test_keras_gru_weights_load_into_the_cell_with_the_gate_axis_first():
+    """Keras' GRUCell.call (reset_after) on its own layout: kernel [features, 3 units] (z, r, h
+    side by side), bias [2, 3 units] (input row, recurrent row); loaded as the doc says."""
+    features, units = 3, 2
+    kernel, recurrent, bias = _f32(features, 3 * units), _f32(units, 3 * units), _f32(2, 3 * units)
+    x, h = _f32(5, features), _f32(5, units)
+    xz, xr, xh = np.split(x.astype(np.float64) @ kernel + bias[0], 3, axis=1)
+    hz, hr, hh = np.split(h.astype(np.float64) @ recurrent + bias[1], 3, axis=1)
+    z, r = _sig(xz + hz), _sig(xr + hr)
+    want = z * h + (1 - z) * np.tanh(xh + r * hh)
+    layer = Layer(_project(S.gru_cell), "GRUCell", {"units": units}, {"x": x, "h": h})
+    loaded = {"L/W": kernel.reshape(features, 3, units).transpose(1, 0, 2).copy(),
+              "L/U": recurrent.reshape(units, 3, units).transpose(1, 0, 2).copy(),
+              "L/b": bias[0].reshape(3, units).copy(), "L/c": bias[1].reshape(3, units).copy()}
+    r = run(layer.program, {"X": x, "H": h}, variables=loaded)
+    np.testing.assert_allclose(Layer.value(r, "h_next"), want, **FWD_TOL)
 
 
 # ------------------------------------------------------------------------------- LSTM

@@ -99,10 +99,12 @@ def lstm_cell() -> Composite:
         units], gates z = x·W + h·U + b split as Keras orders them (input i, forget f, candidate g,
         output o); c_next = σ(f)·c + σ(i)·tanh(g), h_next = σ(o)·tanh(c_next). forget_bias is
         added to the forget gate (as TF's LSTMCell; the same at the start as Keras'
-        unit_forget_bias). W [4, features, units], U [4, units, units] and b [4, units] are
-        Keras' kernel, recurrent_kernel and bias with the gate axis first
-        (kernel.reshape(features, 4, units).transpose(1, 0, 2)); both drawn glorot_uniform
-        (Keras draws U orthogonal).""", [_units(), _forget_bias()])
+        unit_forget_bias, which puts it in the trained bias instead). W [4, features, units],
+        U [4, units, units] and b [4, units] are Keras' kernel, recurrent_kernel and bias with
+        the gate axis first: W = kernel.reshape(features, 4, units).transpose(1, 0, 2), U
+        likewise, b = bias.reshape(4, units) less forget_bias in row 1. W and U are drawn
+        glorot_uniform over the stacked gates (Keras draws U orthogonal), b zeros.""",
+        [_units(), _forget_bias()])
     d = _Draw(comp)
     u = P("units")
     d.input("x", ["batch", "features"], (0, 0), doc="the input at this step")
@@ -141,7 +143,11 @@ def gru_cell() -> Composite:
         n gates (Keras' order) with separate input and recurrent biases; r multiplies the
         recurrent part after its matrix product: n = tanh(x·W_n + b_n + r·(h·U_n + c_n)),
         h_next = z·h + (1 − z)·n. W [3, features, units], U [3, units, units], b and c [3, units]
-        are Keras' kernel, recurrent_kernel and bias rows with the gate axis first.""", [_units()])
+        are Keras' kernel, recurrent_kernel and bias [2, 3 units] with the gate axis first: W =
+        kernel.reshape(features, 3, units).transpose(1, 0, 2), U likewise, b =
+        bias[0].reshape(3, units), c = bias[1].reshape(3, units). W and U are drawn
+        glorot_uniform over the stacked gates (Keras draws U orthogonal), b and c zeros.""",
+        [_units()])
     d = _Draw(comp)
     u = P("units")
     d.input("x", ["batch", "features"], (0, 0), doc="the input at this step")
@@ -230,7 +236,9 @@ def multi_head_attention() -> Composite:
         values are projected back to the query's width dim. Outputs: the result
         [batch, tq, dim] and the attention weights [batch, heads, tq, tk] (Keras'
         return_attention_scores). The value heads use key_dim too (Keras' value_dim default); no
-        dropout.""",
+        dropout. The Variables have the shapes of Keras' weights (query, key, value kernels
+        [width, heads, key_dim] and biases [heads, key_dim], output kernel [heads, key_dim, dim]
+        and bias [dim]): Keras' weights load as they are.""",
         [Attr("num_heads", "int", 2, min=1, doc="the number of attention heads"),
          Attr("key_dim", "int", 16, min=1, doc="the size of each head (query, key and value)"),
          Attr("causal", "bool", False, doc="query i attends to keys j <= i only (Keras' use_causal_mask)")])
