@@ -12,6 +12,7 @@ import pytest
 
 from blockflow.compile.compiler import compile_project
 from blockflow.composite import block_name
+from blockflow.io.project_io import load_library, save_library
 from blockflow.project import Project
 from blockflow.run.runtime import run
 from blockflow.run.training import TrainConfig, Trainer
@@ -570,3 +571,25 @@ def test_layers_dropped_on_a_page_run_with_their_default_parameters():
     r = att.run("output")
     assert Layer.value(r, "output").shape == (2, 3, 4) and r.values[("L/Wq", "ref")].shape == (4, 2, 16)
     assert (Layer.value(r, "scores") > 0).all()   # not causal unless asked
+
+
+def test_every_layer_survives_a_library_file_and_runs_from_it(tmp_path):
+    """Written as tools/make_layers.py writes the library (the layer and the composites it uses)
+    and read back, each layer is the same composite, and the loaded LSTM runs as the built one."""
+    built = {make().name: make() for make in S.LAYERS}
+    path = tmp_path / "sequence.bflow.json"
+    save_library(path, built, {"category": "test"})
+    loaded, _ = load_library(path)
+    assert sorted(loaded) == sorted(built)
+    for name, comp in built.items():
+        assert loaded[name] == comp, name
+    x = _f32(2, 8, 5)
+    project = Project()
+    project.composites.update({n: loaded[n] for n in ("LSTMCell", "LSTM")})
+    page = project.add_page("main")
+    page.add_node("Placeholder", id="X", attrs={"dtype": "float32", "shape": [2, 8, 5]})
+    page.add_node(block_name("LSTM"), id="L", attrs={"units": 4})
+    page.connect("X", "output", "L", "x")
+    r = run(compile_project(project), {"X": x}, fetch=["L/h_out:output"])
+    W, U, b = (r.values[(f"L/cell0/{v}", "ref")] for v in "WUb")
+    np.testing.assert_allclose(Layer.value(r, "h"), _lstm_seq(x, W, U, b)[1], **FWD_TOL)

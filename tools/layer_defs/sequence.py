@@ -51,8 +51,10 @@ class _Draw:
     def input(self, name: str, shape, at, *, dtype="float32", doc="") -> str:
         return self.add("Input", name, at, attrs={"name": name, "dtype": dtype, "shape": shape, "doc": doc})
 
-    def output(self, name: str, src: str, at, *, doc="") -> str:
-        return self.add("Output", f"{name}_out", at, attrs={"name": name, "doc": doc}, wires={"input": src})
+    def output(self, name: str, src: str, at, shape, *, dtype="float32", doc="") -> str:
+        """An output port declaring what it gives (checked when compiling, shown in the docs)."""
+        attrs = {"name": name, "dtype": dtype, "shape": shape, "doc": doc}
+        return self.add("Output", f"{name}_out", at, attrs=attrs, wires={"input": src})
 
     def const(self, id: str, value, at, dtype="float32", label="") -> str:
         return self.add("Const", id, at, attrs={"value": value, "dtype": dtype}, label=label)
@@ -129,8 +131,8 @@ def lstm_cell() -> Composite:
     d.add("Add", "c_new", (7, 4.1), wires={"x": "fc.z", "y": "ig.z"})
     d.add("Tanh", "tanh_c", (8, 3.6), wires={"x": "c_new.z"})
     d.add("Multiply", "h_new", (9, 3), wires={"x": "o.y", "y": "tanh_c.y"})
-    d.output("h_next", "h_new.z", (10, 3), doc="the output, the next step's h [batch, units]")
-    d.output("c_next", "c_new.z", (10, 4.6), doc="the next step's cell state [batch, units]")
+    d.output("h_next", "h_new.z", (10, 3), ["batch", u], doc="the output, the next step's h")
+    d.output("c_next", "c_new.z", (10, 4.6), ["batch", u], doc="the next step's cell state")
     return comp
 
 
@@ -175,7 +177,7 @@ def gru_cell() -> Composite:
     d.add("Subtract", "h_n", (8, 3.2), wires={"x": "h.output", "y": "n.y"})
     d.add("Multiply", "zd", (9, 1), wires={"x": "z.y", "y": "h_n.z"})
     d.add("Add", "h_new", (10, 2), wires={"x": "n.y", "y": "zd.z"})
-    d.output("h_next", "h_new.z", (11, 2), doc="the output, the next step's h [batch, units]")
+    d.output("h_next", "h_new.z", (11, 2), ["batch", u], doc="the output, the next step's h")
     return comp
 
 
@@ -216,9 +218,10 @@ def lstm(steps: int = 8) -> Composite:
         h, c = f"cell{t}.h_next", f"cell{t}.c_next"
     d.add("Stack", "seq", (3 + 1.3 * steps, 0), attrs={"axis": 1},
           wires={f"values[{t}]": f"cell{t}.h_next" for t in range(steps)})
-    d.output("sequence", "seq.output", (4 + 1.3 * steps, 0), doc=f"h at every step [batch, {steps}, units]")
-    d.output("h", h, (4 + 1.3 * steps, 2.2), doc="the last step's h [batch, units]")
-    d.output("c", c, (4 + 1.3 * steps, 3.4), doc="the last step's cell state [batch, units]")
+    d.output("sequence", "seq.output", (4 + 1.3 * steps, 0), ["batch", steps, P("units")],
+             doc="h at every step (Keras' return_sequences)")
+    d.output("h", h, (4 + 1.3 * steps, 2.2), ["batch", P("units")], doc="the last step's h")
+    d.output("c", c, (4 + 1.3 * steps, 3.4), ["batch", P("units")], doc="the last step's cell state")
     return comp
 
 
@@ -269,8 +272,9 @@ def multi_head_attention() -> Composite:
     d.add("Einsum", "oW", (12, 3.5), attrs={"equation": "abcd,cde->abe"},
           wires={"inputs[0]": "ctx.output", "inputs[1]": "Wo.ref"})
     d.add("Add", "o", (13, 3.5), wires={"x": "oW.output", "y": "bo.ref"})
-    d.output("output", "o.z", (14, 3.5), doc="the attention's result [batch, tq, dim]")
-    d.output("scores", "weights.softmax", (14, 1.5), doc="the attention weights [batch, heads, tq, tk]")
+    d.output("output", "o.z", (14, 3.5), ["batch", "tq", "dim"], doc="the attention's result")
+    d.output("scores", "weights.softmax", (14, 1.5), ["batch", h, "tq", "tk"],
+             doc="the attention weights, per head (Keras' return_attention_scores)")
     return comp
 
 
@@ -319,7 +323,7 @@ def residual_dense() -> Composite:
     d.add("BiasAdd", "fx", (5, 0), wires={"value": "mm2.product", "bias": "b2.ref"}, label="F(x)")
     d.add("Add", "sum", (6, 2.2), wires={"x": "x.output", "y": "fx.output"}, label="x + F(x)")
     d.add("Relu", "act", (7, 2.2), wires={"features": "sum.z"})
-    d.output("y", "act.activations", (8, 2.2), doc="relu(x + F(x)) [batch, features]")
+    d.output("y", "act.activations", (8, 2.2), ["batch", "features"], doc="relu(x + F(x))")
     return comp
 
 
@@ -331,7 +335,7 @@ def _loss(builder, name: str, doc: str, params=()) -> tuple[Composite, _Draw]:
 
 def _mean_out(d: _Draw, src: str, col: int) -> None:
     d.add("Mean", "mean", (col, 1), wires={"input": src}, label="mean over all entries")
-    d.output("loss", "mean.output", (col + 1, 1), doc="the mean loss, a scalar")
+    d.output("loss", "mean.output", (col + 1, 1), [], doc="the mean loss, a scalar")
 
 
 @layer("losses", 1)
