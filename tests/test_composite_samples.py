@@ -211,8 +211,12 @@ def test_reverse_attention_is_built_from_layer_composites_and_needs_the_position
     project = load("reverse_attention")
     page = project.page("reverse")
     assert {n.block for n in page.nodes.values() if n.block.startswith("@")} == {
-        "@Embedding", "@MultiHeadAttention", "@Dense"}
+        "@Embedding", "@MultiHeadAttention", "@Dense", "@SparseSoftmaxCrossEntropy"}
+    # the library's layers come with their origin: a later library never changes this project
+    for name in ("MultiHeadAttention", "SparseSoftmaxCrossEntropy"):
+        assert project.composites[name].origin == {"library": "blockflow", "name": name, "version": 1}
     assert page.nodes["attention"].attrs == {"num_heads": 2, "key_dim": 16}
+    assert not project.composites["MultiHeadAttention"].param("causal").default     # sees every digit
     # stated: without the positions' vectors attention sees a bag of digits, and the accuracy
     # stalls near 0.36 (loss 1.57)
     import copy

@@ -42,6 +42,18 @@ def D(name: str) -> dict:
 
 
 # ------------------------------------------------------------------------------------ layers
+def library_layer(name: str) -> Composite:
+    """The layer library's composite ``name`` as the library ships it (its ``origin`` names the
+    library and the layer's version): the definition a project embeds when the layer is inserted."""
+    from layer_defs import sequence
+
+    for builder in sequence.LAYERS:
+        comp = builder()
+        if comp.name == name:
+            return comp
+    raise KeyError(f"the layer library has no layer '{name}'")
+
+
 def _input(p: Page, shape, at=(0, 0), name: str = "x", doc: str = "") -> None:
     add(p, "Input", name, at, attrs={"name": name, "dtype": "float32", "shape": shape, "doc": doc})
 
@@ -127,6 +139,7 @@ def digits_cnn() -> Project:
     })
     project.composites["Conv2D"] = conv2d_layer()
     project.composites["Dense"] = dense_layer()
+    project.composites["SparseSoftmaxCrossEntropy"] = library_layer("SparseSoftmaxCrossEntropy")
     page = project.add_page("cnn")
     page.text = text(
         "A convolutional network on real images: the 8x8 handwritten digits that scikit-learn ships "
@@ -137,7 +150,8 @@ def digits_cnn() -> Project:
         "The model is built from layers, each a composite (double-click one to see its blocks): "
         "Conv2D (16 filters of 3x3, relu) keeps the 8x8 size, MaxPool halves it to 4x4, a second Conv2D "
         "(32 filters) and MaxPool give 2x2x32, Flatten makes 128 features and Dense gives the 10 logits. "
-        "The loss is the mean softmax cross-entropy; accuracy is plotted.",
+        "The loss is the mean softmax cross-entropy (the library's SparseSoftmaxCrossEntropy); accuracy "
+        "is plotted.",
         "What to look at: after a backward run (Run > Backward) the wires show the gradient reaching "
         "both Conv2D layers, and each layer's badge gives the gradient norm of its kernel and bias.",
         "Train it: blockflow train sample_projects/digits_cnn.bflow.json --eval-every 400 (Adam, lr 0.005, "
@@ -153,37 +167,12 @@ def digits_cnn() -> Project:
         wires={"tensor": "pool2.output"})
     add(page, "@Dense", "logits", (7.2, 0), label="Dense 10 (logits)", attrs={"units": 10},
         wires={"x": "flatten.output"})
-    add(page, "SparseSoftmaxCrossEntropyWithLogits", "xent", (8.4, 1.2), label="cross-entropy",
-        wires={"features": "logits.y", "labels": "digits.labels"})
-    add(page, "Mean", "loss", (10.1, 1.2), label="loss", wires={"input": "xent.loss"})
+    add(page, "@SparseSoftmaxCrossEntropy", "loss", (8.6, 1.2), label="loss: mean cross-entropy",
+        wires={"logits": "logits.y", "labels": "digits.labels"})
     accuracy(page, "logits.y", "digits.labels", (8.4, 2.6))
     page.loss = "loss"
     page.metrics = ["accuracy"]
     return project
-
-
-def residual_dense_layer() -> Composite:
-    """y = relu(x + F(x)), F(x) = relu(x·W1 + b1)·W2 + b2: two Dense layers with a skip around them."""
-    comp = Composite("ResidualDense", doc="A residual block, y = relu(x + F(x)) with F(x) = relu(x·W1 + b1)·W2 + b2: "
-                                          "the identity path carries the gradient past F.",
-                     params=[Attr("units", "int", 32, min=1, doc="the hidden layer's width")])
-    p = comp.page
-    _input(p, ["batch", "features"], at=(0, 1.6), doc="[batch, features]")
-    add(p, "Variable", "W1", (0, 0.6), attrs={"shape": [D("features"), P("units")],
-                                              "initializer": "glorot_uniform", "seed": 1})
-    add(p, "Variable", "b1", (1, 0.9), attrs={"shape": [P("units")]})
-    add(p, "Variable", "W2", (3, 0.7), attrs={"shape": [P("units"), D("features")],
-                                              "initializer": "glorot_uniform", "seed": 2})
-    add(p, "Variable", "b2", (4, 0.9), attrs={"shape": [D("features")]})
-    add(p, "MatMul", "mm1", (1, 0), wires={"a": "x.output", "b": "W1.ref"})
-    add(p, "BiasAdd", "h1", (2, 0), wires={"value": "mm1.product", "bias": "b1.ref"})
-    add(p, "Relu", "a1", (3, 0), wires={"features": "h1.output"})
-    add(p, "MatMul", "mm2", (4, 0), wires={"a": "a1.activations", "b": "W2.ref"})
-    add(p, "BiasAdd", "fx", (5, 0), label="F(x)", wires={"value": "mm2.product", "bias": "b2.ref"})
-    add(p, "Add", "sum", (6, 1.6), label="x + F(x)", wires={"x": "x.output", "y": "fx.output"})
-    add(p, "Relu", "act", (7, 1.6), wires={"features": "sum.z"})
-    _output(p, "act.activations", (8, 1.6), doc="relu(x + F(x))")
-    return comp
 
 
 # ----------------------------------------------------------------------- vanishing_gradients
@@ -212,9 +201,8 @@ def _vanishing_page(page: Page, kind: str) -> None:
             src = f"act{k}.{port}"
     head = step * (DEPTH + 1)
     add(page, "@Dense", "logits", (head, 0.55), label="Dense 4 (logits)", attrs={"units": 4}, wires={"x": src})
-    add(page, "SparseSoftmaxCrossEntropyWithLogits", "xent", (head + 1.3, 0.55), label="cross-entropy",
-        wires={"features": "logits.y", "labels": "data.labels"})
-    add(page, "Mean", "loss", (head + 3, 0.55), label="loss", wires={"input": "xent.loss"})
+    add(page, "@SparseSoftmaxCrossEntropy", "loss", (head + 1.4, 0.55), label="loss: mean cross-entropy",
+        wires={"logits": "logits.y", "labels": "data.labels"})
     accuracy(page, "logits.y", "data.labels", (head + 0.2, 2.2))
     page.loss = "loss"
     page.metrics = ["accuracy"]
@@ -264,7 +252,8 @@ def vanishing_gradients() -> Project:
         "training": {kind: dict(settings) for kind in ("sigmoid", "relu", "residual")},
     })
     project.composites["Dense"] = dense_layer()
-    project.composites["ResidualDense"] = residual_dense_layer()
+    project.composites["ResidualDense"] = library_layer("ResidualDense")
+    project.composites["SparseSoftmaxCrossEntropy"] = library_layer("SparseSoftmaxCrossEntropy")
     for kind in ("sigmoid", "relu", "residual"):
         page = project.add_page(kind)
         page.text = text(*VANISHING_TEXTS[kind])
@@ -288,45 +277,6 @@ def embedding_layer() -> Composite:
     return comp
 
 
-def attention_layer() -> Composite:
-    """Multi-head scaled dot-product attention (no mask): query, key, value -> output, scores."""
-    comp = Composite("MultiHeadAttention", doc=(
-        "Multi-head attention: query [batch, tq, dim], key and value [batch, tk, ·] are projected to num_heads "
-        "heads of key_dim; scores = softmax over the keys of q·k / sqrt(key_dim) per head; the heads' weighted "
-        "values are projected back to the query's width."),
-        params=[Attr("num_heads", "int", 2, min=1, doc="the number of attention heads"),
-                Attr("key_dim", "int", 16, min=1, doc="the size of each head (query, key and value)")])
-    p = comp.page
-    h, k = P("num_heads"), P("key_dim")
-    for row, (name, width) in enumerate((("query", "dim"), ("key", "kdim"), ("value", "vdim"))):
-        v = name[0]
-        y = 2.4 * row
-        add(p, "Input", name, (0, y), attrs={"name": name, "dtype": "float32", "shape": ["batch", f"t{name}", width]})
-        add(p, "Variable", f"W{v}", (0, y + 1.1), label=f"{name} kernel",
-            attrs={"shape": [D(width), h, k], "initializer": "glorot_uniform", "seed": 1 + row})
-        add(p, "Variable", f"b{v}", (1, y + 1.3), label=f"{name} bias", attrs={"shape": [h, k]})
-        add(p, "Einsum", f"{v}W", (1, y), attrs={"equation": "btd,dhk->bthk"},
-            wires={"inputs[0]": f"{name}.output", "inputs[1]": f"W{v}.ref"})
-        add(p, "Add", v, (2, y), label=f"{name} heads", wires={"x": f"{v}W.output", "y": f"b{v}.ref"})
-    add(p, "Const", "kd", (2, 1.1), label="key_dim", attrs={"dtype": "float32", "value": k})
-    add(p, "Rsqrt", "scale", (3, 1.1), label="1 / sqrt(key_dim)", wires={"x": "kd.output"})
-    add(p, "Multiply", "qs", (3, 0), label="q / sqrt(key_dim)", wires={"x": "q.z", "y": "scale.y"})
-    add(p, "Einsum", "dots", (4, 1.2), label="scores q·k", attrs={"equation": "bqhk,bshk->bhqs"},
-        wires={"inputs[0]": "qs.z", "inputs[1]": "k.z"})
-    add(p, "Softmax", "weights", (5, 1.2), label="attention weights", wires={"logits": "dots.output"})
-    add(p, "Einsum", "ctx", (6, 3.6), label="heads' values", attrs={"equation": "bhqs,bshk->bqhk"},
-        wires={"inputs[0]": "weights.softmax", "inputs[1]": "v.z"})
-    add(p, "Variable", "Wo", (6, 4.8), label="output kernel",
-        attrs={"shape": [h, k, D("dim")], "initializer": "glorot_uniform", "seed": 4})
-    add(p, "Variable", "bo", (7, 4.8), label="output bias", attrs={"shape": [D("dim")]})
-    add(p, "Einsum", "oW", (7, 3.6), attrs={"equation": "bqhk,hkd->bqd"},
-        wires={"inputs[0]": "ctx.output", "inputs[1]": "Wo.ref"})
-    add(p, "Add", "o", (8, 3.6), wires={"x": "oW.output", "y": "bo.ref"})
-    _output(p, "o.z", (9, 3.6), name="output", doc="[batch, tq, dim]")
-    _output(p, "weights.softmax", (9, 1.2), name="scores", doc="the attention weights [batch, heads, tq, tk]")
-    return comp
-
-
 # --------------------------------------------------------------------------- reverse_attention
 SEQ, VOCAB, MODEL, BATCH = 6, 10, 32, 64
 
@@ -339,7 +289,8 @@ def reverse_attention() -> Project:
                        "position Embeddings, MultiHeadAttention, Dense; every step draws new sequences.",
         "training": {"reverse": dict(settings)},
     })
-    for comp in (embedding_layer(), attention_layer(), dense_layer()):
+    for comp in (embedding_layer(), library_layer("MultiHeadAttention"), dense_layer(),
+                 library_layer("SparseSoftmaxCrossEntropy")):
         project.composites[comp.name] = comp
     page = project.add_page("reverse")
     page.text = text(
@@ -381,9 +332,8 @@ def reverse_attention() -> Project:
         wires={"tensor": "tokens.output"})
     add(page, "Reshape", "targets", (2.4, 2.4), label="one per position", inputs={"shape": np.int32([-1])},
         wires={"tensor": "reversed.output"})
-    add(page, "SparseSoftmaxCrossEntropyWithLogits", "xent", (7.2, 1.6), label="cross-entropy",
-        wires={"features": "logits.y", "labels": "targets.output"})
-    add(page, "Mean", "loss", (8.9, 1.6), label="loss", wires={"input": "xent.loss"})
+    add(page, "@SparseSoftmaxCrossEntropy", "loss", (7.4, 1.6), label="loss: mean cross-entropy",
+        wires={"logits": "logits.y", "labels": "targets.output"})
     accuracy(page, "logits.y", "targets.output", (7.2, 3.0))
     page.loss = "loss"
     page.metrics = ["accuracy"]
