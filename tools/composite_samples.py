@@ -119,14 +119,15 @@ DIGITS = {"name": "digits", "layout": "images", "scaling": "max", "batch_size": 
 
 def accuracy(page: Page, logits: str, labels: str, at, suffix: str = "") -> None:
     """Mean(Cast(Equal(ArgMax(logits), labels))): the share of examples classified right."""
-    col, row = at
+    col, row = at      # the labels come from the left, under ArgMax: Equal sits a row lower
     add(page, "ArgMax", f"predicted{suffix}", (col, row), label="predicted class",
         attrs={"output_type": "int32"}, inputs={"dimension": np.int32(1)}, wires={"input": logits})
-    add(page, "Equal", f"correct{suffix}", (col + 1, row), label="predicted = label?",
+    add(page, "Equal", f"correct{suffix}", (col + 1.1, row + 1.1), label="predicted = label?",
         wires={"x": f"predicted{suffix}.output", "y": labels})
-    add(page, "Cast", f"correct_f{suffix}", (col + 2, row), label="1.0 / 0.0", attrs={"DstT": "float32"},
+    add(page, "Cast", f"correct_f{suffix}", (col + 2.2, row + 1.1), label="1.0 / 0.0", attrs={"DstT": "float32"},
         wires={"x": f"correct{suffix}.z"})
-    add(page, "Mean", f"accuracy{suffix}", (col + 3, row), label="accuracy", wires={"input": f"correct_f{suffix}.y"})
+    add(page, "Mean", f"accuracy{suffix}", (col + 3.3, row + 1.1), label="accuracy",
+        wires={"input": f"correct_f{suffix}.y"})
 
 
 def digits_cnn() -> Project:
@@ -185,7 +186,8 @@ def _vanishing_page(page: Page, kind: str) -> None:
     Dense with its activation under it, one layer per column step, so the gradient's colour can be
     followed from the loss on the right back to the data on the left."""
     step = 1.3
-    add(page, "MakeBlobs", "data", (0, 0.55), label=f"4 blobs in {WIDTH}-D", attrs=dict(BLOBS))
+    # the data sits low on the left: its labels run to the loss and the accuracy in lanes under the stack
+    add(page, "MakeBlobs", "data", (0, 2.4), label=f"4 blobs in {WIDTH}-D", attrs=dict(BLOBS))
     src = "data.features"
     if kind == "residual":
         for k in range(1, DEPTH // 2 + 1):
@@ -201,9 +203,15 @@ def _vanishing_page(page: Page, kind: str) -> None:
             src = f"act{k}.{port}"
     head = step * (DEPTH + 1)
     add(page, "@Dense", "logits", (head, 0.55), label="Dense 4 (logits)", attrs={"units": 4}, wires={"x": src})
-    add(page, "@SparseSoftmaxCrossEntropy", "loss", (head + 1.4, 0.55), label="loss: mean cross-entropy",
+    add(page, "@SparseSoftmaxCrossEntropy", "loss", (head + 1.3, 2.4), label="loss: mean cross-entropy",
         wires={"logits": "logits.y", "labels": "data.labels"})
-    accuracy(page, "logits.y", "data.labels", (head + 0.2, 2.2))
+    add(page, "ArgMax", "predicted", (head + 3.0, 1.0), label="predicted class",
+        attrs={"output_type": "int32"}, inputs={"dimension": np.int32(1)}, wires={"input": "logits.y"})
+    add(page, "Equal", "correct", (head + 3.0, 3.6), label="predicted = label?",
+        wires={"x": "predicted.output", "y": "data.labels"})
+    add(page, "Cast", "correct_f", (head + 4.1, 3.6), label="1.0 / 0.0", attrs={"DstT": "float32"},
+        wires={"x": "correct.z"})
+    add(page, "Mean", "accuracy", (head + 5.2, 3.6), label="accuracy", wires={"input": "correct_f.y"})
     page.loss = "loss"
     page.metrics = ["accuracy"]
 
@@ -324,17 +332,17 @@ def reverse_attention() -> Project:
     add(page, "Add", "h", (2.4, 0.6), label="token + position", wires={"x": "token_vectors.y", "y": "position_vectors.y"})
     add(page, "@MultiHeadAttention", "attention", (3.6, 0.6), label="self-attention, 2 heads",
         attrs={"num_heads": 2, "key_dim": 16}, wires={"query": "h.z", "key": "h.z", "value": "h.z"})
-    add(page, "Reshape", "rows", (4.8, 0.6), label="one row per position", inputs={"shape": np.int32([-1, MODEL])},
+    add(page, "Reshape", "rows", (5.3, 0.6), label="one row per position", inputs={"shape": np.int32([-1, MODEL])},
         wires={"tensor": "attention.output"})
-    add(page, "@Dense", "logits", (6, 0.6), label=f"Dense {VOCAB} (logits)", attrs={"units": VOCAB},
+    add(page, "@Dense", "logits", (6.5, 0.6), label=f"Dense {VOCAB} (logits)", attrs={"units": VOCAB},
         wires={"x": "rows.output"})
     add(page, "Reverse", "reversed", (1.2, 2.4), label="target: reversed", inputs={"axis": np.int32([1])},
         wires={"tensor": "tokens.output"})
     add(page, "Reshape", "targets", (2.4, 2.4), label="one per position", inputs={"shape": np.int32([-1])},
         wires={"tensor": "reversed.output"})
-    add(page, "@SparseSoftmaxCrossEntropy", "loss", (7.4, 1.6), label="loss: mean cross-entropy",
+    add(page, "@SparseSoftmaxCrossEntropy", "loss", (7.8, 1.6), label="loss: mean cross-entropy",
         wires={"logits": "logits.y", "labels": "targets.output"})
-    accuracy(page, "logits.y", "targets.output", (7.2, 3.0))
+    accuracy(page, "logits.y", "targets.output", (7.6, 3.0))
     page.loss = "loss"
     page.metrics = ["accuracy"]
     return project

@@ -386,30 +386,30 @@ def _fgsm_page(page: Page, adversarial: bool) -> None:
     """One MLP composite used twice: ``mlp`` on x, ``mlp_adv`` (sharing mlp's Variables) on
     x_adv = StopGradient(x + eps·Sign(dloss/dx)). The clean pass runs along the top, the attack to the
     right of it, the adversarial pass under the clean one, the total loss under the attack."""
-    _add(page, "MakeMoons", "data", (0, 1.6), label="two moons (batches of 32)", attrs=dict(MOONS))
-    _add(page, "Identity", "x", (1.2, 0.6), label="x (the clean batch)", wires={"input": "data.features"})
-    _add(page, "Identity", "labels", (2.4, 2.3), label="labels", wires={"input": "data.labels"})
+    _add(page, "MakeMoons", "data", (0, 0.9), label="two moons (batches of 32)", attrs=dict(MOONS))
+    _add(page, "Identity", "x", (1.2, 3.0), label="x (the clean batch)", wires={"input": "data.features"})
+    _add(page, "Identity", "labels", (3.7, 2.1), label="labels", wires={"input": "data.labels"})
     _add(page, "@MLP", "mlp", (2.4, 0.6), label="MLP (its own weights)", wires={"x": "x.output"})
     _classifier_head(page, "mlp.logits", "labels.output",
-                     {"xent": (3.8, 0.6), "loss": (5.5, 0.6), "predicted": (3.8, -0.7), "correct": (4.8, -0.7)},
+                     {"xent": (5.2, 0.6), "loss": (6.9, 0.6), "predicted": (3.7, -0.7), "correct": (5.0, -0.7)},
                      loss_label="clean loss", acc_label="accuracy")
     # FGSM: the step that raises the clean loss most, per coordinate, within eps
-    _add(page, "Gradients", "grad_x", (6.8, 1.6), label="dloss/dx",
+    _add(page, "Gradients", "grad_x", (8.2, 1.2), label="dloss/dx",
          wires={"ys[0]": "loss.output", "xs[0]": "data.features"})
-    _add(page, "Sign", "direction", (7.9, 1.6), label="Sign(dloss/dx)", wires={"x": "grad_x.dx[0]"})
-    _add(page, "Multiply", "step", (9, 1.6), label=f"eps · sign (eps {EPS:g})", inputs={"y": np.float32(EPS)},
+    _add(page, "Sign", "direction", (9.3, 1.2), label="Sign(dloss/dx)", wires={"x": "grad_x.dx[0]"})
+    _add(page, "Multiply", "step", (10.4, 1.2), label=f"eps · sign (eps {EPS:g})", inputs={"y": np.float32(EPS)},
          wires={"x": "direction.y"})
-    _add(page, "Add", "perturbed", (10.1, 2.6), label="x + eps · sign", wires={"x": "x.output", "y": "step.z"})
-    _add(page, "StopGradient", "x_adv", (11.2, 2.6), label="x_adv (a fixed input)", wires={"input": "perturbed.z"})
-    _add(page, "@MLP", "mlp_adv", (2.4, 3.8), label="MLP (mlp's weights, shared)",
+    _add(page, "Add", "perturbed", (11.6, 2.6), label="x + eps · sign", wires={"x": "x.output", "y": "step.z"})
+    _add(page, "StopGradient", "x_adv", (12.7, 2.6), label="x_adv (a fixed input)", wires={"input": "perturbed.z"})
+    _add(page, "@MLP", "mlp_adv", (2.4, 4.0), label="MLP (mlp's weights, shared)",
          attrs={"share_variables_with": "mlp"}, wires={"x": "x_adv.output"})
     _classifier_head(page, "mlp_adv.logits", "labels.output",
-                     {"xent": (3.8, 3.8), "loss": (5.5, 3.8), "predicted": (3.8, 5.1), "correct": (4.8, 5.1)},
+                     {"xent": (5.2, 4.0), "loss": (6.9, 4.0), "predicted": (3.7, 5.3), "correct": (5.0, 5.3)},
                      suffix="_adv", loss_label="adversarial loss", acc_label="robust accuracy")
     if adversarial:
-        _add(page, "Add", "clean_plus_adv", (7.3, 3.8), label="clean + adversarial",
+        _add(page, "Add", "clean_plus_adv", (8.2, 4.0), label="clean + adversarial",
              wires={"x": "loss.output", "y": "loss_adv.output"})
-        _add(page, "Multiply", "total_loss", (8.5, 3.8), label="loss: ½ (clean + adversarial)",
+        _add(page, "Multiply", "total_loss", (9.4, 4.0), label="loss: ½ (clean + adversarial)",
              inputs={"y": np.float32(0.5)}, wires={"x": "clean_plus_adv.z"})
         page.loss = "total_loss"
     else:
