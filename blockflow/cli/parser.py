@@ -7,6 +7,7 @@ from blockflow import __version__
 from blockflow.arrayout import JSON_FULL_VALUES
 from blockflow.cli.cmd_blocks import cmd_blocks
 from blockflow.cli.cmd_check import cmd_check
+from blockflow.cli.cmd_layers import cmd_layers
 from blockflow.cli.cmd_run import cmd_run
 from blockflow.cli.cmd_train import cmd_train
 from blockflow.cli.exits import EXIT_CODES
@@ -26,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_check(sub)
     _add_train(sub)
     _add_blocks(sub)
+    _add_layers(sub)
     return parser
 
 
@@ -95,6 +97,13 @@ def _add_blocks(sub) -> None:
     p.add_argument("--output", "-o", help="write the Markdown here instead of standard output")
     p.add_argument("--json", action="store_true", help="machine-readable catalogue")
     p.set_defaults(func=cmd_blocks)
+
+
+def _add_layers(sub) -> None:
+    p = sub.add_parser("layers", help="the layer library (Dense, Conv2D, ...: composites to insert)")
+    p.add_argument("--markdown", action="store_true", help="the layer reference as Markdown (docs/layers.md)")
+    p.add_argument("--output", "-o", help="write the Markdown here instead of standard output")
+    p.set_defaults(func=cmd_layers)
 
 
 def _budget_option(p) -> None:

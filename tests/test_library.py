@@ -1,0 +1,126 @@
+"""The layer library's mechanics (blockflow/io/library.py, tools/make_layers.py, blockflow layers):
+listing, inserting (embedded, origin recorded, names kept apart), finding and applying updates,
+and docs/layers.md generated from the definitions."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import layer_kit  # noqa: F401  (puts tools/ on the path)
+import make_layers
+from blockflow.cli.cmd_layers import cmd_layers, layers_markdown
+from blockflow.compile.compiler import compile_project
+from blockflow.composite import block_name
+from blockflow.io.library import Library, LibraryError, insert_layer, outdated, update_layer, update_plan
+from blockflow.project import Project
+from blockflow.spec import Attr
+from blockflow_blocks import layer_files
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def entries():
+    return make_layers.layers()
+
+
+@pytest.fixture
+def library(entries):
+    return Library.from_composites(entries)
+
+
+def test_listing_names_versions_categories(library):
+    infos = library.layers()
+    names = [i.name for i in infos]
+    assert {"Dense", "Conv2D", "BatchNormalization", "Embedding"} <= set(names)
+    assert names.index("Dense") < names.index("Conv2D") < names.index("MaxPooling2D")   # by category
+    dense = library.info("Dense")
+    assert dense.version >= 1 and dense.category == "core" and dense.summary.startswith("A fully connected")
+    with pytest.raises(LibraryError, match="no layer 'Dens'.*Dense"):
+        library.info("Dens")
+
+
+def test_every_layer_has_its_origin(entries):
+    for category, comps in entries:
+        top = next(iter(comps.values()))
+        assert top.origin == {"library": "blockflow", "name": top.name, "version": top.origin["version"]}
+        assert isinstance(top.origin["version"], int) and category
+
+
+def test_insert_embeds_a_copy_with_its_origin(library):
+    project = Project()
+    name, changes = insert_layer(project, library, "Dense")
+    assert name == "Dense" and len(changes) == 1
+    comp = project.composites["Dense"]
+    assert comp.origin["name"] == "Dense" and comp == library.load("Dense")["Dense"]
+    comp.doc = "changed here"   # the project's copy is its own
+    assert library.load("Dense")["Dense"].doc != "changed here"
+
+
+def test_insert_twice_reuses_the_same_definition_and_renames_a_different_one(library):
+    project = Project()
+    insert_layer(project, library, "Dense")
+    assert insert_layer(project, library, "Dense") == ("Dense", [])
+    project.composites["Dense"].doc = "my own Dense"
+    name, _ = insert_layer(project, library, "Dense")
+    assert name == "Dense_2" and project.composites["Dense_2"].page.name == "@Dense_2"
+    assert project.composites["Dense"].doc == "my own Dense"
+
+
+def _older(library, name: str, version: int, drop_param=None, extra_param=None):
+    """The project's copy of a layer as an older version would have made it."""
+    project = Project()
+    insert_layer(project, library, name)
+    comp = project.composites[name]
+    comp.origin = dict(comp.origin, version=version)
+    if extra_param:
+        comp.params.append(Attr(extra_param, "int", 0))
+    return project
+
+
+def test_outdated_and_update_keep_instances_parameters(library):
+    project = _older(library, "Dense", 0, extra_param="legacy")
+    page = project.add_page("main")
+    page.add_node("Placeholder", id="X", attrs={"dtype": "float32", "shape": [2, 3]})
+    page.add_node(block_name("Dense"), id="d1", attrs={"units": 4, "activation": "tanh", "legacy": 7})
+    page.connect("X", "output", "d1", "x")
+    assert outdated(project, library) == [("Dense", 0, library.info("Dense").version)]
+    plan = update_plan(project, library, "Dense")
+    assert plan.dropped == [("main", "d1", "legacy")]
+    changes, report = update_layer(project, library, "Dense")
+    assert report == [f"main/d1: parameter 'legacy' is gone in Dense version {library.info('Dense').version}; "
+                      f"its value was removed"]
+    assert outdated(project, library) == []
+    assert page.nodes["d1"].attrs == {"units": 4, "activation": "tanh"}
+    program = compile_project(project, "main")
+    program.raise_for_errors()
+    assert program.port_type("d1", "y").shape == (2, 4)
+
+
+def test_update_refuses_a_composite_not_from_the_library(library):
+    project = Project()
+    insert_layer(project, library, "Dense")
+    project.composites["Dense"].origin = None
+    with pytest.raises(LibraryError, match="not made from a library layer"):
+        update_plan(project, library, "Dense")
+
+
+def test_cli_lists_the_layers(library, capsys):
+    args = argparse.Namespace(markdown=False, output=None)
+    assert cmd_layers(args, library=library) == 0
+    out = capsys.readouterr().out
+    assert "core\n  Dense" in out and f"{len(library.layers())} layers" in out
+
+
+def test_docs_layers_md_is_up_to_date(library):
+    committed = (ROOT / "docs" / "layers.md").read_text(encoding="utf-8")
+    assert committed == layers_markdown(library), (
+        "docs/layers.md is stale: run blockflow layers --markdown --output docs/layers.md")
+
+
+def test_layer_files_entry_point_lists_the_shipped_files():
+    files = layer_files()
+    assert all(p.name.endswith(".bflow.json") and p.parent.name == "layers" for p in files)
