@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from blockflow.compile.compiler import compile_project
+from blockflow.registry import default_registry
 from blockflow.run.runtime import run
 from blockflow.run.training import TrainConfig, Trainer
 from layer_kit import LAYERS, check_grads, layer_project, run_layer
@@ -270,3 +271,35 @@ def test_every_layer_is_tested_here():
     tested = {"Dense", "Conv2D", "Conv2DTranspose", "MaxPooling2D", "AveragePooling2D", "GlobalAveragePooling2D",
               "Flatten", "Dropout", "BatchNormalization", "BatchNormalization2D", "LayerNormalization", "Embedding"}
     assert set(LAYERS) == tested
+
+
+# ---------------------------------------------------------------------------------------- Activation
+
+_SAME_AS = {"relu": ("Relu", {}), "relu6": ("Relu6", {}), "leaky_relu": ("LeakyRelu", {"alpha": 0.2}),
+            "elu": ("Elu", {}), "selu": ("Selu", {}), "gelu": ("Gelu", {"approximate": False}),
+            "sigmoid": ("Sigmoid", {}), "tanh": ("Tanh", {}), "softplus": ("Softplus", {}),
+            "softsign": ("Softsign", {}), "softmax": ("Softmax", {}), "log_softmax": ("LogSoftmax", {})}
+
+
+@pytest.mark.parametrize("kind", sorted(_SAME_AS))
+def test_activation_kinds_match_their_own_blocks(kind):
+    """Each kind of the Activation block is the function (and gradient) of the block it names."""
+    x = f32(3, 4, scale=3.0)
+    x[np.abs(x) < 0.05] = 0.3      # away from the kinks at 0
+    x[np.abs(x - 6) < 0.05] = 5.0
+    registry = default_registry()
+    act, (name, attrs) = registry["Activation"], _SAME_AS[kind]
+    own = registry[name]
+    y = act.forward(x, kind=kind)
+    np.testing.assert_allclose(y, own.forward(x, **attrs), rtol=1e-6, atol=1e-7)
+    g = f32(3, 4)
+    extra = {"needs": (True,)} if "needs" in own.vjp_context else {}
+    np.testing.assert_allclose(act.vjp(g, y, x, kind=kind)[0], own.vjp(g, own.forward(x, **attrs), x, **attrs, **extra)[0],
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_swish_and_linear():
+    x = f32(2, 5)
+    act = default_registry()["Activation"]
+    np.testing.assert_allclose(act.forward(x, kind="swish"), x / (1 + np.exp(-x)), rtol=1e-6)
+    np.testing.assert_array_equal(act.forward(x, kind="linear"), x)
