@@ -38,7 +38,12 @@ def layers() -> list[tuple[str, dict]]:
     from blockflow.composite import uses
 
     out, names = [], set()
-    made = [(fn.category, fn()) for fn in builders()]
+    made = [(getattr(fn, "category", "other"), fn()) for fn in builders()]
+    for _, comp in made:
+        origin = comp.origin or {}
+        if origin.get("name") != comp.name or not isinstance(origin.get("version"), int):
+            raise SystemExit(f"make_layers: layer {comp.name} needs origin {{'library': 'blockflow', "
+                             f"'name': {comp.name!r}, 'version': <int>}}, has {comp.origin!r}")
     by_name = {comp.name: comp for _, comp in made}
     for category, comp in made:
         if comp.name in names:

@@ -33,7 +33,8 @@ ENTRY_POINT_GROUP = "blockflow.layers"
 #: the ``library`` of the origin of blockflow's own layers
 LIBRARY_NAME = "blockflow"
 #: the order categories are listed in (others follow, by name)
-CATEGORIES = ("core", "convolution", "pooling", "reshaping", "regularization", "normalization", "embedding")
+CATEGORIES = ("core", "convolution", "pooling", "reshaping", "regularization", "normalization", "embedding",
+              "recurrent", "attention", "residual", "losses")
 
 
 class LibraryError(ProjectError):

@@ -27,19 +27,20 @@ def _bias_params():
             Attr("bias_initializer", "choice", "zeros", choices=INITIALIZERS, doc="the bias's first value")]
 
 
-def _bias_and_activation(d, src: str, size_param: str) -> str:
-    """src + bias (when use_bias), then the chosen activation; returns the activation's id."""
-    d.add("Variable", "bias", {"shape": [param(size_param)], "initializer": param("bias_initializer"),
-                               "seed": 2, "trainable": param("use_bias")}, row=1)
-    d.add("Const", "use_bias", {"value": param("use_bias"), "dtype": "float32"}, row=2,
+def _bias_and_activation(d, src: str, size_param: str, col: int) -> str:
+    """src + bias (when use_bias), then the chosen activation, from grid column ``col`` on (the
+    output goes at col + 4); returns the activation's output."""
+    d.add("Variable", "bias", (col, 2), {"shape": [param(size_param)], "initializer": param("bias_initializer"),
+                                         "seed": 2, "trainable": param("use_bias")})
+    d.add("Const", "use_bias", (col, 3), {"value": param("use_bias"), "dtype": "float32"},
           label="1 with use_bias, else 0")
-    d.add("Multiply", "bias_used", row=1)
+    d.add("Multiply", "bias_used", (col + 1, 2))
     d.wire("bias.ref", "bias_used.x")
     d.wire("use_bias.output", "bias_used.y")
-    d.add("BiasAdd", "BiasAdd")
+    d.add("BiasAdd", "BiasAdd", (col + 2, 0))
     d.wire(src, "BiasAdd.value")
     d.wire("bias_used.z", "BiasAdd.bias")
-    d.add("Activation", "activation", {"kind": param("activation")})
+    d.add("Activation", "activation", (col + 3, 0), {"kind": param("activation")})
     d.wire("BiasAdd.output", "activation.x")
     return "activation.y"
 
@@ -52,12 +53,12 @@ def dense():
         "inference behave alike."), [
         Attr("units", "int", 32, min=1, doc="output features"), _activation_param(), *_bias_params()])
     d.input("x", ["batch", "features"], doc="[batch, features]")
-    d.add("Variable", "kernel", {"shape": [dim("features"), param("units")],
-                                 "initializer": param("kernel_initializer"), "seed": 1}, row=1)
-    d.add("MatMul", "MatMul")
+    d.add("Variable", "kernel", (0, 1), {"shape": [dim("features"), param("units")],
+                                         "initializer": param("kernel_initializer"), "seed": 1})
+    d.add("MatMul", "MatMul", (1, 0))
     d.wire("x.output", "MatMul.a")
     d.wire("kernel.ref", "MatMul.b")
-    d.output(_bias_and_activation(d, "MatMul.product", "units"), doc="[batch, units]")
+    d.output(_bias_and_activation(d, "MatMul.product", "units", 1), (5, 0), doc="[batch, units]")
     return d.comp
 
 
@@ -81,12 +82,12 @@ def conv2d():
         "out_height, out_width, filters]. Training and inference behave alike."), _conv_params(False))
     d.input("x", _IMAGE, doc=_IMAGE_DOC)
     k, s = param("kernel_size"), param("strides")
-    d.add("Variable", "kernel", {"shape": [k, k, dim("channels"), param("filters")],
-                                 "initializer": param("kernel_initializer"), "seed": 1}, row=1)
-    d.add("Conv2D", "Conv2D", {"strides": [1, s, s, 1], "padding": param("padding")})
+    d.add("Variable", "kernel", (0, 1), {"shape": [k, k, dim("channels"), param("filters")],
+                                         "initializer": param("kernel_initializer"), "seed": 1})
+    d.add("Conv2D", "Conv2D", (1, 0), {"strides": [1, s, s, 1], "padding": param("padding")})
     d.wire("x.output", "Conv2D.input")
     d.wire("kernel.ref", "Conv2D.filter")
-    d.output(_bias_and_activation(d, "Conv2D.output", "filters"), doc="[batch, out_height, out_width, filters]")
+    d.output(_bias_and_activation(d, "Conv2D.output", "filters", 1), (5, 0), doc="[batch, out_height, out_width, filters]")
     return d.comp
 
 
@@ -101,23 +102,23 @@ def conv2d_transpose():
         "the batch size must be known. Training and inference behave alike."), _conv_params(True))
     d.input("x", _IMAGE, doc=_IMAGE_DOC)
     k, s = param("kernel_size"), param("strides")
-    d.add("Variable", "kernel", {"shape": [k, k, param("filters"), dim("channels")],
-                                 "initializer": param("kernel_initializer"), "seed": 1}, row=2)
-    d.add("Shape", "Shape", row=1)
+    d.add("Variable", "kernel", (3, 2), {"shape": [k, k, param("filters"), dim("channels")],
+                                         "initializer": param("kernel_initializer"), "seed": 1})
+    d.add("Shape", "Shape", (1, 1))
     d.wire("x.output", "Shape.input")
-    d.add("Const", "scale", {"value": [1, s, s, 0], "dtype": "int32"}, row=2)
-    d.add("Multiply", "scaled", row=1)
+    d.add("Const", "scale", (1, 2), {"value": [1, s, s, 0], "dtype": "int32"})
+    d.add("Multiply", "scaled", (2, 1))
     d.wire("Shape.output", "scaled.x")
     d.wire("scale.output", "scaled.y")
-    d.add("Const", "channels", {"value": [0, 0, 0, param("filters")], "dtype": "int32"}, row=2)
-    d.add("Add", "output_size", row=1, label="[batch, height·s, width·s, filters]")
+    d.add("Const", "channels", (2, 2), {"value": [0, 0, 0, param("filters")], "dtype": "int32"})
+    d.add("Add", "output_size", (3, 1), label="[batch, height·s, width·s, filters]")
     d.wire("scaled.z", "output_size.x")
     d.wire("channels.output", "output_size.y")
-    d.add("Conv2DBackpropInput", "Conv2DTranspose", {"strides": [1, s, s, 1], "padding": "SAME"})
+    d.add("Conv2DBackpropInput", "Conv2DTranspose", (4, 0), {"strides": [1, s, s, 1], "padding": "SAME"})
     d.wire("output_size.z", "Conv2DTranspose.input_sizes")
     d.wire("kernel.ref", "Conv2DTranspose.filter")
     d.wire("x.output", "Conv2DTranspose.out_backprop")
-    d.output(_bias_and_activation(d, "Conv2DTranspose.output", "filters"),
+    d.output(_bias_and_activation(d, "Conv2DTranspose.output", "filters", 5), (9, 0),
              doc="[batch, height·strides, width·strides, filters]")
     return d.comp
 
@@ -132,9 +133,9 @@ def _pooling(fn, name: str, block: str, port: str, what: str):
         Attr("padding", "choice", "VALID", choices=("VALID", "SAME"), doc="VALID: whole windows only")])
     d.input("x", _IMAGE, doc=_IMAGE_DOC)
     p, s = param("pool_size"), param("strides")
-    d.add(block, block, {"ksize": [1, p, p, 1], "strides": [1, s, s, 1], "padding": param("padding")})
+    d.add(block, block, (1, 0), {"ksize": [1, p, p, 1], "strides": [1, s, s, 1], "padding": param("padding")})
     d.wire("x.output", f"{block}.{port}")
-    d.output(f"{block}.output", doc="[batch, out_height, out_width, channels]")
+    d.output(f"{block}.output", (2, 0), doc="[batch, out_height, out_width, channels]")
     return d.comp
 
 
@@ -155,9 +156,9 @@ def global_average_pooling2d():
         "GlobalAveragePooling2D: [batch, height, width, channels] -> [batch, channels].\n\n"
         "No Variables; training and inference behave alike."), [])
     d.input("x", _IMAGE, doc=_IMAGE_DOC)
-    d.add("Mean", "Mean", inputs={"axis": [1, 2]})
+    d.add("Mean", "Mean", (1, 0), inputs={"axis": [1, 2]})
     d.wire("x.output", "Mean.input")
-    d.output("Mean.output", doc="[batch, channels]")
+    d.output("Mean.output", (2, 0), doc="[batch, channels]")
     return d.comp
 
 
@@ -168,23 +169,23 @@ def flatten():
         "[batch, height·width·channels], row-major (channels fastest).\n\n"
         "The batch size may be open; height, width and channels must be known. No Variables."), [])
     d.input("x", _IMAGE, doc=_IMAGE_DOC)
-    d.add("Const", "height", {"value": [dim("height")], "dtype": "int32"}, row=1)
-    d.add("Const", "width", {"value": [dim("width")], "dtype": "int32"}, row=2)
-    d.add("Multiply", "hw", row=1)
+    d.add("Const", "height", (0, 1), {"value": [dim("height")], "dtype": "int32"})
+    d.add("Const", "width", (0, 2), {"value": [dim("width")], "dtype": "int32"})
+    d.add("Multiply", "hw", (1, 1))
     d.wire("height.output", "hw.x")
     d.wire("width.output", "hw.y")
-    d.add("Const", "channels", {"value": [dim("channels")], "dtype": "int32"}, row=2)
-    d.add("Multiply", "features", row=1)
+    d.add("Const", "channels", (1, 2), {"value": [dim("channels")], "dtype": "int32"})
+    d.add("Multiply", "features", (2, 1))
     d.wire("hw.z", "features.x")
     d.wire("channels.output", "features.y")
-    d.add("Const", "any_batch", {"value": [-1], "dtype": "int32"}, row=2)
-    d.add("Concat", "shape", {}, inputs={"axis": 0}, row=1, label="[-1, height·width·channels]")
+    d.add("Const", "any_batch", (2, 2), {"value": [-1], "dtype": "int32"})
+    d.add("Concat", "shape", (3, 1), {}, inputs={"axis": 0}, label="[-1, height·width·channels]")
     d.wire("any_batch.output", "shape.values[0]")
     d.wire("features.z", "shape.values[1]")
-    d.add("Reshape", "Reshape")
+    d.add("Reshape", "Reshape", (4, 0))
     d.wire("x.output", "Reshape.tensor")
     d.wire("shape.output", "Reshape.shape")
-    d.output("Reshape.output", doc="[batch, height·width·channels]")
+    d.output("Reshape.output", (5, 0), doc="[batch, height·width·channels]")
     return d.comp
 
 
@@ -200,14 +201,14 @@ def dropout():
         Attr("rate", "float", 0.5, min=0.0, max=0.999, doc="probability of dropping an entry, in [0, 1)"),
         Attr("seed", "int", 0, min=0, doc="seed of the masks (mixed with the instance's path)")])
     d.input("x", None, dtype="any", doc="any shape, float")
-    d.add("Dropout", "Dropout", {"rate": param("rate"), "seed": param("seed"), "training": True})
+    d.add("Dropout", "Dropout", (1, 0), {"rate": param("rate"), "seed": param("seed"), "training": True})
     d.wire("x.output", "Dropout.x")
-    d.add("LearningPhase", "phase", row=1)
-    d.add("Select", "Select")
+    d.add("LearningPhase", "phase", (1, 1))
+    d.add("Select", "Select", (2, 0))
     d.wire("phase.training", "Select.condition")
     d.wire("Dropout.output", "Select.t")
     d.wire("x.output", "Select.e")
-    d.output("Select.output", doc="x's shape")
+    d.output("Select.output", (3, 0), doc="x's shape")
     return d.comp
 
 
@@ -221,20 +222,20 @@ def _normalization_params():
 
 def _moving_update(d, stat: str, batch_port: str, row: int) -> None:
     """moving_STAT <- batch + momentum · (moving - batch) in training; unchanged in inference."""
-    d.add("Subtract", f"{stat}_drift", row=row)
+    d.add("Subtract", f"{stat}_drift", (3, row))
     d.wire(f"moving_{stat}.ref", f"{stat}_drift.x")
     d.wire(batch_port, f"{stat}_drift.y")
-    d.add("Multiply", f"{stat}_kept", row=row)
+    d.add("Multiply", f"{stat}_kept", (4, row))
     d.wire(f"{stat}_drift.z", f"{stat}_kept.x")
     d.wire("momentum.output", f"{stat}_kept.y")
-    d.add("Add", f"{stat}_updated", row=row)
+    d.add("Add", f"{stat}_updated", (5, row))
     d.wire(batch_port, f"{stat}_updated.x")
     d.wire(f"{stat}_kept.z", f"{stat}_updated.y")
-    d.add("Select", f"{stat}_new", row=row)
+    d.add("Select", f"{stat}_new", (6, row))
     d.wire("phase.training", f"{stat}_new.condition")
     d.wire(f"{stat}_updated.z", f"{stat}_new.t")
     d.wire(f"moving_{stat}.ref", f"{stat}_new.e")
-    d.add("Assign", f"update_{stat}", row=row)
+    d.add("Assign", f"update_{stat}", (7, row))
     d.wire(f"moving_{stat}.ref", f"update_{stat}.ref")
     d.wire(f"{stat}_new.output", f"update_{stat}.value")
 
@@ -253,41 +254,41 @@ def _batch_norm(fn, name: str, images: bool):
         "LearningPhase block: true when the run reads the train split)."), _normalization_params())
     d.input("x", shape, doc="[" + ", ".join(shape) + "]")
     c = dim(channels)
-    d.add("Variable", "gamma", {"shape": [c], "initializer": "ones", "trainable": param("scale")}, row=2)
-    d.add("Variable", "beta", {"shape": [c], "initializer": "zeros", "trainable": param("center")}, row=3)
-    d.add("Variable", "moving_mean", {"shape": [c], "initializer": "zeros", "trainable": False}, row=4)
-    d.add("Variable", "moving_variance", {"shape": [c], "initializer": "ones", "trainable": False}, row=5)
-    d.add("LearningPhase", "phase", row=6)
+    d.add("Variable", "gamma", (0, 2), {"shape": [c], "initializer": "ones", "trainable": param("scale")})
+    d.add("Variable", "beta", (0, 3), {"shape": [c], "initializer": "zeros", "trainable": param("center")})
+    d.add("Variable", "moving_mean", (0, 4), {"shape": [c], "initializer": "zeros", "trainable": False})
+    d.add("Variable", "moving_variance", (0, 5), {"shape": [c], "initializer": "ones", "trainable": False})
+    d.add("LearningPhase", "phase", (2, 5.2))
     src = "x.output"
     if not images:   # FusedBatchNormV3 normalizes 4-D tensors: rows become [n, 1, 1, features]
-        d.add("Const", "as_images", {"value": [-1, 1, 1, c], "dtype": "int32"}, row=1)
-        d.add("Reshape", "to_images")
+        d.add("Const", "as_images", (0, 1), {"value": [-1, 1, 1, c], "dtype": "int32"})
+        d.add("Reshape", "to_images", (1, 0))
         d.wire("x.output", "to_images.tensor")
         d.wire("as_images.output", "to_images.shape")
         src = "to_images.output"
     for bn, training in (("train_bn", True), ("infer_bn", False)):
-        d.add("FusedBatchNormV3", bn, {"epsilon": param("epsilon"), "is_training": training,
-                                       "exponential_avg_factor": 1.0}, row=0 if training else 1)
+        d.add("FusedBatchNormV3", bn, (2, 0 if training else 2.6),
+              {"epsilon": param("epsilon"), "is_training": training, "exponential_avg_factor": 1.0})
         d.wire(src, f"{bn}.x")
         d.wire("gamma.ref", f"{bn}.scale")
         d.wire("beta.ref", f"{bn}.offset")
         d.wire("moving_mean.ref", f"{bn}.mean")
         d.wire("moving_variance.ref", f"{bn}.variance")
-    d.add("Select", "normalized")
+    d.add("Select", "normalized", (3, 0))
     d.wire("phase.training", "normalized.condition")
     d.wire("train_bn.y", "normalized.t")
     d.wire("infer_bn.y", "normalized.e")
     out = "normalized.output"
     if not images:
-        d.add("Const", "as_rows", {"value": [-1, c], "dtype": "int32"}, row=1)
-        d.add("Reshape", "to_rows")
+        d.add("Const", "as_rows", (4, 1), {"value": [-1, c], "dtype": "int32"})
+        d.add("Reshape", "to_rows", (5, 0))
         d.wire(out, "to_rows.tensor")
         d.wire("as_rows.output", "to_rows.shape")
         out = "to_rows.output"
-    d.output(out, doc="x's shape")
-    d.add("Const", "momentum", {"value": param("momentum"), "dtype": "float32"}, row=7)
-    _moving_update(d, "mean", "train_bn.batch_mean", 4)
-    _moving_update(d, "variance", "train_bn.batch_variance", 5)
+    d.output(out, (6, 0), doc="x's shape")
+    d.add("Const", "momentum", (3, 5.4), {"value": param("momentum"), "dtype": "float32"})
+    _moving_update(d, "mean", "train_bn.batch_mean", 3)
+    _moving_update(d, "variance", "train_bn.batch_variance", 4.2)
     return d.comp
 
 
@@ -312,35 +313,35 @@ def layer_normalization():
         Attr("center", "bool", True, doc="add a trained offset beta (false: beta is a frozen 0)"),
         Attr("scale", "bool", True, doc="multiply by a trained gamma (false: gamma is a frozen 1)")])
     d.input("x", ["batch", "features"], doc="[batch, features]")
-    d.add("Mean", "mean", {"keep_dims": True}, inputs={"axis": [-1]}, row=1)
+    d.add("Mean", "mean", (1, 1), {"keep_dims": True}, inputs={"axis": [-1]})
     d.wire("x.output", "mean.input")
-    d.add("Subtract", "centred")
+    d.add("Subtract", "centred", (2, 0))
     d.wire("x.output", "centred.x")
     d.wire("mean.output", "centred.y")
-    d.add("Square", "squares", row=1)
+    d.add("Square", "squares", (3, 1))
     d.wire("centred.z", "squares.x")
-    d.add("Mean", "variance", {"keep_dims": True}, inputs={"axis": [-1]}, row=1)
+    d.add("Mean", "variance", (4, 1), {"keep_dims": True}, inputs={"axis": [-1]})
     d.wire("squares.y", "variance.input")
-    d.add("Const", "epsilon", {"value": param("epsilon"), "dtype": "float32"}, row=2)
-    d.add("Add", "shifted", row=1)
+    d.add("Const", "epsilon", (4, 2), {"value": param("epsilon"), "dtype": "float32"})
+    d.add("Add", "shifted", (5, 1))
     d.wire("variance.output", "shifted.x")
     d.wire("epsilon.output", "shifted.y")
-    d.add("Rsqrt", "inv_std", row=1)
+    d.add("Rsqrt", "inv_std", (6, 1))
     d.wire("shifted.z", "inv_std.x")
-    d.add("Multiply", "normalized")
+    d.add("Multiply", "normalized", (7, 0))
     d.wire("centred.z", "normalized.x")
     d.wire("inv_std.y", "normalized.y")
-    d.add("Variable", "gamma", {"shape": [dim("features")], "initializer": "ones",
-                                "trainable": param("scale")}, row=2)
-    d.add("Multiply", "scaled")
+    d.add("Variable", "gamma", (7, 2), {"shape": [dim("features")], "initializer": "ones",
+                                        "trainable": param("scale")})
+    d.add("Multiply", "scaled", (8, 0))
     d.wire("normalized.z", "scaled.x")
     d.wire("gamma.ref", "scaled.y")
-    d.add("Variable", "beta", {"shape": [dim("features")], "initializer": "zeros",
-                               "trainable": param("center")}, row=2)
-    d.add("Add", "offset")
+    d.add("Variable", "beta", (8, 2), {"shape": [dim("features")], "initializer": "zeros",
+                                       "trainable": param("center")})
+    d.add("Add", "offset", (9, 0))
     d.wire("scaled.z", "offset.x")
     d.wire("beta.ref", "offset.y")
-    d.output("offset.z", doc="[batch, features]")
+    d.output("offset.z", (10, 0), doc="[batch, features]")
     return d.comp
 
 
@@ -354,12 +355,12 @@ def embedding():
         Attr("input_dim", "int", 1000, min=1, doc="how many ids (the vocabulary's size)"),
         Attr("output_dim", "int", 16, min=1, doc="the size of each vector")])
     d.input("ids", None, dtype="any", doc="integer ids, any shape")
-    d.add("Variable", "embeddings", {"shape": [param("input_dim"), param("output_dim")],
-                                     "initializer": "random_uniform", "scale": 0.05, "seed": 1}, row=1)
-    d.add("Gather", "Gather", inputs={"axis": 0})
+    d.add("Variable", "embeddings", (0, 1), {"shape": [param("input_dim"), param("output_dim")],
+                                             "initializer": "random_uniform", "scale": 0.05, "seed": 1})
+    d.add("Gather", "Gather", (1, 0), inputs={"axis": 0})
     d.wire("embeddings.ref", "Gather.params")
     d.wire("ids.output", "Gather.indices")
-    d.output("Gather.output", doc="ids' shape + [output_dim]")
+    d.output("Gather.output", (2, 0), doc="ids' shape + [output_dim]")
     return d.comp
 
 

@@ -34,24 +34,28 @@ def new_layer(fn, name: str, doc: str, params: list[Attr]) -> "Diagram":
     return Diagram(comp)
 
 
+#: the grid the diagrams are drawn on (a block's position is column · DX, row · DY)
+DX, DY = 200.0, 120.0
+
+
 class Diagram:
-    """Adds blocks to a composite's page at columns left to right (``row`` moves one down)."""
+    """Adds blocks to a composite's page at grid cells ``at=(column, row)``."""
 
     def __init__(self, comp: Composite):
-        self.comp, self.page, self.column = comp, comp.page, 0
+        self.comp, self.page = comp, comp.page
 
-    def add(self, block: str, id: str, attrs: dict | None = None, inputs: dict | None = None,
-            row: int = 0, label: str = "") -> str:
+    def add(self, block: str, id: str, at, attrs: dict | None = None, inputs: dict | None = None,
+            label: str = "") -> str:
+        col, row = at
         self.page.add_node(block, id=id, attrs=attrs, inputs=inputs, label=label,
-                           position=(40 + 180 * self.column, 60 + 110 * row))
-        self.column += 1
+                           position=(40 + DX * col, 40 + DY * row))
         return id
 
-    def input(self, name: str, shape, dtype: str = "float32", doc: str = "", row: int = 0) -> str:
-        return self.add("Input", name, {"name": name, "dtype": dtype, "shape": shape, "doc": doc}, row=row)
+    def input(self, name: str, shape, dtype: str = "float32", doc: str = "", at=(0, 0)) -> str:
+        return self.add("Input", name, at, {"name": name, "dtype": dtype, "shape": shape, "doc": doc})
 
-    def output(self, src: str, name: str = "y", doc: str = "") -> str:
-        self.add("Output", name, {"name": name, "doc": doc})
+    def output(self, src: str, at, name: str = "y", doc: str = "") -> str:
+        self.add("Output", name, at, {"name": name, "doc": doc})
         self.wire(src, f"{name}.input")
         return name
 
