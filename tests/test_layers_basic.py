@@ -303,3 +303,36 @@ def test_swish_and_linear():
     act = default_registry()["Activation"]
     np.testing.assert_allclose(act.forward(x, kind="swish"), x / (1 + np.exp(-x)), rtol=1e-6)
     np.testing.assert_array_equal(act.forward(x, kind="linear"), x)
+
+
+# ---------------------------------------------------------------------------------------- the learning phase
+
+def test_blockflow_run_split_sets_the_learning_phase(tmp_path, capsys):
+    """`blockflow run` trains by default and infers with --split test (the phase Dropout and
+    BatchNormalization ask)."""
+    import json
+
+    from blockflow.cli.entry import main
+    from blockflow.io.project_io import save_project
+    from blockflow.project import Project
+
+    project = Project()
+    page = project.add_page("main")
+    page.add_node("LearningPhase", id="phase")
+    page.add_node("Placeholder", id="x", attrs={"dtype": "float32", "shape": [200]})
+    page.feeds["x"] = np.ones(200, np.float32)
+    page.add_node("Dropout", id="drop", attrs={"rate": 0.5, "seed": 1})
+    page.add_node("Select", id="y")
+    page.connect("x", "output", "drop", "x")
+    page.connect("phase", "training", "y", "condition")
+    page.connect("drop", "output", "y", "t")
+    page.connect("x", "output", "y", "e")
+    path = tmp_path / "phase.bflow.json"
+    save_project(project, path)
+    for split, training in (("train", True), ("test", False), ("all", False)):
+        args = [str(path), "--forward-only", "--json", "--all-values"] + (["--split", split] if split != "train" else [])
+        assert main(["run", *args]) == 0
+        values = json.loads(capsys.readouterr().out)["values"]
+        assert values["phase:training"]["data"] is training
+        y = np.array(values["y:output"]["data"])
+        assert (np.count_nonzero(y == 0) > 50) if training else np.all(y == 1)

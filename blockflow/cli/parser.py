@@ -11,6 +11,7 @@ from blockflow.cli.cmd_layers import cmd_layers
 from blockflow.cli.cmd_run import cmd_run
 from blockflow.cli.cmd_train import cmd_train
 from blockflow.cli.exits import EXIT_CODES
+from blockflow.datafiles import SPLITS
 from blockflow.run.settings import OPTIMIZERS
 
 
@@ -42,6 +43,9 @@ def _add_run(sub) -> None:
     p.add_argument("--grad", metavar="NODE[:PORT]", help="gradient target (default: the page's loss)")
     p.add_argument("--grad-seed", metavar="VALUE", help="cotangent for a non-scalar target (.npy/.csv/JSON)")
     p.add_argument("--forward-only", action="store_true", help="no backward pass")
+    p.add_argument("--split", choices=SPLITS, default="train",
+                   help="the data part dataset blocks give, and the learning phase: train (default) "
+                        "trains (Dropout drops, BatchNormalization uses the batch); test and all infer")
     p.add_argument("--json", action="store_true", help="machine-readable output of values and gradients")
     p.add_argument("--all-values", action="store_true",
                    help=f"with --json, every value of arrays of more than {JSON_FULL_VALUES:,} values "
