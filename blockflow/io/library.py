@@ -18,18 +18,17 @@ Qt-free; the editor runs the same plans through its undoable commands.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 
 from blockflow.composite import (Composite, block_name, composite_name, insert_composite, instances_of,
                                  replace_composite, uses)
 from blockflow.errors import ProjectError
 from blockflow.project import UNSET, Project
+from blockflow.registry import LAYERS_ENTRY_POINT_GROUP, layer_files
 
-__all__ = ["ENTRY_POINT_GROUP", "LIBRARY_NAME", "LayerInfo", "Library", "LibraryError", "default_library",
+__all__ = ["LAYERS_ENTRY_POINT_GROUP", "LIBRARY_NAME", "LayerInfo", "Library", "LibraryError", "default_library",
            "insert_plan", "insert_layer", "outdated", "update_plan", "update_layer"]
 
-ENTRY_POINT_GROUP = "blockflow.layers"
 #: the ``library`` of the origin of blockflow's own layers
 LIBRARY_NAME = "blockflow"
 #: the order categories are listed in (others follow, by name)
@@ -103,13 +102,12 @@ def default_library(read=None) -> Library:
     if read is None:
         from blockflow.io.project_io import load_library as read
     entries = []
-    for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
-        for path in ep.load()():
-            try:
-                comps, meta = read(Path(path))
-            except (OSError, ValueError) as exc:
-                raise LibraryError(f"layer file {Path(path).name} ({ep.name}): {exc}") from None
-            entries.append((str((meta or {}).get("category", "other")), comps))
+    for package, path in layer_files():
+        try:
+            comps, meta = read(path)
+        except (OSError, ValueError) as exc:
+            raise LibraryError(f"layer file {path.name} (of {package}): {exc}") from None
+        entries.append((str((meta or {}).get("category", "other")), comps))
     return Library.from_composites(entries)
 
 
