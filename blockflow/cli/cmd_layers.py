@@ -86,11 +86,9 @@ def _layer_section(info, comps) -> list:
     ports = [(n.attrs.get("name"), n) for n in page.nodes.values() if n.block in (INPUT_BLOCK, OUTPUT_BLOCK)]
     out += ["| port | direction | dtype | shape | notes |", "|---|---|---|---|---|"]
     for name, n in ports:
-        if n.block == INPUT_BLOCK:
-            out.append(f"| `{name}` | input | {n.attrs.get('dtype', 'float32')} | "
-                       f"{_value(n.attrs.get('shape'))} | {n.attrs.get('doc', '')} |")
-        else:
-            out.append(f"| `{name}` | output | | | {n.attrs.get('doc', '')} |")
+        way, dtype = ("input", "float32") if n.block == INPUT_BLOCK else ("output", "any")
+        out.append(f"| `{name}` | {way} | {n.attrs.get('dtype', dtype)} | {_value(n.attrs.get('shape'))} | "
+                   f"{n.attrs.get('doc', '')} |")
     out += ["", "Blocks inside:", "", "| block | type | settings |", "|---|---|---|"]
     for nid, n in page.nodes.items():
         if n.block in (INPUT_BLOCK, OUTPUT_BLOCK):

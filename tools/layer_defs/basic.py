@@ -58,7 +58,8 @@ def dense():
     d.add("MatMul", "MatMul", (1, 0))
     d.wire("x.output", "MatMul.a")
     d.wire("kernel.ref", "MatMul.b")
-    d.output(_bias_and_activation(d, "MatMul.product", "units", 1), (5, 0), doc="[batch, units]")
+    d.output(_bias_and_activation(d, "MatMul.product", "units", 1), (5, 0), doc="[batch, units]",
+             shape=["batch", param("units")])
     return d.comp
 
 
@@ -87,7 +88,8 @@ def conv2d():
     d.add("Conv2D", "Conv2D", (1, 0), {"strides": [1, s, s, 1], "padding": param("padding")})
     d.wire("x.output", "Conv2D.input")
     d.wire("kernel.ref", "Conv2D.filter")
-    d.output(_bias_and_activation(d, "Conv2D.output", "filters", 1), (5, 0), doc="[batch, out_height, out_width, filters]")
+    d.output(_bias_and_activation(d, "Conv2D.output", "filters", 1), (5, 0), doc="[batch, out_height, out_width, filters]",
+             shape=["batch", -1, -1, param("filters")])
     return d.comp
 
 
@@ -119,7 +121,7 @@ def conv2d_transpose():
     d.wire("kernel.ref", "Conv2DTranspose.filter")
     d.wire("x.output", "Conv2DTranspose.out_backprop")
     d.output(_bias_and_activation(d, "Conv2DTranspose.output", "filters", 5), (9, 0),
-             doc="[batch, height·strides, width·strides, filters]")
+             doc="[batch, height·strides, width·strides, filters]", shape=["batch", -1, -1, param("filters")])
     return d.comp
 
 
@@ -135,7 +137,8 @@ def _pooling(fn, name: str, block: str, port: str, what: str):
     p, s = param("pool_size"), param("strides")
     d.add(block, block, (1, 0), {"ksize": [1, p, p, 1], "strides": [1, s, s, 1], "padding": param("padding")})
     d.wire("x.output", f"{block}.{port}")
-    d.output(f"{block}.output", (2, 0), doc="[batch, out_height, out_width, channels]")
+    d.output(f"{block}.output", (2, 0), doc="[batch, out_height, out_width, channels]",
+             shape=["batch", -1, -1, "channels"])
     return d.comp
 
 
@@ -158,7 +161,7 @@ def global_average_pooling2d():
     d.input("x", _IMAGE, doc=_IMAGE_DOC)
     d.add("Mean", "Mean", (1, 0), inputs={"axis": [1, 2]})
     d.wire("x.output", "Mean.input")
-    d.output("Mean.output", (2, 0), doc="[batch, channels]")
+    d.output("Mean.output", (2, 0), doc="[batch, channels]", shape=["batch", "channels"])
     return d.comp
 
 
@@ -185,7 +188,7 @@ def flatten():
     d.add("Reshape", "Reshape", (4, 0))
     d.wire("x.output", "Reshape.tensor")
     d.wire("shape.output", "Reshape.shape")
-    d.output("Reshape.output", (5, 0), doc="[batch, height·width·channels]")
+    d.output("Reshape.output", (5, 0), doc="[batch, height·width·channels]", shape=["batch", -1])
     return d.comp
 
 
@@ -208,7 +211,7 @@ def dropout():
     d.wire("phase.training", "Select.condition")
     d.wire("Dropout.output", "Select.t")
     d.wire("x.output", "Select.e")
-    d.output("Select.output", (3, 0), doc="x's shape")
+    d.output("Select.output", (3, 0), doc="x's shape", dtype="any")
     return d.comp
 
 
@@ -285,7 +288,7 @@ def _batch_norm(fn, name: str, images: bool):
         d.wire(out, "to_rows.tensor")
         d.wire("as_rows.output", "to_rows.shape")
         out = "to_rows.output"
-    d.output(out, (6, 0), doc="x's shape")
+    d.output(out, (6, 0), doc="x's shape", shape=shape)
     d.add("Const", "momentum", (3, 5.4), {"value": param("momentum"), "dtype": "float32"})
     _moving_update(d, "mean", "train_bn.batch_mean", 3)
     _moving_update(d, "variance", "train_bn.batch_variance", 4.2)
@@ -341,7 +344,7 @@ def layer_normalization():
     d.add("Add", "offset", (9, 0))
     d.wire("scaled.z", "offset.x")
     d.wire("beta.ref", "offset.y")
-    d.output("offset.z", (10, 0), doc="[batch, features]")
+    d.output("offset.z", (10, 0), doc="[batch, features]", shape=["batch", "features"])
     return d.comp
 
 

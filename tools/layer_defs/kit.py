@@ -54,8 +54,9 @@ class Diagram:
     def input(self, name: str, shape, dtype: str = "float32", doc: str = "", at=(0, 0)) -> str:
         return self.add("Input", name, at, {"name": name, "dtype": dtype, "shape": shape, "doc": doc})
 
-    def output(self, src: str, at, name: str = "y", doc: str = "") -> str:
-        self.add("Output", name, at, {"name": name, "doc": doc})
+    def output(self, src: str, at, name: str = "y", doc: str = "", shape=None, dtype: str = "float32") -> str:
+        """An Output port, its dtype and shape checked (``shape`` None: any)."""
+        self.add("Output", name, at, {"name": name, "dtype": dtype, "shape": shape, "doc": doc})
         self.wire(src, f"{name}.input")
         return name
 
