@@ -336,3 +336,50 @@ def test_blockflow_run_split_sets_the_learning_phase(tmp_path, capsys):
         assert values["phase:training"]["data"] is training
         y = np.array(values["y:output"]["data"])
         assert (np.count_nonzero(y == 0) > 50) if training else np.all(y == 1)
+
+
+# ---------------------------------------------------------------------------------------- together
+
+def test_a_classifier_of_library_layers_trains_and_evaluates_in_inference():
+    """Dense -> BatchNormalization -> Dropout -> Dense on blobs: training reaches a high test
+    accuracy, evaluated with the moving statistics and no dropout."""
+    from blockflow.composite import block_name
+    from blockflow.project import Project
+
+    project = Project()
+    for name in ("Dense", "BatchNormalization", "Dropout"):
+        comp = LAYERS[name]()
+        project.composites[comp.name] = comp
+    page = project.add_page("main")
+    page.add_node("MakeBlobs", id="data", attrs={"n": 300, "classes": 3, "dims": 4, "spread": 1.5,
+                                                  "batch_size": 30, "seed": 2})
+    page.add_node(block_name("Dense"), id="hidden", attrs={"units": 16, "activation": "relu"})
+    page.add_node(block_name("BatchNormalization"), id="bn", attrs={"momentum": 0.8})
+    page.add_node(block_name("Dropout"), id="drop", attrs={"rate": 0.2, "seed": 4})
+    page.add_node(block_name("Dense"), id="logits", attrs={"units": 3})
+    page.add_node("SparseSoftmaxCrossEntropyWithLogits", id="xent")
+    page.add_node("Mean", id="loss")
+    page.add_node("InTopK", id="hit", inputs={"k": 1})
+    page.add_node("Cast", id="hits", attrs={"DstT": "float32"})
+    page.add_node("Mean", id="acc")
+    for src, dst in (("data:features", "hidden:x"), ("hidden:y", "bn:x"), ("bn:y", "drop:x"), ("drop:y", "logits:x"),
+                     ("logits:y", "xent:features"), ("data:labels", "xent:labels"), ("xent:loss", "loss:input"),
+                     ("logits:y", "hit:predictions"), ("data:labels", "hit:targets"), ("hit:precision", "hits:x"),
+                     ("hits:y", "acc:input")):
+        (s, sp), (d, dp) = src.split(":"), dst.split(":")
+        page.connect(s, sp, d, dp)
+    page.loss, page.metrics = "loss", ["acc"]
+    program = compile_project(project, "main")
+    program.raise_for_errors()
+    trainer = Trainer(program, TrainConfig(steps=120, optimizer="adam", hyper={"lr": 0.02}, seed=3, eval_every=0,
+                                           metrics=["acc"]))
+    trainer.train()
+    evaluation = trainer.evaluate("test")
+    assert evaluation["acc:output"] >= 0.9
+    moving = trainer.state_updates()["bn/moving_mean"]["value"]
+    assert np.abs(moving).max() > 0.1   # the steps moved the statistics away from their start
+    # what training leaves goes into the instances' state, from where a new compile reads it
+    page.apply_state(trainer.state_updates())
+    again = compile_project(project, "main")
+    r = run(again, fetch=["acc"], split="test")
+    assert r.value("acc") >= 0.9
