@@ -59,6 +59,11 @@ def layers_markdown(library) -> str:
            "composite block: inserting one copies its definition into the project (see",
            "[composites.md](composites.md)). In the tables of blocks inside, `‹name›` is the value of",
            "parameter *name*, and a bare dimension name is the size the instance's input gives it.", "",
+           "**Training and inference.** Layers that behave differently (Dropout, the batch normalizations)",
+           "ask the `LearningPhase` block: a run that reads the *train* split trains (every training step,",
+           "a Run in the editor, `blockflow run`); one that reads *test* or *all* infers (a training's test",
+           "evaluations, `blockflow run --split test`). State a layer updates while training (moving",
+           "statistics) is kept in its instance's state, saved with the project.", "",
            f"{len(infos)} layers.", ""]
     category = None
     for info in infos:
