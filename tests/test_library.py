@@ -14,8 +14,10 @@ import make_layers
 from blockflow.cli.cmd_layers import cmd_layers, layers_markdown
 from blockflow.compile.compiler import compile_project
 from blockflow.composite import block_name
-from blockflow.io.library import Library, LibraryError, insert_layer, outdated, update_layer, update_plan
+from blockflow.io.library import (Library, LibraryError, default_library, insert_layer, outdated, update_layer,
+                                  update_plan)
 from blockflow.project import Project
+from blockflow.registry import default_registry
 from blockflow.spec import Attr
 from blockflow_blocks import layer_files
 
@@ -117,10 +119,48 @@ def test_cli_lists_the_layers(library, capsys):
 
 def test_docs_layers_md_is_up_to_date(library):
     committed = (ROOT / "docs" / "layers.md").read_text(encoding="utf-8")
-    assert committed == layers_markdown(library), (
+    assert committed == layers_markdown(library, default_registry()), (
         "docs/layers.md is stale: run blockflow layers --markdown --output docs/layers.md")
 
 
-def test_layer_files_entry_point_lists_the_shipped_files():
+def test_layer_files_entry_point_lists_the_shipped_files(entries):
     files = layer_files()
-    assert all(p.name.endswith(".bflow.json") and p.parent.name == "layers" for p in files)
+    assert sorted(p.name for p in files) == sorted(f"{next(iter(c))}.bflow.json" for _, c in entries)
+    assert all(p.parent.name == "layers" and p.parent.parent.name == "blocks" for p in files)
+
+
+def test_the_committed_layer_files_are_what_make_layers_writes():
+    assert make_layers.main(["--check"]) == 0, "blocks/layers/ is stale: run python tools/make_layers.py"
+
+
+def test_the_installed_library_reads_the_layer_files(entries):
+    """default_library follows the blockflow.layers entry point to the files: each layer reads
+    back equal to its definition, with its category."""
+    library = default_library()
+    assert [i.name for i in library.layers()] == [i.name for i in Library.from_composites(entries).layers()]
+    for category, comps in entries:
+        name = next(iter(comps))
+        assert library.info(name).category == category
+        assert library.load(name) == comps
+
+
+def test_blockflow_layers_prints_the_reference(capsys):
+    from blockflow.cli.entry import main
+
+    assert main(["layers", "--markdown"]) == 0
+    assert capsys.readouterr().out == (ROOT / "docs" / "layers.md").read_text(encoding="utf-8")
+    assert main(["layers"]) == 0
+    assert "Dense" in capsys.readouterr().out
+    assert main(["layers", "--output", "x.md"]) == 2
+    assert "give --markdown too" in capsys.readouterr().err
+
+
+def test_a_broken_layer_file_is_named(tmp_path):
+    bad = tmp_path / "Bad.bflow.json"
+    bad.write_text("{not json", encoding="utf-8")
+
+    def read(path):
+        from blockflow.io.project_io import load_library
+        return load_library(bad)
+    with pytest.raises(LibraryError, match="layer file"):
+        default_library(read=read)

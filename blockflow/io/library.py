@@ -22,7 +22,7 @@ from pathlib import Path
 
 from blockflow.composite import (Composite, block_name, composite_name, insert_composite, instances_of,
                                  replace_composite, uses)
-from blockflow.errors import ProjectError
+from blockflow.errors import ProjectError, ProjectFileError
 from blockflow.project import UNSET, Project
 from blockflow.registry import LAYERS_ENTRY_POINT_GROUP, layer_files
 
@@ -105,7 +105,7 @@ def default_library(read=None) -> Library:
     for package, path in layer_files():
         try:
             comps, meta = read(path)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, ProjectFileError) as exc:
             raise LibraryError(f"layer file {path.name} (of {package}): {exc}") from None
         entries.append((str((meta or {}).get("category", "other")), comps))
     return Library.from_composites(entries)
