@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import layer_kit  # noqa: F401  (puts tools/ on the path)
