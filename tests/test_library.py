@@ -163,3 +163,19 @@ def test_a_broken_layer_file_is_named(tmp_path):
         return load_library(bad)
     with pytest.raises(LibraryError, match="layer file"):
         default_library(read=read)
+
+
+def test_make_layers_asks_for_a_version_bump_when_a_definition_changes(tmp_path, entries):
+    from blockflow.io.project_io import save_library
+
+    _, comps = next((c, d) for c, d in entries if "Dense" in d)
+    old, new = tmp_path / "old", tmp_path / "new"
+    old.mkdir(), new.mkdir()
+    save_library(old / "Dense.bflow.json", comps, {"category": "core"})
+    changed = {k: c.copy() for k, c in comps.items()}
+    changed["Dense"].doc += " Changed."
+    save_library(new / "Dense.bflow.json", changed, {"category": "core"})
+    assert "raising Dense's version" in make_layers._unbumped(new / "Dense.bflow.json", old / "Dense.bflow.json")
+    changed["Dense"].origin = dict(changed["Dense"].origin, version=changed["Dense"].origin["version"] + 1)
+    save_library(new / "Dense.bflow.json", changed, {"category": "core"})
+    assert make_layers._unbumped(new / "Dense.bflow.json", old / "Dense.bflow.json") == ""

@@ -84,11 +84,28 @@ def main(argv=None) -> int:
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         fresh = {p.name: p.read_bytes() for p in write(Path(tmp))}
+        changed = {p.name: _unbumped(p, LAYER_DIR / p.name) for p in Path(tmp).glob("*.bflow.json")}
     committed = {p.name: p.read_bytes() for p in LAYER_DIR.glob("*.bflow.json")}
     bad = sorted(n for n in fresh.keys() | committed.keys() if fresh.get(n) != committed.get(n))
     for name in bad:
-        print(f"blocks/layers/{name} is stale: run python tools/make_layers.py", file=sys.stderr)
+        print(f"blocks/layers/{name} is stale: run python tools/make_layers.py{changed.get(name) or ''}",
+              file=sys.stderr)
     return 1 if bad else 0
+
+
+def _unbumped(fresh: Path, committed: Path) -> str:
+    """A note when the layer's definition changed but its version did not (a project that
+    embeds the old definition could not tell the new one is newer); "" otherwise."""
+    from blockflow.io.project_io import load_library
+
+    if not committed.is_file():
+        return ""
+    new, _ = load_library(fresh)
+    old, _ = load_library(committed)
+    name = fresh.name.removesuffix(".bflow.json")
+    if new == old or new[name].origin.get("version") != old[name].origin.get("version"):
+        return ""
+    return f", after raising {name}'s version (its definition changed)"
 
 
 if __name__ == "__main__":
