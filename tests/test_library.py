@@ -179,3 +179,17 @@ def test_make_layers_asks_for_a_version_bump_when_a_definition_changes(tmp_path,
     changed["Dense"].origin = dict(changed["Dense"].origin, version=changed["Dense"].origin["version"] + 1)
     save_library(new / "Dense.bflow.json", changed, {"category": "core"})
     assert make_layers._unbumped(new / "Dense.bflow.json", old / "Dense.bflow.json") == ""
+
+
+def test_update_of_a_renamed_copy_keeps_its_name(library):
+    project = Project()
+    insert_layer(project, library, "Dense")
+    project.composites["Dense"].doc = "my own Dense"
+    name, _ = insert_layer(project, library, "Dense")
+    assert name == "Dense_2"
+    project.composites["Dense_2"].origin = dict(project.composites["Dense_2"].origin, version=0)
+    assert outdated(project, library) == [("Dense_2", 0, library.info("Dense").version)]
+    update_layer(project, library, "Dense_2")
+    comp = project.composites["Dense_2"]
+    assert comp.name == "Dense_2" and comp.page.name == "@Dense_2" and comp.origin["version"] >= 1
+    assert project.composites["Dense"].doc == "my own Dense"
