@@ -30,11 +30,12 @@ def cmd_layers(args, library=None) -> int:
             sys.stdout.write(text)
         return EXIT_OK
     category = None
+    width = max((len(i.name) for i in library.layers()), default=0) + 1
     for info in library.layers():
         if info.category != category:
             category = info.category
             print(category)
-        print(f"  {info.name:<24} v{info.version:<3} {for_terminal(info.summary)}")
+        print(f"  {info.name:<{width}} v{info.version:<3} {for_terminal(info.summary)}")
     print(f"{len(library.layers())} layers")
     return EXIT_OK
 
@@ -106,7 +107,10 @@ def _layer_section(info, comps, registry) -> list:
             continue
         kind = f"composite {composite_name(n.block)}" if composite_name(n.block) else n.block
         settings = ", ".join(f"{k}={_value(v)}" for k, v in _ordered(n.attrs, registry.get(n.block)))
-        settings += "".join(f", {k}={_value(v.tolist())} (inline)" for k, v in n.inputs.items())
+        spec = registry.get(n.block)
+        order = {p.name: i for i, p in enumerate(spec.inputs)} if spec is not None else {}
+        inline = sorted(n.inputs.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0]))
+        settings += "".join(f", {k}={_value(v.tolist())} (inline)" for k, v in inline)
         out.append(f"| `{nid}` | {kind} | {settings.lstrip(', ')} |")
     out.append("")
     return out

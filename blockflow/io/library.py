@@ -17,6 +17,7 @@ Qt-free; the editor runs the same plans through its undoable commands.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,9 @@ __all__ = ["LAYERS_ENTRY_POINT_GROUP", "LIBRARY_NAME", "LayerInfo", "Library", "
 
 #: the ``library`` of the origin of blockflow's own layers
 LIBRARY_NAME = "blockflow"
+#: the longest summary of a layer in a list
+SUMMARY_CHARS = 100
+_SENTENCE_END = re.compile(r"\.\s+(?=[A-Z])")
 #: the order categories are listed in (others follow, by name)
 CATEGORIES = ("core", "convolution", "pooling", "reshaping", "regularization", "normalization", "embedding",
               "recurrent", "attention", "residual", "losses")
@@ -51,7 +55,11 @@ class LayerInfo:
 
     @property
     def summary(self) -> str:
-        return self.doc.strip().split("\n", 1)[0]
+        """The doc's first sentence (cut at SUMMARY_CHARS), for one line of a list."""
+        first = self.doc.strip().split("\n", 1)[0]
+        end = _SENTENCE_END.search(first)
+        first = first[:end.start() + 1] if end else first
+        return first if len(first) <= SUMMARY_CHARS else first[:SUMMARY_CHARS - 1].rstrip() + "…"
 
 
 class Library:
