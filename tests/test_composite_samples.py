@@ -112,6 +112,21 @@ def trained(name: str, page: str, steps: int | None = None):
     return _cache[key]
 
 
+def test_the_samples_layers_are_the_library_s_embedded_with_their_origin():
+    from blockflow.io.library import default_library
+
+    library = default_library()
+    for name, own in (("fgsm_adversarial_training", {"MLP"}), ("digits_cnn", set()),
+                      ("vanishing_gradients", set()), ("reverse_attention", set())):
+        project = load(name)
+        assert set(project.composites) - own, name
+        for cname, comp in project.composites.items():
+            if cname in own:
+                assert comp.origin is None
+                continue
+            assert comp.origin == {"library": "blockflow", "name": cname, "version": library.info(cname).version}
+
+
 # ------------------------------------------------------------------------------ digits_cnn
 def test_digits_cnn_is_built_from_layer_composites():
     project = load("digits_cnn")

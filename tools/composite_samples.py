@@ -1,9 +1,9 @@
 """Issue 14's samples, built from composites: the digits CNN, vanishing gradients and a tiny
 attention model (the FGSM sample's MLP is here too). tools/make_samples.py writes them.
 
-The layers are the project's own composites until the layer library ships them; each has the
-library layer's name, ports (x -> y), parameters and Variable names, so that a saved sample reads
-the same either way.
+The layers come from the layer library (blocks/layers, blockflow.io.library): inserting one
+embeds its definition in the sample with its origin, as the editor's palette does, so a sample
+runs the same whatever later versions of the library ship.
 """
 from __future__ import annotations
 
@@ -37,21 +37,16 @@ def P(name: str) -> dict:
     return {"$param": name}
 
 
-def D(name: str) -> dict:
-    return {"$dim": name}
-
-
 # ------------------------------------------------------------------------------------ layers
-def library_layer(name: str) -> Composite:
-    """The layer library's composite ``name`` as the library ships it (its ``origin`` names the
-    library and the layer's version): the definition a project embeds when the layer is inserted."""
-    from layer_defs import sequence
+def use_layers(project: Project, *names: str) -> None:
+    """Insert the library's layers ``names`` into ``project`` under their own names."""
+    from blockflow.io.library import default_library, insert_layer
 
-    for builder in sequence.LAYERS:
-        comp = builder()
-        if comp.name == name:
-            return comp
-    raise KeyError(f"the layer library has no layer '{name}'")
+    library = default_library()
+    for name in names:
+        inserted, _ = insert_layer(project, library, name)
+        if inserted != name:       # a sample is built from scratch: no name is taken
+            raise RuntimeError(f"layer {name} went in as {inserted}")
 
 
 def _input(p: Page, shape, at=(0, 0), name: str = "x", doc: str = "") -> None:
@@ -62,53 +57,18 @@ def _output(p: Page, src: str, at, name: str = "y", doc: str = "") -> None:
     add(p, "Output", name, at, attrs={"name": name, "doc": doc}, wires={"input": src})
 
 
-def dense_layer() -> Composite:
-    """x [batch, features] -> y = x @ kernel + bias (kernel glorot_uniform)."""
-    comp = Composite("Dense", doc="A fully connected layer without activation: y = x @ kernel + bias.",
-                     params=[Attr("units", "int", 32, min=1, doc="output features")])
-    p = comp.page
-    _input(p, ["batch", "features"], doc="[batch, features]")
-    add(p, "Variable", "kernel", (0, 1), attrs={"shape": [D("features"), P("units")],
-                                                "initializer": "glorot_uniform", "seed": 1})
-    add(p, "MatMul", "MatMul", (1, 0), wires={"a": "x.output", "b": "kernel.ref"})
-    add(p, "Variable", "bias", (1, 1), attrs={"shape": [P("units")], "initializer": "zeros"})
-    add(p, "BiasAdd", "BiasAdd", (2, 0), wires={"value": "MatMul.product", "bias": "bias.ref"})
-    _output(p, "BiasAdd.output", (3, 0), doc="[batch, units]")
-    return comp
-
-
-def conv2d_layer() -> Composite:
-    """x [batch, height, width, channels] -> y = relu(conv(x, kernel) + bias), SAME padding."""
-    comp = Composite("Conv2D", doc="A 2-D convolution layer: y = relu(conv2d(x, kernel) + bias), stride 1, "
-                                   "SAME padding (the output keeps the input's height and width).",
-                     params=[Attr("filters", "int", 32, min=1, doc="output channels"),
-                             Attr("kernel_size", "int", 3, min=1, doc="the square kernel's height and width")])
-    p = comp.page
-    _input(p, ["batch", "height", "width", "channels"], doc="images, NHWC")
-    add(p, "Variable", "kernel", (0, 1), attrs={
-        "shape": [P("kernel_size"), P("kernel_size"), D("channels"), P("filters")],
-        "initializer": "glorot_uniform", "seed": 1})
-    add(p, "Conv2D", "Conv2D", (1, 0), attrs={"padding": "SAME"}, wires={"input": "x.output", "filter": "kernel.ref"})
-    add(p, "Variable", "bias", (1, 1), attrs={"shape": [P("filters")], "initializer": "zeros"})
-    add(p, "BiasAdd", "BiasAdd", (2, 0), wires={"value": "Conv2D.output", "bias": "bias.ref"})
-    add(p, "Relu", "relu", (3, 0), wires={"features": "BiasAdd.output"})
-    _output(p, "relu.activations", (4, 0), doc="[batch, height, width, filters]")
-    return comp
-
-
 def mlp_composite(hidden: int) -> Composite:
-    """The moons classifier as one composite of two Dense layers: logits = Dense(Tanh(Dense(x)))."""
-    comp = Composite("MLP", doc="A one-hidden-layer perceptron: logits = Dense_classes(Tanh(Dense_hidden(x))).",
+    """The moons classifier as one composite of two library Dense layers: logits = Dense(tanh Dense(x))."""
+    comp = Composite("MLP", doc="A one-hidden-layer perceptron: logits = Dense_classes(tanh(Dense_hidden(x))).",
                      params=[Attr("hidden", "int", hidden, min=1, doc="hidden tanh units"),
                              Attr("classes", "int", 2, min=1, doc="output logits")])
     p = comp.page
     _input(p, ["batch", "features"], doc="[batch, features]")
-    add(p, "@Dense", "hidden_layer", (1, 0), label="Dense (hidden)", attrs={"units": P("hidden")},
-        wires={"x": "x.output"})
-    add(p, "Tanh", "hidden", (2, 0), label="tanh", wires={"x": "hidden_layer.y"})
-    add(p, "@Dense", "output_layer", (3, 0), label="Dense (logits)", attrs={"units": P("classes")},
-        wires={"x": "hidden.y"})
-    _output(p, "output_layer.y", (4, 0), name="logits", doc="[batch, classes]")
+    add(p, "@Dense", "hidden_layer", (1, 0), label="Dense (hidden, tanh)",
+        attrs={"units": P("hidden"), "activation": "tanh"}, wires={"x": "x.output"})
+    add(p, "@Dense", "output_layer", (2, 0), label="Dense (logits)", attrs={"units": P("classes")},
+        wires={"x": "hidden_layer.y"})
+    _output(p, "output_layer.y", (3, 0), name="logits", doc="[batch, classes]")
     return comp
 
 
@@ -138,9 +98,7 @@ def digits_cnn() -> Project:
                        "10 classes): two Conv2D layers with max pooling, Flatten, Dense; test accuracy above 95 %.",
         "training": {"cnn": dict(settings)},
     })
-    project.composites["Conv2D"] = conv2d_layer()
-    project.composites["Dense"] = dense_layer()
-    project.composites["SparseSoftmaxCrossEntropy"] = library_layer("SparseSoftmaxCrossEntropy")
+    use_layers(project, "Conv2D", "MaxPooling2D", "Flatten", "Dense", "SparseSoftmaxCrossEntropy")
     page = project.add_page("cnn")
     page.text = text(
         "A convolutional network on real images: the 8x8 handwritten digits that scikit-learn ships "
@@ -148,9 +106,10 @@ def digits_cnn() -> Project:
         "installed package (nothing is stored with the project; pip install 'blockflow[datasets]' if "
         "scikit-learn is missing), holds out a quarter as the test part (450 images, a seeded split) and "
         "scales the pixels to 0..1.",
-        "The model is built from layers, each a composite (double-click one to see its blocks): "
-        "Conv2D (16 filters of 3x3, relu) keeps the 8x8 size, MaxPool halves it to 4x4, a second Conv2D "
-        "(32 filters) and MaxPool give 2x2x32, Flatten makes 128 features and Dense gives the 10 logits. "
+        "The model is built from the layer library's layers, each a composite (double-click one to see its "
+        "blocks): Conv2D (16 filters of 3x3, relu) keeps the 8x8 size, MaxPooling2D halves it to 4x4, a "
+        "second Conv2D (32 filters) and MaxPooling2D give 2x2x32, Flatten makes 128 features and Dense "
+        "gives the 10 logits. "
         "The loss is the mean softmax cross-entropy (the library's SparseSoftmaxCrossEntropy); accuracy "
         "is plotted.",
         "What to look at: after a backward run (Run > Backward) the wires show the gradient reaching "
@@ -158,16 +117,15 @@ def digits_cnn() -> Project:
         "Train it: blockflow train sample_projects/digits_cnn.bflow.json --eval-every 400 (Adam, lr 0.005, "
         "1200 steps of 32 images, about 28 epochs). The test accuracy ends at 0.98.")
     add(page, "PackageDataset", "digits", (0, 1.2), label="8x8 digits (scikit-learn)", attrs=dict(DIGITS))
-    add(page, "@Conv2D", "conv1", (1.2, 0), label="Conv2D 16 3x3 relu", attrs={"filters": 16, "kernel_size": 3},
+    conv = {"kernel_size": 3, "padding": "SAME", "activation": "relu"}
+    add(page, "@Conv2D", "conv1", (1.2, 0), label="16 filters 3x3, relu", attrs={"filters": 16, **conv},
         wires={"x": "digits.features"})
-    add(page, "MaxPool", "pool1", (2.4, 0), label="max pool 2x2 → 4x4", wires={"input": "conv1.y"})
-    add(page, "@Conv2D", "conv2", (3.6, 0), label="Conv2D 32 3x3 relu", attrs={"filters": 32, "kernel_size": 3},
-        wires={"x": "pool1.output"})
-    add(page, "MaxPool", "pool2", (4.8, 0), label="max pool 2x2 → 2x2", wires={"input": "conv2.y"})
-    add(page, "Reshape", "flatten", (6, 0), label="flatten (128)", inputs={"shape": np.int32([-1, 128])},
-        wires={"tensor": "pool2.output"})
-    add(page, "@Dense", "logits", (7.2, 0), label="Dense 10 (logits)", attrs={"units": 10},
-        wires={"x": "flatten.output"})
+    add(page, "@MaxPooling2D", "pool1", (2.4, 0), label="2x2 → 4x4", wires={"x": "conv1.y"})
+    add(page, "@Conv2D", "conv2", (3.6, 0), label="32 filters 3x3, relu", attrs={"filters": 32, **conv},
+        wires={"x": "pool1.y"})
+    add(page, "@MaxPooling2D", "pool2", (4.8, 0), label="2x2 → 2x2", wires={"x": "conv2.y"})
+    add(page, "@Flatten", "flatten", (6, 0), label="128 features", wires={"x": "pool2.y"})
+    add(page, "@Dense", "logits", (7.2, 0), label="10 logits", attrs={"units": 10}, wires={"x": "flatten.y"})
     add(page, "@SparseSoftmaxCrossEntropy", "loss", (8.6, 1.2), label="loss: mean cross-entropy",
         wires={"logits": "logits.y", "labels": "digits.labels"})
     accuracy(page, "logits.y", "digits.labels", (8.4, 2.6))
@@ -219,7 +177,7 @@ def _vanishing_page(page: Page, kind: str) -> None:
 VANISHING_TEXTS = {
     "sigmoid": (
         "Vanishing gradients, for a class to see. The same network is drawn on three pages: ten Dense "
-        "layers of 16 units (each a composite: double-click one to open it) between the data (600 points "
+        "layers of 16 units (the layer library's Dense, a composite: double-click one to open it) between the data (600 points "
         "in four blobs, 16 features each) and a Dense layer giving four logits; only the activation "
         "between the layers changes. On this page it is the sigmoid.",
         "What to look at: Run > Backward and follow the wires from the loss back to the data. Each sigmoid "
@@ -259,30 +217,12 @@ def vanishing_gradients() -> Project:
                        "with ReLU it keeps more, with residual connections it flows to the first layer.",
         "training": {kind: dict(settings) for kind in ("sigmoid", "relu", "residual")},
     })
-    project.composites["Dense"] = dense_layer()
-    project.composites["ResidualDense"] = library_layer("ResidualDense")
-    project.composites["SparseSoftmaxCrossEntropy"] = library_layer("SparseSoftmaxCrossEntropy")
+    use_layers(project, "Dense", "ResidualDense", "SparseSoftmaxCrossEntropy")
     for kind in ("sigmoid", "relu", "residual"):
         page = project.add_page(kind)
         page.text = text(*VANISHING_TEXTS[kind])
         _vanishing_page(page, kind)
     return project
-
-
-def embedding_layer() -> Composite:
-    """ids -> embeddings[ids]: a lookup table of learned vectors."""
-    comp = Composite("Embedding", doc="A lookup table of learned vectors: y[..., :] = embeddings[ids[...], :], "
-                                      "embeddings [input_dim, output_dim] drawn uniformly from [-0.05, 0.05).",
-                     params=[Attr("input_dim", "int", 1000, min=1, doc="how many ids (the vocabulary's size)"),
-                             Attr("output_dim", "int", 16, min=1, doc="the size of each vector")])
-    p = comp.page
-    add(p, "Input", "ids", (0, 0), attrs={"name": "ids", "dtype": "any", "doc": "integer ids, any shape"})
-    add(p, "Variable", "embeddings", (0, 1), attrs={"shape": [P("input_dim"), P("output_dim")],
-                                                    "initializer": "random_uniform", "scale": 0.05, "seed": 1})
-    add(p, "Gather", "Gather", (1, 0), inputs={"axis": np.int32(0)},
-        wires={"params": "embeddings.ref", "indices": "ids.output"})
-    _output(p, "Gather.output", (2, 0), doc="ids' shape + [output_dim]")
-    return comp
 
 
 # --------------------------------------------------------------------------- reverse_attention
@@ -297,16 +237,14 @@ def reverse_attention() -> Project:
                        "position Embeddings, MultiHeadAttention, Dense; every step draws new sequences.",
         "training": {"reverse": dict(settings)},
     })
-    for comp in (embedding_layer(), library_layer("MultiHeadAttention"), dense_layer(),
-                 library_layer("SparseSoftmaxCrossEntropy")):
-        project.composites[comp.name] = comp
+    use_layers(project, "Embedding", "MultiHeadAttention", "Dense", "SparseSoftmaxCrossEntropy")
     page = project.add_page("reverse")
     page.text = text(
         f"A tiny attention model learns to reverse a sequence: given {SEQ} random digits such as 0 5 7 8 2 3, "
         "it must output 3 2 8 7 5 0. Every training step draws 64 new sequences (RandomUniform: its "
         "stream follows the step), so the model cannot memorise them; the accuracy plotted is on "
         "sequences it has never seen.",
-        f"The model is built from layers (composites; double-click one to open it). One Embedding turns "
+        f"The model is built from the layer library's layers (composites; double-click one to open it). One Embedding turns "
         f"each digit into a vector of {MODEL}, another gives each position its own vector, and their sum "
         "goes to MultiHeadAttention (self-attention: query, key and value are the same sequence; 2 heads "
         f"of 16). A Dense layer reads each position's result and gives {VOCAB} logits, one per digit; the "

@@ -17,7 +17,7 @@ import numpy as np
 from blockflow.project import Page, Project
 from blockflow.io.project_io import dumps_project
 
-from composite_samples import dense_layer, digits_cnn, mlp_composite, reverse_attention, vanishing_gradients
+from composite_samples import digits_cnn, mlp_composite, reverse_attention, use_layers, vanishing_gradients
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_projects"
@@ -426,7 +426,7 @@ def fgsm_adversarial_training() -> Project:
                        "examples only: robust accuracy compared.",
         "training": {"adversarial": dict(settings), "plain": dict(settings)},
     })
-    project.composites["Dense"] = dense_layer()
+    use_layers(project, "Dense")
     project.composites["MLP"] = mlp_composite(HIDDEN)
     page = project.add_page("adversarial")
     page.text = _text(
