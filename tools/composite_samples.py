@@ -115,7 +115,8 @@ def digits_cnn() -> Project:
         "What to look at: after a backward run (Run > Backward) the wires show the gradient reaching "
         "both Conv2D layers, and each layer's badge gives the gradient norm of its kernel and bias.",
         "Train it: blockflow train sample_projects/digits_cnn.bflow.json --eval-every 400 (Adam, lr 0.005, "
-        "1200 steps of 32 images, about 28 epochs). The test accuracy ends at 0.98.")
+        "1200 steps of 32 images, about 28 epochs, a few seconds). The test accuracy ends at 0.99 (444 of "
+        "the 449 held-out images).")
     add(page, "PackageDataset", "digits", (0, 1.2), label="8x8 digits (scikit-learn)", attrs=dict(DIGITS))
     conv = {"kernel_size": 3, "padding": "SAME", "activation": "relu"}
     add(page, "@Conv2D", "conv1", (1.2, 0), label="16 filters 3x3, relu", attrs={"filters": 16, **conv},
