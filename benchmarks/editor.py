@@ -4,7 +4,8 @@ flattened), opened and edited in the editor's Document and DiagramView, offscree
     QT_QPA_PLATFORM=offscreen python benchmarks/editor.py [--quick] [--instances N]
 
 Prints medians of:
-  open            Document + view of the page + first frame (the 1,004 drawn blocks), and the
+  open            the project file read, Document + view of the page + first frame (the 1,004
+                  drawn blocks; canvas.py's "load" for a raw page), and the
                   time until the page's program (its first compile, 20,004 flat blocks, off the
                   UI thread) is shown on the blocks
   enter           opening one instance (the definition's 20 blocks drawn with the host's values)
@@ -37,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from PySide6.QtGui import QFont  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
+from blockflow.io.project_io import dumps_project, loads_project  # noqa: E402
 from blockflow.registry import default_registry  # noqa: E402
 from composites import instances_project  # noqa: E402
 
@@ -98,10 +100,10 @@ def open_page(app, project_factory):
     from blockflow.gui.canvas.view import DiagramView
     from blockflow.gui.document.document import Document
 
-    project = project_factory()
+    text = dumps_project(project_factory())
     gc.collect()
     t0 = time.perf_counter()
-    doc = Document(project, registry=default_registry())
+    doc = Document(loads_project(text, "<generated>"), registry=default_registry())
     view = DiagramView(doc)
     view.resize(1920, 1080)
     view.show()
