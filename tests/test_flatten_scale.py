@@ -8,6 +8,7 @@ from blockflow.compile.compiler import compile_project
 from blockflow.compile.flatten import flatten
 from blockflow.composite import Composite, block_name
 from blockflow.registry import default_registry
+from blockflow.project import Edge
 from blockflow.spec import Attr
 
 from composite_kit import dense, mlp_project
@@ -92,3 +93,21 @@ def test_nested_instances_share_one_reading_of_their_definition_and_keep_their_p
     for i in range(3):
         np.testing.assert_array_equal(program.variable_values[f"t{i}/b/W"], np.full((4, 4), i, "float32"))
     assert dense().page.nodes.keys() == project.composites["Dense"].page.nodes.keys()
+
+
+def test_every_wire_drawn_inside_an_instance_maps_to_its_flat_wire_without_one_entry_each():
+    project = mlp_project(share=True)
+    program = compile_project(project)
+    assert program.ok, [str(d) for d in program.errors]
+    inner = project.composites["Dense"].page.edges
+    for level in ("d1", "d1b", "d2"):
+        for e in inner:
+            fe = program.flat_wire(level, e)
+            # a sharing instance's wires leave the Variables of the instance it shares
+            owner = "d1" if level == "d1b" and e.src in ("W", "b") else level
+            assert fe.src == f"{owner}/{e.src}" and fe.dst == f"{level}/{e.dst}", (level, e, fe)
+            assert program.wire_type(fe) is not None, fe    # a wire the program typed
+    # the map keeps wires touching an instance and wires leaving Variables, not the others
+    kept = {(lvl, e) for lvl, e in program.hierarchy.wires if lvl}
+    assert ("d2", Edge("MatMul_1", "product", "BiasAdd_1", "value")) not in kept
+    assert ("d1b", Edge("W", "ref", "MatMul_1", "b")) in kept

@@ -74,7 +74,10 @@ class Hierarchy:
     Variables an instance reads from another, the nodes whose attrs wait for dimensions."""
 
     instances: dict = field(default_factory=dict)        # flat id -> Instance
-    #: (level, drawn Edge) -> flat Edge, for every wire drawn inside an instance or touching one
+    #: (level, drawn Edge) -> flat Edge, for every wire drawn touching an instance, or leaving a
+    #: Variable inside one (which may be read from a shared instance); any other wire drawn at
+    #: level L is that wire with both ends prefixed "L/" (Program.flat_wire). Not one entry per
+    #: inner wire: 1,000 instances of a 20-block composite would keep 30,000 of them.
     wires: dict = field(default_factory=dict)
     shared: dict = field(default_factory=dict)           # flat Variable id left out -> flat id read
     dim_nodes: dict = field(default_factory=dict)        # flat id -> the instances its DimRefs name
@@ -119,7 +122,7 @@ class _Diagram:
         #: composite it is an instance of, whether its attrs hold references, the seed to mix:
         #: the given or default seed, _NO_SEED for a block without one)
         self.nodes: list = []
-        is_instance = set()
+        is_instance, variables = set(), set()
         for nid, node in diagram.nodes.items():
             name = composite_name(node.block)
             if name is not None:
@@ -129,9 +132,15 @@ class _Diagram:
             refs = any(_ref_inside(v) for v in node.attrs.values())
             spec = registry.get(node.block)
             seeded = spec is not None and "seed" in spec.attr_map
+            if spec is not None and spec.role == "variable":
+                variables.add(nid)
             self.nodes.append((nid, node, None, refs, spec.attr_map["seed"].default if seeded else _NO_SEED))
-        #: in page order: (wire, whether an instance is at either end)
-        self.edges = [(e, e.src in is_instance or e.dst in is_instance) for e in diagram.edges]
+        #: in page order: (wire, whether an instance is at either end, whether the Hierarchy
+        #: keeps it: it touches an instance or leaves a Variable, which sharing may replace)
+        self.edges = []
+        for e in diagram.edges:
+            outer = e.src in is_instance or e.dst in is_instance
+            self.edges.append((e, outer, outer or e.src in variables))
         self.ports, self.port_problem = (None, None) if comp is None else _ports(comp)
 
 
@@ -178,7 +187,7 @@ class _Flattener:
             else:
                 here[nid] = inst
         edges, wires = self.edges, self.h.wires
-        for e, outer in diagram.edges:
+        for e, outer, kept in diagram.edges:
             if outer:
                 src = self.end(here, prefix, e.src, e.src_port, outgoing=True)
                 dst = self.end(here, prefix, e.dst, e.dst_port, outgoing=False)
@@ -188,7 +197,7 @@ class _Flattener:
             else:
                 fe = Edge(prefix + e.src, e.src_port, prefix + e.dst, e.dst_port)
             edges.append(fe)
-            if level or e.src in here or e.dst in here:
+            if (level and kept) or e.src in here or e.dst in here:
                 wires[(level, e)] = fe
 
     def end(self, here, prefix, nid, port, outgoing):
