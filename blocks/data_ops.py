@@ -429,3 +429,83 @@ def _arrays(files, path, features_key, labels_key):
     elif labels_key and path.endswith(".npz"):
         raise ShapeError(f"{who}: the file has no array '{labels_key}' (arrays: {', '.join(arrays)})")
     return x, y
+
+
+# ------------------------------------------------------------------------------- packaged datasets
+#: the datasets scikit-learn ships inside its wheel (no download): name -> (image side, classes);
+#: the side is 0 for a table, which has no image layout
+PACKAGED = {"digits": (8, 10), "iris": (0, 3), "wine": (0, 3), "breast_cancer": (0, 2)}
+INSTALL_HINT = "pip install 'blockflow[datasets]' (or pip install scikit-learn)"
+
+
+@lru_cache(maxsize=8)
+def _packaged(name: str):
+    """(features [n, d] float32, labels [n] int64) of scikit-learn's ``load_<name>()``; imported
+    here, when a page uses the block, so that blockflow itself does not need scikit-learn."""
+    try:
+        from sklearn import datasets
+    except ImportError:
+        raise ShapeError(f"PackageDataset: the dataset '{name}' comes with scikit-learn, which is not "
+                         f"installed: {INSTALL_HINT}") from None
+    bunch = getattr(datasets, f"load_{name}")()
+    x, y = np.asarray(bunch.data, np.float64), np.asarray(bunch.target, np.int64)
+    reserve(x.shape, np.float32, f"the {name} dataset")
+    return _frozen(x.astype(np.float32)), _frozen(y)
+
+
+@lru_cache(maxsize=8)
+def _prepared(name: str, scaling: str, test_fraction: float, seed: int) -> np.ndarray:
+    """The dataset's features scaled by statistics of its train part only (the test part must not
+    leak into them): computed once per dataset, split and scaling, not once per step."""
+    x, _ = _packaged(name)
+    if scaling == "none":
+        return x
+    reserve(x.shape, np.float32, "the scaled features")
+    part = x[_split(len(x), test_fraction, seed)[0]]
+    if scaling == "max":
+        return _frozen(x / np.float32(float(np.abs(part).max()) or 1.0))
+    std = part.std(0)
+    return _frozen(((x - part.mean(0)) / np.where(std > 0, std, 1.0)).astype(np.float32))
+
+
+@block("PackageDataset", category="data_ops")
+class PackageDataset:
+    """A dataset that scikit-learn ships in its package, by name (no download, no file to keep):
+    digits (1,797 handwritten digits, 8x8 pixels 0..16, 10 classes), iris (150 flowers, 4
+    features, 3 classes), wine (178 wines, 13 features, 3 classes) and breast_cancer (569
+    tumours, 30 features, 2 classes). Needs scikit-learn: pip install 'blockflow[datasets]'.
+
+    ``layout`` images gives digits as [?, 8, 8, 1] (NHWC, for Conv2D), rows as [?, features].
+    ``scaling`` uses the train part's statistics: max divides by its largest value (digits:
+    0..1), standard makes each feature zero-mean, unit-variance there."""
+
+    outputs = (_features(), _targets())
+    attrs = (Attr("name", "choice", "digits", choices=tuple(PACKAGED), doc="which of scikit-learn's datasets"),
+             Attr("layout", "choice", "rows", choices=("rows", "images"),
+                  doc="rows: [?, features]; images: [?, side, side, 1] (digits only)"),
+             Attr("scaling", "choice", "max", choices=("none", "max", "standard"),
+                  doc="none; max: divide by the train part's largest value; standard: per feature, "
+                      "the train part's mean and standard deviation"),
+             _LABELS, *_COMMON)
+
+    def infer(*, name, layout, scaling, label_format, batch_size, test_fraction, shuffle, seed):
+        side, classes = PACKAGED[name]
+        if layout == "images" and not side:
+            raise ShapeError(f"PackageDataset: {name} is a table of features, not images: use layout rows")
+        x, _ = _packaged(name)
+        if layout == "images":
+            features = TensorType((None, side, side, 1), "float32")
+        else:
+            features = TensorType((None, x.shape[1]), "float32")
+        return features, _label_type(label_format, classes)
+
+    def forward(*, name, layout, scaling, label_format, batch_size, test_fraction, shuffle, seed, data):
+        side, classes = PACKAGED[name]
+        _, y = _packaged(name)
+        x = _prepared(name, scaling, float(test_fraction), seed)
+        rows = _rows(len(x), data, batch_size=batch_size, test_fraction=test_fraction, shuffle=shuffle,
+                     seed=seed, who="PackageDataset")
+        batch = _taken(x, rows, "PackageDataset's batch of features")
+        if layout == "images":
+            batch = batch.reshape(len(rows), side, side, 1)
+        return batch, _classes_out(_taken(y, rows, "PackageDataset's batch of labels"), classes, label_format)

@@ -19,6 +19,9 @@ CASES: dict[str, list[Case]] = {
                    Case(attrs={"path": "points.csv", "label_format": "value"}, id="csv-value")],
     "NumpyDataset": [Case(attrs={"path": "digits.npz", "classes": 3, "label_format": "onehot"}, id="npz"),
                      Case(attrs={"path": "features.npy", "labels_key": ""}, id="npy-features-only")],
+    "PackageDataset": [Case(attrs={"batch_size": 16}, id="digits-rows"),
+                       Case(attrs={"layout": "images", "batch_size": 8, "label_format": "onehot"}, id="digits-images"),
+                       Case(attrs={"name": "iris", "scaling": "standard", "test_fraction": 0.3}, id="iris-standard")],
 }
 
 for _cases in CASES.values():       # sources of data: nothing to differentiate

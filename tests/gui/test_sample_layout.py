@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from blockflow.compile.compiler import compile_page
+from blockflow.composite import ProjectBlocks
 from blockflow.gui.canvas.scene import DiagramScene
 from blockflow.gui.common.theme import Style
 from blockflow.io.project_io import load_project
@@ -20,11 +21,12 @@ PAGES = [(path, page.name) for path in sorted((ROOT / "sample_projects").glob("*
 
 @pytest.mark.parametrize("path,page", PAGES, ids=[f"{p.name.split('.')[0]}:{n}" for p, n in PAGES])
 def test_no_block_overlaps_another_and_no_wire_runs_behind_a_block(qapp, path, page):
-    registry = default_registry()
-    pg = load_project(path).page(page)
+    project = load_project(path)
+    registry = ProjectBlocks(default_registry(), project)     # composite instances drawn with their ports
+    pg = project.page(page)
     scene = DiagramScene(registry, Style())
     scene.render_mode = True
-    scene.load(pg, compile_page(pg, registry))
+    scene.load(pg, compile_page(pg, default_registry(), composites=project.composites))
     rects = {nid: item.sceneBoundingRect() for nid, item in scene.node_items.items()}
     overlaps = [(a, b) for (a, ra), (b, rb) in itertools.combinations(rects.items(), 2)
                 if ra.adjusted(-8, -8, 8, 8).intersects(rb)]
