@@ -87,6 +87,20 @@ def _seed(registry, node) -> int | None:
     return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
 
 
+def _drawn_values(program, prefix: str) -> dict:
+    """The first values of the Variables under flat id ``prefix`` that have no stored value, by
+    their path under it. A regroup moves them to another flat id, which the flattener would mix
+    into their seeds (other numbers): they are kept as stored values instead."""
+    values = getattr(program, "variable_values", None) if program is not None else None
+    if values is None:
+        return {}
+    out = {}
+    for flat in list(values):
+        if flat.startswith(prefix) and values.is_pending(flat):
+            out[flat[len(prefix):]] = values.initial(flat)
+    return out
+
+
 def _level_id(level: str, node: str) -> str:
     return f"{level}/{node}" if level else node
 
@@ -214,6 +228,9 @@ def plan_group(project: Project, diagram: str, node_ids, name: str, program=None
             attrs["seed"] = _mixed_seed(seed, f"{inst_id}/{nid}")
         for key, value in node.state.items():
             state[state_key(nid, key) if composite_name(node.block) is None else f"{nid}/{key}"] = value
+        if composite_name(node.block) is not None and not composite_name(diagram):
+            for path, value in _drawn_values(program, _level_id(level, nid) + "/").items():
+                state.setdefault(f"{nid}/{path}:value", value)
         inner.nodes[nid] = Node(nid, node.block, attrs, dict(node.inputs), node.position, node.label, {})
     inner.edges = inner_edges
     inst_attrs = {p.name: {PARAM_REF: p.name} for p in params}
@@ -345,6 +362,9 @@ def plan_ungroup(project: Project, diagram: str, inst_id: str, program=None, lev
                 state[key[len(head):]] = value
             elif composite_name(inner.block) is not None and key.startswith(nid + "/"):
                 state[key[len(nid) + 1:]] = value
+        if composite_name(inner.block) is not None and not inside_definition:
+            for path, value in _drawn_values(program, _level_id(level, f"{inst_id}/{nid}/")).items():
+                state.setdefault(f"{path}:value", value)
         x, y = inner.position
         new_nodes[new] = Node(new, inner.block, attrs, dict(inner.inputs), (x + dx, y + dy), inner.label, state)
     edges = [e for e in page.edges if inst_id not in (e.src, e.dst)]

@@ -18,6 +18,7 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QUndoStack
 
 from blockflow.compile.compiler import project_files
+from blockflow.composite import ProjectBlocks, block_name, composite_name, instances_of
 from blockflow.compile.program import Program
 from blockflow.errors import ProjectError
 from blockflow.project import Change, Edge, Node, Page, Project, text_problem, valid_node_id
@@ -27,7 +28,8 @@ from blockflow.io.relocate import apply_move, data_paths, plan_move
 from blockflow.spec import UnknownAttrError
 from blockflow.gui.document import commands as C
 from blockflow.gui.document.clipboard import FRAGMENT_MIME, fragment_text, pasting
-from blockflow.gui.document.compiling import PagePrograms
+from blockflow.gui.document.compiling import PagePrograms, users_of
+from blockflow.gui.document.composite_edits import CompositeEdits
 from blockflow.gui.document.location import Location
 from blockflow.gui.document.layout import layered_moves, spread_moves, stacked_blocks
 from blockflow.gui.document.wiring import ConnectionCheck, check_wire
@@ -71,7 +73,7 @@ def same_attr_value(a, b) -> bool:
     return type(a) is type(b) and a == b
 
 
-class Document(QObject):
+class Document(CompositeEdits, QObject):
     """A project being edited: model, undo history, file, and change signals.
 
     Signals carry the page name first. ``structure_changed(page)`` fires after an edit that can
@@ -95,6 +97,8 @@ class Document(QObject):
     structure_changed = Signal(str)
     program_ready = Signal(str)
     project_replaced = Signal()
+    #: composites came, went, were renamed or their definition (name, doc, params) replaced
+    composites_changed = Signal()
     path_changed = Signal(str)
     dirty_changed = Signal(bool)
 
@@ -105,11 +109,15 @@ class Document(QObject):
         self.undo_stack = QUndoStack(self)
         self.undo_stack.cleanChanged.connect(self._on_clean_changed)
         self.project = project or self._empty_project()
+        #: the registry's blocks and the project's composites (``@Dense``), looked up by name
+        self.blocks = ProjectBlocks(self.registry, self.project)
+        self._port_specs: dict = {}
         self.path = str(path) if path else None
         #: what the last save has to tell besides "saved" (a backup kept under another name)
         self.save_notes: tuple = ()
         self.current_page = self.project.pages[0].name
         self.location = Location(self.current_page, self.current_page)
+        self._last_page = self.current_page
         self._programs = PagePrograms(self)
         self._programs.ready.connect(self.program_ready)
         self._gesture = itertools.count(1)
@@ -141,6 +149,8 @@ class Document(QObject):
         if location == self.location:
             return
         old_page, self.location = self.current_page, location
+        if location.host is not None:
+            self._last_page = location.host
         self.current_page = location.diagram
         if location.diagram != old_page:
             self.current_page_changed.emit(location.diagram)
@@ -166,7 +176,7 @@ class Document(QObject):
         return self._programs.pending()
 
     def spec(self, page: str, node_id: str):
-        return self.registry.get(self.page(page).nodes[node_id].block)
+        return self.blocks.get(self.page(page).nodes[node_id].block)
 
     def new_gesture(self) -> int:
         """An id for a mouse gesture: the moves pushed with it merge into one undo step."""
@@ -175,9 +185,12 @@ class Document(QObject):
     # ----------------------------------------------------------------------------- files
     def replace_project(self, project: Project, path: str | None) -> None:
         self.project = project
+        self.blocks = ProjectBlocks(self.registry, project)
+        self._port_specs = {}
         self.path = str(path) if path else None
         self.current_page = project.pages[0].name
         self.location = Location(self.current_page, self.current_page)
+        self._last_page = self.current_page
         self._programs.clear()
         self.undo_stack.clear()
         self.project_replaced.emit()
@@ -253,8 +266,9 @@ class Document(QObject):
                  node_id: str | None = None, label: str = "") -> str:
         page = page or self.current_page
         pg = self.page(page)
-        if self.registry.get(block) is None:
+        if self.blocks.get(block) is None:
             raise ProjectError(f"there is no block called '{block}'")
+        self._refuse(self.nesting_problem(block, page))
         nid = node_id or pg.new_id(block)
         if nid in pg.nodes:
             raise ProjectError(f"page '{page}' already has a node '{nid}'")
@@ -290,7 +304,7 @@ class Document(QObject):
         dtype or shape mismatches (by compiling the page with the wire, not by a second copy of
         the rules)."""
         return check_wire(self.page(page), self.registry, project_files(self.project),
-                          Edge(src, src_port, dst, dst_port))
+                          Edge(src, src_port, dst, dst_port), self.project.composites, self.blocks)
 
     def connect(self, src: str, src_port: str, dst: str, dst_port: str, page: str | None = None,
                 check: bool = True) -> Edge:
@@ -527,8 +541,17 @@ class Document(QObject):
         change = mutator(target, *args)
         if change.pages_added or change.pages_removed or change.page_renamed or change.pages_moved:
             self._announce_pages(change)
+            if change.nodes_added or change.nodes_removed or change.edges_added or change.edges_removed:
+                self._announce_page_edit(change)      # a group: a new composite and its instance
         else:
             self._announce_page_edit(change)
+        if "definition" in change.fields:
+            self._programs.pages_changed()           # the definition's diagram is another Page
+            if self.current_page == change.page:
+                self.current_page_changed.emit(change.page)
+        if any(n.startswith("@") for n in (change.pages_added + change.pages_removed + change.page_renamed)) \
+                or "definition" in change.fields:
+            self.composites_changed.emit()
         return change
 
     def _announce_page_edit(self, change: Change) -> None:
@@ -562,9 +585,16 @@ class Document(QObject):
             self._programs.removed(old)
             if self.current_page == old:
                 self.current_page = new
+        if change.page_renamed and self.location.diagram == change.page_renamed[0]:
+            self.location = Location(change.page_renamed[1], self.location.host, self.location.level)
         names = [p.name for p in self.project.pages]
-        if self.current_page not in names:      # the page shown was removed: show its neighbour
-            self.current_page = names[min(change.index, len(names) - 1)]
+        if self.current_page.startswith("@") and self.current_page[1:] not in self.project.composites:
+            # the definition shown went (its group undone, or deleted): back to the page
+            self.set_location(Location(self.host_page(), self.host_page()))
+        elif not self.current_page.startswith("@") and self.current_page not in names:
+            # the page shown was removed: show its neighbour
+            self.current_page = names[min(change.index or 0, len(names) - 1)]
+            self.location = Location(self.current_page, self.current_page)
             self.current_page_changed.emit(self.current_page)
         if change.page_renamed:
             self.page_renamed.emit(*change.page_renamed)
@@ -573,6 +603,19 @@ class Document(QObject):
             self._edited(change.page)
 
     def _edited(self, page: str) -> None:
-        """What ``page`` computes may have changed: it is compiled again (off the UI thread)."""
+        """What ``page`` computes may have changed: it is compiled again (off the UI thread).
+        A definition's edit changes every diagram that uses it, directly or not; when it changed
+        the composite's ports, their instances are drawn again."""
         self._programs.changed(page)
         self.structure_changed.emit(page)
+        name = composite_name(page)
+        if name is None or name not in self.project.composites:
+            return
+        for user in users_of(self.project, name):
+            self._programs.changed(user)
+            self.structure_changed.emit(user)
+        spec = self.blocks.get(block_name(name))
+        if self._port_specs.get(name, spec) is not spec:
+            for diagram, nid in list(instances_of(self.project, name)):
+                self.node_changed.emit(diagram, nid)
+        self._port_specs[name] = spec

@@ -24,7 +24,7 @@ MENUS = (
                ("Ali&gn", ["align_left", "align_hcenter", "align_right", "-",
                            "align_top", "align_vcenter", "align_bottom"], "align_menu"),
                ("Dis&tribute", ["distribute_horizontal", "distribute_vertical"], "distribute_menu"),
-               "auto_layout"]),
+               "auto_layout", "-", "group", "ungroup", "go_up"]),
     ("&View", ["zoom_in", "zoom_out", "reset_zoom", "fit", "-", "@panels", "-", "gradient_paths",
                "gradient_legend"]),
     ("&Page", ["add_page", "rename_page", "delete_page", "-", "next_page", "prev_page"]),
@@ -101,6 +101,11 @@ class MenusMixin:
         a("select_all", "Select &All", t("select_all", v.select_all), K.SelectAll)
         a("auto_layout", "Auto-&layout Page", v.auto_layout, "Ctrl+L",
           "Arrange the blocks in layers from inputs to outputs")
+        a("group", "&Group as Composite…", t("group", v.group_selection), "Ctrl+G",
+          "Make the selected blocks a new composite block, used once in their place")
+        a("ungroup", "U&ngroup", t("ungroup", v.ungroup_selection), "Ctrl+Shift+G",
+          "Put the blocks of the selected composite instances back in their place")
+        a("go_up", "Close &Instance", v.go_up, None, "Go up one level, out of the composite shown (Esc)")
         for how, text in (("left", "Left Edges"), ("hcenter", "Horizontal Centres"), ("right", "Right Edges"),
                           ("top", "Top Edges"), ("vcenter", "Vertical Centres"), ("bottom", "Bottom Edges")):
             a(f"align_{how}", text, lambda how=how: v.align_selection(how))

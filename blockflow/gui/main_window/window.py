@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (QHBoxLayout, QInputDialog, QLabel, QMainWindow, Q
 
 from blockflow import __version__
 from blockflow.errors import ProjectError
+from blockflow.gui.canvas.breadcrumb import Breadcrumb
 from blockflow.gui.canvas.view import DiagramView
 from blockflow.gui.common.plaintext import literal, plain_label
 from blockflow.gui.document.document import Document
@@ -101,6 +102,8 @@ class MainWindow(FilesMixin, MenusMixin, RunsMixin, QMainWindow):
         col.setContentsMargins(0, 0, 0, 0)
         col.setSpacing(0)
         col.addLayout(top)
+        self.breadcrumb = Breadcrumb(self.document, self)
+        col.addWidget(self.breadcrumb)
         col.addWidget(self.view, 1)
         self.setCentralWidget(central)
         self.tabs.tabBarDoubleClicked.connect(self._rename_tab)
