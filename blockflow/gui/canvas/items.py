@@ -60,7 +60,7 @@ def wire_path(p0: QPointF, p1: QPointF, src_box: QRectF | None = None,
 #: how far the card drawn behind a composite's instance is shifted (inside the item's margins)
 COMPOSITE_SHIFT = 4.0
 #: the mark a composite's instance has before its name
-COMPOSITE_MARK = "\u29c9"
+COMPOSITE_MARK = "\u2750"   # ❐ (⧉ is missing from common fonts)
 
 
 def block_title(block: str) -> str:

@@ -108,6 +108,11 @@ class DiagramView(SelectionEditing, QGraphicsView):
         self._touch_minimap()
 
     def _on_page_switched(self, page):
+        if page.startswith("@") and self.doc.spread_stacked(page):
+            # a definition made in code or a library file, its blocks on one spot: laid out
+            # once, as an undoable step, as a page's are when its file opens
+            self.status_message.emit(f"laid out the stacked blocks of {page[1:]}; Edit > Undo puts them back")
+            self._views.pop(page, None)
         saved = self._views.get(page)
         if saved is not None:
             self.setTransform(saved[0])
