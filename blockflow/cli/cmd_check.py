@@ -22,7 +22,7 @@ def cmd_check(args) -> int:
     files = project_files(project)
     all_diags, summary = [], []
     for page in pages:
-        program = compile_page(page, registry, files=files)
+        program = compile_page(page, registry, files=files, composites=project.composites)
         all_diags.extend(program.diagnostics)
         summary.append((program, len(program.errors)))
     checks = _grad_checks(args, pages, registry, summary) if args.grad is not None else {}
