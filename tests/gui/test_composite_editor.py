@@ -128,3 +128,111 @@ def test_render_closed_and_opened(qtbot, tmp_path):
     import shutil
     shutil.copy(tmp_path / "closed.png", "/tmp/editor_closed.png")
     shutil.copy(tmp_path / "opened.png", "/tmp/editor_opened.png")
+
+
+def composite_row_menu(window, name):
+    return {a.text(): a for a in window.palette_panel.composite_menu(name).actions()}
+
+
+def test_palette_lists_composites_adds_one_by_enter_and_follows_changes(qtbot, tmp_path):
+    window = make_window(qtbot, tmp_path)
+    palette, doc = window.palette_panel, window.document
+    assert palette.composite_names() == ["Dense"]
+    assert "fully connected" in palette.item_for("@Dense").toolTip(0)
+    palette.search.setFocus()
+    qtbot.keyClicks(palette.search, "fully connected")
+    qtbot.keyClick(palette.search, Qt.Key_Return)
+    added = [n for n in doc.page("main").nodes if n.startswith("Dense_")]
+    assert added == ["Dense_1"] and doc.page("main").nodes["Dense_1"].block == "@Dense"
+    doc.undo_stack.undo()
+    doc.group(["d2"], "Head")
+    QApplication.processEvents()
+    assert palette.composite_names() == ["Dense", "Head"]
+    doc.undo_stack.undo()
+    QApplication.processEvents()
+    assert palette.composite_names() == ["Dense"]
+
+
+def test_delete_is_refused_while_instances_exist_and_rename_follows_every_instance(qtbot, tmp_path, monkeypatch):
+    window = make_window(qtbot, tmp_path)
+    doc = window.document
+    told = []
+    monkeypatch.setattr("blockflow.gui.main_window.composites.QMessageBox.warning",
+                        lambda _w, title, text: told.append((title, text)))
+    composite_row_menu(window, "Dense")["Delete"].trigger()
+    assert told == [("Cannot delete composite Dense",
+                     "composite 'Dense' is used by main/d1, main/d2; ungroup or delete those first")]
+    assert "Dense" in doc.project.composites
+    monkeypatch.setattr("blockflow.gui.main_window.composites.QInputDialog.getText",
+                        lambda *a, **k: ("Layer", True))
+    composite_row_menu(window, "Dense")["Rename…"].trigger()
+    assert list(doc.project.composites) == ["Layer"]
+    assert {n.block for n in doc.page("main").nodes.values() if n.id.startswith("d")} == {"@Layer"}
+    assert window.view.node_item("d1").data.block == "@Layer"
+    assert doc.program("main").ok
+    doc.undo_stack.undo()
+    assert list(doc.project.composites) == ["Dense"] and window.view.node_item("d1").data.block == "@Dense"
+    doc.remove_nodes(["d1", "d2"])
+    composite_row_menu(window, "Dense")["Delete"].trigger()
+    QApplication.processEvents()      # (the palette follows on the next turn of the event loop)
+    assert "Dense" not in doc.project.composites and window.palette_panel.composite_names() == []
+    doc.undo_stack.undo()
+    assert "Dense" in doc.project.composites
+
+
+def test_edit_definition_alone_and_refuse_an_instance_that_would_contain_itself(qtbot, tmp_path):
+    window = make_window(qtbot, tmp_path)
+    doc, view = window.document, window.view
+    composite_row_menu(window, "Dense")["Edit Definition"].trigger()
+    assert doc.location.diagram == "@Dense" and doc.location.host is None
+    assert window.breadcrumb.labels() == ["Dense (definition)"]
+    assert window.tabs.tabData(window.tabs.currentIndex()) == "main"
+    assert view.place.block("@Dense", view.view_center_scene_pos()) == ""
+    assert "cannot contain itself: Dense > Dense" in window.statusBar().currentMessage()
+    doc.group(["d2"], "Head", page="main")
+    composite_row_menu(window, "Head")["Edit Definition"].trigger()
+    with pytest.raises(Exception, match="would contain itself: Dense > Head > Dense"):
+        doc.add_node("@Head", page="@Dense")
+    view.setFocus()
+    qtbot.keyClick(view.viewport(), Qt.Key_Escape)     # a definition alone has no level above
+    assert doc.current_page == "@Head"
+
+
+def test_export_and_import_a_library_with_a_clash(qtbot, tmp_path, monkeypatch):
+    window = make_window(qtbot, tmp_path)
+    doc = window.document
+    path = str(tmp_path / "lib.bflow.json")
+    assert window.export_composites(["Dense"], path) == path
+    other = make_window(qtbot, tmp_path, __import__("composite_kit").mlp_project())
+    odoc = other.document
+    # the same definition: nothing to import
+    assert other.import_composites(path) == []
+    # a different one of the same name: keep both (renamed), then replace
+    odoc.set_attr("W", "initializer", "ones", page="@Dense")
+    monkeypatch.setattr(type(other), "ask_clash", lambda self, name: "keep both")
+    assert other.import_composites(path) == ["Dense_2"]
+    assert set(odoc.project.composites) == {"Dense", "Dense_2"}
+    odoc.undo_stack.undo()
+    assert set(odoc.project.composites) == {"Dense"}
+    monkeypatch.setattr(type(other), "ask_clash", lambda self, name: "replace")
+    assert other.import_composites(path) == ["Dense"]
+    assert odoc.project.composites["Dense"].page.nodes["W"].attrs["initializer"] == "glorot_uniform"
+    r = run(odoc.program("main"), {"X": X})
+    assert not np.array_equal(r.values[("d1/W", "ref")], np.ones((3, 5), "float32"))
+    odoc.undo_stack.undo()
+    assert odoc.project.composites["Dense"].page.nodes["W"].attrs["initializer"] == "ones"
+
+
+def test_group_save_and_reopen(qtbot, tmp_path):
+    window = make_window(qtbot, tmp_path)
+    doc = window.document
+    doc.group(["d1", "d2"], "Pair")
+    loss = outcome(doc.project)
+    path = tmp_path / "grouped.bflow.json"
+    doc.save(str(path))
+    again = Document()
+    again.open(str(path))
+    assert set(again.project.composites) == {"Dense", "Pair"}
+    assert again.page("main").nodes["pair"].block == "@Pair"
+    np.testing.assert_allclose(outcome(again.project)[0], loss[0], rtol=1e-6)
+    np.testing.assert_allclose(outcome(again.project)[1], loss[1], rtol=1e-5)

@@ -549,6 +549,10 @@ class Document(CompositeEdits, QObject):
             self._programs.pages_changed()           # the definition's diagram is another Page
             if self.current_page == change.page:
                 self.current_page_changed.emit(change.page)
+        if change.page_renamed and change.page_renamed[1].startswith("@"):
+            # a composite renamed: its instances' block names changed with it
+            for diagram, nid in list(instances_of(self.project, change.page_renamed[1][1:])):
+                self.node_changed.emit(diagram, nid)
         if any(n.startswith("@") for n in (change.pages_added + change.pages_removed + change.page_renamed)) \
                 or "definition" in change.fields:
             self.composites_changed.emit()

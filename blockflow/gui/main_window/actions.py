@@ -19,7 +19,8 @@ __all__ = ["MenusMixin", "MENUS", "block_reference"]
 # is a submenu, kept as the window's attribute.
 MENUS = (
     ("&File", ["new", "open", "@recent", "@samples", "-", "save", "save_as", "-", "autosave_interval", "-",
-               "export_png", "export_svg", "-", "quit"]),
+               "export_png", "export_svg", "-",
+               "import_composites", "export_composites", "-", "quit"]),
     ("&Edit", ["undo", "redo", "-", "cut", "copy", "paste", "duplicate", "delete", "-", "select_all",
                ("Ali&gn", ["align_left", "align_hcenter", "align_right", "-",
                            "align_top", "align_vcenter", "align_bottom"], "align_menu"),
@@ -65,6 +66,10 @@ class MenusMixin:
           "How often unsaved work is written to the recovery folder")
         a("export_png", "Export &PNG…", lambda: self.export("png"), None, "Draw this page as a PNG image")
         a("export_svg", "Export S&VG…", lambda: self.export("svg"), None, "Draw this page as an SVG image")
+        a("import_composites", "&Import Composites…", self.import_composites, None,
+          "Add the composites of a library file to this project")
+        a("export_composites", "E&xport Composites…", self.export_composites, None,
+          "Write this project's composites to a library file other projects can import")
         a("quit", "&Quit", self.close, K.Quit)
         self._build_undo_actions()
         self._build_canvas_actions()

@@ -19,6 +19,7 @@ from blockflow.gui.canvas.view import DiagramView
 from blockflow.gui.common.plaintext import literal, plain_label
 from blockflow.gui.document.document import Document
 from blockflow.gui.main_window.actions import MenusMixin, block_reference
+from blockflow.gui.main_window.composites import CompositesMixin
 from blockflow.gui.main_window.canvas_results import GradientsOnCanvas, ResultsOnCanvas
 from blockflow.gui.main_window.docks import bind_docks, build_docks
 from blockflow.gui.main_window.files import FilesMixin
@@ -36,7 +37,7 @@ def _project_paths(mime: QMimeData) -> list[str]:
             if u.isLocalFile() and u.toLocalFile().endswith(".json")]
 
 
-class MainWindow(FilesMixin, MenusMixin, RunsMixin, QMainWindow):
+class MainWindow(FilesMixin, CompositesMixin, MenusMixin, RunsMixin, QMainWindow):
     """The editor window around one Document.
 
     ``settings`` defaults to QSettings() (organisation/application set by the launcher); tests
@@ -70,6 +71,7 @@ class MainWindow(FilesMixin, MenusMixin, RunsMixin, QMainWindow):
         self._build_menus()
         self._build_run_toolbar()
         bind_docks(self)
+        self._bind_composites()
         self._bind_runs()
         self._build_autosave()
         self._connect()
