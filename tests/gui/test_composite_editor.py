@@ -7,7 +7,7 @@ import copy
 import numpy as np
 import pytest
 from PySide6.QtCore import QPoint, QSettings, Qt
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QPushButton
 
 from blockflow.compile.compiler import compile_project
 from blockflow.gui.document.document import Document
@@ -236,3 +236,67 @@ def test_group_save_and_reopen(qtbot, tmp_path):
     assert again.page("main").nodes["pair"].block == "@Pair"
     np.testing.assert_allclose(outcome(again.project)[0], loss[0], rtol=1e-6)
     np.testing.assert_allclose(outcome(again.project)[1], loss[1], rtol=1e-5)
+
+
+def test_inspector_edits_an_instance_parameter_and_its_sharing_by_choice(qtbot, tmp_path):
+    window = make_window(qtbot, tmp_path, __import__("composite_kit").mlp_project(share=True))
+    doc, view, inspector = window.document, window.view, window.inspector
+    click_node(qtbot, view, "d1b")
+    QApplication.processEvents()
+    share = inspector.fields["attr:share_variables_with"].widget
+    assert [share.itemText(i) for i in range(share.count())] == ["its own Variables", "those of d1", "those of d2"]
+    assert share.currentData() == "d1"
+    share.setCurrentIndex(0)
+    assert "share_variables_with" not in doc.page("main").nodes["d1b"].attrs
+    doc.undo_stack.undo()
+    assert doc.page("main").nodes["d1b"].attrs["share_variables_with"] == "d1"
+    click_node(qtbot, view, "d2")
+    QApplication.processEvents()
+    units = inspector.fields["attr:units"].widget
+    units.setFocus()
+    units.selectAll()
+    qtbot.keyClicks(units, "7")
+    qtbot.keyClick(units, Qt.Key_Return)
+    assert doc.page("main").nodes["d2"].attrs["units"] == 7
+    assert doc.program("main").port_type("d2", "y").shape == (4, 7)
+
+
+def test_inspector_edits_a_definition_name_doc_and_parameters_each_one_undo_step(qtbot, tmp_path):
+    window = make_window(qtbot, tmp_path)
+    doc, inspector = window.document, window.inspector
+    composite_row_menu(window, "Dense")["Edit Definition"].trigger()
+    QApplication.processEvents()
+    form = inspector.definition
+    form.doc_edit.setFocus()
+    form.doc_edit.selectAll()
+    qtbot.keyClicks(form.doc_edit, "A layer.")
+    qtbot.keyClick(form.doc_edit, Qt.Key_Return)
+    assert doc.project.composites["Dense"].doc == "A layer."
+    steps = doc.undo_stack.count()
+    add = next(b for b in form.findChildren(QPushButton) if b.text() == "Add Parameter")
+    qtbot.mouseClick(add, Qt.LeftButton)
+    assert [p.name for p in doc.project.composites["Dense"].params] == ["units", "activation", "param1"]
+    assert doc.undo_stack.count() == steps + 1
+    QApplication.processEvents()
+    form = inspector.definition
+    name, kind, default, pdoc = form.rows[2]
+    default.setFocus()
+    default.selectAll()
+    qtbot.keyClicks(default, "0.5")
+    qtbot.keyClick(default, Qt.Key_Return)
+    assert doc.project.composites["Dense"].params[2].default == 0.5
+    default.selectAll()
+    qtbot.keyClicks(default, "\"x\"")
+    qtbot.keyClick(default, Qt.Key_Return)
+    assert "param1" in form.error.text() and doc.project.composites["Dense"].params[2].default == 0.5
+    doc.undo_stack.undo()
+    doc.undo_stack.undo()
+    assert [p.name for p in doc.project.composites["Dense"].params] == ["units", "activation"]
+    QApplication.processEvents()
+    form = inspector.definition
+    form.name_edit.setFocus()
+    form.name_edit.selectAll()
+    qtbot.keyClicks(form.name_edit, "Layer")
+    qtbot.keyClick(form.name_edit, Qt.Key_Return)
+    assert list(doc.project.composites) == ["Layer"] and doc.current_page == "@Layer"
+    assert doc.page("main").nodes["d1"].block == "@Layer"

@@ -589,8 +589,13 @@ class Document(CompositeEdits, QObject):
             self._programs.removed(old)
             if self.current_page == old:
                 self.current_page = new
-        if change.page_renamed and self.location.diagram == change.page_renamed[0]:
-            self.location = Location(change.page_renamed[1], self.location.host, self.location.level)
+        if change.page_renamed:       # the location names the page (or definition) by its name
+            old, new = change.page_renamed
+            loc = self.location
+            self.location = Location(new if loc.diagram == old else loc.diagram,
+                                     new if loc.host == old else loc.host, loc.level)
+            if self._last_page == old:
+                self._last_page = new
         names = [p.name for p in self.project.pages]
         if self.current_page.startswith("@") and self.current_page[1:] not in self.project.composites:
             # the definition shown went (its group undone, or deleted): back to the page
