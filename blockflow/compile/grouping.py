@@ -154,99 +154,120 @@ def plan_group(project: Project, diagram: str, node_ids, name: str, program=None
     if name in project.composites:
         raise ProjectError(f"there is already a composite named '{name}'")
     _group_refusal(project, page, ids)
-    chosen = set(ids)
-    comp = Composite(name, doc="")
-    inner = comp.page
-    taken = set(ids)
-    inst_id = _free(_ident(name.lower(), "group"), set(page.nodes) - chosen)
-    # parameters an inner attr refers to (a group made inside a definition) pass through
-    own = project.composites.get(composite_name(diagram) or "")
-    params = []
-    for nid in ids:
-        for kind, pname in (r for v in page.nodes[nid].attrs.values() for r in refs_in(v)):
-            if kind == PARAM_REF and own is not None and own.param(pname) and pname not in [p.name for p in params]:
-                params.append(own.param(pname))
-    comp.params = params
-    xs = [page.nodes[n].position[0] for n in ids]
-    ys = [page.nodes[n].position[1] for n in ids]
-    x0, y0, x1 = min(xs), min(ys), max(xs)
-    # inputs: one per distinct outside source, named after the first inner port it feeds
-    in_port: dict = {}
-    outside_edges: list[Edge] = []
-    inner_edges: list[Edge] = []
-    n_in = 0
-    for e in page.edges:
-        if e.dst in chosen and e.src not in chosen:
-            key = (e.src, e.src_port)
-            if key not in in_port:
-                port = _free(_ident(split_port(e.dst_port)[0], "x"), taken)
-                in_port[key] = port
-                attrs = {"name": port, **_port_decl(program, level, e.src, e.src_port)}
-                inner.nodes[port] = Node(port, INPUT_BLOCK, attrs, {}, (x0 - 220.0, y0 + 90.0 * n_in), "", {})
-                n_in += 1
-                outside_edges.append(Edge(e.src, e.src_port, inst_id, port))
-            inner_edges.append(Edge(in_port[key], "output", e.dst, e.dst_port))
-        elif e.src in chosen and e.dst in chosen:
-            inner_edges.append(e)
-    out_port: dict = {}
+    return _Grouping(project, diagram, page, ids, name, program, level, registry).plan()
 
-    def output_for(src: str, src_port: str) -> str:
+
+class _Grouping:
+    """One group being planned (plan_group): the new composite's diagram and the instance."""
+
+    def __init__(self, project, diagram, page, ids, name, program, level, registry):
+        self.project, self.diagram, self.page, self.ids = project, diagram, page, ids
+        self.program, self.level, self.registry = program, level, registry
+        self.chosen = set(ids)
+        self.comp = Composite(name, doc="")
+        self.taken = set(ids)
+        self.inst_id = _free(_ident(name.lower(), "group"), set(page.nodes) - self.chosen)
+        self.in_port: dict = {}
+        self.out_port: dict = {}
+        self.outside_edges: list[Edge] = []
+        self.inner_edges: list[Edge] = []
+        xs = [page.nodes[n].position[0] for n in ids]
+        ys = [page.nodes[n].position[1] for n in ids]
+        self.x0, self.y0, self.x1 = min(xs), min(ys), max(xs)
+        self.in_definition = composite_name(diagram) is not None
+
+    def plan(self) -> Restructure:
+        page, chosen = self.page, self.chosen
+        self.comp.params = self.params()
+        for e in page.edges:
+            if e.dst in chosen and e.src not in chosen:
+                self.inner_edges.append(Edge(self.input_for(e), "output", e.dst, e.dst_port))
+            elif e.src in chosen and e.dst in chosen:
+                self.inner_edges.append(e)
+        for e in page.edges:
+            if e.src in chosen and e.dst not in chosen:
+                self.outside_edges.append(Edge(self.inst_id, self.output_for(e.src, e.src_port), e.dst, e.dst_port))
+        loss = self.follow(page.loss)
+        metrics = [self.follow(m) for m in page.metrics]
+        state = self.inner_blocks()
+        self.comp.page.edges = self.inner_edges
+        inst_attrs = {p.name: {PARAM_REF: p.name} for p in self.comp.params}
+        instance = Node(self.inst_id, self.comp.block, inst_attrs, {}, (self.x0, self.y0), "", state)
+        nodes: dict = {}
+        for nid, node in page.nodes.items():
+            if nid not in chosen:
+                nodes[nid] = node
+            elif self.inst_id not in nodes:      # the instance takes the first block's place
+                nodes[self.inst_id] = instance
+        edges = [e for e in page.edges if e.src not in chosen and e.dst not in chosen] + self.outside_edges
+        content = Content(nodes, edges, loss, metrics, dict(page.feeds))
+        return Restructure(self.diagram, content, self.comp.name, self.comp, focus=self.inst_id)
+
+    def params(self) -> list:
+        """The enclosing definition's parameters the blocks refer to (a group made inside a
+        definition): the new composite declares them and the instance passes them through."""
+        own = self.project.composites.get(composite_name(self.diagram) or "")
+        params: list = []
+        for nid in self.ids:
+            for kind, pname in (r for v in self.page.nodes[nid].attrs.values() for r in refs_in(v)):
+                if kind == PARAM_REF and own is not None and own.param(pname) and \
+                        pname not in [p.name for p in params]:
+                    params.append(own.param(pname))
+        return params
+
+    def input_for(self, e: Edge) -> str:
+        """The Input of the outside source of ``e``: one per distinct source, named after the
+        first inner port it feeds."""
+        key = (e.src, e.src_port)
+        if key not in self.in_port:
+            port = self.in_port[key] = _free(_ident(split_port(e.dst_port)[0], "x"), self.taken)
+            attrs = {"name": port, **_port_decl(self.program, self.level, e.src, e.src_port)}
+            at = (self.x0 - 220.0, self.y0 + 90.0 * (len(self.in_port) - 1))
+            self.comp.page.nodes[port] = Node(port, INPUT_BLOCK, attrs, {}, at, "", {})
+            self.outside_edges.append(Edge(e.src, e.src_port, self.inst_id, port))
+        return self.in_port[key]
+
+    def output_for(self, src: str, src_port: str) -> str:
+        """The Output of inner source ``src:src_port``: one per distinct source read outside,
+        named after its port (after the block for a plain "output")."""
         key = (src, src_port)
-        if key not in out_port:
-            stem = src_port if split_port(src_port)[0] not in ("output", "y") else src
-            port = _free(_ident(split_port(stem)[0] if stem == src_port else stem, "y"), taken)
-            out_port[key] = port
-            inner.nodes[port] = Node(port, OUTPUT_BLOCK, {"name": port}, {},
-                                     (x1 + 220.0, y0 + 90.0 * (len(out_port) - 1)), "", {})
-            inner_edges.append(Edge(src, src_port, port, "input"))
-        return out_port[key]
+        if key not in self.out_port:
+            stem = split_port(src_port)[0]
+            port = self.out_port[key] = _free(_ident(stem if stem not in ("output", "y") else src, "y"),
+                                              self.taken)
+            at = (self.x1 + 220.0, self.y0 + 90.0 * (len(self.out_port) - 1))
+            self.comp.page.nodes[port] = Node(port, OUTPUT_BLOCK, {"name": port}, {}, at, "", {})
+            self.inner_edges.append(Edge(src, src_port, port, "input"))
+        return self.out_port[key]
 
-    for e in page.edges:
-        if e.src in chosen and e.dst not in chosen:
-            outside_edges.append(Edge(inst_id, output_for(e.src, e.src_port), e.dst, e.dst_port))
-
-    def follow(ref):
+    def follow(self, ref):
+        """A loss or metric naming a grouped block, as the instance's port."""
         if not ref:
             return ref
         node, port = split_port_text(ref)
-        if node not in chosen:
+        if node not in self.chosen:
             return ref
-        if port is None:
-            port = _first_output(page, node, inner_edges)
-        return port_text(inst_id, output_for(node, port))
+        return port_text(self.inst_id, self.output_for(node, port or _first_output(self.page, node, self.inner_edges)))
 
-    loss = follow(page.loss)
-    metrics = [follow(m) for m in page.metrics]
-    # the inner blocks, their seeds unmixed (the flattener mixes them with the flat id again, so
-    # the same numbers are drawn on a page), their state moved to the instance
-    state: dict = {}
-    for nid in ids:
-        node = page.nodes[nid]
-        attrs = dict(node.attrs)
-        seed = _seed(registry, node)
-        if seed is not None and not composite_name(diagram):
-            attrs["seed"] = _mixed_seed(seed, f"{inst_id}/{nid}")
-        for key, value in node.state.items():
-            state[state_key(nid, key) if composite_name(node.block) is None else f"{nid}/{key}"] = value
-        if composite_name(node.block) is not None and not composite_name(diagram):
-            for path, value in _drawn_values(program, _level_id(level, nid) + "/").items():
-                state.setdefault(f"{nid}/{path}:value", value)
-        inner.nodes[nid] = Node(nid, node.block, attrs, dict(node.inputs), node.position, node.label, {})
-    inner.edges = inner_edges
-    inst_attrs = {p.name: {PARAM_REF: p.name} for p in params}
-    instance = Node(inst_id, block_name(name), inst_attrs, {}, (x0, y0), "", state)
-    nodes: dict = {}
-    placed = False
-    for nid, node in page.nodes.items():
-        if nid in chosen:
-            if not placed:
-                nodes[inst_id] = instance
-                placed = True
-            continue
-        nodes[nid] = node
-    edges = [e for e in page.edges if e.src not in chosen and e.dst not in chosen] + outside_edges
-    content = Content(nodes, edges, loss, metrics, dict(page.feeds))
-    return Restructure(diagram, content, name, comp, focus=inst_id)
+    def inner_blocks(self) -> dict:
+        """Put the blocks in the composite, their seeds unmixed (the flattener mixes them with the
+        flat id again, so the same numbers are drawn on a page); returns the instance's state."""
+        state: dict = {}
+        for nid in self.ids:
+            node = self.page.nodes[nid]
+            attrs = dict(node.attrs)
+            seed = _seed(self.registry, node)
+            nested = composite_name(node.block) is not None
+            if seed is not None and not self.in_definition:
+                attrs["seed"] = _mixed_seed(seed, f"{self.inst_id}/{nid}")
+            for key, value in node.state.items():
+                state[f"{nid}/{key}" if nested else state_key(nid, key)] = value
+            if nested and not self.in_definition:
+                for path, value in _drawn_values(self.program, _level_id(self.level, nid) + "/").items():
+                    state.setdefault(f"{nid}/{path}:value", value)
+            self.comp.page.nodes[nid] = Node(nid, node.block, attrs, dict(node.inputs), node.position,
+                                             node.label, {})
+        return state
 
 
 def _first_output(page, node, edges) -> str:
@@ -305,103 +326,114 @@ def plan_ungroup(project: Project, diagram: str, inst_id: str, program=None, lev
         raise ProjectError(f"{inst_id} is a {node.block}, not a composite's instance")
     comp = project.composite(name)
     _ungroup_refusal(page, inst_id, node)
-    values = {p.name: node.attrs.get(p.name, p.default) for p in comp.params}
     for p in comp.params:
-        if values[p.name] is None and p.required:
+        if node.attrs.get(p.name, p.default) is None and p.required:
             raise ProjectError(f"parameter '{p.name}' of {inst_id} has no value: give it one first")
-    sizes = _dim_sizes(program, level, inst_id, comp)
-    inside_definition = composite_name(diagram) is not None
+    return _Ungrouping(diagram, page, inst_id, node, comp, program, level, registry).plan()
 
-    def lookup(kind, pname):
+
+class _Ungrouping:
+    """One ungroup being planned (plan_ungroup)."""
+
+    def __init__(self, diagram, page, inst_id, node, comp, program, level, registry):
+        self.diagram, self.page, self.inst_id, self.node, self.comp = diagram, page, inst_id, node, comp
+        self.program, self.level, self.registry = program, level, registry
+        self.values = {p.name: node.attrs.get(p.name, p.default) for p in comp.params}
+        self.sizes = _dim_sizes(program, level, inst_id, comp)
+        self.in_definition = composite_name(diagram) is not None
+        inner = comp.page.nodes
+        self.ports_in = {nid for nid, n in inner.items() if n.block == INPUT_BLOCK}
+        self.ports_out = {nid for nid, n in inner.items() if n.block == OUTPUT_BLOCK}
+        self.port_of = {nid: inner[nid].attrs.get("name", "x" if nid in self.ports_in else "y")
+                        for nid in self.ports_in | self.ports_out}
+        taken = set(page.nodes) - {inst_id}
+        self.rename = {nid: _free(nid, taken) for nid in inner
+                       if nid not in self.ports_in and nid not in self.ports_out}
+        self.feeding = {e.dst_port: (e.src, e.src_port) for e in page.edges if e.dst == inst_id}
+        self.inner_src = {self.port_of[e.dst]: (e.src, e.src_port) for e in comp.page.edges
+                          if e.dst in self.ports_out}
+
+    def lookup(self, kind, pname):
         if kind == PARAM_REF:
-            return values.get(pname)
-        if pname in sizes:
-            return sizes[pname]
-        if inside_definition:
+            return self.values.get(pname)
+        if pname in self.sizes:
+            return self.sizes[pname]
+        if self.in_definition:
             return {DIM_REF: pname}     # the enclosing composite binds the same name
-        raise ProjectError(f"the size of dimension '{pname}' of {inst_id} is not known: wire its "
+        raise ProjectError(f"the size of dimension '{pname}' of {self.inst_id} is not known: wire its "
                            f"inputs and let the page compile first")
 
-    ports_in = {nid for nid, n in comp.page.nodes.items() if n.block == INPUT_BLOCK}
-    ports_out = {nid for nid, n in comp.page.nodes.items() if n.block == OUTPUT_BLOCK}
-    port_of = {nid: comp.page.nodes[nid].attrs.get("name", "x" if nid in ports_in else "y")
-               for nid in ports_in | ports_out}
-    taken = set(page.nodes) - {inst_id}
-    rename = {}
-    for nid in comp.page.nodes:
-        if nid not in ports_in and nid not in ports_out:
-            rename[nid] = _free(nid, taken)
-    feeding = {e.dst_port: (e.src, e.src_port) for e in page.edges if e.dst == inst_id}
-    inner_src = {}
-    for e in comp.page.edges:
-        if e.dst in ports_out:
-            inner_src[port_of[e.dst]] = (e.src, e.src_port)
-
-    def source(src: str, src_port: str):
+    def source(self, src: str, src_port: str):
         """Where a wire leaving inner ``src`` comes from after inlining (an Input: outside)."""
-        if src in ports_in:
-            outside = feeding.get(port_of[src])
+        if src in self.ports_in:
+            outside = self.feeding.get(self.port_of[src])
             if outside is None:
-                raise ProjectError(f"port '{port_of[src]}' of {inst_id} is not wired: wire it before ungrouping")
+                raise ProjectError(f"port '{self.port_of[src]}' of {self.inst_id} is not wired: wire it "
+                                   f"before ungrouping")
             return outside
-        return rename[src], src_port
+        return self.rename[src], src_port
 
-    dx = node.position[0] - min((n.position[0] for n in comp.page.nodes.values()), default=0.0)
-    dy = node.position[1] - min((n.position[1] for n in comp.page.nodes.values()), default=0.0)
-    new_nodes = {}
-    for nid, new in rename.items():
-        inner = comp.page.nodes[nid]
-        attrs = {k: substitute(v, lookup) for k, v in inner.attrs.items()}
-        seed = _seed(registry, Node(nid, inner.block, attrs))
-        if seed is not None and not inside_definition:
-            attrs["seed"] = _mixed_seed(seed, f"{inst_id}/{nid}")
-        head = nid + ":"
-        state = {}
-        for key, value in node.state.items():
-            if composite_name(inner.block) is None and key.startswith(head):
-                state[key[len(head):]] = value
-            elif composite_name(inner.block) is not None and key.startswith(nid + "/"):
-                state[key[len(nid) + 1:]] = value
-        if composite_name(inner.block) is not None and not inside_definition:
-            for path, value in _drawn_values(program, _level_id(level, f"{inst_id}/{nid}/")).items():
-                state.setdefault(f"{path}:value", value)
-        x, y = inner.position
-        new_nodes[new] = Node(new, inner.block, attrs, dict(inner.inputs), (x + dx, y + dy), inner.label, state)
-    edges = [e for e in page.edges if inst_id not in (e.src, e.dst)]
-    for e in comp.page.edges:
-        if e.dst in ports_out or e.dst in ports_in:
-            continue
-        src = source(e.src, e.src_port)
-        edges.append(Edge(src[0], src[1], rename[e.dst], e.dst_port))
-    for e in page.edges:
-        if e.src == inst_id:
-            got = inner_src.get(e.src_port)
-            if got is None:
-                raise ProjectError(f"{inst_id} has no output port '{e.src_port}'")
-            src = source(*got)
-            edges.append(Edge(src[0], src[1], e.dst, e.dst_port))
+    def plan(self) -> Restructure:
+        page, inst_id = self.page, self.inst_id
+        new_nodes = self.blocks()
+        edges = [e for e in page.edges if inst_id not in (e.src, e.dst)]
+        for e in self.comp.page.edges:
+            if e.dst not in self.ports_out and e.dst not in self.ports_in:
+                src = self.source(e.src, e.src_port)
+                edges.append(Edge(src[0], src[1], self.rename[e.dst], e.dst_port))
+        for e in page.edges:
+            if e.src == inst_id:
+                got = self.inner_src.get(e.src_port)
+                if got is None:
+                    raise ProjectError(f"{inst_id} has no output port '{e.src_port}'")
+                src = self.source(*got)
+                edges.append(Edge(src[0], src[1], e.dst, e.dst_port))
+        nodes = {}
+        for nid, n in page.nodes.items():
+            if nid == inst_id:
+                nodes.update(new_nodes)
+            else:
+                nodes[nid] = n
+        metrics = [m for m in (self.follow(m) for m in page.metrics) if m]
+        content = Content(nodes, edges, self.follow(page.loss), metrics, dict(page.feeds))
+        return Restructure(self.diagram, content, self.comp.name, None, keep=True,
+                           focus=next(iter(new_nodes), None))
 
-    def follow(ref):
+    def blocks(self) -> dict:
+        """The inner blocks under their new ids, placed where the instance was, their attrs
+        substituted, seeds mixed as the flattener did, and their state back from the instance."""
+        inner_nodes, node = self.comp.page.nodes, self.node
+        dx = node.position[0] - min((n.position[0] for n in inner_nodes.values()), default=0.0)
+        dy = node.position[1] - min((n.position[1] for n in inner_nodes.values()), default=0.0)
+        out = {}
+        for nid, new in self.rename.items():
+            inner = inner_nodes[nid]
+            nested = composite_name(inner.block) is not None
+            attrs = {k: substitute(v, self.lookup) for k, v in inner.attrs.items()}
+            seed = _seed(self.registry, Node(nid, inner.block, attrs))
+            if seed is not None and not self.in_definition:
+                attrs["seed"] = _mixed_seed(seed, f"{self.inst_id}/{nid}")
+            head = nid + ("/" if nested else ":")
+            state = {key[len(head):]: value for key, value in node.state.items() if key.startswith(head)}
+            if nested and not self.in_definition:
+                flat = _level_id(self.level, f"{self.inst_id}/{nid}/")
+                for path, value in _drawn_values(self.program, flat).items():
+                    state.setdefault(f"{path}:value", value)
+            x, y = inner.position
+            out[new] = Node(new, inner.block, attrs, dict(inner.inputs), (x + dx, y + dy), inner.label, state)
+        return out
+
+    def follow(self, ref):
+        """A loss or metric naming the instance's port, as the inner block that fed it."""
         if not ref:
             return ref
         nid, port = split_port_text(ref)
-        if nid != inst_id:
+        if nid != self.inst_id:
             return ref
-        port = port or next(iter(inner_src), None)
-        if port not in inner_src:
+        port = port or next(iter(self.inner_src), None)
+        if port not in self.inner_src:
             return None
-        return port_text(*source(*inner_src[port]))
-
-    nodes = {}
-    for nid, n in page.nodes.items():
-        if nid == inst_id:
-            nodes.update(new_nodes)
-        else:
-            nodes[nid] = n
-    content = Content(nodes, edges, follow(page.loss), [m for m in (follow(m) for m in page.metrics) if m],
-                      dict(page.feeds))
-    focus = next(iter(new_nodes), None)
-    return Restructure(diagram, content, name, None, keep=True, focus=focus)
+        return port_text(*self.source(*self.inner_src[port]))
 
 
 # ------------------------------------------------------------------------------------ the mutator

@@ -6,12 +6,13 @@ whose redo and undo are one mutator each (blockflow.composite's, compile.groupin
 from __future__ import annotations
 
 from blockflow.compile.grouping import plan_group, plan_ungroup, suggest_name
-from blockflow.composite import (Composite, composite_name, composite_name_problem, cycle_through,
+from blockflow.composite import (Composite, block_name, composite_name, composite_name_problem, cycle_through,
                                  insert_composite, instances_of, remove_composite, rename_composite,
                                  replace_composite)
 from blockflow.errors import ProjectError
 from blockflow.project import Node, Page
 from blockflow.gui.document import commands as C
+from blockflow.gui.document.compiling import users_of
 from blockflow.gui.document.location import Location
 
 __all__ = ["CompositeEdits"]
@@ -104,6 +105,36 @@ class CompositeEdits:
             return self.program(page), ""
         except ProjectError:
             return None, ""
+
+    # ------------------------------------------------------------------ telling the views
+    def _announce_composites(self, change) -> None:
+        """After Document.apply: what a change of composites means for the views."""
+        if "definition" in change.fields:
+            self._programs.pages_changed()           # the definition's diagram is another Page
+            if self.current_page == change.page:
+                self.current_page_changed.emit(change.page)
+        if change.page_renamed and change.page_renamed[1].startswith("@"):
+            # a composite renamed: its instances' block names changed with it
+            for diagram, nid in list(instances_of(self.project, change.page_renamed[1][1:])):
+                self.node_changed.emit(diagram, nid)
+        if any(n.startswith("@") for n in (change.pages_added + change.pages_removed + change.page_renamed)) \
+                or "definition" in change.fields:
+            self.composites_changed.emit()
+
+    def _definition_edited(self, page: str) -> None:
+        """A definition's edit changes every diagram that uses it, directly or not; when it
+        changed the composite's ports, their instances are drawn again."""
+        name = composite_name(page)
+        if name is None or name not in self.project.composites:
+            return
+        for user in users_of(self.project, name):
+            self._programs.changed(user)
+            self.structure_changed.emit(user)
+        spec = self.blocks.get(block_name(name))
+        if self._port_specs.get(name, spec) is not spec:
+            for diagram, nid in list(instances_of(self.project, name)):
+                self.node_changed.emit(diagram, nid)
+        self._port_specs[name] = spec
 
     # ------------------------------------------------------------------ where the editor is
     def open_instance(self, node_id: str) -> None:

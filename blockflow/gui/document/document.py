@@ -18,7 +18,7 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QUndoStack
 
 from blockflow.compile.compiler import project_files
-from blockflow.composite import ProjectBlocks, block_name, composite_name, instances_of
+from blockflow.composite import ProjectBlocks
 from blockflow.compile.program import Program
 from blockflow.errors import ProjectError
 from blockflow.project import Change, Edge, Node, Page, Project, text_problem, valid_node_id
@@ -28,7 +28,7 @@ from blockflow.io.relocate import apply_move, data_paths, plan_move
 from blockflow.spec import UnknownAttrError
 from blockflow.gui.document import commands as C
 from blockflow.gui.document.clipboard import FRAGMENT_MIME, fragment_text, pasting
-from blockflow.gui.document.compiling import PagePrograms, users_of
+from blockflow.gui.document.compiling import PagePrograms
 from blockflow.gui.document.composite_edits import CompositeEdits
 from blockflow.gui.document.location import Location
 from blockflow.gui.document.layout import layered_moves, spread_moves, stacked_blocks
@@ -545,17 +545,7 @@ class Document(CompositeEdits, QObject):
                 self._announce_page_edit(change)      # a group: a new composite and its instance
         else:
             self._announce_page_edit(change)
-        if "definition" in change.fields:
-            self._programs.pages_changed()           # the definition's diagram is another Page
-            if self.current_page == change.page:
-                self.current_page_changed.emit(change.page)
-        if change.page_renamed and change.page_renamed[1].startswith("@"):
-            # a composite renamed: its instances' block names changed with it
-            for diagram, nid in list(instances_of(self.project, change.page_renamed[1][1:])):
-                self.node_changed.emit(diagram, nid)
-        if any(n.startswith("@") for n in (change.pages_added + change.pages_removed + change.page_renamed)) \
-                or "definition" in change.fields:
-            self.composites_changed.emit()
+        self._announce_composites(change)
         return change
 
     def _announce_page_edit(self, change: Change) -> None:
@@ -612,19 +602,8 @@ class Document(CompositeEdits, QObject):
             self._edited(change.page)
 
     def _edited(self, page: str) -> None:
-        """What ``page`` computes may have changed: it is compiled again (off the UI thread).
-        A definition's edit changes every diagram that uses it, directly or not; when it changed
-        the composite's ports, their instances are drawn again."""
+        """What ``page`` computes may have changed: it is compiled again (off the UI thread), and
+        so is every diagram using it when it is a definition (_definition_edited)."""
         self._programs.changed(page)
         self.structure_changed.emit(page)
-        name = composite_name(page)
-        if name is None or name not in self.project.composites:
-            return
-        for user in users_of(self.project, name):
-            self._programs.changed(user)
-            self.structure_changed.emit(user)
-        spec = self.blocks.get(block_name(name))
-        if self._port_specs.get(name, spec) is not spec:
-            for diagram, nid in list(instances_of(self.project, name)):
-                self.node_changed.emit(diagram, nid)
-        self._port_specs[name] = spec
+        self._definition_edited(page)
