@@ -300,3 +300,27 @@ def test_inspector_edits_a_definition_name_doc_and_parameters_each_one_undo_step
     qtbot.keyClick(form.name_edit, Qt.Key_Return)
     assert list(doc.project.composites) == ["Layer"] and doc.current_page == "@Layer"
     assert doc.page("main").nodes["d1"].block == "@Layer"
+
+
+def test_training_values_of_variables_inside_instances_go_to_their_state_and_reset(qtbot):
+    doc = Document(mlp_project())
+    ones = np.ones((3, 5), "float32")
+    skipped = doc.apply_training({"d1/W": {"value": ones}, "d2/b": {"value": np.zeros(2, "float32")},
+                                  "d1/nope": {"value": ones}}, 3)
+    assert skipped == ["d1/nope"]
+    assert set(doc.page("main").nodes["d1"].state) == {"W:value"}
+    r = run(doc.program("main"), {"X": X})
+    np.testing.assert_array_equal(r.values[("d1/W", "ref")], ones)
+    assert doc.reset_variables() == ["d1", "d2"]
+    assert doc.page("main").nodes["d1"].state == {}
+    doc.undo_stack.undo()
+    doc.undo_stack.undo()
+    assert doc.page("main").nodes["d1"].state == {}
+
+
+def test_pasting_an_instance_into_its_own_definition_is_refused(qtbot):
+    doc = Document(mlp_project())
+    text = doc.copy_fragment(["d1"], "main")
+    with pytest.raises(Exception, match="cannot contain itself: Dense > Dense"):
+        doc.paste_fragment(text, None, "@Dense")
+    assert doc.undo_stack.count() == 0

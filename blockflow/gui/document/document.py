@@ -18,7 +18,7 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QUndoStack
 
 from blockflow.compile.compiler import project_files
-from blockflow.composite import ProjectBlocks
+from blockflow.composite import ProjectBlocks, split_flat, state_key
 from blockflow.compile.program import Program
 from blockflow.errors import ProjectError
 from blockflow.project import Change, Edge, Node, Page, Project, text_problem, valid_node_id
@@ -404,10 +404,13 @@ class Document(CompositeEdits, QObject):
         states, skipped = {}, []
         program = self.program(page)
         for nid, changes in updates.items():
-            node = pg.nodes.get(nid)
-            spec = self.registry.get(node.block) if node is not None else None
+            top, inner = split_flat(nid)          # a Variable inside instance ``top``: its state
+            node = pg.nodes.get(top)
+            flat = program.step(nid) if inner and node is not None else None
+            role = getattr(flat, "role", None) if inner else \
+                getattr(self.registry.get(node.block) if node is not None else None, "role", None)
             value = changes.get("value")
-            if spec is None or spec.role != "variable" or value is None:
+            if role != "variable" or value is None:
                 skipped.append(nid)
                 continue
             try:
@@ -418,7 +421,11 @@ class Document(CompositeEdits, QObject):
             if tuple(t.shape) != tuple(np.shape(value)) or t.dtype != np.asarray(value).dtype:
                 skipped.append(nid)
                 continue
-            states[nid] = {k: np.array(v) for k, v in changes.items()}
+            if inner:
+                kept = states.setdefault(top, dict(node.state))
+                kept.update({state_key(inner, k): np.array(v) for k, v in changes.items()})
+            else:
+                states[nid] = {k: np.array(v) for k, v in changes.items()}
         if states:
             self.undo_stack.push(C.SetStatesCommand(self, page, states, f"Train {steps} step{'s' if steps != 1 else ''}"))
         return skipped
@@ -428,8 +435,9 @@ class Document(CompositeEdits, QObject):
         first values again), as one undoable edit; returns the Variables reset."""
         page = page or self.current_page
         pg = self.page(page)
-        ids = [nid for nid, n in pg.nodes.items()
-               if n.state and getattr(self.registry.get(n.block), "role", None) == "variable"]
+        ids = [nid for nid, n in pg.nodes.items()    # (an instance's state is its Variables')
+               if n.state and (n.block.startswith("@") or
+                               getattr(self.registry.get(n.block), "role", None) == "variable")]
         if ids:
             self.undo_stack.push(C.SetStatesCommand(self, page, {nid: {} for nid in ids}, "Reset variables"))
         return ids
@@ -494,6 +502,8 @@ class Document(CompositeEdits, QObject):
         landing = pasting(self.page(page), text, position)
         if not landing.nodes:
             return []
+        for node in landing.nodes:     # an instance pasted into its own definition: refused
+            self._refuse(self.nesting_problem(node.block, page))
         count = len(landing.nodes)
         self.undo_stack.beginMacro(f"Paste {count} block{'s' if count != 1 else ''}")
         for node in landing.nodes:
