@@ -6,7 +6,8 @@
 
 Prints, for each workload, the median time of hand-written numpy and of blockflow (forward +
 backward, interleaved repeats) and their ratio against the target. Runs single-threaded BLAS,
-as the tests do (docs/performance.md says why).
+as the tests do (docs/performance.md says why). The composite workloads (f) and (g), built in
+composites.py, compare blockflow with itself: the 'numpy' column holds the raw-op baseline.
 """
 from __future__ import annotations
 
@@ -332,8 +333,24 @@ def bench_compile(repeats, sizes=(1_000, 10_000, 100_000)):
     return rows
 
 
+# ------------------------------------------------------------- (f), (g) composites, flattened
+
+
+def bench_composite_mlp(repeats):
+    """(f) the MLP drawn with Dense composites against the same raw ops (benchmarks/composites.py)."""
+    from composites import mlp_rows
+    return mlp_rows(repeats, timeit_pair)
+
+
+def bench_composite_compile(repeats):
+    """(g) compiling 1,000 instances of a 20-block composite against the 10k-block figure."""
+    from composites import compile_rows
+    return compile_rows(repeats, generated_project)
+
+
 WORKLOADS = {"mlp": bench_mlp, "softmax": bench_softmax, "chain": bench_chain, "compile": bench_compile,
-             "train": bench_train}
+             "train": bench_train, "composite-mlp": bench_composite_mlp,
+             "composite-compile": bench_composite_compile}
 
 
 def blas_info() -> str:

@@ -5,14 +5,17 @@ Must not import PySide6 or a block package by name: blocks arrive only through e
 from __future__ import annotations
 
 from importlib import metadata
+from pathlib import Path
 from typing import Iterable
 
 from blockflow.errors import RegistryError
 from blockflow.spec import BlockSpec
 
-__all__ = ["Registry", "default_registry", "ENTRY_POINT_GROUP"]
+__all__ = ["Registry", "default_registry", "ENTRY_POINT_GROUP", "LAYERS_ENTRY_POINT_GROUP", "layer_files"]
 
 ENTRY_POINT_GROUP = "blockflow.blocks"
+#: block packages' layer libraries: each entry point is a function returning its layer files' paths
+LAYERS_ENTRY_POINT_GROUP = "blockflow.layers"
 
 
 class Registry:
@@ -99,3 +102,16 @@ def default_registry() -> Registry:
     if _default is None:
         _default = Registry.from_entry_points(strict=True)
     return _default
+
+
+def layer_files() -> list[tuple[str, Path]]:
+    """(entry point name, path) of every layer file the installed block packages declare in the
+    ``blockflow.layers`` group (read by blockflow.io.library, which runs no code of its own)."""
+    out = []
+    for ep in sorted(metadata.entry_points(group=LAYERS_ENTRY_POINT_GROUP), key=lambda e: e.name):
+        try:
+            paths = list(ep.load()())
+        except Exception as exc:  # a broken plugin is named, not a traceback
+            raise RegistryError(f"layer entry point '{ep.name}' ({ep.value}) failed: {exc}") from None
+        out.extend((ep.name, Path(p)) for p in paths)
+    return out

@@ -8,6 +8,8 @@ Imports only blockflow.spec and numpy (checked by import-linter).
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 from blockflow.spec import BlockSpec
 
 from . import array_build, array_gather, array_identity, array_join, array_shape, array_slice, array_tile
@@ -26,3 +28,9 @@ _MODULES = (
 def all_blocks() -> list[BlockSpec]:
     """Every block this package declares, in module order."""
     return [v for m in _MODULES for v in vars(m).values() if isinstance(v, BlockSpec)]
+
+
+def layer_files() -> list[Path]:
+    """The layer library's files (layers/*.bflow.json, written by tools/make_layers.py): the
+    ``blockflow.layers`` entry point, read by blockflow.io.library."""
+    return sorted((Path(__file__).parent / "layers").glob("*.bflow.json"))

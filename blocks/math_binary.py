@@ -14,6 +14,7 @@ from blockflow.spec import Input, InputList, Output, ShapeError, TensorType, blo
 
 from .common import (ONE, ZERO, binary_infer, broadcast_or_none, check_arithmetic, declare, fmt_shape,
                      merge_shapes, negate_fresh)
+from .folding import fold
 
 
 # The factories below declare their blocks as math_ops, from this module (their source).
@@ -37,7 +38,8 @@ class Add:
         """
 
     def infer(x, y):
-        return binary_infer("Add", x, y)
+        # integer results of constants fold (shape arithmetic: Conv2DTranspose's sizes)
+        return fold("Add", binary_infer("Add", x, y), Add.forward, x, y)
 
     def forward(x, y):
         return x + y
@@ -60,7 +62,8 @@ class Subtract:
         """
 
     def infer(x, y):
-        return binary_infer("Subtract", x, y)
+        # integer results of constants fold (shape arithmetic: Conv2DTranspose's sizes)
+        return fold("Subtract", binary_infer("Subtract", x, y), Subtract.forward, x, y)
 
     def forward(x, y):
         return x - y
@@ -83,7 +86,8 @@ class Multiply:
         """
 
     def infer(x, y):
-        return binary_infer("Multiply", x, y)
+        # integer results of constants fold (shape arithmetic: Conv2DTranspose's sizes)
+        return fold("Multiply", binary_infer("Multiply", x, y), Multiply.forward, x, y)
 
     def forward(x, y):
         return x * y

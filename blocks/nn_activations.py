@@ -1,5 +1,6 @@
 """nn_ops, activations (elementwise): Relu, Relu6, Elu, Selu, LeakyRelu, Softplus, Softsign, Gelu;
-and Dropout.
+Dropout; Activation (the activation a layer's parameter chooses) and LearningPhase (training or
+inference, for the layers that behave differently).
 
 Imports only blockflow.spec and numpy.
 """
@@ -339,3 +340,148 @@ def _dropout_draws(rng, shape):
     """The uniform draws Dropout compares with its rate (float32, whatever x's dtype)."""
     reserve(shape, np.float32, "Dropout's random draws")
     return rng.random(shape, dtype=np.float32)
+
+
+# --------------------------------------------------------------------------------------------
+# Activation (a chosen activation, for layers whose `activation` is a parameter) and LearningPhase
+
+#: the activations Activation applies, by ``kind`` (Keras's names)
+ACTIVATIONS = ("linear", "relu", "relu6", "leaky_relu", "elu", "selu", "gelu", "sigmoid", "tanh",
+               "softplus", "softsign", "swish", "softmax", "log_softmax")
+_LEAKY_ALPHA = 0.2
+
+
+def _sigmoid(x):
+    """The logistic function without overflow: 0.5 · (1 + tanh(x / 2))."""
+    half = x.dtype.type(0.5)
+    return half * (np.tanh(x * half) + x.dtype.type(1))
+
+
+def _softmax(x):
+    e = np.exp(x - np.max(x, axis=-1, keepdims=True))
+    e /= np.sum(e, axis=-1, keepdims=True)
+    return e
+
+
+def _activate(kind, x):
+    """The activation ``kind`` of ``x`` (a float array), in x's dtype."""
+    t = x.dtype.type
+    if kind == "linear":
+        return x
+    if kind == "relu":
+        return np.maximum(x, t(0))
+    if kind == "relu6":
+        return np.clip(x, t(0), t(6))
+    if kind == "leaky_relu":
+        return np.where(x > 0, x, x * t(_LEAKY_ALPHA))
+    if kind == "elu":
+        return np.where(x > 0, x, np.expm1(np.minimum(x, t(0))))
+    if kind == "selu":
+        return t(_SELU_SCALE) * np.where(x > 0, x, t(_SELU_ALPHA) * np.expm1(np.minimum(x, t(0))))
+    if kind == "gelu":
+        return x * one_plus_erf(x * t(1 / np.sqrt(2.0))) * t(0.5)
+    if kind == "sigmoid":
+        return _sigmoid(x)
+    if kind == "tanh":
+        return np.tanh(x)
+    if kind == "softplus":
+        return np.logaddexp(t(0), x)
+    if kind == "softsign":
+        return x / (t(1) + np.abs(x))
+    if kind == "swish":
+        return x * _sigmoid(x)
+    if kind == "softmax":
+        return _softmax(x)
+    # log_softmax
+    shifted = x - np.max(x, axis=-1, keepdims=True)
+    return shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
+
+
+def _activation_grad(kind, g, x, y):
+    """The gradient of ``_activate(kind, x)`` (= ``y``) given the upstream gradient ``g``."""
+    t = x.dtype.type
+    if kind == "linear":
+        return g
+    if kind == "relu":
+        return g * (x > 0)
+    if kind == "relu6":
+        return g * ((x > 0) & (x < 6))
+    if kind == "leaky_relu":
+        return g * np.where(x > 0, t(1), t(_LEAKY_ALPHA))
+    if kind == "elu":
+        return g * np.where(x > 0, t(1), y + t(1))
+    if kind == "selu":
+        return g * np.where(x > 0, t(_SELU_SCALE), y + t(_SELU_SCALE * _SELU_ALPHA))
+    if kind == "gelu":
+        cdf = one_plus_erf(x * t(1 / np.sqrt(2.0))) * t(0.5)
+        return g * (cdf + x * np.exp(x * x * t(-0.5)) * t(1 / np.sqrt(2.0 * np.pi)))
+    if kind == "sigmoid":
+        return g * y * (t(1) - y)
+    if kind == "tanh":
+        return g * (t(1) - y * y)
+    if kind == "softplus":
+        return g * _sigmoid(x)
+    if kind == "softsign":
+        return g / np.square(t(1) + np.abs(x))
+    if kind == "swish":
+        s = _sigmoid(x)
+        return g * (s + x * s * (t(1) - s))
+    if kind == "softmax":
+        return y * (g - np.sum(g * y, axis=-1, keepdims=True))
+    # log_softmax
+    return g - np.exp(y) * np.sum(g, axis=-1, keepdims=True)
+
+
+@block("Activation", category="nn_ops")
+class Activation:
+    """Applies the activation named by ``kind`` to ``x``: what a layer's ``activation`` parameter
+    chooses (Keras's names).
+
+    ``linear`` (the identity), ``relu``, ``relu6``, ``leaky_relu`` (slope 0.2 below 0, as Keras),
+    ``elu``, ``selu``, ``gelu`` (exact, with erf), ``sigmoid``, ``tanh``, ``softplus``,
+    ``softsign``, ``swish`` (``x · sigmoid(x)``, also called SiLU) elementwise; ``softmax`` and
+    ``log_softmax`` over the last axis. Each is the same function as its own block (Relu,
+    Sigmoid, Softmax, ...), with the same gradient.
+    """
+
+    inputs = (Input("x", dtype="float"),)
+    outputs = (Output("y"),)
+    attrs = (Attr("kind", "choice", "linear", choices=ACTIVATIONS, doc="which activation"),)
+    grad_rule = """
+        dx = g · f'(x) for the elementwise kinds (relu: g where x > 0; sigmoid: g · y · (1 − y); ...)
+        softmax: dx = y ⊙ (g − Σ g ⊙ y); log_softmax: dx = g − softmax(x) · Σ g (over the last axis)
+        """
+
+    def infer(x, *, kind):
+        if kind in ("softmax", "log_softmax") and x.rank == 0:
+            raise ShapeError(f"Activation: {kind} works over the last axis, so x needs at least one axis")
+        return like(x)
+
+    def forward(x, *, kind):
+        with np.errstate(over="ignore", under="ignore"):
+            return np.asarray(_activate(kind, x), dtype=x.dtype)
+
+    def vjp(g, out, x, *, kind):
+        with np.errstate(over="ignore", under="ignore"):
+            return (np.asarray(_activation_grad(kind, g, x, out), dtype=x.dtype),)
+
+
+@block("LearningPhase", category="nn_ops")
+class LearningPhase:
+    """True while the run trains, false while it evaluates: what Dropout and BatchNormalization
+    layers ask to behave as in training or in inference.
+
+    A run trains when it reads the ``train`` part of its data: every step of ``blockflow train``
+    and of the editor's Train panel, a Run in the editor and ``blockflow run``. It evaluates when
+    it reads the ``test`` part (or ``all``): the test evaluations of a training
+    (``Trainer.evaluate``) and ``run(program, split="test")``. The value is a bool scalar known
+    only when the run starts (never folded into the compiled program).
+    """
+
+    outputs = (Output("training", doc="true in training, false in inference"),)
+
+    def infer():
+        return TensorType((), "bool")
+
+    def forward(*, data):
+        return np.array(data.split == "train")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from blockflow_blocks.nn_activations import ACTIVATIONS
 from casekit import Case, _unary_cases, away_from_zero, distinct, f32, i32, ints
 
 _rng = np.random.default_rng(31)
@@ -175,4 +176,22 @@ CASES: dict[str, list[Case]] = {
     ],
 }
 
-NOT_DIFFERENTIABLE = {"InTopK": "none"}
+
+def _activation_cases():
+    """Every kind on points away from its kinks; softmax kinds on rows."""
+    cases = [Case((away_from_zero(2, 3),), {"kind": k}, id=k)
+             for k in ACTIVATIONS if k not in ("relu6", "softmax", "log_softmax")]
+    cases += [Case((_relu6_points(3, 4),), {"kind": "relu6"}, id="relu6"),
+              Case((f32(3, 5),), {"kind": "softmax"}, id="softmax"),
+              Case((f32(2, 2, 4) * 4,), {"kind": "softmax"}, id="softmax-rank-3"),
+              Case((f32(3, 5),), {"kind": "log_softmax"}, id="log_softmax"),
+              Case((away_from_zero(4).astype(np.float64),), {"kind": "gelu"}, id="gelu-float64"),
+              Case((f32(2, 3),), id="default-linear"),
+              Case((f32(),), {"kind": "tanh"}, id="scalar")]
+    return cases
+
+
+CASES["Activation"] = _activation_cases()
+CASES["LearningPhase"] = [Case((), id="train", grad=False)]
+
+NOT_DIFFERENTIABLE = {"InTopK": "none", "LearningPhase": "none"}

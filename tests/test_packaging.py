@@ -67,6 +67,10 @@ def test_wheel_holds_the_sample_projects_and_assets(wheel_names):
         assert files, f"{folder}/ has no {pattern}"
         missing = [f for f in files if f"blockflow/{folder}/{f}" not in wheel_names]
         assert not missing, f"{folder}/ files missing from the wheel: {missing}"
+    layers = sorted(p.name for p in (ROOT / "blocks" / "layers").glob("*.bflow.json"))
+    assert "Dense.bflow.json" in layers
+    missing = [f for f in layers if f"blockflow_blocks/layers/{f}" not in wheel_names]
+    assert not missing, f"blocks/layers/ files missing from the wheel: {missing}"
 
 
 def test_wheel_declares_the_entry_points(wheel):
@@ -76,20 +80,22 @@ def test_wheel_declares_the_entry_points(wheel):
         entry_points.optionxform = str
         entry_points.read_string(z.read(name).decode())
     assert dict(entry_points["blockflow.blocks"]) == PYPROJECT["project"]["entry-points"]["blockflow.blocks"]
+    assert dict(entry_points["blockflow.layers"]) == PYPROJECT["project"]["entry-points"]["blockflow.layers"]
     assert entry_points["console_scripts"]["blockflow"] == "blockflow.gui.app:main"
 
 
 CHECK_INSTALLED = r"""
 import json
 from importlib import resources
-import blockflow.registry, blockflow_blocks
+import blockflow.registry, blockflow_blocks, blockflow.io.library
 reg = blockflow.registry.Registry.from_entry_points()
 try:
     sample = (resources.files("blockflow.sample_projects") / "stable_softmax.bflow.json").is_file()
 except ModuleNotFoundError:
     sample = False
 print(json.dumps({"blocks": reg.names(), "blockflow_blocks": blockflow_blocks.__file__,
-                  "registry": blockflow.registry.__file__, "sample": sample}))
+                  "registry": blockflow.registry.__file__, "sample": sample,
+                  "layers": [i.name for i in blockflow.io.library.default_library().layers()]}))
 """
 
 
@@ -109,3 +115,4 @@ def test_installed_wheel_finds_its_blocks_through_the_entry_point(wheel, tmp_pat
     for module in ("blockflow_blocks", "registry"):
         assert Path(found[module]).is_relative_to(target), f"{module} came from {found[module]}, not the wheel"
     assert found["sample"], "stable_softmax.bflow.json is not readable through importlib.resources"
+    assert {"Dense", "Conv2D", "BatchNormalization"} <= set(found["layers"]), found["layers"]

@@ -24,7 +24,7 @@ def cmd_run(args) -> int:
     feeds = _feeds(program, args.feed)
     target, seed = _gradient_target(args, program)
     fetch = [program.resolve_target(f) for f in args.fetch] if args.fetch else None   # before a long run
-    result = run(program, feeds, target=target, grad_seed=seed, record=True)
+    result = run(program, feeds, target=target, grad_seed=seed, record=True, split=args.split)
     if args.json:
         write_json(_result_json(args, program, result, fetch), sys.stdout)
         sys.stdout.write("\n")

@@ -7,9 +7,11 @@ from blockflow import __version__
 from blockflow.arrayout import JSON_FULL_VALUES
 from blockflow.cli.cmd_blocks import cmd_blocks
 from blockflow.cli.cmd_check import cmd_check
+from blockflow.cli.cmd_layers import cmd_layers
 from blockflow.cli.cmd_run import cmd_run
 from blockflow.cli.cmd_train import cmd_train
 from blockflow.cli.exits import EXIT_CODES
+from blockflow.datafiles import SPLITS
 from blockflow.run.settings import OPTIMIZERS
 
 
@@ -26,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_check(sub)
     _add_train(sub)
     _add_blocks(sub)
+    _add_layers(sub)
     return parser
 
 
@@ -40,6 +43,9 @@ def _add_run(sub) -> None:
     p.add_argument("--grad", metavar="NODE[:PORT]", help="gradient target (default: the page's loss)")
     p.add_argument("--grad-seed", metavar="VALUE", help="cotangent for a non-scalar target (.npy/.csv/JSON)")
     p.add_argument("--forward-only", action="store_true", help="no backward pass")
+    p.add_argument("--split", choices=SPLITS, default="train",
+                   help="the data part dataset blocks give, and the learning phase: train (default) "
+                        "trains (Dropout drops, BatchNormalization uses the batch); test and all infer")
     p.add_argument("--json", action="store_true", help="machine-readable output of values and gradients")
     p.add_argument("--all-values", action="store_true",
                    help=f"with --json, every value of arrays of more than {JSON_FULL_VALUES:,} values "
@@ -95,6 +101,13 @@ def _add_blocks(sub) -> None:
     p.add_argument("--output", "-o", help="write the Markdown here instead of standard output")
     p.add_argument("--json", action="store_true", help="machine-readable catalogue")
     p.set_defaults(func=cmd_blocks)
+
+
+def _add_layers(sub) -> None:
+    p = sub.add_parser("layers", help="the layer library (Dense, Conv2D, ...: composites to insert)")
+    p.add_argument("--markdown", action="store_true", help="the layer reference as Markdown (docs/layers.md)")
+    p.add_argument("--output", "-o", help="write the Markdown here instead of standard output")
+    p.set_defaults(func=cmd_layers)
 
 
 def _budget_option(p) -> None:

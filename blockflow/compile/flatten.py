@@ -20,7 +20,7 @@ import zlib
 from dataclasses import dataclass, field
 
 from blockflow.composite import (DIM_REF, INPUT_BLOCK, MAX_NESTING, OUTPUT_BLOCK, PARAM_REF, SHARE_ATTR,
-                                 composite_name, inner_state, substitute)
+                                 composite_name, substitute)
 from blockflow.project import Edge, Node, Page, port_text, split_port_text
 from blockflow.spec import AttrError
 
@@ -74,7 +74,10 @@ class Hierarchy:
     Variables an instance reads from another, the nodes whose attrs wait for dimensions."""
 
     instances: dict = field(default_factory=dict)        # flat id -> Instance
-    #: (level, drawn Edge) -> flat Edge, for every wire drawn inside an instance or touching one
+    #: (level, drawn Edge) -> flat Edge, for every wire drawn touching an instance, or leaving a
+    #: Variable inside one (which may be read from a shared instance); any other wire drawn at
+    #: level L is that wire with both ends prefixed "L/" (Program.flat_wire). Not one entry per
+    #: inner wire: 1,000 instances of a 20-block composite would keep 30,000 of them.
     wires: dict = field(default_factory=dict)
     shared: dict = field(default_factory=dict)           # flat Variable id left out -> flat id read
     dim_nodes: dict = field(default_factory=dict)        # flat id -> the instances its DimRefs name
@@ -106,43 +109,96 @@ def _dims_in(value, out: set) -> None:
             _dims_in(x, out)
 
 
+class _Diagram:
+    """What expanding a diagram needs that is the same for each of its instances, worked out
+    once per flatten: a page of 1,000 instances of a 20-block composite asks the registry, scans
+    attrs for references and finds the ports once, not 1,000 times (benchmarks/composites.py)."""
+
+    __slots__ = ("nodes", "edges", "ports", "port_problem")
+
+    def __init__(self, flattener, diagram: Page, comp=None):
+        registry = flattener.registry
+        #: in page order (the schedule's ties follow it): (nid, node, None for a block, or the
+        #: composite it is an instance of, whether its attrs hold references, the seed to mix:
+        #: the given or default seed, _NO_SEED for a block without one)
+        self.nodes: list = []
+        is_instance, variables = set(), set()
+        for nid, node in diagram.nodes.items():
+            name = composite_name(node.block)
+            if name is not None:
+                self.nodes.append((nid, node, name, False, _NO_SEED))
+                is_instance.add(nid)
+                continue
+            refs = any(_ref_inside(v) for v in node.attrs.values())
+            spec = registry.get(node.block)
+            seeded = spec is not None and "seed" in spec.attr_map
+            if spec is not None and spec.role == "variable":
+                variables.add(nid)
+            self.nodes.append((nid, node, None, refs, spec.attr_map["seed"].default if seeded else _NO_SEED))
+        #: in page order: (wire, whether an instance is at either end, whether the Hierarchy
+        #: keeps it: it touches an instance or leaves a Variable, which sharing may replace)
+        self.edges = []
+        for e in diagram.edges:
+            outer = e.src in is_instance or e.dst in is_instance
+            self.edges.append((e, outer, outer or e.src in variables))
+        self.ports, self.port_problem = (None, None) if comp is None else _ports(comp)
+
+
+_NO_SEED = object()
+
+
 class _Flattener:
     def __init__(self, page: Page, composites: dict, registry):
         self.page, self.composites, self.registry = page, composites, registry
         self.h = Hierarchy()
         self.nodes: dict[str, Node] = {}
         self.edges: list[Edge] = []
+        self.diagrams: dict[str, _Diagram] = {}   # composite name -> its diagram, worked out
 
     def problem(self, node, port, message):
         self.h.problems.append(Problem(node, port, message))
 
+    def diagram_of(self, name: str, comp) -> _Diagram:
+        d = self.diagrams.get(name)
+        if d is None:
+            d = self.diagrams[name] = _Diagram(self, comp.page, comp)
+        return d
+
     # ------------------------------------------------------------------ one diagram
-    def expand(self, diagram: Page, level: str, lookup, top_state: dict | None, chain: tuple) -> None:
+    def expand(self, diagram: _Diagram, level: str, lookup, states: dict | None, chain: tuple) -> None:
         """Add the blocks of ``diagram`` drawn at ``level`` (a flat instance id, "" for the page)
-        with its parameters looked up by ``lookup(kind, name, where)``."""
+        with its parameters looked up by ``lookup(kind, name, where)``; ``states`` holds the
+        state of the Variables inside the top instance by their path in it (None on the page)."""
         prefix = f"{level}/" if level else ""
         here: dict[str, Instance] = {}
-        for nid, node in diagram.nodes.items():
+        nodes = self.nodes
+        for nid, node, name, refs, seed in diagram.nodes:
             flat = prefix + nid
-            name = composite_name(node.block)
             if name is None:
-                self.add_block(flat, node, lookup, top_state, prefix)
+                if prefix and not refs and seed is _NO_SEED and not states:   # the common case, inline
+                    nodes[flat] = Node(flat, node.block, node.attrs, node.inputs, node.position, node.label, {})
+                else:
+                    self.add_block(flat, node, refs, seed, lookup, states, prefix)
                 continue
-            inst = self.expand_instance(flat, nid, node, name, level, lookup, top_state, chain)
+            inst = self.expand_instance(flat, nid, node, name, level, lookup, states, chain)
             if inst is None:
                 self.h.unexpanded.add(flat)
                 self.nodes[flat] = Node(flat, node.block, {}, {}, node.position, node.label)
             else:
                 here[nid] = inst
-        for e in diagram.edges:
-            src = self.end(here, prefix, e.src, e.src_port, outgoing=True)
-            dst = self.end(here, prefix, e.dst, e.dst_port, outgoing=False)
-            if src is None or dst is None:
-                continue
-            fe = Edge(src[0], src[1], dst[0], dst[1])
-            self.edges.append(fe)
-            if level or e.src in here or e.dst in here:
-                self.h.wires[(level, e)] = fe
+        edges, wires = self.edges, self.h.wires
+        for e, outer, kept in diagram.edges:
+            if outer:
+                src = self.end(here, prefix, e.src, e.src_port, outgoing=True)
+                dst = self.end(here, prefix, e.dst, e.dst_port, outgoing=False)
+                if src is None or dst is None:
+                    continue
+                fe = Edge(src[0], src[1], dst[0], dst[1])
+            else:
+                fe = Edge(prefix + e.src, e.src_port, prefix + e.dst, e.dst_port)
+            edges.append(fe)
+            if (level and kept) or e.src in here or e.dst in here:
+                wires[(level, e)] = fe
 
     def end(self, here, prefix, nid, port, outgoing):
         inst = here.get(nid)
@@ -158,28 +214,30 @@ class _Flattener:
             return None
         return flat, ("output" if outgoing else "input")
 
-    def add_block(self, flat, node, lookup, top_state, prefix):
+    def add_block(self, flat, node, refs, seed, lookup, states, prefix):
         attrs = node.attrs
-        if any(_ref_inside(v) for v in attrs.values()):
+        if refs:
             attrs = {k: substitute(v, lambda kind, name: lookup(kind, name, flat)) for k, v in attrs.items()}
+            dims: set = set()
+            for v in attrs.values():
+                _dims_in(v, dims)
+            if dims:
+                self.h.dim_nodes[flat] = frozenset(dims)
+            if seed is not _NO_SEED:
+                seed = attrs.get("seed", seed)
+        elif seed is not _NO_SEED:
+            seed = attrs.get("seed", seed)
         if prefix:
-            spec = self.registry.get(node.block)
-            if spec is not None and "seed" in spec.attr_map:
-                given = attrs.get("seed", spec.attr_map["seed"].default)
-                if isinstance(given, int) and not isinstance(given, bool):
-                    attrs = dict(attrs, seed=_mixed_seed(given, flat))
-            state = inner_state(top_state, flat.partition("/")[2]) if top_state else {}
+            if seed is not _NO_SEED and isinstance(seed, int) and not isinstance(seed, bool):
+                attrs = dict(attrs, seed=_mixed_seed(seed, flat))
+            inner = states.get(flat.partition("/")[2]) if states else None
+            state = dict(inner) if inner else {}
         else:
             state = node.state
-        dims: set = set()
-        for v in attrs.values():
-            _dims_in(v, dims)
-        if dims:
-            self.h.dim_nodes[flat] = frozenset(dims)
         self.nodes[flat] = Node(flat, node.block, attrs, node.inputs, node.position, node.label, state)
 
     # ------------------------------------------------------------------ one instance
-    def expand_instance(self, flat, nid, node, name, level, lookup, top_state, chain):
+    def expand_instance(self, flat, nid, node, name, level, lookup, states, chain):
         comp = self.composites.get(name)
         if comp is None:
             known = ", ".join(sorted(self.composites)) or "none"
@@ -195,10 +253,12 @@ class _Flattener:
         values = self.param_values(flat, node, comp, lookup)
         if values is None:
             return None
-        ports = self.ports(flat, comp)
-        if ports is None:
+        diagram = self.diagram_of(name, comp)
+        if diagram.port_problem:
+            self.problem(flat, None, diagram.port_problem)
             return None
-        inputs, outputs = ports
+        inputs = {port: f"{flat}/{inner}" for port, inner in diagram.ports[0].items()}
+        outputs = {port: f"{flat}/{inner}" for port, inner in diagram.ports[1].items()}
         share = node.attrs.get(SHARE_ATTR)
         shares = None
         if share not in (None, ""):
@@ -219,7 +279,8 @@ class _Flattener:
 
         # An instance drawn on the page keeps the state of every Variable inside it, nested
         # instances' included, under their path inside it.
-        self.expand(comp.page, flat, inner, node.state if top_state is None else top_state, chain + (name,))
+        self.expand(diagram, flat, inner, _states_by_path(node.state) if states is None else states,
+                    chain + (name,))
         inst = Instance(flat, name, level, inputs, outputs, shares)
         self.h.instances[flat] = inst
         return inst
@@ -253,24 +314,6 @@ class _Flattener:
                 self.problem(flat, None, f"parameter '{p.name}': {exc}")
                 ok = False
         return values if ok else None
-
-    def ports(self, flat, comp):
-        """The composite's ports: ({input name: flat Input id}, {output name: flat Output id})."""
-        inputs, outputs = {}, {}
-        for nid, node in comp.page.nodes.items():
-            table = inputs if node.block == COMPOSITE_INPUT else outputs if node.block == COMPOSITE_OUTPUT else None
-            if table is None:
-                continue
-            port = node.attrs.get("name", "x" if table is inputs else "y")
-            if not isinstance(port, str) or not port.isidentifier():
-                self.problem(flat, None, f"composite '{comp.name}': the port {nid} is named {port!r}, "
-                                         f"not a plain identifier")
-                return None
-            if port in inputs or port in outputs:
-                self.problem(flat, None, f"composite '{comp.name}' has two ports named '{port}'")
-                return None
-            table[port] = f"{flat}/{nid}"
-        return inputs, outputs
 
     # ------------------------------------------------------------------ sharing
     def share(self) -> None:
@@ -330,6 +373,34 @@ def _shared_source(flat: str, targets: dict) -> str:
     return flat
 
 
+def _ports(comp) -> tuple:
+    """A composite's ports, ``(({input name: Input node id}, {output name: Output node id}),
+    None)``, or ``(None, why not)`` when two share a name or one's name is not an identifier."""
+    inputs, outputs = {}, {}
+    for nid, node in comp.page.nodes.items():
+        table = inputs if node.block == COMPOSITE_INPUT else outputs if node.block == COMPOSITE_OUTPUT else None
+        if table is None:
+            continue
+        port = node.attrs.get("name", "x" if table is inputs else "y")
+        if not isinstance(port, str) or not port.isidentifier():
+            return None, f"composite '{comp.name}': the port {nid} is named {port!r}, not a plain identifier"
+        if port in inputs or port in outputs:
+            return None, f"composite '{comp.name}' has two ports named '{port}'"
+        table[port] = nid
+    return (inputs, outputs), None
+
+
+def _states_by_path(state: dict) -> dict:
+    """A top instance's state (``{"blk/W:value": array}``) by inner path: ``{"blk/W": {"value":
+    array}}`` (what ``inner_state`` gives one path, for all of them in one pass)."""
+    out: dict = {}
+    for key, value in state.items():
+        path, sep, name = key.partition(":") if isinstance(key, str) else ("", "", "")
+        if sep:
+            out.setdefault(path, {})[name] = value
+    return out
+
+
 def _ref_inside(value) -> bool:
     if type(value) is dict:
         return len(value) == 1 and next(iter(value)) in (PARAM_REF, DIM_REF)
@@ -368,7 +439,7 @@ def flatten(page: Page, composites: dict, registry) -> tuple[Page, Hierarchy]:
                                f"'{name}', but is not inside a composite with one")
         return None
 
-    f.expand(page, "", top, None, (own,) if own else ())
+    f.expand(_Diagram(f, page), "", top, None, (own,) if own else ())
     f.share()
     flat = Page(page.name, f.nodes, f.edges, _flat_ref(page.loss, f.h), dict(page.feeds), page.text,
                 [_flat_ref(m, f.h) for m in page.metrics])

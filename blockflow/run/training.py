@@ -6,6 +6,9 @@ Two ways, as in TensorFlow 1:
   backward to the loss for the trainable Variables, then updates each with the chosen optimizer.
   The update is the optimizer's Apply* block itself (ApplyGradientDescent, ApplyMomentum,
   ApplyAdam, ApplyRMSProp, ApplyAdagrad): the same rule whether drawn on the page or chosen here.
+  Blocks that update Variables no optimizer trains (a BatchNormalization layer's moving
+  statistics, Assign on a Variable with ``trainable`` off) run too, and their updates are kept
+  with each step.
 - **graph** mode: the page has its own ``Gradients`` and Apply*/Assign blocks (as enuSpace's
   tutorials draw them): each step is one run that commits the state they update.
 
@@ -126,7 +129,10 @@ class Trainer:
         self.registry = registry or default_registry()
         self.loss_key = self._target_key(config.target)
         self.metric_keys = [self._metric_key(m) for m in config.metrics]
-        updating = [st for st in program.steps if st.refs]
+        # Blocks that update only Variables no optimizer trains (a BatchNormalization's moving
+        # statistics) run in either mode; updating a trainable one is training in the graph.
+        updating = [st for st in program.steps
+                    if any(var in program.trainable for _, (_key, var) in st.refs)]
         if config.mode == "auto":
             self.mode = "graph" if updating else "optimizer"
         else:
@@ -298,6 +304,10 @@ class Trainer:
             if grad is None:
                 continue
             new_values[v], new_slots[v] = self._update(v, grad, k)
+        # the step's own updates of Variables the optimizer leaves alone (moving statistics)
+        for node, changes in r.state_updates.items():
+            if "value" in changes and node not in self._slots:
+                new_values[node] = np.asarray(changes["value"])
         # committed only once every update is done and finite: a failed step changes nothing
         self.values.update(new_values)
         for v, slots in new_slots.items():

@@ -305,7 +305,7 @@ EXIT_CASES = [
     (("train", "{R}", "--steps", "-1"), 2, "argument --steps: -1 is out of range: a whole number from 0 to 10,000,000"),
     (("train", "{R}", "--steps", "2", "--batch-size", "-1"), 2, "argument --batch-size: -1 is out of range"),
     (("train", "{P}", "--steps", "2"), 2, "page 'main' marks no loss"),
-    (("export",), 2, "'export' is neither a command (run, check, train, blocks, render) nor a project file"),
+    (("export",), 2, "'export' is neither a command (run, check, train, blocks, layers, render) nor a project file"),
     (("{P}", "{R}"), 2, "expected one project file, got 2 arguments"),
     # 3: a file cannot be read
     (("run", "{MISSING}"), 3, "missing.bflow.json: cannot read the file: No such file or directory"),

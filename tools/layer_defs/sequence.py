@@ -1,8 +1,8 @@
 """The library's sequence, attention, residual and loss layers, built as composites.
 
 Each builder returns a :class:`blockflow.composite.Composite` whose ``origin`` names this library
-and the layer's version (raise it when a layer's diagram changes: saved projects pin the version
-they were made from). The conventions are Keras' (TF 2) unless a docstring says otherwise; every
+and the layer's version (raise it when a layer's diagram changes: a saved project embeds the
+definition it was made from, with that version, and is updated only when its user asks). The conventions are Keras' (TF 2) unless a docstring says otherwise; every
 layer's forward pass and gradients are checked against hand-written numpy in
 tests/test_layers_sequence.py.
 
