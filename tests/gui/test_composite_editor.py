@@ -324,3 +324,21 @@ def test_pasting_an_instance_into_its_own_definition_is_refused(qtbot):
     with pytest.raises(Exception, match="cannot contain itself: Dense > Dense"):
         doc.paste_fragment(text, None, "@Dense")
     assert doc.undo_stack.count() == 0
+
+
+def test_a_port_added_inside_the_definition_appears_on_every_instance(qtbot, tmp_path):
+    window = make_window(qtbot, tmp_path)
+    doc, view = window.document, window.view
+    assert [p.name for p in view.node_item("d1").data.outputs] == ["y"]
+    double_click(qtbot, view, "d1")
+    doc.add_node("Output", (600.0, 200.0), attrs={"name": "pre"}, node_id="pre")
+    doc.connect("BiasAdd_1", "output", "pre", "input")
+    qtbot.keyClick(view.viewport(), Qt.Key_Escape)
+    assert doc.current_page == "main"
+    assert [p.name for p in view.node_item("d1").data.outputs] == ["y", "pre"]
+    assert [p.name for p in view.node_item("d2").data.outputs] == ["y", "pre"]
+    assert doc.program("main").port_type("d2", "pre").shape == (4, 2)
+    doc.undo_stack.undo()
+    doc.undo_stack.undo()
+    QApplication.processEvents()
+    assert [p.name for p in view.node_item("d1").data.outputs] == ["y"]
