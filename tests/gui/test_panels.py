@@ -49,7 +49,7 @@ def test_palette_lists_registry_categories_and_filters_as_you_type(qtbot, doc):
     panel = PalettePanel(doc.registry)
     qtbot.addWidget(panel)
     cats = doc.registry.categories()
-    assert panel.tree.topLevelItemCount() == len(cats)
+    assert panel.tree.topLevelItemCount() == len(cats) + 1     # and the project's Composites, first
     assert len(panel.visible_blocks()) == len(doc.registry)
     qtbot.keyClicks(panel.search, "softm")
     assert set(panel.visible_blocks()) >= {"Softmax", "LogSoftmax"}

@@ -464,7 +464,7 @@ def test_check_gradients_passes_on_the_sample_page_and_the_selected_block(qtbot,
     panel = window.gradient_panel
     backward(window)
     click_node(qtbot, window.view, "Subtract_1")
-    qtbot.keyClick(window.view, Qt.Key_G, Qt.ControlModifier | Qt.ShiftModifier)
+    qtbot.keyClick(window.view, Qt.Key_G, Qt.ControlModifier | Qt.AltModifier)
     report = panel.report
     assert report is not None and report.passed
     assert rows(panel) == [("page", "x", True), ("block", "x", True), ("block", "y", True)]
@@ -561,7 +561,7 @@ def test_check_gradients_says_why_when_there_is_no_loss_or_the_page_does_not_com
 def test_the_teaching_docks_are_in_the_panels_menu_and_their_layout_is_remembered(qtbot, tmp_path):
     first = make_window(qtbot, tmp_path, Document())
     assert first.docks["gradient"].objectName() == "gradientDock"
-    assert first.actions["check_gradients"].shortcut().toString() == "Ctrl+Shift+G"
+    assert first.actions["check_gradients"].shortcut().toString() == "Ctrl+Alt+G"
     for key in ("stepper", "gradient"):
         assert first.actions["show_" + key].text() == first.docks[key].windowTitle()
     first.removeDockWidget(first.docks["stepper"])

@@ -4,8 +4,9 @@ the automatic layout; each one undo step. DiagramView takes these methods from S
 from __future__ import annotations
 
 from PySide6.QtCore import QMimeData
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QInputDialog
 
+from blockflow.compile.grouping import suggest_name
 from blockflow.errors import ProjectError
 from blockflow.gui.canvas.arrange import align_moves, distribute_moves
 from blockflow.gui.document.clipboard import FRAGMENT_MIME
@@ -119,3 +120,48 @@ class SelectionEditing:
             self.status_message.emit(str(exc))
             return
         self.fit_to_view()
+
+    # ---------------------------------------------------------------- composites
+    def group_selection(self, name: str | None = None) -> str:
+        """Make the selected blocks a new composite and one instance in their place (Ctrl+G);
+        asks the composite's name (suggesting Group_1) unless given. Returns the instance's id
+        ("" when nothing was grouped: the reason is in the status bar)."""
+        nodes = self.selected_nodes()
+        if not nodes:
+            self.status_message.emit("select the blocks to group first")
+            return ""
+        if name is None:
+            name, ok = QInputDialog.getText(self, "Group", "Name of the new composite:",
+                                            text=suggest_name(self.doc.project))
+            if not ok:
+                return ""
+        try:
+            nid = self.doc.group(nodes, name.strip())
+        except ProjectError as exc:
+            self.status_message.emit(f"cannot group: {exc}")
+            return ""
+        self.select_nodes([nid])
+        self.status_message.emit(f"grouped {len(nodes)} blocks as {name.strip()} ({nid}); "
+                                 f"double-click it to open, Ctrl+Shift+G to ungroup")
+        return nid
+
+    def ungroup_selection(self) -> list[str]:
+        """Inline the selected instances back (Ctrl+Shift+G), one undo step each."""
+        chosen = [n for n in self.selected_nodes() if self.doc.page().nodes[n].block.startswith("@")]
+        if not chosen:
+            self.status_message.emit("select a composite's instance to ungroup")
+            return []
+        out: list[str] = []
+        stack = self.doc.undo_stack
+        stack.beginMacro(f"Ungroup {', '.join(chosen)}")
+        try:
+            for nid in chosen:
+                out += self.doc.ungroup(nid)
+        except ProjectError as exc:
+            self.status_message.emit(f"cannot ungroup: {exc}")
+        finally:
+            stack.endMacro()
+        if out:
+            self.select_nodes(out)
+            self.status_message.emit(f"ungrouped {', '.join(chosen)}: {len(out)} blocks")
+        return out

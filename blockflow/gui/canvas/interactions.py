@@ -456,12 +456,17 @@ class PlaceAt:
     def block(self, block: str, scene_pos: QPointF) -> str:
         """Add ``block`` centred at ``scene_pos``; its id ("" when there is no such block)."""
         view, doc = self.view, self.view.doc
-        if doc.registry.get(block) is None:
+        if doc.blocks.get(block) is None:
             view.status_message.emit(f"there is no block called '{block}'")
+            return ""
+        refusal = doc.nesting_problem(block)
+        if refusal:
+            view.refuse(refusal, scene_pos)
+            view.status_message.emit(refusal)
             return ""
         probe = Page(doc.current_page)
         probe.nodes["_"] = Node("_", block)
-        size = NodeItem(node_data(probe, "_", doc.registry), view.style_)
+        size = NodeItem(node_data(probe, "_", doc.blocks), view.style_)
         x = round((scene_pos.x() - size.w / 2) / GRID) * GRID
         y = round((scene_pos.y() - size.h / 2) / GRID) * GRID
         nid = doc.add_node(block, (x, y))

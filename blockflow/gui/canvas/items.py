@@ -57,6 +57,17 @@ def wire_path(p0: QPointF, p1: QPointF, src_box: QRectF | None = None,
     return path
 
 
+#: how far the card drawn behind a composite's instance is shifted (inside the item's margins)
+COMPOSITE_SHIFT = 4.0
+#: the mark a composite's instance has before its name
+COMPOSITE_MARK = "\u2750"   # ❐ (⧉ is missing from common fonts)
+
+
+def block_title(block: str) -> str:
+    """The name a block shows: an instance of ``@Dense`` shows "⧉ Dense"."""
+    return f"{COMPOSITE_MARK} {block[1:]}" if block.startswith("@") else block
+
+
 class NodeItem(QGraphicsRectItem):
     """A block: rounded body, op name and label, scope tab on top, ports left and right,
     inline constants beside their ports, a result area below.
@@ -97,7 +108,7 @@ class NodeItem(QGraphicsRectItem):
 
     def _layout(self) -> None:
         st, d = self.style, self.data
-        title_w = st.title_fm.horizontalAdvance(d.block)
+        title_w = st.title_fm.horizontalAdvance(block_title(d.block))
         sub_w = st.sub_fm.horizontalAdvance(d.subtitle)
         in_w = max((st.port_fm.horizontalAdvance(p.label) for p in d.inputs), default=0.0)
         out_w = max((st.port_fm.horizontalAdvance(p.label) for p in d.outputs), default=0.0)
@@ -284,6 +295,11 @@ class NodeItem(QGraphicsRectItem):
         """The scope tab, the body, its header in the category's colour, the result area, the
         outline."""
         st, body, w = self.style, self.body, self.w
+        composite = self.data.block.startswith("@")
+        if composite:   # a second card behind, up and right: a block with a diagram inside
+            painter.setPen(st.border_pen)
+            painter.setBrush(st.result_brush)
+            painter.drawRoundedRect(body.translated(COMPOSITE_SHIFT, -COMPOSITE_SHIFT), st.RADIUS, st.RADIUS)
         # scope tab behind the body's top edge
         painter.setPen(st.border_pen)
         painter.setBrush(st.result_brush)
@@ -305,6 +321,8 @@ class NodeItem(QGraphicsRectItem):
         painter.setBrush(Qt.NoBrush)
         painter.setPen(outline)
         painter.drawRoundedRect(body, st.RADIUS, st.RADIUS)
+        if composite:   # the double outline of a composite
+            painter.drawRoundedRect(body.adjusted(2.5, 2.5, -2.5, -2.5), st.RADIUS - 2, st.RADIUS - 2)
 
     def _paint_scope(self, painter) -> None:
         """The scope port: a hollow diamond (drawn, never connectable) and the page's scope."""
@@ -328,7 +346,7 @@ class NodeItem(QGraphicsRectItem):
         st, d, w = self.style, self.data, self.w
         painter.setPen(st.text_pen)
         painter.setFont(st.title_font)
-        painter.drawText(QRectF(8, 2, w - 16, 18), _AC, d.block)
+        painter.drawText(QRectF(8, 2, w - 16, 18), _AC, block_title(d.block))
         painter.setFont(st.sub_font)
         painter.setPen(st.muted_pen if not d.known else st.text_pen)
         painter.drawText(QRectF(8, 18, w - 16, 15), _AC,
@@ -381,7 +399,7 @@ class NodeItem(QGraphicsRectItem):
         painter.setPen(st.text_pen)
         painter.setFont(st.title_font)
         painter.drawText(QRectF(-avail / 2, -height / 2, avail, height), _AC,
-                         st.title_fm.elidedText(self.data.block, _ELIDE, avail))
+                         st.title_fm.elidedText(block_title(self.data.block), _ELIDE, avail))
         painter.restore()
 
     def _paint_ports(self, painter, detail: bool) -> None:

@@ -140,7 +140,7 @@ class DiagramScene(QGraphicsScene):
     def bind(self, document) -> None:
         """Show ``document``'s current page and follow its signals from now on."""
         self.doc = d = document
-        self.registry = document.registry
+        self.registry = document.blocks        # blocks and the project's composites (@Name)
         self._compile_timer = QTimer(self)
         self._compile_timer.setSingleShot(True)
         self._compile_timer.timeout.connect(self._apply_ready_program)
@@ -166,6 +166,7 @@ class DiagramScene(QGraphicsScene):
         """Rebuild the items of the document's current page (its program once compiled)."""
         self.about_to_reload.emit()
         self.blockSignals(True)         # no selectionChanged for items about to go
+        self.registry = self.doc.blocks       # (another project: other composites)
         self.load(self.doc.page(), self.doc.ready_program())
         self.blockSignals(False)
         self._compile_timer.start(0)

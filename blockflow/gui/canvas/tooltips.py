@@ -74,7 +74,7 @@ def _port_tooltip(view, program, item, port: str) -> str:
 
 def _block_tooltip(view, item) -> str:
     d = item.data
-    spec = view.doc.registry.get(d.block)
+    spec = view.doc.blocks.get(d.block)
     esc = html.escape     # names and messages are the file's text: shown, never parsed
     lines = [f"<b>{esc(d.block)}</b> {esc(view.diagram_scene().page.full_name(d.node_id))}"]
     if spec is not None and spec.summary:

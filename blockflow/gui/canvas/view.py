@@ -20,6 +20,7 @@ from blockflow.gui.canvas.editing import SelectionEditing
 from blockflow.gui.canvas.gradients import GradientHighlighter
 from blockflow.gui.canvas.interactions import Interaction, Pan, PlaceAt, WireDrag
 from blockflow.gui.canvas.items import EdgeItem, NodeItem
+from blockflow.errors import ProjectError
 from blockflow.gui.canvas.menus import context_menu, rename_label
 from blockflow.gui.canvas.minimap import Minimap
 from blockflow.gui.canvas.notices import Notices
@@ -45,7 +46,7 @@ class DiagramView(SelectionEditing, QGraphicsView):
         super().__init__(parent)
         self.doc = document
         self.style_ = Style(self.palette())
-        self._scene = DiagramScene(document.registry, self.style_, self)
+        self._scene = DiagramScene(document.blocks, self.style_, self)
         self.setScene(self._scene)
         self._set_up_viewing()
         self._interaction: Interaction | None = None
@@ -107,6 +108,11 @@ class DiagramView(SelectionEditing, QGraphicsView):
         self._touch_minimap()
 
     def _on_page_switched(self, page):
+        if page.startswith("@") and self.doc.spread_stacked(page):
+            # a definition made in code or a library file, its blocks on one spot: laid out
+            # once, as an undoable step, as a page's are when its file opens
+            self.status_message.emit(f"laid out the stacked blocks of {page[1:]}; Edit > Undo puts them back")
+            self._views.pop(page, None)
         saved = self._views.get(page)
         if saved is not None:
             self.setTransform(saved[0])
@@ -392,7 +398,10 @@ class DiagramView(SelectionEditing, QGraphicsView):
         sp = self.mapToScene(event.position().toPoint())
         item = self.node_at(sp)
         if item is not None and event.button() == Qt.LeftButton:
-            rename_label(self, item.node_id)
+            if item.data.block.startswith("@"):
+                self.open_instance(item.node_id)
+            else:
+                rename_label(self, item.node_id)
             event.accept()
             return
         super().mouseDoubleClickEvent(event)
@@ -421,7 +430,9 @@ class DiagramView(SelectionEditing, QGraphicsView):
         if key in (Qt.Key_Delete, Qt.Key_Backspace):
             return self.delete_selection
         if key == Qt.Key_Escape:
-            return self.cancel_wire if isinstance(self._interaction, WireDrag) else self._select_none
+            if isinstance(self._interaction, WireDrag):
+                return self.cancel_wire
+            return self._select_none if self.selected_nodes() or self.selected_wires() else self.go_up
         for sequence, name in self._SHORTCUTS:
             if event.matches(sequence):
                 return getattr(self, name)
@@ -432,6 +443,21 @@ class DiagramView(SelectionEditing, QGraphicsView):
         if event.matches(QKeySequence.ZoomOut) or key == Qt.Key_Minus:
             return self.zoom_out
         return None
+
+    def open_instance(self, node_id: str) -> None:
+        """Show the inside of instance ``node_id`` (its composite's diagram; edits go to the
+        definition, values come from the page's run at that instance)."""
+        try:
+            self.doc.open_instance(node_id)
+        except ProjectError as exc:
+            self.status_message.emit(str(exc))
+            return
+        self.status_message.emit(f"inside {node_id}: editing {self.doc.current_page[1:]} "
+                                 f"(Esc goes up)")
+
+    def go_up(self) -> None:
+        """Close the instance shown (Esc): back to the diagram it is drawn on."""
+        self.doc.go_up()
 
     def _select_none(self) -> None:
         self.select_nodes([])

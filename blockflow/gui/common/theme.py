@@ -29,6 +29,8 @@ CATEGORY_COLORS = {
     "state_ops": "#c9a13a",
     "training_ops": "#7d62c8",
     "gradients": "#3aa8a8",
+    "composites": "#4a63c9",     # a project's composite blocks (instances)
+    "composite": "#8c8fa8",      # their Input and Output port blocks
 }
 
 

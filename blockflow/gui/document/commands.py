@@ -12,6 +12,8 @@ import weakref
 
 from PySide6.QtGui import QUndoCommand
 
+from blockflow.compile.grouping import restructure
+from blockflow.composite import insert_composite, remove_composite, rename_composite, replace_composite
 from blockflow.project import UNSET, Edge, Node, Page, Project
 
 MOVE_ID = 1001
@@ -263,3 +265,55 @@ class MovePageCommand(ProjectCommand):
 
     def undo(self):
         self.edit(Project.move_page, self.name, self.old)
+
+
+# ---------------------------------------------------------------------------------- composites
+# A composite edit's redo is a mutator of blockflow.composite; its undo is the inverse mutator,
+# given what the redo's Change said (the removed definition, the old one, the old name).
+
+def undo_insert_composite(doc, change, composite):
+    doc.apply(None, remove_composite, composite.name)
+
+
+def undo_remove_composite(doc, change, name):
+    doc.apply(None, insert_composite, change.before)
+
+
+def undo_rename_composite(doc, change, old, new):
+    doc.apply(None, rename_composite, new, old)
+
+
+def undo_replace_composite(doc, change, composite):
+    doc.apply(None, replace_composite, change.before)
+
+
+class ProjectEditCommand(ProjectCommand):
+    """One edit of the project's composites: ``mutator(project, *args)`` on redo, ``inverse(doc,
+    change, *args)`` on undo."""
+
+    def __init__(self, doc, text: str, mutator, args: tuple, inverse):
+        super().__init__(doc, text)
+        self.mutator, self.args, self.inverse = mutator, args, inverse
+        self.change = None
+
+    def redo(self):
+        self.change = self.edit(self.mutator, *self.args)
+
+    def undo(self):
+        self.inverse(self.doc, self.change, *self.args)
+
+
+class RestructureCommand(ProjectCommand):
+    """A group or an ungroup: compile.grouping.restructure with the plan on redo, with what it
+    replaced on undo (the project comes back exactly)."""
+
+    def __init__(self, doc, text: str, plan):
+        super().__init__(doc, text)
+        self.plan = plan
+        self.before = None
+
+    def redo(self):
+        self.before = self.edit(restructure, self.plan).before
+
+    def undo(self):
+        self.edit(restructure, self.before)

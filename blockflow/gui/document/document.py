@@ -18,6 +18,7 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QUndoStack
 
 from blockflow.compile.compiler import project_files
+from blockflow.composite import ProjectBlocks, split_flat, state_key
 from blockflow.compile.program import Program
 from blockflow.errors import ProjectError
 from blockflow.project import Change, Edge, Node, Page, Project, text_problem, valid_node_id
@@ -28,6 +29,7 @@ from blockflow.spec import UnknownAttrError
 from blockflow.gui.document import commands as C
 from blockflow.gui.document.clipboard import FRAGMENT_MIME, fragment_text, pasting
 from blockflow.gui.document.compiling import PagePrograms
+from blockflow.gui.document.composite_edits import CompositeEdits
 from blockflow.gui.document.location import Location
 from blockflow.gui.document.layout import layered_moves, spread_moves, stacked_blocks
 from blockflow.gui.document.wiring import ConnectionCheck, check_wire
@@ -71,7 +73,7 @@ def same_attr_value(a, b) -> bool:
     return type(a) is type(b) and a == b
 
 
-class Document(QObject):
+class Document(CompositeEdits, QObject):
     """A project being edited: model, undo history, file, and change signals.
 
     Signals carry the page name first. ``structure_changed(page)`` fires after an edit that can
@@ -95,6 +97,8 @@ class Document(QObject):
     structure_changed = Signal(str)
     program_ready = Signal(str)
     project_replaced = Signal()
+    #: composites came, went, were renamed or their definition (name, doc, params) replaced
+    composites_changed = Signal()
     path_changed = Signal(str)
     dirty_changed = Signal(bool)
 
@@ -105,11 +109,15 @@ class Document(QObject):
         self.undo_stack = QUndoStack(self)
         self.undo_stack.cleanChanged.connect(self._on_clean_changed)
         self.project = project or self._empty_project()
+        #: the registry's blocks and the project's composites (``@Dense``), looked up by name
+        self.blocks = ProjectBlocks(self.registry, self.project)
+        self._port_specs: dict = {}
         self.path = str(path) if path else None
         #: what the last save has to tell besides "saved" (a backup kept under another name)
         self.save_notes: tuple = ()
         self.current_page = self.project.pages[0].name
         self.location = Location(self.current_page, self.current_page)
+        self._last_page = self.current_page
         self._programs = PagePrograms(self)
         self._programs.ready.connect(self.program_ready)
         self._gesture = itertools.count(1)
@@ -141,6 +149,8 @@ class Document(QObject):
         if location == self.location:
             return
         old_page, self.location = self.current_page, location
+        if location.host is not None:
+            self._last_page = location.host
         self.current_page = location.diagram
         if location.diagram != old_page:
             self.current_page_changed.emit(location.diagram)
@@ -166,7 +176,7 @@ class Document(QObject):
         return self._programs.pending()
 
     def spec(self, page: str, node_id: str):
-        return self.registry.get(self.page(page).nodes[node_id].block)
+        return self.blocks.get(self.page(page).nodes[node_id].block)
 
     def new_gesture(self) -> int:
         """An id for a mouse gesture: the moves pushed with it merge into one undo step."""
@@ -175,9 +185,12 @@ class Document(QObject):
     # ----------------------------------------------------------------------------- files
     def replace_project(self, project: Project, path: str | None) -> None:
         self.project = project
+        self.blocks = ProjectBlocks(self.registry, project)
+        self._port_specs = {}
         self.path = str(path) if path else None
         self.current_page = project.pages[0].name
         self.location = Location(self.current_page, self.current_page)
+        self._last_page = self.current_page
         self._programs.clear()
         self.undo_stack.clear()
         self.project_replaced.emit()
@@ -253,8 +266,9 @@ class Document(QObject):
                  node_id: str | None = None, label: str = "") -> str:
         page = page or self.current_page
         pg = self.page(page)
-        if self.registry.get(block) is None:
+        if self.blocks.get(block) is None:
             raise ProjectError(f"there is no block called '{block}'")
+        self._refuse(self.nesting_problem(block, page))
         nid = node_id or pg.new_id(block)
         if nid in pg.nodes:
             raise ProjectError(f"page '{page}' already has a node '{nid}'")
@@ -290,7 +304,7 @@ class Document(QObject):
         dtype or shape mismatches (by compiling the page with the wire, not by a second copy of
         the rules)."""
         return check_wire(self.page(page), self.registry, project_files(self.project),
-                          Edge(src, src_port, dst, dst_port))
+                          Edge(src, src_port, dst, dst_port), self.project.composites, self.blocks)
 
     def connect(self, src: str, src_port: str, dst: str, dst_port: str, page: str | None = None,
                 check: bool = True) -> Edge:
@@ -390,10 +404,13 @@ class Document(QObject):
         states, skipped = {}, []
         program = self.program(page)
         for nid, changes in updates.items():
-            node = pg.nodes.get(nid)
-            spec = self.registry.get(node.block) if node is not None else None
+            top, inner = split_flat(nid)          # a Variable inside instance ``top``: its state
+            node = pg.nodes.get(top)
+            flat = program.step(nid) if inner and node is not None else None
+            role = getattr(flat, "role", None) if inner else \
+                getattr(self.registry.get(node.block) if node is not None else None, "role", None)
             value = changes.get("value")
-            if spec is None or spec.role != "variable" or value is None:
+            if role != "variable" or value is None:
                 skipped.append(nid)
                 continue
             try:
@@ -404,7 +421,11 @@ class Document(QObject):
             if tuple(t.shape) != tuple(np.shape(value)) or t.dtype != np.asarray(value).dtype:
                 skipped.append(nid)
                 continue
-            states[nid] = {k: np.array(v) for k, v in changes.items()}
+            if inner:
+                kept = states.setdefault(top, dict(node.state))
+                kept.update({state_key(inner, k): np.array(v) for k, v in changes.items()})
+            else:
+                states[nid] = {k: np.array(v) for k, v in changes.items()}
         if states:
             self.undo_stack.push(C.SetStatesCommand(self, page, states, f"Train {steps} step{'s' if steps != 1 else ''}"))
         return skipped
@@ -414,8 +435,9 @@ class Document(QObject):
         first values again), as one undoable edit; returns the Variables reset."""
         page = page or self.current_page
         pg = self.page(page)
-        ids = [nid for nid, n in pg.nodes.items()
-               if n.state and getattr(self.registry.get(n.block), "role", None) == "variable"]
+        ids = [nid for nid, n in pg.nodes.items()    # (an instance's state is its Variables')
+               if n.state and (n.block.startswith("@") or
+                               getattr(self.registry.get(n.block), "role", None) == "variable")]
         if ids:
             self.undo_stack.push(C.SetStatesCommand(self, page, {nid: {} for nid in ids}, "Reset variables"))
         return ids
@@ -480,6 +502,8 @@ class Document(QObject):
         landing = pasting(self.page(page), text, position)
         if not landing.nodes:
             return []
+        for node in landing.nodes:     # an instance pasted into its own definition: refused
+            self._refuse(self.nesting_problem(node.block, page))
         count = len(landing.nodes)
         self.undo_stack.beginMacro(f"Paste {count} block{'s' if count != 1 else ''}")
         for node in landing.nodes:
@@ -527,8 +551,11 @@ class Document(QObject):
         change = mutator(target, *args)
         if change.pages_added or change.pages_removed or change.page_renamed or change.pages_moved:
             self._announce_pages(change)
+            if change.nodes_added or change.nodes_removed or change.edges_added or change.edges_removed:
+                self._announce_page_edit(change)      # a group: a new composite and its instance
         else:
             self._announce_page_edit(change)
+        self._announce_composites(change)
         return change
 
     def _announce_page_edit(self, change: Change) -> None:
@@ -562,9 +589,21 @@ class Document(QObject):
             self._programs.removed(old)
             if self.current_page == old:
                 self.current_page = new
+        if change.page_renamed:       # the location names the page (or definition) by its name
+            old, new = change.page_renamed
+            loc = self.location
+            self.location = Location(new if loc.diagram == old else loc.diagram,
+                                     new if loc.host == old else loc.host, loc.level)
+            if self._last_page == old:
+                self._last_page = new
         names = [p.name for p in self.project.pages]
-        if self.current_page not in names:      # the page shown was removed: show its neighbour
-            self.current_page = names[min(change.index, len(names) - 1)]
+        if self.current_page.startswith("@") and self.current_page[1:] not in self.project.composites:
+            # the definition shown went (its group undone, or deleted): back to the page
+            self.set_location(Location(self.host_page(), self.host_page()))
+        elif not self.current_page.startswith("@") and self.current_page not in names:
+            # the page shown was removed: show its neighbour
+            self.current_page = names[min(change.index or 0, len(names) - 1)]
+            self.location = Location(self.current_page, self.current_page)
             self.current_page_changed.emit(self.current_page)
         if change.page_renamed:
             self.page_renamed.emit(*change.page_renamed)
@@ -573,6 +612,8 @@ class Document(QObject):
             self._edited(change.page)
 
     def _edited(self, page: str) -> None:
-        """What ``page`` computes may have changed: it is compiled again (off the UI thread)."""
+        """What ``page`` computes may have changed: it is compiled again (off the UI thread), and
+        so is every diagram using it when it is a definition (_definition_edited)."""
         self._programs.changed(page)
         self.structure_changed.emit(page)
+        self._definition_edited(page)

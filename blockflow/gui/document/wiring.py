@@ -27,11 +27,13 @@ class ConnectionCheck:
         return f"ConnectionCheck({self.ok}, {self.reason!r})"
 
 
-def check_wire(pg: Page, registry, files, edge: Edge) -> ConnectionCheck:
+def check_wire(pg: Page, registry, files, edge: Edge, composites=None, blocks=None) -> ConnectionCheck:
     """Would ``edge`` be accepted on ``pg``? Refuses the scope port, unknown ports, outputs into
     outputs, cycles, a wire already there and dtype or shape mismatches. ``files``: the
-    project's data files (compiler.project_files), which dataset blocks read their types from."""
-    refusal = _port_refusal(pg, registry, edge) or _cycle_refusal(pg, edge)
+    project's data files (compiler.project_files), which dataset blocks read their types from;
+    ``composites``: the project's, which instances are flattened from; ``blocks``: what looks up
+    a block or an instance's spec by name (composite.ProjectBlocks; the registry by default)."""
+    refusal = _port_refusal(pg, blocks or registry, edge) or _cycle_refusal(pg, edge)
     if refusal:
         return ConnectionCheck(False, refusal)
     replaces = next((e for e in pg.edges if e.dst == edge.dst and e.dst_port == edge.dst_port), None)
@@ -41,9 +43,9 @@ def check_wire(pg: Page, registry, files, edge: Edge) -> ConnectionCheck:
     # whether the block is now wrong. Only its ancestors count, so a check costs the part of
     # the page upstream of it, not the page (the canvas makes dozens while a wire is dragged).
     edges = [e for e in pg.edges if e is not replaces]
-    before = {str(d) for d in _upstream_errors(pg, registry, files, edges, edge.dst)}
-    after = [d for d in _upstream_errors(pg, registry, files, edges + [edge], edge.dst)
-             if str(d) not in before and d.port in (edge.dst_port, None)]
+    before = {str(d) for d in _upstream_errors(pg, registry, files, edges, edge.dst, composites, edge.dst_port)}
+    after = [d for d in _upstream_errors(pg, registry, files, edges + [edge], edge.dst, composites, edge.dst_port)
+             if str(d) not in before]
     if after:
         return ConnectionCheck(False, after[0].message, replaces)
     return ConnectionCheck(True, "", replaces)
@@ -86,9 +88,11 @@ def _cycle_refusal(pg: Page, edge: Edge) -> str:
     return ""
 
 
-def _upstream_errors(pg: Page, registry, files, edges: list, node: str) -> list:
-    """The compile errors of ``node`` on ``pg`` wired with ``edges``, from a page of only
-    ``node`` and what feeds it."""
+def _upstream_errors(pg: Page, registry, files, edges: list, node: str, composites=None,
+                     port: str | None = None) -> list:
+    """The compile errors of ``node``'s input ``port`` (or the whole node) on ``pg`` wired with
+    ``edges``, from a page of only ``node`` and what feeds it. An instance's port is its Input
+    block inside it (a flat node), whose errors count."""
     feeding: dict[str, list] = {}
     for e in edges:
         feeding.setdefault(e.dst, []).append(e)
@@ -104,5 +108,9 @@ def _upstream_errors(pg: Page, registry, files, edges: list, node: str) -> list:
     trial.feeds = {nid: v for nid, v in pg.feeds.items() if nid in keep}
     trial.loss = None
     trial.metrics = []
-    program = compile_page(trial, registry, files=files)
-    return [d for d in program.errors if d.node == node]
+    program = compile_page(trial, registry, files=files, composites=composites)
+    inst = program.instance(node)
+    if inst is not None:
+        flat = inst.inputs.get(port)
+        return [d for d in program.errors if (d.node == node and d.port in (port, None)) or d.node == flat]
+    return [d for d in program.errors if d.node == node and d.port in (port, None)]

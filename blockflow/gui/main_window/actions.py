@@ -19,12 +19,13 @@ __all__ = ["MenusMixin", "MENUS", "block_reference"]
 # is a submenu, kept as the window's attribute.
 MENUS = (
     ("&File", ["new", "open", "@recent", "@samples", "-", "save", "save_as", "-", "autosave_interval", "-",
-               "export_png", "export_svg", "-", "quit"]),
+               "export_png", "export_svg", "-",
+               "import_composites", "export_composites", "-", "quit"]),
     ("&Edit", ["undo", "redo", "-", "cut", "copy", "paste", "duplicate", "delete", "-", "select_all",
                ("Ali&gn", ["align_left", "align_hcenter", "align_right", "-",
                            "align_top", "align_vcenter", "align_bottom"], "align_menu"),
                ("Dis&tribute", ["distribute_horizontal", "distribute_vertical"], "distribute_menu"),
-               "auto_layout"]),
+               "auto_layout", "-", "group", "ungroup", "go_up"]),
     ("&View", ["zoom_in", "zoom_out", "reset_zoom", "fit", "-", "@panels", "-", "gradient_paths",
                "gradient_legend"]),
     ("&Page", ["add_page", "rename_page", "delete_page", "-", "next_page", "prev_page"]),
@@ -65,6 +66,10 @@ class MenusMixin:
           "How often unsaved work is written to the recovery folder")
         a("export_png", "Export &PNG…", lambda: self.export("png"), None, "Draw this page as a PNG image")
         a("export_svg", "Export S&VG…", lambda: self.export("svg"), None, "Draw this page as an SVG image")
+        a("import_composites", "&Import Composites…", self.import_composites, None,
+          "Add the composites of a library file to this project")
+        a("export_composites", "E&xport Composites…", self.export_composites, None,
+          "Write this project's composites to a library file other projects can import")
         a("quit", "&Quit", self.close, K.Quit)
         self._build_undo_actions()
         self._build_canvas_actions()
@@ -101,6 +106,11 @@ class MenusMixin:
         a("select_all", "Select &All", t("select_all", v.select_all), K.SelectAll)
         a("auto_layout", "Auto-&layout Page", v.auto_layout, "Ctrl+L",
           "Arrange the blocks in layers from inputs to outputs")
+        a("group", "&Group as Composite…", t("group", v.group_selection), "Ctrl+G",
+          "Make the selected blocks a new composite block, used once in their place")
+        a("ungroup", "U&ngroup", t("ungroup", v.ungroup_selection), "Ctrl+Shift+G",
+          "Put the blocks of the selected composite instances back in their place")
+        a("go_up", "Close &Instance", v.go_up, None, "Go up one level, out of the composite shown (Esc)")
         for how, text in (("left", "Left Edges"), ("hcenter", "Horizontal Centres"), ("right", "Right Edges"),
                           ("top", "Top Edges"), ("vcenter", "Vertical Centres"), ("bottom", "Bottom Edges")):
             a(f"align_{how}", text, lambda how=how: v.align_selection(how))

@@ -141,7 +141,7 @@ class RunsMixin:
                                 (clear, "Clear", QStyle.SP_DialogResetButton)):
             act.setIconText(text)
             act.setIcon(self.style().standardIcon(icon))
-        a("check_gradients", "Check &Gradients", self.check_gradients, "Ctrl+Shift+G",
+        a("check_gradients", "Check &Gradients", self.check_gradients, "Ctrl+Alt+G",
           "Compare the gradients with central differences (the page's, and the "
           "selected block's rule at its last inputs)")
         a("train", "&Train…", self.open_train, "Ctrl+T",

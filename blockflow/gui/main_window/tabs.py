@@ -30,7 +30,8 @@ class PageTabBar(QTabBar):
         self.currentChanged.connect(self._on_current_changed)
         self.tabMoved.connect(self._on_tab_moved)
         # Bound methods only: Qt disconnects them when the bar goes (a closed window).
-        for signal in (document.pages_changed, document.current_page_changed, document.project_replaced):
+        for signal in (document.pages_changed, document.current_page_changed, document.project_replaced,
+                       document.location_changed):
             signal.connect(self._on_pages)
         self.sync()
 
@@ -55,7 +56,9 @@ class PageTabBar(QTabBar):
                 self._match(pages, names)
                 if bulk:
                     self.setVisible(True)
-            self.setCurrentIndex(names.index(self.document.current_page))
+            # inside an instance (or a definition) the tab of its page stays current
+            host = self.document.host_page()
+            self.setCurrentIndex(names.index(host) if host in names else 0)
         finally:
             self._syncing = False
         self._place_close_button()
@@ -120,7 +123,8 @@ class PageTabBar(QTabBar):
             self._place_close_button()
         if self._syncing or index < 0:
             return
-        self.document.set_current_page(self.tabData(index))
+        if self.tabData(index) != self.document.host_page() or self.document.current_page.startswith("@"):
+            self.document.set_current_page(self.tabData(index))
 
     def mousePressEvent(self, event):
         i = self.tabAt(event.position().toPoint())

@@ -14,10 +14,12 @@ from PySide6.QtWidgets import (QHBoxLayout, QInputDialog, QLabel, QMainWindow, Q
 
 from blockflow import __version__
 from blockflow.errors import ProjectError
+from blockflow.gui.canvas.breadcrumb import Breadcrumb
 from blockflow.gui.canvas.view import DiagramView
 from blockflow.gui.common.plaintext import literal, plain_label
 from blockflow.gui.document.document import Document
 from blockflow.gui.main_window.actions import MenusMixin, block_reference
+from blockflow.gui.main_window.composites import CompositesMixin
 from blockflow.gui.main_window.canvas_results import GradientsOnCanvas, ResultsOnCanvas
 from blockflow.gui.main_window.docks import bind_docks, build_docks
 from blockflow.gui.main_window.files import FilesMixin
@@ -35,7 +37,7 @@ def _project_paths(mime: QMimeData) -> list[str]:
             if u.isLocalFile() and u.toLocalFile().endswith(".json")]
 
 
-class MainWindow(FilesMixin, MenusMixin, RunsMixin, QMainWindow):
+class MainWindow(FilesMixin, CompositesMixin, MenusMixin, RunsMixin, QMainWindow):
     """The editor window around one Document.
 
     ``settings`` defaults to QSettings() (organisation/application set by the launcher); tests
@@ -69,6 +71,7 @@ class MainWindow(FilesMixin, MenusMixin, RunsMixin, QMainWindow):
         self._build_menus()
         self._build_run_toolbar()
         bind_docks(self)
+        self._bind_composites()
         self._bind_runs()
         self._build_autosave()
         self._connect()
@@ -101,6 +104,8 @@ class MainWindow(FilesMixin, MenusMixin, RunsMixin, QMainWindow):
         col.setContentsMargins(0, 0, 0, 0)
         col.setSpacing(0)
         col.addLayout(top)
+        self.breadcrumb = Breadcrumb(self.document, self)
+        col.addWidget(self.breadcrumb)
         col.addWidget(self.view, 1)
         self.setCentralWidget(central)
         self.tabs.tabBarDoubleClicked.connect(self._rename_tab)

@@ -257,7 +257,7 @@ class GradientPanel(QWidget):
 
         self.check_button = QPushButton("Check Gradients", self)
         self.check_button.setToolTip("Compare the gradients with central differences: the page's, and "
-                                     "the selected block's rule at its last inputs (Ctrl+Shift+G)")
+                                     "the selected block's rule at its last inputs (Ctrl+Alt+G)")
         self.check_button.clicked.connect(self.check_requested.emit)
         self.check_view = QTextBrowser(self)
         self.check_view.setOpenLinks(False)

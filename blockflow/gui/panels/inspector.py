@@ -20,6 +20,8 @@ from blockflow.gui.panels.attr_editors import (Field, attr_field, format_value, 
 from blockflow.feeds import FEED_FILTER, read_feed_file
 from blockflow.gui.common.plaintext import plain_label
 from blockflow.gui.common.refresh import Debounced
+from blockflow.gui.panels.definition import DefinitionForm, share_field
+from blockflow.composite import SHARE_ATTR
 
 __all__ = ["InspectorPanel", "format_value", "parse_json_value"]
 
@@ -78,7 +80,7 @@ class InspectorPanel(QWidget):
         document.page_field_changed.connect(self._on_page_edit)
         document.structure_changed.connect(self._on_page_edit)
         document.program_ready.connect(self._on_program_ready)
-        self._refresh.follow(document.page_renamed)
+        self._refresh.follow(document.page_renamed, document.composites_changed)
         document.current_page_changed.connect(self._forget_selection)
         document.project_replaced.connect(self._forget_selection)
         self.set_nodes([])
@@ -108,7 +110,9 @@ class InspectorPanel(QWidget):
     def _signature_now(self):
         page = self.document.page()
         if self.node_id is None or self.node_id not in page.nodes:
-            return ("page", page.name, len(self._selection), len(page.nodes), page.text)
+            comp = self.document.project.composites.get(page.name[1:]) if page.name.startswith("@") else None
+            definition = (id(comp), comp.doc, tuple(comp.params)) if comp is not None else None
+            return ("page", page.name, len(self._selection), len(page.nodes), page.text, definition)
         node = page.nodes[self.node_id]
         wired = tuple(sorted(e.dst_port for e in page.edges if e.dst == self.node_id))
         return ("node", page.name, self.node_id, node.block, wired)
@@ -164,6 +168,9 @@ class InspectorPanel(QWidget):
         hint.setWordWrap(True)
         hint.setEnabled(False)
         layout.addWidget(hint)
+        if page.name.startswith("@") and page.name[1:] in self.document.project.composites and not chosen:
+            self.definition = DefinitionForm(self.document, self.body)
+            layout.addWidget(self.definition)
         if page.text:
             note = plain_label(page.text)
             note.setWordWrap(True)
@@ -172,7 +179,7 @@ class InspectorPanel(QWidget):
 
     def _build_node(self, layout: QVBoxLayout) -> None:
         node = self.document.page().nodes[self.node_id]
-        spec = self.document.registry.get(node.block)
+        spec = self.document.blocks.get(node.block)
         self._build_title(layout, node, spec)
         if spec is None:
             return
@@ -348,7 +355,7 @@ class InspectorPanel(QWidget):
         dtype and shape (a refusal is shown under the field), set undoably."""
         doc, node_id = self.document, self.node_id
         node = doc.page().nodes[node_id]
-        attrs, problems = doc.registry.get(node.block).validate_attrs(node.attrs)
+        attrs, problems = doc.blocks.get(node.block).validate_attrs(node.attrs)
         if problems:
             field.show_error(f"fix the Placeholder's attributes first: {problems[0][1]}")
             return
@@ -366,6 +373,8 @@ class InspectorPanel(QWidget):
 
     def _attr_field(self, decl) -> Field:
         doc = self.document
+        if decl.name == SHARE_ATTR and doc.page().nodes[self.node_id].block.startswith("@"):
+            return share_field(doc, self.node_id, decl, self)
         return attr_field(decl, lambda name, value: doc.set_attr(self.node_id, name, value), self)
 
     def _inline_field(self, decl) -> Field:
@@ -398,7 +407,7 @@ class InspectorPanel(QWidget):
         doc = self.document
         page = doc.page()
         node = page.nodes[self.node_id]
-        spec = doc.registry.get(node.block)
+        spec = doc.blocks.get(node.block)
         self.full_name.setText(page.full_name(self.node_id))
         for key, f in self.fields.items():
             if f.widget.hasFocus() and f.error.text():

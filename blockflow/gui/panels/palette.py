@@ -1,4 +1,5 @@
-"""The block palette: the registry's categories as a tree, filtered as you type.
+"""The block palette: the project's composites, then the registry's categories, as a tree
+filtered as you type.
 
 Blocks leave it by drag (BLOCK_MIME, the block name in UTF-8) or by double-click. Imports no
 canvas code (the MIME type is in gui/document/clipboard.py); it edits nothing itself (the main window adds the block).
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QMimeData, QRectF, Qt, Signal
 from PySide6.QtGui import QDrag, QIcon, QPainter, QPalette, QPen, QPixmap
-from PySide6.QtWidgets import (QAbstractItemView, QLineEdit, QTreeWidget, QTreeWidgetItem,
+from PySide6.QtWidgets import (QAbstractItemView, QLineEdit, QMenu, QTreeWidget, QTreeWidgetItem,
                                QVBoxLayout, QWidget)
 
 from blockflow.gui.document.clipboard import BLOCK_MIME
@@ -17,6 +18,11 @@ __all__ = ["PalettePanel", "BlockTree"]
 
 _BLOCK_ROLE = Qt.UserRole + 1
 _CATEGORY_ROLE = Qt.UserRole + 2
+#: the category row of the project's composites (first in the tree)
+COMPOSITES = "Composites"
+#: what the context menu of a composite's row offers: (action key, text)
+COMPOSITE_ACTIONS = (("edit", "Edit Definition"), ("rename", "Rename…"), ("delete", "Delete"),
+                     ("export", "Export to Library File…"))
 
 
 class BlockTree(QTreeWidget):
@@ -72,6 +78,8 @@ class PalettePanel(QWidget):
     """
 
     block_activated = Signal(str)
+    #: (action key of COMPOSITE_ACTIONS, composite name): chosen in a composite row's menu
+    composite_action = Signal(str, str)
 
     def __init__(self, registry, parent=None):
         super().__init__(parent)
@@ -97,6 +105,8 @@ class PalettePanel(QWidget):
         self.search.textChanged.connect(self.set_filter)
         self.search.returnPressed.connect(self._activate_first_visible)
         self.tree.itemActivated.connect(self._on_activated)
+        self.tree.setContextMenuPolicy(Qt.CustomContextMenu)
+        self.tree.customContextMenuRequested.connect(self._context_menu)
 
     def _swatch(self, style: Style, category: str) -> QIcon:
         """A small block-coloured square: the category's header colour on the canvas."""
@@ -114,6 +124,15 @@ class PalettePanel(QWidget):
 
     def _populate(self) -> None:
         style = self._style = Style(self.palette())
+        comp = self._composites = QTreeWidgetItem(self.tree, [f"{COMPOSITES}  (0)"])
+        comp.setData(0, _CATEGORY_ROLE, "composites")
+        comp.setIcon(0, self._swatch(style, "composites"))
+        comp.setFlags(Qt.ItemIsEnabled)
+        font = comp.font(0)
+        font.setBold(True)
+        comp.setFont(0, font)
+        comp.setToolTip(0, "this project's composite blocks: select blocks and Group (Ctrl+G) to make one")
+        self._categories.append(comp)
         for category, specs in self.registry.categories().items():
             cat = QTreeWidgetItem(self.tree, [f"{category}  ({len(specs)})"])
             cat.setData(0, _CATEGORY_ROLE, category)
@@ -182,6 +201,49 @@ class PalettePanel(QWidget):
 
     def item_for(self, name: str) -> QTreeWidgetItem:
         return self._rows[name]
+
+    def set_composites(self, entries) -> None:
+        """Show the project's composites: ``entries`` are (name, documentation, instance count)."""
+        cat = self._composites
+        for i in reversed(range(cat.childCount())):
+            block = cat.child(i).data(0, _BLOCK_ROLE)
+            self._rows.pop(block, None)
+            self._haystack.pop(block, None)
+            cat.removeChild(cat.child(i))
+        for name, doc, count in entries:
+            block = "@" + name
+            row = QTreeWidgetItem(cat, [name])
+            row.setData(0, _BLOCK_ROLE, block)
+            row.setFlags(Qt.ItemIsEnabled | Qt.ItemIsSelectable | Qt.ItemIsDragEnabled)
+            used = f"used {count} time{'s' if count != 1 else ''}"
+            row.setToolTip(0, f"{doc}\n({used}; right-click to edit, rename, delete or export)" if doc
+                           else f"composite {name} ({used}; right-click to edit, rename, delete or export)")
+            self._rows[block] = row
+            self._haystack[block] = " ".join((name, doc, "composite")).lower()
+        cat.setText(0, f"{COMPOSITES}  ({len(entries)})")
+        cat.setExpanded(bool(entries))
+        if self.search.text():
+            self.set_filter(self.search.text())
+        else:
+            cat.setHidden(False)
+
+    def composite_names(self) -> list[str]:
+        cat = self._composites
+        return [cat.child(i).text(0) for i in range(cat.childCount())]
+
+    def composite_menu(self, name: str) -> QMenu:
+        """The context menu of composite ``name``'s row."""
+        menu = QMenu(self)
+        for key, text in COMPOSITE_ACTIONS:
+            menu.addAction(text, lambda key=key: self.composite_action.emit(key, name))
+        return menu
+
+    def _context_menu(self, pos) -> None:
+        item = self.tree.itemAt(pos)
+        block = item.data(0, _BLOCK_ROLE) if item is not None else None
+        if not block or not block.startswith("@"):
+            return
+        self.composite_menu(block[1:]).exec(self.tree.viewport().mapToGlobal(pos))
 
     def _on_activated(self, item: QTreeWidgetItem, _column: int) -> None:
         name = item.data(0, _BLOCK_ROLE)
