@@ -29,10 +29,11 @@ from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
 from blockflow.compile.compiler import compile_page, project_files
 from blockflow.compile.program import Program
+from blockflow.composite import Composite, composite_name, uses
 from blockflow.project import Node, Page
 from blockflow.gui.common.worker import Worker
 
-__all__ = ["PagePrograms", "snapshot", "WAIT"]
+__all__ = ["PagePrograms", "snapshot", "snapshot_composites", "users_of", "WAIT"]
 
 #: How long the UI thread waits for a compile before leaving it to land later (seconds).
 WAIT = 0.05
@@ -54,6 +55,42 @@ def snapshot(page: Page) -> Page:
             gc.enable()
 
 
+def _reachable(composites: dict, start) -> set[str]:
+    """The composites reachable from the composite names in ``start`` (themselves included)."""
+    seen, todo = set(), [n for n in start if n in composites]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        todo.extend(n for n in uses(composites[name]) if n in composites and n not in seen)
+    return seen
+
+
+def _used_by(page: Page, composites: dict) -> set[str]:
+    """The composites ``page`` uses, directly or not (its own, for a definition)."""
+    direct = {composite_name(n.block) for n in page.nodes.values()} - {None}
+    own = composite_name(page.name)
+    return _reachable(composites, direct | ({own} if own else set()))
+
+
+def snapshot_composites(page: Page, composites: dict) -> dict:
+    """Copies of the composites ``page`` uses (directly or not), for a compile on another thread:
+    the definitions' diagrams are copied as pages are; params are frozen Attrs, shared."""
+    used = _used_by(page, composites)
+    return {name: Composite(c.name, c.doc, list(c.params), snapshot(c.page), c.origin)
+            for name, c in composites.items() if name in used}
+
+
+def users_of(project, name: str) -> list[str]:
+    """The diagrams (pages and definitions) that use composite ``name``, directly or not."""
+    out = []
+    for page in project.diagrams():
+        if page.name != "@" + name and name in _used_by(page, project.composites):
+            out.append(page.name)
+    return out
+
+
 class _Emitter(QObject):
     announce = Signal(str)       # a page compiled by program(), told after the caller returned
 
@@ -61,8 +98,9 @@ class _Emitter(QObject):
 class _Task:
     """One compile: what it compiles and what came out (plain data, shared by both threads)."""
 
-    def __init__(self, name: str, stamp: int, page: Page, registry, files):
+    def __init__(self, name: str, stamp: int, page: Page, registry, files, composites=None):
         self.name, self.stamp, self.page, self.registry, self.files = name, stamp, page, registry, files
+        self.composites = composites or {}
         self.program: Program | None = None
         self.error: BaseException | None = None
         self.seconds = 0.0
@@ -74,11 +112,11 @@ def _compile(task: _Task) -> _Task:
     """Runs a _Task on the worker thread."""
     start = time.perf_counter()
     try:
-        task.program = compile_page(task.page, task.registry, files=task.files)
+        task.program = compile_page(task.page, task.registry, files=task.files, composites=task.composites)
     except BaseException as exc:       # a bug (compile_page reports diagram problems itself)
         task.error = exc
     task.seconds = time.perf_counter() - start
-    task.page = None                   # the copy is not needed any more
+    task.page = task.composites = None     # the copies are not needed any more
     task.done.set()
     return task
 
@@ -198,7 +236,8 @@ class PagePrograms(QObject):
             return job.program
         start = time.perf_counter()
         doc = self._doc()
-        program = compile_page(doc.project.page(name), doc.registry, files=project_files(doc.project))
+        program = compile_page(doc.project.page(name), doc.registry, files=project_files(doc.project),
+                               composites=doc.project.composites)
         self.seconds[name] = time.perf_counter() - start
         self._programs[name] = (stamp, program)
         self._wanted.pop(name, None)
@@ -231,7 +270,8 @@ class PagePrograms(QObject):
             page = self._page(doc, name)
             if page is None:
                 continue                   # the page went since it was asked for
-            job = _Task(name, self.stamp(name), snapshot(page), doc.registry, project_files(doc.project))
+            job = _Task(name, self.stamp(name), snapshot(page), doc.registry, project_files(doc.project),
+                        snapshot_composites(page, doc.project.composites))
             self._job = job
             self._worker.submit(lambda _post, job=job: _compile(job), self._on_finished)
             left = deadline - time.perf_counter()
@@ -246,10 +286,10 @@ class PagePrograms(QObject):
         once per page compiled: quadratic on a project of many pages); the Document clears it
         when pages come, go or change names."""
         if self._pages is None:
-            self._pages = {p.name: p for p in doc.project.pages}
+            self._pages = {p.name: p for p in doc.project.diagrams()}
         page = self._pages.get(name)
         if page is not None and page.name != name:     # renamed behind our back: look again
-            self._pages = {p.name: p for p in doc.project.pages}
+            self._pages = {p.name: p for p in doc.project.diagrams()}
             page = self._pages.get(name)
         return page
 
