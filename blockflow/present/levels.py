@@ -25,7 +25,8 @@ from blockflow.present.gradview import CUT, FLOWS, Fanout, GradientView, WireInf
 from blockflow.present.values import readable_number
 from blockflow.project import Edge
 
-__all__ = ["drawn_node", "LevelGradients", "InstanceBadge", "instance_badge", "instance_variables", "inside"]
+__all__ = ["drawn_node", "LevelGradients", "InstanceBadge", "instance_badge", "instance_variables", "inside",
+           "grouped_names", "group_label"]
 
 
 def inside(flat_id: str, path: str) -> bool:
@@ -211,3 +212,23 @@ def instance_badge(gview: GradientView, path: str) -> InstanceBadge | None:
         squares = [norm(grads[v]) ** 2 for v in variables if grads.get(v) is not None]
         total = math.sqrt(sum(squares)) if squares else 0.0
     return InstanceBadge(path, state, variables, total, inst.shares, reason)
+
+
+def grouped_names(program) -> list[tuple[str, list[str]]]:
+    """The program's blocks with outputs, as ``(group, flat ids)``: the page's own blocks first
+    (group ""), then each instance's blocks under its flat id (``d1``, ``d1/blk``), in the order
+    the program computes them (a Values list, the CLI's rows)."""
+    groups: dict[str, list[str]] = {"": []}
+    for st in program.steps:
+        if not st.outputs:
+            continue
+        groups.setdefault(st.node.rpartition("/")[0], []).append(st.node)
+    return [(g, names) for g, names in groups.items() if names]
+
+
+def group_label(program, group: str) -> str:
+    """``d1 (Dense)`` for an instance's group, the page's scope for the page's own."""
+    if not group:
+        return f"{program.page_name} (page)"
+    inst = program.instance(group)
+    return f"{group} ({inst.composite})" if inst is not None else group

@@ -463,7 +463,7 @@ def training_program(project, page: str | None = None, registry: Registry | None
                 node.attrs = dict(node.attrs, batch_size=batch_size)
             nodes[nid] = node
         pg.nodes = nodes
-    return compile_page(pg, registry, files=project_files(project))
+    return compile_page(pg, registry, files=project_files(project), composites=project.composites)
 
 
 def _all_finite(a) -> bool:

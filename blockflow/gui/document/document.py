@@ -19,6 +19,7 @@ from PySide6.QtGui import QUndoStack
 
 from blockflow.compile.compiler import project_files
 from blockflow.compile.program import Program
+from blockflow.composite import split_flat, state_key
 from blockflow.errors import ProjectError
 from blockflow.project import Change, Edge, Node, Page, Project, text_problem, valid_node_id
 from blockflow.io.project_io import load_project, save_project
@@ -390,8 +391,10 @@ class Document(QObject):
         states, skipped = {}, []
         program = self.program(page)
         for nid, changes in updates.items():
-            node = pg.nodes.get(nid)
-            spec = self.registry.get(node.block) if node is not None else None
+            top, inner = split_flat(nid)
+            node = pg.nodes.get(top)
+            # a Variable inside an instance (d1/W): its state lives in the instance, under "W:key"
+            spec = (program.spec_of(nid) if inner else self.registry.get(node.block)) if node is not None else None
             value = changes.get("value")
             if spec is None or spec.role != "variable" or value is None:
                 skipped.append(nid)
@@ -404,7 +407,13 @@ class Document(QObject):
             if tuple(t.shape) != tuple(np.shape(value)) or t.dtype != np.asarray(value).dtype:
                 skipped.append(nid)
                 continue
-            states[nid] = {k: np.array(v) for k, v in changes.items()}
+            if inner:
+                state = states.setdefault(top, dict(node.state))
+                for k in [k for k in state if k.startswith(inner + ":")]:
+                    del state[k]          # replaced whole, as a top-level Variable's state is
+                state.update({state_key(inner, k): np.array(v) for k, v in changes.items()})
+            else:
+                states.setdefault(nid, {}).update({k: np.array(v) for k, v in changes.items()})
         if states:
             self.undo_stack.push(C.SetStatesCommand(self, page, states, f"Train {steps} step{'s' if steps != 1 else ''}"))
         return skipped

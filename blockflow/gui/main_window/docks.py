@@ -78,7 +78,7 @@ class ProblemsDock(DockPanel):
         panel.count_changed.connect(lambda errors, warnings: self._count(dock, errors, warnings))
         self._count(dock, panel.errors, panel.warnings)
         session.run_failed.connect(lambda msg, node, _port: panel.set_run_problem(
-            window.document.current_page, node, msg))
+            session.host, node, msg))
         session.run_started.connect(lambda _kind: panel.clear_run_problem())
         session.results_cleared.connect(panel.clear_run_problem)
 
