@@ -123,7 +123,7 @@ def test_an_instance_no_gradient_reaches_is_cut_before_and_after_a_run():
     program = compile_project(p, "main")
     static = GradientView(program, "loss")
     assert instance_badge(static, "d1b").cut
-    assert instance_badge(static, "d1b").text() == "cut"
+    assert instance_badge(static, "d1b").text() == "shares d1 · cut"
     assert "nothing inside it leads to loss" in instance_badge(static, "d1b").tooltip()
     assert not instance_badge(static, "d1").cut
     assert instance_badge(static, "d1").text() == "∇ flows"

@@ -68,7 +68,7 @@ class InstanceBadge:
     def text(self) -> str:
         """The badge's short text: ``‖∇W‖ 0.034``, ``cut``, ``shares d1``."""
         if self.cut:
-            return "cut"
+            return f"shares {self.shares.rpartition('/')[2]} · cut" if self.shares else "cut"
         parts = []
         if self.shares:
             parts.append(f"shares {self.shares.rpartition('/')[2]}")
