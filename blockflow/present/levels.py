@@ -174,44 +174,57 @@ class LevelGradients:
         return instance_badge(self.gview, path)
 
     def badges(self) -> dict[str, InstanceBadge]:
-        """{drawn node: badge} for each instance drawn at this level."""
-        out = {}
-        for path in self.instances():
-            b = self.badge(path)
-            if b is not None:
-                out[self.drawn_node(path)] = b
-        return out
+        """{drawn node: badge} for each instance drawn at this level (one pass over the wires and
+        the steps for them all: a page may hold a thousand instances)."""
+        insts = {self.drawn_node(p): p for p in self.instances()}
+        if not insts:
+            return {}
+        wires: dict[str, list] = {}
+        for e, info in self.gview.wires.items():
+            d = drawn_node(e.dst, self.level)
+            if d in insts and inside(e.dst, insts[d]):
+                wires.setdefault(d, []).append(info)
+        variables: dict[str, list] = {}
+        for st in self.program.steps:
+            if st.role == "variable":
+                d = drawn_node(st.node, self.level)
+                if d in insts and inside(st.node, insts[d]):
+                    variables.setdefault(d, []).append(st.node)
+        return {d: _badge(self.gview, path, wires.get(d, ()), variables.get(d, ()))
+                for d, path in insts.items()}
 
 
-def _inside_state(gview: GradientView, path: str) -> tuple[str, str]:
-    """(FLOWS or CUT, why) for the wires inside instance ``path``: FLOWS when one carries gradient
-    to the target; a wire that ends inside it counts (a Variable read from another instance)."""
-    reasons: list[str] = []
-    for e, info in gview.wires.items():
-        if not inside(e.dst, path):
-            continue
+def _inside_state(gview: GradientView, infos) -> tuple[str, str]:
+    """(FLOWS or CUT, why) for the wires ``infos`` ending inside an instance: FLOWS when one
+    carries gradient to the target (a wire from a Variable read in another instance counts)."""
+    reasons: set[str] = set()
+    for info in infos:
         if info.state == FLOWS:
             return FLOWS, ""
         if info.state == CUT and info.cutters:
-            reasons.append("cut by " + ", ".join(info.cutters))
+            reasons.add("cut by " + ", ".join(info.cutters))
     if reasons:
-        return CUT, sorted(set(reasons))[0]
+        return CUT, sorted(reasons)[0]
     return CUT, f"nothing inside it leads to {gview.target[0]}"
 
 
-def instance_badge(gview: GradientView, path: str) -> InstanceBadge | None:
-    program = gview.program
-    inst = program.instance(path)
-    if inst is None:
-        return None
-    state, reason = _inside_state(gview, path)
-    variables = tuple(instance_variables(program, path))
+def _badge(gview: GradientView, path: str, infos, variables) -> InstanceBadge:
+    state, reason = _inside_state(gview, infos)
+    variables = tuple(variables)
     total = None
     if gview.ran and state == FLOWS and variables:
         grads = gview.result.variable_grads
         squares = [norm(grads[v]) ** 2 for v in variables if grads.get(v) is not None]
         total = math.sqrt(sum(squares)) if squares else 0.0
-    return InstanceBadge(path, state, variables, total, inst.shares, reason)
+    return InstanceBadge(path, state, variables, total, gview.program.instance(path).shares, reason)
+
+
+def instance_badge(gview: GradientView, path: str) -> InstanceBadge | None:
+    """The badge of instance ``path`` (a flat id; None when it is not an expanded instance)."""
+    if gview.program.instance(path) is None:
+        return None
+    infos = [info for e, info in gview.wires.items() if inside(e.dst, path)]
+    return _badge(gview, path, infos, instance_variables(gview.program, path))
 
 
 def grouped_names(program) -> list[tuple[str, list[str]]]:

@@ -288,3 +288,23 @@ def test_applying_training_routes_inner_variables_into_the_instance_in_one_undo_
     np.testing.assert_array_equal(doc.program("main").variable_values.get("d1/W"), w)
     doc.undo_stack.undo()
     assert set(doc.page("main").nodes["d1"].state) == set(before)
+
+
+# ------------------------------------------------------------------------------- render
+def test_render_grad_draws_instances_with_boundary_colours_badges_and_values(tmp_path):
+    from blockflow.gui.canvas.render import _drawn_scene, render_page
+    from blockflow.gui.common.theme import Style
+    from blockflow.registry import default_registry
+
+    p = laid_out(share=False)
+    scene, legend, _ = _drawn_scene(p.page("main"), default_registry(), Style(QApplication.instance().palette()),
+                                    "run", None, p.composites)
+    item = scene.node_items["d1"]
+    assert item.results is not None and item.results.summaries["y"].shape_text.startswith("[4, 5]")
+    wire = scene.edge_items[Edge("d1", "y", "d2", "x")]
+    assert wire.grad_pen is not None and wire.grad_pen.widthF() > 2.0
+    badges = [c for c in item.childItems() if hasattr(c, "badge")]
+    assert badges and badges[0].text.startswith("‖∇W‖")
+    out = tmp_path / "mlp.png"
+    render_page(p, "main", out, gradients="run")
+    assert out.stat().st_size > 1000
