@@ -308,3 +308,59 @@ def test_render_grad_draws_instances_with_boundary_colours_badges_and_values(tmp
     out = tmp_path / "mlp.png"
     render_page(p, "main", out, gradients="run")
     assert out.stat().st_size > 1000
+
+
+# ------------------------------------------------------------------------------- failures
+def log_project():
+    """X (fed -1) -> l1 (a composite taking the log) -> Sum: the run fails inside l1."""
+    from blockflow.composite import Composite
+    from blockflow.project import Project
+
+    comp = Composite("LogOf", doc="y = log(x)")
+    comp.page.add_node("Input", id="x", attrs={"name": "x", "dtype": "float32", "shape": [2]})
+    comp.page.add_node("Log", id="Log_1", position=(200, 0))
+    comp.page.add_node("Output", id="y", attrs={"name": "y"}, position=(400, 0))
+    comp.page.connect("x", "output", "Log_1", "x")
+    comp.page.connect("Log_1", "y", "y", "input")
+    p = Project()
+    p.composites["LogOf"] = comp
+    page = p.add_page("main")
+    page.add_node("Placeholder", id="X", attrs={"dtype": "float32", "shape": [2]})
+    page.add_node(block_name("LogOf"), id="l1", position=(200, 0))
+    page.add_node("Sum", id="s", position=(400, 0))
+    page.connect("X", "output", "l1", "x")
+    page.connect("l1", "y", "s", "input")
+    page.feeds["X"] = np.array([-1.0, 2.0], np.float32)
+    return p
+
+
+def test_a_run_failing_inside_an_instance_marks_it_and_the_problem_opens_it(qtbot, tmp_path):
+    window = make_window(qtbot, tmp_path, log_project())
+    assert window.document.spec("@LogOf", "Log_1").outputs[0].name == "y"
+    with qtbot.waitSignal(window.session.run_failed, timeout=5000) as blocker:
+        qtbot.keyClick(window.view, Qt.Key_F5)
+    QApplication.processEvents()
+    message, node, _port = blocker.args
+    assert node == "l1/Log_1" and "main/l1/Log_1" in message
+    run = window.view.node_item("l1").results
+    assert run is not None and "inside l1, at l1/Log_1" in run.error
+    panel = window.problems
+    item = panel.tree.topLevelItem(0)
+    assert item.text(1) == "main/l1/Log_1"
+    qtbot.mouseClick(panel.tree.viewport(), Qt.LeftButton, Qt.NoModifier, panel.tree.visualItemRect(item).center())
+    QApplication.processEvents()
+    assert window.document.location == Location("@LogOf", "main", "l1")
+    assert window.view.selected_nodes() == ["Log_1"]
+    inner = window.view.node_item("Log_1").results
+    assert inner is not None and inner.error          # the block itself carries the error mark
+
+
+def test_a_definition_opened_alone_is_checked_not_run(qtbot, tmp_path):
+    window = make_window(qtbot, tmp_path, laid_out(share=False))
+    window.document.set_current_page("@Dense")
+    QApplication.processEvents()
+    assert window.session.host == "@Dense"
+    with qtbot.waitSignal(window.session.run_failed, timeout=3000) as blocker:
+        window.session.forward()
+    assert "checked, not run" in blocker.args[0] and "Open one of its instances" in blocker.args[0]
+    assert window.session.results() is None

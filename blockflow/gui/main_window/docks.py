@@ -182,12 +182,13 @@ class TrainDock(DockPanel):
         fingerprint = [None]      # the page as training started: its snapshots are of that page
 
         def started():
-            fingerprint[0] = page_fingerprint(window.document.page())
+            fingerprint[0] = page_fingerprint(window.document.page(panel.training_page),
+                                              window.document.project.composites)
             window.autosaver.autosave_now()            # training is crash-prone: keep the work first
 
         def finished(stopped):
             # the trained values are stored now (an edit: the snapshots went stale): show them afresh
-            if not stopped and window.document.current_page == panel.training_page:
+            if not stopped and window.session.host == panel.training_page:
                 window.session.backward(panel.loss.currentData())
 
         def failed(msg, *_):
