@@ -20,6 +20,7 @@ from blockflow.errors import BlockflowError
 from blockflow.run.gradcheck import GradCheckResult, check_block, check_page
 from blockflow.present.levels import instance_badge
 from blockflow.present.gradview import CUT, FLOWS, GradientView
+from blockflow.gui.session.session import host_page
 from blockflow.gui.panels.gradtext import MONO, Colors, array_html, esc, rule_for_input, rule_html
 
 __all__ = ["GradientPanel", "CheckReport", "run_checks", "block_inputs"]
@@ -116,7 +117,7 @@ def run_checks(document, node: str | None = None, result=None, target=None,
     recorded run ``result`` of the current page, ``node``'s rule at that run's input values.
     ``stale``: the page was edited since that run (default: its program is not the current one)."""
     start = time.perf_counter()
-    host = document.location.program_page      # inside an opened instance: its page's program
+    host = host_page(document)      # inside an opened instance: its page's program
     page = document.page(host)
     program = document.program(host)
     report = CheckReport(page=page.name)

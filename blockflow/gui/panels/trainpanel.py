@@ -34,6 +34,7 @@ from blockflow.run.training import TrainConfig, Trainer, training_program
 from blockflow.gui.common.plaintext import plain_label
 from blockflow.gui.common.refresh import Debounced
 from blockflow.gui.common.worker import Worker
+from blockflow.gui.session.session import host_page
 
 __all__ = ["TrainPanel", "TrainJob"]
 
@@ -246,7 +247,7 @@ class TrainPanel(QWidget):
     @property
     def host(self) -> str:
         """The page trained: the current page, or the page an opened instance is on."""
-        return self.doc.location.program_page
+        return host_page(self.doc)
 
     def load_page(self):
         """A page was opened: its lists, and the settings the project recommends for it."""

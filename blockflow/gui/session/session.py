@@ -25,7 +25,7 @@ from blockflow.present.values import BlockRun, summarize
 from blockflow.gui.common.worker import Worker
 from blockflow.gui.session import runner
 
-__all__ = ["Session", "PageResults", "page_fingerprint"]
+__all__ = ["Session", "PageResults", "page_fingerprint", "host_page", "composites_used"]
 
 
 def composites_used(page, composites: dict) -> list[str]:
@@ -39,6 +39,16 @@ def composites_used(page, composites: dict) -> list[str]:
         seen.add(name)
         todo.extend(uses(composites[name]))
     return sorted(seen)
+
+
+def host_page(document) -> str:
+    """The page whose run the canvas shows values of: the page drawn, or the page an opened
+    instance is on (``document.location``); a definition opened alone is its own (never run).
+    A location a page rename or removal left behind counts as the current page."""
+    loc, current = document.location, document.current_page
+    if loc.diagram != current or not loc.level or loc.host is None:
+        return current
+    return loc.host
 
 
 def page_fingerprint(page, composites: dict | None = None) -> bytes:
@@ -197,7 +207,7 @@ class Session(QObject):
         self._targets: list[tuple[str, str]] = []
         self._target_page: str | None = None
         self._selection: list[str] = []
-        self._shown_host = document.location.program_page
+        self._shown_host = host_page(document)
         self._gradients: GradientView | None = None
         #: called on the worker thread before each run (tests hold a run back with it)
         self.job_hook = None
@@ -229,16 +239,17 @@ class Session(QObject):
         """The page whose results are shown: the current page, or the page an opened instance is
         on (an instance shows its level of the page's run); a definition opened alone (``@Name``)
         is compiled but never run."""
-        return self.doc.location.program_page
+        return host_page(self.doc)
 
     @property
     def level(self) -> str:
         """The flat id of the instance opened on the host page ("" for the page itself)."""
-        return self.doc.location.level
+        return self.doc.location.level if self.doc.location.diagram == self.doc.current_page else ""
 
     def flat_id(self, node: str) -> str:
         """A block drawn on the canvas, as the host page's program and run name it."""
-        return self.doc.location.flat_id(node)
+        level = self.level
+        return f"{level}/{node}" if level else node
 
     def _fingerprint(self, page: str) -> bytes:
         return page_fingerprint(self.doc.page(page), self.doc.project.composites)
