@@ -208,7 +208,7 @@ def test_sample_round_trip_through_a_file(tmp_path):
 def test_layout_is_the_documented_one():
     text = io.dumps_project(sample_project())
     assert text.endswith("}\n") and not text.endswith("\n\n")
-    assert text.startswith('{\n  "format": "blockflow-project",\n  "version": 1,\n  "metadata": {\n')
+    assert text.startswith('{\n  "format": "blockflow-project",\n  "version": 2,\n  "metadata": {\n')
     lines = text.splitlines()
     # every edge on one line, sorted by from then to
     edges = [ln.strip().rstrip(",") for ln in lines if ln.strip().startswith('{"from"')]
@@ -485,10 +485,10 @@ BAD_DOCS = [
     ("version_str", lambda d: set_in(d, ["version"], "1"), "version", "must be an integer"),
     ("version_float", lambda d: set_in(d, ["version"], 1.0), "version", "must be an integer"),
     ("version_newer", lambda d: set_in(d, ["version"], 3), "version",
-     "written by a newer blockflow (format version 3); this one reads versions up to 1"),
+     "written by a newer blockflow (format version 3); this one reads versions up to 2"),
     ("version_zero", lambda d: set_in(d, ["version"], 0), "version", "unknown format version 0"),
     ("top_unknown", lambda d: set_in(d, ["pagez"], 1), "pagez",
-     "unknown key 'pagez' in the top level (allowed: format, version, metadata, pages); "
+     "unknown key 'pagez' in the top level (allowed: format, version, metadata, composites, pages); "
      "did you mean 'pages'?"),
     ("metadata_list", lambda d: set_in(d, ["metadata"], []), "metadata", "must be an object"),
     ("pages_missing", lambda d: del_in(d, ["pages"]), "pages", "missing"),
@@ -997,7 +997,7 @@ def test_schema_is_a_valid_2020_12_schema_with_docs():
 
 @pytest.mark.parametrize("mutate", [
     lambda d: set_in(d, ["format"], "other"),
-    lambda d: set_in(d, ["version"], 2),
+    lambda d: set_in(d, ["version"], 3),
     lambda d: set_in(d, ["pages"], []),
     lambda d: set_in(d, N0 + ["positon"], [0, 0]),
     lambda d: set_in(d, N0 + ["id"], "a:b"),
@@ -1083,7 +1083,8 @@ def test_public_array_helpers_raise_project_file_errors():
 
 
 def test_constants():
-    assert rules.FORMAT == "blockflow-project" and rules.VERSION == 1 and rules.MIGRATIONS == {}
+    assert rules.FORMAT == "blockflow-project" and rules.VERSION == 2
+    assert list(rules.MIGRATIONS) == [1]
     assert rules.SUFFIX == ".bflow.json"
 
 

@@ -37,10 +37,23 @@ from __future__ import annotations
 from blockflow.io.arrays import decode_array, encode_array
 from blockflow.io.reader import load_project, loads_project
 from blockflow.io.saving import BACKUP_SUFFIX, SaveResult, backup_path, save_project
-from blockflow.io.writer import dumps_project
+from blockflow.io.writer import dumps_library, dumps_project
+from blockflow.project import Project
 
 __all__ = [
     "dumps_project", "loads_project", "load_project", "save_project", "SaveResult", "backup_path",
-    "BACKUP_SUFFIX",
+    "BACKUP_SUFFIX", "save_library", "load_library", "dumps_library",
     "encode_array", "decode_array",
 ]
+
+
+def save_library(path, composites: dict, metadata: dict | None = None) -> SaveResult:
+    """Write ``composites`` ({name: Composite}, with every composite they use) to a library file:
+    a project file with no pages, which File > Import Composites and ``load_library`` read."""
+    return save_project(Project([], dict(metadata or {}), dict(composites)), path, library=True)
+
+
+def load_library(path) -> tuple[dict, dict]:
+    """The composites and metadata of a library file (or of any project file)."""
+    project = load_project(path, library=True)
+    return project.composites, project.metadata

@@ -14,6 +14,7 @@ from blockflow.io.arrays import decode_array_at
 from blockflow.io.checks import (BadConstant, check_loss, check_mapping, check_metrics, check_name,
                                  check_node_id, check_object, check_page_name, check_port, check_text,
                                  describe, DupDict, Invalid, key_path, object_pairs, parse_endpoint)
+from blockflow.io.composite_codec import decode_composites
 from blockflow.io.loadcost import LoadBudget, check_model_cost, check_parse_cost, structure_counts
 from blockflow.io.rules import EDGE_KEYS, NODE_KEYS, ORIGIN, PAGE_KEYS, TOP_KEYS
 from blockflow.io.values import CONTAINERS, decode_value, plain_scalar
@@ -109,7 +110,8 @@ def _upgrade(doc) -> dict:
     return doc
 
 
-def _decode_document(doc, budget: LoadBudget) -> Project:
+def _decode_document(doc, budget: LoadBudget, library: bool = False) -> Project:
+    """The Project in ``doc``; with ``library``, a library file: composites, no pages needed."""
     doc = _upgrade(doc)
     check_object(doc, "", "the top level", TOP_KEYS, ("pages",))
     metadata = doc.get("metadata", {})
@@ -119,23 +121,49 @@ def _decode_document(doc, budget: LoadBudget) -> Project:
     pages = doc["pages"]
     if not isinstance(pages, list):
         raise Invalid("pages", f"pages must be a list, found {describe(pages)}")
-    if not pages:
-        raise Invalid("pages", "a project needs at least one page")
-    check_model_cost(pages, budget)
+    if not pages and not library:
+        hint = (" (this is a library file of composites: import it with File > Import Composites)"
+                if doc.get("composites") else "")
+        raise Invalid("pages", f"a project needs at least one page{hint}")
+    raw_composites = doc.get("composites", [])
+    diagrams = [c.get("diagram") for c in raw_composites if isinstance(c, dict)] \
+        if isinstance(raw_composites, list) else []
+    check_model_cost(pages + diagrams, budget)
+    composites = decode_composites(raw_composites, "composites", decode_diagram)
     seen: dict = {}
     out = []
     for i, page in enumerate(pages):
         out.append(_decode_page(page, f"pages[{i}]", seen))
         seen[out[-1].name] = i
         pages[i] = None   # its parsed form is no longer needed: free it as the model grows
-    return Project(out, metadata)
+    return Project(out, metadata, composites)
 
 
 def _decode_page(obj, where: str, seen: dict) -> Page:
     check_object(obj, where, "a page", PAGE_KEYS, ("name",))
     name = check_page_name(obj["name"], key_path(where, "name"), seen)
-    text = check_text(obj.get("text", ""), key_path(where, "text"), "the page text")
+    page = decode_diagram(obj, where, name)
 
+    feeds_w = key_path(where, "feeds")
+    feeds = check_mapping(obj.get("feeds", {}), feeds_w, "feeds")
+    for key, value in feeds.items():
+        kw = key_path(feeds_w, key)
+        if key not in page.nodes:
+            raise Invalid(kw, f"a feed for '{key}', but page '{name}' has no such node")
+        feeds[key] = decode_array_at(value, kw)
+    page.feeds = feeds
+
+    loss = obj.get("loss")
+    if loss is not None:
+        page.loss = check_loss(loss, key_path(where, "loss"), page.nodes, name)
+    page.metrics = check_metrics(obj.get("metrics", []), key_path(where, "metrics"), page.nodes, name)
+    return page
+
+
+def decode_diagram(obj, where: str, name: str) -> Page:
+    """The text, nodes and edges of a page or a composite's diagram (checked: the caller checks
+    the object's keys) as a Page called ``name``."""
+    text = check_text(obj.get("text", ""), key_path(where, "text"), "the page text")
     nodes_w = key_path(where, "nodes")
     raw_nodes = obj.get("nodes", [])
     if not isinstance(raw_nodes, list):
@@ -170,20 +198,7 @@ def _decode_page(obj, where: str, seen: dict) -> Page:
         seen_edges.add(edge)
         edges.append(edge)
         raw_edges[k] = None
-
-    feeds_w = key_path(where, "feeds")
-    feeds = check_mapping(obj.get("feeds", {}), feeds_w, "feeds")
-    for key, value in feeds.items():
-        kw = key_path(feeds_w, key)
-        if key not in nodes:
-            raise Invalid(kw, f"a feed for '{key}', but page '{name}' has no such node")
-        feeds[key] = decode_array_at(value, kw)
-
-    loss = obj.get("loss")
-    if loss is not None:
-        loss = check_loss(loss, key_path(where, "loss"), nodes, name)
-    metrics = check_metrics(obj.get("metrics", []), key_path(where, "metrics"), nodes, name)
-    return Page(name, nodes, edges, loss, feeds, text, metrics)
+    return Page(name, nodes, edges, text=text)
 
 
 def _decode_node(obj, where: str) -> Node:
@@ -240,18 +255,19 @@ def _decode_node(obj, where: str) -> Node:
     return Node(node_id, block, attrs, inputs, xy, label, state)
 
 
-def loads_project(text_or_bytes, path="<string>") -> Project:
+def loads_project(text_or_bytes, path="<string>", *, library: bool = False) -> Project:
     """The Project in ``text_or_bytes`` (str, or bytes of UTF-8); ``path`` names it in errors.
+    With ``library``, a library file (composites; its pages may be none).
 
     Raises ProjectFileError(path, where, problem) for anything wrong with it.
     """
     try:
-        return _load_text([_decode_text(text_or_bytes)], len(text_or_bytes))
+        return _load_text([_decode_text(text_or_bytes)], len(text_or_bytes), library=library)
     except Invalid as exc:
         raise ProjectFileError(path, exc.where, exc.problem) from None
 
 
-def _load_text(box: list, size: int, structure: list | None = None) -> Project:
+def _load_text(box: list, size: int, structure: list | None = None, library: bool = False) -> Project:
     """The Project in the text ``box`` holds (taken out of it, so that the text is freed once
     parsed if nobody else holds it); ``size`` is the file's size the memory budget is for,
     ``structure`` the file's :func:`structure_counts` if the caller has it."""
@@ -263,7 +279,7 @@ def _load_text(box: list, size: int, structure: list | None = None) -> Project:
     doc = _parse(text)
     budget.release(sys.getsizeof(text))   # freed below, if the caller gave the only reference
     del text
-    return _decode_document(doc, budget)
+    return _decode_document(doc, budget, library)
 
 
 def _read_at_most(f, size: int) -> bytes:
@@ -283,8 +299,9 @@ def _read_at_most(f, size: int) -> bytes:
     return b"".join(parts)
 
 
-def load_project(path) -> Project:
-    """Read a project file. Raises ProjectFileError if it cannot be read or is not valid."""
+def load_project(path, *, library: bool = False) -> Project:
+    """Read a project file (with ``library``, a library file: composites, perhaps no pages).
+    Raises ProjectFileError if it cannot be read or is not valid."""
     name = os.fspath(path)
     try:
         with open(name, "rb") as f:
@@ -302,7 +319,7 @@ def load_project(path) -> Project:
     try:
         structure = structure_counts(box[0])   # from the bytes: faster than from the text
         box[0] = _decode_text(box[0])    # the bytes are freed here, the text once parsed
-        project = _load_text(box, size, structure)
+        project = _load_text(box, size, structure, library)
     except Invalid as exc:
         raise ProjectFileError(name, exc.where, exc.problem) from None
     project.base_dir = os.path.dirname(os.path.abspath(name))

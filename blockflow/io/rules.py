@@ -12,15 +12,35 @@ import math
 import re
 
 FORMAT = "blockflow-project"
-#: The format version this blockflow writes, and the newest one it reads.
-VERSION = 1
+#: The format version this blockflow writes, and the newest one it reads. Version 2 added the
+#: project's composite blocks (top-level ``"composites"``).
+VERSION = 2
 #: The file suffix of project files.
 SUFFIX = ".bflow.json"
 
 #: ``{old_version: upgrade}``: each function takes the decoded JSON document (plain dicts and
 #: lists) of format ``old_version`` and returns it in format ``old_version + 1``. The loader
 #: applies them in a loop until the document is at :data:`VERSION`, then validates it.
-MIGRATIONS: dict = {}
+def _composites_added(doc: dict) -> dict:
+    """Version 1 -> 2: a version 1 project has no composites. A page whose name starts with '@'
+    (version 2 names composites' diagrams so) is renamed ``_@...`` (then ``_@..._2``...)."""
+    pages = doc.get("pages")
+    if isinstance(pages, list):
+        names = {p.get("name") for p in pages if isinstance(p, dict)}
+        for page in pages:
+            name = page.get("name") if isinstance(page, dict) else None
+            if isinstance(name, str) and name.startswith("@"):
+                new, n = "_" + name, 1
+                while new in names:
+                    n += 1
+                    new = f"_{name}_{n}"
+                names.add(new)
+                page["name"] = new
+    doc.setdefault("composites", [])
+    return doc
+
+
+MIGRATIONS: dict = {1: _composites_added}
 
 #: The dtypes an array may have in a file.
 DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")
@@ -35,6 +55,8 @@ MAX_FILE_BYTES = 512 * 1024 * 1024
 MAX_ARRAY_ELEMENTS = 100_000_000
 #: Most nodes on one page.
 MAX_NODES_PER_PAGE = 200_000
+#: Most composite blocks in one project (or library file).
+MAX_COMPOSITES = 10_000
 #: Deepest nesting of lists/objects inside one attr value or the metadata.
 MAX_DEPTH = 64
 #: Most dimensions of one array (numpy 1.x's own limit).
@@ -58,7 +80,11 @@ NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 # Integers up to this size convert to float64 without overflow (checked without converting).
 EXACT_INT = 2 ** 1000
 
-TOP_KEYS = ("format", "version", "metadata", "pages")
+TOP_KEYS = ("format", "version", "metadata", "composites", "pages")
+COMPOSITE_KEYS = ("name", "doc", "origin", "params", "diagram")
+PARAM_KEYS = ("name", "kind", "default", "choices", "min", "max", "doc")
+DIAGRAM_KEYS = ("text", "nodes", "edges")
+ORIGIN_KEYS = ("library", "name", "version")
 PAGE_KEYS = ("name", "text", "loss", "metrics", "nodes", "edges", "feeds")
 NODE_KEYS = ("id", "block", "label", "position", "attrs", "inputs", "state")
 EDGE_KEYS = ("from", "to")

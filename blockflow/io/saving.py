@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from blockflow import ownfiles
 from blockflow.errors import ProjectFileError
-from blockflow.io.writer import dumps_project
+from blockflow.io.writer import dumps_library, dumps_project
 from blockflow.project import Project
 
 STALE_TEMPORARY_SECONDS = 60.0
@@ -82,7 +82,7 @@ def _keep_backup(target: str) -> tuple[ownfiles.Placed | None, str]:
     return placed, note
 
 
-def save_project(project: Project, path, *, backup: bool = True) -> SaveResult:
+def save_project(project: Project, path, *, backup: bool = True, library: bool = False) -> SaveResult:
     """Write ``project`` to ``path`` atomically.
 
     The text is written to a temporary file in the same directory (created exclusively, never
@@ -92,7 +92,8 @@ def save_project(project: Project, path, *, backup: bool = True) -> SaveResult:
     replaced, the link stays). With ``backup`` (the default) the version being replaced is kept
     as ``path + ".bak"`` when that name is free or holds blockflow's own earlier backup, else
     under a variant (``NAME-1.bak``), which the result's ``notes`` tell. The project's
-    ``base_dir`` becomes the file's folder (dataset blocks read their files from there).
+    ``base_dir`` becomes the file's folder (dataset blocks read their files from there). With
+    ``library`` the project may have no pages: a library file of composites.
     Raises ProjectFileError if the project cannot be written, ``path`` cannot name a file (empty,
     ending in ``/``, a folder, a name too long) or the file system refuses.
     """
@@ -100,7 +101,7 @@ def save_project(project: Project, path, *, backup: bool = True) -> SaveResult:
     problem = ownfiles.name_problem(name)
     if problem:
         raise ProjectFileError(name or "''", "", f"cannot save: {problem}")
-    data = dumps_project(project, path=name).encode("utf-8")
+    data = (dumps_library if library else dumps_project)(project, path=name).encode("utf-8")
     target = os.path.realpath(name)
     directory = os.path.dirname(target) or "."
     try:

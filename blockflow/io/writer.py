@@ -12,6 +12,7 @@ import numpy as np
 from blockflow.errors import ProjectFileError
 from blockflow.io import rules
 from blockflow.io.arrays import encode_array_at
+from blockflow.io.composite_codec import encode_composites
 from blockflow.io.checks import (ArrayJSON, check_endpoint, check_loss, check_metrics, check_name,
                                  check_node_id, check_page_name, check_port, check_text, describe, Invalid,
                                  key_path, natural_key)
@@ -19,20 +20,22 @@ from blockflow.io.rules import INLINE_WIDTH
 from blockflow.io.values import encode_value
 from blockflow.project import Edge, Node, Page, Project
 
-def _encode_document(project) -> dict:
+def _encode_document(project, library: bool = False) -> dict:
     if not isinstance(project, Project):
         raise TypeError(f"dumps_project needs a Project, not {type(project).__name__}")
     if not isinstance(project.metadata, dict):
         raise Invalid("metadata", f"metadata must be a dict, found {describe(project.metadata)}")
     metadata = encode_value(project.metadata, "metadata", arrays=False)
-    if not project.pages:
+    if not project.pages and not library:
         raise Invalid("pages", "the project has no pages; a project file needs at least one")
+    composites = encode_composites(project.composites, "composites", _encode_diagram)
     seen: dict = {}
     pages = []
     for i, page in enumerate(project.pages):
         pages.append(_encode_page(page, f"pages[{i}]", seen))
         seen[page.name] = i
-    return {"format": rules.FORMAT, "version": rules.VERSION, "metadata": metadata, "pages": pages}
+    return {"format": rules.FORMAT, "version": rules.VERSION, "metadata": metadata,
+            "composites": composites, "pages": pages}
 
 
 def _encode_array_map(mapping, where: str, what: str, check_key) -> dict:
@@ -51,6 +54,29 @@ def _encode_page(page, where: str, seen: dict) -> dict:
     if not isinstance(page, Page):
         raise Invalid(where, f"expected a Page, found {describe(page)}")
     name = check_page_name(page.name, key_path(where, "name"), seen)
+    diagram = _encode_diagram(page, where)
+
+    def feed_key(k, kw):
+        if k not in page.nodes:
+            raise Invalid(kw, f"a feed for '{k}', but page '{name}' has no such node")
+
+    feeds = _encode_array_map(page.feeds, key_path(where, "feeds"), "feeds", feed_key)
+    loss = page.loss or None
+    if loss is not None:
+        check_loss(loss, key_path(where, "loss"), page.nodes, name)
+    metrics = check_metrics(list(page.metrics), key_path(where, "metrics"), page.nodes, name)
+    out = {"name": name, "text": diagram["text"], "loss": loss, "nodes": diagram["nodes"],
+           "edges": diagram["edges"], "feeds": feeds}
+    if metrics:
+        out["metrics"] = metrics
+    return out
+
+
+def _encode_diagram(page, where: str) -> dict:
+    """The text, nodes and edges of a page or a composite's diagram."""
+    if not isinstance(page, Page):
+        raise Invalid(where, f"expected a Page, found {describe(page)}")
+    name = page.name
     text = check_text(page.text, key_path(where, "text"), "the page text")
     nodes_w = key_path(where, "nodes")
     if not isinstance(page.nodes, dict):
@@ -75,21 +101,7 @@ def _encode_page(page, where: str, seen: dict) -> dict:
         seen_edges.add(pair)
         edges.append(pair)
     edges.sort(key=lambda p: (natural_key(p[0]), natural_key(p[1])))
-
-    def feed_key(k, kw):
-        if k not in page.nodes:
-            raise Invalid(kw, f"a feed for '{k}', but page '{name}' has no such node")
-
-    feeds = _encode_array_map(page.feeds, key_path(where, "feeds"), "feeds", feed_key)
-    loss = page.loss or None
-    if loss is not None:
-        check_loss(loss, key_path(where, "loss"), page.nodes, name)
-    metrics = check_metrics(list(page.metrics), key_path(where, "metrics"), page.nodes, name)
-    out = {"name": name, "text": text, "loss": loss, "nodes": nodes,
-           "edges": [{"from": a, "to": b} for a, b in edges], "feeds": feeds}
-    if metrics:
-        out["metrics"] = metrics
-    return out
+    return {"text": text, "nodes": nodes, "edges": [{"from": a, "to": b} for a, b in edges]}
 
 
 def _encode_node(key, node, where: str) -> dict:
@@ -214,13 +226,44 @@ def _fmt_page(p: dict, ind: str) -> str:
             f"{ind}}}")
 
 
+def _fmt_diagram(d: dict, ind: str) -> str:
+    i = ind + "  "
+    return ("{\n"
+            f'{i}"text": {_compact(d["text"])},\n'
+            f'{i}"nodes": {_fmt_list(d["nodes"], i, _fmt_node)},\n'
+            f'{i}"edges": {_fmt_list(d["edges"], i, lambda e, _: _compact(e))}\n'
+            f"{ind}}}")
+
+
+def _fmt_composite(c: dict, ind: str) -> str:
+    i = ind + "  "
+    return ("{\n"
+            f'{i}"name": {_compact(c["name"])},\n'
+            f'{i}"doc": {_compact(c["doc"])},\n'
+            + (f'{i}"origin": {_compact(c["origin"])},\n' if "origin" in c else "")
+            + f'{i}"params": {_fmt_list(c["params"], i, lambda p, ii: _fmt_value(p, ii))},\n'
+            f'{i}"diagram": {_fmt_diagram(c["diagram"], i)}\n'
+            f"{ind}}}")
+
+
 def _format_document(doc: dict) -> str:
     return ("{\n"
             f'  "format": {_compact(doc["format"])},\n'
             f'  "version": {doc["version"]},\n'
             f'  "metadata": {_fmt_members(doc["metadata"], "  ")},\n'
-            f'  "pages": {_fmt_list(doc["pages"], "  ", _fmt_page)}\n'
+            + (f'  "composites": {_fmt_list(doc["composites"], "  ", _fmt_composite)},\n'
+               if doc["composites"] else "")
+            + f'  "pages": {_fmt_list(doc["pages"], "  ", _fmt_page)}\n'
             "}\n")
+
+
+def dumps_library(project: Project, *, path="<library>") -> str:
+    """The composites (and metadata) of ``project`` as the text of a library file: a project file
+    whose ``pages`` may be empty (its pages, if any, are written too)."""
+    try:
+        return _format_document(_encode_document(project, library=True))
+    except Invalid as exc:
+        raise ProjectFileError(path, exc.where, exc.problem) from None
 
 
 def dumps_project(project: Project, *, path="<project>") -> str:
