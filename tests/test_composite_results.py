@@ -247,3 +247,41 @@ def test_cli_check_names_a_problem_inside_an_instance_by_its_full_path(cli_proje
     assert entry.main(["check", "mlp.bflow.json"]) != 0
     out = capsys.readouterr().out
     assert "main/d1/MatMul_1" in out and "main/d2/MatMul_1" in out
+
+
+# ------------------------------------------------------------------------------- CLI on files
+def test_cli_train_save_keeps_trained_variables_in_the_instances_after_reload(tmp_path, capsys):
+    from blockflow.io.project_io import load_project, save_project
+
+    src, out = tmp_path / "mlp.bflow.json", tmp_path / "trained.bflow.json"
+    save_project(project(), src)
+    before = compile_project(load_project(src), "main")
+    w0 = np.array(before.variable_values.get("d1/W"))
+    assert entry.main(["train", str(src), "--steps", "20", "--optimizer", "sgd", "--save", str(out),
+                       "--quiet"]) == 0
+    text = capsys.readouterr().out
+    assert "trained page 'main' for 20 steps" in text
+    trained = load_project(out)
+    state = trained.page("main").nodes["d1"].state
+    assert "W:value" in state and "b:value" in state and "W:value" in trained.page("main").nodes["d2"].state
+    assert not np.allclose(state["W:value"], w0)            # it moved
+    program = compile_project(trained, "main")
+    np.testing.assert_array_equal(program.variable_values.get("d1/W"), state["W:value"])
+    # the trained project has a lower loss than the one it came from
+    loss0 = float(run(before, {"X": X}).values[("loss", "output")])
+    loss1 = float(run(program, {"X": X}).values[("loss", "output")])
+    assert loss1 < loss0
+    # and it runs from the command line with full paths
+    assert entry.main(["run", str(out), "--fetch", "d1/W", "--fetch", "d2:y"]) == 0
+    text = capsys.readouterr().out
+    assert "main/d1/W:ref" in text and "main/d2/y:output" in text
+
+
+def test_cli_run_refuses_an_unknown_path_inside_an_instance(tmp_path, capsys):
+    from blockflow.io.project_io import save_project
+
+    src = tmp_path / "mlp.bflow.json"
+    save_project(project(), src)
+    assert entry.main(["run", str(src), "--grad", "d1/nope"]) == 2
+    err = capsys.readouterr().err
+    assert "d1/nope" in err
