@@ -5,6 +5,7 @@ import shiboken6
 from PySide6.QtWidgets import QStyle, QTabBar, QToolButton
 
 from blockflow.gui.common.plaintext import literal, mnemonic_free
+from blockflow.gui.session.session import host_page
 
 __all__ = ["PageTabBar"]
 
@@ -55,7 +56,9 @@ class PageTabBar(QTabBar):
                 self._match(pages, names)
                 if bulk:
                     self.setVisible(True)
-            self.setCurrentIndex(names.index(self.document.current_page))
+            # inside an instance (or a definition opened alone) its page's tab stays current
+            host = host_page(self.document)
+            self.setCurrentIndex(names.index(host) if host in names else 0)
         finally:
             self._syncing = False
         self._place_close_button()
