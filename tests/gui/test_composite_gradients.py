@@ -364,3 +364,23 @@ def test_a_definition_opened_alone_is_checked_not_run(qtbot, tmp_path):
         window.session.forward()
     assert "checked, not run" in blocker.args[0] and "Open one of its instances" in blocker.args[0]
     assert window.session.results() is None
+
+
+def test_the_train_panel_trains_instances_and_keeps_their_weights_in_them_undoably(qtbot, tmp_path):
+    window = make_window(qtbot, tmp_path, laid_out(share=False))
+    doc, panel = window.document, window.train_panel
+    open_instance(window, "d1")                      # training from inside an instance trains its page
+    w0 = np.array(doc.program("main").variable_values.get("d1/W"))
+    panel.steps.setValue(15)
+    with qtbot.waitSignal(panel.training_finished, timeout=20000) as done:
+        assert panel.start()
+    assert done.args == [False] and panel.training_page == "main"
+    state = doc.page("main").nodes["d1"].state
+    assert "W:value" in state and not np.allclose(state["W:value"], w0)
+    np.testing.assert_array_equal(doc.program("main").variable_values.get("d1/W"), state["W:value"])
+    assert doc.undo_stack.undoText().startswith("Train 15 steps")
+    doc.undo_stack.undo()                            # one step takes every instance's values back
+    assert doc.page("main").nodes["d1"].state == {} and doc.page("main").nodes["d2"].state == {}
+    doc.undo_stack.redo()
+    panel.reset_variables()
+    assert doc.page("main").nodes["d1"].state == {}  # Reset Variables forgets instances' values too

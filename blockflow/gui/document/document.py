@@ -423,8 +423,10 @@ class Document(QObject):
         first values again), as one undoable edit; returns the Variables reset."""
         page = page or self.current_page
         pg = self.page(page)
+        # an instance keeps the values of the Variables inside it (d1/W under "W:value")
         ids = [nid for nid, n in pg.nodes.items()
-               if n.state and getattr(self.registry.get(n.block), "role", None) == "variable"]
+               if n.state and (getattr(self.registry.get(n.block), "role", None) == "variable"
+                               or n.block.startswith("@"))]
         if ids:
             self.undo_stack.push(C.SetStatesCommand(self, page, {nid: {} for nid in ids}, "Reset variables"))
         return ids

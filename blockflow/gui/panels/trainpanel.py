@@ -486,7 +486,7 @@ class TrainPanel(QWidget):
         self.keep_button.hide()
 
     def reset_variables(self):
-        ids = self.doc.reset_variables()
+        ids = self.doc.reset_variables(self.host)
         self.status_message.emit(f"reset {len(ids)} Variable{'s' if len(ids) != 1 else ''}" if ids
                                  else "no trained values to reset")
 
