@@ -285,3 +285,29 @@ def test_cli_run_refuses_an_unknown_path_inside_an_instance(tmp_path, capsys):
     assert entry.main(["run", str(src), "--grad", "d1/nope"]) == 2
     err = capsys.readouterr().err
     assert "d1/nope" in err
+
+
+# ------------------------------------------------------------------------------- block marks
+def test_problems_inside_an_instance_mark_the_closed_instance_and_the_block_at_its_level():
+    from blockflow.composite import ProjectBlocks
+    from blockflow.present.nodeview import node_data, problems_by_node
+    from blockflow.registry import default_registry
+
+    p = project()
+    p.composites["Dense"].page.nodes["MatMul_1"].attrs["transpose_a"] = "yes"
+    program = compile_project(p, "main")
+    top = problems_by_node(program)
+    assert any(t.startswith("d1/MatMul_1: ") for t in top["d1"][0])
+    assert any(t.startswith("d2/MatMul_1: ") for t in top["d2"][0])
+    inside_d2 = problems_by_node(program, "d2")
+    assert "MatMul_1" in inside_d2 and not inside_d2["MatMul_1"][0][0].startswith("d2/")
+    blocks = ProjectBlocks(default_registry(), p)
+    page = p.page("main")
+    d1 = node_data(page, "d1", blocks, page.incoming("d1"), [e for e in page.edges if e.src == "d1"], program)
+    assert d1.errors == top["d1"][0]
+    # types at a level: the definition's wires read as the host program's flat wires
+    good = compile_project(project(), "main")
+    inner = p.composites["Dense"].page
+    w = node_data(inner, "MatMul_1", blocks, inner.incoming("MatMul_1"), [], good, level="d1")
+    assert [q.cls for q in w.inputs if q.name in ("a", "b")] == ["float", "float"]
+    assert w.errors == ()
