@@ -488,6 +488,8 @@ class Session(QObject):
 
     # ---------------------------------------------------------------- renames: followed here only
     def _on_page_renamed(self, old: str, new: str) -> None:
+        if self._shown_host == old:
+            self._shown_host = new
         if old in self._pages:
             self._pages[new] = self._pages.pop(old)
             self._pages[new].page = new
