@@ -80,6 +80,8 @@ class CompositeInput:
 class CompositeOutput:
     """An output port of a composite block: what is wired into it is the port ``name``'s value.
 
+    ``dtype`` and ``shape`` (optional: "any" and empty by default) declare what the port gives and
+    are checked like an Input's; a dimension name here must have the size the Inputs bound it to.
     Forward and backward it is the identity.
     """
 
@@ -87,15 +89,18 @@ class CompositeOutput:
     outputs = (Output("output"),)
     attrs = (
         Attr("name", "str", "y", doc="the port's name on the composite block"),
+        Attr("dtype", "choice", "any", choices=_DTYPES, doc="the port's dtype ('any': not checked)"),
+        Attr("shape", "dims", None, doc="sizes or dimension names; empty: not checked"),
         Attr("doc", "str", "", doc="what the port gives, shown in the composite's documentation"),
     )
     grad_rule = "dinput = g"
 
-    def infer(x, *, name, doc):
+    def infer(x, *, name, dtype, shape, doc):
+        _check_port(x, dtype, shape, f"output '{name}'")
         return x
 
-    def forward(x, *, name, doc):
+    def forward(x, *, name, dtype, shape, doc):
         return x
 
-    def vjp(g, out, x, *, name, doc):
+    def vjp(g, out, x, *, name, dtype, shape, doc):
         return (g,)

@@ -222,3 +222,41 @@ def test_a_composite_bomb_is_refused_before_it_is_expanded():
     program = compile_project(project)
     assert time.perf_counter() - start < 2
     assert any("would flatten to" in str(d) and "the limit is 500,000" in str(d) for d in program.errors)
+
+
+def test_outputs_check_their_declared_shapes_against_the_bound_dimensions():
+    project = mlp_project()
+    out = project.composites["Dense"].page.nodes["y"]
+    out.attrs.update(dtype="float32", shape=["batch", {"$param": "units"}])
+    assert compile_project(project).ok
+    out.attrs["shape"] = ["features", {"$param": "units"}]     # features is 3 for d1, batch is 4
+    errors = _errors(compile_project(project))
+    assert any("main/d1/y" in e and "dimension 'features' is 4 here but 3 at 'x'" in e for e in errors), errors
+    out.attrs.update(shape=None, dtype="int32")
+    assert any("main/d1/y" in e and "output 'y' is declared int32 but is given float32" in e
+               for e in _errors(compile_project(project)))
+
+
+def test_sharing_nests_every_copy_reads_the_one_owner():
+    project = mlp_project()
+    twice = Composite("Twice")
+    p = twice.page
+    p.add_node("Input", id="x", attrs={"name": "x", "shape": ["batch", "f"]})
+    p.add_node(block_name("Dense"), id="a", attrs={"units": 3})
+    p.add_node(block_name("Dense"), id="b", attrs={"units": 3, "share_variables_with": "a"})
+    p.add_node("Output", id="y", attrs={"name": "y"})
+    p.connect("x", "output", "a", "x")
+    p.connect("a", "y", "b", "x")
+    p.connect("b", "y", "y", "input")
+    project.composites["Twice"] = twice
+    page = project.page()
+    for tid, attrs in (("t1", {}), ("t2", {"share_variables_with": "t1"})):
+        page.add_node(block_name("Twice"), id=tid, attrs=attrs)
+    page.connect("X", "output", "t1", "x")
+    page.connect("t1", "y", "t2", "x")
+    program = compile_project(project)
+    assert program.ok, _errors(program)
+    assert {k: v for k, v in program.hierarchy.shared.items() if k.startswith("t")} == {
+        "t1/b/W": "t1/a/W", "t1/b/b": "t1/a/b", "t2/a/W": "t1/a/W", "t2/a/b": "t1/a/b",
+        "t2/b/W": "t1/a/W", "t2/b/b": "t1/a/b"}
+    assert program.wire_type(Edge("t1", "y", "t2", "x")).shape == (4, 3)

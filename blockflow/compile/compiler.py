@@ -13,7 +13,7 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 
-from blockflow.compile.flatten import COMPOSITE_INPUT, Hierarchy, flatten
+from blockflow.compile.flatten import COMPOSITE_INPUT, COMPOSITE_OUTPUT, Hierarchy, flatten
 from blockflow.compile.infer import Inference, read_only
 from blockflow.compile.program import Diagnostic, Program
 from blockflow.datafiles import DataFiles
@@ -104,12 +104,14 @@ class _Compiler:
         return program
 
     def _binders(self) -> dict[str, str]:
-        """The Input blocks that bind an instance's named dimensions: {flat id: instance}. A
-        definition compiled on its own binds its own (instance "")."""
+        """The port blocks that bind (Inputs) or check (Outputs, typed after them) an instance's
+        named dimensions: {flat id: instance}. A definition compiled on its own binds its own
+        (instance "")."""
         h = self.hierarchy
-        out = {flat: path for path, inst in h.instances.items() for flat in inst.inputs.values()}
+        out = {flat: path for path, inst in h.instances.items()
+               for flat in (*inst.inputs.values(), *inst.outputs.values())}
         for nid, node in self.page.nodes.items():
-            if "/" not in nid and node.block == COMPOSITE_INPUT:
+            if "/" not in nid and node.block in (COMPOSITE_INPUT, COMPOSITE_OUTPUT):
                 out[nid] = ""
         return out
 
@@ -120,7 +122,8 @@ class _Compiler:
             return ()
         by_instance: dict[str, list[str]] = {}
         for flat, path in binders.items():
-            by_instance.setdefault(path, []).append(flat)
+            if self.page.nodes[flat].block == COMPOSITE_INPUT:   # Outputs only check
+                by_instance.setdefault(path, []).append(flat)
         return [(src, nid) for nid, paths in self.hierarchy.dim_nodes.items()
                 for path in paths for src in by_instance.get(path, ()) if src != nid]
 

@@ -276,6 +276,7 @@ class _Flattener:
     def share(self) -> None:
         """Point the readers of each sharing instance's Variables at the shared instance's."""
         insts = self.h.instances
+        targets: dict[str, str] = {}
         for path, inst in insts.items():
             if inst.shares is None:
                 continue
@@ -288,23 +289,45 @@ class _Flattener:
                 why = ("they share in a circle" if target in seen else
                        f"there is no instance '{inst.shares}' beside it")
                 self.problem(path, None, f"cannot share Variables with '{inst.shares}': {why}")
-                continue
-            if other.composite != inst.composite:
+            elif other.composite != inst.composite:
                 self.problem(path, None, f"cannot share Variables with '{target}': it is a "
                                          f"'{other.composite}', not a '{inst.composite}'")
+            else:
+                targets[path] = target
+        if not targets:
+            return
+        # One pass over the blocks (not one per sharing instance): a Variable inside a sharing
+        # instance reads the one at the same path inside the shared instance, and that one may
+        # itself sit inside an instance that shares (nested), hence the loop.
+        for flat, node in self.nodes.items():
+            if "/" not in flat:
                 continue
-            head = path + "/"
-            for flat, node in self.nodes.items():
-                spec = self.registry.get(node.block) if flat.startswith(head) else None
-                if spec is not None and spec.role == "variable":
-                    self.h.shared[flat] = target + flat[len(path):]
-        if self.h.shared:
-            alias = self.h.shared
-            for flat in alias:
-                del self.nodes[flat]
-            self.edges = [Edge(alias.get(e.src, e.src), e.src_port, e.dst, e.dst_port) for e in self.edges]
-            self.h.wires = {k: Edge(alias.get(e.src, e.src), e.src_port, e.dst, e.dst_port)
-                            for k, e in self.h.wires.items()}
+            spec = self.registry.get(node.block)
+            if spec is None or spec.role != "variable":
+                continue
+            source = _shared_source(flat, targets)
+            if source != flat:
+                self.h.shared[flat] = source
+        alias = self.h.shared
+        for flat in alias:
+            del self.nodes[flat]
+        self.edges = [Edge(alias.get(e.src, e.src), e.src_port, e.dst, e.dst_port) for e in self.edges]
+        self.h.wires = {k: Edge(alias.get(e.src, e.src), e.src_port, e.dst, e.dst_port)
+                        for k, e in self.h.wires.items()}
+
+
+def _shared_source(flat: str, targets: dict) -> str:
+    """The Variable ``flat`` reads when the instances in ``targets`` share others' Variables."""
+    for _ in range(MAX_NESTING + 1):
+        parts = flat.split("/")
+        for i in range(1, len(parts)):
+            prefix = "/".join(parts[:i])
+            if prefix in targets:
+                flat = targets[prefix] + "/" + "/".join(parts[i:])
+                break
+        else:
+            return flat
+    return flat
 
 
 def _ref_inside(value) -> bool:

@@ -411,7 +411,7 @@ class Dimensions:
             if size is None:
                 self.sizes[key] = (got, attrs.get("name"))
             elif got is not None and got != size:
-                self.report.error(nid, None, f"dimension '{want}' is {got} here but {size} at input "
+                self.report.error(nid, None, f"dimension '{want}' is {got} here but {size} at "
                                              f"'{port}' of the same instance")
 
     def resolve(self, value):
