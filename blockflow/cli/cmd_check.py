@@ -25,7 +25,7 @@ def cmd_check(args) -> int:
         program = compile_page(page, registry, files=files, composites=project.composites)
         all_diags.extend(program.diagnostics)
         summary.append((program, len(program.errors)))
-    checks = _grad_checks(args, pages, registry, summary) if args.grad is not None else {}
+    checks = _grad_checks(args, pages, registry, summary, project.composites) if args.grad is not None else {}
     if args.json:
         json.dump(_check_json(args, summary, all_diags, checks), sys.stdout, ensure_ascii=False, indent=1)
         sys.stdout.write("\n")
@@ -79,7 +79,7 @@ def _print_check(args, summary, all_diags, checks) -> None:
             print("  " + str(r).replace("\n", "\n  ") if r is not None else f"  gradient check skipped: {why}")
 
 
-def _grad_checks(args, pages, registry, summary) -> dict:
+def _grad_checks(args, pages, registry, summary, composites=None) -> dict:
     """``check --grad``: each compiled page's gradients against central differences (float64)."""
     from blockflow.run.gradcheck import check_page
 
@@ -93,12 +93,17 @@ def _grad_checks(args, pages, registry, summary) -> dict:
             if args.page is not None:
                 raise CliError(f"page '{name}' marks no loss: name the target, --grad NODE[:PORT]", EXIT_USAGE)
             out[name] = (None, "the page marks no loss")
-        elif target is not None and program.step(split_port_text(target)[0]) is None:
+        elif target is not None and not _has_block(program, split_port_text(target)[0]):
             if args.page is not None or len(summary) == 1:
                 raise CliError(f"page '{name}' has no block '{split_port_text(target)[0]}'", EXIT_USAGE)
             out[name] = (None, f"no block '{split_port_text(target)[0]}' on this page")
         else:
-            out[name] = (check_page(page, registry, target=target), "")
+            out[name] = (check_page(page, registry, target=target, composites=composites), "")
     if args.grad and all(r is None and why.startswith("no block") for r, why in out.values()):
         raise CliError(f"--grad {args.grad}: no page has a block '{split_port_text(args.grad)[0]}'", EXIT_USAGE)
     return out
+
+
+def _has_block(program, node: str) -> bool:
+    """A block of the page, one inside an instance (``d1/W``), or an instance (``d2``, its ports)."""
+    return program.step(node) is not None or program.instance(node) is not None

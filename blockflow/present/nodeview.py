@@ -71,24 +71,34 @@ def wire_class(program, edge) -> str:
 _PROBLEMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def problems_by_node(program) -> dict:
+def problems_by_node(program, level: str = "") -> dict:
     """``{node: (error texts, warning texts)}`` of a program, made once per program (a block
     looked its own up in every diagnostic: a page of 10,000 broken blocks took seconds). Built
     straight into tuples: a page of 10,000 broken blocks makes 20,000 objects here, not 30,000 (the
-    collector's pauses during an edit grow with them)."""
-    table = _PROBLEMS.get(program)
+    collector's pauses during an edit grow with them).
+
+    ``level``: the flat id of the opened instance whose diagram is drawn ("" for the page). Keys
+    are the blocks drawn there; a problem of a block inside a closed instance is the instance's,
+    its text led by the block's full path (``d1/MatMul_1: ...``)."""
+    tables = _PROBLEMS.get(program)
+    if tables is None:
+        tables = _PROBLEMS[program] = {}
+    table = tables.get(level)
     if table is None:
-        table = {}
+        table = tables[level] = {}
+        head = level + "/" if level else ""
         for d in program.diagnostics:
-            if d.node is None:
+            if d.node is None or not d.node.startswith(head):
                 continue
-            errors, warnings = table.get(d.node, ((), ()))
+            rest = d.node[len(head):]
+            drawn, inner, _ = rest.partition("/")
+            lead = f"{d.node}: " if inner else ""
+            errors, warnings = table.get(drawn, ((), ()))
             if d.severity == "error":
-                errors += (d.message if not d.port else f"{d.port}: {d.message}",)
+                errors += (lead + (d.message if not d.port else f"{d.port}: {d.message}"),)
             else:
-                warnings += (d.message,)
-            table[d.node] = (errors, warnings)
-        _PROBLEMS[program] = table
+                warnings += (lead + d.message,)
+            table[drawn] = (errors, warnings)
     return table
 
 
@@ -114,14 +124,15 @@ def program_changes(old, new) -> tuple[set, set]:
     return nodes, edges
 
 
-def _input_port(node, fed: dict, program, name, label, constraint, faint) -> Port:
+def _input_port(node, fed: dict, program, name, label, constraint, faint, level: str = "") -> Port:
     """One input as drawn: the class of what feeds it (a wire's inferred type, else an inline
     value's), else its declared constraint's."""
     edge = fed.get(name)
     inline = node.inputs.get(name)
     cls = dtype_class(constraint)
     if edge is not None:
-        t = program.wire_type(edge) if program is not None else None
+        t = (program.wire_type(program.flat_wire(level, edge) if level else edge)
+             if program is not None else None)
         if t is not None:
             cls = dtype_class(t.dtype)
     elif inline is not None:
@@ -130,7 +141,7 @@ def _input_port(node, fed: dict, program, name, label, constraint, faint) -> Por
                 edge is not None, faint, constraint)
 
 
-def _input_ports(node, spec, fed: dict, program) -> list[Port]:
+def _input_ports(node, spec, fed: dict, program, level: str = "") -> list[Port]:
     """The declared inputs; a variadic one shows one empty port after its last used one."""
     inputs = []
     for decl in spec.inputs:
@@ -139,9 +150,9 @@ def _input_ports(node, spec, fed: dict, program) -> list[Port]:
             used = [split_port(p)[1] for p in list(fed) + list(node.inputs) if split_port(p)[0] == decl.name]
             count = max(decl.min_count, max((i for i in used if i is not None), default=-1) + 2)
             for i in range(count):
-                inputs.append(_input_port(node, fed, program, decl.port(i), decl.port(i), decl.dtype, faint))
+                inputs.append(_input_port(node, fed, program, decl.port(i), decl.port(i), decl.dtype, faint, level))
         else:
-            inputs.append(_input_port(node, fed, program, decl.name, decl.name, decl.dtype, faint))
+            inputs.append(_input_port(node, fed, program, decl.name, decl.name, decl.dtype, faint, level))
     return inputs
 
 
@@ -174,22 +185,25 @@ def _output_ports(node_id, node, spec, fed: dict, program) -> list[Port]:
     return outputs
 
 
-def node_data(page, node_id: str, registry, incoming=(), outgoing=(), program=None) -> NodeData:
+def node_data(page, node_id: str, registry, incoming=(), outgoing=(), program=None, level: str = "") -> NodeData:
     """What a block shows, from the model: ports (an InputList shows one empty port after its
     last wired one), dtype classes (compiled types when ``program`` is given, else the declared
     constraints), inline constants, errors and the loss mark. ``incoming``/``outgoing``: the
-    node's wires."""
+    node's wires. ``level``: when ``page`` is a composite's diagram drawn inside an opened
+    instance, that instance's flat id in ``program`` (the host page's), which the types and
+    problems are read at; a closed instance shows the problems of the blocks inside it."""
     node = page.nodes[node_id]
     spec = registry.get(node.block)
     fed = {e.dst_port: e for e in incoming}
     inputs, outputs = [], []
+    flat = f"{level}/{node_id}" if level else node_id
     if spec is not None:
-        inputs = _input_ports(node, spec, fed, program)
-        outputs = _output_ports(node_id, node, spec, fed, program)
+        inputs = _input_ports(node, spec, fed, program, level)
+        outputs = _output_ports(flat, node, spec, fed, program)
     known_in = {p.name for p in inputs}
     for port in sorted(fed):            # wires into ports the block does not declare
         if port not in known_in:
-            inputs.append(_input_port(node, fed, program, port, port + " ?", "any", True))
+            inputs.append(_input_port(node, fed, program, port, port + " ?", "any", True, level))
     known_out = {p.name for p in outputs}
     for port in sorted({e.src_port for e in outgoing}):
         if port not in known_out:
@@ -197,7 +211,7 @@ def node_data(page, node_id: str, registry, incoming=(), outgoing=(), program=No
             known_out.add(port)
     errors, warnings = (), ()
     if program is not None:
-        errors, warnings = problems_by_node(program).get(node_id, ((), ()))
+        errors, warnings = problems_by_node(program, level).get(node_id, ((), ()))
     return NodeData(node_id, node.block, spec.category if spec else "unknown",
                     node.label or node_id, page.scope, inputs, outputs, errors, warnings,
                     page.is_loss(node_id), spec is not None)

@@ -281,7 +281,8 @@ def promote_page(page, registry):
         spec = registry.get(node.block)
         attrs = dict(node.attrs)
         for decl in (spec.attrs if spec is not None else ()):
-            if decl.kind == "dtype" and str(attrs.get(decl.name, decl.default)) in ("float16", "float32") \
+            if decl.kind == "dtype" and isinstance(attrs.get(decl.name, decl.default), str) \
+                    and str(attrs.get(decl.name, decl.default)) in ("float16", "float32") \
                     and (not decl.choices or "float64" in decl.choices):
                 attrs[decl.name] = "float64"
         n.attrs = attrs
@@ -293,19 +294,30 @@ def promote_page(page, registry):
     return out
 
 
-def check_page(page, registry=None, feeds=None, target=None, *, wrt=None, seed: int = 0) -> GradCheckResult:
+def check_page(page, registry=None, feeds=None, target=None, *, wrt=None, seed: int = 0,
+               composites=None) -> GradCheckResult:
     """:func:`check_program` on ``page`` promoted to float64 (:func:`promote_page`), where central
     differences are precise (eps 1e-6, rtol 1e-5); a page that does not compile in float64 (a
-    block that wants float32) is checked as it is, with float32's step and tolerance."""
+    block that wants float32) is checked as it is, with float32's step and tolerance.
+    ``composites``: the project's, when the page uses composite instances (their diagrams are
+    promoted too; targets and ``wrt`` name flat ids, ``d1/W``)."""
+    import copy
+
     from blockflow.compile.compiler import compile_page
     from blockflow.registry import default_registry
 
     registry = registry or default_registry()
-    promoted = compile_page(promote_page(page, registry), registry)
+    composites = composites or {}
+    promoted_composites = {}
+    for name, comp in composites.items():
+        c = copy.copy(comp)
+        c.page = promote_page(comp.page, registry)
+        promoted_composites[name] = c
+    promoted = compile_page(promote_page(page, registry), registry, composites=promoted_composites)
     feeds64 = {k: _to_float64(np.asarray(v)) for k, v in (feeds or {}).items()}
     if promoted.ok:
         return check_program(promoted, feeds64, target, wrt=wrt, seed=seed, eps=1e-6, rtol=1e-5)
-    return check_program(compile_page(page, registry), feeds, target, wrt=wrt, seed=seed)
+    return check_program(compile_page(page, registry, composites=composites), feeds, target, wrt=wrt, seed=seed)
 
 
 # --------------------------------------------------------------------------------------------

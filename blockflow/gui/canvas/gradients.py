@@ -21,8 +21,10 @@ from PySide6.QtCore import QEvent, QObject, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QPen
 
 from blockflow.present.gradview import CUT, FLOWS, Fanout, GradientScale, GradientView, describe_array
+from blockflow.present.levels import LevelGradients
 from blockflow.project import Edge
 from blockflow.gui.canvas.gradlegend import FanoutLabel, Legend, LegendOverlay, place_label
+from blockflow.gui.canvas.instancebadge import InstanceBadges
 from blockflow.gui.canvas.gradstyle import (LEVELS, MAX_FANOUT_LABELS, NEGLIGIBLE, NONE, WirePens, WireStyle,
                                             array_norm, power_text, short_number)
 from blockflow.gui.common.theme import Style
@@ -51,6 +53,9 @@ class GradientHighlighter(QObject):
         self.view = view
         self.style: Style = scene.style
         self._gview: GradientView | None = None
+        #: the gradient view as drawn at the level shown (a page, or an opened instance)
+        self._lv: LevelGradients | None = None
+        self.level = ""
         self.mode: str | None = None            # "run" | "paths" | None
         self._states: dict[Edge, tuple] = {}     # edge -> (state, level)
         self._cut_nodes: set[str] = set()        # blocks whose every output wire is cut
@@ -61,6 +66,8 @@ class GradientHighlighter(QObject):
         self.scale: GradientScale | None = None
         self.legend = Legend(self.style)
         self.labels: list[FanoutLabel] = []
+        #: the badges on the closed instances drawn (the gradient norm of their Variables, or cut)
+        self.badges = InstanceBadges(scene, self.style)
         self._restyle_pending = False
         self.legend_widget: LegendOverlay | None = None
         if view is not None:
@@ -73,17 +80,37 @@ class GradientHighlighter(QObject):
         """The gradient view shown (after a run, or the static paths), or None."""
         return self._gview
 
-    def show(self, gview: GradientView) -> None:
+    def show(self, gview: GradientView, level: str = "") -> None:
         """Colour every wire by the gradient flowing back along it (a recorded backward run's
-        GradientView); a view without a run is shown as :meth:`show_paths`."""
+        GradientView); a view without a run is shown as :meth:`show_paths`. ``level``: the flat
+        id of the instance whose diagram the scene draws ("" for the page): its wires are coloured
+        by the flat wires they became, on the whole program's scale (colours compare across
+        levels)."""
         if not gview.ran:
-            self.show_paths(gview)
+            self.show_paths(gview, level)
             return
         self.scale = scale = self._scale_of(gview)
-        level = scale.level
-        self._set(gview, "run", {edge: (info.state, level(info.norm) if info.state == FLOWS and
+        to_level = scale.level
+        wires = self._at_level(gview, level).wires
+        self._set(gview, "run", {edge: (info.state, to_level(info.norm) if info.state == FLOWS and
                                         info.norm is not None and info.norm >= scale.low else -1)
-                                 for edge, info in gview.wires.items()})
+                                 for edge, info in wires.items()})
+
+    def forget_items(self) -> None:
+        """The scene rebuilt its items (another diagram, an instance opened or closed): what was
+        put on the old ones (dimming, labels, badges, the stepper's emphasis) went with them."""
+        self._dimmed, self.labels, self._focus = set(), [], None
+        self.badges.items = {}
+
+    def _at_level(self, gview: GradientView, level: str) -> LevelGradients:
+        self.level = level
+        self._lv = LevelGradients(gview, level, self.scene.edge_items)
+        return self._lv
+
+    @property
+    def level_view(self) -> LevelGradients | None:
+        """The gradient view shown, as drawn at this scene's level (None when none is shown)."""
+        return self._lv
 
     @staticmethod
     def _scale_of(gview: GradientView) -> GradientScale:
@@ -94,15 +121,17 @@ class GradientHighlighter(QObject):
         floor = full.high * NEGLIGIBLE
         return GradientScale(min(n for n in gview.norms() if n >= floor), full.high, LEVELS)
 
-    def show_paths(self, gview: GradientView) -> None:
+    def show_paths(self, gview: GradientView, level: str = "") -> None:
         """Where gradient can flow to the view's target, before any run: one highlight colour for
         the wires that carry it, cut and unreached wires as after a run."""
-        self._set(gview, "paths", {edge: (info.state, -1) for edge, info in gview.wires.items()})
+        wires = self._at_level(gview, level).wires
+        self._set(gview, "paths", {edge: (info.state, -1) for edge, info in wires.items()})
 
     def clear(self) -> None:
         """Give every wire its dtype pen and every block its look back; hide the legend."""
         had = self._gview is not None or self._focus is not None
-        self._gview, self.mode, self.scale = None, None, None
+        self._gview, self.mode, self.scale, self._lv = None, None, None, None
+        self.badges.clear()
         self._states, self._cut_nodes, self._focus = {}, set(), None
         self._apply()
         self._set_labels([])
@@ -161,31 +190,36 @@ class GradientHighlighter(QObject):
 
     def node_tooltip(self, nid: str) -> list[str]:
         """Lines (HTML) a block's tooltip adds about the gradient shown."""
-        g = self._gview
+        g, lv = self._gview, self._lv
         if g is None:
             return []
         lines = []
-        step = g.program.step(nid)
-        if nid in g.cut_by or (step is not None and step.spec.gradient == "stop"):
-            lines.append(html.escape(g.cut_summary(nid)))
+        badge = lv.badge(lv.flat_id(nid)) if lv is not None and not lv.identity else None
+        if badge is not None:
+            lines.append(html.escape(badge.tooltip()).replace("\n", "<br>"))
+        flat = lv.flat_id(nid) if lv is not None else nid
+        step = g.program.step(flat)
+        if flat in g.cut_by or (step is not None and step.spec.gradient == "stop"):
+            lines.append(html.escape(g.cut_summary(flat)))
         if nid in self._cut_nodes:
             cutters = sorted({c for e, (s, _) in self._states.items() if e.src == nid and s == CUT
-                              for c in g.wires[e].cutters})
+                              for c in self._lv.wires[e].cutters})
             lines.append(html.escape(f"no gradient of {g.target[0]} reaches {nid}: its outputs are cut off "
                                      f"by {', '.join(cutters)}"))
         if g.ran:
             for (node, port), grad in g.result.grads.items():
-                if node == nid and grad is not None:
+                if node == flat and grad is not None:
                     lines.append(html.escape(describe_array(grad, name=f"gradient at {port}:")))
         return lines
 
     def edge_tooltip(self, edge: Edge) -> list[str]:
         """Lines (HTML) a wire's tooltip adds: why gradient does or does not flow along it, its
         value and its gradient, and its share of a fan-out."""
-        g = self._gview
-        info = g.wires.get(edge) if g is not None else None
+        g, lv = self._gview, self._lv
+        info = lv.wires.get(edge) if lv is not None else None
         if info is None:
             return []
+        edge = info.edge        # the flat wire: its fan-out is the program's
         lines = [html.escape(info.reason)]
         if info.value is not None:
             lines.append(html.escape(describe_array(info.value, name="value:")))
@@ -211,6 +245,7 @@ class GradientHighlighter(QObject):
         self._cut_nodes = self._cut_region(states)
         self._apply()
         self._update_labels()
+        self.badges.show(self._lv.badges() if self._lv is not None else {})
         self._update_legend()
         self.changed.emit()
 
@@ -269,7 +304,7 @@ class GradientHighlighter(QObject):
         if g is None or self.mode != "run":
             self._set_labels([])
             return
-        fans = [f for f in g.fanouts if f.total is not None or all(c is not None for _, c in f.contributions)]
+        fans = [f for f in self._lv.fanouts() if f.total is not None or all(c is not None for _, c in f.contributions)]
         if len(fans) > MAX_FANOUT_LABELS:
             node = self._focus[0] if self._focus is not None else None
             fans = [f for f in fans if f.node == node]

@@ -64,9 +64,12 @@ def _show_values(scene, result) -> None:
     """Each block's outputs in its result area, as the editor shows them after a run."""
     from blockflow.present.values import BlockRun, summarize
 
+    program = result.program
     for nid, item in scene.node_items.items():
-        summaries = {p.name: summarize(result.values[(nid, p.name)]) for p in item.data.outputs
-                     if (nid, p.name) in result.values}
+        inst = program.instance(nid)       # a closed instance shows its output ports' values
+        keys = {p.name: (inst.outputs[p.name], "output") if inst is not None and p.name in inst.outputs
+                else (nid, p.name) for p in item.data.outputs}
+        summaries = {port: summarize(result.values[key]) for port, key in keys.items() if key in result.values}
         if summaries:
             item.set_results(BlockRun(summaries))
 
@@ -95,7 +98,7 @@ def render_page(project, page: str | None, path, *, registry=None, scale: float 
         shown = path.name if path is not None else f"a {suffix} picture"
         raise ProjectError(f"cannot write '{shown}': use a .png or .svg file name")
     style = Style(app.palette())
-    scene, legend, extra = _drawn_scene(pg, registry, style, gradients, target)
+    scene, legend, extra = _drawn_scene(pg, registry, style, gradients, target, project.composites)
     picture = _Picture(scene, style, legend, extra, scale, margin)
     buffer = None
     if path is None:        # into memory: the caller writes the bytes
@@ -114,13 +117,13 @@ def render_page(project, page: str | None, path, *, registry=None, scale: float 
     return None
 
 
-def _drawn_scene(pg, registry, style: Style, gradients: str | None, target: str | None):
+def _drawn_scene(pg, registry, style: Style, gradients: str | None, target: str | None, composites=None):
     """The page's scene as the editor draws it, coloured by gradient when asked: ``(scene,
     legend or None, the extent of what the gradient colouring adds around the blocks)``."""
     scene = DiagramScene(registry, style)
     scene.render_mode = True
     scene.show_grid = False
-    program = compile_page(pg, registry)
+    program = compile_page(pg, registry, composites=composites)
     if gradients is not None:
         gview = _gradient_view(program, gradients, target)   # fails before anything is written
     scene.load(pg, program)

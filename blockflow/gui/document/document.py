@@ -422,10 +422,12 @@ class Document(CompositeEdits, QObject):
                 skipped.append(nid)
                 continue
             if inner:
-                kept = states.setdefault(top, dict(node.state))
-                kept.update({state_key(inner, k): np.array(v) for k, v in changes.items()})
+                state = states.setdefault(top, dict(node.state))
+                for k in [k for k in state if k.startswith(inner + ":")]:
+                    del state[k]          # replaced whole, as a top-level Variable's state is
+                state.update({state_key(inner, k): np.array(v) for k, v in changes.items()})
             else:
-                states[nid] = {k: np.array(v) for k, v in changes.items()}
+                states.setdefault(nid, {}).update({k: np.array(v) for k, v in changes.items()})
         if states:
             self.undo_stack.push(C.SetStatesCommand(self, page, states, f"Train {steps} step{'s' if steps != 1 else ''}"))
         return skipped

@@ -1,7 +1,12 @@
 """The session's results drawn on the canvas: its run results on the blocks, its gradient view on
 the wires, and the backward stepper's step emphasised there. The shell binds the two, so the
 session never reaches into the canvas, the canvas never asks the session, and the panels never
-touch the canvas."""
+touch the canvas.
+
+Inside an opened composite instance the canvas draws the composite's diagram while the values come
+from the host page's run: a drawn block ``n`` is ``level/n`` there (``Session.flat_id``), a closed
+instance shows its output ports' values, and the wires are coloured by the flat wires they became
+(``GradientHighlighter.show(gview, level)``)."""
 from __future__ import annotations
 
 from PySide6.QtCore import QObject
@@ -31,10 +36,20 @@ class ResultsOnCanvas(QObject):
             return
         pr = self.session.results() if scene.page is self.doc.page() else None
         for nid, item in scene.node_items.items():
-            item.set_results(pr.block_results(nid, [p.name for p in item.data.outputs])
-                             if pr is not None else None)
+            item.set_results(self._results_of(pr, nid, item) if pr is not None else None)
         if scene.overview is not None:
             scene.overview.mark_dirty()
+
+    def _results_of(self, pr, nid: str, item):
+        """What drawn block ``nid`` shows of the run ``pr``: its own values, or a closed
+        instance's output ports' values."""
+        flat = self.session.flat_id(nid)
+        ports = [p.name for p in item.data.outputs]
+        program = pr.result.program if pr.result is not None else None
+        inst = program.instance(pr.run_id(flat)) if program is not None else None
+        if inst is not None:
+            return pr.instance_results(flat, inst.outputs, ports)
+        return pr.block_results(flat, ports)
 
     def _mark_stale(self) -> None:
         stale = self.session.results_stale
@@ -50,7 +65,7 @@ class ResultsOnCanvas(QObject):
             return
         item = self.view.diagram_scene().node_items.get(node)
         if item is not None:                  # a block back from an undo shows its results again
-            item.set_results(pr.block_results(node, [p.name for p in item.data.outputs]))
+            item.set_results(self._results_of(pr, node, item))
 
 
 class GradientsOnCanvas(QObject):
@@ -62,17 +77,36 @@ class GradientsOnCanvas(QObject):
         self.view, self.session = view, session
         # Connected before the panels: the stepper takes its emphasis off a canvas already redrawn.
         session.gradients_changed.connect(self.show)
+        # The scene rebuilds its items for another diagram (an instance opened, or closed): the
+        # same gradients are drawn again at the new level.
+        view.diagram_scene().reloaded.connect(self._rebuilt)
+        session.doc.location_changed.connect(self._redraw)
 
     def show(self) -> None:
         gview, highlighter = self.session.gradients, self.view.gradients
         if gview is None:
             highlighter.clear()
-        elif gview is not highlighter.current:
-            highlighter.show(gview)
+        elif gview is not highlighter.current or highlighter.level != self.session.level:
+            highlighter.show(gview, self.session.level)
+
+    def _rebuilt(self) -> None:
+        self.view.gradients.forget_items()
+        self._redraw()
+
+    def _redraw(self) -> None:
+        gview = self.session.gradients
+        if gview is not None and gview.program.page_name == self.session.host:
+            self.view.gradients.show(gview, self.session.level)
 
     def focus(self, node, incoming, outgoing) -> None:
-        """Emphasise ``node`` and its wires (node None: none), and bring the block into sight."""
+        """Emphasise ``node`` and its wires (flat ids of the host page's program; node None:
+        none), and bring the block into sight. A block inside a closed instance is shown as that
+        instance, and a wire not drawn at the level shown is left out."""
         view = self.view
+        lv = view.gradients.level_view
+        if lv is not None and not lv.identity:
+            node = lv.drawn_node(node) if node is not None else None
+            incoming, outgoing = lv.drawn_edges(incoming), lv.drawn_edges(outgoing)
         view.gradients.focus(node, incoming, outgoing)
         item = view.diagram_scene().node_items.get(node) if node is not None else None
         if item is None:

@@ -78,7 +78,7 @@ class ProblemsDock(DockPanel):
         panel.count_changed.connect(lambda errors, warnings: self._count(dock, errors, warnings))
         self._count(dock, panel.errors, panel.warnings)
         session.run_failed.connect(lambda msg, node, _port: panel.set_run_problem(
-            window.document.current_page, node, msg))
+            session.host, node, msg))
         session.run_started.connect(lambda _kind: panel.clear_run_problem())
         session.results_cleared.connect(panel.clear_run_problem)
 
@@ -182,12 +182,13 @@ class TrainDock(DockPanel):
         fingerprint = [None]      # the page as training started: its snapshots are of that page
 
         def started():
-            fingerprint[0] = page_fingerprint(window.document.page())
+            fingerprint[0] = page_fingerprint(window.document.page(panel.training_page),
+                                              window.document.project.composites)
             window.autosaver.autosave_now()            # training is crash-prone: keep the work first
 
         def finished(stopped):
             # the trained values are stored now (an edit: the snapshots went stale): show them afresh
-            if not stopped and window.document.current_page == panel.training_page:
+            if not stopped and window.session.host == panel.training_page:
                 window.session.backward(panel.loss.currentData())
 
         def failed(msg, *_):

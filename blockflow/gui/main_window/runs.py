@@ -77,19 +77,20 @@ class GradientPathsToggle(QObject):
             QTimer.singleShot(0, self.show)
 
     def _on_program_ready(self, page: str) -> None:
-        if page == self.window.document.current_page and self._mode() is None:
+        if page == self.session.host and self._mode() is None:
             self.show()
 
     def _target(self) -> str | None:
         chosen = self.window.session.target
-        return chosen or self.window.document.page().loss or None
+        return chosen or self.window.document.page(self.session.host).loss or None
 
     def show(self) -> None:
         if not self.action.isChecked():
             return
         window = self.window
-        page = window.document.page()
-        program = window.document.ready_program()
+        # inside an opened instance: the paths of the page it is on, drawn at its level
+        page = window.document.page(self.session.host)
+        program = window.document.ready_program(page.name)
         if program is None:      # compiling off the UI thread: shown when it is ready
             window.statusBar().showMessage(f"Checking page '{page.name}': its gradient paths follow", 4000)
             return

@@ -18,7 +18,9 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSplitter, QText
 from blockflow.project import port_text
 from blockflow.errors import BlockflowError
 from blockflow.run.gradcheck import GradCheckResult, check_block, check_page
+from blockflow.present.levels import instance_badge
 from blockflow.present.gradview import CUT, FLOWS, GradientView
+from blockflow.gui.session.session import host_page
 from blockflow.gui.panels.gradtext import MONO, Colors, array_html, esc, rule_for_input, rule_html
 
 __all__ = ["GradientPanel", "CheckReport", "run_checks", "block_inputs"]
@@ -115,8 +117,9 @@ def run_checks(document, node: str | None = None, result=None, target=None,
     recorded run ``result`` of the current page, ``node``'s rule at that run's input values.
     ``stale``: the page was edited since that run (default: its program is not the current one)."""
     start = time.perf_counter()
-    page = document.page()
-    program = document.program()
+    host = host_page(document)      # inside an opened instance: its page's program
+    page = document.page(host)
+    program = document.program(host)
     report = CheckReport(page=page.name)
     if not program.ok:
         errors = program.errors
@@ -139,7 +142,8 @@ def run_checks(document, node: str | None = None, result=None, target=None,
                 if program.loss is None:
                     report.page_message = (f"the page marks no loss; checked the gradient of the Backward "
                                            f"target {report.target}.")
-                report.page_result = check_page(page, document.registry, None, report.target)
+                report.page_result = check_page(page, document.registry, None, report.target,
+                                                composites=document.project.composites)
                 report.cut_paths = cut_paths(program, tslot.node, [e.name for e in report.page_result.entries])
                 report.blocks = {st.node: st.spec.name for st in program.steps}
             except (BlockflowError, ValueError) as exc:
@@ -318,7 +322,7 @@ class GradientPanel(QWidget):
         """Explain the selected block in the current gradient view (or say what is missing)."""
         c = Colors.of(self)
         gview: GradientView | None = self.session.gradients
-        if gview is not None and gview.program.page_name != self.doc.current_page:
+        if gview is not None and gview.program.page_name != self.session.host:
             gview = None
         self.explanation = None
         if self.node is None:
@@ -332,12 +336,39 @@ class GradientPanel(QWidget):
             self.text.setHtml(f"<p><b>{esc(self.node)}</b>: no gradient to explain yet. <b>{HINT}</b>, "
                               f"then select a block to see its gradient worked out.</p>")
             return
-        if gview.program.step(self.node) is None:
+        # a block drawn inside an opened instance is explained at its level: by its flat id
+        flat = self.session.flat_id(self.node)
+        if gview.program.instance(flat) is not None:
+            self.text.setHtml(self.instance_html(gview, flat, c))
+            return
+        if gview.program.step(flat) is None:
             self.text.setHtml(f"<p><b>{esc(self.node)}</b> was not part of the last backward pass (it was "
                               f"added or renamed since, or does not compile). <b>{HINT}</b> again.</p>")
             return
-        self.explanation = gview.explain(self.node)
+        self.explanation = gview.explain(flat)
         self.text.setHtml(self.explanation_html(gview, self.explanation, c))
+
+    def instance_html(self, gview: GradientView, path: str, c: Colors) -> str:
+        """A closed composite instance: the gradient at its ports and its badge's numbers; its
+        blocks are explained once it is opened."""
+        program = gview.program
+        inst = program.instance(path)
+        badge = instance_badge(gview, path)
+        target = gview.target[0]
+        parts = [f'<p style="margin-bottom:2px"><span style="font-size:large"><b>{esc(path)}</b></span> · '
+                 f'{esc(inst.composite)} (composite)<br><span style="color:{c.muted}">'
+                 f'{esc(program.full_name(path))} · gradient of {esc(target)}</span></p>',
+                 f"<p>{esc(badge.tooltip())}</p>".replace("\n", "<br>")]
+        if gview.ran:
+            for port, flat in inst.outputs.items():
+                g = gview.result.grads.get((flat, "output"))
+                parts.append(f"<p>gradient arriving at output <b>{esc(port)}</b>: {array_html(g, c)}</p>")
+            for port, flat in inst.inputs.items():
+                g = gview.result.grads.get((flat, "output"))
+                parts.append(f"<p>gradient sent back from input <b>{esc(port)}</b>: {array_html(g, c)}</p>")
+        parts.append(f"<p style='color:{c.muted}'>Open {esc(path)} (double-click it) to see each of its "
+                     f"blocks' gradients and to select one of them here.</p>")
+        return "".join(parts)
 
     def explanation_html(self, gview: GradientView, ex, c: Colors) -> str:
         program = gview.program
@@ -414,7 +445,7 @@ class GradientPanel(QWidget):
     def check(self) -> CheckReport:
         """Run the gradient checks (synchronously: tens of milliseconds on the samples) and show them."""
         target, result, stale = self.context()
-        node = self.node
+        node = self.session.flat_id(self.node) if self.node is not None else None
         QGuiApplication.setOverrideCursor(Qt.WaitCursor)
         try:
             report = run_checks(self.doc, node, result, target, stale)

@@ -5,7 +5,9 @@ It reads the diagnostics of ``document.ready_program(page)`` (no checking of its
 a page compiles off the UI thread, shows that page's last diagnostics and says it is being
 checked. The training settings come from ``run.settings.recommended_settings``. A click on a problem
 of another page makes that page current, then reports ``problem_activated(node_id)``; the main
-window selects and centres the block.
+window selects and centres the block. A problem inside a composite instance names its full path
+(``main/d1/MatMul_1``); a click on it opens that instance (the document's Location) and reports
+the block as drawn there (``MatMul_1``).
 """
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QStyle, QTreeWidget, QTreeWidgetItem,
                                QVBoxLayout, QWidget)
 
+from blockflow.errors import BlockflowError
 from blockflow.run.settings import recommended_settings
+from blockflow.gui.document.location import Location
 from blockflow.gui.common.plaintext import literal
 from blockflow.gui.common.refresh import Debounced
 
@@ -88,7 +92,8 @@ class ProblemsPanel(QWidget):
                  "warning": style.standardIcon(QStyle.SP_MessageBoxWarning)}
         if self.run_problem is not None:
             page, node, message = self.run_problem
-            item = QTreeWidgetItem(self.tree, [page, node or "(run)", f"the last run failed: {message}"])
+            shown = f"{page}/{node}" if "/" in node else node
+            item = QTreeWidgetItem(self.tree, [page, shown or "(run)", f"the last run failed: {message}"])
             item.setIcon(0, icons["error"])
             item.setToolTip(2, literal(message))
             item.setData(0, _NODE_ROLE, node)
@@ -128,7 +133,9 @@ class ProblemsPanel(QWidget):
                 program = doc.latest_program(page.name)
             diagnostics = program.diagnostics if program is not None else ()
             for d in sorted(diagnostics, key=lambda d: d.severity != "error"):
-                where = (d.node or "(page)") + (f" · {d.port}" if d.port else "")
+                # inside an instance: the full path, page first, as the compiler names it
+                node_text = f"{page.name}/{d.node}" if d.node and "/" in d.node else d.node
+                where = (node_text or "(page)") + (f" · {d.port}" if d.port else "")
                 rows.append((page.name, d.node or "", where, d.message, d.severity, f"{d.severity}: {d.where}"))
             settings = []
             recommended_settings(doc.project, page, settings)
@@ -162,8 +169,15 @@ class ProblemsPanel(QWidget):
 
     def _on_item(self, item: QTreeWidgetItem, _column: int) -> None:
         page, node = item.data(0, _PAGE_ROLE), item.data(0, _NODE_ROLE)
-        if page and page != self.document.current_page and \
-                any(p.name == page for p in self.document.project.pages):
-            self.document.set_current_page(page)
+        doc = self.document
+        if node and "/" in node and any(p.name == page for p in doc.project.pages):
+            level, _, node = node.rpartition("/")
+            try:
+                doc.set_location(Location.at(doc.project, page, level))
+            except BlockflowError:        # the instance went since the compile
+                return
+        elif page and (page != doc.current_page or doc.location.in_instance) and \
+                any(p.name == page for p in doc.project.pages):
+            doc.set_current_page(page)
         if node:
             self.problem_activated.emit(node)

@@ -4,6 +4,13 @@ For each step it asks for the block and its wires to be emphasised on the canvas
 (``focus_requested``; the shell shows it there) and says what arrived, the block's rule, and what it
 sent back along each input wire. The steps and numbers are the session's gradient view's
 (GradientView.steps, blockflow.present.gradview); this module only presents them.
+
+Composite instances are flattened: the steps are the flat program's (``d1/MatMul_1``). A step
+inside an instance that is not open is shown on the canvas as the closed instance (the shell maps
+it), and the stepper offers "Open d1" rather than opening it itself: while playing, the view would
+otherwise jump in and out of instances every few steps and the closed level's overview (where the
+gradient enters and leaves the layer) would be lost. A step outside the opened instance offers to
+go back up the same way.
 """
 from __future__ import annotations
 
@@ -13,7 +20,9 @@ from PySide6.QtWidgets import (QApplication, QDockWidget, QHBoxLayout, QLabel, Q
                                QSizePolicy, QSlider, QSplitter, QStyle, QTextBrowser, QToolButton, QVBoxLayout,
                                QWidget)
 
+from blockflow.errors import BlockflowError
 from blockflow.present.gradview import FLOWS, GradientView
+from blockflow.gui.document.location import Location
 from blockflow.gui.panels.gradtext import Colors, array_html, esc, rule_html
 from blockflow.gui.common.plaintext import literal
 
@@ -66,6 +75,8 @@ class BackwardStepper(QWidget):
 
         # The session takes the gradients away on another page or project: that is all to follow.
         session.gradients_changed.connect(self._on_gradients_changed)
+        # An instance opened or closed (here, or on the canvas): the step is shown at the new level.
+        document.location_changed.connect(self._on_location_changed)
         self._on_speed(self.speed_slider.value())
         self._on_gradients_changed()
         self._show()
@@ -91,6 +102,11 @@ class BackwardStepper(QWidget):
         self.last_button = self._button(sp.SP_MediaSkipForward, "", "Last step", self.last, Qt.Key_End)
         self.stop_button = self._button(sp.SP_MediaStop, "", "Stop stepping (the canvas shows every wire again)",
                                         self.stop, Qt.Key_Escape)
+        self.open_button = QToolButton(self)
+        self.open_button.setAutoRaise(True)
+        self.open_button.setToolButtonStyle(Qt.ToolButtonTextOnly)
+        self.open_button.clicked.connect(lambda _c=False: self._act(self.open_step_level))
+        self.open_button.hide()
         self.speed_slider = QSlider(Qt.Horizontal, self)
         self.speed_slider.setRange(int(MIN_SPEED / _SLIDER_STEP), int(MAX_SPEED / _SLIDER_STEP))
         self.speed_slider.setValue(int(1.0 / _SLIDER_STEP))
@@ -124,6 +140,7 @@ class BackwardStepper(QWidget):
         for w in (self.first_button, self.prev_button, self.play_button, self.next_button,
                   self.last_button, self.stop_button):
             controls.addWidget(w)
+        controls.addWidget(self.open_button)
         controls.addStretch(1)
         speed = QHBoxLayout()
         speed.setContentsMargins(0, 0, 0, 0)
@@ -166,7 +183,7 @@ class BackwardStepper(QWidget):
 
     def _usable(self, gview) -> bool:
         return gview is not None and gview.ran and bool(gview.steps) and \
-            gview.program.page_name == self.doc.current_page
+            gview.program.page_name == self.session.host
 
     def _on_gradients_changed(self) -> None:
         gview = self.session.gradients
@@ -197,6 +214,45 @@ class BackwardStepper(QWidget):
         self._focused = True
         self.focus_requested.emit(step.node, incoming, outgoing)
         self._show()
+
+    @staticmethod
+    def level_of(node: str) -> str:
+        """The level a flat id is drawn at: the instance holding it ("" for the page)."""
+        return node.rpartition("/")[0]
+
+    def open_step_level(self) -> None:
+        """Show the current step's block where it is drawn: open the instance holding it (or go
+        up to it)."""
+        step = self.current_step
+        if step is None or self.gview is None:
+            return
+        try:
+            where = Location.at(self.doc.project, self.gview.program.page_name, self.level_of(step.node))
+        except BlockflowError:
+            return                       # the instance went since the run
+        self.doc.set_location(where)
+
+    def _on_location_changed(self) -> None:
+        if self.gview is not None and self.index >= 0:
+            self.go_to(self.index)       # the canvas redrew: emphasise the step there again
+        else:
+            self._sync_open()
+
+    def _sync_open(self) -> None:
+        step = self.current_step
+        level = self.level_of(step.node) if step is not None else ""
+        here = self.session.level
+        if step is None or level == here:
+            self.open_button.hide()
+            return
+        if level.startswith(here + "/") or not here:
+            self.open_button.setText(f"Open {level}")
+            self.open_button.setToolTip(f"{step.node} is inside the closed instance {level}: open it to see "
+                                        f"the step on its own block (the canvas shows it on the instance now)")
+        else:
+            self.open_button.setText(f"Go to {level or self.gview.program.page_name}")
+            self.open_button.setToolTip(f"{step.node} is outside the instance shown: go to where it is drawn")
+        self.open_button.show()
 
     def wires_of(self, step) -> tuple[list, list]:
         """(incoming, outgoing) for ``step``: the wires out of its block that bring the gradient
@@ -289,6 +345,7 @@ class BackwardStepper(QWidget):
 
     def _show(self) -> None:
         self._sync_buttons()
+        self._sync_open()
         c = Colors.of(self)
         if self.gview is None:
             self.position_label.setText("Backward steps")

@@ -34,6 +34,7 @@ from blockflow.run.training import TrainConfig, Trainer, training_program
 from blockflow.gui.common.plaintext import plain_label
 from blockflow.gui.common.refresh import Debounced
 from blockflow.gui.common.worker import Worker
+from blockflow.gui.session.session import host_page
 
 __all__ = ["TrainPanel", "TrainJob"]
 
@@ -243,14 +244,19 @@ class TrainPanel(QWidget):
                     w.setValue(float(defaults[key]))
 
     # ------------------------------------------------------------------ page
+    @property
+    def host(self) -> str:
+        """The page trained: the current page, or the page an opened instance is on."""
+        return host_page(self.doc)
+
     def load_page(self):
         """A page was opened: its lists, and the settings the project recommends for it."""
         if self.training:
             return
-        if self._kept is not None and self._kept[2] != self.doc.current_page:
+        if self._kept is not None and self._kept[2] != self.host:
             self._drop_kept()
         doc = self.doc
-        page = doc.page()
+        page = doc.page(self.host)
         problems = []
         rec = recommended_settings(doc.project, page.name, problems)
         told = self.settings_problems and self.info.text() == self._settings_text()
@@ -283,8 +289,8 @@ class TrainPanel(QWidget):
     def refresh_lists(self):
         """The page's scalar outputs (loss choices, metrics to plot), keeping the settings."""
         doc = self.doc
-        page = doc.page()
-        program = doc.ready_program()
+        page = doc.page(self.host)
+        program = doc.ready_program(self.host)
         if program is None:              # compiling off the UI thread: program_ready calls again
             self.train_button.setEnabled(False)
             return
@@ -331,7 +337,7 @@ class TrainPanel(QWidget):
         self.load_page()
 
     def _on_structure(self, page):
-        if page == self.doc.current_page and not self.training:
+        if page == self.host and not self.training:
             self._refresh_lists.later()
 
     def _on_page_field(self, page: str, field: str) -> None:
@@ -370,7 +376,7 @@ class TrainPanel(QWidget):
         doc = self.doc
         batch = self.batch.value()
         try:
-            program = training_program(doc.project, doc.current_page, doc.registry,
+            program = training_program(doc.project, self.host, doc.registry,
                                        batch_size=None if batch < 0 else batch)
             config = self.config()
             trainer = Trainer(program, config, doc.registry)
@@ -380,7 +386,7 @@ class TrainPanel(QWidget):
             return False
         self.ensure_plot()
         self.losses, self.metric_values, self.test_points = [], {m: [] for m in trainer.metric_keys}, []
-        self.training_page = doc.current_page
+        self.training_page = self.host
         self._steps = config.steps
         self.progress.setRange(0, config.steps)
         self.progress.setValue(0)
@@ -480,7 +486,7 @@ class TrainPanel(QWidget):
         self.keep_button.hide()
 
     def reset_variables(self):
-        ids = self.doc.reset_variables()
+        ids = self.doc.reset_variables(self.host)
         self.status_message.emit(f"reset {len(ids)} Variable{'s' if len(ids) != 1 else ''}" if ids
                                  else "no trained values to reset")
 

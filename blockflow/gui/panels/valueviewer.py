@@ -5,6 +5,11 @@ Each side shows a table (a QAbstractTableModel over the array: 0-D, 1-D and 2-D 
 ranks one 2-D slice chosen with spin boxes), a heatmap with a colour bar, and shape, dtype,
 min/max/mean/std and NaN/Inf counts. It reads the session and edits nothing; it must not
 import the main window.
+
+Composite instances are flattened: the run names a block inside one by its flat id (``d1/W``). The
+panel shows the selected block at the level the canvas draws (inside an opened instance, ``W`` is
+``d1/W``); a closed instance shows its output ports. The "Show" list offers every value of the run,
+grouped by instance, to look at one without opening its instance.
 """
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QHeaderView, QLabel, QSiz
 
 from blockflow.errors import BlockflowError
 from blockflow.gui.common.plaintext import plain_label
+from blockflow.present.levels import group_label, grouped_names
 from blockflow.present.values import colormap, format_number, value_stats
 from blockflow.gui.common.heatmap import heatmap_image
 
@@ -277,6 +283,13 @@ class ValueViewerPanel(QWidget):
         self.header = QLabel()
         self.header.setTextFormat(Qt.RichText)
         self.header.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.names_combo = QComboBox()
+        self.names_combo.setToolTip("the value of the last run to show: the selected block, or any "
+                                    "block of the run by its full name, grouped by composite instance")
+        self.names_combo.setSizeAdjustPolicy(QComboBox.AdjustToContents)
+        self.names_combo.activated.connect(self._on_name_picked)
+        self._picked: str | None = None     # a flat id chosen in names_combo (None: the selection)
+        self._names_of = None               # the program names_combo lists
         self.output_combo = QComboBox()
         self.output_combo.setToolTip("the output of the block to show")
         self.output_combo.currentIndexChanged.connect(lambda _i: self._rebuild_indices())
@@ -293,6 +306,7 @@ class ValueViewerPanel(QWidget):
         top = QHBoxLayout()
         top.setContentsMargins(4, 2, 4, 0)
         top.addWidget(self.header, 1)
+        top.addWidget(self.names_combo)
         top.addWidget(self.index_row)
         top.addWidget(self.stale_label)
         top.addWidget(self.output_combo)
@@ -320,20 +334,87 @@ class ValueViewerPanel(QWidget):
     def set_nodes(self, ids) -> None:
         ids = [n for n in ids if n in self.document.page().nodes]
         node = ids[0] if len(ids) == 1 else None
-        if node != self.node_id:
+        picked, self._picked = self._picked, None        # a selection on the canvas takes over
+        if node != self.node_id or picked is not None:
             self.node_id = node
+            self.names_combo.setCurrentIndex(0)
             self._fill_outputs()
         else:
             self.refresh()
 
+    @property
+    def flat_id(self) -> str | None:
+        """The block shown, as the run names it (``d1/W``): the one picked in the list, or the
+        selected block at the canvas's level."""
+        if self._picked is not None:
+            return self._picked
+        return self.session.flat_id(self.node_id) if self.node_id is not None else None
+
+    def show_flat(self, flat_id: str) -> None:
+        """Show the run's block ``flat_id`` (as if picked in the list)."""
+        i = self.names_combo.findData(flat_id)
+        if i >= 0:
+            self.names_combo.setCurrentIndex(i)
+        self._picked = flat_id
+        self._fill_outputs()
+
+    def _on_name_picked(self, index: int) -> None:
+        data = self.names_combo.itemData(index)
+        if index == 0 or not data:
+            self._picked = None
+            self._fill_outputs()
+        else:
+            self.show_flat(data)
+
+    def _fill_names(self) -> None:
+        """The list of the run's values, grouped: the page's blocks, then each instance's."""
+        pr = self.session.results()
+        program = pr.result.program if pr is not None and pr.result is not None else None
+        if program is self._names_of:
+            return
+        self._names_of = program
+        combo = self.names_combo
+        combo.blockSignals(True)
+        combo.clear()
+        combo.addItem("selected block", None)
+        groups = grouped_names(program) if program is not None else []
+        for group, names in groups:
+            if len(groups) > 1 or group:
+                combo.addItem(f"— {group_label(program, group)}", None)
+                combo.model().item(combo.count() - 1).setEnabled(False)
+            for name in names:
+                combo.addItem(f"  {name}" if group or len(groups) > 1 else name, name)
+        i = combo.findData(self._picked) if self._picked is not None else 0
+        if self._picked is not None and i < 0:
+            self._picked = None                  # gone from the new run
+        combo.setCurrentIndex(max(i, 0))
+        combo.setVisible(program is not None)
+        combo.blockSignals(False)
+
+    def _host_program(self):
+        return self.document.ready_program(self.session.host)     # None while the page compiles
+
     def _output_ports(self) -> list[str]:
-        if self.node_id is None:
+        flat = self.flat_id
+        if flat is None:
             return []
-        program = self.document.ready_program()     # None while the page compiles
-        if program is not None and program.step(self.node_id) is not None:
-            return program.output_ports(self.node_id)
+        program = self._host_program()
+        if program is not None and (program.step(flat) is not None or program.instance(flat) is not None):
+            return program.output_ports(flat)
+        if self._picked is not None:
+            pr = self.session.results()
+            program = pr.result.program if pr is not None and pr.result is not None else None
+            return program.output_ports(flat) if program is not None else []
         spec = self.document.spec(self.document.current_page, self.node_id)
         return [o.name for o in spec.outputs] if spec is not None else []
+
+    def _key(self, pr, flat: str, port: str) -> tuple[str, str]:
+        """Where the run keeps ``flat``'s output ``port``: a closed instance's is its Output block's."""
+        program = pr.result.program if pr.result is not None else None
+        inst = program.instance(pr.run_id(flat)) if program is not None else None
+        if inst is not None and port in inst.outputs:
+            return inst.outputs[port], "output"
+        return flat, port
 
     def _fill_outputs(self) -> None:
         """The output combo for the block's outputs (the one shown stays chosen if it is still
@@ -361,9 +442,9 @@ class ValueViewerPanel(QWidget):
     # ---------------------------------------------------------------- leading indices
     def _value(self):
         pr = self.session.results()
-        if pr is None or self.node_id is None or self.port is None:
+        if pr is None or self.flat_id is None or self.port is None:
             return None
-        return pr.value(self.node_id, self.port)
+        return pr.value(*self._key(pr, self.flat_id, self.port))
 
     def _rebuild_indices(self) -> None:
         value = self._value()
@@ -394,6 +475,7 @@ class ValueViewerPanel(QWidget):
 
     # ---------------------------------------------------------------- showing
     def refresh(self) -> None:
+        self._fill_names()
         if self.node_id is not None and self.node_id not in self.document.page().nodes:
             self.node_id = None
         if self._output_ports() != self._ports:
@@ -403,8 +485,8 @@ class ValueViewerPanel(QWidget):
 
     def _show(self) -> None:
         pr = self.session.results()
-        node, port = self.node_id, self.port
-        page = self.document.page()
+        node, port = self.flat_id, self.port
+        page = self.document.page(self.session.host)
         self.stale_label.setVisible(pr is not None and pr.stale)
         if node is None:
             self.header.setText("<b>Values</b>")
@@ -412,7 +494,7 @@ class ValueViewerPanel(QWidget):
                       "Run the page (Run > Forward, F5), then select a block to see its output here; "
                       "Run > Backward (Shift+F5) adds its gradient.")
             return
-        self.header.setText(f"<b>{_esc(page.full_name(node))}</b> ({_esc(page.nodes[node].block)})"
+        self.header.setText(f"<b>{_esc(page.full_name(node))}</b> ({_esc(self._block_of(pr, node))})"
                             + (f" · {_esc(port)}" if port and len(self._ports) > 1 else ""))
         if port is None:
             self._say(f"{node} has no outputs.")
@@ -421,7 +503,8 @@ class ValueViewerPanel(QWidget):
             self._say("No run of this page yet: Run > Forward (F5) runs it; Run > Backward (Shift+F5) "
                       "also computes gradients.")
             return
-        value = pr.value(node, port)
+        key = self._key(pr, node, port)
+        value = pr.value(*key)
         if value is None:
             if pr.error is not None:
                 where = f" (it stopped at {pr.error_node})" if pr.error_node else ""
@@ -437,7 +520,20 @@ class ValueViewerPanel(QWidget):
         where = "[" + ", ".join(map(str, index)) + ", :, :]" if index else ""
         self.value_pane.set_title(f"Value of {port}")
         self.value_pane.set_array(value, shown, port, False, where)
-        self._show_gradient(pr, node, port, index, where)
+        self._show_gradient(pr, key[0], key[1], index, where)
+
+    def _block_of(self, pr, flat: str) -> str:
+        """The block (or ``@Composite``) ``flat`` is: from the run, else from the diagram drawn."""
+        program = pr.result.program if pr is not None and pr.result is not None else self._host_program()
+        if program is not None:
+            inst = program.instance(flat)
+            if inst is not None:
+                return "@" + inst.composite
+            spec = program.spec_of(flat)
+            if spec is not None:
+                return spec.name
+        node = self.document.page().nodes.get(self.node_id) if self.node_id is not None else None
+        return node.block if node is not None else "?"
 
     def _show_gradient(self, pr, node, port, index, where) -> None:
         pane = self.grad_pane

@@ -11,102 +11,19 @@ panel (the shell puts the results and the gradients on the canvas: main_window/c
 """
 from __future__ import annotations
 
-import hashlib
-
-import numpy as np
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from blockflow.composite import composite_name
 from blockflow.project import port_text, split_port_text
 from blockflow.errors import BlockflowError
 from blockflow.run.runtime import RunResult
 from blockflow.present.gradview import GradientView
-from blockflow.present.values import BlockRun, summarize
+from blockflow.present.values import summarize
 from blockflow.gui.common.worker import Worker
 from blockflow.gui.session import runner
+from blockflow.gui.session.pageresults import PageResults, composites_used, host_page, page_fingerprint
 
-__all__ = ["Session", "PageResults", "page_fingerprint"]
-
-
-def page_fingerprint(page) -> bytes:
-    """A digest of everything on a page that can change what a run computes: blocks, attrs,
-    inline values, Variable state, wires, feeds and the loss mark; not positions, labels or notes.
-    Equal digests mean a run's results still hold (an edit undone makes them current again)."""
-    h = hashlib.blake2b(digest_size=20)
-
-    def put(value) -> None:
-        if isinstance(value, np.ndarray):
-            h.update(b"A" + value.dtype.str.encode() + repr(value.shape).encode())
-            h.update(np.ascontiguousarray(value).tobytes())
-        elif isinstance(value, dict):
-            h.update(b"D%d" % len(value))
-            for k in sorted(value, key=str):
-                put(str(k))
-                put(value[k])
-        elif isinstance(value, (list, tuple)):
-            h.update(b"L%d" % len(value))
-            for v in value:
-                put(v)
-        else:
-            h.update(b"S" + type(value).__name__.encode() + b":" + repr(value).encode() + b";")
-
-    for nid, node in page.nodes.items():
-        put((nid, node.block))
-        put(node.attrs)
-        put(node.inputs)
-        put(node.state)
-    put(sorted((e.src, e.src_port, e.dst, e.dst_port) for e in page.edges))
-    put(page.feeds)
-    put(page.loss)
-    return h.digest()
-
-
-class PageResults:
-    """The outcome of the last run of one page, as shown.
-
-    ``result`` is the RunResult (after a NaN/Inf failure: the values as computed, NaN included, by
-    an unchecked re-run; None when nothing could be computed); ``error`` the exception of a failed
-    run and ``error_node``/``error_port`` where it happened; ``stale`` whether the page changed
-    since. Node ids renamed after the run are followed (``ids``)."""
-
-    def __init__(self, page: str, kind: str, target, result, summaries, error, error_node, error_port,
-                 fingerprint: bytes, seconds: float):
-        self.page, self.kind, self.target = page, kind, target
-        self.result: RunResult | None = result
-        self.summaries: dict = summaries
-        self.error: BaseException | None = error
-        self.error_node, self.error_port = error_node, error_port
-        self.fingerprint = fingerprint
-        self.seconds = seconds
-        self.stale = False
-        self.ids: dict[str, str] = {}        # current id -> id in the run (renamed since)
-
-    def run_id(self, node: str) -> str:
-        return self.ids.get(node, node)
-
-    def node_renamed(self, old: str, new: str) -> None:
-        self.ids[new] = self.ids.pop(old, old)
-        if self.error_node == old:
-            self.error_node = new
-
-    def value(self, node: str, port: str):
-        if self.result is None:
-            return None
-        return self.result.values.get((self.run_id(node), port))
-
-    def grad(self, node: str, port: str):
-        if self.result is None:
-            return None
-        return self.result.grads.get((self.run_id(node), port))
-
-    def block_results(self, node: str, ports) -> BlockRun | None:
-        rid = self.run_id(node)
-        summaries = {p: self.summaries.get((rid, p)) for p in ports}
-        error = badge = ""
-        if self.error is not None and node == self.error_node:
-            error, badge = str(self.error), runner.badge(self.error)
-        if not error and not any(s is not None for s in summaries.values()):
-            return None
-        return BlockRun(summaries, error, self.stale, badge)
+__all__ = ["Session", "PageResults", "page_fingerprint", "host_page", "composites_used"]
 
 
 class _Running:
@@ -163,6 +80,7 @@ class Session(QObject):
         self._targets: list[tuple[str, str]] = []
         self._target_page: str | None = None
         self._selection: list[str] = []
+        self._shown_host = host_page(document)
         self._gradients: GradientView | None = None
         #: called on the worker thread before each run (tests hold a run back with it)
         self.job_hook = None
@@ -182,10 +100,41 @@ class Session(QObject):
         d.program_ready.connect(self._on_program_ready)
         d.page_field_changed.connect(self._on_page_field)
         d.current_page_changed.connect(self._on_page_switched)
+        d.location_changed.connect(self._on_location_changed)
         d.project_replaced.connect(self._on_project_replaced)
         d.page_renamed.connect(self._on_page_renamed)
         d.node_renamed.connect(self._on_node_renamed)
         d.node_removed.connect(self._on_node_removed)
+
+    # ---------------------------------------------------------------- where
+    @property
+    def host(self) -> str:
+        """The page whose results are shown: the current page, or the page an opened instance is
+        on (an instance shows its level of the page's run); a definition opened alone (``@Name``)
+        is compiled but never run."""
+        return host_page(self.doc)
+
+    @property
+    def level(self) -> str:
+        """The flat id of the instance opened on the host page ("" for the page itself)."""
+        return self.doc.location.level if self.doc.location.diagram == self.doc.current_page else ""
+
+    def flat_id(self, node: str) -> str:
+        """A block drawn on the canvas, as the host page's program and run name it."""
+        level = self.level
+        return f"{level}/{node}" if level else node
+
+    def _fingerprint(self, page: str) -> bytes:
+        return page_fingerprint(self.doc.page(page), self.doc.project.composites)
+
+    def _hosts_of(self, diagram: str) -> list[str]:
+        """The pages whose runs an edit of ``diagram`` changes: itself for a page; for a
+        definition (``@Name``), every page that uses it, directly or not."""
+        name = composite_name(diagram)
+        if name is None:
+            return [diagram]
+        composites = self.doc.project.composites
+        return [p.name for p in self.doc.project.pages if name in composites_used(p, composites)]
 
     # ---------------------------------------------------------------- state
     @property
@@ -194,7 +143,7 @@ class Session(QObject):
 
     def results(self, page: str | None = None) -> PageResults | None:
         """The last run of ``page`` (the current page when None), or None."""
-        return self._pages.get(page or self.doc.current_page)
+        return self._pages.get(page or self.host)
 
     @property
     def last_result(self) -> RunResult | None:
@@ -256,7 +205,7 @@ class Session(QObject):
             if shown is not None and shown.ran:
                 self.show_gradients(None)
             return
-        if (not self.results_stale and result.program.page_name == self.doc.current_page
+        if (not self.results_stale and result.program.page_name == self.host
                 and (shown is None or shown.result is not result)):
             self.show_gradients(GradientView(result.program, result=result))
 
@@ -264,7 +213,7 @@ class Session(QObject):
         """What ``page`` computes changed: a run's gradients no longer describe it, so they go;
         static paths are recomputed, they need no run."""
         shown = self._gradients
-        if shown is None or page != self.doc.current_page:
+        if shown is None or page != self.host:
             return
         if not shown.ran:
             self._paths_timer.start(0)
@@ -298,7 +247,7 @@ class Session(QObject):
     def targets(self) -> list[tuple[str, str]]:
         """The current page's scalar float outputs as ``(key "node:port", label)``; the page's
         loss is labelled as such."""
-        if self._target_page != self.doc.current_page:
+        if self._target_page != self.host:
             self._refresh_targets()
         return list(self._targets)
 
@@ -309,7 +258,7 @@ class Session(QObject):
         keys = [k for k, _ in self.targets()]
         if not keys:
             return None
-        page = self.doc.current_page
+        page = self.host
         picked = self._picked.get(page)
         if picked in keys:
             return picked
@@ -318,11 +267,11 @@ class Session(QObject):
         return loss if loss in keys else keys[0]
 
     def set_target(self, key: str) -> None:
-        self._picked[self.doc.current_page] = key
+        self._picked[self.host] = key
 
     def _refresh_targets(self) -> None:
         """The targets from the page's program; kept as they are while it compiles."""
-        page = self.doc.current_page
+        page = self.host
         program = self.doc.ready_program(page)
         if program is None:
             return                        # program_ready calls again
@@ -344,7 +293,7 @@ class Session(QObject):
     def clear(self) -> None:
         """Remove the current page's results and error marks. A run still going is let finish
         but not shown; a queued request is dropped."""
-        page = self.doc.current_page
+        page = self.host
         self._queued = None
         self._waiting = None
         dropping = self._running is not None and self._running.page == page
@@ -371,20 +320,25 @@ class Session(QObject):
         self._start(kind, target)
 
     def _start(self, kind: str, target: str | None) -> None:
-        page = self.doc.current_page
+        page = self.host
         program = self.doc.ready_program(page)
         if program is None:               # compiling off the UI thread: the run follows it
             self._waiting = (page, kind, target)
             self.status_message.emit(f"Checking page '{page}': the {kind} run starts when it is checked")
             return
         self._waiting = None
+        if composite_name(page) is not None:
+            self._refuse(f"'{page[1:]}' is a composite's definition opened on its own: it is checked, "
+                         f"not run. Open one of its instances on a page to see its values and "
+                         f"gradients.", "", "")
+            return
         target = (target or self.target) if kind == "backward" else None
         refusal = runner.refusal(program, page, kind, target, [k for k, _ in self.targets()])
         if refusal is not None:
             self._refuse(*refusal)
             return
         self._token += 1
-        self._running = _Running(page, kind, target, page_fingerprint(self.doc.page(page)), program)
+        self._running = _Running(page, kind, target, self._fingerprint(page), program)
         token, hook = self._token, self.job_hook
         self.busy_changed.emit(True)
         self.run_started.emit(kind)
@@ -402,10 +356,10 @@ class Session(QObject):
             summaries = {key: summarize(v) for key, v in result.values.items()}
         target = None if result.target is None else port_text(*result.target)
         pr = PageResults(page, kind, target, result, summaries, None, "", "",
-                         fingerprint or page_fingerprint(self.doc.page(page)), 0.0)
-        pr.stale = page_fingerprint(self.doc.page(page)) != pr.fingerprint
+                         fingerprint or self._fingerprint(page), 0.0)
+        pr.stale = self._fingerprint(page) != pr.fingerprint
         self._pages[page] = pr
-        if page == self.doc.current_page:
+        if page == self.host:
             self._results_changed()
             self.run_finished.emit(result)
 
@@ -433,9 +387,9 @@ class Session(QObject):
         node, port = runner.error_location(running.program, out.error) if out.error is not None else ("", "")
         pr = PageResults(page, running.kind, running.target, out.result, out.summaries, out.error,
                          node, port, running.fingerprint, out.seconds)
-        pr.stale = page_fingerprint(self.doc.page(page)) != running.fingerprint
+        pr.stale = self._fingerprint(page) != running.fingerprint
         self._pages[page] = pr
-        if page == self.doc.current_page:
+        if page == self.host:
             self._results_changed()
         self._announce(running, out, pr, node, port)
         self._start_queued(queued)
@@ -462,25 +416,26 @@ class Session(QObject):
         if pr is None or pr.stale == stale:
             return
         pr.stale = stale
-        if page == self.doc.current_page:
+        if page == self.host:
             self.stale_changed.emit()
             self._results_changed()
 
     # ---------------------------------------------------------------- document changes
     def _on_program_ready(self, page: str) -> None:
-        if page == self.doc.current_page:
+        if page == self.host:
             self._refresh_targets()
             if self._gradients is not None and not self._gradients.ran:
                 self._paths_timer.start(0)
         waiting, self._waiting = self._waiting, None
-        if waiting is not None and waiting[0] == page == self.doc.current_page and self._running is None:
+        if waiting is not None and waiting[0] == page == self.host and self._running is None:
             self._start(waiting[1], waiting[2])
 
     def _on_structure(self, page: str) -> None:
         # Marked stale at once; whether the edits since the run cancel out (an undo) is checked
-        # once the burst of edits is over.
-        self._gradients_edited(page)
-        self._set_stale(page, True)
+        # once the burst of edits is over. An edit of a definition changes every page using it.
+        for host in self._hosts_of(page):
+            self._gradients_edited(host)
+            self._set_stale(host, True)
         self._recheck.start(0)
 
     def _after_edits(self) -> None:
@@ -490,7 +445,7 @@ class Session(QObject):
                     page = self.doc.page(name)
                 except BlockflowError:
                     continue
-                if page_fingerprint(page) == pr.fingerprint:
+                if self._fingerprint(name) == pr.fingerprint:
                     self._set_stale(name, False)
         self._refresh_targets()
 
@@ -500,9 +455,23 @@ class Session(QObject):
 
     def _on_page_switched(self, _page: str) -> None:
         self.set_selection([])
+        if self.host == self._shown_host:
+            # an instance opened or closed on the same page: the same run, seen at another level
+            self.results_changed.emit()
+            return
+        self._shown_host = self.host
         self.clear_gradients()                # the new page's last run's come back just below
         self._refresh_targets()
         self._results_changed()
+
+    def _on_location_changed(self) -> None:
+        """Another instance of the same composite opened (the diagram drawn is the same, so no
+        page switch was announced) or another page's: the results shown follow."""
+        if self.host != self._shown_host:
+            self._on_page_switched(self.doc.current_page)
+        else:
+            self.set_selection([])
+            self.results_changed.emit()
 
     def _on_project_replaced(self) -> None:
         self._pages.clear()
@@ -510,6 +479,7 @@ class Session(QObject):
         self._queued = None
         self._waiting = None
         self._token += 1                      # a run of the old project is not shown
+        self._shown_host = self.host
         self.set_selection([])
         self.clear_gradients()
         self._refresh_targets()
@@ -518,6 +488,8 @@ class Session(QObject):
 
     # ---------------------------------------------------------------- renames: followed here only
     def _on_page_renamed(self, old: str, new: str) -> None:
+        if self._shown_host == old:
+            self._shown_host = new
         if old in self._pages:
             self._pages[new] = self._pages.pop(old)
             self._pages[new].page = new
@@ -533,7 +505,8 @@ class Session(QObject):
         picked = self._picked.get(page)
         if picked is not None and split_port_text(picked)[0] == old:
             self._picked[page] = port_text(new, split_port_text(picked)[1])
-        self._gradients_edited(page)
+        for host in self._hosts_of(page):
+            self._gradients_edited(host)
         if page == self.doc.current_page:
             # The canvas rebuilt its items and selects them again from here: said even unchanged.
             self._selection = [new if n == old else n for n in self._selection]
