@@ -1,0 +1,19 @@
+"""Defects found by the issue-14 audit (composites), each test named after its defect."""
+from __future__ import annotations
+
+from blockflow.compile.compiler import compile_project
+from composite_kit import mlp_project
+
+
+def _errors(program):
+    return [d.message for d in program.diagnostics if d.severity == "error"]
+
+
+def test_defect_int_parameter_beyond_float_range_crashed_compile():
+    # units = 10**400 (a file may hold any integer) raised OverflowError out of the int check
+    # and again out of the tensor-size message: an internal error instead of a diagnostic.
+    project = mlp_project()
+    project.pages[0].nodes["d1"].attrs["units"] = 10 ** 400
+    errors = _errors(compile_project(project, "main"))
+    assert errors and any("the limit for one tensor is" in e and "10^" in e for e in errors), errors
+
