@@ -17,3 +17,15 @@ def test_defect_int_parameter_beyond_float_range_crashed_compile():
     errors = _errors(compile_project(project, "main"))
     assert errors and any("the limit for one tensor is" in e and "10^" in e for e in errors), errors
 
+
+def test_defect_sharing_with_other_parameters_silently_used_the_other_shape():
+    # d1b (units 7) sharing d1's Variables (units 5) compiled "ok" and computed 5 wide.
+    project = mlp_project(share=True)
+    page = project.pages[0]
+    page.nodes["d1b"].attrs["units"] = 7
+    program = compile_project(project, "main")
+    errors = [d for d in program.diagnostics if d.severity == "error"]
+    assert any(d.node == "d1b" and "cannot share Variables with 'd1'" in d.message
+               and "7" in d.message for d in errors), errors
+    page.nodes["d1b"].attrs["units"] = 5
+    assert not _errors(compile_project(project, "main"))
