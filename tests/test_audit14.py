@@ -29,3 +29,17 @@ def test_defect_sharing_with_other_parameters_silently_used_the_other_shape():
                and "7" in d.message for d in errors), errors
     page.nodes["d1b"].attrs["units"] = 5
     assert not _errors(compile_project(project, "main"))
+
+
+def test_defect_grouping_a_definitions_input_took_the_port_from_every_instance():
+    # Inside Dense (opened at d1), grouping its Input x with MatMul_1 moved x into the new
+    # composite: Dense lost its port, and every instance failed ("has no input port 'x'").
+    from blockflow.compile.grouping import plan_group
+    from blockflow.errors import ProjectError
+    import pytest
+    project = mlp_project()
+    program = compile_project(project, "main")
+    with pytest.raises(ProjectError, match="x is a port of Dense .*leave it out of the group"):
+        plan_group(project, "@Dense", ["x", "MatMul_1"], "Inner", program, "d1")
+    with pytest.raises(ProjectError, match="y is a port of Dense"):
+        plan_group(project, "@Dense", ["Relu_1", "y"], "Inner", program, "d1")

@@ -110,8 +110,14 @@ def _level_id(level: str, node: str) -> str:
 def _group_refusal(project: Project, page, ids: list) -> None:
     """Refuse what a group cannot carry, naming the block and why."""
     chosen = set(ids)
+    definition = composite_name(page.name)
     for nid in ids:
         node = page.nodes[nid]
+        if definition is not None and node.block in (INPUT_BLOCK, OUTPUT_BLOCK):
+            # inside the group it would be the new composite's port, and no longer this one's:
+            # every instance of the definition would lose the port and its wires
+            raise ProjectError(f"{nid} is a port of {definition} ({node.block} "
+                               f"'{node.attrs.get('name', nid)}'): leave it out of the group")
         if nid in page.feeds:
             raise ProjectError(f"{nid} has a saved feed, which belongs to the page: leave it out of the group")
         for _key, name in (r for v in node.attrs.values() for r in refs_in(v) if r[0] == DIM_REF):
