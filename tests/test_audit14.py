@@ -43,3 +43,18 @@ def test_defect_grouping_a_definitions_input_took_the_port_from_every_instance()
         plan_group(project, "@Dense", ["x", "MatMul_1"], "Inner", program, "d1")
     with pytest.raises(ProjectError, match="y is a port of Dense"):
         plan_group(project, "@Dense", ["Relu_1", "y"], "Inner", program, "d1")
+
+
+def test_defect_grouping_inside_a_definition_fixed_the_sizes_of_the_instance_it_was_opened_at():
+    # Dense is used as d1 (3 -> 5) and d2 (5 -> 2). Opened at d1, grouping MatMul_1 and
+    # BiasAdd_1 declared the new composite's Inputs [4, 3], [3, 5], [5]: d2 then failed
+    # ("input 'b' is declared with shape [3, 5] but is given [5,2]").
+    from blockflow.compile.grouping import plan_group, restructure
+    project = mlp_project()
+    program = compile_project(project, "main")
+    restructure(project, plan_group(project, "@Dense", ["MatMul_1", "BiasAdd_1"], "Affine", program, "d1"))
+    shapes = {n.attrs["name"]: n.attrs.get("shape") for n in project.composites["Affine"].page.nodes.values()
+              if n.block == "Input"}
+    assert shapes == {"a": [-1, -1], "b": [-1, -1], "bias": [-1]}
+    after = compile_project(project, "main")
+    assert after.ok, [str(d) for d in after.errors]
