@@ -57,6 +57,9 @@ class DiagramScene(QGraphicsScene):
         self.style = style
         self.page = None
         self.program = None
+        #: the flat id of the opened instance drawn ("" for a page or a definition alone): the
+        #: types and problems shown are then the host page's program's at that instance
+        self.level = ""
         self.node_items: dict[str, NodeItem] = {}
         self.edge_items: dict[Edge, EdgeItem] = {}
         self.show_grid = True
@@ -67,15 +70,16 @@ class DiagramScene(QGraphicsScene):
         self.setBackgroundBrush(style.background)
 
     # -------------------------------------------------------------------- building
-    def load(self, page, program=None) -> None:
-        """Build the items of ``page`` (replacing whatever was shown)."""
+    def load(self, page, program=None, level: str = "") -> None:
+        """Build the items of ``page`` (replacing whatever was shown); ``program`` is compiled
+        from it, or from a host page that has it open at instance ``level``."""
         self.clear()
         self.node_items.clear()
         self.edge_items.clear()
         self.overview = None
         self.overview_on = False
         self.page = page
-        self.program = program
+        self.program, self.level = program, level
         self.style.set_fine_wires(len(page.edges) >= FINE_WIRES_MIN_EDGES)
         self.style.title_lod = Style.FLAT_LOD if len(page.nodes) < FAR_TITLES_MAX_NODES else Style.DETAIL_LOD
         incoming: dict[str, list] = {}
@@ -90,7 +94,7 @@ class DiagramScene(QGraphicsScene):
         self.fit_scene_rect()
 
     def _make_node(self, nid: str, incoming=(), outgoing=()) -> NodeItem:
-        data = node_data(self.page, nid, self.registry, incoming, outgoing, self.program)
+        data = node_data(self.page, nid, self.registry, incoming, outgoing, self.program, self.level)
         item = NodeItem(data, self.style)
         item.setPos(*self.page.nodes[nid].position)
         self.addItem(item)
@@ -109,7 +113,7 @@ class DiagramScene(QGraphicsScene):
             return None
         item = EdgeItem(e, src, dst, self.style)
         if self.program is not None:
-            item.set_class(wire_class(self.program, e))
+            item.set_class(self._wire_class(self.program, e))
         self.addItem(item)
         if self.overview_on:
             item.setVisible(False)
@@ -131,7 +135,7 @@ class DiagramScene(QGraphicsScene):
         if item is None or nid not in self.page.nodes:
             return
         inc, out = self.node_wires(nid)
-        if item.set_data(node_data(self.page, nid, self.registry, inc, out, self.program)):
+        if item.set_data(node_data(self.page, nid, self.registry, inc, out, self.program, self.level)):
             for e in item.edges:
                 e.update_path()
         self._overview_dirty()
@@ -157,6 +161,7 @@ class DiagramScene(QGraphicsScene):
         d.structure_changed.connect(self._on_structure)
         d.program_ready.connect(self._on_program_ready)
         d.current_page_changed.connect(self.reload)
+        d.location_changed.connect(self._apply_ready_program)   # another instance of one diagram
         d.page_renamed.connect(self._on_page_renamed)
         d.node_renamed.connect(self._on_node_renamed)
         d.project_replaced.connect(self.reload)
@@ -167,7 +172,7 @@ class DiagramScene(QGraphicsScene):
         self.about_to_reload.emit()
         self.blockSignals(True)         # no selectionChanged for items about to go
         self.registry = self.doc.blocks       # (another project: other composites)
-        self.load(self.doc.page(), self.doc.ready_program())
+        self.load(self.doc.page(), *self._source())
         self.blockSignals(False)
         self._compile_timer.start(0)
         self.reloaded.emit()
@@ -179,17 +184,31 @@ class DiagramScene(QGraphicsScene):
     def _current(self, page: str) -> bool:
         return page == self.doc.current_page and self.page is self.doc.page()
 
+    def _source(self) -> tuple:
+        """(program, level) to show: an instance opened from a page is shown with the host
+        page's program at its level (a definition compiled alone leaves its named dimensions
+        open, so its blocks would show errors the model does not have); otherwise the diagram's
+        own program."""
+        loc = self.doc.location
+        if loc.host is not None and loc.level and loc.diagram == self.doc.current_page:
+            return self.doc.ready_program(loc.host), loc.level
+        return self.doc.ready_program(), ""
+
     def _apply_ready_program(self) -> None:
         """Show the page's program once it is compiled (program_ready calls again until then)."""
         if self.page is not None:
-            program = self.doc.ready_program()
-            if program is not None and program is not self.program:
-                if self.apply_program(program):
+            program, level = self._source()
+            if program is not None and (program is not self.program or level != self.level):
+                if self.apply_program(program, level):
                     self.contents_changed.emit()
 
     def _on_program_ready(self, page):
-        if self._current(page):
+        loc = self.doc.location
+        if self._current(page) or (self.level and page == loc.host and self.page is self.doc.page()):
             self._apply_ready_program()
+
+    def _wire_class(self, program, e: Edge) -> str:
+        return wire_class(program, program.flat_wire(self.level, e) if self.level else e)
 
     def _on_node_added(self, page, nid):
         if self._current(page):
@@ -283,12 +302,14 @@ class DiagramScene(QGraphicsScene):
                     item.setPos(x, y)
         self._overview_dirty()
 
-    def apply_program(self, program) -> bool:
+    def apply_program(self, program, level: str = "") -> bool:
         """Show a compiled program: port and wire dtypes, error outlines. After another program
         of the page, only the blocks and wires it shows otherwise are redrawn: an edit costs
         what it changed, not the page. True when anything is drawn otherwise."""
         old, self.program = self.program, program
-        if old is None:
+        if old is None or level or level != self.level:
+            # (program_changes compares a page's programs; at an instance's level, all is redrawn)
+            self.level = level
             nodes, edges = self.page.nodes, self.edge_items
         else:
             nodes, edges = program_changes(old, program)
@@ -297,7 +318,7 @@ class DiagramScene(QGraphicsScene):
         for e in edges:
             item = self.edge_items.get(e)
             if item is not None:
-                item.set_class(wire_class(program, e))
+                item.set_class(self._wire_class(program, e))
         if nodes or edges:
             self._overview_dirty()
         return bool(nodes or edges)
