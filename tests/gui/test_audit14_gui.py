@@ -31,3 +31,23 @@ def test_defect_an_opened_instance_showed_errors_of_its_definition_compiled_alon
     wait_shown(qtbot, window)
     assert window.document.location.level == "d2"
     assert any("the limit for one tensor" in e for e in view.node_item("W").data.errors), view.node_item("W").data.errors
+
+
+def test_defect_a_project_of_many_composites_took_minutes_to_open(qtbot, tmp_path, monkeypatch):
+    # The palette counted each composite's instances with a pass over every diagram: 10,000
+    # composites (the file limit) made 10,000 passes over 10,000 diagrams, 135 s before the
+    # window showed. The counts now take one pass: scans of the diagrams must not grow with
+    # the number of composites.
+    from blockflow.project import Project
+    from composite_kit import dense
+    project = mlp_project()
+    for i in range(300):
+        project.composites[f"D{i}"] = dense(f"D{i}")
+    scans = []
+    real = Project.diagrams
+    monkeypatch.setattr(Project, "diagrams", lambda self: scans.append(1) or real(self))
+    window = make_window(qtbot, tmp_path, project)
+    window.sync_composites()
+    assert len(scans) < 20, len(scans)
+    rows = window.palette_panel._rows
+    assert "used 2 times" in rows["@Dense"].toolTip(0) and "used 0 times" in rows["@D7"].toolTip(0)
