@@ -58,3 +58,10 @@ def test_defect_grouping_inside_a_definition_fixed_the_sizes_of_the_instance_it_
     assert shapes == {"a": [-1, -1], "b": [-1, -1], "bias": [-1]}
     after = compile_project(project, "main")
     assert after.ok, [str(d) for d in after.errors]
+
+
+def test_defect_an_instance_sharing_with_itself_was_said_to_share_in_a_circle():
+    project = mlp_project()
+    project.pages[0].nodes["d1"].attrs["share_variables_with"] = "d1"
+    errors = _errors(compile_project(project, "main"))
+    assert "cannot share Variables with 'd1': an instance cannot share its own Variables" in errors, errors

@@ -331,7 +331,8 @@ class _Flattener:
                 target = insts[target].shares
             other = insts.get(target)
             if other is None or target in seen:
-                why = ("they share in a circle" if target in seen else
+                why = ("an instance cannot share its own Variables" if inst.shares == path else
+                       "they share in a circle" if target in seen else
                        f"there is no instance '{inst.shares}' beside it")
                 self.problem(path, None, f"cannot share Variables with '{inst.shares}': {why}")
             elif other.composite != inst.composite:
