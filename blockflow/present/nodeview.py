@@ -62,9 +62,10 @@ def format_inline(value) -> str:
     return f"{short.get(arr.dtype.name, arr.dtype.name)}{shape_text(arr.shape)}"
 
 
-def wire_class(program, edge) -> str:
-    """The dtype class a wire is drawn in: its inferred dtype's, or "none" when not inferred."""
-    t = program.wire_type(edge)
+def wire_class(program, edge, level: str = "") -> str:
+    """The dtype class a wire is drawn in: its inferred dtype's, or "none" when not inferred.
+    ``level``: the opened instance (a flat id of ``program``) whose diagram ``edge`` is drawn in."""
+    t = program.wire_type(program.flat_wire(level, edge) if level else edge)
     return dtype_class(t.dtype) if t is not None else "none"
 
 

@@ -1,0 +1,135 @@
+"""An opened instance is drawn from its host page's program, as a page is: the types, problems and
+values of the blocks inside ``d1`` are those of ``main/d1/...`` (not the definition compiled alone,
+whose required parameters have no value); closed instances show typed ports, on the canvas and in
+``blockflow render``; a page's colour scale is over the wires drawn there; a closed loss instance
+shows its value. Pictures: BLOCKFLOW_PICTURES=folder keeps them."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QPoint, QSettings, Qt
+from PySide6.QtGui import QFont
+from PySide6.QtWidgets import QApplication, QMessageBox
+
+from blockflow.gui.canvas.tooltips import tooltip_at
+from blockflow.gui.document.document import Document
+from blockflow.gui.document.location import Location
+from blockflow.gui.main_window.window import MainWindow
+
+from composite_kit import mlp_project
+
+X = np.random.RandomState(0).randn(4, 3).astype(np.float32)
+
+
+@pytest.fixture(autouse=True)
+def no_dialogs(monkeypatch, qapp):
+    qapp.setFont(QFont("DejaVu Sans", 9))
+    monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: QMessageBox.Discard))
+
+
+def laid_out():
+    p = mlp_project()
+    page = p.page("main")
+    page.feeds["X"] = X
+    for nid, pos in {"X": (0, 60), "d1": (240, 0), "d2": (480, 0), "loss": (720, 0)}.items():
+        page.nodes[nid].position = pos
+    inner = p.composites["Dense"].page
+    for nid, pos in {"x": (0, 0), "W": (0, 120), "b": (240, 160), "MatMul_1": (220, 0),
+                     "BiasAdd_1": (440, 40), "Relu_1": (660, 40), "y": (880, 40)}.items():
+        inner.nodes[nid].position = pos
+    return p
+
+
+def make_window(qtbot, tmp_path, project):
+    window = MainWindow(Document(project), QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat))
+    qtbot.addWidget(window)
+    window.maybe_save = lambda: True
+    window.resize(1400, 850)
+    window.show()
+    qtbot.waitExposed(window)
+    window.view.fit_to_view()
+    QApplication.processEvents()
+    return window
+
+
+def node_point(view, node: str) -> QPoint:
+    return view.mapFromScene(view.node_item(node).sceneBoundingRect().center())
+
+
+def double_click(qtbot, view, node: str) -> None:
+    qtbot.mouseDClick(view.viewport(), Qt.LeftButton, Qt.NoModifier, node_point(view, node))
+    QApplication.processEvents()
+
+
+def port_tip(view, node: str, port: str) -> str:
+    item = view.node_item(node)
+    return tooltip_at(view, item.port_scene_pos(port))
+
+
+def classes(item):
+    return {p.name: p.cls for p in item.data.inputs + item.data.outputs}
+
+
+def keep_picture(window, name, tmp_path):
+    folder = os.environ.get("BLOCKFLOW_PICTURES") or str(tmp_path)
+    path = os.path.join(folder, name)
+    assert window.grab().save(path)
+    return path
+
+
+def test_an_opened_instance_draws_types_and_problems_from_the_host_page(qtbot, tmp_path):
+    window = make_window(qtbot, tmp_path, laid_out())
+    doc, view = window.document, window.view
+    # the closed instances' ports are typed from the page's program, on the canvas
+    assert classes(view.node_item("d1")) == {"x": "float", "y": "float"}
+    assert "float32[4,3]" in port_tip(view, "d1", "x")
+    assert "float32[4,5]" in port_tip(view, "d1", "y")
+    double_click(qtbot, view, "d1")
+    assert doc.location == Location("@Dense", "main", "d1")
+    scene = view.diagram_scene()
+    assert scene.level == "d1" and scene.program is doc.ready_program("main")
+    # no red: W's shape [features, units] is [3, 5] in d1 (alone, 'units' has no value)
+    for nid, item in scene.node_items.items():
+        assert item.data.errors == (), (nid, item.data.errors)
+    assert "float32[3,5]" in port_tip(view, "W", "ref")
+    assert "float32[4,5]" in port_tip(view, "MatMul_1", "product")
+    assert all(cls == "float" for cls in classes(view.node_item("MatMul_1")).values())
+    assert {e.cls for e in scene.edge_items.values()} == {"float"}
+    keep_picture(window, "opened_instance_types.png", tmp_path)
+    # another instance of the same definition: the same diagram, d2's types ([5, 2])
+    doc.set_location(Location.at(doc.project, "main", "d2"))
+    QApplication.processEvents()
+    assert scene is view.diagram_scene() and scene.level == "d2"
+    assert "float32[5,2]" in port_tip(view, "W", "ref")
+    # the definition opened alone is its own compile: 'units' has no default, so W cannot be made
+    doc.set_location(Location("@Dense", None))
+    qtbot.waitUntil(lambda: view.diagram_scene().program is not None
+                    and view.node_item("W").data.errors != (), timeout=3000)
+    assert view.diagram_scene().level == ""
+    # back in d1 the red goes again, and Esc goes up to the page
+    doc.set_location(Location.at(doc.project, "main", "d1"))
+    QApplication.processEvents()
+    assert view.node_item("W").data.errors == ()
+    view.setFocus()
+    qtbot.keyClick(view.viewport(), Qt.Key_Escape)
+    assert doc.current_page == "main" and view.diagram_scene().level == ""
+    assert classes(view.node_item("d2")) == {"x": "float", "y": "float"}
+
+
+def test_a_problem_of_one_instance_is_drawn_in_it_not_in_the_others(qtbot, tmp_path):
+    p = laid_out()
+    p.page("main").nodes["d2"].attrs["units"] = 0         # out of range: d2's problem only
+    window = make_window(qtbot, tmp_path, p)
+    doc, view = window.document, window.view
+    qtbot.waitUntil(lambda: view.node_item("d2").data.errors != (), timeout=3000)
+    assert view.node_item("d1").data.errors == ()
+    double_click(qtbot, view, "d1")
+    assert all(item.data.errors == () for item in view.diagram_scene().node_items.values())
+    # an edit inside the definition is drawn from the host's new program once it is compiled
+    doc.set_attr("MatMul_1", "transpose_a", True)       # [3, 4] @ [3, 5]: fails in d1
+    qtbot.waitUntil(lambda: view.node_item("MatMul_1").data.errors != (), timeout=3000)
+    assert view.diagram_scene().level == "d1"
+    doc.undo_stack.undo()
+    qtbot.waitUntil(lambda: view.node_item("MatMul_1").data.errors == (), timeout=3000)
