@@ -133,3 +133,53 @@ def test_a_problem_of_one_instance_is_drawn_in_it_not_in_the_others(qtbot, tmp_p
     assert view.diagram_scene().level == "d1"
     doc.undo_stack.undo()
     qtbot.waitUntil(lambda: view.node_item("MatMul_1").data.errors == (), timeout=3000)
+
+
+# ------------------------------------------------------------------------------- a loss instance
+def with_loss_instance():
+    """The MLP whose loss is a closed instance of a one-output composite (y -> Mean -> loss)."""
+    from blockflow.composite import Composite, block_name
+
+    p = laid_out()
+    comp = Composite("MeanLoss", doc="the mean of x")
+    comp.page.add_node("Input", id="x", attrs={"name": "x", "dtype": "float32", "shape": ["b", "k"]})
+    comp.page.add_node("Mean", id="mean", position=(200, 0))
+    comp.page.add_node("Output", id="loss_out", attrs={"name": "loss"}, position=(400, 0))
+    comp.page.connect("x", "output", "mean", "input")
+    comp.page.connect("mean", "output", "loss_out", "input")
+    p.composites["MeanLoss"] = comp
+    page = p.page("main")
+    del page.nodes["loss"]
+    page.edges = [e for e in page.edges if "loss" not in (e.src, e.dst)]
+    page.add_node(block_name("MeanLoss"), id="loss", position=(720, 0))
+    page.connect("d2", "y", "loss", "x")
+    page.loss = "loss"
+    return p
+
+
+def test_a_closed_loss_instance_shows_its_value_in_the_editor_and_in_render(qtbot, tmp_path):
+    from blockflow.gui.canvas.render import _drawn_scene
+    from blockflow.gui.common.theme import Style
+    from blockflow.registry import default_registry
+
+    p = with_loss_instance()
+    window = make_window(qtbot, tmp_path, p)
+    with qtbot.waitSignal(window.session.run_finished, timeout=5000) as blocker:
+        qtbot.keyClick(window.view, Qt.Key_F5, Qt.ShiftModifier)
+    QApplication.processEvents()
+    result = blocker.args[0]
+    value = float(result.values[("loss/loss_out", "output")])
+    item = window.view.node_item("loss")
+    assert [p.label for p in item.data.outputs] == ["loss"] and item.data.is_loss
+    shown = item.results.summaries["loss"] if item.results is not None else None
+    assert shown is not None and shown.kind == "scalar"
+    assert float(shown.value_text) == pytest.approx(value, rel=1e-3)
+    # render draws the instance with its ports named (no "x ?") and its value
+    scene, _, _ = _drawn_scene(p.page("main"), default_registry(), Style(QApplication.instance().palette()),
+                               "run", None, p.composites)
+    drawn = scene.node_items["loss"]
+    assert [q.label for q in drawn.data.inputs] == ["x"] and [q.label for q in drawn.data.outputs] == ["loss"]
+    assert [q.label for q in scene.node_items["d1"].data.inputs] == ["x"]
+    assert {q.cls for q in scene.node_items["d1"].data.inputs + scene.node_items["d1"].data.outputs} == {"float"}
+    shown = drawn.results.summaries["loss"] if drawn.results is not None else None
+    assert shown is not None and float(shown.value_text) == pytest.approx(value, rel=1e-3)
