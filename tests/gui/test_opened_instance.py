@@ -183,3 +183,68 @@ def test_a_closed_loss_instance_shows_its_value_in_the_editor_and_in_render(qtbo
     assert {q.cls for q in scene.node_items["d1"].data.inputs + scene.node_items["d1"].data.outputs} == {"float"}
     shown = drawn.results.summaries["loss"] if drawn.results is not None else None
     assert shown is not None and float(shown.value_text) == pytest.approx(value, rel=1e-3)
+
+
+# ------------------------------------------------------------------------------- the colour scale
+def with_mask_instance():
+    """X -> d1 -> d2 -> shift -> loss, where the closed instance ``shift`` adds c x -1e9 (c = 0):
+    the wire from the constant c carries a gradient of about 1e10 that reaches nothing learnt, as
+    an attention mask's does."""
+    from blockflow.composite import Composite, block_name
+
+    p = laid_out()
+    comp = Composite("Shift", doc="x + c * -1e9 (c = 0)")
+    g = comp.page
+    g.add_node("Input", id="x", attrs={"name": "x", "dtype": "float32", "shape": ["b", "k"]})
+    g.add_node("Const", id="c", attrs={"value": np.float32(0.0)}, position=(0, 120))
+    g.add_node("Const", id="neg", attrs={"value": np.float32(-1e9)}, position=(0, 240))
+    g.add_node("Multiply", id="mask", position=(220, 160))
+    g.add_node("Add", id="add", position=(440, 0))
+    g.add_node("Output", id="y", attrs={"name": "y"}, position=(660, 0))
+    g.connect("c", "output", "mask", "x")
+    g.connect("neg", "output", "mask", "y")
+    g.connect("x", "output", "add", "x")
+    g.connect("mask", "z", "add", "y")
+    g.connect("add", "z", "y", "input")
+    p.composites["Shift"] = comp
+    page = p.page("main")
+    page.edges = [e for e in page.edges if not (e.src == "d2" and e.dst == "loss")]
+    page.add_node(block_name("Shift"), id="shift", position=(720, 0))
+    page.nodes["loss"].position = (960, 0)
+    page.connect("d2", "y", "shift", "x")
+    page.connect("shift", "y", "loss", "input")
+    return p
+
+
+def test_a_huge_gradient_into_a_constant_inside_an_instance_does_not_grey_the_page(qtbot, tmp_path):
+    from blockflow.gui.canvas.gradstyle import LEVELS
+    from blockflow.present.gradview import norm
+    from blockflow.project import Edge
+
+    window = make_window(qtbot, tmp_path, with_mask_instance())
+    view, hl = window.view, window.view.gradients
+    with qtbot.waitSignal(window.session.run_finished, timeout=5000) as blocker:
+        qtbot.keyClick(view, Qt.Key_F5, Qt.ShiftModifier)
+    QApplication.processEvents()
+    result = blocker.args[0]
+    mask = Edge("shift/c", "output", "shift/mask", "x")
+    huge = norm(result.edge_grads[mask])
+    page_norms = [norm(result.edge_grads[window.session.gradients.wires[e].edge])
+                  for e in (Edge("X", "output", "d1/x", "input"), Edge("d1/y", "output", "d2/x", "input"),
+                            Edge("d2/y", "output", "shift/x", "input"), Edge("shift/y", "output", "loss", "input"))]
+    assert huge > 1e6 * max(page_norms)           # would have put every page wire under the ≈ 0 floor
+    assert max(page_norms) <= hl.scale.high < huge / 1e3     # the scale ends at what reaches d1, d2
+    # every wire drawn on the page carries a colour of the scale, none is drawn as ≈ 0
+    for e in window.document.page().edges:
+        style = hl.wire_style(e)
+        assert style.state == "flows" and 0 <= style.level < LEVELS, (e, style)
+    keep_picture(window, "mask_page.png", tmp_path)
+    # opened: the same scale; the constant's wire is drawn at its top and says why
+    scale = hl.scale
+    double_click(qtbot, view, "shift")
+    assert hl.level == "shift" and hl.scale == scale
+    inner = Edge("c", "output", "mask", "x")
+    assert hl.wire_style(inner).level == LEVELS - 1
+    assert any("top of the scale" in line for line in hl.edge_tooltip(inner))
+    assert hl.wire_style(Edge("x", "output", "add", "x")).level >= 0
+

@@ -114,12 +114,17 @@ class GradientHighlighter(QObject):
 
     @staticmethod
     def _scale_of(gview: GradientView) -> GradientScale:
-        """The log scale of the norms, from the smallest that is not negligible to the largest."""
-        full = gview.scale(LEVELS)
-        if full.empty:
-            return full
-        floor = full.high * NEGLIGIBLE
-        return GradientScale(min(n for n in gview.norms() if n >= floor), full.high, LEVELS)
+        """The log scale of the norms, from the smallest that is not negligible to the largest of
+        the gradients that reach something learnt or fed (GradientView.learning_norms): a wire
+        whose gradient only runs into constants is drawn at the top if it is larger, it does not
+        stretch the scale until the model's own wires look like no gradient. One scale for the
+        whole program: an opened instance's wires are coloured as a page's are, and the same
+        colour means the same size at every level."""
+        high = GradientScale.from_norms(gview.learning_norms(), LEVELS).high
+        if high <= 0:
+            return GradientScale.from_norms(gview.norms(), LEVELS)
+        floor = high * NEGLIGIBLE
+        return GradientScale(min(n for n in gview.norms() if floor <= n <= high), high, LEVELS)
 
     def show_paths(self, gview: GradientView, level: str = "") -> None:
         """Where gradient can flow to the view's target, before any run: one highlight colour for
@@ -230,6 +235,10 @@ class GradientHighlighter(QObject):
             elif self.scale is not None and info.norm < self.scale.low:
                 lines.append(html.escape(f"drawn as ≈ 0: below {power_text(NEGLIGIBLE)} × the largest gradient "
                                          f"({short_number(self.scale.high)}), zero up to rounding or vanished"))
+            elif self.scale is not None and info.norm > self.scale.high:
+                lines.append(html.escape(f"drawn at the top of the scale: larger than every gradient on its way "
+                                         f"to a Variable, a Placeholder or data ({short_number(self.scale.high)}); "
+                                         f"this one only runs into values nothing learns"))
         fan = g.fanout_of(edge.src, edge.src_port)
         if fan is not None and any(e == edge for e, _ in fan.contributions):
             lines.append(html.escape(f"one of {len(fan.contributions)} gradients that add up at "
