@@ -194,7 +194,13 @@ class GradientView:
                 state, cutters = UNREACHED, ()
             else:
                 state, cutters = IDLE, ()
-            info = WireInfo(edge, state, paths.reason(edge), cutters)
+            reason = paths.reason(edge)
+            if state == CUT:
+                t = program.wire_type(edge)
+                if t is not None and not t.is_float:
+                    # not cut by a block: its relaxed paths' cutters would only mislead
+                    reason = f"carries {t.dtype.name} values: integer and boolean wires carry no gradient"
+            info = WireInfo(edge, state, reason, cutters)
             if result is not None:
                 info.value = result.values.get((edge.src, edge.src_port))
                 g = result.edge_grads.get(edge)

@@ -248,3 +248,32 @@ def test_a_huge_gradient_into_a_constant_inside_an_instance_does_not_grey_the_pa
     assert any("top of the scale" in line for line in hl.edge_tooltip(inner))
     assert hl.wire_style(Edge("x", "output", "add", "x")).level >= 0
 
+
+
+# ------------------------------------------------------------------------------- what cuts
+def test_fgsm_legend_names_the_blocks_that_cut_and_not_the_identity_an_int_wire_passes(qtbot, tmp_path):
+    from pathlib import Path
+
+    from blockflow.io.project_io import load_project
+    from blockflow.project import Edge
+
+    sample = Path(__file__).resolve().parents[2] / "sample_projects" / "fgsm_adversarial_training.bflow.json"
+    window = make_window(qtbot, tmp_path, load_project(sample))
+    view, hl = window.view, window.view.gradients
+    with qtbot.waitSignal(window.session.run_finished, timeout=10000):
+        qtbot.keyClick(view, Qt.Key_F5, Qt.ShiftModifier)
+    QApplication.processEvents()
+    assert hl.wire_style(Edge("x", "output", "mlp", "x")).state == "flows"
+    assert hl.wire_style(Edge("x_adv", "output", "mlp_adv", "x")).state == "flows"
+    # the dash-dot wire out of x goes to the perturbation, which x_adv's StopGradient cuts
+    cut = Edge("x", "output", "perturbed", "x")
+    assert hl.wire_style(cut).state == "cut"
+    assert "x_adv (StopGradient)" in hl.edge_tooltip(cut)[0]
+    # the int32 labels are not "cut by" the Identity they pass: they carry no gradient
+    labels = Edge("data", "labels", "labels", "input")
+    assert hl.wire_style(labels).state == "cut"
+    assert hl.edge_tooltip(labels)[0].startswith("carries int32 values")
+    rows = [text for _, text in hl.legend.rows]
+    assert "cut by Gradients, Sign, StopGradient; int32 wires carry no gradient" in rows
+    assert not any("Identity" in text for text in rows)
+    keep_picture(window, "fgsm_legend.png", tmp_path)

@@ -32,6 +32,15 @@ from blockflow.gui.common.theme import Style
 __all__ = ["GradientHighlighter"]
 
 
+def _cut_row(blocks: list[str], dtypes: list[str]) -> str:
+    """The legend's text for the cut wires drawn: the blocks that cut float wires, and the integer
+    or boolean wires, which carry no gradient whatever block they pass."""
+    parts = ["cut by " + ", ".join(blocks)] if blocks else []
+    if dtypes:
+        parts.append(f"{' and '.join(dtypes)} wires carry no gradient")
+    return "; ".join(parts) or "cut by a block"
+
+
 # ------------------------------------------------------------------------------------- highlighter
 class GradientHighlighter(QObject):
     """Colours a DiagramScene's wires by a GradientView (``view.gradients`` on the canvas; also
@@ -369,8 +378,7 @@ class GradientHighlighter(QObject):
         elif zero:
             rows.append((self._pens.zero, f"gradient 0 or ≈ 0 (< {power_text(NEGLIGIBLE)} × the largest)"))
         if counts.get(CUT):
-            cutters = sorted({g.program.spec_of(c).name for c in g.cut_by if g.program.step(c) is not None})
-            rows.append((self._pens.cut, "cut by " + (", ".join(cutters) if cutters else "a block")))
+            rows.append((self._pens.cut, _cut_row(*self._lv.cut_legend())))
         if sum(n for s, n in counts.items() if s not in (FLOWS, CUT)):
             rows.append((self._pens.no_grad, f"no gradient to {target}"))
         self.legend.set(self.mode, target, self.scale, self._pens, rows)
