@@ -277,3 +277,28 @@ def test_fgsm_legend_names_the_blocks_that_cut_and_not_the_identity_an_int_wire_
     assert "cut by Gradients, Sign, StopGradient; int32 wires carry no gradient" in rows
     assert not any("Identity" in text for text in rows)
     keep_picture(window, "fgsm_legend.png", tmp_path)
+
+
+def test_gradient_paths_follow_an_edit_made_inside_an_opened_instance(qtbot, tmp_path):
+    from blockflow.project import Edge
+
+    window = make_window(qtbot, tmp_path, laid_out())
+    doc, view, hl = window.document, window.view, window.view.gradients
+    window.actions["gradient_paths"].trigger()          # View > Gradient Paths
+    QApplication.processEvents()
+    double_click(qtbot, view, "d1")
+    assert hl.mode == "paths" and hl.wire_style(Edge("W", "ref", "MatMul_1", "b")).state == "flows"
+    before = window.session.gradients
+    shown = []
+    window.session.gradients_changed.connect(lambda *_: shown.append(window.session.gradients))
+    doc.set_attr("W", "seed", 7)                          # the definition computes otherwise
+    qtbot.waitUntil(lambda: window.session.gradients is not None
+                    and window.session.gradients is not before, timeout=3000)
+    # recomputed on the host page's new program (never on the definition alone, which has no
+    # 'loss': the paths would have gone), still drawn at d1
+    assert None not in shown
+    assert window.session.gradients.program.page_name == "main"
+    assert window.session.gradients.program is doc.ready_program("main")
+    QApplication.processEvents()
+    assert hl.mode == "paths" and hl.level == "d1"
+    assert hl.wire_style(Edge("W", "ref", "MatMul_1", "b")).state == "flows"
