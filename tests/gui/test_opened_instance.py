@@ -302,3 +302,15 @@ def test_gradient_paths_follow_an_edit_made_inside_an_opened_instance(qtbot, tmp
     QApplication.processEvents()
     assert hl.mode == "paths" and hl.level == "d1"
     assert hl.wire_style(Edge("W", "ref", "MatMul_1", "b")).state == "flows"
+
+
+def test_renaming_the_host_page_keeps_an_opened_instance_drawn_from_it(qtbot, tmp_path):
+    window = make_window(qtbot, tmp_path, laid_out())
+    doc, view = window.document, window.view
+    double_click(qtbot, view, "d1")
+    doc.rename_page("main", "net")
+    QApplication.processEvents()
+    assert doc.location.host == "net" and view.diagram_scene().program_page == "net"
+    doc.set_attr("MatMul_1", "transpose_a", True)       # [3, 4] @ [3, 5]: fails in d1
+    qtbot.waitUntil(lambda: view.node_item("MatMul_1").data.errors != (), timeout=3000)
+    assert view.diagram_scene().program is doc.ready_program("net")

@@ -276,7 +276,9 @@ class DiagramScene(QGraphicsScene):
         if self._current(page):
             self.reload()
 
-    def _on_page_renamed(self, _old, new):
+    def _on_page_renamed(self, old, new):
+        if self.program_page == old:          # the host page of the instance shown
+            self.program_page = new
         if self.page is not None and self.page.name == new:
             self.refresh_all()
 
