@@ -85,6 +85,10 @@ def test_an_opened_instance_draws_types_and_problems_from_the_host_page(qtbot, t
     # the closed instances' ports are typed from the page's program, on the canvas
     assert classes(view.node_item("d1")) == {"x": "float", "y": "float"}
     assert "float32[4,3]" in port_tip(view, "d1", "x")
+    # ... and on their labels, as a layer summary gives them: its inside is not drawn
+    assert [p.label for p in view.node_item("d1").data.inputs] == ["x float32[4,3]"]
+    assert [p.label for p in view.node_item("d1").data.outputs] == ["y float32[4,5]"]
+    assert [p.label for p in view.node_item("X").data.outputs] == ["output"]     # a block: its name
     assert "float32[4,5]" in port_tip(view, "d1", "y")
     double_click(qtbot, view, "d1")
     assert doc.location == Location("@Dense", "main", "d1")
@@ -170,7 +174,7 @@ def test_a_closed_loss_instance_shows_its_value_in_the_editor_and_in_render(qtbo
     result = blocker.args[0]
     value = float(result.values[("loss/loss_out", "output")])
     item = window.view.node_item("loss")
-    assert [p.label for p in item.data.outputs] == ["loss"] and item.data.is_loss
+    assert [p.name for p in item.data.outputs] == ["loss"] and item.data.is_loss
     shown = item.results.summaries["loss"] if item.results is not None else None
     assert shown is not None and shown.kind == "scalar"
     assert float(shown.value_text) == pytest.approx(value, rel=1e-3)
@@ -178,8 +182,9 @@ def test_a_closed_loss_instance_shows_its_value_in_the_editor_and_in_render(qtbo
     scene, _, _ = _drawn_scene(p.page("main"), default_registry(), Style(QApplication.instance().palette()),
                                "run", None, p.composites)
     drawn = scene.node_items["loss"]
-    assert [q.label for q in drawn.data.inputs] == ["x"] and [q.label for q in drawn.data.outputs] == ["loss"]
-    assert [q.label for q in scene.node_items["d1"].data.inputs] == ["x"]
+    assert [q.label for q in drawn.data.inputs] == ["x float32[4,2]"]
+    assert [q.label for q in drawn.data.outputs] == ["loss float32[]"]
+    assert [q.label for q in scene.node_items["d1"].data.inputs] == ["x float32[4,3]"]
     assert {q.cls for q in scene.node_items["d1"].data.inputs + scene.node_items["d1"].data.outputs} == {"float"}
     shown = drawn.results.summaries["loss"] if drawn.results is not None else None
     assert shown is not None and float(shown.value_text) == pytest.approx(value, rel=1e-3)
