@@ -56,7 +56,12 @@ class DiagramScene(QGraphicsScene):
         self.registry = registry
         self.style = style
         self.page = None
+        #: the program the blocks' types, problems and wires are drawn from: the page's own, or,
+        #: inside an opened instance, the host page's (``program_page``), read at ``level``
         self.program = None
+        self.program_page: str | None = None
+        #: the opened instance's flat id in ``program`` ("" when a page or a definition alone is drawn)
+        self.level = ""
         self.node_items: dict[str, NodeItem] = {}
         self.edge_items: dict[Edge, EdgeItem] = {}
         self.show_grid = True
@@ -67,8 +72,10 @@ class DiagramScene(QGraphicsScene):
         self.setBackgroundBrush(style.background)
 
     # -------------------------------------------------------------------- building
-    def load(self, page, program=None) -> None:
-        """Build the items of ``page`` (replacing whatever was shown)."""
+    def load(self, page, program=None, level: str = "") -> None:
+        """Build the items of ``page`` (replacing whatever was shown). ``level``: when ``page`` is
+        a composite's diagram drawn inside an opened instance, that instance's flat id in
+        ``program`` (its host page's)."""
         self.clear()
         self.node_items.clear()
         self.edge_items.clear()
@@ -76,6 +83,7 @@ class DiagramScene(QGraphicsScene):
         self.overview_on = False
         self.page = page
         self.program = program
+        self.level = level
         self.style.set_fine_wires(len(page.edges) >= FINE_WIRES_MIN_EDGES)
         self.style.title_lod = Style.FLAT_LOD if len(page.nodes) < FAR_TITLES_MAX_NODES else Style.DETAIL_LOD
         incoming: dict[str, list] = {}
@@ -90,7 +98,7 @@ class DiagramScene(QGraphicsScene):
         self.fit_scene_rect()
 
     def _make_node(self, nid: str, incoming=(), outgoing=()) -> NodeItem:
-        data = node_data(self.page, nid, self.registry, incoming, outgoing, self.program)
+        data = node_data(self.page, nid, self.registry, incoming, outgoing, self.program, self.level)
         item = NodeItem(data, self.style)
         item.setPos(*self.page.nodes[nid].position)
         self.addItem(item)
@@ -109,7 +117,7 @@ class DiagramScene(QGraphicsScene):
             return None
         item = EdgeItem(e, src, dst, self.style)
         if self.program is not None:
-            item.set_class(wire_class(self.program, e))
+            item.set_class(wire_class(self.program, e, self.level))
         self.addItem(item)
         if self.overview_on:
             item.setVisible(False)
@@ -131,7 +139,7 @@ class DiagramScene(QGraphicsScene):
         if item is None or nid not in self.page.nodes:
             return
         inc, out = self.node_wires(nid)
-        if item.set_data(node_data(self.page, nid, self.registry, inc, out, self.program)):
+        if item.set_data(node_data(self.page, nid, self.registry, inc, out, self.program, self.level)):
             for e in item.edges:
                 e.update_path()
         self._overview_dirty()
@@ -160,6 +168,7 @@ class DiagramScene(QGraphicsScene):
         d.page_renamed.connect(self._on_page_renamed)
         d.node_renamed.connect(self._on_node_renamed)
         d.project_replaced.connect(self.reload)
+        d.location_changed.connect(self._on_location_changed)
         self.reload()
 
     def reload(self, *_why) -> None:
@@ -167,10 +176,41 @@ class DiagramScene(QGraphicsScene):
         self.about_to_reload.emit()
         self.blockSignals(True)         # no selectionChanged for items about to go
         self.registry = self.doc.blocks       # (another project: other composites)
-        self.load(self.doc.page(), self.doc.ready_program())
+        self.program_page, level = self._program_source()
+        self.load(self.doc.page(), self.doc.ready_program(self.program_page), level)
         self.blockSignals(False)
         self._compile_timer.start(0)
         self.reloaded.emit()
+
+    def _program_source(self) -> tuple[str, str]:
+        """(the page whose program the diagram shown is drawn from, the level in it): inside an
+        opened instance the host page's run is what the canvas shows, so its types and problems
+        are too (a definition compiled alone has its parameters' defaults and open dimensions: its
+        Variables would be outlined red where the instance is fine)."""
+        loc, current = self.doc.location, self.doc.current_page
+        if loc.diagram == current and loc.level and loc.host is not None:
+            return loc.host, loc.level
+        return current, ""
+
+    def _on_location_changed(self) -> None:
+        """Another instance of the same definition opened (or the definition alone, or back): the
+        diagram is the same, its types and problems come from elsewhere."""
+        if self.page is None or self.page is not self.doc.page():
+            return
+        source = self._program_source()
+        if source == (self.program_page, self.level):
+            return
+        self.program_page, self.level = source
+        self.program = None
+        program = self.doc.ready_program(self.program_page)
+        if program is not None:
+            self.apply_program(program)
+        else:                     # compiling: the declared constraints until program_ready
+            self.refresh_all()
+            for e, item in self.edge_items.items():
+                item.set_class("none")
+            self._compile_timer.start(0)
+        self.contents_changed.emit()
 
     def program_due(self) -> bool:
         """True while the document's newest program is about to be shown (after an edit)."""
@@ -182,13 +222,13 @@ class DiagramScene(QGraphicsScene):
     def _apply_ready_program(self) -> None:
         """Show the page's program once it is compiled (program_ready calls again until then)."""
         if self.page is not None:
-            program = self.doc.ready_program()
+            program = self.doc.ready_program(self.program_page)
             if program is not None and program is not self.program:
                 if self.apply_program(program):
                     self.contents_changed.emit()
 
     def _on_program_ready(self, page):
-        if self._current(page):
+        if page == self.program_page and self.page is self.doc.page():
             self._apply_ready_program()
 
     def _on_node_added(self, page, nid):
@@ -236,7 +276,9 @@ class DiagramScene(QGraphicsScene):
         if self._current(page):
             self.reload()
 
-    def _on_page_renamed(self, _old, new):
+    def _on_page_renamed(self, old, new):
+        if self.program_page == old:          # the host page of the instance shown
+            self.program_page = new
         if self.page is not None and self.page.name == new:
             self.refresh_all()
 
@@ -288,7 +330,9 @@ class DiagramScene(QGraphicsScene):
         of the page, only the blocks and wires it shows otherwise are redrawn: an edit costs
         what it changed, not the page. True when anything is drawn otherwise."""
         old, self.program = self.program, program
-        if old is None:
+        if old is None or self.level:
+            # inside an instance the programs' flat ids are not the drawn ones: the definition's
+            # diagram is redrawn whole (it is a few blocks, however big the host page is)
             nodes, edges = self.page.nodes, self.edge_items
         else:
             nodes, edges = program_changes(old, program)
@@ -297,7 +341,7 @@ class DiagramScene(QGraphicsScene):
         for e in edges:
             item = self.edge_items.get(e)
             if item is not None:
-                item.set_class(wire_class(program, e))
+                item.set_class(wire_class(program, e, self.level))
         if nodes or edges:
             self._overview_dirty()
         return bool(nodes or edges)
