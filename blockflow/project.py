@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from blockflow.errors import ProjectError
-from blockflow.textsafe import describe_character, first_control
+from blockflow.textsafe import name_problem, text_problem
 
 __all__ = ["Edge", "Node", "Page", "Project", "Change", "RemovedNode", "UNSET", "split_port", "port_text",
            "split_port_text",
@@ -22,24 +22,6 @@ _ID_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 def valid_node_id(node_id: str) -> bool:
     """A node id: a letter or ``_`` first, then letters, digits, ``_ . -`` (TF's op-name rule)."""
     return isinstance(node_id, str) and _ID_RE.fullmatch(node_id) is not None
-
-
-def text_problem(text: str) -> str:
-    """Why ``text`` (a label, a page's note, any string of a project) cannot be kept ("" when it
-    can): free text, but never NUL, which C, file names and terminals take for its end."""
-    at = text.find("\0")
-    return f"contains U+0000 (NUL) at offset {at}, which no text in a project may hold" if at >= 0 else ""
-
-
-def name_problem(name: str, what: str = "a name") -> str:
-    """Why ``name`` (a page, block, attr or state name) cannot be one ("" when it can): a name
-    holds no control character (blockflow.textsafe.CONTROL_CHARACTERS: C0, DEL, C1, line
-    separators, bidirectional overrides), which could rewrite the screen it is printed on."""
-    found = first_control(name)
-    if found is None:
-        return ""
-    at, c = found
-    return f"{what} must not contain control characters: {describe_character(c)} at offset {at}"
 
 
 def page_name_problem(name: str) -> str:

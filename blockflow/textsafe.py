@@ -27,7 +27,7 @@ import unicodedata
 from contextlib import contextmanager
 
 __all__ = ["CONTROL_CHARACTERS", "first_control", "describe_character", "for_terminal",
-           "TerminalStream", "escaped_output", "raw_stream"]
+           "TerminalStream", "escaped_output", "raw_stream", "text_problem", "name_problem"]
 
 # Bidirectional formatting (ALM, LRM, RLM, LRE..RLO, LRI..PDI): they reorder what follows on the
 # screen, so "evil\u202egnp.exe" shows as "evilexe.png".
@@ -55,6 +55,24 @@ def describe_character(c: str) -> str:
     name = unicodedata.name(c, "") or _CONTROL_NAMES.get(ord(c)) or \
         ("a control character" if _CONTROL_RE.fullmatch(c) else "")
     return f"U+{ord(c):04X}" + (f" ({name})" if name else "")
+
+
+def text_problem(text: str) -> str:
+    """Why ``text`` (a label, a page's note, any string of a project) cannot be kept ("" when it
+    can): free text, but never NUL, which C, file names and terminals take for its end."""
+    at = text.find("\0")
+    return f"contains U+0000 (NUL) at offset {at}, which no text in a project may hold" if at >= 0 else ""
+
+
+def name_problem(name: str, what: str = "a name") -> str:
+    """Why ``name`` (a page, block, attr or state name) cannot be one ("" when it can): a name
+    holds no control character (blockflow.textsafe.CONTROL_CHARACTERS: C0, DEL, C1, line
+    separators, bidirectional overrides), which could rewrite the screen it is printed on."""
+    found = first_control(name)
+    if found is None:
+        return ""
+    at, c = found
+    return f"{what} must not contain control characters: {describe_character(c)} at offset {at}"
 
 
 def _escape(m: re.Match) -> str:

@@ -194,7 +194,13 @@ class GradientView:
                 state, cutters = UNREACHED, ()
             else:
                 state, cutters = IDLE, ()
-            info = WireInfo(edge, state, paths.reason(edge), cutters)
+            reason = paths.reason(edge)
+            if state == CUT:
+                t = program.wire_type(edge)
+                if t is not None and not t.is_float:
+                    # not cut by a block: its relaxed paths' cutters would only mislead
+                    reason = f"carries {t.dtype.name} values: integer and boolean wires carry no gradient"
+            info = WireInfo(edge, state, reason, cutters)
             if result is not None:
                 info.value = result.values.get((edge.src, edge.src_port))
                 g = result.edge_grads.get(edge)
@@ -217,6 +223,22 @@ class GradientView:
 
     def scale(self, levels: int = 24) -> "GradientScale":
         return GradientScale.from_norms(self.norms(), levels)
+
+    def learning_norms(self) -> list[float]:
+        """The norms of the gradients on their way to something learnt or fed: the wires along
+        which gradient reaches a Variable, a Placeholder or a data block. What the colour scale
+        spans: gradient that only runs into constants (an attention mask's x -1e9 sends 1e5-sized
+        gradients to a Const that nobody learns) would stretch it until the model's own wires
+        looked like no gradient. All the norms when no wire reaches such a block."""
+        program = self.program
+        sources = frozenset(st.node for st in program.steps
+                            if st.role in ("variable", "placeholder") or st.spec.is_dataset)
+        if not sources:
+            return self.norms()
+        tslot = program.slot(self.target_slot)
+        flows = program.gradient_paths(f"{tslot.node}:{tslot.port}", wrt=sources).flows
+        found = [w.norm for e, w in self.wires.items() if w.norm is not None and e in flows]
+        return found or self.norms()
 
     def cut_summary(self, node: str) -> str:
         """What a cutting block (StopGradient...) keeps from the gradient, in words."""

@@ -168,6 +168,29 @@ class LevelGradients:
         """Flat wires as the wires drawn here (those not drawn here are left out)."""
         return [d for d in (self.drawn_edge(e) for e in flat_edges) if d is not None]
 
+    def cut_legend(self) -> tuple[list[str], list[str]]:
+        """What the cut wires drawn here are cut by: (the op names of the blocks that cut the float
+        wires drawn here, the dtypes of the integer or boolean wires drawn here). Only what is
+        drawn: a cut inside a closed instance is not seen, and an int32 wire is not cut by the
+        Identity it passes through, whatever its relaxed paths meet further on (a legend saying
+        "cut by Identity" had a user look for the Identity that cuts the float wire beside it)."""
+        program = self.program
+        reasons = self.gview.paths.cut_reasons
+        blocks: set[str] = set()
+        dtypes: set[str] = set()
+        for info in self.wires.values():
+            if info.state != CUT:
+                continue
+            t = program.wire_type(info.edge)
+            if t is not None and not t.is_float:
+                dtypes.add(t.dtype.name)
+                continue
+            for node, _why in reasons.get(info.edge, ()):
+                spec = program.spec_of(node)
+                if spec is not None:
+                    blocks.add(spec.name)
+        return sorted(blocks), sorted(dtypes)
+
     # ------------------------------------------------------------------ badges
     def badge(self, path: str) -> InstanceBadge | None:
         """The badge of instance ``path`` (a flat id), None when it is not an expanded instance."""

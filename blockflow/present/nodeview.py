@@ -62,9 +62,10 @@ def format_inline(value) -> str:
     return f"{short.get(arr.dtype.name, arr.dtype.name)}{shape_text(arr.shape)}"
 
 
-def wire_class(program, edge) -> str:
-    """The dtype class a wire is drawn in: its inferred dtype's, or "none" when not inferred."""
-    t = program.wire_type(edge)
+def wire_class(program, edge, level: str = "") -> str:
+    """The dtype class a wire is drawn in: its inferred dtype's, or "none" when not inferred.
+    ``level``: the opened instance (a flat id of ``program``) whose diagram ``edge`` is drawn in."""
+    t = program.wire_type(program.flat_wire(level, edge) if level else edge)
     return dtype_class(t.dtype) if t is not None else "none"
 
 
@@ -185,6 +186,21 @@ def _output_ports(node_id, node, spec, fed: dict, program) -> list[Port]:
     return outputs
 
 
+def _type_instance_ports(program, flat: str, inputs, outputs, fed: dict, level: str) -> None:
+    """A closed instance's ports say what they carry (``x float32[4,3]``), as a layer's summary
+    does: its inside is not drawn, so its labels are where its shapes are read. Unwired or untyped
+    ports keep their names."""
+    for port in inputs:
+        edge = fed.get(port.name)
+        t = program.wire_type(program.flat_wire(level, edge) if level else edge) if edge is not None else None
+        if t is not None and not port.label.endswith("?"):
+            port.label = f"{port.name} {t.describe()}"
+    for port in outputs:
+        t = program.port_type(flat, port.name)
+        if t is not None and not port.label.endswith("?"):
+            port.label = f"{port.name} {t.describe()}"
+
+
 def node_data(page, node_id: str, registry, incoming=(), outgoing=(), program=None, level: str = "") -> NodeData:
     """What a block shows, from the model: ports (an InputList shows one empty port after its
     last wired one), dtype classes (compiled types when ``program`` is given, else the declared
@@ -212,6 +228,8 @@ def node_data(page, node_id: str, registry, incoming=(), outgoing=(), program=No
     errors, warnings = (), ()
     if program is not None:
         errors, warnings = problems_by_node(program, level).get(node_id, ((), ()))
+        if spec is not None and node.block.startswith("@"):
+            _type_instance_ports(program, flat, inputs, outputs, fed, level)
     return NodeData(node_id, node.block, spec.category if spec else "unknown",
                     node.label or node_id, page.scope, inputs, outputs, errors, warnings,
                     page.is_loss(node_id), spec is not None)

@@ -32,6 +32,15 @@ from blockflow.gui.common.theme import Style
 __all__ = ["GradientHighlighter"]
 
 
+def _cut_row(blocks: list[str], dtypes: list[str]) -> str:
+    """The legend's text for the cut wires drawn: the blocks that cut float wires, and the integer
+    or boolean wires, which carry no gradient whatever block they pass."""
+    parts = ["cut by " + ", ".join(blocks)] if blocks else []
+    if dtypes:
+        parts.append(f"{' and '.join(dtypes)} wires carry no gradient")
+    return "; ".join(parts) or "cut by a block"
+
+
 # ------------------------------------------------------------------------------------- highlighter
 class GradientHighlighter(QObject):
     """Colours a DiagramScene's wires by a GradientView (``view.gradients`` on the canvas; also
@@ -114,12 +123,17 @@ class GradientHighlighter(QObject):
 
     @staticmethod
     def _scale_of(gview: GradientView) -> GradientScale:
-        """The log scale of the norms, from the smallest that is not negligible to the largest."""
-        full = gview.scale(LEVELS)
-        if full.empty:
-            return full
-        floor = full.high * NEGLIGIBLE
-        return GradientScale(min(n for n in gview.norms() if n >= floor), full.high, LEVELS)
+        """The log scale of the norms, from the smallest that is not negligible to the largest of
+        the gradients that reach something learnt or fed (GradientView.learning_norms): a wire
+        whose gradient only runs into constants is drawn at the top if it is larger, it does not
+        stretch the scale until the model's own wires look like no gradient. One scale for the
+        whole program: an opened instance's wires are coloured as a page's are, and the same
+        colour means the same size at every level."""
+        high = GradientScale.from_norms(gview.learning_norms(), LEVELS).high
+        if high <= 0:
+            return GradientScale.from_norms(gview.norms(), LEVELS)
+        floor = high * NEGLIGIBLE
+        return GradientScale(min(n for n in gview.norms() if floor <= n <= high), high, LEVELS)
 
     def show_paths(self, gview: GradientView, level: str = "") -> None:
         """Where gradient can flow to the view's target, before any run: one highlight colour for
@@ -230,6 +244,10 @@ class GradientHighlighter(QObject):
             elif self.scale is not None and info.norm < self.scale.low:
                 lines.append(html.escape(f"drawn as ≈ 0: below {power_text(NEGLIGIBLE)} × the largest gradient "
                                          f"({short_number(self.scale.high)}), zero up to rounding or vanished"))
+            elif self.scale is not None and info.norm > self.scale.high:
+                lines.append(html.escape(f"drawn at the top of the scale: larger than every gradient on its way "
+                                         f"to a Variable, a Placeholder or data ({short_number(self.scale.high)}); "
+                                         f"this one only runs into values nothing learns"))
         fan = g.fanout_of(edge.src, edge.src_port)
         if fan is not None and any(e == edge for e, _ in fan.contributions):
             lines.append(html.escape(f"one of {len(fan.contributions)} gradients that add up at "
@@ -360,8 +378,7 @@ class GradientHighlighter(QObject):
         elif zero:
             rows.append((self._pens.zero, f"gradient 0 or ≈ 0 (< {power_text(NEGLIGIBLE)} × the largest)"))
         if counts.get(CUT):
-            cutters = sorted({g.program.spec_of(c).name for c in g.cut_by if g.program.step(c) is not None})
-            rows.append((self._pens.cut, "cut by " + (", ".join(cutters) if cutters else "a block")))
+            rows.append((self._pens.cut, _cut_row(*self._lv.cut_legend())))
         if sum(n for s, n in counts.items() if s not in (FLOWS, CUT)):
             rows.append((self._pens.no_grad, f"no gradient to {target}"))
         self.legend.set(self.mode, target, self.scale, self._pens, rows)

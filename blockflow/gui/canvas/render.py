@@ -14,10 +14,11 @@ from PySide6.QtCore import QBuffer, QIODevice, QPointF, QRectF, QSize
 from PySide6.QtGui import QImage, QImageWriter, QPainter
 from PySide6.QtWidgets import QApplication
 
-from blockflow.project import port_text
+from blockflow.project import Project, port_text
 from blockflow.compile.compiler import compile_page
 from blockflow.errors import ProjectError
 from blockflow.present.gradview import GradientView
+from blockflow.composite import ProjectBlocks
 from blockflow.registry import default_registry
 from blockflow.gui.canvas.scene import DiagramScene
 from blockflow.gui.common.theme import Style
@@ -120,7 +121,9 @@ def render_page(project, page: str | None, path, *, registry=None, scale: float 
 def _drawn_scene(pg, registry, style: Style, gradients: str | None, target: str | None, composites=None):
     """The page's scene as the editor draws it, coloured by gradient when asked: ``(scene,
     legend or None, the extent of what the gradient colouring adds around the blocks)``."""
-    scene = DiagramScene(registry, style)
+    # the scene looks instances up as the editor does (@Dense: ports from its Input and Output
+    # blocks); the plain registry knows no composite, so their ports came out as "x ?"
+    scene = DiagramScene(ProjectBlocks(registry, Project(composites=dict(composites or {}))), style)
     scene.render_mode = True
     scene.show_grid = False
     program = compile_page(pg, registry, composites=composites)

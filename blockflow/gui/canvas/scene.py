@@ -56,9 +56,11 @@ class DiagramScene(QGraphicsScene):
         self.registry = registry
         self.style = style
         self.page = None
+        #: the program the blocks' types, problems and wires are drawn from: the page's own, or,
+        #: inside an opened instance, the host page's (``program_page``), read at ``level``
         self.program = None
-        #: the flat id of the opened instance drawn ("" for a page or a definition alone): the
-        #: types and problems shown are then the host page's program's at that instance
+        self.program_page: str | None = None
+        #: the opened instance's flat id in ``program`` ("" when a page or a definition alone is drawn)
         self.level = ""
         self.node_items: dict[str, NodeItem] = {}
         self.edge_items: dict[Edge, EdgeItem] = {}
@@ -71,15 +73,17 @@ class DiagramScene(QGraphicsScene):
 
     # -------------------------------------------------------------------- building
     def load(self, page, program=None, level: str = "") -> None:
-        """Build the items of ``page`` (replacing whatever was shown); ``program`` is compiled
-        from it, or from a host page that has it open at instance ``level``."""
+        """Build the items of ``page`` (replacing whatever was shown). ``level``: when ``page`` is
+        a composite's diagram drawn inside an opened instance, that instance's flat id in
+        ``program`` (its host page's)."""
         self.clear()
         self.node_items.clear()
         self.edge_items.clear()
         self.overview = None
         self.overview_on = False
         self.page = page
-        self.program, self.level = program, level
+        self.program = program
+        self.level = level
         self.style.set_fine_wires(len(page.edges) >= FINE_WIRES_MIN_EDGES)
         self.style.title_lod = Style.FLAT_LOD if len(page.nodes) < FAR_TITLES_MAX_NODES else Style.DETAIL_LOD
         incoming: dict[str, list] = {}
@@ -113,7 +117,7 @@ class DiagramScene(QGraphicsScene):
             return None
         item = EdgeItem(e, src, dst, self.style)
         if self.program is not None:
-            item.set_class(self._wire_class(self.program, e))
+            item.set_class(wire_class(self.program, e, self.level))
         self.addItem(item)
         if self.overview_on:
             item.setVisible(False)
@@ -161,10 +165,10 @@ class DiagramScene(QGraphicsScene):
         d.structure_changed.connect(self._on_structure)
         d.program_ready.connect(self._on_program_ready)
         d.current_page_changed.connect(self.reload)
-        d.location_changed.connect(self._apply_ready_program)   # another instance of one diagram
         d.page_renamed.connect(self._on_page_renamed)
         d.node_renamed.connect(self._on_node_renamed)
         d.project_replaced.connect(self.reload)
+        d.location_changed.connect(self._on_location_changed)
         self.reload()
 
     def reload(self, *_why) -> None:
@@ -172,10 +176,41 @@ class DiagramScene(QGraphicsScene):
         self.about_to_reload.emit()
         self.blockSignals(True)         # no selectionChanged for items about to go
         self.registry = self.doc.blocks       # (another project: other composites)
-        self.load(self.doc.page(), *self._source())
+        self.program_page, level = self._program_source()
+        self.load(self.doc.page(), self.doc.ready_program(self.program_page), level)
         self.blockSignals(False)
         self._compile_timer.start(0)
         self.reloaded.emit()
+
+    def _program_source(self) -> tuple[str, str]:
+        """(the page whose program the diagram shown is drawn from, the level in it): inside an
+        opened instance the host page's run is what the canvas shows, so its types and problems
+        are too (a definition compiled alone has its parameters' defaults and open dimensions: its
+        Variables would be outlined red where the instance is fine)."""
+        loc, current = self.doc.location, self.doc.current_page
+        if loc.diagram == current and loc.level and loc.host is not None:
+            return loc.host, loc.level
+        return current, ""
+
+    def _on_location_changed(self) -> None:
+        """Another instance of the same definition opened (or the definition alone, or back): the
+        diagram is the same, its types and problems come from elsewhere."""
+        if self.page is None or self.page is not self.doc.page():
+            return
+        source = self._program_source()
+        if source == (self.program_page, self.level):
+            return
+        self.program_page, self.level = source
+        self.program = None
+        program = self.doc.ready_program(self.program_page)
+        if program is not None:
+            self.apply_program(program)
+        else:                     # compiling: the declared constraints until program_ready
+            self.refresh_all()
+            for e, item in self.edge_items.items():
+                item.set_class("none")
+            self._compile_timer.start(0)
+        self.contents_changed.emit()
 
     def program_due(self) -> bool:
         """True while the document's newest program is about to be shown (after an edit)."""
@@ -184,31 +219,17 @@ class DiagramScene(QGraphicsScene):
     def _current(self, page: str) -> bool:
         return page == self.doc.current_page and self.page is self.doc.page()
 
-    def _source(self) -> tuple:
-        """(program, level) to show: an instance opened from a page is shown with the host
-        page's program at its level (a definition compiled alone leaves its named dimensions
-        open, so its blocks would show errors the model does not have); otherwise the diagram's
-        own program."""
-        loc = self.doc.location
-        if loc.host is not None and loc.level and loc.diagram == self.doc.current_page:
-            return self.doc.ready_program(loc.host), loc.level
-        return self.doc.ready_program(), ""
-
     def _apply_ready_program(self) -> None:
         """Show the page's program once it is compiled (program_ready calls again until then)."""
         if self.page is not None:
-            program, level = self._source()
-            if program is not None and (program is not self.program or level != self.level):
-                if self.apply_program(program, level):
+            program = self.doc.ready_program(self.program_page)
+            if program is not None and program is not self.program:
+                if self.apply_program(program):
                     self.contents_changed.emit()
 
     def _on_program_ready(self, page):
-        loc = self.doc.location
-        if self._current(page) or (self.level and page == loc.host and self.page is self.doc.page()):
+        if page == self.program_page and self.page is self.doc.page():
             self._apply_ready_program()
-
-    def _wire_class(self, program, e: Edge) -> str:
-        return wire_class(program, program.flat_wire(self.level, e) if self.level else e)
 
     def _on_node_added(self, page, nid):
         if self._current(page):
@@ -255,7 +276,9 @@ class DiagramScene(QGraphicsScene):
         if self._current(page):
             self.reload()
 
-    def _on_page_renamed(self, _old, new):
+    def _on_page_renamed(self, old, new):
+        if self.program_page == old:          # the host page of the instance shown
+            self.program_page = new
         if self.page is not None and self.page.name == new:
             self.refresh_all()
 
@@ -302,14 +325,14 @@ class DiagramScene(QGraphicsScene):
                     item.setPos(x, y)
         self._overview_dirty()
 
-    def apply_program(self, program, level: str = "") -> bool:
+    def apply_program(self, program) -> bool:
         """Show a compiled program: port and wire dtypes, error outlines. After another program
         of the page, only the blocks and wires it shows otherwise are redrawn: an edit costs
         what it changed, not the page. True when anything is drawn otherwise."""
         old, self.program = self.program, program
-        if old is None or level or level != self.level:
-            # (program_changes compares a page's programs; at an instance's level, all is redrawn)
-            self.level = level
+        if old is None or self.level:
+            # inside an instance the programs' flat ids are not the drawn ones: the definition's
+            # diagram is redrawn whole (it is a few blocks, however big the host page is)
             nodes, edges = self.page.nodes, self.edge_items
         else:
             nodes, edges = program_changes(old, program)
@@ -318,7 +341,7 @@ class DiagramScene(QGraphicsScene):
         for e in edges:
             item = self.edge_items.get(e)
             if item is not None:
-                item.set_class(self._wire_class(program, e))
+                item.set_class(wire_class(program, e, self.level))
         if nodes or edges:
             self._overview_dirty()
         return bool(nodes or edges)

@@ -27,6 +27,19 @@ class _NotCompiled:
 _NOT_COMPILED = _NotCompiled()
 
 
+class _AtLevel:
+    """A program's types asked in the ids of the diagram drawn at ``level``."""
+
+    def __init__(self, program, level: str):
+        self.program, self.level = program, level
+
+    def port_type(self, node, port):
+        return self.program.port_type(self.program.flat_id(self.level, node), port)
+
+    def wire_type(self, edge):
+        return self.program.wire_type(self.program.flat_wire(self.level, edge) if self.level else edge)
+
+
 def _with_lines(text: str, lines: list) -> str:
     """``text`` (plain) followed by HTML ``lines``, as one rich-text tooltip (plain when none)."""
     if not lines:
@@ -38,8 +51,13 @@ def tooltip_at(view, sp: QPointF) -> str:
     """The tooltip at scene point ``sp`` of ``view`` ("" for none). Qt shows it as rich text when
     it looks like some: file text in it is escaped (literal)."""
     item, port = view.port_at(sp)
-    # What the canvas shows; the page may be compiling (off the UI thread) after an edit.
-    program = view.doc.ready_program() or view.diagram_scene().program or _NOT_COMPILED
+    # What the canvas shows; the page may be compiling (off the UI thread) after an edit. Inside
+    # an opened instance that is the host page's program, where a drawn block is level/block.
+    scene = view.diagram_scene()
+    program = scene.program
+    if program is None or not scene.level:
+        program = view.doc.ready_program(scene.program_page) or program
+    program = _AtLevel(program, scene.level) if program is not None else _NOT_COMPILED
     if item is not None and port is not None:
         return _port_tooltip(view, program, item, port)
     if item is None:

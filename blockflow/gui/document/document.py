@@ -18,7 +18,7 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QUndoStack
 
 from blockflow.compile.compiler import project_files
-from blockflow.composite import ProjectBlocks, split_flat, state_key
+from blockflow.composite import ProjectBlocks
 from blockflow.compile.program import Program
 from blockflow.errors import ProjectError
 from blockflow.project import Change, Edge, Node, Page, Project, text_problem, valid_node_id
@@ -31,6 +31,7 @@ from blockflow.gui.document.clipboard import FRAGMENT_MIME, fragment_text, pasti
 from blockflow.gui.document.compiling import PagePrograms
 from blockflow.gui.document.composite_edits import CompositeEdits
 from blockflow.gui.document.location import Location
+from blockflow.gui.document.training_edits import TrainingEdits
 from blockflow.gui.document.layout import layered_moves, spread_moves, stacked_blocks
 from blockflow.gui.document.wiring import ConnectionCheck, check_wire
 
@@ -73,7 +74,7 @@ def same_attr_value(a, b) -> bool:
     return type(a) is type(b) and a == b
 
 
-class Document(CompositeEdits, QObject):
+class Document(CompositeEdits, TrainingEdits, QObject):
     """A project being edited: model, undo history, file, and change signals.
 
     Signals carry the page name first. ``structure_changed(page)`` fires after an edit that can
@@ -394,55 +395,6 @@ class Document(CompositeEdits, QObject):
         page = page or self.current_page
         self.undo_stack.push(C.SetPageFieldCommand(self, page, "loss", node_id,
                                                    text=f"Mark {node_id} as the loss" if node_id else "Clear loss"))
-
-    def apply_training(self, updates: dict, steps: int, page: str | None = None) -> list[str]:
-        """Store trained values (``Trainer.state_updates()``: {Variable: {"value": array, slot:
-        array}}) as one undoable edit. Variables the page no longer has, or whose type changed
-        since training started, are left out; their ids are returned."""
-        page = page or self.current_page
-        pg = self.page(page)
-        states, skipped = {}, []
-        program = self.program(page)
-        for nid, changes in updates.items():
-            top, inner = split_flat(nid)          # a Variable inside instance ``top``: its state
-            node = pg.nodes.get(top)
-            flat = program.step(nid) if inner and node is not None else None
-            role = getattr(flat, "role", None) if inner else \
-                getattr(self.registry.get(node.block) if node is not None else None, "role", None)
-            value = changes.get("value")
-            if role != "variable" or value is None:
-                skipped.append(nid)
-                continue
-            try:
-                t = program.output_type(nid)
-            except ProjectError:
-                skipped.append(nid)
-                continue
-            if tuple(t.shape) != tuple(np.shape(value)) or t.dtype != np.asarray(value).dtype:
-                skipped.append(nid)
-                continue
-            if inner:
-                state = states.setdefault(top, dict(node.state))
-                for k in [k for k in state if k.startswith(inner + ":")]:
-                    del state[k]          # replaced whole, as a top-level Variable's state is
-                state.update({state_key(inner, k): np.array(v) for k, v in changes.items()})
-            else:
-                states.setdefault(nid, {}).update({k: np.array(v) for k, v in changes.items()})
-        if states:
-            self.undo_stack.push(C.SetStatesCommand(self, page, states, f"Train {steps} step{'s' if steps != 1 else ''}"))
-        return skipped
-
-    def reset_variables(self, page: str | None = None) -> list[str]:
-        """Forget the trained values of every Variable on the page (their initializers draw the
-        first values again), as one undoable edit; returns the Variables reset."""
-        page = page or self.current_page
-        pg = self.page(page)
-        ids = [nid for nid, n in pg.nodes.items()    # (an instance's state is its Variables')
-               if n.state and (n.block.startswith("@") or
-                               getattr(self.registry.get(n.block), "role", None) == "variable")]
-        if ids:
-            self.undo_stack.push(C.SetStatesCommand(self, page, {nid: {} for nid in ids}, "Reset variables"))
-        return ids
 
     def set_metrics(self, metrics, page: str | None = None) -> None:
         """The scalar outputs to plot while training (``"node"`` or ``"node:port"``), undoably."""

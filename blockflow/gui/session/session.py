@@ -226,7 +226,7 @@ class Session(QObject):
         shown = self._gradients
         if shown is None or shown.ran:
             return
-        program = self.doc.ready_program()
+        program = self.doc.ready_program(self.host)
         if program is None:
             return          # compiling off the UI thread: _on_program_ready calls again
         if program is shown.program:
