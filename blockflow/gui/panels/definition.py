@@ -59,9 +59,15 @@ class DefinitionForm(QWidget):
 
     # ------------------------------------------------------------------ rows
     def _param_row(self, p: Attr) -> None:
+        # Two lines a parameter (name, kind, Remove; then default and documentation): five fields
+        # on one line were cut to a few letters each in a dock of usual width.
         row = QWidget()
-        line = QHBoxLayout(row)
-        line.setContentsMargins(0, 0, 0, 0)
+        lines = QVBoxLayout(row)
+        lines.setContentsMargins(0, 0, 0, 6)
+        lines.setSpacing(2)
+        first, second = QHBoxLayout(), QHBoxLayout()
+        lines.addLayout(first)
+        lines.addLayout(second)
         name = QLineEdit(p.name)
         name.setToolTip("the parameter's name: inner attrs use it as {\"$param\": name}")
         kind = QComboBox()
@@ -73,8 +79,11 @@ class DefinitionForm(QWidget):
         doc = QLineEdit(p.doc)
         doc.setPlaceholderText("documentation")
         remove = QPushButton("Remove")
-        for w in (name, kind, default, doc, remove):
-            line.addWidget(w)
+        first.addWidget(name, 2)
+        first.addWidget(kind, 1)
+        first.addWidget(remove)
+        second.addWidget(default, 1)
+        second.addWidget(doc, 2)
         index = len(self.rows)
         self.rows.append((name, kind, default, doc))
         name.editingFinished.connect(lambda i=index: self._edit_param(i))
