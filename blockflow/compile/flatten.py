@@ -19,6 +19,8 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from blockflow.composite import (DIM_REF, INPUT_BLOCK, MAX_NESTING, OUTPUT_BLOCK, PARAM_REF, SHARE_ATTR,
                                  composite_name, substitute)
 from blockflow.project import Edge, Node, Page, port_text, split_port_text
@@ -329,7 +331,8 @@ class _Flattener:
                 target = insts[target].shares
             other = insts.get(target)
             if other is None or target in seen:
-                why = ("they share in a circle" if target in seen else
+                why = ("an instance cannot share its own Variables" if inst.shares == path else
+                       "they share in a circle" if target in seen else
                        f"there is no instance '{inst.shares}' beside it")
                 self.problem(path, None, f"cannot share Variables with '{inst.shares}': {why}")
             elif other.composite != inst.composite:
@@ -351,12 +354,50 @@ class _Flattener:
             source = _shared_source(flat, targets)
             if source != flat:
                 self.h.shared[flat] = source
+                self.check_shared(flat, source, targets)
         alias = self.h.shared
         for flat in alias:
             del self.nodes[flat]
         self.edges = [Edge(alias.get(e.src, e.src), e.src_port, e.dst, e.dst_port) for e in self.edges]
         self.h.wires = {k: Edge(alias.get(e.src, e.src), e.src_port, e.dst, e.dst_port)
                         for k, e in self.h.wires.items()}
+
+
+    def check_shared(self, flat: str, source: str, targets: dict) -> None:
+        """A Variable read from another instance must be the one this instance would have made
+        (same shape, dtype, trainable...): instances given different parameters (units 7 sharing
+        with units 4) would otherwise compute silently with the other's shape."""
+        mine, theirs = self.nodes[flat].attrs, self.nodes.get(source)
+        if theirs is None:
+            return
+        for key in sorted(set(mine) | set(theirs.attrs)):
+            if key == "seed":
+                continue
+            a, b = _dim_names(mine.get(key)), _dim_names(theirs.attrs.get(key))
+            if not _same(a, b):
+                owner = next(p for p in targets if flat.startswith(p + "/"))
+                self.problem(owner, None, f"cannot share Variables with '{targets[owner]}': its "
+                                          f"Variable {source} has {key}={b!r}, this instance's "
+                                          f"{flat} would have {key}={a!r} (give both the same "
+                                          f"parameters)")
+                return
+
+
+def _dim_names(value):
+    """An attr value with each dimension reference as its name: two instances' references
+    differ by instance but mean the same size when they share Variables."""
+    if isinstance(value, DimRef):
+        return value.name
+    if isinstance(value, (list, tuple)):
+        return [_dim_names(x) for x in value]
+    return value
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype
+                and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
+    return type(a) is type(b) and a == b
 
 
 def _shared_source(flat: str, targets: dict) -> str:

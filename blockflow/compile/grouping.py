@@ -110,8 +110,14 @@ def _level_id(level: str, node: str) -> str:
 def _group_refusal(project: Project, page, ids: list) -> None:
     """Refuse what a group cannot carry, naming the block and why."""
     chosen = set(ids)
+    definition = composite_name(page.name)
     for nid in ids:
         node = page.nodes[nid]
+        if definition is not None and node.block in (INPUT_BLOCK, OUTPUT_BLOCK):
+            # inside the group it would be the new composite's port, and no longer this one's:
+            # every instance of the definition would lose the port and its wires
+            raise ProjectError(f"{nid} is a port of {definition} ({node.block} "
+                               f"'{node.attrs.get('name', nid)}'): leave it out of the group")
         if nid in page.feeds:
             raise ProjectError(f"{nid} has a saved feed, which belongs to the page: leave it out of the group")
         for _key, name in (r for v in node.attrs.values() for r in refs_in(v) if r[0] == DIM_REF):
@@ -126,8 +132,10 @@ def _group_refusal(project: Project, page, ids: list) -> None:
                                f"or neither")
 
 
-def _port_decl(program, level: str, src: str, port: str) -> dict:
-    """The dtype and shape of an Input fed by ``src:port`` (open sizes -1; untyped: any)."""
+def _port_decl(program, level: str, src: str, port: str, open_sizes: bool = False) -> dict:
+    """The dtype and shape of an Input fed by ``src:port`` (open sizes -1; untyped: any).
+    ``open_sizes``: every size -1, for a group made inside a definition, whose types come from
+    the one instance it was opened at while its other instances may be fed other sizes."""
     t = None
     if program is not None:
         try:
@@ -136,7 +144,7 @@ def _port_decl(program, level: str, src: str, port: str) -> dict:
             t = None
     if t is None:
         return {"dtype": "any"}
-    return {"dtype": t.dtype.name, "shape": [-1 if d is None else int(d) for d in t.shape]}
+    return {"dtype": t.dtype.name, "shape": [-1 if d is None or open_sizes else int(d) for d in t.shape]}
 
 
 def plan_group(project: Project, diagram: str, node_ids, name: str, program=None,
@@ -221,7 +229,8 @@ class _Grouping:
         key = (e.src, e.src_port)
         if key not in self.in_port:
             port = self.in_port[key] = _free(_ident(split_port(e.dst_port)[0], "x"), self.taken)
-            attrs = {"name": port, **_port_decl(self.program, self.level, e.src, e.src_port)}
+            attrs = {"name": port, **_port_decl(self.program, self.level, e.src, e.src_port,
+                                                open_sizes=self.in_definition)}
             at = (self.x0 - 220.0, self.y0 + 90.0 * (len(self.in_port) - 1))
             self.comp.page.nodes[port] = Node(port, INPUT_BLOCK, attrs, {}, at, "", {})
             self.outside_edges.append(Edge(e.src, e.src_port, self.inst_id, port))

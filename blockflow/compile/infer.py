@@ -472,9 +472,18 @@ def _too_big(spec, outs):
             nbytes = n * tt.dtype.itemsize
             if nbytes > MAX_TENSOR_BYTES:
                 port = decl.port(i) if decl.variadic else decl.name
-                return port, (f"output '{port}' would be {tt} ({nbytes / 1024 ** 3:,.1f} GiB); the limit "
+                return port, (f"output '{port}' would be {tt} ({_gib(nbytes)}); the limit "
                               f"for one tensor is {MAX_TENSOR_BYTES / 1024 ** 3:.0f} GiB")
     return None
+
+
+def _gib(nbytes: int) -> str:
+    """A size in GiB for a message; sizes are exact ints (a parameter may be 10**400), which
+    a float division cannot take beyond 1.8e308."""
+    gib = nbytes // 1024 ** 3
+    if gib < 10 ** 18:
+        return f"{nbytes / 1024 ** 3:,.1f} GiB"
+    return f"about 10^{len(str(gib)) - 1} GiB"
 
 
 # ------------------------------------------------------------------------------------ dtypes

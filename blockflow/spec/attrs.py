@@ -108,7 +108,9 @@ def _check_range(attr: Attr, value):
 
 def _check_int(attr: Attr, value):
     _check_number(value)
-    if not math.isfinite(float(value)) or float(value) != int(value):
+    # a Python int of any size is whole: float() of one beyond 1.8e308 would overflow
+    if not isinstance(value, (int, np.integer)) and (
+            not math.isfinite(float(value)) or float(value) != int(value)):
         raise AttrError(f"expected an integer, got {value!r}")
     return _check_range(attr, int(value))
 

@@ -41,6 +41,17 @@ class CompositeEdits:
     def instance_count(self, name: str) -> int:
         return sum(1 for _ in instances_of(self.project, name))
 
+    def instance_counts(self) -> dict:
+        """``{composite: how many instances}`` for every composite, in one pass over the
+        diagrams (instance_count per composite is a pass each: 10,000 composites took minutes)."""
+        counts = dict.fromkeys(self.project.composites, 0)
+        for page in self.project.diagrams():
+            for node in page.nodes.values():
+                name = node.block[1:] if node.block.startswith("@") else None
+                if name in counts:
+                    counts[name] += 1
+        return counts
+
     def add_composite(self, composite: Composite) -> None:
         self.undo_stack.push(C.ProjectEditCommand(self, f"Add composite {composite.name}", insert_composite,
                                                   (composite,), C.undo_insert_composite))

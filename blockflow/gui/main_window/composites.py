@@ -70,7 +70,8 @@ class CompositesMixin:
     def sync_composites(self) -> None:
         """The palette lists the project's composites (name, documentation, how often used)."""
         doc = self.document
-        self.palette_panel.set_composites([(name, comp.doc, doc.instance_count(name))
+        counts = doc.instance_counts()
+        self.palette_panel.set_composites([(name, comp.doc, counts[name])
                                            for name, comp in doc.project.composites.items()])
 
     def _refused(self, what: str, exc: Exception) -> None:
