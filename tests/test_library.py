@@ -193,3 +193,45 @@ def test_update_of_a_renamed_copy_keeps_its_name(library):
     comp = project.composites["Dense_2"]
     assert comp.name == "Dense_2" and comp.page.name == "@Dense_2" and comp.origin["version"] >= 1
     assert project.composites["Dense"].doc == "my own Dense"
+
+
+def test_cli_tells_a_project_its_outdated_layers_and_updates_them(library, entries, tmp_path, capsys):
+    from blockflow.io.project_io import load_project, save_project
+
+    project = Project()
+    insert_layer(project, library, "Dense")
+    page = project.add_page("main")
+    page.add_node("Placeholder", id="X", attrs={"dtype": "float32", "shape": [2, 3]})
+    page.add_node(block_name("Dense"), id="d1", attrs={"units": 4})
+    page.connect("X", "output", "d1", "x")
+    path = tmp_path / "p.bflow.json"
+    save_project(project, path)
+    newer = []
+    for category, comps in entries:
+        comps = {n: c.copy() for n, c in comps.items()}
+        if "Dense" in comps:
+            comps["Dense"].origin = dict(comps["Dense"].origin, version=comps["Dense"].origin["version"] + 1)
+            comps["Dense"].doc = "Dense, version two."
+        newer.append((category, comps))
+    newer = Library.from_composites(newer)
+    old, new = library.info("Dense").version, newer.info("Dense").version
+
+    def layers(*extra, **kw):
+        args = argparse.Namespace(markdown=False, output=None, project=str(path), update=None, save=None)
+        for k, v in kw.items():
+            setattr(args, k, v)
+        return cmd_layers(args, library=newer)
+
+    assert layers() == 0
+    assert f"Dense  v{old} -> v{new}  (blockflow layers PROJECT --update Dense" in capsys.readouterr().out
+    from blockflow.cli.exits import CliError
+    with pytest.raises(CliError, match="give --save OUT"):
+        layers(update=["Dense"])
+    out = tmp_path / "updated.bflow.json"
+    assert layers(update=["all"], save=str(out)) == 0
+    assert f"Dense: v{old} -> v{new}" in capsys.readouterr().out
+    updated = load_project(out)
+    assert updated.composites["Dense"].origin["version"] == new
+    assert updated.composites["Dense"].doc == "Dense, version two."
+    assert updated.page("main").nodes["d1"].attrs == {"units": 4}
+    assert load_project(path).composites["Dense"].origin["version"] == old   # the original untouched

@@ -8,18 +8,29 @@ from pathlib import Path
 from blockflow.cli import inputs
 from blockflow.cli.exits import EXIT_OK, EXIT_USAGE, CliError
 from blockflow.composite import INPUT_BLOCK, OUTPUT_BLOCK, composite_name
-from blockflow.io.library import LibraryError, default_library
+from blockflow.io.library import LibraryError, default_library, outdated, update_layer
 from blockflow.textsafe import for_terminal
 
 
 def cmd_layers(args, library=None) -> int:
+    for name in ("project", "update", "save"):    # a caller's Namespace may predate them
+        if not hasattr(args, name):
+            setattr(args, name, None)
     if args.output and not args.markdown:
         raise CliError("--output writes the Markdown reference: give --markdown too", EXIT_USAGE)
+    if (args.update or args.save) and not args.project:
+        raise CliError("--update and --save take a project: blockflow layers PROJECT --update NAME... "
+                       "--save OUT", EXIT_USAGE)
+    if args.update and not args.save:
+        raise CliError("--update writes the updated project: give --save OUT (it may be the project "
+                       "itself; the old file is kept as a .bak)", EXIT_USAGE)
     if library is None:
         try:
             library = default_library()
         except LibraryError as exc:
             raise CliError(str(exc)) from None
+    if args.project:
+        return _project_layers(args, library)
     if args.markdown:
         text = layers_markdown(library, inputs.registry())
         if args.output is not None:
@@ -38,6 +49,52 @@ def cmd_layers(args, library=None) -> int:
         print(f"  {info.name:<{width}} v{info.version:<3} {for_terminal(info.summary)}")
     print(f"{len(library.layers())} layers")
     return EXIT_OK
+
+
+def _project_layers(args, library) -> int:
+    """A project's layers from the library: which a newer library version exists of, and (with
+    --update) those made the library's version, saved to --save."""
+    if args.save is not None:
+        inputs.check_output_path("--save", args.save)
+    project = inputs.load(args.project)
+    stale = {name: (old, new) for name, old, new in outdated(project, library)}
+    made = {n: c for n, c in project.composites.items() if (c.origin or {}).get("library")}
+    if not args.update:
+        width = max((len(n) for n in made), default=0) + 1
+        for name, comp in made.items():
+            version = comp.origin.get("version")
+            if name in stale:
+                print(f"  {for_terminal(name):<{width}} v{version} -> v{stale[name][1]}  (blockflow layers "
+                      f"PROJECT --update {for_terminal(name)} --save OUT)")
+            else:
+                print(f"  {for_terminal(name):<{width}} v{version}  up to date")
+        print(f"{len(made)} layer(s) from the library, {len(stale)} with a newer version")
+        return EXIT_OK
+    names = list(stale) if args.update == ["all"] else args.update
+    for name in names:
+        if name not in project.composites:
+            raise CliError(f"the project has no composite '{for_terminal(name)}'", EXIT_USAGE)
+        if name not in stale:
+            print(f"{for_terminal(name)}: already the library's version")
+            continue
+        _, report = update_layer(project, library, name)
+        print(f"{for_terminal(name)}: v{stale[name][0]} -> v{stale[name][1]}")
+        for line in report:
+            print(f"  {for_terminal(line)}")
+    _save(args.save, project)
+    return EXIT_OK
+
+
+def _save(out: str, project) -> None:
+    from blockflow.cli.cmd_train import _plan_save
+    from blockflow.io.project_io import save_project
+    from blockflow.io.relocate import apply_move
+
+    moves, new_dir = _plan_save(out, project, inputs.registry())
+    apply_move(project, moves, new_dir)     # the data first: the saved project never names a missing file
+    for note in save_project(project, out).notes:
+        print(f"blockflow: note: {for_terminal(note)}", file=sys.stderr)
+    print(f"wrote {for_terminal(out)}")
 
 
 def _value(v) -> str:

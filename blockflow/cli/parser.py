@@ -107,6 +107,11 @@ def _add_layers(sub) -> None:
     p = sub.add_parser("layers", help="the layer library (Dense, Conv2D, ...: composites to insert)")
     p.add_argument("--markdown", action="store_true", help="the layer reference as Markdown (docs/layers.md)")
     p.add_argument("--output", "-o", help="write the Markdown here instead of standard output")
+    p.add_argument("project", nargs="?", help="a project: list its layers from the library and whether "
+                                              "a newer version exists")
+    p.add_argument("--update", nargs="+", metavar="NAME", help="make these composites of the project "
+                   "the library's newer version ('all': every outdated one); instances keep their parameters")
+    p.add_argument("--save", metavar="OUT", help="where --update writes the project")
     p.set_defaults(func=cmd_layers)
 
 
