@@ -36,7 +36,7 @@ def _check_port(x, dtype, shape, what):
 _DTYPES = ("any", "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")
 
 
-@block("Input", category="composite")
+@block("Input", category="composite_ports")
 class CompositeInput:
     """An input port of a composite block: its ``name``, ``dtype`` and ``shape`` are the port's.
 
@@ -76,7 +76,7 @@ class CompositeInput:
         return (g,)
 
 
-@block("Output", category="composite")
+@block("Output", category="composite_ports")
 class CompositeOutput:
     """An output port of a composite block: what is wired into it is the port ``name``'s value.
 

@@ -30,7 +30,7 @@ CATEGORY_COLORS = {
     "training_ops": "#7d62c8",
     "gradients": "#3aa8a8",
     "composites": "#4a63c9",     # a project's composite blocks (instances)
-    "composite": "#8c8fa8",      # their Input and Output port blocks
+    "composite_ports": "#8c8fa8",  # their Input and Output port blocks
 }
 
 
