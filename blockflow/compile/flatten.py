@@ -26,7 +26,7 @@ from blockflow.composite import (DIM_REF, INPUT_BLOCK, MAX_NESTING, OUTPUT_BLOCK
 from blockflow.project import Edge, Node, Page, port_text, split_port_text
 from blockflow.spec import AttrError
 
-__all__ = ["DimRef", "Instance", "Hierarchy", "Problem", "flatten", "COMPOSITE_INPUT", "COMPOSITE_OUTPUT"]
+__all__ = ["DimRef", "Instance", "Hierarchy", "Problem", "flatten", "flat_size", "COMPOSITE_INPUT", "COMPOSITE_OUTPUT"]
 
 #: the blocks that are a composite's ports (declared in the block library)
 COMPOSITE_INPUT = INPUT_BLOCK
@@ -453,7 +453,7 @@ def flatten(page: Page, composites: dict, registry) -> tuple[Page, Hierarchy]:
     if not any(composite_name(n.block) for n in page.nodes.values()) and not _has_refs(page):
         return page, Hierarchy()
     f = _Flattener(page, composites or {}, registry)
-    size = _flat_size(page, composites or {})
+    size = flat_size(page, composites or {})
     if size > MAX_FLAT_BLOCKS:
         f.problem(None, None, f"the page would flatten to {size:,} blocks (its composites' instances "
                               f"nested in each other); the limit is {MAX_FLAT_BLOCKS:,}")
@@ -487,7 +487,7 @@ def flatten(page: Page, composites: dict, registry) -> tuple[Page, Hierarchy]:
     return flat, f.h
 
 
-def _flat_size(page: Page, composites: dict) -> int:
+def flat_size(page: Page, composites: dict) -> int:
     """How many blocks ``page`` flattens to (a composite in a cycle counts as one block: the
     cycle is refused on its own), counted without expanding, stopping past the limit."""
     sizes: dict[str, int] = {}

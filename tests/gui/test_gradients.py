@@ -443,6 +443,8 @@ def test_view_menu_gradient_paths_and_a_page_without_a_loss(qtbot, tmp_path):
     assert act.isCheckable() and act in window.view_menu.actions()
     hl = window.view.gradients
     act.trigger()
+    # the page compiles off the UI thread when it takes more than WAIT (a loaded machine): wait
+    qtbot.waitUntil(lambda: hl.current is not None, timeout=2000)
     assert act.isChecked() and hl.mode == "paths" and hl.current.target == ("Sum_1", "output")
     act.trigger()
     assert not act.isChecked() and hl.current is None

@@ -125,3 +125,31 @@ def test_a_document_dropped_during_a_compile_waits_for_it(qtbot, monkeypatch):
     del doc
     qtbot.wait(300)          # the compile lands in a worker that is gone: dropped, no error
     assert gate.is_set()
+
+
+def test_the_first_compile_of_a_big_page_waits_for_the_first_frame(qtbot, monkeypatch):
+    """Started at once it would share the interpreter with the scene being built; a small page
+    still compiles at once, and an edit of the big page recompiles at once."""
+    from blockflow.composite import Composite, block_name
+    from blockflow.gui.document import compiling
+    from blockflow.gui.document.document import Document
+    from blockflow.project import Project
+
+    monkeypatch.setattr(compiling, "BIG_PAGE", 40)
+    project = Project()
+    chain = Composite("Chain")
+    for k in range(10):
+        chain.page.add_node("Const", id=f"c{k}")
+    project.composites["Chain"] = chain
+    page = project.add_page("big")
+    for k in range(5):                         # 5 instances of 10 blocks: 50 flat blocks
+        page.add_node(block_name("Chain"), id=f"i{k}")
+    project.add_page("small").add_node("Const", id="c")
+    doc = Document(project)
+    started = []
+    real = compiling._compile
+    monkeypatch.setattr(compiling, "_compile", lambda job: started.append(job.name) or real(job))
+    with qtbot.waitSignal(doc.program_ready, timeout=3000, check_params_cb=lambda name: name == "big"):
+        assert doc.ready_program("big") is None and started == []   # not even started
+    assert started == ["big"] and doc.ready_program("big").ok
+    assert doc.ready_program("small") is not None                    # a small page: at once

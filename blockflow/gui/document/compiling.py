@@ -28,6 +28,7 @@ from collections import OrderedDict
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
 from blockflow.compile.compiler import compile_page, project_files
+from blockflow.compile.flatten import flat_size
 from blockflow.compile.program import Program
 from blockflow.composite import Composite, composite_name, uses
 from blockflow.project import Node, Page
@@ -37,6 +38,11 @@ __all__ = ["PagePrograms", "snapshot", "snapshot_composites", "users_of", "WAIT"
 
 #: How long the UI thread waits for a compile before leaving it to land later (seconds).
 WAIT = 0.05
+#: A page that flattens to at least this many blocks has its first compile started FIRST_DELAY
+#: seconds after it is asked for: started at once, it would share the interpreter with the
+#: scene being built for the first frame and delay that frame by about its own length.
+BIG_PAGE = 5_000
+FIRST_DELAY = 0.1
 
 
 def snapshot(page: Page) -> Page:
@@ -140,6 +146,10 @@ class PagePrograms(QObject):
         self._kick.setSingleShot(True)
         self._kick.setInterval(0)
         self._kick.timeout.connect(self._dispatch)
+        self._late_kick = QTimer(self)
+        self._late_kick.setSingleShot(True)
+        self._late_kick.setInterval(int(FIRST_DELAY * 1000))
+        self._late_kick.timeout.connect(self._dispatch)
         self._serial = itertools.count(1)
         self._stamps: dict[str, int] = {}
         self._programs: dict[str, tuple[int, Program]] = {}
@@ -208,11 +218,23 @@ class PagePrograms(QObject):
         program = self.fresh(name)
         if program is None:
             self._raise_failure(name)
+            if self.latest(name) is None and self._big(name):
+                self._wanted[name] = None
+                self._wanted.move_to_end(name, last=False)
+                if self._job is None and not self._late_kick.isActive():   # asked again: keep the time
+                    self._late_kick.start()
+                return None
             self.request(name, first=True)
             if self._job is None and not self._dispatching:
                 self._dispatch()
                 program = self.fresh(name)
         return program
+
+    def _big(self, name: str) -> bool:
+        """Whether page ``name`` flattens to BIG_PAGE blocks or more."""
+        doc = self._doc()
+        page = self._page(doc, name) if doc is not None else None
+        return page is not None and flat_size(page, doc.project.composites) >= BIG_PAGE
 
     def pending(self) -> int:
         """How many pages are waiting for a compile or being compiled."""
