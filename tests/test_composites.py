@@ -260,3 +260,12 @@ def test_sharing_nests_every_copy_reads_the_one_owner():
         "t1/b/W": "t1/a/W", "t1/b/b": "t1/a/b", "t2/a/W": "t1/a/W", "t2/a/b": "t1/a/b",
         "t2/b/W": "t1/a/W", "t2/b/b": "t1/a/b"}
     assert program.wire_type(Edge("t1", "y", "t2", "x")).shape == (4, 3)
+
+
+def test_a_dimension_left_unknown_by_a_problem_upstream_says_so():
+    project = mlp_project()
+    project.page().nodes["X"].attrs["shape"] = [4, 3, 2]      # d1's x declares [batch, features]
+    errors = _errors(compile_project(project))
+    assert any("main/d1/x" in e and "declared with shape" in e for e in errors), errors
+    assert any("main/d1/W" in e and "its input 'x' has no type" in e for e in errors), errors
+    assert not any("no input of" in e for e in errors), errors

@@ -55,7 +55,7 @@ class Inference:
         the composites' Input blocks, {flat id: instance}, whose types bind the instance's named
         dimensions; ``deferred``: nodes whose raw attrs use those dimensions (checked here)."""
         self.page, self.files, self.report = page, files, report
-        self.dims = Dimensions(binders or {}, report)
+        self.dims = Dimensions(binders or {}, report, page)
         self.deferred = deferred or {}
         self.specs, self.attrs, self.fed = specs, attrs, fed
         self.slots: list[Slot] = []
@@ -392,9 +392,19 @@ class Inference:
 class Dimensions:
     """The sizes each instance's named dimensions are bound to by its Inputs' types."""
 
-    def __init__(self, binders: dict, report):
-        self.binders, self.report = binders, report
+    def __init__(self, binders: dict, report, page=None):
+        self.binders, self.report, self.page = binders, report, page
         self.sizes: dict[tuple[str, str], tuple] = {}   # (instance, name) -> (size or None, port)
+
+    def _declaring_port(self, instance: str, name: str) -> str | None:
+        """The Input of ``instance`` whose declared shape names dimension ``name`` (None when
+        none does): asked only when the dimension was not bound, to say why."""
+        for flat, inst in self.binders.items():
+            node = self.page.nodes.get(flat) if inst == instance and self.page is not None else None
+            shape = node.attrs.get("shape") if node is not None else None
+            if isinstance(shape, (list, tuple)) and name in shape:
+                return node.attrs.get("name", flat)
+        return None
 
     def bind(self, nid: str, attrs: dict, t: TensorType) -> None:
         instance, shape = self.binders[nid], attrs.get("shape")
@@ -419,6 +429,10 @@ class Dimensions:
             found = self.sizes.get((value.instance, value.name))
             where = f"instance {value.instance}" if value.instance else "this composite"
             if found is None:
+                port = self._declaring_port(value.instance, value.name)
+                if port is not None:   # declared, but its Input was not typed: a problem upstream
+                    raise ShapeError(f"the size of dimension '{value.name}' of {where} is not known: "
+                                     f"its input '{port}' has no type (see the problem before it)")
                 raise ShapeError(f"no input of {where} gives a dimension named '{value.name}'")
             if found[0] is None:
                 raise ShapeError(f"the size of dimension '{value.name}' of {where} is not known "
