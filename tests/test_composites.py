@@ -269,3 +269,10 @@ def test_a_dimension_left_unknown_by_a_problem_upstream_says_so():
     assert any("main/d1/x" in e and "declared with shape" in e for e in errors), errors
     assert any("main/d1/W" in e and "its input 'x' has no type" in e for e in errors), errors
     assert not any("no input of" in e for e in errors), errors
+
+
+def test_sharing_names_an_instance_beside_it_not_a_path_into_another():
+    project = mlp_project(share=True)
+    project.page().nodes["d1b"].attrs["share_variables_with"] = "d1/inner"
+    assert any("main/d1b" in e and "another instance beside it, got 'd1/inner'" in e
+               for e in _errors(compile_project(project)))

@@ -264,9 +264,12 @@ class _Flattener:
         share = node.attrs.get(SHARE_ATTR)
         shares = None
         if share not in (None, ""):
-            shares = (f"{level}/{share}" if level else share) if isinstance(share, str) else None
+            # beside it: an instance inside another would tie this one to a part of that one
+            ok = isinstance(share, str) and "/" not in share
+            shares = (f"{level}/{share}" if level else share) if ok else None
             if shares is None:
-                self.problem(flat, None, f"'{SHARE_ATTR}' must name another instance, got {share!r}")
+                self.problem(flat, None, f"'{SHARE_ATTR}' must name another instance beside it, "
+                                         f"got {share!r}")
                 return None
 
         def inner(kind, pname, where):
