@@ -120,7 +120,7 @@ finite = st.floats(allow_nan=False, allow_infinity=False, min_value=-1e9, max_va
 @st.composite
 def projects(draw):
     project = Project(metadata=draw(st.dictionaries(texts, json_values(), max_size=3)))
-    page_names = draw(st.lists(st.text(name_chars, min_size=1, max_size=8).filter(lambda s: "/" not in s),
+    page_names = draw(st.lists(st.text(name_chars, min_size=1, max_size=8).filter(lambda s: "/" not in s and not s.startswith("@")),
                                min_size=1, max_size=3, unique=True))
     for name in page_names:
         page = project.add_page(name)

@@ -200,61 +200,52 @@ def _fmt_list(items: list, ind: str, fmt) -> str:
     return "[\n" + ",\n".join(inner + fmt(x, inner) for x in items) + "\n" + ind + "]"
 
 
+def _fmt_object(members, ind: str) -> str:
+    """An object of the file's fixed layout: one member a line, ``members`` being (key, text)
+    pairs whose text is already formatted for the depth inside it."""
+    i = ind + "  "
+    return "{\n" + ",\n".join(f'{i}"{key}": {text}' for key, text in members) + "\n" + ind + "}"
+
+
 def _fmt_node(n: dict, ind: str) -> str:
     i = ind + "  "
-    return ("{\n"
-            f'{i}"id": {_compact(n["id"])},\n'
-            f'{i}"block": {_compact(n["block"])},\n'
-            f'{i}"label": {_compact(n["label"])},\n'
-            f'{i}"position": {_compact(n["position"])},\n'
-            f'{i}"attrs": {_fmt_members(n["attrs"], i)},\n'
-            f'{i}"inputs": {_fmt_members(n["inputs"], i)},\n'
-            f'{i}"state": {_fmt_members(n["state"], i)}\n'
-            f"{ind}}}")
+    return _fmt_object([("id", _compact(n["id"])), ("block", _compact(n["block"])),
+                        ("label", _compact(n["label"])), ("position", _compact(n["position"])),
+                        ("attrs", _fmt_members(n["attrs"], i)), ("inputs", _fmt_members(n["inputs"], i)),
+                        ("state", _fmt_members(n["state"], i))], ind)
+
+
+def _diagram_members(d: dict, i: str) -> list:
+    return [("nodes", _fmt_list(d["nodes"], i, _fmt_node)),
+            ("edges", _fmt_list(d["edges"], i, lambda e, _: _compact(e)))]
 
 
 def _fmt_page(p: dict, ind: str) -> str:
     i = ind + "  "
-    return ("{\n"
-            f'{i}"name": {_compact(p["name"])},\n'
-            f'{i}"text": {_compact(p["text"])},\n'
-            f'{i}"loss": {_compact(p["loss"])},\n'
-            + (f'{i}"metrics": {_compact(p["metrics"])},\n' if p.get("metrics") else "")
-            + f'{i}"nodes": {_fmt_list(p["nodes"], i, _fmt_node)},\n'
-            f'{i}"edges": {_fmt_list(p["edges"], i, lambda e, _: _compact(e))},\n'
-            f'{i}"feeds": {_fmt_members(p["feeds"], i)}\n'
-            f"{ind}}}")
+    return _fmt_object([("name", _compact(p["name"])), ("text", _compact(p["text"])),
+                        ("loss", _compact(p["loss"]))]
+                       + ([("metrics", _compact(p["metrics"]))] if p.get("metrics") else [])
+                       + _diagram_members(p, i) + [("feeds", _fmt_members(p["feeds"], i))], ind)
 
 
 def _fmt_diagram(d: dict, ind: str) -> str:
-    i = ind + "  "
-    return ("{\n"
-            f'{i}"text": {_compact(d["text"])},\n'
-            f'{i}"nodes": {_fmt_list(d["nodes"], i, _fmt_node)},\n'
-            f'{i}"edges": {_fmt_list(d["edges"], i, lambda e, _: _compact(e))}\n'
-            f"{ind}}}")
+    return _fmt_object([("text", _compact(d["text"]))] + _diagram_members(d, ind + "  "), ind)
 
 
 def _fmt_composite(c: dict, ind: str) -> str:
     i = ind + "  "
-    return ("{\n"
-            f'{i}"name": {_compact(c["name"])},\n'
-            f'{i}"doc": {_compact(c["doc"])},\n'
-            + (f'{i}"origin": {_compact(c["origin"])},\n' if "origin" in c else "")
-            + f'{i}"params": {_fmt_list(c["params"], i, lambda p, ii: _fmt_value(p, ii))},\n'
-            f'{i}"diagram": {_fmt_diagram(c["diagram"], i)}\n'
-            f"{ind}}}")
+    return _fmt_object([("name", _compact(c["name"])), ("doc", _compact(c["doc"]))]
+                       + ([("origin", _compact(c["origin"]))] if "origin" in c else [])
+                       + [("params", _fmt_list(c["params"], i, lambda p, ii: _fmt_value(p, ii))),
+                          ("diagram", _fmt_diagram(c["diagram"], i))], ind)
 
 
 def _format_document(doc: dict) -> str:
-    return ("{\n"
-            f'  "format": {_compact(doc["format"])},\n'
-            f'  "version": {doc["version"]},\n'
-            f'  "metadata": {_fmt_members(doc["metadata"], "  ")},\n'
-            + (f'  "composites": {_fmt_list(doc["composites"], "  ", _fmt_composite)},\n'
-               if doc["composites"] else "")
-            + f'  "pages": {_fmt_list(doc["pages"], "  ", _fmt_page)}\n'
-            "}\n")
+    return _fmt_object([("format", _compact(doc["format"])), ("version", str(doc["version"])),
+                        ("metadata", _fmt_members(doc["metadata"], "  "))]
+                       + ([("composites", _fmt_list(doc["composites"], "  ", _fmt_composite))]
+                          if doc["composites"] else [])
+                       + [("pages", _fmt_list(doc["pages"], "  ", _fmt_page))], "") + "\n"
 
 
 def dumps_library(project: Project, *, path="<library>") -> str:
