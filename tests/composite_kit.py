@@ -1,6 +1,8 @@
 """Composites built in code for the tests: a Dense layer, and a page that uses it."""
 from __future__ import annotations
 
+import numpy as np
+
 from blockflow.composite import Composite, block_name
 from blockflow.project import Page, Project
 from blockflow.spec import Attr
@@ -53,3 +55,24 @@ def mlp_project(share: bool = False) -> Project:
         page.connect("d1b", "y", "both", "inputs[0]")
         page.connect("d1", "y", "both", "inputs[1]")
     return project
+
+
+#: the feed of laid_out's X
+X_FEED = np.random.RandomState(0).randn(4, 3).astype(np.float32)
+
+
+def laid_out(share: bool = True) -> Project:
+    """mlp_project with X fed and positions, so that the page and the Dense definition read well
+    when the GUI tests draw them."""
+    p = mlp_project(share=share)
+    page = p.page("main")
+    page.feeds["X"] = X_FEED
+    for nid, pos in {"X": (0, 60), "d1": (240, 0), "d2": (480, 0), "loss": (720, 0),
+                     "d1b": (240, 180), "both": (480, 180)}.items():
+        if nid in page.nodes:
+            page.nodes[nid].position = pos
+    inner = p.composites["Dense"].page
+    for nid, pos in {"x": (0, 0), "W": (0, 120), "b": (240, 160), "MatMul_1": (220, 0),
+                     "BiasAdd_1": (440, 40), "Relu_1": (660, 40), "y": (880, 40)}.items():
+        inner.nodes[nid].position = pos
+    return p

@@ -6,33 +6,21 @@ import copy
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QPoint, QSettings, Qt
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QPushButton
 
 from blockflow.compile.compiler import compile_project
 from blockflow.gui.document.document import Document
-from blockflow.gui.main_window.window import MainWindow
 from blockflow.run.runtime import run
 
 from composite_kit import mlp_project
+from composite_window import make_window as open_window, node_point
 
 X = np.arange(12, dtype="float32").reshape(4, 3) / 10.0
 
 
 def make_window(qtbot, tmp_path, project=None):
-    window = MainWindow(Document(project or mlp_project()), QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat))
-    qtbot.addWidget(window)
-    window.maybe_save = lambda: True      # closed by the test's teardown without asking
-    window.resize(1280, 800)
-    window.show()
-    qtbot.waitExposed(window)
-    window.view.fit_to_view()
-    QApplication.processEvents()
-    return window
-
-
-def node_point(view, node: str) -> QPoint:
-    return view.mapFromScene(view.node_item(node).sceneBoundingRect().center())
+    return open_window(qtbot, tmp_path, project or mlp_project(), size=(1280, 800))
 
 
 def click_node(qtbot, view, node: str, modifier=Qt.NoModifier) -> None:

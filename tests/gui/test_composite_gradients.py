@@ -9,21 +9,17 @@ import os
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QSettings, Qt
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from blockflow.composite import block_name
-from blockflow.gui.document.document import Document
 from blockflow.gui.document.location import Location
-from blockflow.gui.main_window.window import MainWindow
 from blockflow.present.gradview import norm as norm_of
 from blockflow.project import Edge
 
-from composite_kit import mlp_project
-
-X = np.random.RandomState(0).randn(4, 3).astype(np.float32)
-
+from composite_kit import laid_out
+from composite_window import make_window as open_window
 
 @pytest.fixture(autouse=True)
 def no_dialogs(monkeypatch, qapp):
@@ -31,34 +27,8 @@ def no_dialogs(monkeypatch, qapp):
     monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: QMessageBox.Discard))
 
 
-def laid_out(share=True):
-    """The kit's MLP with positions, so that the page and the Dense definition read well."""
-    p = mlp_project(share=share)
-    page = p.page("main")
-    page.feeds["X"] = X
-    for nid, pos in {"X": (0, 60), "d1": (240, 0), "d2": (480, 0), "loss": (720, 0),
-                     "d1b": (240, 180), "both": (480, 180)}.items():
-        if nid in page.nodes:
-            page.nodes[nid].position = pos
-    inner = p.composites["Dense"].page
-    for nid, pos in {"x": (0, 0), "W": (0, 120), "b": (240, 160), "MatMul_1": (220, 0),
-                     "BiasAdd_1": (440, 40), "Relu_1": (660, 40), "y": (880, 40)}.items():
-        inner.nodes[nid].position = pos
-    return p
-
-
 def make_window(qtbot, tmp_path, project):
-    window = MainWindow(Document(project), QSettings(str(tmp_path / "settings.ini"), QSettings.IniFormat))
-    qtbot.addWidget(window)
-    window.resize(1500, 900)
-    window.show()
-    qtbot.waitExposed(window)
-    window.activateWindow()
-    window.view.setFocus()
-    qtbot.waitUntil(window.isActiveWindow, timeout=2000)
-    window.view.fit_to_view()
-    QApplication.processEvents()
-    return window
+    return open_window(qtbot, tmp_path, project, size=(1500, 900), active=True)
 
 
 def backward(qtbot, window):

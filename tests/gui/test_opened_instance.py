@@ -9,19 +9,15 @@ import os
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QPoint, QSettings, Qt
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from blockflow.gui.canvas.tooltips import tooltip_at
-from blockflow.gui.document.document import Document
 from blockflow.gui.document.location import Location
-from blockflow.gui.main_window.window import MainWindow
 
-from composite_kit import mlp_project
-
-X = np.random.RandomState(0).randn(4, 3).astype(np.float32)
-
+from composite_kit import laid_out as laid_out_kit
+from composite_window import make_window, node_point
 
 @pytest.fixture(autouse=True)
 def no_dialogs(monkeypatch, qapp):
@@ -30,32 +26,7 @@ def no_dialogs(monkeypatch, qapp):
 
 
 def laid_out():
-    p = mlp_project()
-    page = p.page("main")
-    page.feeds["X"] = X
-    for nid, pos in {"X": (0, 60), "d1": (240, 0), "d2": (480, 0), "loss": (720, 0)}.items():
-        page.nodes[nid].position = pos
-    inner = p.composites["Dense"].page
-    for nid, pos in {"x": (0, 0), "W": (0, 120), "b": (240, 160), "MatMul_1": (220, 0),
-                     "BiasAdd_1": (440, 40), "Relu_1": (660, 40), "y": (880, 40)}.items():
-        inner.nodes[nid].position = pos
-    return p
-
-
-def make_window(qtbot, tmp_path, project):
-    window = MainWindow(Document(project), QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat))
-    qtbot.addWidget(window)
-    window.maybe_save = lambda: True
-    window.resize(1400, 850)
-    window.show()
-    qtbot.waitExposed(window)
-    window.view.fit_to_view()
-    QApplication.processEvents()
-    return window
-
-
-def node_point(view, node: str) -> QPoint:
-    return view.mapFromScene(view.node_item(node).sceneBoundingRect().center())
+    return laid_out_kit(share=False)
 
 
 def double_click(qtbot, view, node: str) -> None:
