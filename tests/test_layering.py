@@ -90,7 +90,10 @@ FAKE_TREE = {
     "blockflow/run/runtime.py": "from blockflow.compile import compiler\n",
     "blockflow/present/__init__.py": "",
     "blockflow/present/gradview.py": "from blockflow.compile import compiler\n",
-    "blockflow/cli.py": "from blockflow.run import runtime\nfrom blockflow.present import gradview\n",
+    "blockflow/export/__init__.py": "",
+    "blockflow/export/torch_module.py": "from blockflow.run import settings\n",
+    "blockflow/run/settings.py": "",
+    "blockflow/cli.py": "from blockflow.run import runtime\nfrom blockflow.present import gradview\nfrom blockflow.export import torch_module\n",
     "blockflow/gui/__init__.py": "",
     "blockflow/gui/app.py": "from blockflow import cli\nfrom blockflow.gui import main_window\n",
     "blockflow/gui/main_window.py": "from blockflow.gui.canvas import scene\nfrom blockflow.gui.panels import palette\n",
@@ -127,7 +130,8 @@ BREAKS = {
     "core imports the gui": (
         "blockflow/compile/compiler.py", "from blockflow.gui.common import theme\n", {"gui", "core-layers"}),
     "the package root imports the gui": ("blockflow/__init__.py", "import blockflow.gui\n", {"gui"}),
-    # core layers: gui > cli > run | present > compile > io > base
+    # core layers: gui > cli > export > run | present > compile > io > base
+    "run imports export": ("blockflow/run/runtime.py", "from blockflow.export import torch_module\n", {"core-layers"}),
     "the base imports io": ("blockflow/project.py", "from blockflow.io import project_io\n", {"core-layers"}),
     "the base imports compile": ("blockflow/datafiles.py", "import blockflow.compile.compiler\n", {"core-layers"}),
     "io imports compile": ("blockflow/io/project_io.py", "from blockflow.compile import compiler\n", {"core-layers"}),

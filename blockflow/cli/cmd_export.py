@@ -1,0 +1,62 @@
+"""``blockflow export torch|onnx``: a page as a PyTorch module (with its initial values, and a
+training script with ``--train``) or as an ONNX model (docs/export.md)."""
+from __future__ import annotations
+
+import sys
+
+from blockflow.cli import inputs
+from blockflow.cli.exits import EXIT_DIAGNOSTICS, EXIT_FILE, EXIT_OK, EXIT_USAGE, CliError
+from blockflow.textsafe import for_terminal
+
+#: export format -> the function that writes it (args, project) -> the paths written
+EXPORTERS: dict = {}
+
+
+def exporter(fmt: str):
+    def register(fn):
+        EXPORTERS[fmt] = fn
+        return fn
+    return register
+
+
+def cmd_export(args) -> int:
+    inputs.check_output_path("-o", args.output)
+    project = inputs.load(args.project)
+    from blockflow.export.files import MissingPackage
+    from blockflow.export.torch_module import ExportError
+    try:
+        written = EXPORTERS[args.format](args, project)
+    except ExportError as exc:
+        for problem in exc.problems:
+            print(f"  {for_terminal(problem)}", file=sys.stderr)
+        raise CliError(f"{args.project}: {exc}; nothing was written", EXIT_DIAGNOSTICS) from None
+    except MissingPackage as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
+    except OSError as exc:
+        raise CliError(f"cannot write {for_terminal(args.output)}: {exc.strerror or exc}", EXIT_FILE) from None
+    for path in written:
+        print(f"wrote {for_terminal(str(path))}")
+    return EXIT_OK
+
+
+@exporter("torch")
+def _export_torch(args, project) -> list:
+    from blockflow.export.files import write_torch_files
+    from blockflow.export.torch_module import export_torch
+
+    export = export_torch(project, args.page, outputs=args.outputs or None, registry=inputs.registry())
+    return write_torch_files(export, args.output)
+
+
+def add_export(sub) -> None:
+    p = sub.add_parser("export", help="write a page as a PyTorch module (torch) or an ONNX model (onnx)",
+                       description="torch: NAME.py (one nn.Module per composite, Model for the page) and "
+                                   "NAME.pt beside it (the initial values); onnx: an inference model.")
+    p.add_argument("format", choices=("torch", "onnx"), help="what to write")
+    p.add_argument("project", help="a .bflow.json project file")
+    p.add_argument("--page", help="the page to export (default: the first)")
+    p.add_argument("-o", "--output", required=True, metavar="FILE",
+                   help="the file to write (torch: NAME.py, and NAME.pt beside it when the page has values)")
+    p.add_argument("--output-node", dest="outputs", action="append", default=[], metavar="NODE[:PORT]",
+                   help="an output forward returns (repeatable; default: the page's loss)")
+    p.set_defaults(func=cmd_export)

@@ -1,0 +1,70 @@
+"""Writing an export to the files the user named: ``NAME.py`` and, when the model has state,
+``NAME.pt`` beside it (the initial values ``Model`` loads). Each is written to a temporary in
+the same folder and renamed over the target, so a link there is replaced, never written
+through, and a failed write leaves the old file whole."""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["write_text_file", "write_torch_files", "values_path", "need"]
+
+INSTALL = {"torch": "pip install 'blockflow[torch]'", "onnx": "pip install 'blockflow[onnx]'",
+           "onnxruntime": "pip install 'blockflow[onnx]'"}
+
+
+class MissingPackage(ImportError):
+    """An optional package an export needs is not installed; the message says how to install it."""
+
+
+def need(package: str):
+    """Import the optional ``package`` or raise MissingPackage naming the install command."""
+    import importlib
+    try:
+        return importlib.import_module(package)
+    except ImportError:
+        raise MissingPackage(f"this needs {package}, which is not installed: {INSTALL.get(package, 'pip install ' + package)}") from None
+
+
+def values_path(path) -> Path:
+    """Where the initial values of the module written to ``path`` go."""
+    return Path(path).with_suffix(".pt")
+
+
+def _replace(path: Path, write) -> None:
+    folder = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def write_text_file(path, text: str) -> None:
+    _replace(Path(path), lambda fh: fh.write(text.encode("utf-8")))
+
+
+def write_torch_files(export, path) -> list[Path]:
+    """Write the module's source to ``path`` and its state (if any) beside it; the paths written."""
+    path = Path(path)
+    written = []
+    if export.state:
+        torch = need("torch")
+        state = {k: torch.from_numpy(np.array(v, copy=True)) for k, v in export.state.items()}
+        target = values_path(path)
+        _replace(target, lambda fh: torch.save(state, fh))
+        written.append(target)
+    write_text_file(path, export.source)
+    written.insert(0, path)
+    return written

@@ -1,0 +1,132 @@
+"""How a block becomes PyTorch code: the lowering table and what a lowering is handed.
+
+A lowering is a function of one :class:`Call` returning the expression of each output: a string
+for a one-output block (or one tuple-valued expression unpacked into all outputs), or a list with
+one string per output slot. It may write statements before its result with ``call.line`` (into
+temporaries from ``call.temp``), put a helper function in the file with ``call.helper``, and for a
+block that updates state, give each new value with ``call.update``. Everything it writes from the
+block's attrs goes through ``call.lit`` (names.literal): never ``str()`` of a value.
+
+Register with ``@lowers("Relu", ...)``; the table is filled by importing the ``torch_ops_*``
+modules (:func:`lowering_table`). A block that is not in it is refused by name, never
+approximated.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from blockflow.export.names import literal
+from blockflow.spec import TensorType
+
+__all__ = ["Call", "lowers", "lowering_table", "Unsupported", "TORCH_DTYPES", "torch_dtype"]
+
+_TABLE: dict[str, Callable] = {}
+#: the modules whose @lowers fill the table
+_MODULES = ("torch_ops_core",)
+
+TORCH_DTYPES = {
+    "float16": "torch.float16", "float32": "torch.float32", "float64": "torch.float64",
+    "int8": "torch.int8", "int16": "torch.int16", "int32": "torch.int32", "int64": "torch.int64",
+    "uint8": "torch.uint8", "bool": "torch.bool", "bfloat16": "torch.bfloat16",
+    "complex64": "torch.complex64", "complex128": "torch.complex128",
+}
+
+
+def torch_dtype(dtype) -> str:
+    """``torch.float32`` for a numpy dtype (or its name); Unsupported when torch has none."""
+    name = np.dtype(dtype).name
+    found = TORCH_DTYPES.get(name)
+    if found is None:
+        raise Unsupported(f"dtype {name} has no PyTorch counterpart")
+    return found
+
+
+class Unsupported(Exception):
+    """A block (or a use of one) with no faithful PyTorch lowering; the message says why."""
+
+
+def lowers(*names: str):
+    """Register the decorated function as the lowering of the blocks ``names``."""
+    def register(fn):
+        for name in names:
+            if name in _TABLE:
+                raise ValueError(f"two torch lowerings for {name}")
+            _TABLE[name] = fn
+        return fn
+    return register
+
+
+def lowering_table() -> dict[str, Callable]:
+    """Block name -> lowering, every ``torch_ops_*`` module loaded."""
+    for module in _MODULES:
+        importlib.import_module(f"blockflow.export.{module}")
+    return _TABLE
+
+
+@dataclass
+class Call:
+    """One block to lower. ``ins`` holds per declared input an expression (a list of them for an
+    InputList; None for an unwired optional input); for a static input, its value itself (write it
+    with ``lit``). ``in_types``/``out_types``: the inferred types (a list for an InputList)."""
+
+    node: str
+    block: str
+    attrs: dict
+    ins: list
+    in_types: list
+    out_types: list
+    input_names: list
+    output_names: list
+    static: list
+    #: what the writer does with statements, temporaries, helpers and updates
+    writer: object = field(repr=False, default=None)
+
+    def arg(self, name: str):
+        """The expression (or static value) of input ``name``."""
+        return self.ins[self.input_names.index(name)]
+
+    def type_of(self, name: str) -> TensorType:
+        return self.in_types[self.input_names.index(name)]
+
+    def lit(self, value) -> str:
+        return literal(value)
+
+    def dtype(self, dtype) -> str:
+        return torch_dtype(dtype)
+
+    def out_dtype(self, i: int = 0) -> str:
+        return torch_dtype(self.out_types[i].dtype)
+
+    def line(self, code: str) -> None:
+        """A statement written before the block's result (code made by the lowering itself)."""
+        self.writer.statement(code)
+
+    def temp(self, base: str = "t") -> str:
+        return self.writer.temp(base)
+
+    def helper(self, name: str, source: str) -> str:
+        """Put the module-level function ``source`` (defining ``name``) in the file once."""
+        self.writer.helper(name, source)
+        return name
+
+    def update(self, ref: str, expr: str) -> None:
+        """The new value of the state behind ref input ``ref``, applied when forward ends (every
+        block of a run reads the values from its start, as in blockflow)."""
+        self.writer.update(self, ref, expr)
+
+    def constant(self, value, dtype=None) -> str:
+        """An expression for the array ``value`` (in ``dtype``): a literal tensor when small, else a
+        buffer whose value is in the state file."""
+        return self.writer.constant_value(self, np.asarray(value, dtype=dtype))
+
+    def random(self) -> str:
+        """The module's random generator (a ``torch.Generator`` seeded from the project)."""
+        return self.writer.random_generator()
+
+    def training(self) -> str:
+        """An expression true while the module trains (``self.training``)."""
+        return "self.training"
