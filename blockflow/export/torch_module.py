@@ -58,11 +58,26 @@ class TorchExport:
     needs_grad: list = field(default_factory=list)
 
 
-def refused_blocks(program: Program) -> dict:
-    """{block name: [flat node ids]} for the page's blocks with no PyTorch lowering."""
+def needed_nodes(program: Program, out_slots) -> set:
+    """The flat nodes a forward returning ``out_slots`` runs: what the outputs depend on, and the
+    blocks that change state with what they depend on."""
+    import networkx as nx
+    roots = {program.slot(s).node for s in out_slots} | {st.node for st in program.steps if st.refs}
+    needed = set(roots)
+    for node in roots:
+        if node in program.graph:
+            needed |= nx.ancestors(program.graph, node)
+    return needed
+
+
+def refused_blocks(program: Program, needed: set | None = None) -> dict:
+    """{block name: [flat node ids]} for the page's blocks (those in ``needed``, default all) with
+    no PyTorch lowering."""
     table = lowering_table()
     out: dict = {}
     for st in program.steps:
+        if needed is not None and st.node not in needed:
+            continue
         if st.role in ("variable", "placeholder", "gradients") or st.spec.name in ("Input", "Output"):
             continue
         if st.spec.is_dataset:
@@ -84,14 +99,15 @@ def export_torch(project: Project, page: str | None = None, outputs=None,
         errors = [str(d) for d in program.errors]
         raise ExportError(f"page '{program.page_name}' does not compile ({len(errors)} error(s); "
                           f"blockflow check lists them)", errors) from None
-    refused = refused_blocks(program)
+    out_slots = _outputs(program, outputs)
+    refused = refused_blocks(program, needed_nodes(program, out_slots))
     if refused:
         problems = [f"{name} ({', '.join(nodes[:5])}{', ...' if len(nodes) > 5 else ''})"
                     for name, nodes in sorted(refused.items())]
         raise ExportError(f"{len(refused)} kind(s) of block on page '{program.page_name}' have no "
                           f"faithful PyTorch lowering: {', '.join(sorted(refused))}", problems)
     seed = int(recommended_settings(project, program.page_name).get("seed", 0) or 0)
-    return _FileWriter(program, _outputs(program, outputs), seed, project).write()
+    return _FileWriter(program, out_slots, seed, project).write()
 
 
 def _outputs(program: Program, outputs) -> list[int]:
@@ -158,6 +174,7 @@ class _FileWriter:
         for left in hier.shared:
             self.shared_vars.setdefault(_parent(left), []).append(left)
         self.blocks: set[str] = set()
+        self.needed = needed_nodes(program, out_slots)
         self.class_of_path: dict[str, str] = {}
         self.texts: dict[str, str] = {}
         #: the order nodes are drawn in, per level: what breaks ties in the order of lines
@@ -389,6 +406,9 @@ class _LevelWriter:
         children = self.fw.children.get(level, [])
         units: dict = {}
         drawn = self._drawn_order()
+        if not level:   # the page: only what the outputs need (an instance computes all it gives)
+            steps = [st for st in steps if st.node in self.fw.needed]
+            children = [p for p in children if any(f in self.fw.needed for f in self.fw.instances[p].outputs.values())]
         for st in steps:
             units[st.node] = ("step", st, (drawn.get(_relative(st.node, level), len(drawn)), st.index))
         for path in children:
