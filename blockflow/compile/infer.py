@@ -58,6 +58,11 @@ class Inference:
         self.dims = Dimensions(binders or {}, report, page)
         self.deferred = deferred or {}
         self.specs, self.attrs, self.fed = specs, attrs, fed
+        #: (spec, id of its attrs dict, input types) -> output types: the blocks of every instance
+        #: of a composite share one attrs dict (compiler._check_blocks), so an instance typed
+        #: like one before it is typed by a look-up (1,000 instances: benchmarks/composites.py)
+        self._typed: dict = {}
+        self._dtypes_ok: set = set()    # (spec, input dtypes...) that check_dtypes passed
         self.slots: list[Slot] = []
         self.port_slots: dict[tuple[str, str], int] = {}
         self.steps: list[Step] = []
@@ -93,7 +98,7 @@ class Inference:
             return
         node = self.page.nodes[nid]
         fed, fed_ports = self.fed, self.fed_ports.get(nid, ())
-        if nid in failed or any(fed[(nid, port)].src in failed for port in fed_ports):
+        if failed and (nid in failed or any(fed[(nid, port)].src in failed for port in fed_ports)):
             # Its own problem, or one upstream, is reported already; what is wrong with its
             # inputs is still worth saying now, so that every problem shows at once.
             failed.add(nid)
@@ -103,7 +108,7 @@ class Inference:
             failed.add(nid)
             return
         got = self._inputs(nid, node, spec)
-        if got is None or not check_dtypes(report, nid, spec, got.args, got.inputs, self.slots):
+        if got is None or not self._dtypes_fit(nid, spec, got):
             return
         outs = self._call_infer(nid, spec, got.args)
         if outs is None:
@@ -127,6 +132,29 @@ class Inference:
                 report.warn(nid, None, f"updates {target[1]}'s {target[0]} as {self.updaters[target]} does; "
                                        f"the later one in the schedule wins")
             self.updaters[target] = nid
+
+    def _dtypes_fit(self, nid, spec, got) -> bool:
+        """check_dtypes, skipped for a block whose wired inputs' dtypes were checked before (every
+        instance of a composite after the first); inline constants are always checked (cast)."""
+        slots, key = self.slots, [spec]
+        for s in got.inputs:
+            if s is None:
+                key.append(None)
+                continue
+            for i in (s if type(s) is tuple else (s,)):
+                slot = slots[i]
+                if slot.const:
+                    return check_dtypes(self.report, nid, spec, got.args, got.inputs, slots)
+                key.append(slot.type.dtype)
+            if type(s) is tuple:
+                key.append(len(s))
+        key = tuple(key)
+        if key in self._dtypes_ok:
+            return True
+        ok = check_dtypes(self.report, nid, spec, got.args, got.inputs, slots)
+        if ok:
+            self._dtypes_ok.add(key)
+        return ok
 
     def _resolve_attrs(self, nid, spec) -> bool:
         """Put the sizes of the dimensions a node's attrs name in them, and check the attrs."""
@@ -329,7 +357,19 @@ class Inference:
 
     def _call_infer(self, nid, spec, args):
         """The block's output types, checked (None when its infer refused or misbehaved: reported)."""
-        error, attrs = self.report.error, self.attrs[nid]
+        attrs = self.attrs[nid]
+        key = _memo_key(spec, attrs, args)
+        if key is not None:
+            outs = self._typed.get(key)
+            if outs is not None:
+                return outs
+        outs = self._infer_checked(nid, spec, args, attrs)
+        if key is not None and outs is not None:   # a failure is reported on each node anew
+            self._typed[key] = outs
+        return outs
+
+    def _infer_checked(self, nid, spec, args, attrs):
+        error = self.report.error
         try:
             if spec.infer_context:
                 result = spec.infer(*args, **attrs, files=self.files)
@@ -387,6 +427,28 @@ class Inference:
         elif spec.role == "placeholder" and nid in self.page.feeds:
             self.feeds[nid] = read_only(np.asarray(self.page.feeds[nid]))
         return True
+
+
+def _memo_key(spec, attrs, args):
+    """What a block's inferred types depend on, when it can be a dict key: the spec, its attrs
+    dict (by identity: the dicts are alive and unchanged while the compile runs) and the input
+    types without known values. None when an input is a static value, a constant or its infer
+    reads files."""
+    if spec.infer_context:
+        return None
+    parts = []
+    for a in args:
+        if a is None:
+            parts.append(None)
+        elif type(a) is TensorType:
+            if a.value is not None:
+                return None
+            parts.append((a.shape, a.dtype))
+        elif type(a) is list and all(type(t) is TensorType and t.value is None for t in a):
+            parts.append(tuple((t.shape, t.dtype) for t in a))
+        else:
+            return None
+    return spec, id(attrs), tuple(parts)
 
 
 def _declared_shape_mismatch(node, spec, attrs, out) -> str | None:
