@@ -300,6 +300,19 @@ def test_prod_rule_passes_gradcheck_with_zeros(tmp_path):
     module = _rule_module(tmp_path)
     for x in ([[0.5, 2.0, 3.0], [1.5, -1.0, 4.0]], [[0.0, 2.0, 3.0], [0.0, 0.0, 4.0]]):
         x = torch.tensor(x, dtype=torch.float64, requires_grad=True)
-        assert torch.autograd.gradcheck(lambda v: module._Rule.apply(
-            lambda u: module._prod(u, (1,), False),
-            lambda g, out, u: module._prod_grad(g, out, u, (1,), False), v), [x])
+        assert torch.autograd.gradcheck(lambda v: module._prod_rule(v, (1,), False), [x])
+
+
+def test_add_n_with_an_open_size_checks_the_shapes_when_it_runs(tmp_path):
+    """The compiler cannot see two open batch sizes differ; blockflow's AddN then refuses to
+    broadcast, and so does the exported code (torch's + would broadcast)."""
+    project = chain(("a", "Placeholder", {"shape": [-1, 3], "dtype": "float64"}, None),
+                    ("b", "Placeholder", {"shape": [-1, 3], "dtype": "float64"}, None),
+                    ("s", "AddN", {}, {"inputs[0]": "a", "inputs[1]": "b"}))
+    rng = np.random.default_rng(8)
+    feeds = {"a": rng.standard_normal((2, 3)), "b": rng.standard_normal((2, 3))}
+    export = compare_with_torch(project, feeds, ["s:sum"], tmp_path)
+    assert "_add_n(" in export.source
+    model = load_module(export.source, tmp_path, "addn").Model(initial=None)
+    with pytest.raises(ValueError, match="AddN: shapes"):
+        model(torch.zeros(2, 3, dtype=torch.float64), torch.zeros(1, 3, dtype=torch.float64))

@@ -58,7 +58,20 @@ _HELPERS = {
     return g, -(torch.floor(x / y) * g)''',
     "_clip": '''def _clip(t, low, high):
     """max(min(t, high), low): when the bounds cross, low wins (TensorFlow's clip_by_value)."""
-    return torch.maximum(torch.minimum(t, high), low)''',
+    out = torch.maximum(torch.minimum(t, high), low)
+    if out.shape != t.shape:
+        raise ValueError(f"ClipByValue: bounds of shapes {list(low.shape)} and {list(high.shape)} "
+                         f"do not broadcast to t's shape {list(t.shape)}")
+    return out''',
+    "_add_n": '''def _add_n(first, *rest):
+    """AddN: the sum of tensors of one shape (it does not broadcast, as tf.add_n)."""
+    for x in rest:
+        if x.shape != first.shape:
+            raise ValueError(f"AddN: shapes {list(first.shape)} and {list(x.shape)} differ")
+    total = first + rest[0]
+    for x in rest[1:]:
+        total = total + x
+    return total''',
     "_clip_grad": '''def _clip_grad(g, out, t, low, high):
     """ClipByValue's gradient (TensorFlow's): to t inside the bounds, to a bound where t passes it."""
     below, above = t < low, t > high
@@ -104,7 +117,13 @@ def _is_float(call: Call, name: str = "x") -> bool:
 @lowers("AddN")
 def add_n(call: Call) -> str:
     items = call.arg("inputs")
-    return items[0] if len(items) == 1 else " + ".join(items)
+    if len(items) == 1:
+        return items[0]
+    if all(None not in t.shape for t in call.type_of("inputs")):
+        return " + ".join(items)   # the compiler saw the shapes equal
+    # a size unknown when exporting: the shapes are checked when forward runs, as blockflow does
+    call.helper("_add_n", _HELPERS["_add_n"])
+    return f"_add_n({', '.join(items)})"
 
 
 @lowers("Maximum", "Minimum")
@@ -153,10 +172,9 @@ def floor_mod(call: Call) -> str:
 @lowers("ClipByValue")
 def clip_by_value(call: Call) -> str:
     t, low, high = call.ins
-    if not _is_float(call, "t"):
-        call.helper("_clip", _HELPERS["_clip"])
-        return f"_clip({t}, {low}, {high})"
     call.helper("_clip", _HELPERS["_clip"])
+    if not _is_float(call, "t"):
+        return f"_clip({t}, {low}, {high})"
     # torch.clamp lets max win when the bounds cross, and routes the gradient differently
     return rule(call, "_clip", "_clip_grad", t, low, high)
 

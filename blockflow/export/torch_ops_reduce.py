@@ -45,6 +45,9 @@ _HELPERS = {
     right = torch.cat([torch.cumprod(flat[1:].flip(0), 0).flip(0), one], 0)
     back = sorted(range(len(perm)), key=perm.__getitem__)
     return ((left * right).reshape(xt.shape).permute(back) * g,)''',
+    "_prod_rule": '''def _prod_rule(x, dims, keep):
+    """Prod over dims, differentiated by blockflow's rule (exact where x holds zeros)."""
+    return _Rule.apply(lambda v: _prod(v, dims, keep), lambda g, out, v: _prod_grad(g, out, v, dims, keep), x)''',
     "_scan": '''def _scan(fn, x, axis, exclusive, reverse, identity):
     """fn (torch.cumsum, torch.cumprod) along axis in x's dtype; exclusive: entry i leaves x[i]
     out (the first is identity); reverse: from the end of the axis (TensorFlow's cumsum)."""
@@ -112,8 +115,8 @@ def prod(call: Call) -> str:
         return f"_prod({x}, {d}, {keep})"
     call.helper("_Rule", _RULE)
     call.helper("_prod_grad", _HELPERS["_prod_grad"])
-    return (f"_Rule.apply(lambda v: _prod(v, {d}, {keep}), "
-            f"lambda g, out, v: _prod_grad(g, out, v, {d}, {keep}), {x})")
+    call.helper("_prod_rule", _HELPERS["_prod_rule"])
+    return f"_prod_rule({x}, {d}, {keep})"
 
 
 @lowers("ArgMax", "ArgMin")
