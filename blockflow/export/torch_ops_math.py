@@ -6,7 +6,7 @@ Where torch's own gradient is not blockflow's (TensorFlow's) rule, the op goes t
 ``_Rule`` helper: a ``torch.autograd.Function`` whose backward is the block's vjp written in
 torch (Maximum's ties go to x, Pow's log at a non-positive base is 0, FloorMod's ``floor(x / y)``,
 ClipByValue's crossed bounds, Asin's accurate ``(1 - x)(1 + x)``). Its backward is written in
-torch ops, so a Gradients block can differentiate it again.
+torch ops, so a user who differentiates the module twice in torch still can.
 """
 from __future__ import annotations
 
