@@ -14,8 +14,8 @@ import numpy as np
 
 from blockflow.export.torch_lowering import Call, Unsupported, lowers
 
-#: blockflow's gradient rule for an op torch differentiates otherwise (see the module doc)
-_RULE = '''class _Rule(torch.autograd.Function):
+#: the source of the _Rule helper: blockflow's gradient rule for an op torch differentiates otherwise
+RULE_HELPER = '''class _Rule(torch.autograd.Function):
     """fn(*xs), differentiated by blockflow's rule grad(g, out, *xs) (TensorFlow's), not torch's;
     each cotangent is summed back over the axes its input was broadcast along."""
 
@@ -98,7 +98,7 @@ _HELPERS = {
 
 def rule(call: Call, fn: str, grad: str, *args: str) -> str:
     """``fn(*args)`` differentiated by the helper function ``grad`` (blockflow's vjp)."""
-    call.helper("_Rule", _RULE)
+    call.helper("_Rule", RULE_HELPER)
     if grad == "_pow_grad":
         call.helper("_mul_no_nan", _MUL_NO_NAN)
     call.helper(grad, _HELPERS[grad])

@@ -10,7 +10,7 @@ does), Prod's gradient is the product of the other entries (exact with zeros), t
 from __future__ import annotations
 
 from blockflow.export.torch_lowering import Call, Unsupported, lowers
-from blockflow.export.torch_ops_math import _RULE
+from blockflow.export.torch_ops_math import RULE_HELPER
 
 _HELPERS = {
     "_int_mean": '''def _int_mean(x, dims, keep):
@@ -113,7 +113,7 @@ def prod(call: Call) -> str:
     d = call.lit(dims)
     if call.type_of("input").dtype.kind != "f":
         return f"_prod({x}, {d}, {keep})"
-    call.helper("_Rule", _RULE)
+    call.helper("_Rule", RULE_HELPER)
     call.helper("_prod_grad", _HELPERS["_prod_grad"])
     call.helper("_prod_rule", _HELPERS["_prod_rule"])
     return f"_prod_rule({x}, {d}, {keep})"
