@@ -496,7 +496,7 @@ class _LevelWriter:
         value = np.asarray(s.type.value)
         dtype = torch_dtype(value.dtype)
         if value.size <= SMALL_CONSTANT:
-            expr = f"torch.tensor({literal(value)}, dtype={dtype})"
+            expr = _small_tensor(value, dtype)
             name = self.local(("const", slot), f"{_relative(s.node, self.level)}_{s.port}")
             self.lines.append(f"{name} = {expr}")
         else:
@@ -512,7 +512,7 @@ class _LevelWriter:
         """A block's own constant (Const's value, a table): literal when small, else a buffer."""
         dtype = torch_dtype(value.dtype)
         if value.size <= SMALL_CONSTANT:
-            return f"torch.tensor({literal(value)}, dtype={dtype})"
+            return _small_tensor(value, dtype)
         attr = self.attrs(object(), f"{_relative(call.node, self.level)}_value")
         self.init.append(f"self.register_buffer({literal(attr)}, torch.empty({literal(tuple(value.shape))}, "
                          f"dtype={dtype}), persistent=True)")
@@ -699,6 +699,12 @@ def _differentiated_again(program: Program, st: Step, out_slots) -> bool:
     wanted = {program.slot(s).node for s in out_slots}
     return any(n in wanted or (program.step(n) is not None and program.step(n).role == "gradients")
                for n in later)
+
+
+def _small_tensor(value: np.ndarray, dtype: str) -> str:
+    """A literal tensor; an empty one reshaped, since its nested list loses the sizes after a 0."""
+    expr = f"torch.tensor({literal(value)}, dtype={dtype})"
+    return f"{expr}.reshape({literal(tuple(value.shape))})" if value.size == 0 else expr
 
 
 def _initializer_expr(attrs: dict, shape: str, dtype: str) -> str:
