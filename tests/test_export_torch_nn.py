@@ -366,3 +366,108 @@ def test_gamma_distribution(tmp_path):
     for j, alpha in enumerate((0.5, 4.0)):
         _close(g[:, j].mean(), alpha / 2, (alpha / 4 / N) ** 0.5)
         _close(g[:, j].var(), alpha / 4, alpha / 4 * 0.1)
+
+
+# --------------------------------------------------------------------------------------------
+# Random geometries: slicing, mirror padding, windows
+
+
+def _compiles(name, case):
+    try:
+        case_project(name, case)
+    except AssertionError:   # the block refuses this geometry when compiling
+        return False
+    return True
+
+
+def _fuzz(name, make, count, seed):
+    rng = np.random.default_rng(seed)
+    cases = []
+    while len(cases) < count:
+        case = make(rng)
+        if _compiles(name, case):
+            cases.append(case)
+    return cases
+
+
+def _strided(rng):
+    rank = int(rng.integers(1, 4))
+    x = rng.standard_normal(tuple(int(d) for d in rng.integers(1, 6, size=rank)))
+    n = int(rng.integers(1, rank + 2))
+    begin, end = rng.integers(-6, 6, size=n), rng.integers(-6, 6, size=n)
+    strides = rng.choice([-3, -2, -1, 1, 2, 3], size=n)
+    masks = {k: int(rng.integers(0, 2 ** n)) for k in ("begin_mask", "end_mask", "new_axis_mask", "shrink_axis_mask")}
+    masks["ellipsis_mask"] = int(1 << rng.integers(0, n)) if rng.random() < 0.3 else 0
+    return Case((x, begin, end, strides), masks)
+
+
+def _mirror(rng):
+    rank = int(rng.integers(1, 4))
+    shape = tuple(int(d) for d in rng.integers(1, 5, size=rank))
+    pads = np.array([[int(rng.integers(0, d + 1)), int(rng.integers(0, d + 1))] for d in shape])
+    return Case((rng.standard_normal(shape), pads), {"mode": str(rng.choice(["REFLECT", "SYMMETRIC"]))})
+
+
+def _conv(rng):
+    fmt = str(rng.choice(["NHWC", "NCHW"]))
+    n, h, w, cin, cout = 2, int(rng.integers(3, 9)), int(rng.integers(3, 9)), int(rng.integers(1, 3)), 2
+    kh, kw = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+    sh, sw, dh, dw = (int(v) for v in rng.integers(1, 4, size=4))
+    if rng.random() < 0.4:
+        dh = dw = 1
+    x = rng.standard_normal((n, h, w, cin))
+    spatial = (lambda a, b: [1, a, b, 1]) if fmt == "NHWC" else (lambda a, b: [1, 1, a, b])
+    attrs = {"strides": spatial(sh, sw), "dilations": spatial(dh, dw), "data_format": fmt,
+             "padding": str(rng.choice(["SAME", "VALID"]))}
+    return Case((x if fmt == "NHWC" else _nchw(x), rng.standard_normal((kh, kw, cin, cout))), attrs)
+
+
+def _pool(rng):
+    fmt = str(rng.choice(["NHWC", "NCHW"]))
+    x = rng.integers(-3, 3, size=(2, int(rng.integers(2, 8)), int(rng.integers(2, 8)), 2)).astype(np.float64)
+    kh, kw, sh, sw = (int(v) for v in rng.integers(1, 4, size=4))
+    spatial = (lambda a, b: [1, a, b, 1]) if fmt == "NHWC" else (lambda a, b: [1, 1, a, b])
+    attrs = {"ksize": spatial(kh, kw), "strides": spatial(sh, sw), "data_format": fmt,
+             "padding": str(rng.choice(["SAME", "VALID"]))}
+    return Case((x if fmt == "NHWC" else _nchw(x),), attrs)
+
+
+def _gather(rng):
+    rank = int(rng.integers(1, 4))
+    shape = tuple(int(d) for d in rng.integers(1, 5, size=rank))
+    b = int(rng.integers(0, rank))
+    axis = int(rng.integers(b, rank))
+    idx_shape = shape[:b] + tuple(int(d) for d in rng.integers(1, 4, size=int(rng.integers(0, 3))))
+    indices = rng.integers(0, shape[axis], size=idx_shape).astype(np.int32)
+    return Case((rng.standard_normal(shape), indices, np.int64(axis - rank if rng.random() < 0.3 else axis)),
+                {"batch_dims": b})
+
+
+FUZZ = ([("StridedSlice", c) for c in _fuzz("StridedSlice", _strided, 40, 1)]
+        + [("MirrorPad", c) for c in _fuzz("MirrorPad", _mirror, 15, 2)]
+        + [("Conv2D", c) for c in _fuzz("Conv2D", _conv, 20, 3)]
+        + [("MaxPool", c) for c in _fuzz("MaxPool", _pool, 15, 4)]
+        + [("AvgPool", c) for c in _fuzz("AvgPool", _pool, 15, 5)]
+        + [("Gather", c) for c in _fuzz("Gather", _gather, 15, 6)])
+
+
+@pytest.mark.parametrize("name, case", [pytest.param(n, c, id=f"{n}-{i}") for i, (n, c) in enumerate(FUZZ)])
+def test_random_geometries_equal_the_runtime(name, case, tmp_path):
+    _check(name, case, tmp_path)
+
+
+def test_an_open_batch_dimension(tmp_path):
+    """A page whose Placeholder leaves the batch size open exports once and runs any batch."""
+    project = chain(("x", "Placeholder", {"shape": [-1, 6, 5, 2], "dtype": "float64"}, None),
+                    ("w", "Placeholder", {"shape": [3, 3, 2, 4], "dtype": "float64"}, None),
+                    ("c", "Conv2D", {"strides": [1, 2, 2, 1], "padding": "SAME"}, {"input": "x", "filter": "w"}),
+                    ("p", "MaxPool", {"ksize": [1, 2, 2, 1], "strides": [1, 1, 1, 1], "padding": "SAME"},
+                     {"input": "c"}),
+                    ("a", "AvgPool", {"ksize": [1, 2, 2, 1], "strides": [1, 2, 1, 1], "padding": "SAME"},
+                     {"value": "p"}),
+                    ("r", "Reshape", {}, {"tensor": "a", "shape": np.array([-1, 24])}),
+                    ("s", "LogSoftmax", {}, {"logits": "r"}),
+                    ("t", "Sum", {}, {"input": "s"}))
+    project.pages[0].loss = "t"
+    for batch in (1, 3):
+        compare_with_torch(project, {"x": _x(batch, 6, 5, 2), "w": _x(3, 3, 2, 4)}, ["s"], tmp_path)
