@@ -471,3 +471,35 @@ def test_an_open_batch_dimension(tmp_path):
     project.pages[0].loss = "t"
     for batch in (1, 3):
         compare_with_torch(project, {"x": _x(batch, 6, 5, 2), "w": _x(3, 3, 2, 4)}, ["s"], tmp_path)
+
+
+def _backprop(rng):
+    case = _conv(rng)
+    x, w = case.inputs
+    try:
+        out = case_project("Conv2D", case)[0]
+    except AssertionError:
+        return Case((np.array([1, 1, 1, 1]), w, x), case.attrs)   # refused below, drawn again
+    program = compile_project(out)
+    shape = program.output_type("B", "output").shape
+    return Case((np.array(x.shape), w, rng.standard_normal(shape)), case.attrs)
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=f"backprop-{i}")
+                                  for i, c in enumerate(_fuzz("Conv2DBackpropInput", _backprop, 15, 7))])
+def test_random_transposed_convolutions_equal_the_runtime(case, tmp_path):
+    _check("Conv2DBackpropInput", case, tmp_path)
+
+
+@pytest.mark.parametrize("specs, why", [
+    ([("x", "Placeholder", {"shape": [-1, 4], "dtype": "float64"}, None),
+      ("B", "StridedSlice", {}, {"input": "x", "begin": np.array([0]), "end": np.array([0]),
+                                 "strides": np.array([-1]), })], "negative stride"),
+    ([("x", "Placeholder", {"shape": [1, -1, 4, 1], "dtype": "float64"}, None),
+      ("B", "MaxPool", {"padding": "SAME"}, {"input": "x"})], "SAME padding"),
+], ids=["strided-slice-open-axis", "same-padding-open-height"])
+def test_what_cannot_be_written_exactly_is_refused_by_name(specs, why):
+    from blockflow.export.torch_module import ExportError
+
+    with pytest.raises(ExportError, match=f"B .*{why}"):
+        export_torch(chain(*specs), outputs=["B"])
