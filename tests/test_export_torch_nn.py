@@ -503,3 +503,43 @@ def test_what_cannot_be_written_exactly_is_refused_by_name(specs, why):
 
     with pytest.raises(ExportError, match=f"B .*{why}"):
         export_torch(chain(*specs), outputs=["B"])
+
+
+def test_dropout_and_learning_phase_inside_a_composite(tmp_path, monkeypatch):
+    """The sub-module draws from the Model's generator and follows its training flag."""
+    from blockflow.composite import Composite, block_name
+    from blockflow.project import Project
+
+    comp = Composite("Noisy", doc="dropout, and the phase as a number")
+    p = comp.page
+    p.add_node("Input", id="x", attrs={"name": "x", "dtype": "float64", "shape": ["batch", 6]})
+    p.add_node("Dropout", id="drop", attrs={"rate": 0.4, "seed": 7})
+    p.connect("x", "output", "drop", "x")
+    p.add_node("Output", id="y", attrs={"name": "y"})
+    p.connect("drop", "output", "y", "input")
+    p.add_node("LearningPhase", id="phase")
+    p.add_node("Output", id="training", attrs={"name": "training"})
+    p.connect("phase", "training", "training", "input")
+    project = Project()
+    project.composites["Noisy"] = comp
+    page = project.add_page("main")
+    page.add_node("Placeholder", id="X", attrs={"dtype": "float64", "shape": [5, 6]})
+    page.add_node(block_name("Noisy"), id="n1")
+    page.connect("X", "output", "n1", "x")
+    page.add_node("Sum", id="loss")
+    page.connect("n1", "y", "loss", "input")
+    page.loss = "loss"
+    # the compiler gives each instance's random blocks their own seed
+    seed = int(compile_project(project).step("n1/drop").attrs["seed"])
+    monkeypatch.setattr(export_kit, "load_module",
+                        lambda source, folder, name="model": _replay(load_module(source, folder, name),
+                                                                     node="n1/drop", seed=seed))
+    export = compare_with_torch(project, {"X": _x(5, 6)}, ["n1:y"], tmp_path)
+    module = load_module(export.source, tmp_path)
+    model = module.Model(initial=None)
+    x = torch.ones(5, 6, dtype=torch.float64)
+    y, loss = model(x)
+    assert 0 < int((y == 0).sum()) < 30
+    model.eval()
+    y, loss = model(x)
+    assert torch.equal(y, x) and float(loss) == 30.0
