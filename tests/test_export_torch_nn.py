@@ -543,3 +543,10 @@ def test_dropout_and_learning_phase_inside_a_composite(tmp_path, monkeypatch):
     model.eval()
     y, loss = model(x)
     assert torch.equal(y, x) and float(loss) == 30.0
+
+
+@pytest.mark.parametrize("dtype, value", [("bool", 1.0), ("int32", -3.0), ("float64", 2.5)])
+def test_pad_keeps_the_dtype(dtype, value, tmp_path):
+    x = (_rng.random((2, 3)) < 0.5) if dtype == "bool" else _rng.integers(-4, 4, size=(2, 3))
+    case = Case((np.asarray(x, dtype=dtype), np.array([[1, 0], [2, 1]])), {"constant_values": value})
+    _check("Pad", case, tmp_path)

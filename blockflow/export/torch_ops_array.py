@@ -446,8 +446,9 @@ def pad(call: Call) -> str:
     flat = [v for b, a in reversed(pads) for v in (b, a)]   # F.pad lists the last axis first
     value = float(call.attrs.get("constant_values", 0.0))
     dtype = call.type_of("input").dtype
-    if dtype.kind == "b":
-        raise Unsupported("padding a bool tensor (torch's pad takes numbers)")
+    if dtype.kind == "b":   # torch pads numbers: a bool tensor goes through uint8
+        return (f"torch.nn.functional.pad({x}.to(torch.uint8), {call.lit(tuple(flat))}, "
+                f"value={int(bool(value))}).to(torch.bool)")
     value_text = call.lit(int(value) if dtype.kind in "iu" else value)
     return f"torch.nn.functional.pad({x}, {call.lit(tuple(flat))}, value={value_text})"
 
