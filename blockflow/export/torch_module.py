@@ -501,7 +501,7 @@ class _LevelWriter:
         value = np.asarray(s.type.value)
         dtype = torch_dtype(value.dtype)
         if value.size <= SMALL_CONSTANT:
-            expr = f"torch.tensor({literal(value)}, dtype={dtype})"
+            expr = _small_tensor(value, dtype)
             name = self.local(("const", slot), f"{_relative(s.node, self.level)}_{s.port}")
             self.lines.append(f"{name} = {expr}")
         else:
@@ -517,7 +517,7 @@ class _LevelWriter:
         """A block's own constant (Const's value, a table): literal when small, else a buffer."""
         dtype = torch_dtype(value.dtype)
         if value.size <= SMALL_CONSTANT:
-            return f"torch.tensor({literal(value)}, dtype={dtype})"
+            return _small_tensor(value, dtype)
         attr = self.attrs(object(), f"{_relative(call.node, self.level)}_value")
         self.init.append(f"self.register_buffer({literal(attr)}, torch.empty({literal(tuple(value.shape))}, "
                          f"dtype={dtype}), persistent=True)")
@@ -692,6 +692,12 @@ class _LevelWriter:
             self.lines.append(f"{n} = {raw}[{i}] if {raw}[{i}] is not None else torch.zeros_like({x})")
         for o, n in zip(st.outputs, names):
             self.expr[o] = n
+
+
+def _small_tensor(value: np.ndarray, dtype: str) -> str:
+    """A literal tensor; an empty one reshaped, since its nested list loses the sizes after a 0."""
+    expr = f"torch.tensor({literal(value)}, dtype={dtype})"
+    return f"{expr}.reshape({literal(tuple(value.shape))})" if value.size == 0 else expr
 
 
 def _initializer_expr(attrs: dict, shape: str, dtype: str) -> str:
