@@ -241,3 +241,24 @@ def test_a_page_that_does_not_compile_is_refused_with_its_errors():
     with pytest.raises(ExportError) as err:
         export_torch(project, outputs=["m"])
     assert "does not compile" in str(err.value) and err.value.problems
+
+
+def test_large_constants_come_from_the_values_file_even_when_variables_are_drawn(tmp_path):
+    from diagrams import chain
+
+    table = np.arange(100.0).reshape(10, 10)
+    project = chain(("x", "Placeholder", {"shape": [10], "dtype": "float64"}, None),
+                    ("c", "Const", {"value": table.tolist(), "dtype": "float64"}, None),
+                    ("m", "MatMul", {}, {}),
+                    feeds={"x": np.ones(10)})
+    page = project.pages[0]
+    page.add_node("ExpandDims", id="row", inputs={"axis": np.array(0)})
+    page.connect("x", "output", "row", "input")
+    page.connect("row", "output", "m", "a")
+    page.connect("c", "output", "m", "b")
+    export = export_torch(project, outputs=["m"])
+    write_torch_files(export, tmp_path / "model.py")
+    module = load_module((tmp_path / "model.py").read_text(), tmp_path)
+    for model in (module.Model(), module.Model(initial=None)):
+        out = model(torch.ones(10, dtype=torch.float64))
+        np.testing.assert_array_equal(out.numpy(), np.ones((1, 10)) @ table)

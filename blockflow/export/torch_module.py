@@ -278,13 +278,19 @@ _LOADER = '''def draw_initial(model, generator):
     return model
 
 
-def load_initial(model, path=None):
-    """Load the initial values blockflow wrote beside this file (or ``path``) into ``model``."""
-    if not model.state_dict():
+def load_initial(model, path=None, constants_only=False):
+    """Load the initial values blockflow wrote beside this file (or ``path``) into ``model``;
+    ``constants_only``: only the large constants (the CONSTANTS of each module)."""
+    wanted = [f"{prefix}.{name}" if prefix else name for prefix, module in model.named_modules()
+              for name in getattr(module, "CONSTANTS", ())]
+    if not model.state_dict() or (constants_only and not wanted):
         return model   # nothing to load: the page has no Variables or large constants
     path = Path(__file__).with_suffix(".pt") if path is None else Path(path)
     state = torch.load(path, map_location="cpu", weights_only=True)
-    model.load_state_dict(state)
+    if constants_only:
+        model.load_state_dict({k: state[k] for k in wanted}, strict=False)
+    else:
+        model.load_state_dict(state)
     return model'''
 
 
@@ -302,6 +308,7 @@ class _LevelWriter:
         self.init_vars: dict[str, str] = {}  # Variable attr -> its declaration (written sorted)
         self.initializers: dict[str, tuple] = {}  # random initializers torch draws with initial=None
         self.shares: list[str] = []
+        self.constants: list[str] = []     # buffers holding a constant's value (from the .pt)
         self.lines: list[str] = []
         self.updates: list[tuple[str, str]] = []
         self.expr: dict[int, str] = {}
@@ -357,6 +364,8 @@ class _LevelWriter:
         head = [f"class {class_name}(nn.Module):", f'    """{doc}"""', ""]
         if self.initializers:
             head += [f"    INITIALIZERS = {literal(dict(sorted(self.initializers.items())))}", ""]
+        if self.constants:
+            head += [f"    CONSTANTS = {literal(tuple(self.constants))}", ""]
         if top:
             head += [f"    INPUTS = {literal(tuple(node for _, node in self.args))}",
                      f"    OUTPUTS = {literal(tuple(port_text(self.program.slot(s).node, self.program.slot(s).port) for s in self.fw.out_slots))}",
@@ -374,6 +383,7 @@ class _LevelWriter:
                      "                module.generator = self.generator",
                      "        if initial is None:",
                      "            draw_initial(self, self.generator)",
+                     "            load_initial(self, constants_only=True)",
                      "        else:",
                      "            load_initial(self, None if initial == \"beside\" else initial)"]
         args = ", ".join(["self"] + [a for a, _ in self.args])
@@ -505,11 +515,7 @@ class _LevelWriter:
             name = self.local(("const", slot), f"{_relative(s.node, self.level)}_{s.port}")
             self.lines.append(f"{name} = {expr}")
         else:
-            attr = self.attrs(("const", slot), f"{_relative(s.node, self.level)}_{s.port}")
-            self.init.append(f"self.register_buffer({literal(attr)}, torch.empty({literal(tuple(value.shape))}, "
-                             f"dtype={dtype}), persistent=True)")
-            self._state(attr, value)
-            name = f"self.{attr}"
+            name = self._constant_buffer(("const", slot), f"{_relative(s.node, self.level)}_{s.port}", value)
         self.expr[slot] = name
         return name
 
@@ -518,10 +524,16 @@ class _LevelWriter:
         dtype = torch_dtype(value.dtype)
         if value.size <= SMALL_CONSTANT:
             return _small_tensor(value, dtype)
-        attr = self.attrs(object(), f"{_relative(call.node, self.level)}_value")
+        return self._constant_buffer(object(), f"{_relative(call.node, self.level)}_value", value)
+
+    def _constant_buffer(self, key, text: str, value: np.ndarray) -> str:
+        """A constant too big to write as a literal: a buffer whose value is in the .pt file,
+        loaded even when the Variables are drawn anew (CONSTANTS names them)."""
+        attr = self.attrs(key, text)
         self.init.append(f"self.register_buffer({literal(attr)}, torch.empty({literal(tuple(value.shape))}, "
-                         f"dtype={dtype}), persistent=True)")
+                         f"dtype={torch_dtype(value.dtype)}), persistent=True)")
         self._state(attr, value)
+        self.constants.append(attr)
         return f"self.{attr}"
 
     def _state(self, attr: str, value) -> None:
