@@ -200,7 +200,7 @@ class _FileWriter:
         parts += ["", _LOADER]
         source = "\n".join(parts).replace("\n\n\n\n", "\n\n\n") + "\n"
         compile(source, "<exported model>", "exec")   # a lowering that writes bad code fails here
-        inputs = [(arg, node, self.program.slot(self.program.step(node).outputs[0]).type)
+        inputs = [(arg, node, self.program.slot(self.program.resolve_target(node)).type)
                   for arg, node in top.args]
         outputs = [port_text(self.program.slot(s).node, self.program.slot(s).port) for s in self.out_slots]
         return TorchExport(source, self.state, inputs, outputs, self.program.page_name,
@@ -697,7 +697,8 @@ class _LevelWriter:
         rel = _relative(st.node, self.level)
         raw = self.temp(f"{identifier(rel)}_raw")
         self.lines.append(f"{raw} = torch.autograd.grad([{', '.join(ys)}], [{', '.join(xs)}], "
-                          f"grad_outputs=[{', '.join(grad_outputs)}], allow_unused=True)")
+                          f"grad_outputs=[{', '.join(grad_outputs)}], allow_unused=True, retain_graph=True)")
+        # retain_graph: the loss is usually differentiated later through the same forward values
         names = [self.local(("slot", o), f"{rel}_{i}") for i, o in enumerate(st.outputs)]
         for i, (n, x) in enumerate(zip(names, xs)):
             # tf.gradients gives zeros where an x does not reach the ys (or only through a cut)
