@@ -1,0 +1,262 @@
+"""ONNX lowerings of the array blocks: shapes (Reshape, Transpose, ExpandDims, Squeeze, Shape,
+Size, Rank), joins and splits, gathers, slices, padding and tiling, OneHot, Fill, Einsum, TopK
+and Where. Static inputs (axes, shapes, paddings) arrive as their values and are written as
+attributes or int64 initializers."""
+from __future__ import annotations
+
+import numpy as np
+
+from blockflow.export.onnx_lowering import OnnxCall, Unsupported, onnx_lowers
+
+
+def _int(value, default=0) -> int:
+    return default if value is None else int(np.asarray(value).reshape(-1)[0])
+
+
+@onnx_lowers("Reshape")
+def reshape(call: OnnxCall) -> str:
+    shape = [int(v) for v in np.asarray(call.arg("shape")).reshape(-1)]
+    # allowzero: a 0 in the shape is a size of 0 (TF), not "copy this dimension" (ONNX's default)
+    return call.op("Reshape", call.arg("tensor"), call.ints(shape), allowzero=1)
+
+
+@onnx_lowers("Transpose")
+def transpose(call: OnnxCall) -> str:
+    rank = call.rank("x")
+    perm = call.arg("perm")
+    perm = list(range(rank))[::-1] if perm is None else [int(p) % max(rank, 1) for p in np.asarray(perm).reshape(-1)]
+    return call.op("Transpose", call.arg("x"), perm=perm)
+
+
+@onnx_lowers("ExpandDims")
+def expand_dims(call: OnnxCall) -> str:
+    rank = call.rank("input")
+    axis = _int(call.arg("axis")) % (rank + 1)
+    return call.op("Unsqueeze", call.arg("input"), call.ints([axis]))
+
+
+@onnx_lowers("Squeeze")
+def squeeze(call: OnnxCall) -> str:
+    rank = call.rank("input")
+    axes = [int(a) % rank for a in (call.attrs.get("axis") or ())]
+    if not axes:
+        shape = call.type_of("input").shape
+        if any(d is None for d in shape):
+            # ONNX's Squeeze without axes drops the size-1 axes of the running shape, as TF
+            return call.op("Squeeze", call.arg("input"))
+        axes = [i for i, d in enumerate(shape) if d == 1]
+        if not axes:
+            return call.arg("input")
+    return call.op("Squeeze", call.arg("input"), call.ints(sorted(axes)))
+
+
+@onnx_lowers("Shape", "Size")
+def shape(call: OnnxCall) -> str:
+    found = call.op(call.block, call.arg("input"))
+    return call.cast(found, np.dtype(call.attrs.get("out_type", "int32")))
+
+
+@onnx_lowers("Rank")
+def rank(call: OnnxCall) -> str:
+    return call.const(np.asarray(call.rank("input"), dtype=call.out_dtype()))
+
+
+@onnx_lowers("Concat")
+def concat(call: OnnxCall) -> str:
+    values = call.arg("values")
+    if len(values) == 1:
+        return values[0]
+    rank = len(call.in_types[0][0].shape)
+    return call.op("Concat", *values, axis=_int(call.arg("axis")) % rank)
+
+
+@onnx_lowers("Stack")
+def stack(call: OnnxCall) -> str:
+    values = call.arg("values")
+    rank = len(call.in_types[0][0].shape) + 1
+    axis = int(call.attrs.get("axis", 0)) % rank
+    parts = [call.op("Unsqueeze", v, call.ints([axis])) for v in values]
+    return parts[0] if len(parts) == 1 else call.op("Concat", *parts, axis=axis)
+
+
+def _split(call: OnnxCall, x: str, axis: int, sizes: list) -> list:
+    if len(sizes) == 1:
+        return [x]
+    return call.op("Split", x, call.ints(sizes), axis=axis, outputs=len(sizes))
+
+
+@onnx_lowers("Unstack")
+def unstack(call: OnnxCall) -> list:
+    t = call.type_of("value")
+    axis = int(call.attrs.get("axis", 0)) % len(t.shape)
+    n = len(call.out_types)
+    pieces = _split(call, call.arg("value"), axis, [1] * n)
+    return [call.op("Squeeze", p, call.ints([axis])) for p in pieces]
+
+
+@onnx_lowers("Split")
+def split(call: OnnxCall) -> list:
+    t = call.type_of("value")
+    axis = _int(call.arg("axis")) % len(t.shape)
+    n = len(call.out_types)
+    if t.shape[axis] is None:
+        raise Unsupported("a split of an axis whose size is open")
+    return _split(call, call.arg("value"), axis, [t.shape[axis] // n] * n)
+
+
+@onnx_lowers("SplitV")
+def split_v(call: OnnxCall) -> list:
+    t = call.type_of("value")
+    axis = _int(call.arg("axis")) % len(t.shape)
+    sizes = [o.shape[axis] for o in call.out_types]
+    if any(s is None for s in sizes):
+        raise Unsupported("a split into pieces of open size")
+    return _split(call, call.arg("value"), axis, sizes)
+
+
+@onnx_lowers("Gather")
+def gather(call: OnnxCall) -> str:
+    if int(call.attrs.get("batch_dims", 0)):
+        raise Unsupported("batch_dims other than 0")
+    rank = call.rank("params")
+    axis = _int(call.arg("axis")) % rank
+    return call.op("Gather", call.arg("params"), call.cast(call.arg("indices"), np.int64), axis=axis)
+
+
+@onnx_lowers("GatherNd")
+def gather_nd(call: OnnxCall) -> str:
+    return call.op("GatherND", call.arg("params"), call.cast(call.arg("indices"), np.int64))
+
+
+@onnx_lowers("Fill")
+def fill(call: OnnxCall) -> str:
+    dims = [int(d) for d in np.asarray(call.arg("dims")).reshape(-1)]
+    return call.op("Expand", call.arg("value"), call.ints(dims))
+
+
+@onnx_lowers("BroadcastTo")
+def broadcast_to(call: OnnxCall) -> str:
+    dims = [int(d) for d in np.asarray(call.arg("shape")).reshape(-1)]
+    return call.op("Expand", call.arg("input"), call.ints(dims))
+
+
+@onnx_lowers("Tile")
+def tile(call: OnnxCall) -> str:
+    reps = [int(d) for d in np.asarray(call.arg("multiples")).reshape(-1)]
+    return call.op("Tile", call.arg("input"), call.ints(reps))
+
+
+def _pads_of(call: OnnxCall) -> list:
+    p = np.asarray(call.arg("paddings")).reshape(-1, 2)
+    return [int(v) for v in p[:, 0]] + [int(v) for v in p[:, 1]]
+
+
+@onnx_lowers("Pad")
+def pad(call: OnnxCall) -> str:
+    if not call.rank("input"):
+        return call.arg("input")
+    fill = call.const(np.asarray(call.attrs.get("constant_values", 0.0), dtype=call.out_dtype()))
+    return call.op("Pad", call.arg("input"), call.ints(_pads_of(call)), fill, mode="constant")
+
+
+@onnx_lowers("MirrorPad")
+def mirror_pad(call: OnnxCall) -> str:
+    if not any(_pads_of(call)):
+        return call.arg("input")
+    if call.attrs.get("mode", "REFLECT") != "REFLECT":
+        raise Unsupported("SYMMETRIC mirror padding (ONNX's Pad reflects without the edge only)")
+    return call.op("Pad", call.arg("input"), call.ints(_pads_of(call)), mode="reflect")
+
+
+_INT64_MIN = -(2 ** 63)
+
+
+@onnx_lowers("Reverse")
+def reverse(call: OnnxCall) -> str:
+    rank = call.rank("tensor")
+    axes = sorted({int(a) % rank for a in np.asarray(call.arg("axis")).reshape(-1)}) if rank else []
+    if not axes:
+        return call.arg("tensor")
+    n = len(axes)
+    return call.op("Slice", call.arg("tensor"), call.ints([-1] * n), call.ints([_INT64_MIN] * n),
+                   call.ints(axes), call.ints([-1] * n))
+
+
+@onnx_lowers("Slice")
+def slice_(call: OnnxCall) -> str:
+    begin = [int(v) for v in np.asarray(call.arg("begin")).reshape(-1)]
+    size = [int(v) for v in np.asarray(call.arg("size")).reshape(-1)]
+    if not begin:
+        return call.arg("input")
+    ends = [2 ** 63 - 1 if s == -1 else b + s for b, s in zip(begin, size)]
+    return call.op("Slice", call.arg("input"), call.ints(begin), call.ints(ends), call.ints(range(len(begin))))
+
+
+@onnx_lowers("StridedSlice")
+def strided_slice(call: OnnxCall) -> str:
+    a = call.attrs
+    if int(a.get("ellipsis_mask", 0)) or int(a.get("new_axis_mask", 0)):
+        raise Unsupported("ellipsis_mask and new_axis_mask")
+    begin = [int(v) for v in np.asarray(call.arg("begin")).reshape(-1)]
+    end = [int(v) for v in np.asarray(call.arg("end")).reshape(-1)]
+    strides = call.arg("strides")
+    strides = [1] * len(begin) if strides is None else [int(v) for v in np.asarray(strides).reshape(-1)]
+    bm, em, sm = int(a.get("begin_mask", 0)), int(a.get("end_mask", 0)), int(a.get("shrink_axis_mask", 0))
+    big = 2 ** 63 - 1
+    starts, ends = [], []
+    for i, (b, e, s) in enumerate(zip(begin, end, strides)):
+        if sm >> i & 1:
+            starts.append(b)
+            ends.append(b + 1 if b != -1 else big)
+            continue
+        starts.append((0 if s > 0 else -1) if bm >> i & 1 else b)
+        ends.append((big if s > 0 else _INT64_MIN) if em >> i & 1 else e)
+    out = call.op("Slice", call.arg("input"), call.ints(starts), call.ints(ends), call.ints(range(len(begin))),
+                  call.ints([1 if sm >> i & 1 else s for i, s in enumerate(strides)]))
+    shrink = [i for i in range(len(begin)) if sm >> i & 1]
+    return call.op("Squeeze", out, call.ints(shrink)) if shrink else out
+
+
+@onnx_lowers("OneHot")
+def one_hot(call: OnnxCall) -> str:
+    # spelled out: ONNX's OneHot counts a negative index from the end, TF gives a row of off_value
+    rank = call.rank("indices")
+    axis = int(call.attrs.get("axis", -1)) % (rank + 1)
+    depth = _int(call.arg("depth"))
+    cols_shape = [1] * (rank + 1)
+    cols_shape[axis] = depth
+    cols = call.const(np.arange(depth, dtype=np.int64).reshape(cols_shape))
+    idx = call.op("Unsqueeze", call.cast(call.arg("indices"), np.int64), call.ints([axis]))
+    return call.op("Where", call.op("Equal", idx, cols), call.arg("on_value"), call.arg("off_value"))
+
+
+@onnx_lowers("Where")
+def where(call: OnnxCall) -> str:
+    if call.rank("condition") == 0:
+        raise Unsupported("a 0-d condition")
+    return call.op("Transpose", call.op("NonZero", call.arg("condition")), perm=[1, 0])
+
+
+@onnx_lowers("Einsum")
+def einsum(call: OnnxCall) -> str:
+    equation = str(call.attrs.get("equation", "")).replace(" ", "")
+    lhs, arrow, rhs = equation.partition("->")
+    terms = lhs.split(",")
+    if not arrow:
+        # numpy's implicit output: the ... axes, then the letters used once, alphabetically
+        letters = "".join(terms).replace(".", "")
+        rhs = ("..." if "..." in lhs else "") + "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    spans = set((len(types.shape) - len(term.replace("...", ""))
+                 for term, types in zip(terms, call.in_types[0]) if "..." in term))
+    if len(spans) > 1:
+        raise Unsupported("'...' standing for different numbers of axes in the inputs (broadcast)")
+    return call.op("Einsum", *call.arg("inputs"), equation=f"{lhs}->{rhs}")
+
+
+@onnx_lowers("TopK")
+def top_k(call: OnnxCall) -> list:
+    if not call.attrs.get("sorted", True):
+        raise Unsupported("sorted=False (the order of the values is TensorFlow's own)")
+    k = call.const(np.asarray([_int(call.arg("k"))], np.int64))
+    values, indices = call.op("TopK", call.arg("input"), k, axis=-1, largest=1, sorted=1, outputs=2)
+    return [values, call.cast(indices, call.out_types[1].dtype)]
