@@ -58,7 +58,7 @@ def compare_with_ort(project, feeds, outs, *, page=None, rtol=1e-10, atol=1e-12,
     program = program or compile_project(project, page)
     model = export_onnx(project, page, outputs=outs, program=program)
     onnx.checker.check_model(model, full_check=True)
-    ours = run(program, feeds, split="test", record=True, check_numerics=False)
+    ours = run(program, feeds, split="all", record=True, check_numerics=False)
     ins, out_names = io_names(model)
     feed = {}
     for name, node in ins.items():
@@ -117,3 +117,36 @@ def test_a_block_with_no_counterpart_is_refused_by_name():
     with pytest.raises(ExportError) as err:
         export_onnx(project, outputs=["odd"])
     assert "Bernoulli" in str(err.value) and any("odd" in p for p in err.value.problems)
+
+
+def _sample_pages():
+    from pathlib import Path
+
+    from blockflow.io.project_io import load_project
+
+    root = Path(__file__).resolve().parent.parent / "sample_projects"
+    for path in sorted(root.glob("*.bflow.json")):
+        project = load_project(path)
+        for page in project.pages:
+            yield pytest.param(path, page.name, id=f"{path.name.split('.')[0]}-{page.name}")
+
+
+SAMPLE_PAGES = list(_sample_pages())
+
+
+@pytest.mark.parametrize("path, page", SAMPLE_PAGES)
+def test_sample_page_exports_and_equals_the_runtime(path, page):
+    from blockflow.export.onnx_model import onnx_needed_nodes, onnx_refused_blocks
+    from blockflow.export.torch_module import _outputs
+    from blockflow.io.project_io import load_project
+
+    project = load_project(path)
+    program = compile_project(project, page)
+    refused = onnx_refused_blocks(program, onnx_needed_nodes(program, _outputs(program, None)))
+    if refused:
+        with pytest.raises(ExportError) as err:
+            export_onnx(project, page, program=program)
+        for name in refused:
+            assert name in str(err.value)
+        return
+    compare_with_ort(project, {}, None, page=page, program=program, rtol=1e-5, atol=1e-6)

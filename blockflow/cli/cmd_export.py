@@ -48,6 +48,14 @@ def _export_torch(args, project) -> list:
     return write_torch_files(export, args.output)
 
 
+@exporter("onnx")
+def _export_onnx(args, project) -> list:
+    from blockflow.export.onnx_model import export_onnx, write_onnx_file
+
+    model = export_onnx(project, args.page, outputs=args.outputs or None, registry=inputs.registry())
+    return write_onnx_file(model, args.output)
+
+
 def add_export(sub) -> None:
     p = sub.add_parser("export", help="write a page as a PyTorch module (torch) or an ONNX model (onnx)",
                        description="torch: NAME.py (one nn.Module per composite, Model for the page) and "

@@ -22,6 +22,8 @@ they are refused). Each block becomes one node or a few (onnx_ops_*.py), named a
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from blockflow.compile.compiler import compile_project
@@ -34,7 +36,7 @@ from blockflow.export.torch_module import ExportError, _outputs
 from blockflow.project import Project, port_text
 from blockflow.registry import Registry
 
-__all__ = ["export_onnx", "onnx_refused_blocks", "MIN_OPSET"]
+__all__ = ["export_onnx", "onnx_refused_blocks", "write_onnx_file", "MIN_OPSET"]
 
 #: the lowest opset the lowerings are written for (ReduceSum's axes input, Split's sizes input)
 MIN_OPSET = 17
@@ -106,6 +108,16 @@ def export_onnx(project: Project, page: str | None = None, outputs=None, program
     return model
 
 
+def write_onnx_file(model, path) -> list[Path]:
+    """Write ``model`` to ``path`` (through a temporary renamed over it, as every export file);
+    the paths written."""
+    from blockflow.export.files import _replace
+
+    data = model.SerializeToString()
+    _replace(Path(path), lambda fh: fh.write(data))
+    return [Path(path)]
+
+
 class _GraphBuilder:
     """Walks the flat schedule once: inputs, initializers, one lowering per needed block."""
 
@@ -164,6 +176,7 @@ class _GraphBuilder:
             raise ExportError(f"{len(self.problems)} block(s) on page '{self.program.page_name}' are used "
                               f"in a way ONNX cannot do exactly", self.problems)
         outputs = self._outputs()
+        self._prune({o.name for o in outputs})
         helper = self.onnx.helper
         graph = helper.make_graph(self.nodes, identifier(self.program.page_name, "page"), self.inputs,
                                   outputs, self.initializers,
@@ -258,6 +271,17 @@ class _GraphBuilder:
         self.metadata[f"input:{name}"] = self.program.slot(slot).node if text == self.program.slot(slot).node \
             else port_text(self.program.slot(slot).node, self.program.slot(slot).port)
         self.expr[slot] = name
+
+    def _prune(self, used: set) -> None:
+        """Drop the nodes and initializers no output reads (a block's outputs nobody asked for:
+        SparseSoftmaxCrossEntropyWithLogits's backprop beside its loss)."""
+        kept = []
+        for n in reversed(self.nodes):
+            if any(o in used for o in n.output):
+                kept.append(n)
+                used.update(i for i in n.input if i)
+        self.nodes = kept[::-1]
+        self.initializers = [t for t in self.initializers if t.name in used]
 
     def _outputs(self) -> list:
         """The graph's outputs under the names given first: the node making a value is renamed

@@ -260,3 +260,31 @@ def top_k(call: OnnxCall) -> list:
     k = call.const(np.asarray([_int(call.arg("k"))], np.int64))
     values, indices = call.op("TopK", call.arg("input"), k, axis=-1, largest=1, sorted=1, outputs=2)
     return [values, call.cast(indices, call.out_types[1].dtype)]
+
+
+def _static_scalar(call: OnnxCall, name: str, default):
+    value = call.arg(name)
+    return np.asarray(default if value is None else value).reshape(-1)[0]
+
+
+@onnx_lowers("Range")
+def range_(call: OnnxCall) -> str:
+    # every input is static: the sequence is a constant, computed as blockflow does (entry i is
+    # start + i * delta in float64 or int64, rounded once to the dtype)
+    t = call.out_types[0]
+    n = t.shape[0]
+    start, delta = _static_scalar(call, "start", 0), _static_scalar(call, "delta", 1)
+    if t.dtype.kind == "f":
+        values = np.arange(n, dtype=np.float64) * float(delta) + float(start)
+    else:
+        values = np.arange(n, dtype=np.int64) * int(delta) + int(start)
+    return call.const(values.astype(t.dtype), hint="values")
+
+
+@onnx_lowers("LinSpace")
+def linspace(call: OnnxCall) -> str:
+    t = call.out_types[0]
+    start = t.dtype.type(_static_scalar(call, "start", 0))
+    stop = t.dtype.type(_static_scalar(call, "stop", 0))
+    values = np.linspace(float(start), float(stop), t.shape[0], dtype=np.float64)
+    return call.const(values.astype(t.dtype), hint="values")
