@@ -150,3 +150,159 @@ def test_sample_page_exports_and_equals_the_runtime(path, page):
             assert name in str(err.value)
         return
     compare_with_ort(project, {}, None, page=page, program=program, rtol=1e-5, atol=1e-6)
+
+
+def _hostile_project():
+    from blockflow.project import Project
+
+    project = Project()
+    page = project.add_page("pa\"ge'; import os # <b>ü<b> \\ ")
+    long_a, long_b = "a" * 300, "a" * 299 + "b"
+    page.add_node("Placeholder", id="x.y", attrs={"shape": [None, 3], "dtype": "float64"})
+    page.add_node("Placeholder", id="x-y", attrs={"shape": [None, 3], "dtype": "float64"})
+    page.add_node("Add", id="x_y")
+    page.connect("x.y", "output", "x_y", "x")
+    page.connect("x-y", "output", "x_y", "y")
+    page.add_node("Exp", id="if")
+    page.connect("x_y", "z", "if", "x")
+    page.add_node("Const", id="__class__", attrs={"value": [[float("inf"), -1.5, float("nan")]], "dtype": "float64"})
+    page.add_node("Multiply", id="Model")
+    page.connect("if", "y", "Model", "x")
+    page.connect("__class__", "output", "Model", "y")
+    for nid in (long_a, long_b):
+        page.add_node("Negate", id=nid)
+        page.connect("Model", "z", nid, "x")
+    return project, [long_a, long_b, "if"]
+
+
+def test_hostile_names_stay_names_and_the_model_runs():
+    import re
+
+    project, outs = _hostile_project()
+    rng = np.random.default_rng(0)
+    feeds = {"x.y": rng.standard_normal((4, 3)), "x-y": rng.standard_normal((4, 3))}
+    model = compare_with_ort(project, feeds, outs)
+    graph = model.graph
+    names = ([i.name for i in graph.input] + [o.name for o in graph.output] + [t.name for t in graph.initializer]
+             + [v for n in graph.node for v in list(n.input) + list(n.output)] + [n.name for n in graph.node])
+    plain = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,80}$")
+    assert all(plain.match(n) for n in names), [n for n in names if not plain.match(n)]
+    produced = [v for n in graph.node for v in n.output]
+    assert len(produced) == len(set(produced)) and len({n.name for n in graph.node}) == len(graph.node)
+    ins, outputs = io_names(model)
+    assert sorted(ins.values()) == ["x-y", "x.y"]                 # the ids, exactly, in the metadata
+    assert sorted(outputs.values()) == sorted(f"{o}:y" for o in outs)
+    dims = [[d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim] for i in graph.input]
+    assert all(isinstance(d[0], str) and d[0] and d[1] == 3 for d in dims), dims
+    assert "import os" not in graph.name and graph.name.isidentifier()
+
+
+def test_every_refused_block_is_listed_at_once():
+    from diagrams import chain
+
+    project = chain(("x", "Placeholder", {"shape": [3]}, None),
+                    ("coin", "Bernoulli", {}, {"probs": "x"}),
+                    ("noise", "RandomNormal", {}, {"shape": [3], "mean": 0.0, "stddev": 1.0}),
+                    ("both", "Add", {}, {"x": "coin", "y": "noise"}))
+    with pytest.raises(ExportError) as err:
+        export_onnx(project, outputs=["both"])
+    assert "Bernoulli" in str(err.value) and "RandomNormal" in str(err.value)
+    assert any("coin" in p for p in err.value.problems) and any("noise" in p for p in err.value.problems)
+
+
+def test_a_use_with_no_counterpart_is_refused_with_the_reason():
+    from diagrams import chain
+
+    project = chain(("x", "Placeholder", {"shape": [3], "dtype": "float64"}, None),
+                    ("drop", "Dropout", {"rate": 0.5, "training": True}, {"x": "x"}),
+                    ("off", "Dropout", {"rate": 0.5, "training": False}, {"x": "drop"}))
+    with pytest.raises(ExportError) as err:
+        export_onnx(project, outputs=["off"])
+    assert err.value.problems == [p for p in err.value.problems if p.startswith("main/drop (Dropout): ")]
+    assert "random mask" in err.value.problems[0]
+
+
+def test_inference_leaves_out_training_blocks():
+    """The linear regression page updates its Variables with Apply*: the ONNX model of its loss
+    has no such node, and its Variables are initializers."""
+    from pathlib import Path
+
+    from blockflow.io.project_io import load_project
+
+    path = Path(__file__).resolve().parent.parent / "sample_projects" / "linear_regression.bflow.json"
+    project = load_project(path)
+    model = export_onnx(project, "drawn_update")
+    assert {n.op_type for n in model.graph.node} <= {"Mul", "Add", "Sub", "ReduceSum", "Div"}
+    assert {t.name for t in model.graph.initializer} >= {"W", "b"}
+
+
+@pytest.mark.parametrize("opset", [17, 18, onnx.defs.onnx_opset_version()])
+def test_opsets_from_17_give_the_same_values(opset):
+    from diagrams import chain
+
+    project = chain(("x", "Placeholder", {"shape": [None, 4], "dtype": "float64"}, None),
+                    ("m", "Mean", {"keep_dims": True}, {"input": "x", "axis": [1]}),
+                    ("top", "Max", {}, {"input": "x", "axis": [0]}),
+                    ("prod", "Prod", {}, {"input": "top"}))
+    x = np.random.default_rng(1).standard_normal((5, 4))
+    program = compile_project(project)
+    model = export_onnx(project, outputs=["m", "prod"], program=program, opset=opset)
+    assert model.opset_import[0].version == opset
+    got = session(model).run(None, {"x": x})
+    np.testing.assert_allclose(got[0], x.mean(axis=1, keepdims=True), rtol=1e-12)
+    np.testing.assert_allclose(got[1], np.prod(x.max(axis=0)), rtol=1e-12)
+
+
+def test_an_opset_below_17_is_refused():
+    from diagrams import chain
+
+    project = chain(("x", "Placeholder", {"shape": [3]}, None), ("e", "Exp", {}, {"x": "x"}))
+    with pytest.raises(ExportError, match="opset 13"):
+        export_onnx(project, outputs=["e"], opset=13)
+
+
+def test_cli_writes_a_model_onnx_runtime_runs(tmp_path, capsys):
+    from pathlib import Path
+
+    from blockflow.cli import EXIT_OK, main
+
+    sample = Path(__file__).resolve().parent.parent / "sample_projects" / "moons_classifier.bflow.json"
+    target = tmp_path / "moons.onnx"
+    code = main(["export", "onnx", str(sample), "-o", str(target), "--output-node", "logits"])
+    out, err = capsys.readouterr()
+    assert code == EXIT_OK, err
+    assert str(target) in out
+    model = onnx.load(str(target))
+    onnx.checker.check_model(model, full_check=True)
+    assert [o.name for o in model.graph.output] == ["logits"]
+    x = np.random.default_rng(0).standard_normal((7, 2)).astype(np.float32)
+    (logits,) = session(model).run(None, {"data_features": x})
+    assert logits.shape == (7, 2)
+
+
+def test_cli_names_the_refused_blocks_and_writes_nothing(tmp_path, capsys):
+    from pathlib import Path
+
+    from blockflow.cli import EXIT_DIAGNOSTICS, main
+
+    sample = Path(__file__).resolve().parent.parent / "sample_projects" / "rbm_contrastive_divergence.bflow.json"
+    target = tmp_path / "rbm.onnx"
+    code = main(["export", "onnx", str(sample), "-o", str(target)])
+    out, err = capsys.readouterr()
+    assert code == EXIT_DIAGNOSTICS
+    assert "Bernoulli" in err and "h0" in err and "nothing was written" in err
+    assert not target.exists()
+
+
+def test_cli_without_onnx_says_how_to_install_it(tmp_path, capsys, monkeypatch):
+    import sys
+    from pathlib import Path
+
+    from blockflow.cli import EXIT_USAGE, main
+
+    monkeypatch.setitem(sys.modules, "onnx", None)     # import onnx now raises ImportError
+    sample = Path(__file__).resolve().parent.parent / "sample_projects" / "moons_classifier.bflow.json"
+    code = main(["export", "onnx", str(sample), "-o", str(tmp_path / "m.onnx")])
+    out, err = capsys.readouterr()
+    assert code == EXIT_USAGE
+    assert "pip install 'blockflow[onnx]'" in err

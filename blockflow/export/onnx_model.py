@@ -137,6 +137,11 @@ class _GraphBuilder:
         self.produced: set[str] = set()
         self.problems: list[str] = []
         self.needed = onnx_needed_nodes(program, out_slots)
+        self.read = set(out_slots)
+        for st in program.steps:
+            if st.node in self.needed:
+                for src in st.inputs:
+                    self.read.update(src if isinstance(src, tuple) else () if src is None else (src,))
         # the outputs' names are given first, so they read as the nodes they come from
         self.out_names = [self.values(("out", i), self._port_label(s)) for i, s in enumerate(out_slots)]
 
@@ -194,6 +199,8 @@ class _GraphBuilder:
             return
         if st.role == "placeholder" or st.spec.is_dataset:
             for o in st.outputs:
+                if o not in self.read:   # a dataset's labels, for a model of its predictions
+                    continue
                 self._graph_input(o, st.node if len(st.outputs) == 1 else f"{st.node}_{program.slot(o).port}")
             return
         if st.spec.name in ("Input", "Output"):
