@@ -227,7 +227,11 @@ def one_hot(call: OnnxCall) -> str:
     cols_shape[axis] = depth
     cols = call.const(np.arange(depth, dtype=np.int64).reshape(cols_shape))
     idx = call.op("Unsqueeze", call.cast(call.arg("indices"), np.int64), call.ints([axis]))
-    return call.op("Where", call.op("Equal", idx, cols), call.arg("on_value"), call.arg("off_value"))
+    on, off = call.arg("on_value"), call.arg("off_value")
+    dt = call.out_dtype()
+    on = call.const(np.asarray(1, dt)) if on is None else on       # blockflow's defaults: 1 and 0
+    off = call.const(np.asarray(0, dt)) if off is None else off
+    return call.op("Where", call.op("Equal", idx, cols), on, off)
 
 
 @onnx_lowers("Where")
@@ -288,3 +292,46 @@ def linspace(call: OnnxCall) -> str:
     stop = t.dtype.type(_static_scalar(call, "stop", 0))
     values = np.linspace(float(start), float(stop), t.shape[0], dtype=np.float64)
     return call.const(values.astype(t.dtype), hint="values")
+
+
+@onnx_lowers("ShapeN")
+def shape_n(call: OnnxCall) -> list:
+    out = np.dtype(call.attrs.get("out_type", "int32"))
+    return [call.cast(call.op("Shape", x), out) for x in call.arg("input")]
+
+
+def _known(call: OnnxCall, name: str) -> tuple:
+    shape = call.type_of(name).shape
+    if any(d is None for d in shape):
+        raise Unsupported(f"{name} of open shape")
+    return tuple(shape)
+
+
+@onnx_lowers("Diag")
+def diag(call: OnnxCall) -> str:
+    shape = _known(call, "diagonal")
+    n = int(np.prod(shape))
+    flat = call.op("Reshape", call.arg("diagonal"), call.ints([1, n]))
+    zero = call.const(np.zeros((), call.out_dtype()))
+    # Where, not a product with the identity: an inf on the diagonal leaves zeros, not nan, off it
+    square = call.op("Where", call.const(np.eye(n, dtype=bool)), flat, zero)
+    return call.op("Reshape", square, call.ints(shape + shape))
+
+
+@onnx_lowers("DiagPart")
+def diag_part(call: OnnxCall) -> str:
+    shape = _known(call, "input")
+    half = shape[:len(shape) // 2]
+    n = int(np.prod(half))
+    flat = call.op("Reshape", call.arg("input"), call.ints([n * n]))
+    picked = call.op("Gather", flat, call.const(np.arange(n, dtype=np.int64) * (n + 1)), axis=0)
+    return call.op("Reshape", picked, call.ints(half))
+
+
+@onnx_lowers("ScatterNd")
+def scatter_nd(call: OnnxCall) -> str:
+    dims = [int(d) for d in np.asarray(call.arg("shape")).reshape(-1)]
+    zeros = call.op("Expand", call.const(np.zeros((), call.out_dtype())), call.ints(dims))
+    # duplicate indices add up, as TF's ScatterNd (ONNX's reduction "add")
+    return call.op("ScatterND", zeros, call.cast(call.arg("indices"), np.int64), call.arg("updates"),
+                   reduction="add")

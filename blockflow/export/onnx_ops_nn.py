@@ -294,3 +294,53 @@ def fused_batch_norm(call: OnnxCall) -> list:
     if work != call.type_of("x").dtype:
         y = call.cast(y, call.type_of("x").dtype)
     return [y, running_mean, running_var, m, v, _c(call, 0, u)]
+
+
+@onnx_lowers("InTopK")
+def in_top_k(call: OnnxCall) -> str:
+    pred, targets = call.ins[0], call.ins[1]
+    classes = call.type_of("predictions").shape[1]
+    if classes == 0:
+        return call.op("Expand", call.const(np.asarray(False)), call.op("Shape", targets))
+    k = int(np.asarray(call.arg("k")).reshape(-1)[0])
+    i64 = np.int64
+    t = call.cast(targets, i64)
+    n = call.op("Gather", call.op("Shape", pred), call.const(np.asarray(1, i64)))
+    inside = call.op("And", call.op("GreaterOrEqual", t, call.const(np.asarray(0, i64))), call.op("Less", t, n))
+    safe = call.op("Unsqueeze", call.op("Where", inside, t, call.const(np.asarray(0, i64))), call.ints([1]))
+    target = call.op("GatherElements", pred, safe, axis=1)
+    above = reduce(call, "ReduceSum", call.cast(call.op("Greater", pred, target), i64), [1], False)
+    bad = call.op("Or", call.op("IsNaN", pred), call.op("IsInf", pred))
+    finite = call.op("Equal", reduce(call, "ReduceSum", call.cast(bad, i64), [1], False), call.const(np.asarray(0, i64)))
+    ok = call.op("And", inside, finite)
+    return call.op("And", ok, call.op("Less", above, call.const(np.asarray(k, i64))))
+
+
+@onnx_lowers("Conv2DBackpropInput")
+def conv2d_backprop_input(call: OnnxCall) -> str:
+    """TF's transposed convolution as ONNX's ConvTranspose: Conv2D's padding of the input size
+    given, and the rows and columns no window reached (output_padding) added at the end."""
+    f, g = call.arg("filter"), call.arg("out_backprop")
+    fmt = call.attrs.get("data_format", "NHWC")
+    sizes = [int(v) for v in np.asarray(call.arg("input_sizes")).reshape(-1)]
+    fshape = call.type_of("filter").shape
+    gshape = call.type_of("out_backprop").shape
+    if fshape[0] is None or fshape[1] is None:
+        raise Unsupported("a filter of open height or width")
+    strides = _hw(call.attrs.get("strides", (1, 1, 1, 1)), fmt)
+    dilations = _hw(call.attrs.get("dilations", (1, 1, 1, 1)), fmt)
+    pads = _pads(call, sizes, fshape[:2], strides, dilations, call.attrs.get("padding", "VALID"), fmt)
+    h, w = (1, 2) if fmt == "NHWC" else (2, 3)
+    extra = []
+    for axis, (size, k, s, d) in enumerate(zip((sizes[h], sizes[w]), fshape[:2], strides, dilations)):
+        before, after = pads[axis], pads[axis + 2]
+        out = gshape[h if axis == 0 else w]
+        if out is None:
+            raise Unsupported("an out_backprop of open height or width")
+        extra.append(size - ((out - 1) * s + (k - 1) * d + 1 - before - after))
+    if min(extra) < 0:
+        raise Unsupported("an input size its out_backprop cannot come from")
+    gin = call.op("Transpose", g, perm=_TO_NCHW) if fmt == "NHWC" else g
+    wt = call.op("Transpose", f, perm=[3, 2, 0, 1])      # HWIO -> [out_backprop channels, C, kh, kw]
+    y = call.op("ConvTranspose", gin, wt, strides=strides, dilations=dilations, pads=pads, output_padding=extra)
+    return call.op("Transpose", y, perm=_TO_NHWC) if fmt == "NHWC" else y
