@@ -306,3 +306,25 @@ def test_cli_without_onnx_says_how_to_install_it(tmp_path, capsys, monkeypatch):
     out, err = capsys.readouterr()
     assert code == EXIT_USAGE
     assert "pip install 'blockflow[onnx]'" in err
+
+
+def test_the_docs_block_lists_are_current():
+    from pathlib import Path
+
+    from blockflow.export.onnx_docs import onnx_blocks_markdown
+    from blockflow.registry import default_registry
+
+    committed = (Path(__file__).resolve().parent.parent / "docs" / "export.md").read_text(encoding="utf-8")
+    assert onnx_blocks_markdown(default_registry()) in committed, \
+        "docs/export.md's ONNX lists are stale: run python -m blockflow.export.onnx_docs docs/export.md"
+
+
+def test_the_docs_name_every_refused_use_and_float32_block():
+    from blockflow.export.onnx_docs import FLOAT32_ONLY_OPS, REFUSED, USE_LIMITS
+    from blockflow.registry import default_registry
+
+    assert {name for name, _ in REFUSED_USES} <= set(USE_LIMITS)
+    documented = {b for blocks in FLOAT32_ONLY_OPS.values() for b in blocks}
+    assert FLOAT32_ONLY <= documented
+    registry = default_registry()
+    assert not set(REFUSED) & set(TABLE) and set(REFUSED) <= set(registry.names())
