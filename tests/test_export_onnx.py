@@ -328,3 +328,80 @@ def test_the_docs_name_every_refused_use_and_float32_block():
     assert FLOAT32_ONLY <= documented
     registry = default_registry()
     assert not set(REFUSED) & set(TABLE) and set(REFUSED) <= set(registry.names())
+
+
+def _f32(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+#: each library layer: its parameters and the shapes (or arrays) fed to its inputs
+LAYER_FEEDS = {
+    "Dense": ({"units": 4, "activation": "relu"}, {"x": (3, 5)}),
+    "Conv2D": ({"filters": 3, "kernel_size": 3, "strides": 2, "padding": "SAME", "activation": "tanh"},
+               {"x": (2, 5, 5, 2)}),
+    "Conv2DTranspose": ({"filters": 4, "kernel_size": 3, "strides": 2}, {"x": (2, 3, 3, 2)}),
+    "MaxPooling2D": ({"pool_size": 2, "strides": 2}, {"x": (2, 4, 4, 3)}),
+    "AveragePooling2D": ({"pool_size": 2, "strides": 2, "padding": "SAME"}, {"x": (2, 5, 5, 3)}),
+    "GlobalAveragePooling2D": ({}, {"x": (2, 3, 3, 4)}),
+    "Flatten": ({}, {"x": (2, 3, 4, 5)}),
+    "Dropout": ({"rate": 0.25, "seed": 3}, {"x": (4, 6)}),
+    "BatchNormalization": ({"momentum": 0.5}, {"x": (6, 4)}),
+    "BatchNormalization2D": ({"momentum": 0.5}, {"x": (2, 3, 3, 4)}),
+    "LayerNormalization": ({}, {"x": (3, 5)}),
+    "Embedding": ({"input_dim": 7, "output_dim": 3}, {"ids": np.array([[0, 6, 2], [3, 3, 1]], np.int32)}),
+    "LSTMCell": ({"units": 4}, {"x": (2, 3), "h": (2, 4), "c": (2, 4)}),
+    "GRUCell": ({"units": 4}, {"x": (2, 3), "h": (2, 4)}),
+    "LSTM": ({"units": 4}, {"x": (2, 8, 3)}),
+    "MultiHeadAttention": ({}, {"query": (2, 3, 4), "key": (2, 5, 4), "value": (2, 5, 4)}),
+    "ResidualDense": ({}, {"x": (3, 5)}),
+    "SoftmaxCrossEntropy": ({}, {"logits": (3, 4), "labels": np.full((3, 4), 0.25, np.float32)}),
+    "SparseSoftmaxCrossEntropy": ({}, {"logits": (3, 4), "labels": np.array([0, 3, 1], np.int32)}),
+    "SigmoidCrossEntropy": ({}, {"logits": (3, 4), "labels": np.full((3, 4), 0.3, np.float32)}),
+    "MSE": ({}, {"prediction": (3, 4), "target": (3, 4)}),
+    "Huber": ({}, {"prediction": (3, 4), "target": (3, 4)}),
+}
+
+
+def _library_layers():
+    import sys
+    from pathlib import Path
+
+    tools = str(Path(__file__).resolve().parent.parent / "tools")
+    if tools not in sys.path:
+        sys.path.insert(0, tools)
+    from layer_defs import basic, sequence
+
+    return {fn().name: fn for fn in basic.LAYERS + sequence.LAYERS}
+
+
+@pytest.mark.parametrize("name", sorted(LAYER_FEEDS))
+def test_library_layer_equals_the_runtime_in_inference(name):
+    """Each layer of the library, after one training run has moved its state (a batch
+    normalization's moving statistics), exports and gives blockflow's inference outputs."""
+    from blockflow.composite import block_name
+    from blockflow.project import Project
+
+    params, shapes = LAYER_FEEDS[name]
+    project = Project()
+    for build in _library_layers().values():      # LSTM's cell is a composite of its own
+        comp = build()
+        project.composites[comp.name] = comp
+    page = project.add_page("main")
+    page.add_node(block_name(name), id="L", attrs=dict(params))
+    rng = np.random.default_rng(7)
+    feeds = {}
+    for port, shape in shapes.items():
+        value = shape if isinstance(shape, np.ndarray) else _f32(rng, *shape)
+        page.add_node("Placeholder", id=f"in_{port}", attrs={"dtype": value.dtype.name, "shape": list(value.shape)})
+        page.connect(f"in_{port}", "output", "L", port)
+        feeds[f"in_{port}"] = value
+    program = compile_project(project)
+    assert program.ok, program.errors[:3]
+    run(program, feeds, split="train", commit=True)          # moves the layer's state once
+    outs = [f"L:{port}" for port in program.output_ports("L")]
+    model = compare_with_ort(project, feeds, outs, program=program, rtol=2e-5, atol=2e-6)
+    ops = {n.op_type for n in model.graph.node}
+    if name.startswith("BatchNormalization"):     # the moving statistics, not the batch's
+        assert "ReduceMean" not in ops, ops
+    if name == "Dropout":                         # no mask in inference: the input itself
+        assert ops == {"Identity"}, ops

@@ -42,14 +42,49 @@ __all__ = ["export_onnx", "onnx_refused_blocks", "write_onnx_file", "MIN_OPSET"]
 MIN_OPSET = 17
 
 
+def inference_phase(program: Program) -> dict:
+    """{slot: bool} of the values an inference run knows before it starts: LearningPhase is
+    false, and what Identity or LogicalNot make of that."""
+    known: dict = {}
+    for st in program.steps:
+        if st.spec.name == "LearningPhase":
+            known[st.outputs[0]] = False
+        elif st.spec.name in ("Identity", "LogicalNot", "Output", "Input") and st.inputs and st.inputs[0] in known:
+            value = known[st.inputs[0]]
+            known[st.outputs[0]] = (not value) if st.spec.name == "LogicalNot" else value
+    return known
+
+
+def chosen_branch(st: Step, known: dict):
+    """The slot a Select whose condition is a known scalar (the learning phase) passes on, or
+    None: in inference a layer's training branch (Dropout's mask, the batch's statistics) is
+    never computed."""
+    if st.spec.name != "Select" or st.inputs[0] not in known:
+        return None
+    return st.inputs[1] if known[st.inputs[0]] else st.inputs[2]
+
+
 def onnx_needed_nodes(program: Program, out_slots) -> set:
-    """The flat nodes the outputs depend on (and nothing else: inference changes no state)."""
-    import networkx as nx
-    roots = {program.slot(s).node for s in out_slots}
-    needed = set(roots)
-    for node in roots:
-        if node in program.graph:
-            needed |= nx.ancestors(program.graph, node)
+    """The flat nodes the outputs depend on in inference (and nothing else: inference changes
+    no state, and a Select on the learning phase reads only the inference branch)."""
+    known = inference_phase(program)
+    todo = [program.slot(s).node for s in out_slots]
+    needed: set = set()
+    while todo:
+        node = todo.pop()
+        if node in needed:
+            continue
+        needed.add(node)
+        st = program.step(node)
+        if st is None:
+            continue
+        branch = chosen_branch(st, known)
+        sources = [branch] if branch is not None else [
+            x for src in st.inputs for x in (src if isinstance(src, tuple) else (src,)) if x is not None]
+        for slot in sources:
+            producer = program.slot(slot).node
+            if producer != node and program.step(producer) is not None:
+                todo.append(producer)
     return needed
 
 
@@ -137,10 +172,12 @@ class _GraphBuilder:
         self.produced: set[str] = set()
         self.problems: list[str] = []
         self.needed = onnx_needed_nodes(program, out_slots)
+        self.known = inference_phase(program)
         self.read = set(out_slots)
         for st in program.steps:
             if st.node in self.needed:
-                for src in st.inputs:
+                branch = chosen_branch(st, self.known)
+                for src in [branch] if branch is not None else st.inputs:
                     self.read.update(src if isinstance(src, tuple) else () if src is None else (src,))
         # the outputs' names are given first, so they read as the nodes they come from
         self.out_names = [self.values(("out", i), self._port_label(s)) for i, s in enumerate(out_slots)]
@@ -205,6 +242,10 @@ class _GraphBuilder:
             return
         if st.spec.name in ("Input", "Output"):
             self.expr[st.outputs[0]] = self._slot_expr(st.inputs[0])
+            return
+        branch = chosen_branch(st, self.known)
+        if branch is not None:
+            self.expr[st.outputs[0]] = self._slot_expr(branch)
             return
         if _folded(program, st):
             for o in st.outputs:
