@@ -405,3 +405,26 @@ def test_library_layer_equals_the_runtime_in_inference(name):
         assert "ReduceMean" not in ops, ops
     if name == "Dropout":                         # no mask in inference: the input itself
         assert ops == {"Identity"}, ops
+
+
+@pytest.mark.parametrize("path, page", SAMPLE_PAGES)
+def test_every_exportable_value_of_a_sample_page_equals_the_runtime(path, page):
+    """Not just the loss: every output of every block whose inputs can be exported (the
+    predictions a model for inference returns, and each step on the way)."""
+    from blockflow.export.onnx_model import onnx_needed_nodes, onnx_refused_blocks
+    from blockflow.io.project_io import load_project
+    from blockflow.project import port_text
+
+    project = load_project(path)
+    program = compile_project(project, page)
+    outs = []
+    for st in program.steps:
+        if st.refs or st.role in ("variable", "placeholder", "gradients") or st.spec.is_dataset:
+            continue
+        if st.spec.name in ("Input", "Output") or not st.outputs:
+            continue
+        if not onnx_refused_blocks(program, onnx_needed_nodes(program, st.outputs)):
+            outs += [port_text(st.node, program.slot(o).port) for o in st.outputs]
+    if not outs:
+        pytest.skip("no value of this page can be exported")
+    compare_with_ort(project, {}, outs, page=page, program=program, rtol=1e-5, atol=1e-6)

@@ -137,7 +137,12 @@ def export_onnx(project: Project, page: str | None = None, outputs=None, program
                     for name, nodes in sorted(refused.items())]
         raise ExportError(f"{len(refused)} kind(s) of block on page '{program.page_name}' have no "
                           f"ONNX counterpart: {', '.join(sorted(refused))}", problems)
-    builder = _GraphBuilder(onnx, program, out_slots, int(opset))
+    if outputs:
+        labels = [str(t) for t in outputs]
+    else:    # the loss as the page names it ("loss", not the flat "loss/loss_out:output")
+        page_loss = project.page(program.page_name).loss if program.loss is not None else None
+        labels = [str(page_loss)] if page_loss and len(out_slots) == 1 else None
+    builder = _GraphBuilder(onnx, program, out_slots, int(opset), labels)
     model = builder.build()
     onnx.checker.check_model(model, full_check=True)   # a lowering that writes a bad graph fails here
     return model
@@ -156,7 +161,7 @@ def write_onnx_file(model, path) -> list[Path]:
 class _GraphBuilder:
     """Walks the flat schedule once: inputs, initializers, one lowering per needed block."""
 
-    def __init__(self, onnx, program: Program, out_slots: list, opset: int):
+    def __init__(self, onnx, program: Program, out_slots: list, opset: int, labels=None):
         self.onnx = onnx
         self.program = program
         self.out_slots = out_slots
@@ -180,7 +185,8 @@ class _GraphBuilder:
                 for src in [branch] if branch is not None else st.inputs:
                     self.read.update(src if isinstance(src, tuple) else () if src is None else (src,))
         # the outputs' names are given first, so they read as the nodes they come from
-        self.out_names = [self.values(("out", i), self._port_label(s)) for i, s in enumerate(out_slots)]
+        labels = labels or [self._port_label(s) for s in out_slots]
+        self.out_names = [self.values(("out", i), text) for i, text in enumerate(labels)]
 
     def _port_label(self, slot: int) -> str:
         s = self.program.slot(slot)
@@ -223,8 +229,10 @@ class _GraphBuilder:
         graph = helper.make_graph(self.nodes, identifier(self.program.page_name, "page"), self.inputs,
                                   outputs, self.initializers,
                                   doc_string=f"page {comment_text(self.program.page_name, 60)}, exported by blockflow")
-        model = helper.make_model(graph, producer_name="blockflow",
-                                  opset_imports=[helper.make_opsetid("", self.opset)])
+        opsets = [helper.make_opsetid("", self.opset)]
+        model = helper.make_model(graph, producer_name="blockflow", opset_imports=opsets)
+        # the oldest IR version that opset needs: runtimes older than the installed onnx load it
+        model.ir_version = helper.find_min_ir_version_for(opsets)
         helper.set_model_props(model, self.metadata)
         return model
 
