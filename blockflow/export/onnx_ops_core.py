@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from blockflow.export.onnx_lowering import OnnxCall, Unsupported, onnx_dtype, onnx_lowers
+from blockflow.export.onnx_lowering import OnnxCall, Unsupported, onnx_lowers
+
+__all__ = ["reduce", "axes_of", "sigmoid_of", "log1p_of", "expm1_of", "swap_last"]
 
 
 @onnx_lowers("Identity", "EnsureShape", "StopGradient", "PreventGradient")
@@ -265,6 +267,11 @@ def reduction(call: OnnxCall) -> str:
         return reduce(call, _REDUCE[call.block], x, axes, keep)
     if not axes:
         return x
+    if t.dtype == np.float16:
+        # numpy's mean of float16 sums and divides in float32, then rounds once
+        wide = call.cast(x, np.float32)
+        total = reduce(call, "ReduceMean", wide, axes, keep)
+        return call.cast(total, np.float16)
     count = 1
     for a in axes:
         if t.shape[a] is None:
@@ -318,5 +325,3 @@ def cumsum(call: OnnxCall) -> str:
                    exclusive=int(bool(call.attrs.get("exclusive"))),
                    reverse=int(bool(call.attrs.get("reverse"))))
 
-
-__all__ = ["onnx_dtype", "reduce", "axes_of", "sigmoid_of", "log1p_of", "expm1_of", "swap_last"]

@@ -171,10 +171,13 @@ def sigmoid_ce(call: OnnxCall) -> str:
 
 @onnx_lowers("L2Loss")
 def l2_loss(call: OnnxCall) -> str:
-    t = call.ins[0]
+    t, dt = call.ins[0], call.out_dtype()
+    if dt == np.float16:     # blockflow sums float16 squares in float32
+        t = call.cast(t, np.float32)
     sq = call.op("Mul", t, t)
     total = reduce(call, "ReduceSum", sq, list(range(call.rank("t"))), False)
-    return call.op("Mul", total, _c(call, 0.5, call.out_dtype()))
+    half = call.op("Mul", total, _c(call, 0.5, np.float32 if dt == np.float16 else dt))
+    return call.cast(half, dt) if dt == np.float16 else half
 
 
 # ------------------------------------------------------------------------------ bias, windows
