@@ -33,7 +33,6 @@ REFUSED = {
     "ApplyGradientDescent": _STATE, "ApplyMomentum": _STATE, "ApplyRMSProp": _STATE,
     "Assign": _STATE, "AssignAdd": _STATE, "AssignSub": _STATE,
     "Gradients": "differentiates: an ONNX model is the forward pass only",
-    "Cumprod": "ONNX has no running product (one made of logarithms would not be exact)",
 }
 
 #: lowered blocks some of whose uses are refused (the lowering names the reason at export)
@@ -43,10 +42,9 @@ USE_LIMITS = {
     "Gather": "with `batch_dims` other than 0",
     "MaxPool": "of integers (ONNX pools floats)",
     "AvgPool": "of integers (ONNX pools floats)",
-    "MirrorPad": "in SYMMETRIC mode (ONNX's reflect mode leaves the edge out)",
+    "Cumprod": "along an axis of open size or longer than 1024 (unrolled: ONNX has no running product)",
     "Pow": "of integers (blockflow refuses a negative power, ONNX does not)",
     "StridedSlice": "with `ellipsis_mask` or `new_axis_mask`",
-    "TopK": "with `sorted` off",
     "Split": "along an axis of open size", "SplitV": "into pieces of open size",
     "Diag": "of an open shape", "DiagPart": "of an open shape",
     "Conv2D": "with a filter of open height or width",

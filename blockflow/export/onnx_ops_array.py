@@ -161,11 +161,29 @@ def pad(call: OnnxCall) -> str:
 
 @onnx_lowers("MirrorPad")
 def mirror_pad(call: OnnxCall) -> str:
-    if not any(_pads_of(call)):
-        return call.arg("input")
-    if call.attrs.get("mode", "REFLECT") != "REFLECT":
-        raise Unsupported("SYMMETRIC mirror padding (ONNX's Pad reflects without the edge only)")
-    return call.op("Pad", call.arg("input"), call.ints(_pads_of(call)), mode="reflect")
+    pads = np.asarray(call.arg("paddings")).reshape(-1, 2)
+    x = call.arg("input")
+    if not pads.any():
+        return x
+    if call.attrs.get("mode", "REFLECT") == "REFLECT":
+        return call.op("Pad", x, call.ints(_pads_of(call)), mode="reflect")
+    # SYMMETRIC mirrors the edge too, which ONNX's Pad has no mode for: axis by axis, the
+    # mirrored slices of each end joined around x
+    for axis, (before, after) in enumerate(pads.tolist()):
+        parts = []
+        if before:
+            parts.append(_flipped(call, x, axis, 0, before))
+        parts.append(x)
+        if after:
+            parts.append(_flipped(call, x, axis, -after, 2 ** 63 - 1))
+        if len(parts) > 1:
+            x = call.op("Concat", *parts, axis=axis)
+    return x
+
+
+def _flipped(call: OnnxCall, x: str, axis: int, start: int, end: int) -> str:
+    piece = call.op("Slice", x, call.ints([start]), call.ints([end]), call.ints([axis]))
+    return call.op("Slice", piece, call.ints([-1]), call.ints([_INT64_MIN]), call.ints([axis]), call.ints([-1]))
 
 
 _INT64_MIN = -(2 ** 63)
@@ -259,10 +277,14 @@ def einsum(call: OnnxCall) -> str:
 
 @onnx_lowers("TopK")
 def top_k(call: OnnxCall) -> list:
-    if not call.attrs.get("sorted", True):
-        raise Unsupported("sorted=False (the order of the values is TensorFlow's own)")
     k = call.const(np.asarray([_int(call.arg("k"))], np.int64))
+    # ONNX's TopK, as TF's: descending values, ties in increasing index order
     values, indices = call.op("TopK", call.arg("input"), k, axis=-1, largest=1, sorted=1, outputs=2)
+    if not call.attrs.get("sorted", True):
+        # blockflow's unsorted order is the indices ascending: the k largest of -index
+        neg, _ = call.op("TopK", call.op("Neg", indices), k, axis=-1, largest=1, sorted=1, outputs=2)
+        indices = call.op("Neg", neg)
+        values = call.op("GatherElements", call.arg("input"), indices, axis=-1)
     return [values, call.cast(indices, call.out_types[1].dtype)]
 
 
@@ -335,3 +357,33 @@ def scatter_nd(call: OnnxCall) -> str:
     # duplicate indices add up, as TF's ScatterNd (ONNX's reduction "add")
     return call.op("ScatterND", zeros, call.cast(call.arg("indices"), np.int64), call.arg("updates"),
                    reduction="add")
+
+
+#: the longest axis Cumprod is unrolled along (one Mul per entry)
+CUMPROD_MAX = 1024
+
+
+@onnx_lowers("Cumprod")
+def cumprod(call: OnnxCall) -> str:
+    """ONNX has no running product: it is unrolled, one Mul per entry along the axis, in the
+    order numpy's multiply.accumulate takes (a product through logarithms would not be exact)."""
+    t = call.type_of("x")
+    rank = len(t.shape)
+    axis = _int(call.arg("axis")) % max(rank, 1)
+    n = t.shape[axis]
+    if n is None or n > CUMPROD_MAX:
+        raise Unsupported(f"a running product along an axis of open size or longer than {CUMPROD_MAX}")
+    if n == 0:
+        return call.arg("x")
+    pieces = _split(call, call.arg("x"), axis, [1] * n)
+    if call.attrs.get("reverse"):
+        pieces = pieces[::-1]
+    if call.attrs.get("exclusive"):
+        one = call.op("Expand", call.const(np.ones((), t.dtype)), call.op("Shape", pieces[0]))
+        pieces = [one] + pieces[:-1]
+    out = [pieces[0]]
+    for p in pieces[1:]:
+        out.append(call.op("Mul", out[-1], p))
+    if call.attrs.get("reverse"):
+        out = out[::-1]
+    return out[0] if len(out) == 1 else call.op("Concat", *out, axis=axis)
