@@ -44,7 +44,6 @@ USE_LIMITS = {
     "AvgPool": "of integers (ONNX pools floats)",
     "Cumprod": "along an axis of open size or longer than 1024 (unrolled: ONNX has no running product)",
     "Pow": "of integers (blockflow refuses a negative power, ONNX does not)",
-    "StridedSlice": "with `ellipsis_mask` or `new_axis_mask`",
     "Split": "along an axis of open size", "SplitV": "into pieces of open size",
     "Diag": "of an open shape", "DiagPart": "of an open shape",
     "Conv2D": "with a filter of open height or width",

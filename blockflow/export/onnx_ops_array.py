@@ -212,27 +212,62 @@ def slice_(call: OnnxCall) -> str:
 
 @onnx_lowers("StridedSlice")
 def strided_slice(call: OnnxCall) -> str:
+    """TF's sparse spec made dense (the ellipsis as full axes, new axes inserted after), then
+    one ONNX Slice, a Squeeze of the shrunk axes and an Unsqueeze of the new ones."""
     a = call.attrs
-    if int(a.get("ellipsis_mask", 0)) or int(a.get("new_axis_mask", 0)):
-        raise Unsupported("ellipsis_mask and new_axis_mask")
+    rank = call.rank("input")
     begin = [int(v) for v in np.asarray(call.arg("begin")).reshape(-1)]
     end = [int(v) for v in np.asarray(call.arg("end")).reshape(-1)]
     strides = call.arg("strides")
     strides = [1] * len(begin) if strides is None else [int(v) for v in np.asarray(strides).reshape(-1)]
-    bm, em, sm = int(a.get("begin_mask", 0)), int(a.get("end_mask", 0)), int(a.get("shrink_axis_mask", 0))
-    big = 2 ** 63 - 1
-    starts, ends = [], []
-    for i, (b, e, s) in enumerate(zip(begin, end, strides)):
-        if sm >> i & 1:
-            starts.append(b)
-            ends.append(b + 1 if b != -1 else big)
-            continue
-        starts.append((0 if s > 0 else -1) if bm >> i & 1 else b)
-        ends.append((big if s > 0 else _INT64_MIN) if em >> i & 1 else e)
-    out = call.op("Slice", call.arg("input"), call.ints(starts), call.ints(ends), call.ints(range(len(begin))),
-                  call.ints([1 if sm >> i & 1 else s for i, s in enumerate(strides)]))
-    shrink = [i for i in range(len(begin)) if sm >> i & 1]
-    return call.op("Squeeze", out, call.ints(shrink)) if shrink else out
+    masks = [int(a.get(k, 0)) for k in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask",
+                                        "shrink_axis_mask")]
+    starts, ends, steps, shrunk, new_at = _dense_slices(rank, begin, end, strides, masks)
+    x = call.arg("input")
+    if rank and any((b, e, st) != (0, _BIG, 1) for b, e, st in zip(starts, ends, steps)):
+        x = call.op("Slice", x, call.ints(starts), call.ints(ends), call.ints(range(rank)), call.ints(steps))
+    if shrunk:
+        x = call.op("Squeeze", x, call.ints(shrunk))
+    if new_at:
+        x = call.op("Unsqueeze", x, call.ints(new_at))
+    return x if x != call.arg("input") else call.op("Identity", x)
+
+
+_BIG = 2 ** 63 - 1
+
+
+def _dense_slices(rank, begin, end, strides, masks):
+    """Per input axis (start, end, step) of ONNX's Slice, the shrunk input axes, and the output
+    positions of the new axes, for TF's spec with its masks (the ellipsis bit wins over the
+    others, then new_axis over shrink, as TF reads them)."""
+    bm, em, ellipsis, new_axis, shrink = masks
+    sparse = ["..." if ellipsis >> i & 1 else "new" if new_axis >> i & 1 else i for i in range(len(begin))]
+    real = sum(1 for t in sparse if isinstance(t, int))
+    if "..." not in sparse:
+        sparse.append("...")
+    starts, ends, steps, shrunk, new_at, out_pos = [], [], [], [], [], 0
+    for t in sparse:
+        if t == "new":
+            new_at.append(out_pos)
+            out_pos += 1
+        elif t == "...":
+            for _ in range(rank - real):
+                starts.append(0)
+                ends.append(_BIG)
+                steps.append(1)
+                out_pos += 1
+        elif shrink >> t & 1:
+            shrunk.append(len(starts))
+            starts.append(begin[t])
+            ends.append(begin[t] + 1 if begin[t] != -1 else _BIG)
+            steps.append(1)
+        else:
+            s = strides[t]
+            starts.append((0 if s > 0 else -1) if bm >> t & 1 else begin[t])
+            ends.append((_BIG if s > 0 else _INT64_MIN) if em >> t & 1 else end[t])
+            steps.append(s)
+            out_pos += 1
+    return starts, ends, steps, shrunk, new_at
 
 
 @onnx_lowers("OneHot")
