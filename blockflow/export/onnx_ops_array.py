@@ -116,11 +116,26 @@ def split_v(call: OnnxCall) -> list:
 
 @onnx_lowers("Gather")
 def gather(call: OnnxCall) -> str:
-    if int(call.attrs.get("batch_dims", 0)):
-        raise Unsupported("batch_dims other than 0")
-    rank = call.rank("params")
+    rank, irank = call.rank("params"), call.rank("indices")
     axis = _int(call.arg("axis")) % rank
-    return call.op("Gather", call.arg("params"), call.cast(call.arg("indices"), np.int64), axis=axis)
+    indices = call.cast(call.arg("indices"), np.int64)
+    b = int(call.attrs.get("batch_dims", 0))
+    b = b % irank if b < 0 else b
+    if not b:
+        return call.op("Gather", call.arg("params"), indices, axis=axis)
+    # with batch dims: GatherND over the axis moved next to them, then the axes between them
+    # and the axis moved back after the gathered ones
+    params = call.arg("params")
+    if axis != b:
+        perm = list(range(b)) + [axis] + list(range(b, axis)) + list(range(axis + 1, rank))
+        params = call.op("Transpose", params, perm=perm)
+    out = call.op("GatherND", params, call.op("Unsqueeze", indices, call.ints([irank])), batch_dims=b)
+    if axis == b:
+        return out
+    k, m = irank - b, axis - b
+    perm = (list(range(b)) + list(range(b + k, b + k + m)) + list(range(b, b + k))
+            + list(range(b + k + m, rank - 1 + k)))
+    return call.op("Transpose", out, perm=perm)
 
 
 @onnx_lowers("GatherNd")
