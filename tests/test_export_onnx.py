@@ -31,7 +31,7 @@ FLOAT32_ONLY = {"Conv2D", "Conv2DBackpropInput", "AvgPool", "Erf", "Tan", "Asin"
 FLOAT32_CASES = {("Activation", "gelu"), ("Activation", "gelu-float64")}
 #: uses of a lowered block with no exact ONNX counterpart: each must be refused, naming the block
 REFUSED_USES = {
-    ("Pow", "int32"), ("Einsum", "ellipsis-broadcast"),
+    ("Pow", "int32"),
     ("Dropout", "half"), ("Dropout", "rate-0.2"), ("Dropout", "scalar"),
     ("MaxPool", "int32"),
 }

@@ -38,7 +38,6 @@ REFUSED = {
 #: lowered blocks some of whose uses are refused (the lowering names the reason at export)
 USE_LIMITS = {
     "Dropout": "with `training` on and a rate above 0 (a random mask; drive Dropout by LearningPhase)",
-    "Einsum": "with `...` standing for different numbers of axes in its two inputs",
     "MaxPool": "of integers (ONNX pools floats)",
     "AvgPool": "of integers (ONNX pools floats)",
     "Cumprod": "along an axis of open size or longer than 1024 (unrolled: ONNX has no running product)",

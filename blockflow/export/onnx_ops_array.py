@@ -318,11 +318,16 @@ def einsum(call: OnnxCall) -> str:
         # numpy's implicit output: the ... axes, then the letters used once, alphabetically
         letters = "".join(terms).replace(".", "")
         rhs = ("..." if "..." in lhs else "") + "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
-    spans = set((len(types.shape) - len(term.replace("...", ""))
-                 for term, types in zip(terms, call.in_types[0]) if "..." in term))
-    if len(spans) > 1:
-        raise Unsupported("'...' standing for different numbers of axes in the inputs (broadcast)")
-    return call.op("Einsum", *call.arg("inputs"), equation=f"{lhs}->{rhs}")
+    inputs = list(call.arg("inputs"))
+    spans = [len(t.shape) - len(term.replace("...", "")) if "..." in term else None
+             for term, t in zip(terms, call.in_types[0])]
+    widest = max((n for n in spans if n is not None), default=0)
+    for i, (term, n) in enumerate(zip(terms, spans)):
+        if n is not None and n < widest:
+            # numpy aligns the '...' axes from the right: size-1 axes in front of the shorter
+            at = term.index("...")
+            inputs[i] = call.op("Unsqueeze", inputs[i], call.ints(range(at, at + widest - n)))
+    return call.op("Einsum", *inputs, equation=f"{lhs}->{rhs}")
 
 
 @onnx_lowers("TopK")
