@@ -11,11 +11,12 @@ they are refused). Each block becomes one node or a few (onnx_ops_*.py), named a
   (``program.variable_values``); constants too.
 - Placeholders, and the outputs of dataset blocks, are the graph's inputs, with their dtypes
   and shapes; a size the page leaves open is a symbolic dimension ``<input>_dim<axis>``.
-- The graph's outputs are the outputs asked for (``node`` or ``node:port``), default the
-  page's loss; a model meant for inference names its prediction (the logits, the
-  probabilities) instead, since the loss needs the labels as an input too.
-- The inference phase: LearningPhase is false, Dropout passes through, batch normalization
-  uses its moving statistics (as ``run(split="test")`` in blockflow).
+- The graph's outputs are the outputs asked for (``node`` or ``node:port``, each named after
+  that text), default the page's loss; a model meant for inference names its prediction (the
+  logits, the probabilities) instead, since the loss needs the labels as an input too.
+- The inference phase: LearningPhase is false, and a Select on it reads only its inference
+  branch, so a Dropout layer passes its input through and batch normalization uses its moving
+  statistics (as ``run(split="test")`` in blockflow). Unread values are pruned.
 
 ``graph.metadata_props`` maps each graph input and output name back to the project's node
 (``input:<name>`` -> node id, ``output:<name>`` -> ``node:port``).
@@ -55,13 +56,16 @@ def inference_phase(program: Program) -> dict:
     return known
 
 
-def chosen_branch(st: Step, known: dict):
-    """The slot a Select whose condition is a known scalar (the learning phase) passes on, or
+def chosen_branch(program: Program, st: Step, known: dict):
+    """The slot a Select whose condition is known (the learning phase) passes on unchanged, or
     None: in inference a layer's training branch (Dropout's mask, the batch's statistics) is
-    never computed."""
+    never computed. Only where the chosen branch has the output's shape (nothing broadcast)."""
     if st.spec.name != "Select" or st.inputs[0] not in known:
         return None
-    return st.inputs[1] if known[st.inputs[0]] else st.inputs[2]
+    chosen = st.inputs[1] if known[st.inputs[0]] else st.inputs[2]
+    if program.slot(chosen).type.shape != program.slot(st.outputs[0]).type.shape:
+        return None
+    return chosen
 
 
 def onnx_needed_nodes(program: Program, out_slots) -> set:
@@ -78,7 +82,7 @@ def onnx_needed_nodes(program: Program, out_slots) -> set:
         st = program.step(node)
         if st is None:
             continue
-        branch = chosen_branch(st, known)
+        branch = chosen_branch(program, st, known)
         sources = [branch] if branch is not None else [
             x for src in st.inputs for x in (src if isinstance(src, tuple) else (src,)) if x is not None]
         for slot in sources:
@@ -181,7 +185,7 @@ class _GraphBuilder:
         self.read = set(out_slots)
         for st in program.steps:
             if st.node in self.needed:
-                branch = chosen_branch(st, self.known)
+                branch = chosen_branch(program, st, self.known)
                 for src in [branch] if branch is not None else st.inputs:
                     self.read.update(src if isinstance(src, tuple) else () if src is None else (src,))
         # the outputs' names are given first, so they read as the nodes they come from
@@ -251,7 +255,7 @@ class _GraphBuilder:
         if st.spec.name in ("Input", "Output"):
             self.expr[st.outputs[0]] = self._slot_expr(st.inputs[0])
             return
-        branch = chosen_branch(st, self.known)
+        branch = chosen_branch(program, st, self.known)
         if branch is not None:
             self.expr[st.outputs[0]] = self._slot_expr(branch)
             return
