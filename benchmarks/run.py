@@ -348,9 +348,15 @@ def bench_composite_compile(repeats):
     return compile_rows(repeats, generated_project)
 
 
+def bench_export_mlp(repeats):
+    """(h) the MLP exported to PyTorch against the same net written by hand (torch_export.py)."""
+    from torch_export import export_rows
+    return export_rows(repeats, timeit_pair, mlp_project)
+
+
 WORKLOADS = {"mlp": bench_mlp, "softmax": bench_softmax, "chain": bench_chain, "compile": bench_compile,
              "train": bench_train, "composite-mlp": bench_composite_mlp,
-             "composite-compile": bench_composite_compile}
+             "composite-compile": bench_composite_compile, "export-mlp": bench_export_mlp}
 
 
 def blas_info() -> str:

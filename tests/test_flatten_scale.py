@@ -111,3 +111,40 @@ def test_every_wire_drawn_inside_an_instance_maps_to_its_flat_wire_without_one_e
     kept = {(lvl, e) for lvl, e in program.hierarchy.wires if lvl}
     assert ("d2", Edge("MatMul_1", "product", "BiasAdd_1", "value")) not in kept
     assert ("d1b", Edge("W", "ref", "MatMul_1", "b")) in kept
+
+
+def _tanh_twice() -> Composite:
+    comp = Composite("T2")
+    p = comp.page
+    p.add_node("Input", id="x", attrs={"name": "x", "dtype": "any"})
+    p.add_node("Tanh", id="t1")
+    p.add_node("MatMul", id="mm")
+    p.add_node("Output", id="y", attrs={"name": "y"})
+    p.connect("x", "output", "t1", "x")
+    p.connect("t1", "y", "mm", "a")
+    p.connect("t1", "y", "mm", "b")
+    p.connect("mm", "product", "y", "input")
+    return comp
+
+
+def test_instances_reuse_types_only_when_their_inputs_are_typed_alike():
+    """The compiler types a block of an instance by a look-up when an instance before it had the
+    same inputs: instances fed other dtypes or shapes get their own types, and a failure is
+    reported on every instance, not only the first."""
+    from blockflow.project import Project
+
+    project = Project()
+    project.composites["T2"] = _tanh_twice()
+    page = project.add_page("main")
+    shapes = {"a": ([3, 3], "float32"), "b": ([4, 4], "float64"), "c": ([3, 3], "float32"),
+              "bad1": ([5], "float32"), "bad2": ([5], "float32")}
+    for name, (shape, dtype) in shapes.items():
+        page.add_node("Placeholder", id=f"p_{name}", attrs={"shape": shape, "dtype": dtype})
+        page.add_node(block_name("T2"), id=name)
+        page.connect(f"p_{name}", "output", name, "x")
+    program = compile_project(project)
+    assert program.port_type("a", "y").shape == (3, 3) and program.port_type("a", "y").dtype == np.float32
+    assert program.port_type("c", "y").shape == (3, 3)
+    assert program.port_type("b", "y").shape == (4, 4) and program.port_type("b", "y").dtype == np.float64
+    failed = sorted(d.node for d in program.errors)
+    assert "bad1/mm" in failed and "bad2/mm" in failed     # MatMul of rank-1 inputs, on each

@@ -41,11 +41,9 @@ def cmd_export(args) -> int:
 
 @exporter("torch")
 def _export_torch(args, project) -> list:
-    from blockflow.export.files import write_torch_files
-    from blockflow.export.torch_module import export_torch
+    from blockflow.export.formats import export_files
 
-    export = export_torch(project, args.page, outputs=args.outputs or None, registry=inputs.registry())
-    return write_torch_files(export, args.output)
+    return export_files("torch", project, args.page, args.output, args.outputs or None, inputs.registry())
 
 
 @exporter("onnx")

@@ -132,6 +132,9 @@ class _Compiler:
         specs: dict[str, BlockSpec] = {}
         attrs: dict[str, dict] = {}
         unexpanded, waiting = self.hierarchy.unexpanded, self.hierarchy.dim_nodes
+        # The blocks of every instance of a composite share their node's attrs dict (flatten.py):
+        # checked once, and one checked dict for all of them, which infer.py's look-up keys on.
+        checked: dict[int, tuple] = {}
         for nid, node in self.page.nodes.items():
             if nid in unexpanded:     # an instance that could not be flattened: reported
                 self.failed.add(nid)
@@ -146,10 +149,15 @@ class _Compiler:
             if nid in waiting:
                 self.deferred[nid] = node.attrs
                 continue
-            values, problems = spec.validate_attrs(node.attrs)
-            for k, v in values.items():
-                if isinstance(v, np.ndarray):
-                    values[k] = read_only(v)
+            hit = checked.get(id(node.attrs))
+            if hit is not None and hit[0] is spec:
+                values, problems = hit[1], hit[2]
+            else:
+                values, problems = spec.validate_attrs(node.attrs)
+                for k, v in values.items():
+                    if isinstance(v, np.ndarray):
+                        values[k] = read_only(v)
+                checked[id(node.attrs)] = (spec, values, problems)
             for attr, problem in problems:
                 self.error(nid, None, problem)
             attrs[nid] = values

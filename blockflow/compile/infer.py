@@ -11,15 +11,12 @@ import numpy as np
 from blockflow.compile.program import Slot, Step
 from blockflow.datafiles import DataFileError
 from blockflow.compile.dimensions import Dimensions
+from blockflow.compile.dtypes import check_dtypes
 from blockflow.project import Edge, split_port
-from blockflow.spec import MAX_TENSOR_BYTES, ShapeError, TensorType, fit_dtype, shape_text
+from blockflow.spec import MAX_TENSOR_BYTES, ShapeError, TensorType, shape_text
 from blockflow.variables import VariableValues
 
 __all__ = ["Inference", "read_only"]
-
-#: dtype classes an input may declare; any other dtype name is a type variable
-_CLASSES = ("float", "int", "bool", "number", "any")
-
 
 def read_only(a):
     """A view of a project's array that a run cannot write through (results share memory)."""
@@ -58,6 +55,11 @@ class Inference:
         self.dims = Dimensions(binders or {}, report, page)
         self.deferred = deferred or {}
         self.specs, self.attrs, self.fed = specs, attrs, fed
+        #: (spec, id of its attrs dict, input types) -> output types: the blocks of every instance
+        #: of a composite share one attrs dict (compiler._check_blocks), so an instance typed
+        #: like one before it is typed by a look-up (1,000 instances: benchmarks/composites.py)
+        self._typed: dict = {}
+        self._dtypes_ok: set = set()    # (spec, input dtypes...) that check_dtypes passed
         self.slots: list[Slot] = []
         self.port_slots: dict[tuple[str, str], int] = {}
         self.steps: list[Step] = []
@@ -93,7 +95,7 @@ class Inference:
             return
         node = self.page.nodes[nid]
         fed, fed_ports = self.fed, self.fed_ports.get(nid, ())
-        if nid in failed or any(fed[(nid, port)].src in failed for port in fed_ports):
+        if failed and (nid in failed or any(fed[(nid, port)].src in failed for port in fed_ports)):
             # Its own problem, or one upstream, is reported already; what is wrong with its
             # inputs is still worth saying now, so that every problem shows at once.
             failed.add(nid)
@@ -103,7 +105,7 @@ class Inference:
             failed.add(nid)
             return
         got = self._inputs(nid, node, spec)
-        if got is None or not check_dtypes(report, nid, spec, got.args, got.inputs, self.slots):
+        if got is None or not self._dtypes_fit(nid, spec, got):
             return
         outs = self._call_infer(nid, spec, got.args)
         if outs is None:
@@ -127,6 +129,29 @@ class Inference:
                 report.warn(nid, None, f"updates {target[1]}'s {target[0]} as {self.updaters[target]} does; "
                                        f"the later one in the schedule wins")
             self.updaters[target] = nid
+
+    def _dtypes_fit(self, nid, spec, got) -> bool:
+        """check_dtypes, skipped for a block whose wired inputs' dtypes were checked before (every
+        instance of a composite after the first); inline constants are always checked (cast)."""
+        slots, key = self.slots, [spec]
+        for s in got.inputs:
+            if s is None:
+                key.append(None)
+                continue
+            for i in (s if type(s) is tuple else (s,)):
+                slot = slots[i]
+                if slot.const:
+                    return check_dtypes(self.report, nid, spec, got.args, got.inputs, slots)
+                key.append(slot.type.dtype)
+            if type(s) is tuple:
+                key.append(len(s))
+        key = tuple(key)
+        if key in self._dtypes_ok:
+            return True
+        ok = check_dtypes(self.report, nid, spec, got.args, got.inputs, slots)
+        if ok:
+            self._dtypes_ok.add(key)
+        return ok
 
     def _resolve_attrs(self, nid, spec) -> bool:
         """Put the sizes of the dimensions a node's attrs name in them, and check the attrs."""
@@ -329,7 +354,19 @@ class Inference:
 
     def _call_infer(self, nid, spec, args):
         """The block's output types, checked (None when its infer refused or misbehaved: reported)."""
-        error, attrs = self.report.error, self.attrs[nid]
+        attrs = self.attrs[nid]
+        key = _memo_key(spec, attrs, args)
+        if key is not None:
+            outs = self._typed.get(key)
+            if outs is not None:
+                return outs
+        outs = self._infer_checked(nid, spec, args, attrs)
+        if key is not None and outs is not None:   # a failure is reported on each node anew
+            self._typed[key] = outs
+        return outs
+
+    def _infer_checked(self, nid, spec, args, attrs):
+        error = self.report.error
         try:
             if spec.infer_context:
                 result = spec.infer(*args, **attrs, files=self.files)
@@ -389,6 +426,28 @@ class Inference:
         return True
 
 
+def _memo_key(spec, attrs, args):
+    """What a block's inferred types depend on, when it can be a dict key: the spec, its attrs
+    dict (by identity: the dicts are alive and unchanged while the compile runs) and the input
+    types without known values. None when an input is a static value, a constant or its infer
+    reads files."""
+    if spec.infer_context:
+        return None
+    parts = []
+    for a in args:
+        if a is None:
+            parts.append(None)
+        elif type(a) is TensorType:
+            if a.value is not None:
+                return None
+            parts.append((a.shape, a.dtype))
+        elif type(a) is list and all(type(t) is TensorType and t.value is None for t in a):
+            parts.append(tuple((t.shape, t.dtype) for t in a))
+        else:
+            return None
+    return spec, id(attrs), tuple(parts)
+
+
 def _declared_shape_mismatch(node, spec, attrs, out) -> str | None:
     """A Variable whose ``shape`` attr is given must have that shape, whatever its initial
     value says (its initializer would otherwise decide the shape silently)."""
@@ -444,109 +503,3 @@ def _gib(nbytes: int) -> str:
     if gib < 10 ** 18:
         return f"{nbytes / 1024 ** 3:,.1f} GiB"
     return f"about 10^{len(str(gib)) - 1} GiB"
-
-
-# ------------------------------------------------------------------------------------ dtypes
-
-def check_dtypes(report, nid, spec, args, inputs, slots) -> bool:
-    """Dtype classes and type variables; inline constants adopt their variable's dtype (their slots
-    and ``args`` are replaced by cast ones). False when a dtype does not fit (reported)."""
-    flat = []   # (declared input, port name, slot) for every fed input port
-    for pos, decl in enumerate(spec.inputs):
-        if decl.variadic:
-            for k, s in enumerate(inputs[pos]):
-                flat.append((decl, decl.port(k), s))
-        elif inputs[pos] is not None:
-            flat.append((decl, decl.name, inputs[pos]))
-    resolved, class_hint = _bind_type_variables(report, nid, flat, slots)
-    if resolved is None:
-        return False
-    for _, _, s in flat:
-        if slots[s].const:
-            break
-    else:
-        return True     # the common case, every input wired: nothing to widen or cast
-    _widen_inline_only(flat, slots, resolved)
-    return _cast_inline_constants(report, nid, spec, args, inputs, slots, flat, resolved, class_hint)
-
-
-def _bind_type_variables(report, nid, flat, slots):
-    """Wired inputs fix each type variable: ({variable: (port, dtype)}, {class: a wired dtype of
-    it}), or (None, None) when an input's dtype does not fit (reported)."""
-    resolved: dict[str, tuple[str, np.dtype]] = {}
-    class_hint: dict[str, np.dtype] = {}
-    ok = True
-    for decl, port, s in flat:
-        slot = slots[s]
-        if not decl.accepts(slot.type.dtype):
-            if slot.const and decl.dtype in ("float", "number", "any"):
-                continue  # an inline constant is cast later
-            report.error(nid, port, f"input '{port}' must be {decl.dtype}, got {slot.type.dtype.name}")
-            ok = False
-            continue
-        if slot.const:
-            continue
-        if decl.dtype in _CLASSES:
-            # Not binding, but an inline value next to a wired float32 should be float32 too.
-            class_hint.setdefault(decl.dtype, slot.type.dtype)
-            continue
-        prev = resolved.get(decl.dtype)
-        if prev is None:
-            resolved[decl.dtype] = (port, slot.type.dtype)
-        elif prev[1] != slot.type.dtype:
-            report.error(nid, port, f"input '{port}' is {slot.type.dtype.name} but '{prev[0]}' is "
-                                    f"{prev[1].name}; both must have the same dtype")
-            ok = False
-    return (resolved, class_hint) if ok else (None, None)
-
-
-def _widen_inline_only(flat, slots, resolved) -> None:
-    """A type variable fed only inline values takes the widest of their dtypes."""
-    for decl, port, s in flat:
-        if slots[s].const and decl.dtype not in _CLASSES and decl.dtype not in resolved:
-            dts = [slots[t].type.dtype for d, _, t in flat if d.dtype == decl.dtype]
-            resolved[decl.dtype] = (port, np.result_type(*dts))
-
-
-def _cast_inline_constants(report, nid, spec, args, inputs, slots, flat, resolved, class_hint) -> bool:
-    """Cast inline constants to their variable's dtype, or to the dtype of a wired input of the
-    same class, or to float32 when a float is needed and nothing says which."""
-    ok = True
-    for decl, port, s in flat:
-        slot = slots[s]
-        if not slot.const:
-            continue
-        want = resolved.get(decl.dtype, (None, None))[1] or class_hint.get(decl.dtype)
-        if want is not None and not decl.accepts(want):
-            want = None
-        if want is None:
-            if decl.accepts(slot.type.dtype):
-                continue
-            want = np.dtype("float32") if decl.dtype in ("float", "number", "any") else None
-            if want is None:
-                report.error(nid, port, f"inline value of '{port}' must be {decl.dtype}, "
-                                        f"got {slot.type.dtype.name}")
-                ok = False
-                continue
-        if want == slot.type.dtype:
-            continue
-        try:
-            cast = fit_dtype(slot.type.value, want)
-        except ValueError as exc:
-            report.error(nid, port, f"inline value of '{port}' must be {want.name}: {exc}")
-            ok = False
-            continue
-        new = Slot(s, slot.node, slot.port, TensorType(cast.shape, cast.dtype, cast), const=True)
-        slots[s] = new
-        _replace_arg(spec, args, inputs, s, new.type)
-    return ok
-
-
-def _replace_arg(spec, args, inputs, s, t):
-    """Put a cast constant's type (or value, for a static input) where ``infer`` will read it."""
-    for pos, decl in enumerate(spec.inputs):
-        if decl.variadic:
-            if s in inputs[pos]:
-                args[pos][inputs[pos].index(s)] = t
-        elif inputs[pos] == s:
-            args[pos] = t.value if decl.static else t

@@ -56,6 +56,9 @@ class TorchExport:
     blocks: frozenset = frozenset()
     #: argument name -> flat id of each Placeholder differentiated by a Gradients block
     needs_grad: list = field(default_factory=list)
+    #: state_dict key -> the flat id of the Variable it holds (a shared one under both keys), or
+    #: (Variable flat id, slot key) for an optimizer's slot state
+    variables: dict = field(default_factory=dict)
 
 
 def needed_nodes(program: Program, out_slots) -> set:
@@ -157,6 +160,7 @@ class _FileWriter:
         self.class_order: list[tuple[str, str]] = []
         self.class_names = Names({"Model"})
         self.state: dict[str, np.ndarray] = {}
+        self.variable_keys: dict = {}
         self.uses_random = False
         hier = program.hierarchy
         self.instances = hier.instances
@@ -200,7 +204,8 @@ class _FileWriter:
                   for arg, node in top.args]
         outputs = [port_text(self.program.slot(s).node, self.program.slot(s).port) for s in self.out_slots]
         return TorchExport(source, self.state, inputs, outputs, self.program.page_name,
-                           frozenset(self.blocks), [a for a, n in top.args if n in self.needs_grad])
+                           frozenset(self.blocks), [a for a, n in top.args if n in self.needs_grad],
+                           self.variable_keys)
 
     def _file_doc(self) -> str:
         page = comment_text(self.program.page_name, 60)
@@ -539,6 +544,7 @@ class _LevelWriter:
         else:
             self.init_vars[attr] = f"self.register_buffer({literal(attr)}, {init})"
         self._state(attr, self.program.variable_values[st.node])
+        self.fw.variable_keys[f"{self.state_prefix}{attr}"] = st.node
         return expr
 
     def _state_attr(self, var: str, key: str, ttype) -> str:
@@ -549,6 +555,7 @@ class _LevelWriter:
                                     f"dtype={torch_dtype(ttype.dtype)}))")
             value = self.program.slot_values.get((var, key))
             self._state(attr, value if value is not None else np.zeros(ttype.shape, ttype.dtype))
+            self.fw.variable_keys[f"{self.state_prefix}{attr}"] = (var, key)
         return f"self.{attr}"
 
     # ------------------------------------------------------------------------------ steps
@@ -675,30 +682,16 @@ class _LevelWriter:
         xs = [self._slot_expr(s) for s in st.inputs[1]]
         seeds = [self._slot_expr(s) for s in (st.inputs[2] if len(st.inputs) > 2 and st.inputs[2] else ())]
         grad_outputs = [seeds[i] if i < len(seeds) else f"torch.ones_like({y})" for i, y in enumerate(ys)]
-        again = _differentiated_again(program, st, self.fw.out_slots)
         rel = _relative(st.node, self.level)
         raw = self.temp(f"{identifier(rel)}_raw")
         self.lines.append(f"{raw} = torch.autograd.grad([{', '.join(ys)}], [{', '.join(xs)}], "
-                          f"grad_outputs=[{', '.join(grad_outputs)}], allow_unused=True, "
-                          f"create_graph={again})")
+                          f"grad_outputs=[{', '.join(grad_outputs)}], allow_unused=True)")
         names = [self.local(("slot", o), f"{rel}_{i}") for i, o in enumerate(st.outputs)]
         for i, (n, x) in enumerate(zip(names, xs)):
             # tf.gradients gives zeros where an x does not reach the ys (or only through a cut)
             self.lines.append(f"{n} = {raw}[{i}] if {raw}[{i}] is not None else torch.zeros_like({x})")
         for o, n in zip(st.outputs, names):
             self.expr[o] = n
-
-
-def _differentiated_again(program: Program, st: Step, out_slots) -> bool:
-    """True when a gradient flows back through this Gradients block's outputs: a later Gradients
-    block, or a returned output, depends on them (torch then needs ``create_graph``)."""
-    import networkx as nx
-    later = nx.descendants(program.graph, st.node) if st.node in program.graph else set()
-    if not later:
-        return False
-    wanted = {program.slot(s).node for s in out_slots}
-    return any(n in wanted or (program.step(n) is not None and program.step(n).role == "gradients")
-               for n in later)
 
 
 def _initializer_expr(attrs: dict, shape: str, dtype: str) -> str:

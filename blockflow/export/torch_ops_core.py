@@ -1,6 +1,6 @@
 """PyTorch lowerings of the core blocks: identities and cuts, Const, the elementwise arithmetic
-the samples are drawn from, MatMul and the reductions (TF semantics: Max splits the gradient
-among ties, as ``torch.amax`` does)."""
+the samples are drawn from and MatMul. Maximum, Minimum and the reductions are with their kin in
+torch_ops_math.py and torch_ops_reduce.py."""
 from __future__ import annotations
 
 from blockflow.export.torch_lowering import Call, lowers
@@ -21,8 +21,7 @@ def const(call: Call) -> str:
     return call.constant(call.attrs["value"], call.out_types[0].dtype)
 
 
-_BINARY = {"Add": "torch.add", "Subtract": "torch.sub", "Multiply": "torch.mul", "Maximum": "torch.maximum",
-           "Minimum": "torch.minimum"}
+_BINARY = {"Add": "torch.add", "Subtract": "torch.sub", "Multiply": "torch.mul"}
 
 
 @lowers(*_BINARY)
@@ -53,37 +52,3 @@ def matmul(call: Call) -> str:
     if call.attrs.get("transpose_b"):
         b = f"{b}.transpose(-2, -1)"
     return f"torch.matmul({a}, {b})"
-
-
-_REDUCE = {"Sum": "torch.sum", "Mean": "torch.mean", "Max": "torch.amax", "Min": "torch.amin",
-           "Prod": "torch.prod"}
-
-
-def axes(call: Call, rank: int) -> tuple:
-    """The static ``axis`` input as a tuple of non-negative axes (None: all of them)."""
-    axis = call.arg("axis")
-    if axis is None:
-        return tuple(range(rank))
-    values = [int(a) for a in (axis.reshape(-1).tolist() if hasattr(axis, "reshape") else [axis])]
-    return tuple(sorted({a % rank for a in values})) if rank else ()
-
-
-@lowers("Sum", "Mean", "Max", "Min")
-def reduction(call: Call) -> str:
-    x = call.arg("input")
-    rank = len(call.type_of("input").shape)
-    keep = bool(call.attrs.get("keep_dims"))
-    dims = axes(call, rank)
-    if not dims:
-        return x if not keep else x
-    if call.block == "Mean" and call.type_of("input").dtype.kind in "iu":
-        # TF's Mean of integers truncates toward zero
-        total = f"torch.sum({x}, dim={call.lit(dims)}, keepdim={keep})"
-        count = 1
-        for d in dims:
-            count *= call.type_of("input").shape[d] or 0
-        return f"torch.div({total}, {count}, rounding_mode='trunc').to({x}.dtype)"
-    if call.block == "Sum" and call.type_of("input").dtype.kind in "iub":
-        # torch sums integers in int64; TF keeps the input's dtype
-        return f"torch.sum({x}, dim={call.lit(dims)}, keepdim={keep}, dtype={call.out_dtype()})"
-    return f"{_REDUCE[call.block]}({x}, dim={call.lit(dims)}, keepdim={keep})"

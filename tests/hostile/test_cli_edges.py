@@ -305,7 +305,9 @@ EXIT_CASES = [
     (("train", "{R}", "--steps", "-1"), 2, "argument --steps: -1 is out of range: a whole number from 0 to 10,000,000"),
     (("train", "{R}", "--steps", "2", "--batch-size", "-1"), 2, "argument --batch-size: -1 is out of range"),
     (("train", "{P}", "--steps", "2"), 2, "page 'main' marks no loss"),
-    (("export",), 2, "'export' is neither a command (run, check, train, blocks, layers, render) nor a project file"),
+    (("deploy",), 2, "'deploy' is neither a command (run, check, train, blocks, layers, export, render) nor a project file"),
+    (("export",), 2, "the following arguments are required: format, project, -o/--output"),
+    (("export", "torch", "{P}"), 2, "the following arguments are required: -o/--output"),
     (("{P}", "{R}"), 2, "expected one project file, got 2 arguments"),
     # 3: a file cannot be read
     (("run", "{MISSING}"), 3, "missing.bflow.json: cannot read the file: No such file or directory"),
@@ -341,7 +343,8 @@ def test_exit_codes_match_the_documented_table(projects):
             # one line says what went wrong (argparse's own errors come after its usage line)
             errors = [line for line in err.splitlines() if "error" in line]
             assert len(errors) == 1 and errors[0].startswith(("blockflow: error:", "blockflow run: error:",
-                                                                    "blockflow train: error:")), case
+                                                                    "blockflow train: error:",
+                                                                    "blockflow export: error:")), case
     assert changed_paths(before, snapshot(projects["dir"])) == set()
 
 

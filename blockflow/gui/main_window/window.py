@@ -23,6 +23,7 @@ from blockflow.gui.main_window.composites import CompositesMixin
 from blockflow.gui.main_window.canvas_results import GradientsOnCanvas, ResultsOnCanvas
 from blockflow.gui.main_window.docks import bind_docks, build_docks
 from blockflow.gui.main_window.files import FilesMixin
+from blockflow.gui.main_window.model_export import ModelExportMixin
 from blockflow.gui.main_window.runs import RunsMixin
 from blockflow.gui.main_window.tabs import PageTabBar
 from blockflow.gui.session.session import Session
@@ -37,7 +38,7 @@ def _project_paths(mime: QMimeData) -> list[str]:
             if u.isLocalFile() and u.toLocalFile().endswith(".json")]
 
 
-class MainWindow(FilesMixin, CompositesMixin, MenusMixin, RunsMixin, QMainWindow):
+class MainWindow(FilesMixin, CompositesMixin, ModelExportMixin, MenusMixin, RunsMixin, QMainWindow):
     """The editor window around one Document.
 
     ``settings`` defaults to QSettings() (organisation/application set by the launcher); tests

@@ -1,0 +1,101 @@
+"""Every sample project's pages export to PyTorch, and the exported forward and gradients equal
+blockflow's (docs/export.md); StopGradient cuts where the diagram cuts: a Variable no gradient
+reaches in blockflow gets none in torch either.
+
+Random blocks draw other numbers in torch (its own generator): here each is replaced by a
+Placeholder fed with the draw blockflow made, so everything downstream of it is compared; the
+random lowerings themselves are tested by their distributions (tests/test_export_torch_nn.py).
+Dataset blocks are forward inputs: both engines get the batch blockflow gives at step 0."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from blockflow.compile.compiler import compile_project  # noqa: E402
+from blockflow.export.torch_module import export_torch  # noqa: E402
+from blockflow.io.project_io import load_project  # noqa: E402
+from blockflow.project import split_port_text  # noqa: E402
+from blockflow.run.runtime import run  # noqa: E402
+
+from export_kit import load_module  # noqa: E402
+
+SAMPLES = Path(__file__).parents[1] / "sample_projects"
+PAGES = [pytest.param(f.name, pg.name, id=f"{f.name.split('.')[0]}-{pg.name}")
+         for f in sorted(SAMPLES.glob("*.bflow.json")) for pg in load_project(f).pages]
+
+
+def _replay_random_blocks(project, page, values) -> list:
+    """Replace the page's random blocks by Placeholders fed with their draws; their ids."""
+    program = compile_project(project, page)
+    pg = project.page(page)
+    replaced = []
+    for st in program.steps:
+        if "rng" not in st.spec.forward_context or st.spec.is_dataset or "/" in st.node:
+            continue
+        if len(st.outputs) != 1 or st.spec.gradient == "vjp":
+            continue      # Dropout and the like stay: their lowering draws a mask (tested apart)
+        drawn = values[(st.node, program.slot(st.outputs[0]).port)]
+        old = pg.nodes[st.node]
+        port = program.slot(st.outputs[0]).port
+        wires = [e for e in pg.edges if e.src == st.node]
+        for e in [e for e in pg.edges if e.src == st.node or e.dst == st.node]:
+            pg.edges.remove(e)
+        del pg.nodes[st.node]
+        pg.add_node("Placeholder", id=st.node, attrs={"shape": list(drawn.shape), "dtype": drawn.dtype.name},
+                    position=old.position)
+        for e in wires:
+            pg.connect(st.node, "output", e.dst, e.dst_port)
+        pg.feeds[st.node] = drawn
+        replaced.append((st.node, port))
+    return replaced
+
+
+@pytest.mark.parametrize("sample, page", PAGES)
+def test_sample_page_exports_and_equals_blockflow(sample, page, tmp_path):
+    project = load_project(SAMPLES / sample)
+    pg = project.page(page)
+    first = run(compile_project(project, page), target=pg.loss or None, record=True, commit=False)
+    _replay_random_blocks(project, page, first.values)
+    program = compile_project(project, page)
+    assert program.ok, program.errors
+    ours = run(program, target=pg.loss or None, record=True, commit=False)
+    if pg.loss:   # the replayed draws give the run they were drawn in
+        np.testing.assert_array_equal(ours.value(*split_port_text(pg.loss)), first.value(*split_port_text(pg.loss)))
+    export = export_torch(project, page, program=program)
+    module = load_module(export.source, tmp_path)
+    model = module.Model(initial=None)
+    model.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in export.state.items()})
+    model.train()
+    args = []
+    for arg, node, _ in export.inputs:
+        name, _, port = node.partition(":")
+        value = ours.value(name, port or None)
+        t = torch.from_numpy(np.array(value))
+        args.append(t.requires_grad_(True) if t.dtype.is_floating_point else t)
+    got = model(*args)
+    got = got if isinstance(got, tuple) else (got,)
+    tol = dict(rtol=2e-5, atol=2e-6) if program.slot(program.resolve_target(export.outputs[0])).type.dtype != np.float64 \
+        else dict(rtol=1e-10, atol=1e-12)
+    for text, value in zip(export.outputs, got):
+        expect = ours.value(*text.split(":"))
+        np.testing.assert_allclose(value.detach().numpy(), expect, **tol, err_msg=text)
+    if not pg.loss:
+        return
+    params = dict(model.named_parameters())
+    wrt = list(params.values()) + [t for t in args if t.requires_grad]
+    grads = torch.autograd.grad(got[0], wrt, allow_unused=True)
+    names = list(params) + [node for (_, node, _), t in zip(export.inputs, args) if t.requires_grad]
+    for name, g in zip(names, grads):
+        flat = export.variables.get(name, name)
+        expect = ours.variable_grads.get(flat)
+        if expect is None:   # blockflow sends no gradient here: a cut, or no path
+            assert g is None or not torch.any(g), f"{name}: torch has a gradient blockflow cuts"
+            continue
+        assert g is not None, f"{name}: blockflow has a gradient torch does not"
+        scale = max(1.0, float(np.max(np.abs(expect))))
+        np.testing.assert_allclose(g.numpy(), expect, rtol=tol["rtol"] * 5, atol=tol["atol"] * 5 * scale,
+                                   err_msg=f"gradient of {name}")
