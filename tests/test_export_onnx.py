@@ -425,3 +425,14 @@ def test_every_exportable_value_of_a_sample_page_equals_the_runtime(path, page):
     if not outs:
         pytest.skip("no value of this page can be exported")
     compare_with_ort(project, {}, outs, page=page, program=program, rtol=1e-5, atol=1e-6)
+
+
+def test_outputs_that_are_inputs_variables_or_asked_twice():
+    from diagrams import chain
+
+    project = chain(("x", "Placeholder", {"shape": [None, 2], "dtype": "float64"}, None),
+                    ("W", "Variable", {"shape": [2, 2], "dtype": "float64", "initializer": "ones"}, None),
+                    ("y", "MatMul", {}, {"a": "x", "b": "W"}))
+    x = np.arange(6.0).reshape(3, 2)
+    model = compare_with_ort(project, {"x": x}, ["x", "W", "y", "y:product", "x"])
+    assert len({o.name for o in model.graph.output}) == 5
