@@ -436,3 +436,13 @@ def test_outputs_that_are_inputs_variables_or_asked_twice():
     x = np.arange(6.0).reshape(3, 2)
     model = compare_with_ort(project, {"x": x}, ["x", "W", "y", "y:product", "x"])
     assert len({o.name for o in model.graph.output}) == 5
+
+
+def test_splits_of_an_open_size_are_sized_when_the_model_runs():
+    from diagrams import chain
+
+    project = chain(("x", "Placeholder", {"shape": [None, 6], "dtype": "float64"}, None),
+                    ("s", "Split", {"num_split": 3}, {"axis": 0, "value": "x"}),
+                    ("v", "SplitV", {"num_split": 3}, {"value": "x", "size_splits": [1, -1, 2], "axis": 0}))
+    x = np.arange(36.0).reshape(6, 6)
+    compare_with_ort(project, {"x": x}, ["s:output[0]", "s:output[2]", "v:output[1]", "v:output[2]"])

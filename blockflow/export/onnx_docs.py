@@ -42,7 +42,6 @@ USE_LIMITS = {
     "AvgPool": "of integers (ONNX pools floats)",
     "Cumprod": "along an axis of open size or longer than 1024 (unrolled: ONNX has no running product)",
     "Pow": "of integers (blockflow refuses a negative power, ONNX does not)",
-    "Split": "along an axis of open size", "SplitV": "into pieces of open size",
     "Diag": "of an open shape", "DiagPart": "of an open shape",
     "Conv2D": "with a filter of open height or width",
     "Conv2DBackpropInput": "with a filter or out_backprop of open height or width",

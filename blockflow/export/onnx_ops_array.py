@@ -94,24 +94,44 @@ def unstack(call: OnnxCall) -> list:
     return [call.op("Squeeze", p, call.ints([axis])) for p in pieces]
 
 
+def _axis_size(call: OnnxCall, x: str, axis: int) -> str:
+    """The running size of ``axis`` of ``x``: a 1-d int64 of one entry."""
+    return call.op("Gather", call.op("Shape", x), call.ints([axis]))
+
+
 @onnx_lowers("Split")
 def split(call: OnnxCall) -> list:
     t = call.type_of("value")
     axis = _int(call.arg("axis")) % len(t.shape)
     n = len(call.out_types)
-    if t.shape[axis] is None:
-        raise Unsupported("a split of an axis whose size is open")
-    return _split(call, call.arg("value"), axis, [t.shape[axis] // n] * n)
+    x = call.arg("value")
+    if t.shape[axis] is not None:
+        return _split(call, x, axis, [t.shape[axis] // n] * n)
+    if n == 1:
+        return [x]
+    # an open size: n equal pieces of size // n, computed when the model runs
+    piece = call.op("Div", _axis_size(call, x, axis), call.ints([n]))
+    sizes = call.op("Expand", piece, call.ints([n]))
+    return call.op("Split", x, sizes, axis=axis, outputs=n)
 
 
 @onnx_lowers("SplitV")
 def split_v(call: OnnxCall) -> list:
     t = call.type_of("value")
     axis = _int(call.arg("axis")) % len(t.shape)
+    x = call.arg("value")
     sizes = [o.shape[axis] for o in call.out_types]
-    if any(s is None for s in sizes):
+    if all(s is not None for s in sizes):
+        return _split(call, x, axis, sizes)
+    given = [int(v) for v in np.asarray(call.arg("size_splits")).reshape(-1)]
+    if len(given) != len(sizes) or given.count(-1) != 1:
         raise Unsupported("a split into pieces of open size")
-    return _split(call, call.arg("value"), axis, sizes)
+    if len(given) == 1:
+        return [x]
+    # the one -1 piece takes what the others leave of the running size
+    rest = call.op("Sub", _axis_size(call, x, axis), call.ints([sum(v for v in given if v != -1)]))
+    parts = [rest if v == -1 else call.ints([v]) for v in given]
+    return call.op("Split", x, call.op("Concat", *parts, axis=0), axis=axis, outputs=len(given))
 
 
 @onnx_lowers("Gather")
