@@ -463,3 +463,26 @@ def test_splits_of_an_open_size_are_sized_when_the_model_runs():
                     ("v", "SplitV", {"num_split": 3}, {"value": "x", "size_splits": [1, -1, 2], "axis": 0}))
     x = np.arange(36.0).reshape(6, 6)
     compare_with_ort(project, {"x": x}, ["s:output[0]", "s:output[2]", "v:output[1]", "v:output[2]"])
+
+
+@pytest.mark.parametrize("index", [-1, 3])
+def test_an_index_out_of_range_is_an_error_in_both(index):
+    """blockflow refuses a negative or too large index (as TF's CPU kernels); the model makes
+    ONNX Runtime refuse it too, rather than read a negative one from the end."""
+    from diagrams import chain
+
+    from blockflow.errors import BlockflowError
+
+    project = chain(("p", "Placeholder", {"shape": [3, 2], "dtype": "float64"}, None),
+                    ("i", "Placeholder", {"shape": [2], "dtype": "int32"}, None),
+                    ("g", "Gather", {}, {"params": "p", "indices": "i"}),
+                    ("labels", "Placeholder", {"shape": [3], "dtype": "int32"}, None),
+                    ("xent", "SparseSoftmaxCrossEntropyWithLogits", {}, {"features": "p", "labels": "labels"}))
+    p, i, labels = np.ones((3, 2)), np.array([0, index], np.int32), np.array([0, 1, index], np.int32)
+    program = compile_project(project)
+    with pytest.raises(BlockflowError):
+        run(program, {"p": p, "i": i, "labels": labels}, fetch=["g"])
+    for out, feed in (("g", {"p": p, "i": i}), ("xent:loss", {"p": p, "labels": labels})):
+        model = export_onnx(project, outputs=[out], program=program)
+        with pytest.raises(Exception, match="out of data bounds|Out of range value"):
+            session(model).run(None, feed)

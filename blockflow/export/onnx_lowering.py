@@ -122,3 +122,12 @@ class OnnxCall:
 
     def cast(self, value: str, dtype) -> str:
         return self.op("Cast", value, to=onnx_dtype(dtype))
+
+    def index(self, value: str) -> str:
+        """Indices as int64, a negative one made out of range: blockflow (as TF's CPU kernels)
+        refuses a negative index, ONNX's gathers would count it from the end; out of range,
+        ONNX Runtime refuses it too."""
+        i = self.cast(value, np.int64)
+        zero = self.const(np.asarray(0, np.int64), hint="zero")
+        far = self.const(np.asarray(np.iinfo(np.int64).max, np.int64), hint="out_of_range")
+        return self.op("Where", self.op("Less", i, zero), far, i)

@@ -138,7 +138,7 @@ def split_v(call: OnnxCall) -> list:
 def gather(call: OnnxCall) -> str:
     rank, irank = call.rank("params"), call.rank("indices")
     axis = _int(call.arg("axis")) % rank
-    indices = call.cast(call.arg("indices"), np.int64)
+    indices = call.index(call.arg("indices"))
     b = int(call.attrs.get("batch_dims", 0))
     b = b % irank if b < 0 else b
     if not b:
@@ -160,7 +160,7 @@ def gather(call: OnnxCall) -> str:
 
 @onnx_lowers("GatherNd")
 def gather_nd(call: OnnxCall) -> str:
-    return call.op("GatherND", call.arg("params"), call.cast(call.arg("indices"), np.int64))
+    return call.op("GatherND", call.arg("params"), call.index(call.arg("indices")))
 
 
 @onnx_lowers("Fill")
@@ -430,7 +430,7 @@ def scatter_nd(call: OnnxCall) -> str:
     dims = [int(d) for d in np.asarray(call.arg("shape")).reshape(-1)]
     zeros = call.op("Expand", call.const(np.zeros((), call.out_dtype())), call.ints(dims))
     # duplicate indices add up, as TF's ScatterNd (ONNX's reduction "add")
-    return call.op("ScatterND", zeros, call.cast(call.arg("indices"), np.int64), call.arg("updates"),
+    return call.op("ScatterND", zeros, call.index(call.arg("indices")), call.arg("updates"),
                    reduction="add")
 
 

@@ -146,7 +146,7 @@ def sparse_softmax_ce(call: OnnxCall) -> list:
     x, labels = call.ins
     dt = call.out_dtype()
     logp = call.op("LogSoftmax", x, axis=-1)
-    lab = call.op("Unsqueeze", call.cast(labels, np.int64), call.ints([1]))
+    lab = call.op("Unsqueeze", call.index(labels), call.ints([1]))
     picked = call.op("GatherElements", logp, lab, axis=1)
     loss = call.op("Neg", call.op("Squeeze", picked, call.ints([1])))
     backprop = call.op("Sub", call.op("Softmax", x, axis=-1), _onehot_like(call, labels, x, dt))
