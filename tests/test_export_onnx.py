@@ -486,3 +486,20 @@ def test_an_index_out_of_range_is_an_error_in_both(index):
         model = export_onnx(project, outputs=[out], program=program)
         with pytest.raises(Exception, match="out of data bounds|Out of range value"):
             session(model).run(None, feed)
+
+
+@pytest.mark.parametrize("block", ["FloorDiv", "FloorMod"])
+def test_an_integer_division_by_zero_is_an_error_in_both(block):
+    from diagrams import chain
+
+    from blockflow.errors import BlockflowError
+
+    project = chain(("x", "Placeholder", {"shape": [3], "dtype": "int32"}, None),
+                    ("y", "Placeholder", {"shape": [3], "dtype": "int32"}, None),
+                    ("d", block, {}, {"x": "x", "y": "y"}))
+    feeds = {"x": np.array([1, 2, 3], np.int32), "y": np.array([1, 0, 2], np.int32)}
+    program = compile_project(project)
+    with pytest.raises(BlockflowError):
+        run(program, feeds, fetch=["d"])
+    with pytest.raises(Exception, match="modulo by zero"):
+        session(export_onnx(project, outputs=["d"], program=program)).run(None, feeds)
