@@ -31,7 +31,6 @@ LOWERED_CASES = [pytest.param(name, case, str(case.id or i), id=f"{name}-{case.i
 REFUSED_USES = {
     ("Pow", "int32"),
     ("Dropout", "half"), ("Dropout", "rate-0.2"), ("Dropout", "scalar"),
-    ("MaxPool", "int32"),
 }
 
 

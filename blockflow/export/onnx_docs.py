@@ -38,8 +38,7 @@ REFUSED = {
 #: lowered blocks some of whose uses are refused (the lowering names the reason at export)
 USE_LIMITS = {
     "Dropout": "with `training` on and a rate above 0 (a random mask; drive Dropout by LearningPhase)",
-    "MaxPool": "of integers (ONNX pools floats)",
-    "AvgPool": "of integers (ONNX pools floats)",
+    "MaxPool": "of 64-bit integers (ONNX pools floats; smaller integers go through float64 exactly)",
     "Cumprod": "along an axis of open size or longer than 1024 (unrolled: ONNX has no running product)",
     "Pow": "of integers (blockflow refuses a negative power, ONNX does not)",
     "Diag": "of an open shape", "DiagPart": "of an open shape",

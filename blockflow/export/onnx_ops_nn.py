@@ -244,8 +244,17 @@ def conv2d(call: OnnxCall) -> str:
 @onnx_lowers("MaxPool", "AvgPool")
 def pool(call: OnnxCall) -> str:
     x = call.ins[0]
-    if call.in_types[0].dtype.kind != "f":
-        raise Unsupported("pooling of integers (ONNX pools floats)")
+    dt = call.in_types[0].dtype
+    if dt.kind == "f":
+        return _pool(call, x)
+    if call.block != "MaxPool" or dt.itemsize > 4:
+        raise Unsupported(f"pooling of {dt.name} (ONNX pools floats)")
+    # ONNX Runtime max-pools floats: float64 holds every integer of up to 32 bits exactly, and
+    # the max of the casts is the cast of the max
+    return call.cast(_pool(call, call.cast(x, np.float64)), dt)
+
+
+def _pool(call: OnnxCall, x: str) -> str:
     fmt = call.attrs.get("data_format", "NHWC")
     k = _hw(call.attrs.get("ksize", (1, 2, 2, 1)), fmt)
     strides = _hw(call.attrs.get("strides", (1, 2, 2, 1)), fmt)
