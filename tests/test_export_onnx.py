@@ -502,3 +502,17 @@ def test_an_integer_division_by_zero_is_an_error_in_both(block):
         run(program, feeds, fetch=["d"])
     with pytest.raises(Exception, match="modulo by zero"):
         session(export_onnx(project, outputs=["d"], program=program)).run(None, feeds)
+
+
+def test_the_onnx_format_writes_through_the_shared_table(tmp_path):
+    """The editor's File > Export Model and the CLI write through one table of formats."""
+    from pathlib import Path
+
+    from blockflow.export.formats import FORMATS, export_files
+    from blockflow.io.project_io import load_project
+
+    sample = Path(__file__).resolve().parent.parent / "sample_projects" / "xor.bflow.json"
+    assert FORMATS["onnx"].suffix == ".onnx" and FORMATS["onnx"].needs == ("onnx",)
+    written = export_files("onnx", load_project(sample), None, tmp_path / "xor.onnx")
+    assert written == [tmp_path / "xor.onnx"]
+    onnx.checker.check_model(onnx.load(str(written[0])), full_check=True)

@@ -48,10 +48,9 @@ def _export_torch(args, project) -> list:
 
 @exporter("onnx")
 def _export_onnx(args, project) -> list:
-    from blockflow.export.onnx_model import export_onnx, write_onnx_file
+    from blockflow.export.formats import export_files
 
-    model = export_onnx(project, args.page, outputs=args.outputs or None, registry=inputs.registry())
-    return write_onnx_file(model, args.output)
+    return export_files("onnx", project, args.page, args.output, args.outputs or None, inputs.registry())
 
 
 def add_export(sub) -> None:
