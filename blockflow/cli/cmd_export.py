@@ -46,6 +46,13 @@ def _export_torch(args, project) -> list:
     return export_files("torch", project, args.page, args.output, args.outputs or None, inputs.registry())
 
 
+@exporter("onnx")
+def _export_onnx(args, project) -> list:
+    from blockflow.export.formats import export_files
+
+    return export_files("onnx", project, args.page, args.output, args.outputs or None, inputs.registry())
+
+
 def add_export(sub) -> None:
     p = sub.add_parser("export", help="write a page as a PyTorch module (torch) or an ONNX model (onnx)",
                        description="torch: NAME.py (one nn.Module per composite, Model for the page) and "

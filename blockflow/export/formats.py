@@ -25,8 +25,15 @@ def _write_torch(project, page, path, outputs=None, registry=None):
     return write_torch_files(export_torch(project, page, outputs=outputs, registry=registry), path)
 
 
+def _write_onnx(project, page, path, outputs=None, registry=None):
+    from blockflow.export.onnx_model import export_onnx, write_onnx_file
+
+    return write_onnx_file(export_onnx(project, page, outputs=outputs, registry=registry), path)
+
+
 FORMATS: dict[str, Format] = {
     "torch": Format("torch", "PyTorch module", ".py", ("torch",), _write_torch),
+    "onnx": Format("onnx", "ONNX model", ".onnx", ("onnx",), _write_onnx),
 }
 
 
