@@ -71,3 +71,14 @@ def test_a_sample_exports_from_the_editor(qtbot, tmp_path, no_modal):
     window.document.set_current_page("by_hand")
     written = window.export_model("torch", str(tmp_path / "softmax"))
     assert written and written[0].name == "softmax.py"
+
+
+def test_the_menu_exports_an_onnx_model_that_onnx_checks(qtbot, tmp_path, monkeypatch, no_modal):
+    onnx = pytest.importorskip("onnx")
+    window = make_window(qtbot, tmp_path, two_layers())
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(tmp_path / "net"), ""))
+    _menu_action(window, "ONNX Model…").trigger()
+    assert not no_modal
+    model = onnx.load(str(tmp_path / "net.onnx"))
+    onnx.checker.check_model(model, full_check=True)
+    assert "net.onnx" in window.statusBar().currentMessage()

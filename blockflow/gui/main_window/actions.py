@@ -19,7 +19,7 @@ __all__ = ["MenusMixin", "MENUS", "block_reference"]
 # is a submenu, kept as the window's attribute.
 MENUS = (
     ("&File", ["new", "open", "@recent", "@samples", "-", "save", "save_as", "-", "autosave_interval", "-",
-               "export_png", "export_svg", ("Export &Model", ["export_torch"], "export_model_menu"), "-",
+               "export_png", "export_svg", ("Export &Model", ["export_torch", "export_onnx"], "export_model_menu"), "-",
                "import_composites", "export_composites", "-", "quit"]),
     ("&Edit", ["undo", "redo", "-", "cut", "copy", "paste", "duplicate", "delete", "-", "select_all",
                ("Ali&gn", ["align_left", "align_hcenter", "align_right", "-",
@@ -68,6 +68,8 @@ class MenusMixin:
         a("export_svg", "Export S&VG…", lambda: self.export("svg"), None, "Draw this page as an SVG image")
         a("export_torch", "&PyTorch Module…", lambda: self.export_model("torch"), None,
           "Write this page as a standalone PyTorch module (and its initial values beside it)")
+        a("export_onnx", "&ONNX Model…", lambda: self.export_model("onnx"), None,
+          "Write this page's forward pass as an ONNX model, for inference")
         a("import_composites", "&Import Composites…", self.import_composites, None,
           "Add the composites of a library file to this project")
         a("export_composites", "E&xport Composites…", self.export_composites, None,
