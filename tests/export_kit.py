@@ -29,6 +29,16 @@ def load_module(source: str, folder, name: str = "model"):
     return module
 
 
+def load_export(export, folder, name: str = "model"):
+    """Write an export as ``blockflow export torch`` does (``name.py`` and its ``name.pt``) and
+    import it: ``Model()`` then starts from blockflow's values, and ``Model(initial=None)`` still
+    finds the large constants it loads from the file."""
+    from blockflow.export.files import write_torch_files
+
+    write_torch_files(export, folder / f"{name}.py")
+    return load_module(export.source, folder, name)
+
+
 def as64(value):
     """Float arrays in float64 (the tests' tight comparisons), the rest as they are."""
     if value is None or isinstance(value, list):
@@ -98,7 +108,7 @@ def compare_with_torch(project, feeds, outs, folder, rtol=1e-10, atol=1e-12):
     loss = project.pages[0].loss
     wanted = list(outs) + ([loss] if loss else [])
     export = export_torch(project, outputs=wanted, program=program)
-    module = load_module(export.source, folder)
+    module = load_export(export, folder)
     model = module.Model(initial=None)
     state = {k: torch.from_numpy(np.array(v)) for k, v in export.state.items()}
     model.load_state_dict(state)

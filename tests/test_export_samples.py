@@ -21,7 +21,7 @@ from blockflow.io.project_io import load_project  # noqa: E402
 from blockflow.project import split_port_text  # noqa: E402
 from blockflow.run.runtime import run  # noqa: E402
 
-from export_kit import load_module  # noqa: E402
+from export_kit import load_export, load_module  # noqa: E402
 
 SAMPLES = Path(__file__).parents[1] / "sample_projects"
 PAGES = [pytest.param(f.name, pg.name, id=f"{f.name.split('.')[0]}-{pg.name}")
@@ -66,7 +66,7 @@ def test_sample_page_exports_and_equals_blockflow(sample, page, tmp_path):
     if pg.loss:   # the replayed draws give the run they were drawn in
         np.testing.assert_array_equal(ours.value(*split_port_text(pg.loss)), first.value(*split_port_text(pg.loss)))
     export = export_torch(project, page, program=program)
-    module = load_module(export.source, tmp_path)
+    module = load_export(export, tmp_path)
     model = module.Model(initial=None)
     model.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in export.state.items()})
     model.train()
@@ -133,7 +133,7 @@ def test_stop_gradients_are_detached_where_the_diagram_cuts(tmp_path):
     assert seen >= 5
     project = load_project(SAMPLES / "straight_through_estimator.bflow.json")
     export = export_torch(project, "round_only")
-    module = load_module(export.source, tmp_path)
+    module = load_export(export, tmp_path)
     model = module.Model(initial=None)
     model.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in export.state.items()})
     feeds = project.page("round_only").feeds

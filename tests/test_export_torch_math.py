@@ -18,7 +18,7 @@ from blockflow.registry import default_registry  # noqa: E402
 
 from casekit import Case  # noqa: E402
 from diagrams import chain  # noqa: E402
-from export_kit import case_project, compare_with_torch, load_module  # noqa: E402
+from export_kit import case_project, compare_with_torch, load_export, load_module  # noqa: E402
 from test_blocks import CASES  # noqa: E402
 
 TABLE = lowering_table()
@@ -67,7 +67,7 @@ def _forward(tmp_path, name, *inputs, attrs=None):
     """The exported block's output for ``inputs``, checked against blockflow; returned."""
     project, feeds, outs = case_project(name, Case(tuple(inputs), dict(attrs or {})), float64=False)
     export = compare_with_torch(project, feeds, outs, tmp_path)
-    module = load_module(export.source, tmp_path, "again")
+    module = load_export(export, tmp_path, "again")
     model = module.Model(initial=None)
     args = [torch.from_numpy(np.array(feeds[node])) for _, node, _ in export.inputs]
     got = model(*args)
@@ -273,7 +273,7 @@ def _rule_module(tmp_path):
                     ("b", "Acos", {}, {"x": "x"}),
                     ("q", "Prod", {}, {"input": "x"}))
     export = export_torch(project, outputs=["p", "m", "n", "f", "c", "a", "b", "q"])
-    return load_module(export.source, tmp_path, "rules")
+    return load_export(export, tmp_path, "rules")
 
 
 @pytest.mark.parametrize("fn, grad, xs", [
@@ -313,6 +313,6 @@ def test_add_n_with_an_open_size_checks_the_shapes_when_it_runs(tmp_path):
     feeds = {"a": rng.standard_normal((2, 3)), "b": rng.standard_normal((2, 3))}
     export = compare_with_torch(project, feeds, ["s:sum"], tmp_path)
     assert "_add_n(" in export.source
-    model = load_module(export.source, tmp_path, "addn").Model(initial=None)
+    model = load_export(export, tmp_path, "addn").Model(initial=None)
     with pytest.raises(ValueError, match="AddN: shapes"):
         model(torch.zeros(2, 3, dtype=torch.float64), torch.zeros(1, 3, dtype=torch.float64))

@@ -19,7 +19,7 @@ from blockflow.project import Project  # noqa: E402
 from blockflow.run.runtime import run  # noqa: E402
 from blockflow.spec import Attr  # noqa: E402
 
-from export_kit import load_module  # noqa: E402
+from export_kit import load_export, load_module  # noqa: E402
 
 
 def lin(name="Lin") -> Composite:
@@ -119,7 +119,7 @@ def test_composites_become_sub_modules_with_blockflows_values_and_gradients(shar
 def test_initial_none_draws_with_torch_and_the_seed(tmp_path):
     project = two_layers()
     export = export_torch(project)
-    module = load_module(export.source, tmp_path)
+    module = load_export(export, tmp_path)
     a, b = module.Model(initial=None, seed=5), module.Model(initial=None, seed=5)
     c = module.Model(initial=None, seed=6)
     for (name, pa), pb, pc in zip(a.named_parameters(), b.parameters(), c.parameters()):
@@ -151,7 +151,7 @@ def test_gradients_block_is_autograd_grad_and_its_outputs_are_cut(tmp_path):
     assert program.ok, program.errors
     export = export_torch(project, program=program)
     assert "torch.autograd.grad(" in export.source and "create_graph" not in export.source
-    module = load_module(export.source, tmp_path)
+    module = load_export(export, tmp_path)
     ours = run(program, target="gs", record=True)
     for requires_grad in (True, False):   # a caller's plain tensor is made differentiable inside
         x = torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64, requires_grad=requires_grad)
@@ -188,7 +188,7 @@ def test_hostile_texts_reach_the_code_only_as_escaped_literals(text, tmp_path):
     project.composites["Block"].doc = text
     export = export_torch(project, page=page.name)
     _runs_nothing_on_import(export.source)
-    module = load_module(export.source, tmp_path)
+    module = load_export(export, tmp_path)
     model = module.Model(initial=None)
     assert torch.isfinite(model(torch.from_numpy(page.feeds["X"])))
 
@@ -201,7 +201,7 @@ def test_ids_that_are_not_identifiers_become_identifiers(nid, tmp_path):
     page.rename_node("d1", nid + "_2" if nid != "_" else "d_")
     export = export_torch(project)
     _runs_nothing_on_import(export.source)
-    module = load_module(export.source, tmp_path)
+    module = load_export(export, tmp_path)
     assert module.Model.INPUTS == (nid,)
     model = module.Model(initial=None)
     assert torch.isfinite(model(torch.from_numpy(page.feeds[nid])))

@@ -17,7 +17,7 @@ from blockflow.run.runtime import run, stream_generator, stream_hash  # noqa: E4
 from blockflow_blocks.random_ops import _truncated_standard_normal  # noqa: E402
 from casekit import Case  # noqa: E402
 from diagrams import chain  # noqa: E402
-from export_kit import case_project, compare_with_torch, load_module  # noqa: E402
+from export_kit import case_project, compare_with_torch, load_export, load_module  # noqa: E402
 
 _rng = np.random.default_rng(15)
 
@@ -118,7 +118,7 @@ def test_max_pool_never_sends_a_gradient_to_the_padding_or_from_a_nan(tmp_path):
     project = chain(("x", "Placeholder", {"shape": [1, 4, 5, 1], "dtype": "float64"}, None),
                     ("B", "MaxPool", attrs, {"input": "x"}))
     export = export_torch(project, outputs=["B"])
-    model = load_module(export.source, tmp_path).Model(initial=None)
+    model = load_export(export, tmp_path).Model(initial=None)
     xt = torch.from_numpy(x).requires_grad_(True)
     out = model(xt)
     expect = MaxPool.forward(x, **attrs)
@@ -162,7 +162,7 @@ def test_prevent_gradient_forbids_the_gradient_by_name(tmp_path):
                     ("stop", "PreventGradient", {"message": "not here"}, {"input": "x"}),
                     ("s", "Sum", {}, {"input": "stop"}))
     export = export_torch(project, outputs=["s"])
-    model = load_module(export.source, tmp_path).Model(initial=None)
+    model = load_export(export, tmp_path).Model(initial=None)
     x = torch.ones(3, dtype=torch.float64, requires_grad=True)
     out = model(x)
     assert float(out.detach()) == 3.0
@@ -178,7 +178,7 @@ def test_learning_phase_is_the_module_training_flag(tmp_path):
     project = chain(("lp", "LearningPhase", {}, None))
     program = compile_project(project)
     export = export_torch(project, outputs=["lp"], program=program)
-    model = load_module(export.source, tmp_path).Model(initial=None)
+    model = load_export(export, tmp_path).Model(initial=None)
     assert bool(model()) == bool(run(program, {}, fetch=["lp"]).value("lp")) is True
     model.eval()
     assert bool(model()) is False
@@ -188,7 +188,7 @@ def test_dropout_drops_only_while_training(tmp_path):
     project = chain(("x", "Placeholder", {"shape": [400], "dtype": "float64"}, None),
                     ("d", "Dropout", {"rate": 0.25}, {"x": "x"}))
     export = export_torch(project, outputs=["d"])
-    model = load_module(export.source, tmp_path).Model(initial=None, seed=4)
+    model = load_export(export, tmp_path).Model(initial=None, seed=4)
     x = torch.ones(400, dtype=torch.float64)
     y = model(x)
     kept = y != 0
@@ -268,7 +268,7 @@ def test_multinomial_non_finite_logits(tmp_path):
     project = chain(("x", "Placeholder", {"shape": [3, 3], "dtype": "float64"}, None),
                     ("B", "Multinomial", {"seed": 2}, {"logits": "x", "num_samples": np.int64(50)}))
     export = export_torch(project, outputs=["B"])
-    module = _replay(load_module(export.source, tmp_path), seed=2)
+    module = _replay(load_export(export, tmp_path), seed=2)
     got = module.Model(initial=None)(torch.from_numpy(logits))
     expect = Multinomial.forward(logits, np.int64(50), output_dtype="int64", seed=2,
                                  rng=stream_generator(stream_hash("B"), 2, 0, 0))
@@ -295,7 +295,7 @@ def test_a_replayed_sample_flows_downstream_without_a_gradient_into_it(tmp_path,
 def _draws(tmp_path, specs, out="B", seed=11):
     project = chain(*specs)
     export = export_torch(project, outputs=[out])
-    module = load_module(export.source, tmp_path)
+    module = load_export(export, tmp_path)
     state = {k: torch.from_numpy(np.array(v)) for k, v in export.state.items()}
 
     def model():
@@ -535,7 +535,7 @@ def test_dropout_and_learning_phase_inside_a_composite(tmp_path, monkeypatch):
                         lambda source, folder, name="model": _replay(load_module(source, folder, name),
                                                                      node="n1/drop", seed=seed))
     export = compare_with_torch(project, {"X": _x(5, 6)}, ["n1:y"], tmp_path)
-    module = load_module(export.source, tmp_path)
+    module = load_export(export, tmp_path)
     model = module.Model(initial=None)
     x = torch.ones(5, 6, dtype=torch.float64)
     y, loss = model(x)
