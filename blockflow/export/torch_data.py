@@ -65,14 +65,18 @@ def _outputs_of(program: Program, st, request: DataRequest) -> dict:
     return {program.slot(o).port: np.asarray(v) for o, v in zip(st.outputs, out)}
 
 
-def fixed_feeds(program: Program, export: TorchExport) -> dict:
-    """argument -> the Placeholder's saved feed, in its dtype; ExportError naming the ones with none."""
+def fixed_feeds(program: Program, export: TorchExport, feeds: dict | None = None) -> dict:
+    """argument -> the Placeholder's feed (``feeds[node]``, else its saved one), in its dtype;
+    ExportError naming the ones with none."""
     out, missing = {}, []
+    feeds = feeds or {}
     for arg, node, _port in _arg_nodes(export):
         st = program.step(node)
         if st is None or st.role != "placeholder":
             continue
-        value = program.feeds.get(node)
+        value = feeds.get(node)
+        if value is None:
+            value = program.feeds.get(node)
         if value is None:
             missing.append(program.full_name(node))
             continue
@@ -108,10 +112,10 @@ def page_data(program: Program, export: TorchExport) -> PageData:
 
 
 def blockflow_batch(program: Program, export: TorchExport, step: int, seed: int = 0,
-                    split: str = "train") -> dict:
+                    split: str = "train", feeds: dict | None = None) -> dict:
     """argument -> the value blockflow's run ``step`` with run seed ``seed`` gives it: the dataset
     blocks' batch (their own forward) and the Placeholders' saved feeds."""
-    out = fixed_feeds(program, export)
+    out = fixed_feeds(program, export, feeds)
     request = DataRequest(step, split, seed)
     for st in _dataset_steps(program, export):
         values = _outputs_of(program, st, request)
