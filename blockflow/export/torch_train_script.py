@@ -261,7 +261,7 @@ def main():
         if not math.isfinite(value):
             raise SystemExit(f"step {step}: the loss is {value}; stopped")
         if rank == 0 and not args.quiet:
-            print(f"step {step} loss {value:.9g}", flush=True)
+            print(f"step {step} loss {value!r}", flush=True)
         if args.checkpoint and args.checkpoint_every and (step + 1) % args.checkpoint_every == 0 and rank == 0:
             save(args.checkpoint, model, slots, step + 1, losses)
         done = step + 1
