@@ -16,7 +16,7 @@ from blockflow.export.torch_engine import TorchTrainer  # noqa: E402
 from blockflow.export.torch_module import ExportError  # noqa: E402
 from blockflow.export.torch_train import training_setup  # noqa: E402
 from blockflow.io.project_io import load_project, save_project  # noqa: E402
-from blockflow.run.training import TrainConfig, Trainer  # noqa: E402
+from blockflow.run.training import TrainConfig  # noqa: E402
 
 from train_kit import mlp, regression  # noqa: E402
 
