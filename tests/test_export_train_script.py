@@ -59,7 +59,7 @@ def test_train_py_gives_blockflows_batch_k(seed, shuffle, batch, tmp_path):
     project = mlp(seed=seed, shuffle=shuffle, batch=batch)
     _write(project, tmp_path)
     script = _script(tmp_path)
-    args = type("A", (), {"order": "blockflow", "steps": 12, "seed": seed})()
+    args = type("A", (), {"order": "blockflow", "steps": 12, "seed": seed, "data_folder": None})()
     program = compile_project(project)
     got = None
     loader = script.batches(args, 0, 1, 0, torch.device("cpu"))
@@ -81,41 +81,77 @@ def test_train_py_shards_each_batch_among_processes(tmp_path):
         assert sorted(parts[0][k] + parts[1][k]) == sorted(rows) and len(parts[0][k]) == len(rows) // 2
 
 
-def test_a_csv_datasets_rows_are_the_files(tmp_path):
+def _file_project(folder, kind):
+    """A page reading a CsvDataset (one-hot labels, fitted) or a NumpyDataset (.npz; its labels
+    unused) saved in ``folder``; the project is saved and loaded again, as a user's would be."""
+    from diagrams import chain
     rng = np.random.default_rng(2)
-    table = np.column_stack([rng.standard_normal((40, 2)), rng.integers(0, 3, 40)])
-    (tmp_path / "data.csv").write_text("a,b,label\n" + "\n".join(",".join(repr(float(v)) for v in row)
-                                                                for row in table) + "\n")
-    project = _csv_project()
-    save_project(project, tmp_path / "p.bflow.json")
+    x, y = rng.standard_normal((40, 2)), rng.integers(0, 3, 40)
+    if kind == "csv":
+        (folder / "data.csv").write_text("a,b,label\n\n" + "\n".join(
+            f"{a!r},{b!r},{float(c)!r}" for (a, b), c in zip(x.tolist(), y.tolist())) + "\n", encoding="utf-8")
+        data = ("data", "CsvDataset", {"path": "data.csv", "classes": 3, "label_format": "onehot", "batch_size": 8},
+                None)
+    else:
+        np.savez(folder / "data.npz", x=x, y=y)
+        data = ("data", "NumpyDataset", {"path": "data.npz", "classes": 3, "batch_size": 8}, None)
+    specs = [data, ("W", "Variable", {"shape": [2, 3], "initializer": "ones"}, None),
+             ("h", "MatMul", {}, {"a": "data:features", "b": "W"})]
+    if kind == "csv":
+        specs += [("d", "Subtract", {}, {"x": "h", "y": "data:labels"}), ("sq", "Square", {}, {"x": "d"})]
+    else:
+        specs += [("sq", "Square", {}, {"x": "h"})]
+    specs.append(("loss", "Mean", {}, {"input": "sq"}))
+    p = chain(*specs)
+    p.pages[0].loss = "loss"
+    p.metadata["training"] = {"main": {"optimizer": "sgd", "steps": 3, "lr": 0.1}}
+    save_project(p, folder / "p.bflow.json")
     from blockflow.io.project_io import load_project
-    project = load_project(tmp_path / "p.bflow.json")
+    return load_project(folder / "p.bflow.json"), x, y
+
+
+def test_a_csv_dataset_is_read_from_its_file_by_train_py(tmp_path):
+    project, x, _y = _file_project(tmp_path, "csv")
     out = tmp_path / "out"
     out.mkdir()
     training = _write(project, out)
-    np.testing.assert_array_equal(training.data.rows["data_features"], table[:, :2].astype(np.float32))
+    assert training.data.source["path"] == "data.csv" and not (out / "model_data.pt").exists()
+    np.testing.assert_array_equal(training.data.rows["data_features"], x.astype(np.float32))
     script = _script(out)
-    args = type("A", (), {"order": "blockflow", "steps": 5, "seed": 0})()
+    args = type("A", (), {"order": "blockflow", "steps": 5, "seed": 0, "data_folder": str(tmp_path)})()
     loader = script.batches(args, 0, 1, 0, torch.device("cpu"))
     program = compile_project(project)
     for k in range(5):
         got = next(loader)
         r = run(program, fetch=["data:features", "data:labels"], record=False, commit=False, step=k)
+        np.testing.assert_array_equal(got["data_features"].numpy(), r.value("data", "features"))
         np.testing.assert_array_equal(got["data_labels"].numpy(), r.value("data", "labels"))
+    losses, _ = _train(out, "--steps", 3)
+    expect, _ = _trained(project, 3)
+    np.testing.assert_allclose(losses, expect, rtol=2e-6)
+    moved = tmp_path / "elsewhere"
+    moved.mkdir()
+    (tmp_path / "data.csv").rename(moved / "data.csv")
+    again, _ = _train(out, "--steps", 3, "--data-folder", moved)
+    assert again == losses
 
 
-def _csv_project():
-    from diagrams import chain
-    p = chain(("data", "CsvDataset", {"path": "data.csv", "classes": 3, "label_format": "onehot",
-                                      "batch_size": 8}, None),
-              ("W", "Variable", {"shape": [2, 3]}, None),
-              ("h", "MatMul", {}, {"a": "data:features", "b": "W"}),
-              ("d", "Subtract", {}, {"x": "h", "y": "data:labels"}),
-              ("sq", "Square", {}, {"x": "d"}),
-              ("loss", "Mean", {}, {"input": "sq"}))
-    p.pages[0].loss = "loss"
-    p.metadata["training"] = {"main": {"optimizer": "sgd", "steps": 3, "lr": 0.1}}
-    return p
+def test_a_numpy_dataset_is_read_from_its_file_by_train_py(tmp_path):
+    project, _x, _y = _file_project(tmp_path, "npz")
+    out = tmp_path / "out"
+    out.mkdir()
+    training = _write(project, out)
+    assert training.data.source["block"] == "NumpyDataset" and list(training.data.ports.values()) == ["features", "labels"]
+    script = _script(out)
+    args = type("A", (), {"order": "blockflow", "steps": 4, "seed": 0, "data_folder": str(tmp_path)})()
+    program = compile_project(project)
+    got = list(script.batches(args, 0, 1, 0, torch.device("cpu")))
+    assert len(got) == 4
+    for k, batch in enumerate(got):
+        r = run(program, fetch=["data:features"], record=False, commit=False, step=k)
+        np.testing.assert_array_equal(batch["data_features"].numpy(), r.value("data", "features"))
+    losses, _ = _train(out, "--steps", 3)
+    np.testing.assert_allclose(losses, _trained(project, 3)[0], rtol=2e-6)
 
 
 @pytest.mark.parametrize("optimizer, seed", [("adam", 3), ("momentum", 0), ("rmsprop", 0), ("adagrad", 5),

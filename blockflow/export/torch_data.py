@@ -36,6 +36,12 @@ class PageData:
     fixed: dict = field(default_factory=dict)
     batching: dict | None = None
     dataset: str | None = None
+    #: a CsvDataset's or NumpyDataset's file and how to read it (train.py reads it itself)
+    source: dict | None = None
+    #: the project's folder (where ``source``'s path starts)
+    folder: str | None = None
+    #: argument in ``rows`` -> the dataset block's output port it is
+    ports: dict = field(default_factory=dict)
 
     @property
     def examples(self) -> int:
@@ -101,14 +107,30 @@ def page_data(program: Program, export: TorchExport) -> PageData:
         values = _outputs_of(program, st, DataRequest(0, "all", 0))
         for arg, node, port in _arg_nodes(export):
             if node == st.node:
-                data.rows[arg] = values[port or program.slot(st.outputs[0]).port]
+                data.ports[arg] = port or program.slot(st.outputs[0]).port
+                data.rows[arg] = values[data.ports[arg]]
         data.batching = {k: st.attrs[k] for k in BATCH_ATTRS}
         data.dataset = st.node
+        data.source = _file_source(st)
+        if data.source is not None:
+            data.folder = str(program.files.base_dir)
         lengths = {len(a) for a in data.rows.values()}
         if len(lengths) > 1:    # a label-less file gives no labels: nothing to batch them with
             raise ExportError(f"{program.full_name(st.node)} gives outputs of different lengths "
                               f"({sorted(lengths)} rows); a training script needs one row per example")
     return data
+
+
+#: the attrs train.py needs to read a file dataset as the block does
+_FILE_ATTRS = {"CsvDataset": ("path", "label", "label_format", "classes"),
+               "NumpyDataset": ("path", "features_key", "labels_key", "label_format", "classes")}
+
+
+def _file_source(st) -> dict | None:
+    keys = _FILE_ATTRS.get(st.spec.name)
+    if keys is None:
+        return None
+    return {"block": st.spec.name, **{k: st.attrs[k] for k in keys}}
 
 
 def blockflow_batch(program: Program, export: TorchExport, step: int, seed: int = 0,

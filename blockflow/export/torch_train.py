@@ -123,6 +123,9 @@ def _script(export: TorchExport, data: PageData, settings: dict, trainer: Traine
         "__ROW_ARGS__": literal(tuple(data.rows)),
         "__FIXED_ARGS__": literal(tuple(data.fixed)),
         "__BATCHING__": literal(data.batching),
+        "__SOURCE__": literal(data.source),
+        "__ROW_PORTS__": literal(tuple(data.ports[a] for a in data.rows)),
+        "__PROJECT_FOLDER__": literal(data.folder),
         "__RULE_INPUTS__": literal(tuple(inputs)),
         "__RULE_SLOTS__": literal(tuple(tuple(s) for s in slots)),
         "__RULE_FLAGS__": literal(tuple(flag_values)),
@@ -143,7 +146,8 @@ def write_training_files(training: TrainingExport, path) -> list[Path]:
     the paths written."""
     path = Path(path)
     written = write_torch_files(training.model, path)
-    tensors = {**training.data.rows, **training.data.fixed}
+    rows = {} if training.data.source is not None else training.data.rows   # train.py reads the file
+    tensors = {**rows, **training.data.fixed}
     if tensors:
         torch = need("torch")
         state = {k: torch.from_numpy(np.array(v, copy=True)) for k, v in tensors.items()}

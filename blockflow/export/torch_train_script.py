@@ -15,6 +15,7 @@ processes each takes every N-th row of it and DistributedDataParallel averages t
 so the step is the one-process step when the batch divides evenly and the loss is a mean.
 """
 import argparse
+import csv
 import importlib.util
 import math
 import os
@@ -35,9 +36,14 @@ DATA_FILE = __DATA_FILE__
 SETTINGS = __SETTINGS__
 #: the forward arguments: those batched from the dataset block's rows, and fixed feeds
 ROW_ARGS = __ROW_ARGS__
+ROW_PORTS = __ROW_PORTS__
 FIXED_ARGS = __FIXED_ARGS__
 #: how the dataset block picks batch k (its attrs)
 BATCHING = __BATCHING__
+#: a CsvDataset's or NumpyDataset's file (relative to the project's folder) and how it is read;
+#: None: the rows are in DATA_FILE
+SOURCE = __SOURCE__
+PROJECT_FOLDER = __PROJECT_FOLDER__
 #: optimizer mode: the Apply* block's inputs in order, its slots (name, "like"/"scalar", start)
 RULE_INPUTS = __RULE_INPUTS__
 RULE_SLOTS = __RULE_SLOTS__
@@ -72,6 +78,52 @@ class Rows(Dataset):
 
     def __getitem__(self, i):
         return tuple(t[i] for t in self.tables)
+
+
+def read_csv(full):
+    """(column names, float64 rows) of a .csv file with a header row, blank rows skipped."""
+    with open(full, encoding="utf-8-sig", newline="") as f:
+        rows = [row for row in csv.reader(f) if row and any(c.strip() for c in row)]
+    names = [c.strip() for c in rows[0]]
+    return names, np.array([[float(c) for c in row] for row in rows[1:]], dtype=np.float64).reshape(-1, len(names))
+
+
+def labels_of(y):
+    """The label column as the block gives it: values, class indices or one-hot rows."""
+    if SOURCE["label_format"] == "value":
+        return y.astype(np.float32).reshape(-1, 1)
+    if not np.all(np.isfinite(y)) or np.any(y != np.round(y)) or np.any(y < 0) or np.any(y >= SOURCE["classes"]):
+        raise SystemExit(f"{SOURCE['path']}: class labels must be whole numbers from 0 to {SOURCE['classes'] - 1}")
+    k = y.astype(np.int64)
+    if SOURCE["label_format"] == "onehot":
+        out = np.zeros((k.size, SOURCE["classes"]), np.float32)
+        out[np.arange(k.size), k] = 1.0
+        return out
+    return k.astype(np.int32)
+
+
+def read_source(folder):
+    """The dataset block's whole table read from its file, as blockflow reads it: a tensor per
+    ROW_ARGS."""
+    root = Path(folder).resolve()
+    full = (root / SOURCE["path"]).resolve()
+    if root not in full.parents:
+        raise SystemExit(f"{SOURCE['path']} leads out of the data folder {root}")
+    if SOURCE["block"] == "CsvDataset":
+        names, table = read_csv(full)
+        label = SOURCE["label"]
+        x = table[:, [i for i, c in enumerate(names) if c != label]]
+        y = table[:, names.index(label)] if "labels" in ROW_PORTS else None
+    else:
+        arrays = dict(np.load(full, allow_pickle=False)) if full.suffix.lower() == ".npz" else {
+            "x": np.load(full, allow_pickle=False)}
+        x = np.asarray(arrays[SOURCE["features_key"]])
+        x = x.reshape(len(x), -1)
+        y = np.asarray(arrays[SOURCE["labels_key"]]).reshape(-1) if "labels" in ROW_PORTS else None
+    out = {"features": torch.from_numpy(x.astype(np.float32))}
+    if y is not None:
+        out["labels"] = torch.from_numpy(labels_of(y))
+    return [out[port] for port in ROW_PORTS]
 
 
 def train_rows(n, test_fraction, seed):
@@ -140,7 +192,7 @@ def batches(args, rank, world, first, device):
     if not ROW_ARGS:
         while True:
             yield fixed
-    rows = Rows([data[a] for a in ROW_ARGS])
+    rows = Rows(read_source(args.data_folder) if SOURCE else [data[a] for a in ROW_ARGS])
     if args.order == "torch":
         loader = torch_order_batches(rows, args, rank, world, first)
     else:
@@ -195,6 +247,8 @@ def parse_args():
     p.add_argument("--order", choices=("blockflow", "torch"), default="blockflow",
                    help="blockflow: blockflow's batches; torch: a DistributedSampler's")
     p.add_argument("--device", help="cpu or cuda (default: cuda when available)")
+    p.add_argument("--data-folder", default=PROJECT_FOLDER,
+                   help="where the dataset's file is (default: the project's folder)")
     p.add_argument("--quiet", action="store_true", help="no loss per step")
     return p.parse_args()
 
