@@ -264,3 +264,15 @@ def test_empty_project_is_refused(tmp_path):
     from blockflow.export.torch_module import ExportError
     with pytest.raises(ExportError):
         export_training(project)
+
+
+def test_order_torch_uses_a_distributed_sampler(tmp_path):
+    _write(mlp(optimizer="adam", batch=32, steps=12), tmp_path)
+    script = (tmp_path / "train.py").read_text()
+    assert "DistributedSampler(part, num_replicas=world, rank=rank" in script
+    ours, _ = _train(tmp_path)
+    one, _ = _train(tmp_path, "--order", "torch")
+    two, out = _train(tmp_path, "--order", "torch", torchrun=2)
+    assert len(one) == len(two) == 12 and "on 2 process(es)" in out
+    assert one != ours   # torch's own order: other batches than blockflow's
+    assert all(np.isfinite(two)) and np.mean(two[-4:]) < np.mean(two[:4])
