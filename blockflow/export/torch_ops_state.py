@@ -37,7 +37,7 @@ _ADAM = '''@torch.no_grad()
 def apply_adam(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad, use_nesterov):
     """TF's ApplyAdam: the bias correction folded into the step size lr_t (epsilon outside it,
     unlike torch.optim.Adam); the powers are multiplied by the betas after each step."""
-    one = torch.ones((), dtype=var.dtype)
+    one = torch.ones((), dtype=var.dtype, device=var.device)
     lr_t = lr * torch.sqrt(one - beta2_power) / (one - beta1_power)
     m = beta1 * m + (one - beta1) * grad
     v = beta2 * v + (one - beta2) * grad * grad
@@ -50,7 +50,7 @@ _RMSPROP = '''@torch.no_grad()
 def apply_rms_prop(var, ms, mom, lr, rho, momentum, epsilon, grad):
     """TF's ApplyRMSProp: ms = rho * ms + (1 - rho) * g^2, mom = momentum * mom + lr * g /
     sqrt(ms + epsilon), var - mom (epsilon inside the root, unlike torch.optim.RMSprop)."""
-    ms = rho * ms + (torch.ones((), dtype=var.dtype) - rho) * grad * grad
+    ms = rho * ms + (torch.ones((), dtype=var.dtype, device=var.device) - rho) * grad * grad
     mom = momentum * mom + lr * grad / torch.sqrt(ms + epsilon)
     return var - mom, ms, mom
 '''
@@ -66,7 +66,7 @@ def apply_adagrad(var, accum, lr, grad, update_slots):
 _ADADELTA = '''@torch.no_grad()
 def apply_adadelta(var, accum, accum_update, lr, rho, epsilon, grad):
     """TF's ApplyAdadelta."""
-    one = torch.ones((), dtype=var.dtype)
+    one = torch.ones((), dtype=var.dtype, device=var.device)
     accum = rho * accum + (one - rho) * grad * grad
     update = torch.sqrt(accum_update + epsilon) / torch.sqrt(accum + epsilon) * grad
     accum_update = rho * accum_update + (one - rho) * update * update
@@ -80,7 +80,7 @@ def apply_ftrl(var, accum, linear, grad, lr, l1, l2, lr_power):
     linear = linear + grad - (accum_new ** -lr_power - accum ** -lr_power) / lr * var
     quadratic = accum_new ** -lr_power / lr + 2 * l2
     new = torch.where(torch.abs(linear) > l1, (torch.sign(linear) * l1 - linear) / quadratic,
-                      torch.zeros((), dtype=var.dtype)).to(var.dtype)
+                      torch.zeros((), dtype=var.dtype, device=var.device)).to(var.dtype)
     return new, accum_new, linear
 '''
 

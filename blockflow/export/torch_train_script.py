@@ -55,6 +55,9 @@ ARGS = __ARGS__
 
 
 __RULE_SOURCE__
+
+
+#: the update rule of optimizer mode (the helper above; None in graph mode)
 RULE = __RULE_NAME__
 
 
