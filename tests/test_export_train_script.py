@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 
 from blockflow.cli import EXIT_DIAGNOSTICS, EXIT_OK, EXIT_USAGE, main  # noqa: E402
 from blockflow.compile.compiler import compile_project  # noqa: E402
-from blockflow.export.torch_train import export_training, training_setup, write_training_files  # noqa: E402
+from blockflow.export.torch_train import export_training, places, training_setup, write_training_files  # noqa: E402
 from blockflow.io.project_io import save_project  # noqa: E402
 from blockflow.project import Project  # noqa: E402
 from blockflow.run.runtime import run  # noqa: E402
@@ -164,7 +164,7 @@ def test_three_steps_of_train_py_equal_blockflows_trainer(optimizer, seed, tmp_p
     np.testing.assert_allclose(losses, expect, rtol=2e-6)
     saved = torch.load(tmp_path / "ck.pt", weights_only=True)
     assert saved["step"] == 3
-    for key, (node, what) in training.model.variables.items():
+    for key, (node, what) in places(training.model).items():
         np.testing.assert_allclose(saved["model"][key].numpy(), trainer.values[node], rtol=1e-5, atol=1e-7,
                                    err_msg=node)
 
@@ -178,7 +178,7 @@ def test_a_page_that_trains_itself_runs_forward_only(tmp_path):
     np.testing.assert_allclose(losses, expect, rtol=1e-12)
     saved = torch.load(tmp_path / "ck.pt", weights_only=True)
     updates = trainer.state_updates()
-    for key, (node, what) in training.model.variables.items():
+    for key, (node, what) in places(training.model).items():
         np.testing.assert_allclose(saved["model"][key].numpy(), updates[node][what], rtol=1e-12, err_msg=key)
 
 

@@ -12,6 +12,7 @@ from blockflow.compile.compiler import compile_project  # noqa: E402
 from blockflow.export.files import write_torch_files  # noqa: E402
 from blockflow.export.torch_lowering import lowering_table  # noqa: E402
 from blockflow.export.torch_module import export_torch  # noqa: E402
+from blockflow.export.torch_train import places  # noqa: E402
 from blockflow.io.project_io import load_project  # noqa: E402
 from blockflow.project import Project  # noqa: E402
 from blockflow.registry import default_registry  # noqa: E402
@@ -66,7 +67,7 @@ def _exported(project, outputs, folder):
 def _torch_state(model, export) -> dict:
     """{(node, key): array} of the module's Variables and slots."""
     state = model.state_dict()
-    return {export.variables[k]: state[k].numpy().copy() for k in export.variables}
+    return {where: state[k].numpy().copy() for k, where in places(export).items()}
 
 
 def _blockflow_state(program) -> dict:
@@ -100,7 +101,7 @@ def _check_runs(project, feeds, outputs, folder, runs=3, rtol=1e-12):
 def test_state_block_updates_equal_blockflow(name, case, tmp_path):
     project, feeds = _case_page(name, case.inputs, case.attrs)
     export = _check_runs(project, feeds, ["B"], tmp_path)
-    keys = {key for _node, key in export.variables.values()}
+    keys = {key for _node, key in places(export).values()}
     assert keys == {"value"}     # every ref input is wired from a Variable here
 
 
@@ -148,7 +149,7 @@ def _regression(update: str, extra=None):
 def test_a_page_that_trains_itself_equals_blockflow_over_three_runs(update, tmp_path):
     project, feeds = _regression(update)
     export = _check_runs(project, feeds, ["loss"], tmp_path)
-    slots = {key.rpartition(".")[2] for node, key in export.variables.values() if key != "value"}
+    slots = {key.rpartition(".")[2] for node, key in places(export).values() if key != "value"}
     spec = default_registry()[update]
     assert slots == {p.name for p in spec.inputs[1:] if p.ref}
 
@@ -164,4 +165,4 @@ def test_the_linear_regression_samples_drawn_update_equals_blockflow(tmp_path):
     program = compile_project(project)
     feeds = {k: np.asarray(v) for k, v in page.feeds.items()}
     export = _check_runs(project, feeds, ["loss"], tmp_path, rtol=1e-6)
-    assert program.ok and {n for n, _ in export.variables.values()} == {"W", "b"}
+    assert program.ok and {n for n, _ in places(export).values()} == {"W", "b"}

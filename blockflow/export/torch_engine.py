@@ -21,7 +21,7 @@ from blockflow.export.files import need
 from blockflow.export.torch_data import blockflow_batch
 from blockflow.export.torch_module import export_torch
 from blockflow.export.torch_ops_state import rule
-from blockflow.export.torch_train import start_state
+from blockflow.export.torch_train import places, start_state
 from blockflow.registry import Registry, default_registry
 from blockflow.run.settings import OPTIMIZERS
 from blockflow.run.training import StepRecord, TrainConfig, Trainer, TrainingHistory
@@ -73,6 +73,7 @@ class TorchTrainer:
         self.model.load_state_dict({k: torch.from_numpy(np.array(v, copy=True)) for k, v in state.items()})
         self.model.to(self.device).train()
         self._start_values = dict(setup.values)
+        self._places = places(self.export)
         self._slots: dict = {}
         self._rule = self._load_rule() if self.mode == "optimizer" else None
 
@@ -112,7 +113,8 @@ class TorchTrainer:
             loss = outs[0]
             self._finite(float(loss.detach()), f"the loss {self.loss_key}", k)
             if self.mode == "optimizer":
-                loss.backward()
+                if loss.requires_grad:    # else no gradient reaches a Variable: nothing changes
+                    loss.backward()
                 self._optimizer_update(k)
             else:
                 self._check_state(k)
@@ -159,12 +161,12 @@ class TorchTrainer:
 
     def _check_state(self, k: int) -> None:
         for key, tensor in self.model.state_dict().items():
-            if tensor.is_floating_point() and key in self.export.variables:
+            if tensor.is_floating_point() and key in self._places:
                 self._finite_tensor(tensor, key, k)
 
     def _finite_tensor(self, tensor, key: str, k: int) -> None:
         if not bool(self.torch.isfinite(tensor).all()):
-            node, what = self.export.variables.get(key, (key, "value"))
+            node, what = self._places.get(key, (key, "value"))
             where = "" if what == "value" else f" (its slot '{what}')"
             rule_text = (f"{OPTIMIZERS[self.config.optimizer][0]} ({self.config.optimizer})"
                          if self.mode == "optimizer" else "the page's update blocks")
@@ -219,7 +221,7 @@ class TorchTrainer:
         """{Variable node: its current value (numpy)}, every Variable of the page."""
         out = dict(self._start_values)
         state = self.model.state_dict()
-        for key, (node, what) in self.export.variables.items():
+        for key, (node, what) in self._places.items():
             if what == "value":
                 out[node] = state[key].detach().cpu().numpy().copy()
         return out
@@ -230,7 +232,7 @@ class TorchTrainer:
         out: dict = {node: {"value": np.array(v)} for node, v in self.values.items()}
         if self.mode == "graph":
             state = self.model.state_dict()
-            for key, (node, what) in self.export.variables.items():
+            for key, (node, what) in self._places.items():
                 if what != "value":
                     out.setdefault(node, {})[what] = state[key].detach().cpu().numpy().copy()
         return out

@@ -28,7 +28,7 @@ from blockflow.run.settings import OPTIMIZERS, recommended_settings
 from blockflow.run.training import TrainConfig, Trainer, training_program
 
 __all__ = ["TrainingExport", "export_training", "write_training_files", "DEFAULT_STEPS", "data_path",
-           "training_setup"]
+           "training_setup", "places"]
 
 #: steps train.py takes when the project recommends none (its --steps replaces it)
 DEFAULT_STEPS = 100
@@ -77,11 +77,18 @@ def training_setup(project, page=None, registry: Registry | None = None, config:
     return program, trainer
 
 
+def places(export: TorchExport) -> dict:
+    """state_dict key -> (Variable flat id, "value" or the slot key): where each value of the
+    module belongs in blockflow (TorchExport.variables, with a Variable's own value named)."""
+    return {key: (where, "value") if isinstance(where, str) else tuple(where)
+            for key, where in export.variables.items()}
+
+
 def start_state(export: TorchExport, trainer: Trainer) -> dict:
     """The module's state with the Variables at the Trainer's starting values (with a seed, the
     random initial values it draws; else the project's)."""
     state = dict(export.state)
-    for key, (node, what) in export.variables.items():
+    for key, (node, what) in places(export).items():
         if what == "value" and node in trainer.values:
             state[key] = np.asarray(trainer.values[node])
     return state

@@ -307,7 +307,8 @@ def main():
         if isinstance(loss, tuple):
             loss = loss[0]
         if SETTINGS["mode"] == "optimizer":
-            loss.backward()
+            if loss.requires_grad:    # else no gradient of the loss reaches a Variable
+                loss.backward()
             optimizer_step(model, slots)
         value = loss.detach().clone()
         if world > 1:
