@@ -166,3 +166,17 @@ def test_the_linear_regression_samples_drawn_update_equals_blockflow(tmp_path):
     feeds = {k: np.asarray(v) for k, v in page.feeds.items()}
     export = _check_runs(project, feeds, ["loss"], tmp_path, rtol=1e-6)
     assert program.ok and {n for n, _ in places(export).values()} == {"W", "b"}
+
+
+def test_the_outputs_of_a_run_that_updates_can_still_be_differentiated(tmp_path):
+    """The Variables a run updates are read through copies made at its start: a backward after
+    forward (which wrote the updates in place) gives blockflow's gradients at the start values."""
+    project, feeds = _regression("ApplyMomentum")
+    program = compile_project(project)
+    export, model = _exported(project, ["loss"], tmp_path)
+    loss = model(*[torch.from_numpy(np.array(feeds[node])) for _, node, _ in export.inputs])
+    grads = dict(zip(("W", "b"), torch.autograd.grad(loss, [model.W, model.b])))
+    ours = run(program, feeds, target="loss", wrt=["W", "b"], record=False, commit=False)
+    for node in ("W", "b"):
+        np.testing.assert_allclose(grads[node].numpy(), ours.variable_grads[node], rtol=1e-12, err_msg=node)
+    assert not np.array_equal(model.W.detach().numpy(), program.variable_values["W"])   # updated
