@@ -156,6 +156,24 @@ def test_cli_train_engine_torch_refuses_unlowered_blocks(tmp_path, capsys):
     assert code in (EXIT_DIAGNOSTICS, EXIT_USAGE) and "Bernoulli" in err and "nothing was trained" in err
 
 
+def test_a_page_torch_cannot_run_is_refused_as_a_value_error():
+    from diagrams import chain
+    from blockflow.export.torch_engine import TorchEngineError
+    from blockflow.export.torch_lowering import lowering_table
+    if "Bernoulli" in lowering_table():
+        pytest.skip("Bernoulli is lowered now; pick another block")
+    p = chain(("x", "Placeholder", {"shape": [3]}, None), ("W", "Variable", {"shape": [3]}, None),
+              ("m", "Multiply", {}, {"x": "x", "y": "W"}), ("s", "Sigmoid", {}, {"x": "m"}),
+              ("odd", "Bernoulli", {}, {"probs": "s"}), ("c", "Cast", {"DstT": "float32"}, {"x": "odd"}),
+              ("a", "Add", {}, {"x": "c", "y": "m"}), ("loss", "Sum", {}, {"input": "a"}),
+              feeds={"x": np.ones(3, np.float32)})
+    p.pages[0].loss = "loss"
+    program, _ = training_setup(p)
+    with pytest.raises(ValueError, match="Bernoulli") as err:     # what the Train panel catches
+        TorchTrainer(program, TrainConfig(steps=1), project=p, device="cpu")
+    assert isinstance(err.value, TorchEngineError) and any("odd" in x for x in err.value.problems)
+
+
 def test_refusals_are_export_errors():
     project = regression()
     project.pages[0].loss = None

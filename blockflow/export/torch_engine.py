@@ -19,14 +19,19 @@ import numpy as np
 from blockflow.errors import RunError
 from blockflow.export.files import need
 from blockflow.export.torch_data import blockflow_batch
-from blockflow.export.torch_module import export_torch
+from blockflow.export.torch_module import ExportError, export_torch
 from blockflow.export.torch_ops_state import rule
 from blockflow.export.torch_train import places, start_state
 from blockflow.registry import Registry, default_registry
 from blockflow.run.settings import OPTIMIZERS
 from blockflow.run.training import StepRecord, TrainConfig, Trainer, TrainingHistory
 
-__all__ = ["TorchTrainer", "default_device"]
+__all__ = ["TorchTrainer", "TorchEngineError", "default_device"]
+
+
+class TorchEngineError(ExportError, ValueError):
+    """The page cannot train on PyTorch (a block with no torch lowering...): an ExportError with
+    its ``problems``, and a ValueError, which the callers of Trainer already report."""
 
 
 def default_device() -> str:
@@ -64,8 +69,11 @@ class TorchTrainer:
         self.hyper = getattr(setup, "hyper", {})
         self.step_index = 0
         self.device = _device(torch, device)
-        self.export = export_torch(project, program.page_name, outputs=[self.loss_key, *self.metric_keys],
-                                   registry=self.registry, program=program)
+        try:
+            self.export = export_torch(project, program.page_name, outputs=[self.loss_key, *self.metric_keys],
+                                       registry=self.registry, program=program)
+        except ExportError as exc:
+            raise TorchEngineError(str(exc), exc.problems) from None
         namespace = types.ModuleType("blockflow_exported_page").__dict__
         exec(compile(self.export.source, f"<page {program.page_name!r} exported>", "exec"), namespace)
         self.model = namespace["Model"](initial=None)
