@@ -110,6 +110,16 @@ def test_metrics_are_recorded_as_the_trainer_records_them():
     np.testing.assert_allclose(b.metric("loss:output"), b.losses, rtol=0)
 
 
+@pytest.mark.parametrize("update", [None, "ApplyGradientDescent"])
+def test_a_variable_as_metric_is_its_value_before_the_step(update):
+    config = TrainConfig(steps=3, optimizer="sgd", hyper={"lr": 0.1}, metrics=("W", "b"))
+    ours, theirs = _pair(regression(update, optimizer="sgd"), config)
+    a, b = ours.train(3), theirs.train(3)
+    for m in ("W:ref", "b:ref"):
+        np.testing.assert_allclose(b.metric(m), a.metric(m), rtol=1e-13, err_msg=m)
+    assert a.metric("W:ref")[0] != a.metric("W:ref")[1]
+
+
 def test_unknown_devices_are_refused():
     project = regression()
     program, _ = training_setup(project)

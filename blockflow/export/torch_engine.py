@@ -119,7 +119,9 @@ class TorchTrainer:
         try:
             outs = self._forward(self._args(k))
             loss = outs[0]
-            self._finite(float(loss.detach()), f"the loss {self.loss_key}", k)
+            # read now: an output may be a Variable itself, which the update changes in place
+            values = [float(o.detach()) for o in outs]
+            self._finite(values[0], f"the loss {self.loss_key}", k)
             if self.mode == "optimizer":
                 if loss.requires_grad:    # else no gradient reaches a Variable: nothing changes
                     loss.backward()
@@ -130,7 +132,7 @@ class TorchTrainer:
             self.model.load_state_dict(saved)
             raise
         self.step_index += 1
-        return StepRecord(k, float(loss.detach()), {m: float(o.detach()) for m, o in zip(self.metric_keys, outs[1:])})
+        return StepRecord(k, values[0], dict(zip(self.metric_keys, values[1:])))
 
     def _forward(self, args) -> tuple:
         for param in self.model.parameters():

@@ -393,29 +393,30 @@ class _LevelWriter:
             for arg, node in self.args:
                 if node in self.fw.needs_grad:
                     body.append(f"        {arg} = {arg} if {arg}.requires_grad else {arg}.detach().requires_grad_(True)")
-        body += [f"        {x}" for x in self._lines_reading_starts()]
+        lines = self._lines_reading_starts(self.lines + [f"return {returns}"])
+        body += [f"        {x}" for x in lines[:-1]]
         if self.updates:
             body.append("        with torch.no_grad():  # state updates land when the run ends")
             body += [f"            {target}.copy_({name})" for target, name in self.updates]
-        body.append(f"        return {returns}")
+        body.append(f"        {lines[-1]}")
         return "\n".join(body)
 
-    def _lines_reading_starts(self) -> list[str]:
-        """The lines, with each Variable (or slot) the run updates read through a copy made when
-        the run starts: the update writes it in place when forward ends, and a later backward
-        through the returned outputs needs the values the run read (torch refuses a tensor
-        changed in place since it was used)."""
+    def _lines_reading_starts(self, lines: list) -> list[str]:
+        """``lines`` with each Variable the run updates read through a copy made when the run
+        starts: the update writes it in place when forward ends, yet the outputs returned are the
+        values the run read, and a later backward through them needs those (torch refuses a
+        tensor changed in place since it was used)."""
         if not self.updates:
-            return list(self.lines)
+            return list(lines)
         keys = self.fw.variable_keys     # a Variable's value (a str), not an optimizer's slot
         targets = sorted({t for t, _ in self.updates
                           if isinstance(keys.get(self.state_prefix + t[len("self."):]), str)})
         if not targets:
-            return list(self.lines)
+            return list(lines)
         starts = {t: self.temp(f"{t[len('self.'):]}_start") for t in targets}
         used = re.compile(r"(?<![\w.])(" + "|".join(re.escape(t) for t in targets) + r")(?!\w)")
         return ([f"{starts[t]} = {t}.clone()" for t in targets]
-                + [used.sub(lambda m: starts[m.group(1)], line) for line in self.lines])
+                + [used.sub(lambda m: starts[m.group(1)], line) for line in lines])
 
     def _returns(self, top: bool) -> str:
         if top:
