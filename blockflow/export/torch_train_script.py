@@ -19,6 +19,7 @@ import csv
 import importlib.util
 import math
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -330,6 +331,11 @@ def main():
     if world > 1:
         dist.barrier()
         dist.destroy_process_group()
+        # everything is saved and printed: leave now, as torch 2.13's gloo threads can abort the
+        # interpreter's own exit ("terminate called without an active exception") under load
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":
