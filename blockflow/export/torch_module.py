@@ -205,7 +205,7 @@ class _FileWriter:
                   for arg, node in top.args]
         outputs = [port_text(self.program.slot(s).node, self.program.slot(s).port) for s in self.out_slots]
         return TorchExport(source, self.state, inputs, outputs, self.program.page_name,
-                           frozenset(self.blocks), [a for a, n in top.args if n in self.needs_grad],
+                           frozenset(self.blocks), [a for a, n, t in inputs if split_port_text(n)[0] in self.needs_grad and t.dtype.kind == "f"],
                            self.variable_keys)
 
     def _file_doc(self) -> str:
@@ -391,8 +391,10 @@ class _LevelWriter:
         body += ["", f"    def forward({args}):"]
         if top:
             for arg, node in self.args:
-                if node in self.fw.needs_grad:
-                    body.append(f"        {arg} = {arg} if {arg}.requires_grad else {arg}.detach().requires_grad_(True)")
+                if split_port_text(node)[0] in self.fw.needs_grad:   # a dataset's output is node:port
+                    if self.program.slot(self.program.resolve_target(node)).type.dtype.kind == "f":
+                        body.append(f"        {arg} = {arg} if {arg}.requires_grad else "
+                                    f"{arg}.detach().requires_grad_(True)")
         lines = self._lines_reading_starts(self.lines + [f"return {returns}"])
         body += [f"        {x}" for x in lines[:-1]]
         if self.updates:
