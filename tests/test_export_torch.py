@@ -9,8 +9,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from blockflow.export.torch_lowering import lowering_table  # noqa: E402
-from blockflow.registry import default_registry  # noqa: E402
 from blockflow.export.torch_module import ExportError, export_torch  # noqa: E402
+from blockflow.registry import default_registry  # noqa: E402
 
 from export_kit import case_project, compare_with_torch, load_module  # noqa: E402
 from test_blocks import CASES  # noqa: E402

@@ -204,9 +204,9 @@ class _FileWriter:
         inputs = [(arg, node, self.program.slot(self.program.resolve_target(node)).type)
                   for arg, node in top.args]
         outputs = [port_text(self.program.slot(s).node, self.program.slot(s).port) for s in self.out_slots]
+        needs_grad = [a for a, n, t in inputs if split_port_text(n)[0] in self.needs_grad and t.dtype.kind == "f"]
         return TorchExport(source, self.state, inputs, outputs, self.program.page_name,
-                           frozenset(self.blocks), [a for a, n, t in inputs if split_port_text(n)[0] in self.needs_grad and t.dtype.kind == "f"],
-                           self.variable_keys)
+                           frozenset(self.blocks), needs_grad, self.variable_keys)
 
     def _file_doc(self) -> str:
         page = comment_text(self.program.page_name, 60)
