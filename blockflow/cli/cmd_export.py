@@ -43,13 +43,32 @@ def cmd_export(args) -> int:
 def _export_torch(args, project) -> list:
     from blockflow.export.formats import export_files
 
+    if getattr(args, "train", False):
+        return _export_training(args, project)
     return export_files("torch", project, args.page, args.output, args.outputs or None, inputs.registry())
+
+
+def _export_training(args, project) -> list:
+    from pathlib import Path
+
+    from blockflow.export.torch_train import export_training, write_training_files
+
+    if args.outputs:
+        raise CliError("--train: the module returns the page's loss (the training script needs it); "
+                       "leave out --output-node", EXIT_USAGE)
+    if Path(args.output).name == "train.py":
+        raise CliError("--train writes train.py beside the module: name the module otherwise (-o model.py)",
+                       EXIT_USAGE)
+    training = export_training(project, args.page, inputs.registry(), model_file=Path(args.output).name)
+    return write_training_files(training, args.output)
 
 
 @exporter("onnx")
 def _export_onnx(args, project) -> list:
     from blockflow.export.formats import export_files
 
+    if getattr(args, "train", False):
+        raise CliError("--train writes a PyTorch training script: use it with 'export torch'", EXIT_USAGE)
     return export_files("onnx", project, args.page, args.output, args.outputs or None, inputs.registry())
 
 
@@ -64,4 +83,7 @@ def add_export(sub) -> None:
                    help="the file to write (torch: NAME.py, and NAME.pt beside it when the page has values)")
     p.add_argument("--output-node", dest="outputs", action="append", default=[], metavar="NODE[:PORT]",
                    help="an output forward returns (repeatable; default: the page's loss)")
+    p.add_argument("--train", action="store_true",
+                   help="torch: also write train.py beside the module (and NAME_data.pt, its data): it trains "
+                        "with the project's settings, on one process or under torchrun")
     p.set_defaults(func=cmd_export)

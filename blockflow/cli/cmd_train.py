@@ -30,7 +30,7 @@ class _Settings:
 
 
 def cmd_train(args) -> int:
-    from blockflow.run.training import TrainConfig, Trainer, training_program
+    from blockflow.run.training import TrainConfig, training_program
 
     if args.save is not None:     # before training: a long run must not end in "cannot save"
         inputs.check_output_path("--save", args.save)
@@ -51,7 +51,7 @@ def cmd_train(args) -> int:
                          seed=settings.seed, target=args.loss, metrics=metrics, eval_every=args.eval_every,
                          mode=args.mode)
     try:
-        trainer = Trainer(program, config, registry)
+        trainer = _trainer(args, project, program, config, registry)
     except MemoryLimitError:      # the training would not fit: a run failure (4), as in any run
         raise
     except (ValueError, ProjectError, RunError) as exc:   # settings the page cannot be trained with
@@ -70,6 +70,25 @@ def cmd_train(args) -> int:
     else:
         _print_summary(args, page, settings, trainer, history, evaluation, program, moves, new_dir)
     return EXIT_OK
+
+
+def _trainer(args, project, program, config, registry):
+    """blockflow's Trainer, or with --engine torch the exported PyTorch module's (same API)."""
+    from blockflow.run.training import Trainer
+
+    if getattr(args, "engine", "blockflow") != "torch":
+        return Trainer(program, config, registry)
+    from blockflow.export.files import MissingPackage
+    from blockflow.export.torch_engine import TorchTrainer
+    from blockflow.export.torch_module import ExportError
+    try:
+        return TorchTrainer(program, config, registry, project=project, device=args.device)
+    except ExportError as exc:
+        for problem in exc.problems:
+            print(f"  {for_terminal(problem)}", file=sys.stderr)
+        raise CliError(f"{args.project}: --engine torch: {exc}; nothing was trained", EXIT_DIAGNOSTICS) from None
+    except MissingPackage as exc:
+        raise CliError(f"--engine torch: {exc}", EXIT_USAGE) from None
 
 
 def _settings(args, project) -> _Settings:
@@ -171,6 +190,7 @@ def _save_trained(out: str, project, page, trainer, moves, new_dir) -> None:
 def _print_json(args, page, settings, trainer, history, evaluation, moves) -> None:
     optimizing = trainer.mode == "optimizer"
     json.dump({"project": str(args.project), "page": page.name, "mode": trainer.mode,
+               "engine": getattr(trainer, "engine", "blockflow"),
                "optimizer": settings.optimizer if optimizing else None,
                "settings": trainer.hyper if optimizing else None,
                "steps": len(history.steps), "seconds": history.seconds, "seed": settings.seed,
@@ -192,7 +212,8 @@ def _print_summary(args, page, settings, trainer, history, evaluation, program, 
             + ", ".join(f"{k} {v:g}" for k, v in trainer.hyper.items() if not isinstance(v, bool)) + ")"
             if trainer.mode == "optimizer" else "the page's own update blocks")
     rate = len(history.steps) / history.seconds if history.seconds > 0 else float("inf")
-    print(f"trained page '{page.name}' for {len(history.steps)} steps with {what}, "
+    engine = f" on PyTorch ({trainer.device})" if getattr(trainer, "engine", None) == "torch" else ""
+    print(f"trained page '{page.name}' for {len(history.steps)} steps with {what}{engine}, "
           f"{rate:,.0f} steps/s")
     final = history.steps[-1] if history.steps else None
     if final is not None:

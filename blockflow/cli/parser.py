@@ -90,6 +90,9 @@ def _add_train(sub) -> None:
                    help="also evaluate on the datasets' test part every K steps and at the end")
     p.add_argument("--mode", default="auto", choices=("auto", "optimizer", "graph"),
                    help="graph: one run per step of the page's own Gradients/Apply* blocks (auto: when it has any)")
+    p.add_argument("--engine", default="blockflow", choices=("blockflow", "torch"),
+                   help="torch: train the page's exported PyTorch module (pip install 'blockflow[torch]')")
+    p.add_argument("--device", help="with --engine torch: cpu or cuda (default: cuda when available)")
     p.add_argument("--save", metavar="OUT", help="write the project with the trained values here (may be PROJECT)")
     p.add_argument("--json", action="store_true", help="machine-readable history")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")

@@ -27,7 +27,7 @@ __all__ = ["Call", "lowers", "lowering_table", "Unsupported", "TORCH_DTYPES", "t
 _TABLE: dict[str, Callable] = {}
 #: the modules whose @lowers fill the table
 _MODULES = ("torch_ops_core", "torch_ops_math", "torch_ops_reduce", "torch_ops_array", "torch_ops_nn",
-            "torch_ops_conv", "torch_ops_random")
+            "torch_ops_conv", "torch_ops_random", "torch_ops_state")
 
 TORCH_DTYPES = {
     "float16": "torch.float16", "float32": "torch.float32", "float64": "torch.float64",

@@ -15,6 +15,7 @@ run's start, as blockflow runs them.
 from __future__ import annotations
 
 import heapq
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -203,9 +204,9 @@ class _FileWriter:
         inputs = [(arg, node, self.program.slot(self.program.resolve_target(node)).type)
                   for arg, node in top.args]
         outputs = [port_text(self.program.slot(s).node, self.program.slot(s).port) for s in self.out_slots]
+        needs_grad = [a for a, n, t in inputs if split_port_text(n)[0] in self.needs_grad and t.dtype.kind == "f"]
         return TorchExport(source, self.state, inputs, outputs, self.program.page_name,
-                           frozenset(self.blocks), [a for a, n in top.args if n in self.needs_grad],
-                           self.variable_keys)
+                           frozenset(self.blocks), needs_grad, self.variable_keys)
 
     def _file_doc(self) -> str:
         page = comment_text(self.program.page_name, 60)
@@ -390,14 +391,34 @@ class _LevelWriter:
         body += ["", f"    def forward({args}):"]
         if top:
             for arg, node in self.args:
-                if node in self.fw.needs_grad:
-                    body.append(f"        {arg} = {arg} if {arg}.requires_grad else {arg}.detach().requires_grad_(True)")
-        body += [f"        {x}" for x in self.lines]
+                if split_port_text(node)[0] in self.fw.needs_grad:   # a dataset's output is node:port
+                    if self.program.slot(self.program.resolve_target(node)).type.dtype.kind == "f":
+                        body.append(f"        {arg} = {arg} if {arg}.requires_grad else "
+                                    f"{arg}.detach().requires_grad_(True)")
+        lines = self._lines_reading_starts(self.lines + [f"return {returns}"])
+        body += [f"        {x}" for x in lines[:-1]]
         if self.updates:
             body.append("        with torch.no_grad():  # state updates land when the run ends")
             body += [f"            {target}.copy_({name})" for target, name in self.updates]
-        body.append(f"        return {returns}")
+        body.append(f"        {lines[-1]}")
         return "\n".join(body)
+
+    def _lines_reading_starts(self, lines: list) -> list[str]:
+        """``lines`` with each Variable the run updates read through a copy made when the run
+        starts: the update writes it in place when forward ends, yet the outputs returned are the
+        values the run read, and a later backward through them needs those (torch refuses a
+        tensor changed in place since it was used)."""
+        if not self.updates:
+            return list(lines)
+        keys = self.fw.variable_keys     # a Variable's value (a str), not an optimizer's slot
+        targets = sorted({t for t, _ in self.updates
+                          if isinstance(keys.get(self.state_prefix + t[len("self."):]), str)})
+        if not targets:
+            return list(lines)
+        starts = {t: self.temp(f"{t[len('self.'):]}_start") for t in targets}
+        used = re.compile(r"(?<![\w.])(" + "|".join(re.escape(t) for t in targets) + r")(?!\w)")
+        return ([f"{starts[t]} = {t}.clone()" for t in targets]
+                + [used.sub(lambda m: starts[m.group(1)], line) for line in lines])
 
     def _returns(self, top: bool) -> str:
         if top:
