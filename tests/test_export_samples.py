@@ -8,6 +8,7 @@ random lowerings themselves are tested by their distributions (tests/test_export
 Dataset blocks are forward inputs: both engines get the batch blockflow gives at step 0."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -128,7 +129,8 @@ def test_stop_gradients_are_detached_where_the_diagram_cuts(tmp_path):
             stops = [st.node for st in program.steps if st.spec.name == "StopGradient" and st.node in needed]
             source = export_torch(project, pg.name, program=program).source
             for node in stops:
-                assert f"{node} = " in source and ".detach()" in source.split(f"{node} = ", 1)[1].splitlines()[0]
+                line = re.search(rf"^\s+{re.escape(node)} = (.*)$", source, re.M)
+                assert line and line.group(1).endswith(".detach()"), (pg.name, node)
                 seen += 1
     assert seen >= 5
     project = load_project(SAMPLES / "straight_through_estimator.bflow.json")
@@ -138,6 +140,7 @@ def test_stop_gradients_are_detached_where_the_diagram_cuts(tmp_path):
     model.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in export.state.items()})
     feeds = project.page("round_only").feeds
     loss = model(*[torch.from_numpy(np.array(feeds[node])) for _, node, _ in export.inputs])
-    (g,) = torch.autograd.grad(loss, [model.w], allow_unused=True)
+    # w reaches the loss only through Round, which is detached: the loss has no graph at all
+    (g,) = torch.autograd.grad(loss, [model.w], allow_unused=True) if loss.requires_grad else (None,)
     assert g is None or not torch.any(g)
     assert "w" not in run(compile_project(project, "round_only"), target="loss", record=True).variable_grads
