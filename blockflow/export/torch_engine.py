@@ -76,9 +76,8 @@ class TorchTrainer:
             raise TorchEngineError(str(exc), exc.problems) from None
         namespace = types.ModuleType("blockflow_exported_page").__dict__
         exec(compile(self.export.source, f"<page {program.page_name!r} exported>", "exec"), namespace)
-        self.model = namespace["Model"](initial=None)
         state = start_state(self.export, setup)
-        self.model.load_state_dict({k: torch.from_numpy(np.array(v, copy=True)) for k, v in state.items()})
+        self.model = namespace["Model"](initial={k: torch.from_numpy(np.array(v, copy=True)) for k, v in state.items()})
         self.model.to(self.device).train()
         self._start_values = dict(setup.values)
         self._places = places(self.export)

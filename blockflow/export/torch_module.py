@@ -372,8 +372,8 @@ class _LevelWriter:
                      f"    OUTPUTS = {literal(tuple(port_text(self.program.slot(s).node, self.program.slot(s).port) for s in self.fw.out_slots))}",
                      "",
                      f"    def __init__(self, initial=\"beside\", seed={self.fw.seed}):",
-                     "        \"\"\"initial: \\\"beside\\\" (the .pt file beside this one), a path, or None (torch's",
-                     "        initializers, seeded with ``seed``).\"\"\""]
+                     "        \"\"\"initial: \\\"beside\\\" (the .pt file beside this one), a path, a state_dict,",
+                     "        or None (torch's initializers, seeded with ``seed``).\"\"\""]
         else:
             head.append("    def __init__(self):")
         body = head + [f"        {x}" for x in init]
@@ -385,6 +385,8 @@ class _LevelWriter:
                      "        if initial is None:",
                      "            draw_initial(self, self.generator)",
                      "            load_initial(self, constants_only=True)",
+                     "        elif isinstance(initial, dict):",
+                     "            self.load_state_dict(initial)",
                      "        else:",
                      "            load_initial(self, None if initial == \"beside\" else initial)"]
         args = ", ".join(["self"] + [a for a, _ in self.args])

@@ -16,6 +16,7 @@ initializers draw again).
 """
 from __future__ import annotations
 
+import importlib.util
 import threading
 import time
 
@@ -123,6 +124,7 @@ class TrainPanel(QWidget):
         self._t0 = 0.0
         self.training_page: str | None = None   # the page being (or last) trained
         self._steps = 0
+        self._on_engine = ""      # " on PyTorch (cpu)" while the last training ran there
         self._mode_pending = False
         #: the page's recommended training settings that were left out, in words
         self.settings_problems: list[str] = []
@@ -167,6 +169,7 @@ class TrainPanel(QWidget):
         self.mode.addItems(["optimizer", "graph (the page's Apply*)"])
         self.mode.setToolTip("graph: run the page's own Gradients and Apply* blocks once per step")
         form.addRow("Mode", self.mode)
+        form.addRow("Engine", self._build_engine())
         self.optimizer = QComboBox()
         for name, (block, _) in OPTIMIZERS.items():
             self.optimizer.addItem(f"{name} ({block})", name)
@@ -203,6 +206,21 @@ class TrainPanel(QWidget):
         self.eval_every.setToolTip("evaluate the loss and metrics on the datasets' test part every K steps")
         form.addRow("Test every", self.eval_every)
         return form
+
+    def _build_engine(self) -> QComboBox:
+        """blockflow's numpy runtime, or the page exported to PyTorch (docs/export.md): offered
+        disabled, saying how to install it, when torch is not installed."""
+        self.engine = QComboBox()
+        self.engine.addItem("blockflow (numpy)", "numpy")
+        self.engine.addItem("PyTorch", "torch")
+        self.engine.setToolTip("PyTorch: the same training through the exported module, on the GPU "
+                               "when one is available; the trained values come back to the project")
+        if importlib.util.find_spec("torch") is None:
+            item = self.engine.model().item(1)
+            item.setEnabled(False)
+            item.setToolTip("PyTorch is not installed: pip install 'blockflow[torch]'")
+            self.engine.setItemText(1, "PyTorch (not installed)")
+        return self.engine
 
     def _build_controls(self, outer: QVBoxLayout) -> None:
         """Train / Stop / Reset, Keep, the progress bar and the line of news under it."""
@@ -379,8 +397,8 @@ class TrainPanel(QWidget):
             program = training_program(doc.project, self.host, doc.registry,
                                        batch_size=None if batch < 0 else batch)
             config = self.config()
-            trainer = Trainer(program, config, doc.registry)
-        except (BlockflowError, ValueError) as exc:
+            trainer = self._trainer(program, config)
+        except (BlockflowError, ValueError, ImportError) as exc:   # ImportError: torch is missing
             self.info.setText(str(exc))
             self.status_message.emit(f"cannot train: {exc}")
             return False
@@ -398,12 +416,21 @@ class TrainPanel(QWidget):
         self.stop_button.setEnabled(True)
         self.reset_button.setEnabled(False)
         what = trainer.mode if trainer.mode == "graph" else OPTIMIZERS[config.optimizer][0]
-        self.info.setText(f"training with {what}…")
+        self._on_engine = f" on PyTorch ({trainer.device})" if getattr(trainer, "engine", "") == "torch" else ""
+        self.info.setText(f"training with {what}{self._on_engine}…")
         for warning in trainer.warnings:
             self.status_message.emit(warning)
         self.training_started.emit()
         self._worker.submit(job.work, self._on_job_returned)
         return True
+
+    def _trainer(self, program, config):
+        """The chosen engine's trainer: both take the same settings and give the same history."""
+        if self.engine.currentData() == "torch":
+            from blockflow.export.torch_engine import TorchTrainer
+
+            return TorchTrainer(program, config, self.doc.registry, project=self.doc.project)
+        return Trainer(program, config, self.doc.registry)
 
     def stop(self):
         if self._job is not None:
@@ -451,8 +478,8 @@ class TrainPanel(QWidget):
         elif steps:
             skipped = self.doc.apply_training(updates, steps, self.training_page)
         rate = steps / history.seconds if history.seconds > 0 else float("inf")
-        text = (f"{'stopped after' if stopped else 'trained'} {steps} step{'s' if steps != 1 else ''} "
-                f"({rate:,.0f} steps/s); loss {history.losses[0]:.5g} → {history.losses[-1]:.5g}"
+        text = (f"{'stopped after' if stopped else 'trained'} {steps} step{'s' if steps != 1 else ''}"
+                f"{self._on_engine} ({rate:,.0f} steps/s); loss {history.losses[0]:.5g} → {history.losses[-1]:.5g}"
                 if steps else "stopped before the first step")
         if history.evaluations:
             text += " · test: " + ", ".join(f"{k.split(':')[0]} {v:.4g}" for k, v in history.evaluations[-1][1].items())
