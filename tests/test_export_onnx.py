@@ -152,12 +152,12 @@ SAMPLE_PAGES = list(_sample_pages())
 @pytest.mark.parametrize("path, page", SAMPLE_PAGES)
 def test_sample_page_exports_and_equals_the_runtime(path, page):
     from blockflow.export.onnx_model import onnx_needed_nodes, onnx_refused_blocks
-    from blockflow.export.torch_module import _outputs
+    from blockflow.export.torch_module import output_slots
     from blockflow.io.project_io import load_project
 
     project = load_project(path)
     program = compile_project(project, page)
-    refused = onnx_refused_blocks(program, onnx_needed_nodes(program, _outputs(program, None)))
+    refused = onnx_refused_blocks(program, onnx_needed_nodes(program, output_slots(program, None)))
     if refused:
         with pytest.raises(ExportError) as err:
             export_onnx(project, page, program=program)

@@ -22,7 +22,7 @@ from blockflow.io.project_io import load_project  # noqa: E402
 from blockflow.project import split_port_text  # noqa: E402
 from blockflow.run.runtime import run  # noqa: E402
 
-from export_kit import load_export, load_module  # noqa: E402
+from export_kit import load_export  # noqa: E402
 
 SAMPLES = Path(__file__).parents[1] / "sample_projects"
 PAGES = [pytest.param(f.name, pg.name, id=f"{f.name.split('.')[0]}-{pg.name}")

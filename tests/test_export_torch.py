@@ -3,7 +3,6 @@ cases, forward and gradients in float64; the module's structure (composites as s
 Variables as one module); hostile names never reach the code but as identifiers or literals."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -12,7 +11,7 @@ from blockflow.export.torch_lowering import lowering_table  # noqa: E402
 from blockflow.export.torch_module import ExportError, export_torch  # noqa: E402
 from blockflow.registry import default_registry  # noqa: E402
 
-from export_kit import case_project, compare_with_torch, load_module  # noqa: E402
+from export_kit import case_project, compare_with_torch  # noqa: E402
 from test_blocks import CASES  # noqa: E402
 
 TABLE = lowering_table()

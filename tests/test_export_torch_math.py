@@ -18,7 +18,7 @@ from blockflow.registry import default_registry  # noqa: E402
 
 from casekit import Case  # noqa: E402
 from diagrams import chain  # noqa: E402
-from export_kit import case_project, compare_with_torch, load_export, load_module  # noqa: E402
+from export_kit import case_project, compare_with_torch, load_export  # noqa: E402
 from test_blocks import CASES  # noqa: E402
 
 TABLE = lowering_table()

@@ -10,7 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from blockflow.cli import EXIT_DIAGNOSTICS, EXIT_OK, EXIT_USAGE, main  # noqa: E402
+from blockflow.cli import EXIT_DIAGNOSTICS, EXIT_OK, main  # noqa: E402
 from blockflow.errors import RunError  # noqa: E402
 from blockflow.export.torch_engine import TorchTrainer  # noqa: E402
 from blockflow.export.torch_module import ExportError  # noqa: E402

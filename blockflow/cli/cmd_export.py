@@ -23,7 +23,7 @@ def cmd_export(args) -> int:
     inputs.check_output_path("-o", args.output)
     project = inputs.load(args.project)
     from blockflow.export.files import MissingPackage
-    from blockflow.export.torch_module import ExportError
+    from blockflow.export.errors import ExportError
     try:
         written = EXPORTERS[args.format](args, project)
     except ExportError as exc:

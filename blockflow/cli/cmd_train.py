@@ -80,7 +80,7 @@ def _trainer(args, project, program, config, registry):
         return Trainer(program, config, registry)
     from blockflow.export.files import MissingPackage
     from blockflow.export.torch_engine import TorchTrainer
-    from blockflow.export.torch_module import ExportError
+    from blockflow.export.errors import ExportError
     try:
         return TorchTrainer(program, config, registry, project=project, device=args.device)
     except ExportError as exc:

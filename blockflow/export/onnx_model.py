@@ -33,7 +33,8 @@ from blockflow.errors import CompileError
 from blockflow.export.files import need
 from blockflow.export.names import Names, comment_text, identifier
 from blockflow.export.onnx_lowering import OnnxCall, Unsupported, onnx_dtype, onnx_lowering_table
-from blockflow.export.torch_module import ExportError, _outputs
+from blockflow.export.errors import ExportError
+from blockflow.export.torch_module import output_slots
 from blockflow.project import Project, port_text
 from blockflow.registry import Registry
 
@@ -134,7 +135,7 @@ def export_onnx(project: Project, page: str | None = None, outputs=None, program
         errors = [str(d) for d in program.errors]
         raise ExportError(f"page '{program.page_name}' does not compile ({len(errors)} error(s); "
                           f"blockflow check lists them)", errors) from None
-    out_slots = _outputs(program, outputs)
+    out_slots = output_slots(program, outputs)
     refused = onnx_refused_blocks(program, onnx_needed_nodes(program, out_slots))
     if refused:
         problems = [f"{name} ({', '.join(nodes[:5])}{', ...' if len(nodes) > 5 else ''})"
@@ -227,7 +228,7 @@ class _GraphBuilder:
         if self.problems:
             raise ExportError(f"{len(self.problems)} block(s) on page '{self.program.page_name}' are used "
                               f"in a way ONNX cannot do exactly", self.problems)
-        outputs = self._outputs()
+        outputs = self._graph_outputs()
         self._prune({o.name for o in outputs})
         helper = self.onnx.helper
         graph = helper.make_graph(self.nodes, identifier(self.program.page_name, "page"), self.inputs,
@@ -343,7 +344,7 @@ class _GraphBuilder:
         self.nodes = kept[::-1]
         self.initializers = [t for t in self.initializers if t.name in used]
 
-    def _outputs(self) -> list:
+    def _graph_outputs(self) -> list:
         """The graph's outputs under the names given first: the node making a value is renamed
         to it where it can be (made by a node, asked once), else an Identity gives it."""
         helper = self.onnx.helper

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from blockflow.export.onnx_lowering import OnnxCall, Unsupported, onnx_lowers
-from blockflow.export.onnx_ops_core import expm1_of, log1p_of, reduce, sigmoid_of
+from blockflow.export.onnx_ops_core import expm1_of, log1p_of, reduce
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946

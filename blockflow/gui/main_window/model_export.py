@@ -20,7 +20,7 @@ class ModelExportMixin:
         written, or None when nothing was (refused, cancelled, or a package is missing)."""
         from blockflow.export.files import MissingPackage
         from blockflow.export.formats import FORMATS, export_files
-        from blockflow.export.torch_module import ExportError
+        from blockflow.export.errors import ExportError
 
         form = FORMATS[fmt]
         page = self.document.current_page
