@@ -146,7 +146,7 @@ ensure_installed() {
     if [[ -f $stamp ]]; then
         say "pyproject.toml changed: reinstalling blockflow (editable) and its test tools into $VENV"
     else
-        say "installing blockflow (editable) and its test tools into $VENV (downloads ~150 MB)"
+        say "installing blockflow (editable) and its test tools into $VENV (downloads ~400 MB, torch's CPU build the largest)"
     fi
     rm -f -- "$stamp"
     (cd "$ROOT" && PIP_DISABLE_PIP_VERSION_CHECK=1 "$VENV/bin/python" -m pip install -q -e '.[test]')
