@@ -17,20 +17,20 @@ inference phase: LearningPhase is false, Dropout passes through).
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 
+from blockflow.export.lowering import LoweringTable
 from blockflow.export.torch_lowering import Unsupported
 from blockflow.spec import TensorType
 
 __all__ = ["OnnxCall", "onnx_lowers", "onnx_lowering_table", "Unsupported", "onnx_dtype", "ONNX_DTYPES"]
 
-_TABLE: dict[str, Callable] = {}
 #: the modules whose @onnx_lowers fill the table
 _MODULES = ("onnx_ops_core", "onnx_ops_nn", "onnx_ops_array")
+_TABLE = LoweringTable("ONNX", _MODULES)
 
 #: numpy dtype name -> onnx.TensorProto's data type number (the enum's values, fixed by the spec)
 ONNX_DTYPES = {"float32": 1, "uint8": 2, "int8": 3, "uint16": 4, "int16": 5, "int32": 6, "int64": 7,
@@ -49,20 +49,12 @@ def onnx_dtype(dtype) -> int:
 
 def onnx_lowers(*names: str):
     """Register the decorated function as the ONNX lowering of the blocks ``names``."""
-    def register(fn):
-        for name in names:
-            if name in _TABLE:
-                raise ValueError(f"two ONNX lowerings for {name}")
-            _TABLE[name] = fn
-        return fn
-    return register
+    return _TABLE.register(*names)
 
 
 def onnx_lowering_table() -> dict[str, Callable]:
     """Block name -> ONNX lowering, every ``onnx_ops_*`` module loaded."""
-    for module in _MODULES:
-        importlib.import_module(f"blockflow.export.{module}")
-    return _TABLE
+    return _TABLE.table()
 
 
 @dataclass

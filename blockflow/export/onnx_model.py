@@ -29,11 +29,11 @@ import numpy as np
 
 from blockflow.compile.compiler import compile_project
 from blockflow.compile.program import Program, Step
-from blockflow.errors import CompileError
 from blockflow.export.files import need
 from blockflow.export.names import Names, comment_text, identifier
 from blockflow.export.onnx_lowering import OnnxCall, Unsupported, onnx_dtype, onnx_lowering_table
 from blockflow.export.errors import ExportError
+from blockflow.export.lowering import call_fields, check_compiled, refuse_unlowered
 from blockflow.export.torch_module import output_slots
 from blockflow.project import Project, port_text
 from blockflow.registry import Registry
@@ -129,19 +129,10 @@ def export_onnx(project: Project, page: str | None = None, outputs=None, program
     if not MIN_OPSET <= int(opset) <= newest:
         raise ExportError(f"opset {opset} is not supported: give one from {MIN_OPSET} to {newest}")
     program = program or compile_project(project, page, registry)
-    try:
-        program.raise_for_errors()
-    except CompileError:
-        errors = [str(d) for d in program.errors]
-        raise ExportError(f"page '{program.page_name}' does not compile ({len(errors)} error(s); "
-                          f"blockflow check lists them)", errors) from None
+    check_compiled(program)
     out_slots = output_slots(program, outputs)
-    refused = onnx_refused_blocks(program, onnx_needed_nodes(program, out_slots))
-    if refused:
-        problems = [f"{name} ({', '.join(nodes[:5])}{', ...' if len(nodes) > 5 else ''})"
-                    for name, nodes in sorted(refused.items())]
-        raise ExportError(f"{len(refused)} kind(s) of block on page '{program.page_name}' have no "
-                          f"ONNX counterpart: {', '.join(sorted(refused))}", problems)
+    refuse_unlowered(program, onnx_refused_blocks(program, onnx_needed_nodes(program, out_slots)),
+                     "ONNX counterpart")
     if outputs:
         labels = [str(t) for t in outputs]
     else:    # the loss as the page names it ("loss", not the flat "loss/loss_out:output")
@@ -281,22 +272,7 @@ class _GraphBuilder:
             self.expr[o] = name
 
     def _call(self, st: Step) -> OnnxCall:
-        ins, types = [], []
-        for pos, src in enumerate(st.inputs):
-            if st.static[pos] is not None:
-                ins.append(st.static[pos])
-                types.append(None)
-            elif isinstance(src, tuple):
-                ins.append([self._slot_expr(s) for s in src])
-                types.append([self.program.slot(s).type for s in src])
-            else:
-                ins.append(self._slot_expr(src))
-                types.append(None if src is None else self.program.slot(src).type)
-        return OnnxCall(node=st.node, block=st.spec.name, attrs=dict(st.attrs), ins=ins, in_types=types,
-                        out_types=[self.program.slot(o).type for o in st.outputs],
-                        input_names=[p.name for p in st.spec.inputs],
-                        output_names=[self.program.slot(o).port for o in st.outputs],
-                        static=[v is not None for v in st.static], builder=self)
+        return OnnxCall(**call_fields(self.program, st, self._slot_expr), builder=self)
 
     def _slot_expr(self, slot: int | None) -> str | None:
         if slot is None:

@@ -14,6 +14,7 @@ import numpy as np
 
 from blockflow.compile.program import Step
 from blockflow.export.errors import ExportError
+from blockflow.export.lowering import call_fields
 from blockflow.export.names import Names, comment_text, identifier, literal
 from blockflow.export.torch_lowering import Call, Unsupported, torch_dtype
 from blockflow.project import port_text, split_port_text
@@ -371,22 +372,7 @@ class ClassWriter:
         self._bind_outputs(st, result)
 
     def _call(self, st: Step) -> Call:
-        ins, types = [], []
-        for pos, src in enumerate(st.inputs):
-            if st.static[pos] is not None:
-                ins.append(st.static[pos])
-                types.append(None)
-            elif isinstance(src, tuple):
-                ins.append([self._slot_expr(s) for s in src])
-                types.append([self.program.slot(s).type for s in src])
-            else:
-                ins.append(self._slot_expr(src))
-                types.append(None if src is None else self.program.slot(src).type)
-        return Call(node=st.node, block=st.spec.name, attrs=dict(st.attrs), ins=ins, in_types=types,
-                    out_types=[self.program.slot(o).type for o in st.outputs],
-                    input_names=[p.name for p in st.spec.inputs],
-                    output_names=[self.program.slot(o).port for o in st.outputs],
-                    static=[v is not None for v in st.static], writer=self)
+        return Call(**call_fields(self.program, st, self._slot_expr), writer=self)
 
     def _bind_outputs(self, st: Step, result) -> None:
         rel = relative(st.node, self.level)

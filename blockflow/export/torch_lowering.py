@@ -13,21 +13,21 @@ approximated.
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 
+from blockflow.export.lowering import LoweringTable
 from blockflow.export.names import literal
 from blockflow.spec import TensorType
 
 __all__ = ["Call", "lowers", "lowering_table", "Unsupported", "TORCH_DTYPES", "torch_dtype"]
 
-_TABLE: dict[str, Callable] = {}
 #: the modules whose @lowers fill the table
 _MODULES = ("torch_ops_core", "torch_ops_math", "torch_ops_reduce", "torch_ops_array", "torch_ops_nn",
             "torch_ops_conv", "torch_ops_random", "torch_ops_state")
+_TABLE = LoweringTable("torch", _MODULES)
 
 TORCH_DTYPES = {
     "float16": "torch.float16", "float32": "torch.float32", "float64": "torch.float64",
@@ -52,20 +52,12 @@ class Unsupported(Exception):
 
 def lowers(*names: str):
     """Register the decorated function as the lowering of the blocks ``names``."""
-    def register(fn):
-        for name in names:
-            if name in _TABLE:
-                raise ValueError(f"two torch lowerings for {name}")
-            _TABLE[name] = fn
-        return fn
-    return register
+    return _TABLE.register(*names)
 
 
 def lowering_table() -> dict[str, Callable]:
     """Block name -> lowering, every ``torch_ops_*`` module loaded."""
-    for module in _MODULES:
-        importlib.import_module(f"blockflow.export.{module}")
-    return _TABLE
+    return _TABLE.table()
 
 
 @dataclass

@@ -21,6 +21,7 @@ import numpy as np
 from blockflow.compile.compiler import compile_project
 from blockflow.compile.program import Program, Step
 from blockflow.export.errors import ExportError
+from blockflow.export.lowering import check_compiled, refuse_unlowered
 from blockflow.export.names import Names, comment_text
 from blockflow.export.torch_class import SMALL_CONSTANT, ClassWriter, parent
 from blockflow.export.torch_lowering import lowering_table
@@ -89,17 +90,10 @@ def export_torch(project: Project, page: str | None = None, outputs=None,
     ``node:port`` texts ``forward`` returns (default: the page's loss, else every output no block
     reads). ExportError when the page does not compile or has blocks with no lowering."""
     program = program or compile_project(project, page, registry)
-    if not program.ok:
-        errors = [str(d) for d in program.errors]
-        raise ExportError(f"page '{program.page_name}' does not compile ({len(errors)} error(s); "
-                          f"blockflow check lists them)", errors) from None
+    check_compiled(program)
     out_slots = output_slots(program, outputs)
-    refused = refused_blocks(program, needed_nodes(program, out_slots))
-    if refused:
-        problems = [f"{name} ({', '.join(nodes[:5])}{', ...' if len(nodes) > 5 else ''})"
-                    for name, nodes in sorted(refused.items())]
-        raise ExportError(f"{len(refused)} kind(s) of block on page '{program.page_name}' have no "
-                          f"faithful PyTorch lowering: {', '.join(sorted(refused))}", problems)
+    refuse_unlowered(program, refused_blocks(program, needed_nodes(program, out_slots)),
+                     "faithful PyTorch lowering")
     seed = int(recommended_settings(project, program.page_name).get("seed", 0) or 0)
     return _FileWriter(program, out_slots, seed, project).write()
 
