@@ -11,7 +11,6 @@ whose loss or updates are not finite stops the training and keeps none of its ch
 from __future__ import annotations
 
 import math
-import time
 import types
 
 import numpy as np
@@ -24,7 +23,7 @@ from blockflow.export.torch_ops_state import rule
 from blockflow.export.torch_train import places, start_state
 from blockflow.registry import Registry, default_registry
 from blockflow.run.settings import OPTIMIZERS
-from blockflow.run.training import StepRecord, TrainConfig, Trainer, TrainingHistory
+from blockflow.run.training import StepRecord, TrainConfig, Trainer, TrainingHistory, train_steps
 
 __all__ = ["TorchTrainer", "TorchEngineError", "default_device"]
 
@@ -203,26 +202,7 @@ class TorchTrainer:
     def train(self, steps: int | None = None, callback=None, should_stop=None, on_evaluate=None) -> TrainingHistory:
         """As Trainer.train: ``callback(record, trainer)`` after each step, ``should_stop()``
         before each, ``on_evaluate(step, values)`` after each test evaluation."""
-        steps = self.config.steps if steps is None else steps
-        history = TrainingHistory()
-        every = self.config.eval_every
-        t0 = time.perf_counter()
-        try:
-            for i in range(steps):
-                if should_stop is not None and should_stop():
-                    history.stopped = True
-                    break
-                record = self.step()
-                history.steps.append(record)
-                if every and ((i + 1) % every == 0 or i + 1 == steps):
-                    history.evaluations.append((record.step, self.evaluate("test")))
-                    if on_evaluate is not None:
-                        on_evaluate(*history.evaluations[-1])
-                if callback is not None:
-                    callback(record, self)
-        finally:
-            history.seconds = time.perf_counter() - t0
-        return history
+        return train_steps(self, self.config.steps if steps is None else steps, callback, should_stop, on_evaluate)
 
     # ------------------------------------------------------------------ results
     @property

@@ -43,7 +43,7 @@ from blockflow.registry import Registry, default_registry
 from blockflow.run.runtime import run
 from blockflow.run.settings import OPTIMIZERS, optimizer_defaults
 
-__all__ = ["TrainConfig", "Trainer", "StepRecord", "TrainingHistory", "training_program"]
+__all__ = ["TrainConfig", "Trainer", "StepRecord", "TrainingHistory", "training_program", "train_steps"]
 
 #: the Apply* blocks' names for the learning rate and the gradient
 _LR_NAMES = ("lr", "alpha")
@@ -414,30 +414,14 @@ class Trainer:
         """Run ``steps`` steps (default: the config's). ``callback(record, trainer)`` after each
         step; ``should_stop()`` checked before each step (a Stop button); ``on_evaluate(step,
         values)`` after each test evaluation."""
-        steps = self.config.steps if steps is None else steps
-        history = TrainingHistory()
-        every = self.config.eval_every
-        t0 = time.perf_counter()
         saved_slots = dict(self.program.slot_values)
         try:
-            for i in range(steps):
-                if should_stop is not None and should_stop():
-                    history.stopped = True
-                    break
-                record = self.step()
-                history.steps.append(record)
-                if every and ((i + 1) % every == 0 or i + 1 == steps):
-                    history.evaluations.append((record.step, self.evaluate("test")))
-                    if on_evaluate is not None:
-                        on_evaluate(*history.evaluations[-1])
-                if callback is not None:
-                    callback(record, self)
+            return train_steps(self, self.config.steps if steps is None else steps, callback, should_stop,
+                               on_evaluate)
         finally:
             if self.mode == "graph":   # the program's own state is left as it was
                 self.program.slot_values.clear()
                 self.program.slot_values.update(saved_slots)
-            history.seconds = time.perf_counter() - t0
-        return history
 
     # ------------------------------------------------------------------ results
     def state_updates(self) -> dict:
@@ -495,3 +479,28 @@ def _nbytes(t) -> int:
 
 def _mix(seed: int, run_seed: int) -> int:
     return (seed * 1_000_003 + run_seed * 7_919) % (2 ** 31)
+
+
+def train_steps(trainer, steps: int, callback=None, should_stop=None, on_evaluate=None) -> TrainingHistory:
+    """The loop every engine's ``train`` runs: ``trainer.step()`` ``steps`` times, ``should_stop()``
+    checked before each, ``callback(record, trainer)`` after each, the test part evaluated every
+    ``eval_every`` steps and after the last (``on_evaluate(step, values)``)."""
+    history = TrainingHistory()
+    every = trainer.config.eval_every
+    t0 = time.perf_counter()
+    try:
+        for i in range(steps):
+            if should_stop is not None and should_stop():
+                history.stopped = True
+                break
+            record = trainer.step()
+            history.steps.append(record)
+            if every and ((i + 1) % every == 0 or i + 1 == steps):
+                history.evaluations.append((record.step, trainer.evaluate("test")))
+                if on_evaluate is not None:
+                    on_evaluate(*history.evaluations[-1])
+            if callback is not None:
+                callback(record, trainer)
+    finally:
+        history.seconds = time.perf_counter() - t0
+    return history
