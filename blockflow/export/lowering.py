@@ -5,12 +5,14 @@ lowering, or all those without one are named)."""
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 from typing import Callable
 
 from blockflow.compile.program import Program, Step
 from blockflow.export.errors import ExportError
+from blockflow.spec import TensorType
 
-__all__ = ["LoweringTable", "call_fields", "check_compiled", "refuse_unlowered"]
+__all__ = ["LoweringTable", "BlockCall", "call_fields", "check_compiled", "refuse_unlowered"]
 
 
 class LoweringTable:
@@ -35,6 +37,37 @@ class LoweringTable:
         for module in self.modules:
             importlib.import_module(f"blockflow.export.{module}")
         return self.lowerings
+
+
+@dataclass
+class BlockCall:
+    """One block to lower, as both tables see it. ``ins`` holds per declared input what the
+    target calls the value (an expression, a value name; a list of them for an InputList; None
+    for an unwired optional input); for a static input, its value itself. ``in_types`` and
+    ``out_types``: the inferred types (a list for an InputList)."""
+
+    node: str
+    block: str
+    attrs: dict
+    ins: list
+    in_types: list
+    out_types: list
+    input_names: list
+    output_names: list
+    static: list
+
+    def arg(self, name: str):
+        """What input ``name`` is: its value's name or expression, or a static input's value."""
+        return self.ins[self.input_names.index(name)]
+
+    def type_of(self, name: str) -> TensorType:
+        return self.in_types[self.input_names.index(name)]
+
+    def is_static(self, name: str) -> bool:
+        return self.static[self.input_names.index(name)]
+
+    def rank(self, name: str) -> int:
+        return len(self.type_of(name).shape)
 
 
 def call_fields(program: Program, st: Step, expr_of) -> dict:

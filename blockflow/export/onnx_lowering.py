@@ -22,9 +22,8 @@ from typing import Callable
 
 import numpy as np
 
-from blockflow.export.lowering import LoweringTable
+from blockflow.export.lowering import BlockCall, LoweringTable
 from blockflow.export.torch_lowering import Unsupported
-from blockflow.spec import TensorType
 
 __all__ = ["OnnxCall", "onnx_lowers", "onnx_lowering_table", "Unsupported", "onnx_dtype", "ONNX_DTYPES"]
 
@@ -58,35 +57,11 @@ def onnx_lowering_table() -> dict[str, Callable]:
 
 
 @dataclass
-class OnnxCall:
-    """One block to lower. ``ins`` holds per declared input a value name (a list of them for an
-    InputList; None for an unwired optional input); for a static input, its value itself.
-    ``in_types``/``out_types``: the inferred types (a list for an InputList)."""
+class OnnxCall(BlockCall):
+    """One block to lower (BlockCall); ``ins`` holds value names, ``builder`` makes the nodes."""
 
-    node: str
-    block: str
-    attrs: dict
-    ins: list
-    in_types: list
-    out_types: list
-    input_names: list
-    output_names: list
-    static: list
     #: the graph builder: nodes, initializers, names
     builder: object = field(repr=False, default=None)
-
-    def arg(self, name: str):
-        """The value name (or static value) of input ``name``."""
-        return self.ins[self.input_names.index(name)]
-
-    def type_of(self, name: str) -> TensorType:
-        return self.in_types[self.input_names.index(name)]
-
-    def is_static(self, name: str) -> bool:
-        return self.static[self.input_names.index(name)]
-
-    def rank(self, name: str) -> int:
-        return len(self.type_of(name).shape)
 
     @property
     def opset(self) -> int:

@@ -18,9 +18,8 @@ from typing import Callable
 
 import numpy as np
 
-from blockflow.export.lowering import LoweringTable
+from blockflow.export.lowering import BlockCall, LoweringTable
 from blockflow.export.names import literal
-from blockflow.spec import TensorType
 
 __all__ = ["Call", "lowers", "lowering_table", "Unsupported", "TORCH_DTYPES", "torch_dtype"]
 
@@ -61,29 +60,11 @@ def lowering_table() -> dict[str, Callable]:
 
 
 @dataclass
-class Call:
-    """One block to lower. ``ins`` holds per declared input an expression (a list of them for an
-    InputList; None for an unwired optional input); for a static input, its value itself (write it
-    with ``lit``). ``in_types``/``out_types``: the inferred types (a list for an InputList)."""
+class Call(BlockCall):
+    """One block to lower (BlockCall); ``ins`` holds expressions (a static input's value: write
+    it with ``lit``), ``writer`` takes statements, temporaries, helpers and updates."""
 
-    node: str
-    block: str
-    attrs: dict
-    ins: list
-    in_types: list
-    out_types: list
-    input_names: list
-    output_names: list
-    static: list
-    #: what the writer does with statements, temporaries, helpers and updates
     writer: object = field(repr=False, default=None)
-
-    def arg(self, name: str):
-        """The expression (or static value) of input ``name``."""
-        return self.ins[self.input_names.index(name)]
-
-    def type_of(self, name: str) -> TensorType:
-        return self.in_types[self.input_names.index(name)]
 
     def lit(self, value) -> str:
         return literal(value)
