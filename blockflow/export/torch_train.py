@@ -11,6 +11,7 @@ Apply* blocks update it. The model's ``.pt`` holds the values the Trainer starts
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -141,9 +142,10 @@ def _script(export: TorchExport, data: PageData, settings: dict, trainer: Traine
         "__RULE_NAME__": name,
         "__UNUSED__": literal(bool(trainer.warnings)),
     }
-    text = TEMPLATE
-    for key, value in fills.items():
-        text = text.replace(key, value)
+    # one pass: a filled-in value (a page name, a dataset's path) is never scanned again for a
+    # slot, so one spelled like a slot cannot move another value somewhere else (a docstring)
+    slots = re.compile("|".join(re.escape(key) for key in fills))
+    text = slots.sub(lambda m: fills[m.group(0)], TEMPLATE)
     compile(text, "<train.py>", "exec")
     return text
 

@@ -1,0 +1,53 @@
+"""Audit of issue 15's export (docs/export.md): hostile project files never run anything in the
+generated files, never write outside what the user named; numbers the case tables could miss."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from blockflow.export.torch_train import export_training, write_training_files  # noqa: E402
+from blockflow.io.project_io import load_project, save_project  # noqa: E402
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+
+
+def _csv_page(folder, path, page_name):
+    """A page reading ``path`` (a CsvDataset, saved in ``folder``), named ``page_name``."""
+    from diagrams import chain
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((16, 2))
+    (folder / path).write_text("a,b,label\n" + "\n".join(f"{a!r},{b!r},{float(i % 2)!r}" for i, (a, b)
+                                                          in enumerate(x.tolist())) + "\n", encoding="utf-8")
+    p = chain(("data", "CsvDataset", {"path": path, "batch_size": 8}, None),
+              ("W", "Variable", {"shape": [2, 1], "initializer": "ones"}, None),
+              ("h", "MatMul", {}, {"a": "data:features", "b": "W"}),
+              ("sq", "Square", {}, {"x": "h"}),
+              ("loss", "Mean", {}, {"input": "sq"}))
+    p.pages[0].loss = "loss"
+    p.pages[0].name = page_name
+    p.metadata["training"] = {page_name: {"optimizer": "sgd", "steps": 2, "lr": 0.1}}
+    save_project(p, folder / "p.bflow.json")
+    return load_project(folder / "p.bflow.json")
+
+
+@pytest.mark.parametrize("page_name", ["__SOURCE__", "x __SETTINGS__ __SOURCE__ __RULE_SOURCE__"])
+def test_a_page_named_like_a_template_slot_cannot_open_train_py(page_name, tmp_path):
+    """train.py's template was filled one slot after another, so a page named ``__SOURCE__``
+    had the dataset's path (a repr, which may hold three double quotes) written into the
+    docstring, where it ended the docstring and ran."""
+    path = 'd"""+str(__import__("os").system("touch PWNED"))+""".csv'
+    project = _csv_page(tmp_path, path, page_name)
+    out = tmp_path / "out"
+    out.mkdir()
+    write_training_files(export_training(project, model_file="model.py"), out / "model.py")
+    proc = subprocess.run([sys.executable, "train.py", "--steps", "1", "--data-folder", str(tmp_path)],
+                          cwd=out, capture_output=True, text=True, timeout=240, env=ENV)
+    assert not (out / "PWNED").exists()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "step 0 loss" in proc.stdout
