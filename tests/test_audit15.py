@@ -51,3 +51,48 @@ def test_a_page_named_like_a_template_slot_cannot_open_train_py(page_name, tmp_p
     assert not (out / "PWNED").exists()
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "step 0 loss" in proc.stdout
+
+
+def _moons():
+    from pathlib import Path
+    return load_project(Path(__file__).resolve().parents[1] / "sample_projects" / "moons_classifier.bflow.json")
+
+
+def test_a_module_named_like_its_values_file_is_refused(tmp_path):
+    """``-o model.pt`` wrote the values to model.pt, then the source over them."""
+    from blockflow.export.errors import ExportError
+    from blockflow.export.formats import export_files
+    with pytest.raises(ExportError, match=r"model\.pt"):
+        export_files("torch", _moons(), None, tmp_path / "model.pt")
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ExportError, match=r"\.py"):
+        write_training_files(export_training(_moons(), model_file="model"), tmp_path / "model")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["torch.py", "numpy.py", "csv.py"])
+def test_a_module_train_py_could_not_import_beside_it_is_refused(name, tmp_path):
+    """train.py imports torch, numpy, csv...: a module of that name beside it would be imported
+    instead (and import itself)."""
+    from blockflow.export.errors import ExportError
+    with pytest.raises(ExportError, match="train.py imports"):
+        write_training_files(export_training(_moons(), model_file=name), tmp_path / name)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_exported_files_are_readable_as_any_new_file(tmp_path):
+    """They were written through mkstemp (0600) whatever the umask."""
+    from blockflow.cli import main
+    old = os.umask(0o022)
+    try:
+        assert main(["export", "torch", str(_moons_path()), "-o", str(tmp_path / "m.py"), "--train"]) == 0
+        assert main(["export", "onnx", str(_moons_path()), "-o", str(tmp_path / "m.onnx")]) == 0
+    finally:
+        os.umask(old)
+    for f in tmp_path.iterdir():
+        assert f.stat().st_mode & 0o777 == 0o644, f
+
+
+def _moons_path():
+    from pathlib import Path
+    return Path(__file__).resolve().parents[1] / "sample_projects" / "moons_classifier.bflow.json"

@@ -150,10 +150,19 @@ def _script(export: TorchExport, data: PageData, settings: dict, trainer: Traine
     return text
 
 
+#: the modules train.py imports (torch_train_script.py): a module file of that name beside it
+#: would be imported in their place
+_SCRIPT_IMPORTS = frozenset({"argparse", "csv", "importlib", "math", "os", "sys", "time", "pathlib", "numpy",
+                             "torch", "train"})
+
+
 def write_training_files(training: TrainingExport, path) -> list[Path]:
     """NAME.py, NAME.pt, NAME_data.pt (when the page has data to feed) and train.py beside them;
     the paths written."""
     path = Path(path)
+    if path.suffix != ".py" or path.stem in _SCRIPT_IMPORTS:
+        raise ExportError(f"{path.name}: train.py imports the module beside it by its file name, which must "
+                          f"end in .py and not be one of the modules train.py imports ({', '.join(sorted(_SCRIPT_IMPORTS))})")
     written = write_torch_files(training.model, path)
     rows = {} if training.data.source is not None else training.data.rows   # train.py reads the file
     tensors = {**rows, **training.data.fixed}
