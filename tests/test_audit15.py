@@ -96,3 +96,60 @@ def test_exported_files_are_readable_as_any_new_file(tmp_path):
 def _moons_path():
     from pathlib import Path
     return Path(__file__).resolve().parents[1] / "sample_projects" / "moons_classifier.bflow.json"
+
+
+#: public attributes of nn.Module a Variable or a composite instance could be named after
+MODULE_NAMES = ["forward", "to", "eval", "train", "cuda", "parameters", "state_dict", "modules",
+                "load_state_dict", "register_buffer", "T_destination", "call_super_init", "dump_patches",
+                "apply", "float", "zero_grad", "half", "type", "INITIALIZERS", "CONSTANTS", "SEED"]
+
+
+def test_variables_named_after_module_attributes_stay_parameters(tmp_path):
+    """``self.eval = nn.Parameter(...)`` raised KeyError (nn.Module has an ``eval``)."""
+    from blockflow.export.torch_module import export_torch
+    from diagrams import chain
+    from export_kit import load_export
+    specs, prev = [("x", "Placeholder", {"shape": [2], "dtype": "float64"}, None)], "x"
+    for i, name in enumerate(MODULE_NAMES):
+        specs += [(name, "Variable", {"shape": [2], "dtype": "float64", "initializer": "ones"}, None),
+                  (f"m{i}", "Multiply", {}, {"x": prev, "y": name})]
+        prev = f"m{i}"
+    project = chain(*specs, ("loss", "Sum", {}, {"input": prev}), feeds={"x": np.ones(2)})
+    project.pages[0].loss = "loss"
+    model = load_export(export_torch(project), tmp_path).Model()
+    model.eval()
+    model.train()
+    assert len(list(model.parameters())) == len(MODULE_NAMES)
+    assert float(model(torch.full((2,), 2.0, dtype=torch.float64))) == 4.0
+
+
+def test_a_drawn_update_named_after_its_helper_runs(tmp_path):
+    """A block ``apply_gradient_descent`` made a local of forward shadow the helper it calls."""
+    from blockflow.export.torch_module import export_torch
+    from diagrams import chain
+    from export_kit import load_export
+    specs = [("x", "Placeholder", {"shape": [2], "dtype": "float64"}, None),
+             ("W", "Variable", {"shape": [2], "dtype": "float64", "initializer": "ones"}, None),
+             ("Wx", "Multiply", {}, {"x": "W", "y": "x"}),
+             ("loss", "Sum", {}, {"input": "Wx"}),
+             ("g", "Gradients", {}, {"ys[0]": "loss", "xs[0]": "W"}),
+             ("apply_gradient_descent", "ApplyGradientDescent", {},
+              {"var": "W", "delta": "g:dx[0]", "alpha": np.float64(0.5)})]
+    project = chain(*specs, feeds={"x": np.ones(2)})
+    project.pages[0].loss = "loss"
+    export = export_torch(project, outputs=["loss", "apply_gradient_descent"])
+    model = load_export(export, tmp_path).Model()
+    loss, new = model(torch.ones(2, dtype=torch.float64))
+    assert float(loss) == 2.0 and new.tolist() == [0.5, 0.5]
+
+
+def test_every_function_the_module_calls_by_name_is_reserved():
+    from blockflow.export.names import RESERVED
+    from blockflow.export.torch_ops_state import _RULES
+    assert {rule[0] for rule in _RULES.values()} <= RESERVED
+
+
+def test_module_attrs_name_every_public_attribute_of_nn_module():
+    from blockflow.export.torch_class import MODULE_ATTRS
+    present = {n for n in set(dir(torch.nn.Module)) | set(vars(torch.nn.Module())) if not n.startswith("_")}
+    assert present <= MODULE_ATTRS
