@@ -153,3 +153,14 @@ def test_module_attrs_name_every_public_attribute_of_nn_module():
     from blockflow.export.torch_class import MODULE_ATTRS
     present = {n for n in set(dir(torch.nn.Module)) | set(vars(torch.nn.Module())) if not n.startswith("_")}
     assert present <= MODULE_ATTRS
+
+
+@pytest.mark.parametrize("dtype", ["uint8"])   # blockflow's one unsigned dtype
+def test_onnx_negates_unsigned_integers_as_numpy_wraps_them(dtype):
+    """ONNX's Neg has no unsigned types: the checker failed, an internal error in the CLI."""
+    pytest.importorskip("onnxruntime")
+    from diagrams import chain
+    from test_export_onnx import compare_with_ort
+    x = np.array([0, 1, 7, np.iinfo(dtype).max], dtype=dtype)
+    project = chain(("x", "Placeholder", {"shape": [4], "dtype": dtype}, None), ("B", "Negate", {}, {"x": "x"}))
+    compare_with_ort(project, {"x": x}, ["B"])

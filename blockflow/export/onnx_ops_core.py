@@ -103,6 +103,9 @@ _UNARY = {"Negate": "Neg", "Sqrt": "Sqrt", "Exp": "Exp", "Log": "Log", "Tanh": "
 
 @onnx_lowers(*_UNARY)
 def unary(call: OnnxCall) -> str:
+    if call.block == "Negate" and call.type_of("x").dtype.kind == "u":
+        # ONNX's Neg takes signed types only; numpy's -x of an unsigned one wraps, as 0 - x does
+        return call.op("Sub", call.scalar(0, "x"), call.ins[0])
     return call.op(_UNARY[call.block], call.ins[0])
 
 
