@@ -164,3 +164,18 @@ def test_onnx_negates_unsigned_integers_as_numpy_wraps_them(dtype):
     x = np.array([0, 1, 7, np.iinfo(dtype).max], dtype=dtype)
     project = chain(("x", "Placeholder", {"shape": [4], "dtype": dtype}, None), ("B", "Negate", {}, {"x": "x"}))
     compare_with_ort(project, {"x": x}, ["B"])
+
+
+@pytest.mark.parametrize("block", ["Maximum", "Minimum"])
+def test_onnx_runtime_runs_int16_maximum_and_minimum(block):
+    """ONNX Runtime has no int16 kernel for Max/Min: the exported model could not run."""
+    pytest.importorskip("onnxruntime")
+    from diagrams import chain
+    from test_export_onnx import compare_with_ort
+    rng = np.random.default_rng(1)
+    x = rng.integers(-30000, 30000, (3, 4)).astype(np.int16)
+    y = rng.integers(-30000, 30000, (1, 4)).astype(np.int16)
+    project = chain(("x", "Placeholder", {"shape": [3, 4], "dtype": "int16"}, None),
+                    ("y", "Placeholder", {"shape": [1, 4], "dtype": "int16"}, None),
+                    ("B", block, {}, {"x": "x", "y": "y"}))
+    compare_with_ort(project, {"x": x, "y": y}, ["B"])

@@ -46,6 +46,11 @@ def binary(call: OnnxCall) -> str:
     x, y = call.ins
     if call.block == "Pow" and call.type_of("x").dtype.kind in "iu":
         raise Unsupported("integer Pow (blockflow refuses negative powers, ONNX does not)")
+    dtype = call.out_dtype()
+    if call.block in ("Maximum", "Minimum") and dtype == np.int16:
+        # ONNX Runtime's CPU Max/Min have no int16 kernel; in int32 they pick the same value
+        wide = call.op(_BINARY[call.block], call.cast(x, np.int32), call.cast(y, np.int32))
+        return call.cast(wide, dtype)
     return call.op(_BINARY[call.block], x, y)
 
 
