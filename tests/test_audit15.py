@@ -179,3 +179,18 @@ def test_onnx_runtime_runs_int16_maximum_and_minimum(block):
                     ("y", "Placeholder", {"shape": [1, 4], "dtype": "int16"}, None),
                     ("B", block, {}, {"x": "x", "y": "y"}))
     compare_with_ort(project, {"x": x, "y": y}, ["B"])
+
+
+def test_torch_engine_reports_a_dataset_failure_as_blockflow_does(capsys):
+    """--eval-every on a dataset with no test part: the blockflow engine names the block, the
+    torch engine had an internal error (the block's ValueError escaped blockflow_batch)."""
+    from pathlib import Path
+
+    from blockflow.cli import main
+    xor = str(Path(__file__).resolve().parents[1] / "sample_projects" / "xor.bflow.json")
+    said = {}
+    for engine in ("blockflow", "torch"):
+        code = main(["train", xor, "--steps", "4", "--eval-every", "2", "--engine", engine, "-q"])
+        said[engine] = (code, capsys.readouterr().err.strip().splitlines()[-1])
+    assert said["torch"] == said["blockflow"]
+    assert "xor/data (MakeXor) failed in the forward pass" in said["torch"][1]
