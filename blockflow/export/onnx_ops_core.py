@@ -46,11 +46,6 @@ def binary(call: OnnxCall) -> str:
     x, y = call.ins
     if call.block == "Pow" and call.type_of("x").dtype.kind in "iu":
         raise Unsupported("integer Pow (blockflow refuses negative powers, ONNX does not)")
-    dtype = call.out_dtype()
-    if call.block in ("Maximum", "Minimum") and dtype == np.int16:
-        # ONNX Runtime's CPU Max/Min have no int16 kernel; in int32 they pick the same value
-        wide = call.op(_BINARY[call.block], call.cast(x, np.int32), call.cast(y, np.int32))
-        return call.cast(wide, dtype)
     return call.op(_BINARY[call.block], x, y)
 
 
@@ -264,6 +259,27 @@ def reduce(call: OnnxCall, op: str, x: str, axes, keep: bool) -> str:
 _REDUCE = {"Sum": "ReduceSum", "Max": "ReduceMax", "Min": "ReduceMin", "Prod": "ReduceProd"}
 
 
+#: the longest axis an integer Prod is unrolled along (one Mul per entry), as Cumprod
+PROD_MAX = 1024
+
+
+def _integer_prod(call: OnnxCall, x: str, t, axes, keep: bool) -> str:
+    """ONNX Runtime's integer ReduceProd saturates where numpy's product wraps around: one Mul per
+    entry along each axis instead (Mul wraps; the order does not matter modulo 2^bits)."""
+    if any(t.shape[a] == 0 for a in axes):
+        return reduce(call, "ReduceProd", x, axes, keep)     # all ones: nothing to overflow
+    for a in axes:
+        n = t.shape[a]
+        if n is None or n > PROD_MAX:
+            raise Unsupported(f"an integer product along an axis of open size or longer than {PROD_MAX} "
+                              "(ONNX Runtime's ReduceProd saturates where blockflow's wraps around)")
+        pieces = [x] if n == 1 else call.op("Split", x, call.ints([1] * n), axis=a, outputs=n)
+        x = pieces[0]
+        for p in pieces[1:]:
+            x = call.op("Mul", x, p)
+    return x if keep or not axes else call.op("Squeeze", x, call.ints(axes))
+
+
 @onnx_lowers("Sum", "Max", "Min", "Prod", "Mean")
 def reduction(call: OnnxCall) -> str:
     t = call.type_of("input")
@@ -272,6 +288,8 @@ def reduction(call: OnnxCall) -> str:
     if call.block != "Mean":
         if t.dtype.kind == "b":
             raise Unsupported("a reduction of a bool tensor")
+        if call.block == "Prod" and t.dtype.kind in "iu":
+            return _integer_prod(call, x, t, axes, keep)
         return reduce(call, _REDUCE[call.block], x, axes, keep)
     if not axes:
         return x
@@ -286,16 +304,24 @@ def reduction(call: OnnxCall) -> str:
             count = None
             break
         count *= t.shape[a]
+    # ONNX sums no 8- or 16-bit integers: those go through int32, the sum wrapped in their dtype
+    # as numpy's is, the count and the quotient in int32
+    dtype = np.dtype(np.int32) if t.dtype in (np.int8, np.int16, np.uint8) else t.dtype
+    if dtype != t.dtype:
+        x = call.cast(x, dtype)
     total = reduce(call, "ReduceSum", x, axes, keep)
+    if dtype != t.dtype:
+        total = call.cast(call.cast(total, t.dtype), dtype)
     if count is None:
         sizes = call.op("Gather", call.op("Shape", x), call.ints(axes))
-        n = call.cast(call.op("ReduceProd", sizes, keepdims=0), t.dtype)
+        n = call.cast(call.op("ReduceProd", sizes, keepdims=0), dtype)
     else:
-        n = call.const(np.asarray(count, t.dtype))
+        n = call.const(np.asarray(count, dtype))
     if t.dtype.kind == "f":
         return call.op("Div", total, n)
     # TF's integer mean: the quotient truncated toward zero (ONNX's integer Div truncates too)
-    return call.op("Div", total, call.op("Max", n, call.const(np.asarray(1, t.dtype))))
+    mean = call.op("Div", total, call.op("Max", n, call.const(np.asarray(1, dtype))))
+    return mean if dtype == t.dtype else call.cast(mean, t.dtype)
 
 
 @onnx_lowers("All", "Any")
