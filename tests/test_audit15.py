@@ -281,3 +281,20 @@ def test_onnx_integer_prod_along_an_open_axis_is_refused():
     with pytest.raises(ExportError) as err:
         export_onnx(project, outputs=["B"])
     assert any("main/B (Prod)" in p and "saturates" in p for p in err.value.problems), err.value.problems
+
+
+@pytest.mark.parametrize("block", ["Sum", "Mean"])
+@pytest.mark.parametrize("shape", [[2, 3], [None, 3], [0, 3]])
+def test_onnx_int64_sums_are_exact(block, shape):
+    """ONNX Runtime's int64 ReduceSum rounded a sum past 2^53 (7686143364045645824 for
+    7686143364045646520)."""
+    pytest.importorskip("onnxruntime")
+    from diagrams import chain
+    from test_export_onnx import compare_with_ort
+    rows = 2 if shape[0] is None else shape[0]
+    x = (np.arange(rows * 3, dtype=np.int64).reshape(rows, 3) + 1) * (2**61 + 12345)
+    for axis in ([0], [1], [0, 1]):
+        for keep in (False, True):
+            project = chain(("x", "Placeholder", {"shape": shape, "dtype": "int64"}, None),
+                            (block, block, {"keep_dims": keep}, {"input": "x", "axis": np.array(axis, np.int32)}))
+            compare_with_ort(project, {"x": x}, [block])

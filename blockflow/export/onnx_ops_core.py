@@ -280,6 +280,19 @@ def _integer_prod(call: OnnxCall, x: str, t, axes, keep: bool) -> str:
     return x if keep or not axes else call.op("Squeeze", x, call.ints(axes))
 
 
+def _int64_sum(call: OnnxCall, x: str, t, axes, keep: bool) -> str:
+    """ONNX Runtime's int64 ReduceSum rounds sums past 2^53; its CumSum is exact (wrapping as
+    numpy's): the last entry of a running sum along each axis, after a zero put in front so that
+    an empty axis sums to 0."""
+    rank = len(t.shape)
+    for a in axes:
+        pads = [0] * (2 * rank)
+        pads[a] = 1
+        running = call.op("CumSum", call.op("Pad", x, call.ints(pads)), call.const(np.asarray(a, np.int64)))
+        x = call.op("Slice", running, call.ints([-1]), call.ints([np.iinfo(np.int64).max]), call.ints([a]))
+    return x if keep or not axes else call.op("Squeeze", x, call.ints(axes))
+
+
 @onnx_lowers("Sum", "Max", "Min", "Prod", "Mean")
 def reduction(call: OnnxCall) -> str:
     t = call.type_of("input")
@@ -290,6 +303,8 @@ def reduction(call: OnnxCall) -> str:
             raise Unsupported("a reduction of a bool tensor")
         if call.block == "Prod" and t.dtype.kind in "iu":
             return _integer_prod(call, x, t, axes, keep)
+        if call.block == "Sum" and t.dtype == np.int64:
+            return _int64_sum(call, x, t, axes, keep)
         return reduce(call, _REDUCE[call.block], x, axes, keep)
     if not axes:
         return x
@@ -309,7 +324,7 @@ def reduction(call: OnnxCall) -> str:
     dtype = np.dtype(np.int32) if t.dtype in (np.int8, np.int16, np.uint8) else t.dtype
     if dtype != t.dtype:
         x = call.cast(x, dtype)
-    total = reduce(call, "ReduceSum", x, axes, keep)
+    total = _int64_sum(call, x, t, axes, keep) if dtype == np.int64 else reduce(call, "ReduceSum", x, axes, keep)
     if dtype != t.dtype:
         total = call.cast(call.cast(total, t.dtype), dtype)
     if count is None:
@@ -320,7 +335,12 @@ def reduction(call: OnnxCall) -> str:
     if t.dtype.kind == "f":
         return call.op("Div", total, n)
     # TF's integer mean: the quotient truncated toward zero (ONNX's integer Div truncates too)
-    mean = call.op("Div", total, call.op("Max", n, call.const(np.asarray(1, dtype))))
+    n = call.op("Max", n, call.const(np.asarray(1, dtype)))
+    if dtype == np.int64:
+        # blockflow divides in float64 (np.trunc(total / count)): past 2^53 that rounds
+        quotient = call.op("Div", call.cast(total, np.float64), call.cast(n, np.float64))
+        return call.cast(quotient, np.int64)        # a float-to-integer Cast truncates
+    mean = call.op("Div", total, n)
     return mean if dtype == t.dtype else call.cast(mean, t.dtype)
 
 
