@@ -298,3 +298,21 @@ def test_onnx_int64_sums_are_exact(block, shape):
             project = chain(("x", "Placeholder", {"shape": shape, "dtype": "int64"}, None),
                             (block, block, {"keep_dims": keep}, {"input": "x", "axis": np.array(axis, np.int32)}))
             compare_with_ort(project, {"x": x}, [block])
+
+
+def test_links_at_the_exported_files_are_replaced_never_written_through(tmp_path):
+    from blockflow.cli import main
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me", encoding="utf-8")
+    out = tmp_path / "out"
+    out.mkdir()
+    names = ["model.py", "model.pt", "model_data.pt", "train.py", "model.onnx"]
+    for name in names:
+        (out / name).symlink_to(victim)
+    assert main(["export", "torch", str(_moons_path()), "-o", str(out / "model.py"), "--train"]) == 0
+    assert main(["export", "onnx", str(_moons_path()), "-o", str(out / "model.onnx")]) == 0
+    assert victim.read_text(encoding="utf-8") == "keep me"
+    for name in names:
+        assert not (out / name).is_symlink() and (out / name).stat().st_size > 0, name
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "victim.txt"]
+    assert sorted(p.name for p in out.iterdir()) == sorted(names)
