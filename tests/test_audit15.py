@@ -316,3 +316,60 @@ def test_links_at_the_exported_files_are_replaced_never_written_through(tmp_path
         assert not (out / name).is_symlink() and (out / name).stat().st_size > 0, name
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "victim.txt"]
     assert sorted(p.name for p in out.iterdir()) == sorted(names)
+
+
+def _nested_project():
+    """X -> o1 (Outer) -> o2 (Outer sharing o1's Variables) and a Dense d3; each Outer holds
+    two Dense instances sharing Variables and a Gradients block of its input, read downstream."""
+    from blockflow.composite import Composite, block_name
+    from blockflow.project import Project
+    from composite_kit import dense
+    inner = dense()
+    for n in inner.page.nodes.values():
+        if n.block in ("Input", "Variable"):
+            n.attrs["dtype"] = "float64"
+    outer = Composite("Outer", doc="dense, and its input's gradient")
+    p = outer.page
+    p.add_node("Input", id="x", attrs={"name": "x", "dtype": "float64", "shape": ["batch", "features"]})
+    p.add_node(block_name("Dense"), id="inner", attrs={"units": 3})
+    p.add_node(block_name("Dense"), id="inner2", attrs={"units": 3, "share_variables_with": "inner"})
+    for nid, block in (("s", "Sum"), ("g", "Gradients"), ("plus", "Add"), ("prod", "Multiply")):
+        p.add_node(block, id=nid)
+    p.add_node("Output", id="y", attrs={"name": "y"})
+    p.add_node("Output", id="z", attrs={"name": "z"})
+    for a, ap, b, bp in (("x", "output", "inner", "x"), ("x", "output", "inner2", "x"), ("inner", "y", "s", "input"),
+                         ("s", "output", "g", "ys[0]"), ("x", "output", "g", "xs[0]"), ("x", "output", "plus", "x"),
+                         ("g", "dx[0]", "plus", "y"), ("inner2", "y", "prod", "x"), ("inner", "y", "prod", "y"),
+                         ("prod", "z", "y", "input"), ("plus", "z", "z", "input")):
+        p.connect(a, ap, b, bp)
+    project = Project()
+    project.composites["Dense"] = inner
+    project.composites["Outer"] = outer
+    pg = project.add_page("main")
+    pg.add_node("Placeholder", id="X", attrs={"dtype": "float64", "shape": [4, 2]})
+    pg.add_node(block_name("Outer"), id="o1")
+    pg.add_node(block_name("Outer"), id="o2", attrs={"share_variables_with": "o1"})
+    pg.add_node(block_name("Dense"), id="d3", attrs={"units": 3})
+    for nid, block in (("s1", "Sum"), ("s2", "Sum"), ("s3", "Sum"), ("loss", "AddN")):
+        pg.add_node(block, id=nid)
+    for a, ap, b, bp in (("X", "output", "o1", "x"), ("o1", "z", "o2", "x"), ("o2", "y", "s1", "input"),
+                         ("o1", "y", "s2", "input"), ("o2", "z", "d3", "x"), ("d3", "y", "s3", "input"),
+                         ("s1", "output", "loss", "inputs[0]"), ("s2", "output", "loss", "inputs[1]"),
+                         ("s3", "output", "loss", "inputs[2]")):
+        pg.connect(a, ap, b, bp)
+    pg.loss = "loss"
+    pg.feeds["X"] = np.random.default_rng(0).standard_normal((4, 2))
+    return project
+
+
+def test_nested_composites_sharing_variables_with_a_gradients_block_equal_blockflow(tmp_path):
+    from export_kit import compare_with_torch
+    from blockflow.export.torch_engine import TorchTrainer
+    from test_export_train_script import _trained
+    project = _nested_project()
+    export = compare_with_torch(project, {"X": project.pages[0].feeds["X"]}, ["o1:y", "o2:z", "d3:y"], tmp_path)
+    assert len(set(export.variables.values())) == 4      # o1/inner's W and b, d3's W and b
+    expect, trainer = _trained(project, 4)
+    from blockflow.compile.compiler import compile_project
+    got = TorchTrainer(compile_project(project), trainer.config, project=project, device="cpu").train(4).losses
+    np.testing.assert_allclose(got, expect, rtol=1e-12)
