@@ -373,3 +373,25 @@ def test_nested_composites_sharing_variables_with_a_gradients_block_equal_blockf
     from blockflow.compile.compiler import compile_project
     got = TorchTrainer(compile_project(project), trainer.config, project=project, device="cpu").train(4).losses
     np.testing.assert_allclose(got, expect, rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["module", "initial", "seed"])
+def test_a_composite_named_like_a_local_of_model_init_is_instantiated(name, tmp_path):
+    """``self.d1 = module()`` in Model.__init__, whose loop variable is ``module``, raised
+    UnboundLocalError (``seed()`` called the int)."""
+    from blockflow.composite import block_name
+    from blockflow.export.torch_module import export_torch
+    from blockflow.project import Project
+    from composite_kit import dense
+    from export_kit import load_export
+    project = Project()
+    project.composites[name] = dense(name)
+    page = project.add_page("main")
+    page.add_node("Placeholder", id="X", attrs={"dtype": "float32", "shape": [4, 3]})
+    page.add_node(block_name(name), id="d1", attrs={"units": 2})
+    page.add_node("Sum", id="loss")
+    page.connect("X", "output", "d1", "x")
+    page.connect("d1", "y", "loss", "input")
+    page.loss = "loss"
+    model = load_export(export_torch(project), tmp_path).Model()
+    assert torch.isfinite(model(torch.ones(4, 3)))
