@@ -395,3 +395,20 @@ def test_a_composite_named_like_a_local_of_model_init_is_instantiated(name, tmp_
     page.loss = "loss"
     model = load_export(export_torch(project), tmp_path).Model()
     assert torch.isfinite(model(torch.ones(4, 3)))
+
+
+def test_train_py_says_what_is_wrong_with_its_options(tmp_path):
+    """--device cuda without CUDA, a checkpoint in a missing folder (which failed only after
+    training, losing it) or a file that is no checkpoint: a message, never a traceback."""
+    write_training_files(export_training(_moons(), model_file="model.py"), tmp_path / "model.py")
+    (tmp_path / "bad.pt").write_text("garbage", encoding="utf-8")
+    cases = [(["--device", "meta"], "give cpu or cuda"),
+             (["--checkpoint", str(tmp_path / "missing" / "ck.pt")], "does not exist"),
+             (["--checkpoint", "bad.pt"], "not a checkpoint of this model")]
+    if not torch.cuda.is_available():
+        cases.append((["--device", "cuda"], "CUDA is not available"))
+    for args, said in cases:
+        proc = subprocess.run([sys.executable, "train.py", "--steps", "1", *args], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=240, env=ENV)
+        assert proc.returncode != 0 and said in proc.stderr, (args, proc.stderr[-2000:])
+        assert "Traceback" not in proc.stderr and "step 0" not in proc.stdout, (args, proc.stderr[-2000:])
