@@ -44,6 +44,7 @@ USE_LIMITS = {
     "Prod": "of integers along an axis of open size or longer than 1024 (unrolled: ONNX Runtime's ReduceProd "
             "saturates where blockflow's product wraps around)",
     "Diag": "of an open shape", "DiagPart": "of an open shape",
+    "ScatterNd": "of float16 updates (ONNX Runtime's CPU ScatterND cannot add them)",
     "Conv2D": "with a filter of open height or width",
     "Conv2DBackpropInput": "with a filter or out_backprop of open height or width",
     "Where": "of a 0-d condition",

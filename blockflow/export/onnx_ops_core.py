@@ -140,13 +140,20 @@ def sigmoid_of(call: OnnxCall, x: str, like: str) -> str:
     return call.op("Reciprocal", call.op("Add", e, call.const(np.asarray(1, dtype))))
 
 
+def is_inf(call: OnnxCall, x: str, dtype) -> str:
+    """IsInf, which takes no float16 before opset 20: a float16 goes through float32 (exactly)."""
+    if np.dtype(dtype) == np.float16 and call.opset < 20:
+        x = call.cast(x, np.float32)
+    return call.op("IsInf", x)
+
+
 def log1p_of(call: OnnxCall, v: str, dtype) -> str:
     """log(1 + v) to within a few ulps also for tiny v (ONNX has no log1p): with u = 1 + v
     rounded, log(u) * v / (u - 1) corrects the rounding of u (Goldberg's method)."""
     one = call.const(np.asarray(1, dtype))
     u = call.op("Add", one, v)
     d = call.op("Sub", u, one)
-    exact = call.op("Or", call.op("Equal", d, call.const(np.asarray(0, dtype))), call.op("IsInf", u))
+    exact = call.op("Or", call.op("Equal", d, call.const(np.asarray(0, dtype))), is_inf(call, u, dtype))
     safe_d = call.op("Where", exact, one, d)
     scaled = call.op("Mul", call.op("Log", u), call.op("Div", v, safe_d))
     return call.op("Where", call.op("Equal", d, call.const(np.asarray(0, dtype))), v,
@@ -160,7 +167,7 @@ def expm1_of(call: OnnxCall, x: str, dtype) -> str:
     u = call.op("Exp", x)
     d = call.op("Sub", u, one)
     lu = call.op("Log", u)
-    plain = call.op("Or", call.op("Equal", d, call.const(np.asarray(-1, dtype))), call.op("IsInf", u))
+    plain = call.op("Or", call.op("Equal", d, call.const(np.asarray(-1, dtype))), is_inf(call, u, dtype))
     tiny = call.op("Equal", u, one)
     safe = call.op("Where", call.op("Or", plain, tiny), one, lu)
     scaled = call.op("Mul", d, call.op("Div", x, safe))
