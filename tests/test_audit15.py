@@ -463,3 +463,15 @@ def test_onnx_float16_scatter_nd_is_refused_by_name():
     with pytest.raises(ExportError) as err:
         export_onnx(project, outputs=["B"])
     assert any(p.startswith("main/B (ScatterNd): of float16") for p in err.value.problems), err.value.problems
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "int8", "int16", "uint8"])
+def test_onnx_integer_relu_runs(dtype):
+    """ONNX Runtime has no int64 (nor int16) Relu kernel: the model could not run."""
+    pytest.importorskip("onnxruntime")
+    from diagrams import chain
+    from test_export_onnx import compare_with_ort
+    info = np.iinfo(dtype)
+    x = np.array([info.min, -1 if info.min else 0, 0, 1, info.max], dtype)
+    project = chain(("x", "Placeholder", {"shape": [5], "dtype": dtype}, None), ("B", "Relu", {}, {"features": "x"}))
+    compare_with_ort(project, {"x": x}, ["B"])

@@ -19,6 +19,9 @@ def _c(call: OnnxCall, value, dtype) -> str:
 
 @onnx_lowers("Relu")
 def relu(call: OnnxCall) -> str:
+    dt = call.out_dtype()
+    if dt.kind in "iu":     # ONNX Runtime has a Relu kernel for int8 and int32 only
+        return call.op("Max", call.ins[0], _c(call, 0, dt))
     return call.op("Relu", call.ins[0])
 
 
