@@ -245,7 +245,7 @@ def optimizer_step(model, slots):
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=SETTINGS["steps"], help="total steps (default: the project's)")
-    p.add_argument("--seed", type=int, default=SETTINGS["seed"], help="the run seed (batch order)")
+    p.add_argument("--seed", type=int, default=SETTINGS["seed"], help="the run seed: blockflow's batch order (the initial values stay model.pt's)")
     p.add_argument("--checkpoint", metavar="PATH", help="resume from PATH when it exists; save to it")
     p.add_argument("--checkpoint-every", type=int, default=0, metavar="K", help="also save every K steps")
     p.add_argument("--order", choices=("blockflow", "torch"), default="blockflow",
