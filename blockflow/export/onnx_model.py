@@ -23,6 +23,7 @@ they are refused). Each block becomes one node or a few (onnx_ops_*.py), named a
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -390,8 +391,7 @@ def _lower_widened(lowering, call: OnnxCall):
             ins.append(call.cast(value, np.int32) if _narrow(t) else value)
     in_types = [[wide(u) for u in t] if isinstance(t, list) else (wide(t) if t is not None else None)
                 for t in call.in_types]
-    widened = OnnxCall(call.node, call.block, call.attrs, ins, in_types, [wide(t) for t in call.out_types],
-                       call.input_names, call.output_names, call.static, call.builder)
+    widened = dataclasses.replace(call, ins=ins, in_types=in_types, out_types=[wide(t) for t in call.out_types])
     result = lowering(widened)
     result = [result] if isinstance(result, str) else list(result)
     return [call.cast(r, t.dtype) if _narrow(t) else r for r, t in zip(result, call.out_types)]
