@@ -5,10 +5,12 @@ through, and a failed write leaves the old file whole."""
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
+
+from blockflow import ownfiles
+from blockflow.export.errors import ExportError
 
 __all__ = ["write_text_file", "write_torch_files", "values_path", "need"]
 
@@ -36,7 +38,9 @@ def values_path(path) -> Path:
 
 def _replace(path: Path, write) -> None:
     folder = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    # 0o666 minus the umask, as any new file (mkstemp's 0600 hid the model from the other users
+    # of a shared machine); exclusive and never through a link
+    fd, tmp = ownfiles.create_temporary(str(folder), path.name)
     try:
         with os.fdopen(fd, "wb") as fh:
             write(fh)
@@ -58,6 +62,8 @@ def write_text_file(path, text: str) -> None:
 def write_torch_files(export, path) -> list[Path]:
     """Write the module's source to ``path`` and its state (if any) beside it; the paths written."""
     path = Path(path)
+    if export.state and values_path(path) == path:
+        raise ExportError(f"{path.name} is where the module's values go: name the module NAME.py")
     written = []
     if export.state:
         torch = need("torch")

@@ -22,7 +22,10 @@ RESERVED = frozenset({"torch", "nn", "math", "self", "F", "os", "sys", "Path", "
                       "tuple", "list", "dict", "zip", "sum", "min", "max", "abs", "object", "type",
                       "isinstance", "getattr", "setattr", "open", "exec", "eval", "compile",
                       "__import__", "globals", "locals", "vars", "input", "argparse", "json",
-                      "time", "random", "Model", "OUTPUTS", "INPUTS"})
+                      "time", "random", "Model", "OUTPUTS", "INPUTS",
+                      # the module-level functions of the files forward calls by name
+                      "draw_initial", "load_initial", "apply_gradient_descent", "apply_momentum",
+                      "apply_adam", "apply_rms_prop", "apply_adagrad", "apply_adadelta", "apply_ftrl"})
 
 
 def identifier(text: str, fallback: str = "v") -> str:

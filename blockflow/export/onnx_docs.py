@@ -41,7 +41,10 @@ USE_LIMITS = {
     "MaxPool": "of 64-bit integers (ONNX pools floats; smaller integers go through float64 exactly)",
     "Cumprod": "along an axis of open size or longer than 1024 (unrolled: ONNX has no running product)",
     "Pow": "of integers (blockflow refuses a negative power, ONNX does not)",
+    "Prod": "of integers along an axis of open size or longer than 1024 (unrolled: ONNX Runtime's ReduceProd "
+            "saturates where blockflow's product wraps around)",
     "Diag": "of an open shape", "DiagPart": "of an open shape",
+    "ScatterNd": "of float16 updates (ONNX Runtime's CPU ScatterND cannot add them)",
     "Conv2D": "with a filter of open height or width",
     "Conv2DBackpropInput": "with a filter or out_backprop of open height or width",
     "Where": "of a 0-d condition",

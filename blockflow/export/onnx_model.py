@@ -23,6 +23,7 @@ they are refused). Each block becomes one node or a few (onnx_ops_*.py), named a
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +38,7 @@ from blockflow.export.lowering import call_fields, check_compiled, refuse_unlowe
 from blockflow.export.torch_module import output_slots
 from blockflow.project import Project, port_text
 from blockflow.registry import Registry
+from blockflow.spec import TensorType
 
 __all__ = ["export_onnx", "onnx_refused_blocks", "write_onnx_file", "MIN_OPSET"]
 
@@ -259,7 +261,7 @@ class _GraphBuilder:
             return
         call = self._call(st)
         try:
-            result = self.table[st.spec.name](call)
+            result = _lower_widened(self.table[st.spec.name], call)
         except Unsupported as exc:
             self.problems.append(f"{program.full_name(st.node)} ({st.spec.name}): {exc}")
             result = [self.values.fresh("refused") for _ in st.outputs]   # lets the walk go on
@@ -356,3 +358,40 @@ def _plain(value):
     if isinstance(value, np.floating):
         return float(value)
     return value
+
+
+#: the 8- and 16-bit integers: ONNX's MatMul, CumSum, Reduce*, Relu... take none of them, and
+#: ONNX Runtime's CPU kernels of Max, Min, Where, Pad, ArgMax... no int16
+_NARROW = {np.dtype(np.int8), np.dtype(np.int16), np.dtype(np.uint8)}
+#: blocks whose value is the same computed in int32 and cast back: they order, select or move
+#: entries, or they add and multiply (modulo 2^32, which the cast back reduces modulo 2^8 or
+#: 2^16 as numpy's wrapping does). Not Mean: numpy divides the wrapped sum (reduction())
+_WIDENED = frozenset({"MatMul", "BatchMatMul", "Einsum", "Cumsum", "Cumprod", "Sum", "Prod", "Max", "Min",
+                      "ArgMax", "ArgMin", "Relu", "Relu6", "ClipByValue", "Pad", "MirrorPad", "Select",
+                      "Where", "Diag", "DiagPart", "OneHot", "TopK", "Maximum", "Minimum"})
+
+
+def _narrow(t) -> bool:
+    return isinstance(t, TensorType) and t.dtype in _NARROW
+
+
+def _lower_widened(lowering, call: OnnxCall):
+    """``lowering(call)``, in int32 for a block of _WIDENED with 8- or 16-bit integer operands:
+    they are cast to int32 first and its outputs back."""
+    types = [t for ts in call.in_types for t in (ts if isinstance(ts, list) else [ts])]
+    if call.block not in _WIDENED or not any(_narrow(t) for t in types + call.out_types):
+        return lowering(call)
+    def wide(t):
+        return TensorType(t.shape, np.int32) if _narrow(t) else t
+    ins = []
+    for value, t in zip(call.ins, call.in_types):
+        if isinstance(t, list):
+            ins.append([call.cast(v, np.int32) if _narrow(u) else v for v, u in zip(value, t)])
+        else:
+            ins.append(call.cast(value, np.int32) if _narrow(t) else value)
+    in_types = [[wide(u) for u in t] if isinstance(t, list) else (wide(t) if t is not None else None)
+                for t in call.in_types]
+    widened = dataclasses.replace(call, ins=ins, in_types=in_types, out_types=[wide(t) for t in call.out_types])
+    result = lowering(widened)
+    result = [result] if isinstance(result, str) else list(result)
+    return [call.cast(r, t.dtype) if _narrow(t) else r for r, t in zip(result, call.out_types)]

@@ -427,6 +427,9 @@ def diag_part(call: OnnxCall) -> str:
 
 @onnx_lowers("ScatterNd")
 def scatter_nd(call: OnnxCall) -> str:
+    if call.out_dtype() == np.float16:
+        raise Unsupported("of float16 updates (ONNX Runtime's CPU ScatterND cannot add float16; in float32 "
+                          "duplicate indices would round otherwise than blockflow's float16 sums)")
     dims = [int(d) for d in np.asarray(call.arg("shape")).reshape(-1)]
     zeros = call.op("Expand", call.const(np.zeros((), call.out_dtype())), call.ints(dims))
     # duplicate indices add up, as TF's ScatterNd (ONNX's reduction "add")

@@ -103,6 +103,9 @@ _UNARY = {"Negate": "Neg", "Sqrt": "Sqrt", "Exp": "Exp", "Log": "Log", "Tanh": "
 
 @onnx_lowers(*_UNARY)
 def unary(call: OnnxCall) -> str:
+    if call.block == "Negate" and call.type_of("x").dtype.kind == "u":
+        # ONNX's Neg takes signed types only; numpy's -x of an unsigned one wraps, as 0 - x does
+        return call.op("Sub", call.scalar(0, "x"), call.ins[0])
     return call.op(_UNARY[call.block], call.ins[0])
 
 
@@ -137,13 +140,20 @@ def sigmoid_of(call: OnnxCall, x: str, like: str) -> str:
     return call.op("Reciprocal", call.op("Add", e, call.const(np.asarray(1, dtype))))
 
 
+def is_inf(call: OnnxCall, x: str, dtype) -> str:
+    """IsInf, which takes no float16 before opset 20: a float16 goes through float32 (exactly)."""
+    if np.dtype(dtype) == np.float16 and call.opset < 20:
+        x = call.cast(x, np.float32)
+    return call.op("IsInf", x)
+
+
 def log1p_of(call: OnnxCall, v: str, dtype) -> str:
     """log(1 + v) to within a few ulps also for tiny v (ONNX has no log1p): with u = 1 + v
     rounded, log(u) * v / (u - 1) corrects the rounding of u (Goldberg's method)."""
     one = call.const(np.asarray(1, dtype))
     u = call.op("Add", one, v)
     d = call.op("Sub", u, one)
-    exact = call.op("Or", call.op("Equal", d, call.const(np.asarray(0, dtype))), call.op("IsInf", u))
+    exact = call.op("Or", call.op("Equal", d, call.const(np.asarray(0, dtype))), is_inf(call, u, dtype))
     safe_d = call.op("Where", exact, one, d)
     scaled = call.op("Mul", call.op("Log", u), call.op("Div", v, safe_d))
     return call.op("Where", call.op("Equal", d, call.const(np.asarray(0, dtype))), v,
@@ -157,7 +167,7 @@ def expm1_of(call: OnnxCall, x: str, dtype) -> str:
     u = call.op("Exp", x)
     d = call.op("Sub", u, one)
     lu = call.op("Log", u)
-    plain = call.op("Or", call.op("Equal", d, call.const(np.asarray(-1, dtype))), call.op("IsInf", u))
+    plain = call.op("Or", call.op("Equal", d, call.const(np.asarray(-1, dtype))), is_inf(call, u, dtype))
     tiny = call.op("Equal", u, one)
     safe = call.op("Where", call.op("Or", plain, tiny), one, lu)
     scaled = call.op("Mul", d, call.op("Div", x, safe))
@@ -256,6 +266,40 @@ def reduce(call: OnnxCall, op: str, x: str, axes, keep: bool) -> str:
 _REDUCE = {"Sum": "ReduceSum", "Max": "ReduceMax", "Min": "ReduceMin", "Prod": "ReduceProd"}
 
 
+#: the longest axis an integer Prod is unrolled along (one Mul per entry), as Cumprod
+PROD_MAX = 1024
+
+
+def _integer_prod(call: OnnxCall, x: str, t, axes, keep: bool) -> str:
+    """ONNX Runtime's integer ReduceProd saturates where numpy's product wraps around: one Mul per
+    entry along each axis instead (Mul wraps; the order does not matter modulo 2^bits)."""
+    if any(t.shape[a] == 0 for a in axes):
+        return reduce(call, "ReduceProd", x, axes, keep)     # all ones: nothing to overflow
+    for a in axes:
+        n = t.shape[a]
+        if n is None or n > PROD_MAX:
+            raise Unsupported(f"an integer product along an axis of open size or longer than {PROD_MAX} "
+                              "(ONNX Runtime's ReduceProd saturates where blockflow's wraps around)")
+        pieces = [x] if n == 1 else call.op("Split", x, call.ints([1] * n), axis=a, outputs=n)
+        x = pieces[0]
+        for p in pieces[1:]:
+            x = call.op("Mul", x, p)
+    return x if keep or not axes else call.op("Squeeze", x, call.ints(axes))
+
+
+def _int64_sum(call: OnnxCall, x: str, t, axes, keep: bool) -> str:
+    """ONNX Runtime's int64 ReduceSum rounds sums past 2^53; its CumSum is exact (wrapping as
+    numpy's): the last entry of a running sum along each axis, after a zero put in front so that
+    an empty axis sums to 0."""
+    rank = len(t.shape)
+    for a in axes:
+        pads = [0] * (2 * rank)
+        pads[a] = 1
+        running = call.op("CumSum", call.op("Pad", x, call.ints(pads)), call.const(np.asarray(a, np.int64)))
+        x = call.op("Slice", running, call.ints([-1]), call.ints([np.iinfo(np.int64).max]), call.ints([a]))
+    return x if keep or not axes else call.op("Squeeze", x, call.ints(axes))
+
+
 @onnx_lowers("Sum", "Max", "Min", "Prod", "Mean")
 def reduction(call: OnnxCall) -> str:
     t = call.type_of("input")
@@ -264,6 +308,10 @@ def reduction(call: OnnxCall) -> str:
     if call.block != "Mean":
         if t.dtype.kind == "b":
             raise Unsupported("a reduction of a bool tensor")
+        if call.block == "Prod" and t.dtype.kind in "iu":
+            return _integer_prod(call, x, t, axes, keep)
+        if call.block == "Sum" and t.dtype == np.int64:
+            return _int64_sum(call, x, t, axes, keep)
         return reduce(call, _REDUCE[call.block], x, axes, keep)
     if not axes:
         return x
@@ -278,16 +326,29 @@ def reduction(call: OnnxCall) -> str:
             count = None
             break
         count *= t.shape[a]
-    total = reduce(call, "ReduceSum", x, axes, keep)
+    # ONNX sums no 8- or 16-bit integers: those go through int32, the sum wrapped in their dtype
+    # as numpy's is, the count and the quotient in int32
+    dtype = np.dtype(np.int32) if t.dtype in (np.int8, np.int16, np.uint8) else t.dtype
+    if dtype != t.dtype:
+        x = call.cast(x, dtype)
+    total = _int64_sum(call, x, t, axes, keep) if dtype == np.int64 else reduce(call, "ReduceSum", x, axes, keep)
+    if dtype != t.dtype:
+        total = call.cast(call.cast(total, t.dtype), dtype)
     if count is None:
         sizes = call.op("Gather", call.op("Shape", x), call.ints(axes))
-        n = call.cast(call.op("ReduceProd", sizes, keepdims=0), t.dtype)
+        n = call.cast(call.op("ReduceProd", sizes, keepdims=0), dtype)
     else:
-        n = call.const(np.asarray(count, t.dtype))
+        n = call.const(np.asarray(count, dtype))
     if t.dtype.kind == "f":
         return call.op("Div", total, n)
     # TF's integer mean: the quotient truncated toward zero (ONNX's integer Div truncates too)
-    return call.op("Div", total, call.op("Max", n, call.const(np.asarray(1, t.dtype))))
+    n = call.op("Max", n, call.const(np.asarray(1, dtype)))
+    if dtype == np.int64:
+        # blockflow divides in float64 (np.trunc(total / count)): past 2^53 that rounds
+        quotient = call.op("Div", call.cast(total, np.float64), call.cast(n, np.float64))
+        return call.cast(quotient, np.int64)        # a float-to-integer Cast truncates
+    mean = call.op("Div", total, n)
+    return mean if dtype == t.dtype else call.cast(mean, t.dtype)
 
 
 @onnx_lowers("All", "Any")

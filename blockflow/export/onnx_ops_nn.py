@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from blockflow.export.onnx_lowering import OnnxCall, Unsupported, onnx_lowers
-from blockflow.export.onnx_ops_core import expm1_of, log1p_of, reduce
+from blockflow.export.onnx_ops_core import expm1_of, is_inf, log1p_of, reduce
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
@@ -19,6 +19,9 @@ def _c(call: OnnxCall, value, dtype) -> str:
 
 @onnx_lowers("Relu")
 def relu(call: OnnxCall) -> str:
+    dt = call.out_dtype()
+    if dt.kind in "iu":     # ONNX Runtime has a Relu kernel for int8 and int32 only
+        return call.op("Max", call.ins[0], _c(call, 0, dt))
     return call.op("Relu", call.ins[0])
 
 
@@ -322,7 +325,7 @@ def in_top_k(call: OnnxCall) -> str:
     safe = call.op("Unsqueeze", call.op("Where", inside, t, call.const(np.asarray(0, i64))), call.ints([1]))
     target = call.op("GatherElements", pred, safe, axis=1)
     above = reduce(call, "ReduceSum", call.cast(call.op("Greater", pred, target), i64), [1], False)
-    bad = call.op("Or", call.op("IsNaN", pred), call.op("IsInf", pred))
+    bad = call.op("Or", call.op("IsNaN", pred), is_inf(call, pred, call.type_of("predictions").dtype))
     finite = call.op("Equal", reduce(call, "ReduceSum", call.cast(bad, i64), [1], False), call.const(np.asarray(0, i64)))
     ok = call.op("And", inside, finite)
     return call.op("And", ok, call.op("Less", above, call.const(np.asarray(k, i64))))

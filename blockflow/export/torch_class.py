@@ -33,6 +33,22 @@ def relative(flat_id: str, level: str) -> str:
     return flat_id[len(level) + 1:] if level else flat_id
 
 
+#: what an instance of a generated class already has (nn.Module's public attributes in torch 2.x,
+#: the class constants the writer adds, the generator): a Variable or sub-module named so would
+#: make register_parameter raise, or hide the method
+MODULE_ATTRS = frozenset({
+    "T_destination", "add_module", "apply", "bfloat16", "buffers", "call_super_init", "children", "compile",
+    "cpu", "cuda", "double", "dump_patches", "eval", "extra_repr", "float", "forward", "get_buffer",
+    "get_extra_state", "get_parameter", "get_submodule", "half", "ipu", "load_state_dict", "modules", "mtia",
+    "named_buffers", "named_children", "named_modules", "named_parameters", "parameters",
+    "register_backward_hook", "register_buffer", "register_forward_hook", "register_forward_pre_hook",
+    "register_full_backward_hook", "register_full_backward_pre_hook", "register_load_state_dict_post_hook",
+    "register_load_state_dict_pre_hook", "register_module", "register_parameter",
+    "register_state_dict_post_hook", "register_state_dict_pre_hook", "requires_grad_", "set_extra_state",
+    "set_submodule", "share_memory", "state_dict", "to", "to_empty", "train", "training", "type", "xpu",
+    "zero_grad", "generator", "INITIALIZERS", "CONSTANTS", "INPUTS", "OUTPUTS"})
+
+
 class ClassWriter:
     """Writes the class of one level: the page ("") or one instance's diagram; ``fw`` is the
     file being written (torch_module's writer: helpers, classes, state, the flat program)."""
@@ -43,7 +59,7 @@ class ClassWriter:
         self.level = level
         self.instance = instance
         self.names = Names()
-        self.attrs = Names({"generator", "training"})
+        self.attrs = Names(MODULE_ATTRS)
         self.init: list[str] = []          # buffers and sub-modules, in the order of the lines
         self.init_vars: dict[str, str] = {}  # Variable attr -> its declaration (written sorted)
         self.initializers: dict[str, tuple] = {}  # random initializers torch draws with initial=None

@@ -17,8 +17,10 @@ import numpy as np
 
 from blockflow.compile.program import Program
 from blockflow.datafiles import DataRequest
+from blockflow.errors import BlockExecutionError
 from blockflow.export.torch_module import ExportError, TorchExport
 from blockflow.project import split_port_text
+from blockflow.spec import ShapeError
 
 __all__ = ["PageData", "page_data", "blockflow_batch", "fixed_feeds"]
 
@@ -66,7 +68,11 @@ def _outputs_of(program: Program, st, request: DataRequest) -> dict:
         extra["data"] = request
     if "files" in st.spec.forward_context:
         extra["files"] = program.files
-    out = st.spec.forward(**st.attrs, **extra)
+    try:
+        out = st.spec.forward(**st.attrs, **extra)
+    except Exception as exc:    # as blockflow's runtime reports a block's failure (no test part...)
+        msg = str(exc) if isinstance(exc, ShapeError) else f"{type(exc).__name__}: {exc}"
+        raise BlockExecutionError(f"{program.full_name(st.node)} ({st.spec.name})", msg) from exc
     out = out if isinstance(out, tuple) else (out,)
     return {program.slot(o).port: np.asarray(v) for o, v in zip(st.outputs, out)}
 

@@ -137,7 +137,7 @@ class _FileWriter:
         self.helpers: dict[str, str] = {}
         self.classes: dict[str, str] = {}       # body text -> class name
         self.class_order: list[tuple[str, str]] = []
-        self.class_names = Names({"Model"})
+        self.class_names = Names({"Model", "module", "initial", "seed"})   # Model.__init__'s locals
         self.state: dict[str, np.ndarray] = {}
         self.variable_keys: dict = {}
         self.uses_random = False

@@ -11,6 +11,7 @@ Apply* blocks update it. The model's ``.pt`` holds the values the Trainer starts
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -141,17 +142,27 @@ def _script(export: TorchExport, data: PageData, settings: dict, trainer: Traine
         "__RULE_NAME__": name,
         "__UNUSED__": literal(bool(trainer.warnings)),
     }
-    text = TEMPLATE
-    for key, value in fills.items():
-        text = text.replace(key, value)
+    # one pass: a filled-in value (a page name, a dataset's path) is never scanned again for a
+    # slot, so one spelled like a slot cannot move another value somewhere else (a docstring)
+    slots = re.compile("|".join(re.escape(key) for key in fills))
+    text = slots.sub(lambda m: fills[m.group(0)], TEMPLATE)
     compile(text, "<train.py>", "exec")
     return text
+
+
+#: the modules train.py imports (torch_train_script.py): a module file of that name beside it
+#: would be imported in their place
+_SCRIPT_IMPORTS = frozenset({"argparse", "csv", "importlib", "math", "os", "sys", "time", "pathlib", "numpy",
+                             "torch", "train"})
 
 
 def write_training_files(training: TrainingExport, path) -> list[Path]:
     """NAME.py, NAME.pt, NAME_data.pt (when the page has data to feed) and train.py beside them;
     the paths written."""
     path = Path(path)
+    if path.suffix != ".py" or path.stem in _SCRIPT_IMPORTS:
+        raise ExportError(f"{path.name}: train.py imports the module beside it by its file name, which must "
+                          f"end in .py and not be one of the modules train.py imports ({', '.join(sorted(_SCRIPT_IMPORTS))})")
     written = write_torch_files(training.model, path)
     rows = {} if training.data.source is not None else training.data.rows   # train.py reads the file
     tensors = {**rows, **training.data.fixed}

@@ -245,7 +245,7 @@ def optimizer_step(model, slots):
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=SETTINGS["steps"], help="total steps (default: the project's)")
-    p.add_argument("--seed", type=int, default=SETTINGS["seed"], help="the run seed (batch order)")
+    p.add_argument("--seed", type=int, default=SETTINGS["seed"], help="the run seed: blockflow's batch order (the initial values stay model.pt's)")
     p.add_argument("--checkpoint", metavar="PATH", help="resume from PATH when it exists; save to it")
     p.add_argument("--checkpoint-every", type=int, default=0, metavar="K", help="also save every K steps")
     p.add_argument("--order", choices=("blockflow", "torch"), default="blockflow",
@@ -281,7 +281,13 @@ def main():
     args = parse_args()
     rank, world, device = setup()
     if args.device:
+        if args.device.split(":")[0] not in ("cpu", "cuda"):
+            raise SystemExit(f"--device {args.device}: give cpu or cuda")
+        if args.device.startswith("cuda") and not torch.cuda.is_available():
+            raise SystemExit("--device cuda: CUDA is not available here (no GPU, or a CPU-only torch); use --device cpu")
         device = torch.device(args.device)
+    if args.checkpoint and not Path(args.checkpoint).resolve().parent.is_dir():
+        raise SystemExit(f"--checkpoint {args.checkpoint}: the folder it goes in does not exist")
     if SETTINGS["mode"] == "graph" and world > 1:
         raise SystemExit("this page trains itself (its own Gradients and Apply* blocks run inside forward): "
                          "DistributedDataParallel cannot average gradients it never sees; run one process")
@@ -290,9 +296,13 @@ def main():
     model = module.Model().to(device)
     slots, first, losses = {}, 0, []
     if args.checkpoint and Path(args.checkpoint).exists():
-        saved = torch.load(args.checkpoint, map_location=device, weights_only=True)
-        model.load_state_dict(saved["model"])
-        slots, first, losses = saved["slots"], saved["step"], saved["losses"]
+        try:
+            saved = torch.load(args.checkpoint, map_location=device, weights_only=True)
+            model.load_state_dict(saved["model"])
+            slots, first, losses = saved["slots"], saved["step"], saved["losses"]
+        except Exception as exc:     # not a file this script saved (or saved for another page)
+            raise SystemExit(f"--checkpoint {args.checkpoint}: not a checkpoint of this model "
+                             f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
         if rank == 0:
             print(f"resumed from {args.checkpoint} at step {first}")
     model.train()
