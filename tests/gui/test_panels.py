@@ -66,6 +66,38 @@ def test_palette_lists_registry_categories_and_filters_as_you_type(qtbot, doc):
     assert all(panel.tree.topLevelItem(i).isHidden() for i in range(panel.tree.topLevelItemCount()))
 
 
+@pytest.mark.parametrize("typed, first, before", [
+    ("Sum", "Sum", ["Cumsum", "AddN"]),                  # the exact name before those containing it
+    ("softmax", "Softmax", ["LogSoftmax"]),
+    ("Soft", "Softmax", ["LogSoftmax"]),                 # names starting with it before the rest
+    ("reduce_sum", "Sum", []),                           # an alias counts as a name
+])
+def test_palette_search_ranks_exact_then_prefix_and_enter_adds_the_top_hit(qtbot, doc, typed, first, before):
+    from blockflow.gui.panels.palette import PalettePanel
+
+    panel = PalettePanel(doc.registry)
+    qtbot.addWidget(panel)
+    added = []
+    panel.block_activated.connect(added.append)
+    qtbot.keyClicks(panel.search, typed)
+    shown = panel.visible_blocks()
+    assert shown[0] == first, shown
+    for other in before:
+        assert other in shown and shown.index(first) < shown.index(other)
+    qtbot.keyClick(panel.search, Qt.Key_Return)
+    assert added == [first]
+    # the counts follow the filter, and come back when it is cleared
+    cat = panel.item_for(first).parent()
+    total = cat.childCount()
+    hidden = sum(cat.child(i).isHidden() for i in range(total))
+    assert cat.text(0).endswith(f"({total - hidden} of {total})")
+    panel.search.clear()
+    assert cat.text(0).endswith(f"({total})") and len(panel.visible_blocks()) == len(doc.registry)
+    order = [panel.tree.topLevelItem(i).text(0).split("  (")[0] for i in range(panel.tree.topLevelItemCount())]
+    assert order[1:] == list(doc.registry.categories())       # the drawn order again
+    assert panel.visible_blocks() == [spec.name for specs in doc.registry.categories().values() for spec in specs]
+
+
 def test_palette_rows_carry_summary_tooltips_and_block_mime(qtbot, doc):
     from blockflow.gui.canvas.view import BLOCK_MIME
     from blockflow.gui.panels.palette import PalettePanel

@@ -100,6 +100,8 @@ class PalettePanel(QWidget):
         layout.addWidget(self.tree)
         self._rows: dict[str, QTreeWidgetItem] = {}
         self._haystack: dict[str, str] = {}
+        self._names: dict[str, list] = {}     # a block's name and aliases, lower case (ranking)
+        self._place: dict[str, int] = {}      # its place in the unfiltered list
         self._categories: list[QTreeWidgetItem] = []
         self._populate()
         self.search.textChanged.connect(self.set_filter)
@@ -153,6 +155,8 @@ class PalettePanel(QWidget):
                 row.setToolTip(0, tip)
                 self._rows[spec.name] = row
                 self._haystack[spec.name] = " ".join((spec.name, *spec.aliases, spec.summary)).lower()
+                self._names[spec.name] = [n.lower() for n in (spec.name, *spec.aliases)]
+                self._place[spec.name] = len(self._place)
         self.tree.collapseAll()
 
     def changeEvent(self, event):
@@ -170,22 +174,50 @@ class PalettePanel(QWidget):
             cat.setIcon(0, self._swatch(style, cat.data(0, _CATEGORY_ROLE)))
 
     def set_filter(self, text: str) -> None:
-        """Show the blocks whose name, aliases or summary contain every word of ``text``."""
+        """Show the blocks whose name, aliases or summary contain every word of ``text``, best
+        first: an exact name (or alias), then names that start with it, names that contain it,
+        and the rest (a summary that mentions it); categories in the order of their best block,
+        their counts those shown. The best block is made current: Enter adds it."""
         words = text.lower().split()
-        for cat in self._categories:
+        query = " ".join(words)
+        ranked = []
+        for order, cat in enumerate(self._categories):
+            rows = cat.takeChildren()
+            rows.sort(key=lambda row: (self._rank(row, query), self._place[row.data(0, _BLOCK_ROLE)])
+                      if words else self._place[row.data(0, _BLOCK_ROLE)])
+            cat.addChildren(rows)
             shown = 0
-            for i in range(cat.childCount()):
-                row = cat.child(i)
-                hay = self._haystack[row.data(0, _BLOCK_ROLE)]
-                hit = all(w in hay for w in words)
+            for row in rows:
+                hit = all(w in self._haystack[row.data(0, _BLOCK_ROLE)] for w in words)
                 row.setHidden(not hit)
                 shown += hit
+            best = min((self._rank(r, query) for r in rows if not r.isHidden()), default=9) if words else 0
+            ranked.append(((best, order) if words else (0, order), cat, shown, len(rows)))
+        ranked.sort(key=lambda entry: entry[0])
+        for entry in ranked:
+            self.tree.takeTopLevelItem(self.tree.indexOfTopLevelItem(entry[1]))
+        for i, (_, cat, shown, total) in enumerate(ranked):
+            self.tree.insertTopLevelItem(i, cat)
+            label = cat.text(0).split("  (")[0]
+            cat.setText(0, f"{label}  ({shown} of {total})" if words else f"{label}  ({total})")
             cat.setHidden(shown == 0)
             cat.setExpanded(bool(words) and shown > 0)
         if words:
             first = self.visible_blocks()[:1]
             if first:
                 self.tree.setCurrentItem(self._rows[first[0]])
+
+    def _rank(self, row, query: str) -> int:
+        """0 an exact name or alias, 1 a name or alias starting with the query, 2 containing it,
+        3 a match elsewhere (the summary, or the words apart)."""
+        names = self._names[row.data(0, _BLOCK_ROLE)]
+        if query in names:
+            return 0
+        if any(n.startswith(query) for n in names):
+            return 1
+        if any(query in n for n in names):
+            return 2
+        return 3
 
     def visible_blocks(self) -> list[str]:
         """Block names currently shown, in tree order."""
@@ -220,6 +252,8 @@ class PalettePanel(QWidget):
                            else f"composite {name} ({used}; right-click to edit, rename, delete or export)")
             self._rows[block] = row
             self._haystack[block] = " ".join((name, doc, "composite")).lower()
+            self._names[block] = [name.lower()]
+            self._place[block] = len(self._place)
         cat.setText(0, f"{COMPOSITES}  ({len(entries)})")
         cat.setExpanded(bool(entries))
         if self.search.text():
