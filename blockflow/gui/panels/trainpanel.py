@@ -34,6 +34,7 @@ from blockflow.run.settings import (MAX_BATCH_SIZE, MAX_SEED, MAX_SETTING, MAX_S
 from blockflow.run.training import TrainConfig, Trainer, training_program
 from blockflow.gui.common.plaintext import plain_label
 from blockflow.gui.common.refresh import Debounced
+from blockflow.gui.common.wheel import wheel_only_when_focused
 from blockflow.gui.common.worker import Worker
 from blockflow.gui.session.session import host_page
 
@@ -157,6 +158,7 @@ class TrainPanel(QWidget):
         outer.addWidget(also)
         outer.addWidget(self.metrics)
         self._on_optimizer()
+        wheel_only_when_focused(self)
 
     def _build_form(self) -> QFormLayout:
         """The settings: loss, mode, optimizer and its settings, steps, batch, seed, test."""
@@ -312,9 +314,14 @@ class TrainPanel(QWidget):
         if program is None:              # compiling off the UI thread: program_ready calls again
             self.train_button.setEnabled(False)
             return
-        if self._mode_pending:
+        trains_itself = any(var in program.trainable for st in program.steps for _, (_key, var) in st.refs)
+        graph = self.mode.model().item(1)
+        graph.setEnabled(trains_itself)     # graph mode runs the page's own updates: it needs some
+        graph.setToolTip("" if trains_itself else "this page has no Apply* or Assign block updating a "
+                                                  "trainable Variable: nothing would train")
+        if self._mode_pending or (not trains_itself and self.mode.currentIndex() == 1):
             self._mode_pending = False
-            self.mode.setCurrentIndex(1 if any(st.refs for st in program.steps) else 0)
+            self.mode.setCurrentIndex(1 if trains_itself else 0)
         keep_loss = self.loss.currentData()
         self.loss.blockSignals(True)
         self.loss.clear()
