@@ -803,3 +803,18 @@ def test_a_closed_window_leaves_the_document_it_showed_and_is_freed(qtbot, setti
     qtbot.wait(50)                                # every refresh asked for gets its turn
     gc.collect()
     assert {name: ref() for name, ref in panels.items()} == dict.fromkeys(panels)
+
+
+def test_the_status_bar_says_what_undo_and_redo_did_not_what_the_undone_edit_said(qtbot, sample_window):
+    """Edit > Delete a block, then Edit > Undo: the bar no longer says "deleted" (issue 16)."""
+    window, doc, view = sample_window, sample_window.document, sample_window.view
+    view.select_nodes(["Softmax_1"])
+    window.actions["delete"].trigger()
+    assert "Softmax_1" not in doc.page().nodes
+    assert window.statusBar().currentMessage().startswith("deleted 1 block")
+    window.actions["undo"].trigger()
+    assert "Softmax_1" in doc.page().nodes
+    said = window.statusBar().currentMessage()
+    assert said.startswith("undid: Delete") and "deleted" not in said
+    window.actions["redo"].trigger()
+    assert "Softmax_1" not in doc.page().nodes and window.statusBar().currentMessage().startswith("redid: Delete")

@@ -96,6 +96,17 @@ class MenusMixin:
         self.actions["undo"], self.actions["redo"] = undo, redo
         for act in (undo, redo):
             self.addAction(act)
+        # the status bar says what was undone, never still what the undone edit had said
+        undo.triggered.connect(self._tell_undone)
+        redo.triggered.connect(self._tell_redone)
+
+    def _tell_undone(self, _checked=False) -> None:
+        what = self.document.undo_stack.redoText()
+        self.statusBar().showMessage(f"undid: {what}" if what else "", 6000)
+
+    def _tell_redone(self, _checked=False) -> None:
+        what = self.document.undo_stack.undoText()
+        self.statusBar().showMessage(f"redid: {what}" if what else "", 6000)
 
     def _build_canvas_actions(self) -> None:
         K = QKeySequence.StandardKey
