@@ -42,6 +42,7 @@ __all__ = ["TrainPanel", "TrainJob"]
 
 #: how often the worker hands progress to the UI thread, and a recorded run to the canvas
 PROGRESS_SECONDS, SNAPSHOT_SECONDS = 0.05, 0.5
+_PAGE_ERRORS = "The page has errors (see Problems): fix them to train."
 _SETTING_LABELS = {"lr": "learning rate", "momentum": "momentum", "use_nesterov": "Nesterov",
                    "beta1": "beta1", "beta2": "beta2", "epsilon": "epsilon", "rho": "rho"}
 
@@ -279,12 +280,10 @@ class TrainPanel(QWidget):
         page = doc.page(self.host)
         problems = []
         rec = recommended_settings(doc.project, page.name, problems)
-        told = self.settings_problems and self.info.text() == self._settings_text()
         self.settings_problems = [str(p) for p in problems]
-        if problems:
-            self.info.setText(self._settings_text())
-        elif told:
-            self.info.setText("")
+        # what the panel said was about the page it had (a training, a failed start, errors)
+        self.info.setText(self._settings_text() if problems else "")
+        self.progress.reset()
         self._mode_pending = True        # the mode follows the page's program, once it is ready
         self.refresh_lists()
         self.optimizer.setCurrentIndex(self.optimizer.findData(rec.get("optimizer", "adam")))
@@ -356,7 +355,9 @@ class TrainPanel(QWidget):
         self.metrics.blockSignals(False)
         self.train_button.setEnabled(program.ok and bool(scalars))
         if not program.ok:
-            self.info.setText("The page has errors (see Problems): fix them to train.")
+            self.info.setText(_PAGE_ERRORS)
+        elif self.info.text() == _PAGE_ERRORS:    # fixed, or another page or project
+            self.info.setText(self._settings_text())
 
     def _on_page_changed(self, *_signal_args) -> None:
         self.load_page()
@@ -406,6 +407,7 @@ class TrainPanel(QWidget):
             config = self.config()
             trainer = self._trainer(program, config)
         except (BlockflowError, ValueError, ImportError) as exc:   # ImportError: torch is missing
+            self.progress.reset()       # no bar left from an earlier training beside the refusal
             self.info.setText(str(exc))
             self.status_message.emit(f"cannot train: {exc}")
             return False

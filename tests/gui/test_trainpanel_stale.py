@@ -1,5 +1,6 @@
-"""The Train panel's fields take the mouse wheel only once chosen: a turn over an unfocused field
-scrolls the panel and changes nothing; clicked into, the field takes it (issue 16)."""
+"""The Train panel as issue 16 asks: its fields take the mouse wheel only once chosen (a turn over
+an unchosen field scrolls the panel), graph mode is offered only where it can train, and what the
+panel says goes with the page it was said of."""
 from __future__ import annotations
 
 from PySide6.QtCore import QPoint, QPointF, Qt
@@ -60,3 +61,33 @@ def test_graph_mode_is_offered_only_where_the_page_trains_itself(qtbot, tmp_path
     qtbot.waitUntil(lambda: window.document.ready_program("drawn_update") is not None, timeout=5000)
     panel.refresh_lists()
     assert graph.isEnabled() and panel.mode.currentIndex() == 1
+
+
+def test_what_the_panel_said_goes_with_the_page_it_said_it_of(qtbot, tmp_path):
+    """"The page has errors" goes once another project is open, and a failed start leaves no
+    progress of an earlier training (issue 16)."""
+    from diagrams import chain
+
+    from blockflow.io.project_io import load_project as load
+
+    bad = chain(("x", "Placeholder", {"shape": [3]}, None), ("m", "MatMul", {}, {"a": "x", "b": "x"}))
+    window = make_window(qtbot, tmp_path, bad)
+    panel, doc = window.train_panel, window.document
+    qtbot.waitUntil(lambda: doc.ready_program(panel.host) is not None, timeout=5000)
+    panel.refresh_lists()
+    assert "has errors" in panel.info.text()
+    doc.replace_project(load(SAMPLES / "moons_classifier.bflow.json"), None)
+    qtbot.waitUntil(lambda: doc.ready_program(panel.host) is not None, timeout=5000)
+    panel.refresh_lists()
+    assert "has errors" not in panel.info.text()
+    panel.steps.setValue(5)
+    with qtbot.waitSignal(panel.training_finished, timeout=20000):
+        qtbot.mouseClick(panel.train_button, Qt.LeftButton)
+    assert panel.progress.value() == 5
+    panel.setting_widgets["lr"].setValue(0.0)
+    panel.seed.setValue(3)
+    panel.steps.setValue(5)
+    panel.loss.addItem("nope:output", "nope:output")        # a target the page does not have
+    panel.loss.setCurrentIndex(panel.loss.count() - 1)
+    assert not panel.start()
+    assert "nope" in panel.info.text() and panel.progress.value() != 5
