@@ -484,6 +484,24 @@ def test_check_gradients_passes_on_the_sample_page_and_the_selected_block(qtbot,
     assert "StopGradient_1 (StopGradient) has no gradient rule to check" in panel.check_view.toPlainText()
 
 
+def test_a_check_shown_says_it_is_of_the_page_as_it_was_once_the_page_is_edited(qtbot, tmp_path):
+    """Check Gradients keeps its verdict on screen after an edit, saying it no longer holds
+    (issue 16); a new check says it of the page as it is."""
+    window = make_window(qtbot, tmp_path, Document(load_project(SAMPLE)))
+    panel = window.gradient_panel
+    backward(window)
+    window.actions["check_gradients"].trigger()
+    assert panel.report.passed and "edited since" not in panel.check_view.toPlainText()
+    click_node(qtbot, window.view, "Subtract_1")
+    window.actions["delete"].trigger()                     # an edit of what was checked
+    text = panel.check_view.toPlainText()
+    assert "The page was edited since this check" in text and "Overall: ✓ passed" in text
+    window.actions["undo"].trigger()
+    backward(window)
+    window.actions["check_gradients"].trigger()
+    assert "edited since" not in panel.check_view.toPlainText()
+
+
 def test_check_gradients_fails_on_a_page_with_a_wrong_block_rule(qtbot, tmp_path):
     project, registry = wrong_square_project()
     window = make_window(qtbot, tmp_path, Document(project, registry=registry))

@@ -294,6 +294,7 @@ class GradientPanel(QWidget):
         session.gradients_changed.connect(self.refresh)
         document.current_page_changed.connect(self._on_page_switched)
         document.project_replaced.connect(self._clear_report)
+        document.structure_changed.connect(self._on_structure)
         self._clear_report()
         self._on_selection(session.selection)
 
@@ -311,6 +312,15 @@ class GradientPanel(QWidget):
 
     def _on_page_switched(self, _page: str) -> None:
         self._clear_report()
+
+    def _on_structure(self, _page: str) -> None:
+        """An edit: a verdict shown stays readable, but says it is of the page as it was."""
+        if self.report is not None and not self.report_stale:
+            self.report_stale = True
+            c = Colors.of(self)
+            self.check_view.setHtml(f"<p style='color:{c.warn}'><b>The page was edited since this check: "
+                                    f"check again for a verdict on it as it is.</b></p>"
+                                    + self.report_html(self.report, c))
 
     # ------------------------------------------------------------------------- explanation
     def _on_selection(self, ids) -> None:
@@ -456,6 +466,7 @@ class GradientPanel(QWidget):
 
     def _clear_report(self) -> None:
         self.report = None
+        self.report_stale = False
         c = Colors.of(self)
         self.check_view.setHtml(f"<p style='color:{c.muted}'>Compare the gradients with central differences: "
                                 f"the whole page's and, when one block is selected, that block's rule at "
@@ -464,6 +475,7 @@ class GradientPanel(QWidget):
 
     def show_report(self, report: CheckReport) -> None:
         self.report = report
+        self.report_stale = False
         self.check_view.setHtml(self.report_html(report, Colors.of(self)))
         sizes = self.split.sizes()
         total = sum(sizes)

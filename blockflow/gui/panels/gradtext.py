@@ -65,6 +65,7 @@ class Colors:
         self.rule_bg = _mix(base, palette.color(QPalette.Highlight), 0.10).name()
         self.ok = "#5fd07f" if dark else "#1f8a43"
         self.bad = "#ff7a6e" if dark else "#c0362c"
+        self.warn = "#f0b64a" if dark else "#a06a00"     # stale: still readable, no longer current
         self.cut = _mix(text, base, 0.5).name()
 
     @classmethod
