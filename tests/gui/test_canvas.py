@@ -724,3 +724,27 @@ def test_a_backward_wire_runs_around_both_blocks_not_through_them(view, doc, dst
     assert not [p for p in points if any(b.contains(p) for b in boxes)]
     assert (points[0] - view.node_item("x").port_scene_pos("output")).manhattanLength() < 0.5
     assert (points[-1] - view.node_item("t").port_scene_pos("x")).manhattanLength() < 0.5
+
+
+def test_a_paste_over_blocks_lands_beside_them_not_on_top(qtbot, view, doc):
+    """Ctrl+V with the cursor on a block puts the copy in the nearest free place below or right
+    of the cursor, covering no block (issue 16)."""
+    two_blocks(doc)
+    doc.connect("x", "output", "t", "x")
+    view.select_nodes(["x", "t"])
+    view.copy_selection()
+    target = view.node_item("t").sceneBoundingRect()
+    view._last_scene_pos = target.center()          # the mouse rests on block t
+    ids = view.paste()
+    assert len(ids) == 2
+    old = [view.node_item(n).sceneBoundingRect() for n in ("x", "t", "i")]
+    for nid in ids:
+        rect = view.node_item(nid).sceneBoundingRect()
+        assert not any(rect.intersects(r) for r in old), nid
+    top_left = min(tuple(doc.page().nodes[n].position) for n in ids)
+    assert top_left[0] >= round(target.center().x() / 20) * 20 - 1 and top_left[1] >= round(target.center().y() / 20) * 20 - 1
+    again = view.paste()                             # and the next copy covers neither
+    firsts = [view.node_item(n).sceneBoundingRect() for n in ids]
+    for nid in again:
+        rect = view.node_item(nid).sceneBoundingRect()
+        assert not any(rect.intersects(r) for r in old + firsts), nid

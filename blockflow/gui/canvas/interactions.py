@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 
 import networkx as nx
-from PySide6.QtCore import QPoint, QPointF, Qt, QTimer
+from PySide6.QtCore import QPoint, QPointF, QRectF, Qt, QTimer
 from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import QGraphicsView
 
@@ -27,6 +27,7 @@ from blockflow.spec import SCOPE_PORT
 from blockflow.present.dtypes import dtype_class
 from blockflow.present.nodeview import node_data
 from blockflow.gui.canvas.items import LiveWireItem, NodeItem
+from blockflow.gui.document.clipboard import pasting
 from blockflow.gui.canvas.scene import GRID
 
 __all__ = ["Interaction", "Pan", "WireDrag", "MoveBlocks", "RubberBand", "PlaceAt", "on_press",
@@ -37,6 +38,13 @@ __all__ = ["Interaction", "Pan", "WireDrag", "MoveBlocks", "RubberBand", "PlaceA
 LIGHT_UP_SLICE, LIGHT_UP_MAX_CHECKS = 0.008, 400
 #: how far a repeated paste at the same spot moves down and right of the previous one
 PASTE_STEP = 3 * GRID
+
+
+def _offsets_nearest_first(step: float, rings: int):
+    """(0, 0), then the grid points ``step`` apart below and right of it, nearest first, out to
+    ``rings`` (a copy goes down and right of where it was asked, as repeated pastes stagger)."""
+    points = [(i * step, j * step) for i in range(rings + 1) for j in range(rings + 1)]
+    return sorted(points, key=lambda p: (p[0] ** 2 + p[1] ** 2, p[1], p[0]))
 
 SCOPE_REFUSAL = "the scope port shows the page's scope; it is never wired"
 
@@ -474,6 +482,25 @@ class PlaceAt:
         view.status_message.emit(f"added {block} {nid}")
         return nid
 
+    def _free_place(self, landing, at) -> tuple:
+        """The top-left nearest ``at`` (on the grid) where the fragment covers no block drawn on
+        the page: pasting over blocks hides them and their wires."""
+        view, doc = self.view, self.view.doc
+        probe = Page(doc.current_page)
+        shapes = []
+        for node in landing.nodes:
+            probe.nodes[node.id] = node
+            drawn = NodeItem(node_data(probe, node.id, doc.blocks), view.style_).boundingRect()  # ports, tag
+            shapes.append((node.position[0] - at[0] + drawn.x(), node.position[1] - at[1] + drawn.y(),
+                           drawn.width(), drawn.height()))
+        taken = [item.sceneBoundingRect().adjusted(-GRID, -GRID, GRID, GRID)
+                 for item in view.scene().node_items.values()]
+        for dx, dy in _offsets_nearest_first(2 * GRID, 12):
+            x, y = at[0] + dx, at[1] + dy
+            if not any(r.intersects(QRectF(x + ox, y + oy, w, h)) for ox, oy, w, h in shapes for r in taken):
+                return x, y
+        return at
+
     def paste(self, text: str) -> list[str]:
         """Paste fragment ``text`` at the cursor; the ids pasted."""
         view, doc = self.view, self.view.doc
@@ -488,6 +515,7 @@ class PlaceAt:
             repeat = last[2] + 1
         at = (anchor[0] + repeat * PASTE_STEP, anchor[1] + repeat * PASTE_STEP)
         try:
+            at = self._free_place(pasting(page, text, at), at)
             ids = doc.paste_fragment(text, at)
         except ProjectError as exc:
             view.status_message.emit(f"cannot paste: {exc}")
