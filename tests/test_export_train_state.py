@@ -19,8 +19,8 @@ from blockflow.registry import default_registry  # noqa: E402
 from blockflow.run.runtime import run  # noqa: E402
 
 from cases_training_ops import CASES  # noqa: E402
-from diagrams import chain  # noqa: E402
 from export_kit import as64, load_module  # noqa: E402
+from train_kit import regression  # noqa: E402
 
 STATE_BLOCKS = ("Assign", "AssignAdd", "AssignSub", "ApplyGradientDescent", "ApplyMomentum", "ApplyAdam",
                 "ApplyRMSProp", "ApplyAdagrad", "ApplyAdadelta", "ApplyFtrl")
@@ -116,32 +116,9 @@ def test_state_block_attrs(name, attrs, changed, tmp_path):
 
 def _regression(update: str, extra=None):
     """W * x + b fitted to y by a drawn Gradients block and two ``update`` blocks whose optimizer
-    state is left unwired (slots the module keeps as buffers)."""
-    rng = np.random.default_rng(0)
-    x, y = rng.standard_normal(5), rng.standard_normal(5)
-    scalars = {"lr": 0.1, "alpha": 0.1, "momentum": 0.9, "beta1": 0.9, "beta2": 0.999, "epsilon": 1e-7,
-               "rho": 0.9, "l1": 0.01, "l2": 0.01, "lr_power": -0.5}
-    spec = default_registry()[update]
-    grad_port = "delta" if update == "ApplyGradientDescent" else "grad"
-    specs = [("x", "Placeholder", {"shape": [5], "dtype": "float64"}, None),
-             ("y", "Placeholder", {"shape": [5], "dtype": "float64"}, None),
-             ("W", "Variable", {"shape": [], "dtype": "float64", "initializer": "random_uniform", "seed": 4}, None),
-             ("b", "Variable", {"shape": [], "dtype": "float64"}, None),
-             ("Wx", "Multiply", {}, {"x": "W", "y": "x"}),
-             ("h", "Add", {}, {"x": "Wx", "y": "b"}),
-             ("d", "Subtract", {}, {"x": "h", "y": "y"}),
-             ("sq", "Square", {}, {"x": "d"}),
-             ("loss", "Mean", {}, {"input": "sq"}),
-             ("g", "Gradients", {}, {"ys[0]": "loss", "xs[0]": "W", "xs[1]": "b"})]
-    for i, var in enumerate(("W", "b")):
-        wires = {"var": var, grad_port: f"g:dx[{i}]"}
-        for port in spec.inputs:
-            if not port.ref and port.name not in wires:
-                wires[port.name] = np.float64(scalars[port.name])
-        specs.append((f"update_{var}", update, dict(extra or {}), wires))
-    project = chain(*specs, feeds={"x": x, "y": y})
-    project.pages[0].loss = "loss"
-    return project, {"x": x, "y": y}
+    state is left unwired (slots the module keeps as buffers); with its feeds."""
+    project = regression(update, extra=extra)
+    return project, {k: np.asarray(v) for k, v in project.pages[0].feeds.items()}
 
 
 @pytest.mark.parametrize("update", ["ApplyGradientDescent", "ApplyMomentum", "ApplyAdam", "ApplyRMSProp",

@@ -34,9 +34,9 @@ SCALARS = {"lr": 0.1, "alpha": 0.1, "momentum": 0.9, "beta1": 0.9, "beta2": 0.99
            "rho": 0.9, "l1": 0.01, "l2": 0.01, "lr_power": -0.5}
 
 
-def regression(update: str | None = None, optimizer="adam"):
+def regression(update: str | None = None, optimizer="adam", extra=None):
     """W * x + b fitted to y (float64, saved feeds); with ``update``, a Gradients block and one
-    ``update`` block per Variable with unwired slots: the page trains itself."""
+    ``update`` block per Variable with unwired slots (its attrs ``extra``): the page trains itself."""
     rng = np.random.default_rng(0)
     x, y = rng.standard_normal(5), rng.standard_normal(5)
     specs = [("x", "Placeholder", {"shape": [5], "dtype": "float64"}, None),
@@ -57,7 +57,7 @@ def regression(update: str | None = None, optimizer="adam"):
             for port in spec.inputs:
                 if not port.ref and port.name not in wires:
                     wires[port.name] = np.float64(SCALARS[port.name])
-            specs.append((f"update_{var}", update, {}, wires))
+            specs.append((f"update_{var}", update, dict(extra or {}), wires))
     project = chain(*specs, feeds={"x": x, "y": y})
     project.pages[0].loss = "loss"
     project.metadata["training"] = {"main": {"optimizer": optimizer, "steps": 3, "lr": 0.1}}
