@@ -89,7 +89,6 @@ class ClassWriter:
 
     def random_generator(self) -> str:
         self.random = True
-        self.fw.uses_random = True
         return "self.generator"
 
     def update(self, call: Call, ref: str, expr: str) -> None:

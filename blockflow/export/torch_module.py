@@ -140,7 +140,6 @@ class _FileWriter:
         self.class_names = Names({"Model", "module", "initial", "seed"})   # Model.__init__'s locals
         self.state: dict[str, np.ndarray] = {}
         self.variable_keys: dict = {}
-        self.uses_random = False
         hier = program.hierarchy
         self.instances = hier.instances
         #: left-out Variable flat id -> the flat id it reads, and back, per reading level
@@ -160,8 +159,6 @@ class _FileWriter:
         self.needed = needed_nodes(program, out_slots)
         self.class_of_path: dict[str, str] = {}
         self.texts: dict[str, str] = {}
-        #: the order nodes are drawn in, per level: what breaks ties in the order of lines
-        self.drawn_order: dict[str, dict] = {}
         self.needs_grad = self._placeholders_to_differentiate()
 
     # ----------------------------------------------------------------------------- the file
