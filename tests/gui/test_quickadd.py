@@ -18,6 +18,7 @@ from blockflow.io.project_io import load_project
 from blockflow.project import Edge
 
 from test_canvas import doc, make_view, port_pos, two_blocks, view  # noqa: F401  (fixtures)
+from test_main_window import dialogs, make_window  # noqa: F401  (no modal dialog stops a test)
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample_projects" / "stable_softmax.bflow.json"
@@ -141,6 +142,7 @@ def test_popup_and_palette_rank_alike(qtbot, doc):
         popup = open_by_tab(qtbot, view, QPoint(400, 300))
         qtbot.keyClicks(popup.edit, query)
         assert popup.shown_blocks()[0] == palette.visible_blocks()[0], query
+        assert palette.tree.currentItem().text(0) == popup.shown_blocks()[0]   # the palette's Enter
         names = [n.lower() for n in (query,)]
         assert rank(names, query) == 0
         qtbot.keyClick(popup.edit, Qt.Key_Escape)
@@ -221,3 +223,34 @@ def test_screenshot_of_the_popup(qtbot, tmp_path):
     assert view.rect().contains(box)
     assert popup.shown_blocks()[:2] == ["Softmax", "SoftmaxCrossEntropyWithLogits"] or \
         popup.shown_blocks()[0] == "Softmax"
+
+
+def test_the_dropped_wire_stays_drawn_to_the_popup_until_it_closes(qtbot, view, doc):
+    two_blocks(doc)
+    QApplication.processEvents()
+    drop = QPoint(700, 120)
+    drag_to(qtbot, view, port_pos(view, "x", "output"), drop)
+    popup = view.quick_add
+    live = popup.live
+    assert live is not None and live.scene() is view.scene()
+    end = live.path().pointAtPercent(1.0)
+    assert (view.mapFromScene(end) - drop).manhattanLength() < 3
+    qtbot.keyClick(popup.edit, Qt.Key_Tab)                # Tab in the box moves down, as Down does
+    assert popup.list.currentRow() == 1 and popup.isVisible()
+    qtbot.keyClick(popup.edit, Qt.Key_Escape)
+    assert popup.live is None and live.scene() is None
+
+
+def test_in_the_editor_window_tab_opens_the_popup_and_its_keys_stay_in_it(qtbot, tmp_path, dialogs):
+    window = make_window(qtbot, str(tmp_path / "settings.ini"), size=(1300, 800))
+    window.activateWindow()
+    view = window.view
+    popup = open_by_tab(qtbot, view, QPoint(300, 200))
+    qtbot.keyClicks(popup.edit, "relu")
+    qtbot.keyClick(popup.edit, Qt.Key_Down)
+    qtbot.keyClick(popup.edit, Qt.Key_Up)
+    qtbot.keyClick(popup.edit, Qt.Key_Return)
+    assert [n.block for n in window.document.page().nodes.values()] == ["Relu"]
+    popup = open_by_tab(qtbot, view, QPoint(500, 300))
+    qtbot.keyClick(popup.edit, Qt.Key_Escape)
+    assert not popup.isVisible() and len(window.document.page().nodes) == 1

@@ -18,6 +18,7 @@ from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem,
                                QStyle, QStyledItemDelegate, QToolButton, QVBoxLayout)
 
+from blockflow.gui.canvas.items import LiveWireItem
 from blockflow.gui.canvas.splice import fitting_inputs, fitting_outputs, probe_data
 from blockflow.gui.common.blocksearch import haystack, matches, rank
 
@@ -83,11 +84,14 @@ class QuickAdd(QFrame):
             layout.addWidget(widget)
         self.at = QPointF()
         self.wire: tuple | None = None     # (node, port, from_output, class or constraint)
+        self.live: LiveWireItem | None = None   # the dropped wire, drawn to the popup while it is open
         self.entries: list[_Entry] = []
         self.edit.textChanged.connect(self._refilter)
         self.edit.installEventFilter(self)
         self.list.itemClicked.connect(self._clicked)
         view.installEventFilter(self)      # Tab reaches the view's focus chain before its keys
+        view.viewport().installEventFilter(self)
+        view.diagram_scene().about_to_reload.connect(self._scene_reloading)
         self.hide()
 
     def _make_foot(self):
@@ -126,6 +130,7 @@ class QuickAdd(QFrame):
             self.wire = (node, port, from_output, kind)
             self.title.setText(f"Blocks that can {'take' if from_output else 'give'} {kind} "
                                f"({'from' if from_output else 'to'} {node}.{port})")
+            self._draw_wire(data, port, from_output)
         self.title.setVisible(wire is not None)
         self.foot.setVisible(wire is None)
         self.entries = self._entries()
@@ -137,6 +142,23 @@ class QuickAdd(QFrame):
         self.show()
         self.raise_()
         self.edit.setFocus(Qt.PopupFocusReason)
+
+    def _draw_wire(self, data, port: str, from_output: bool) -> None:
+        """The dropped wire stays drawn, from its port to where the block will go."""
+        self._forget_wire()
+        anchor = self.view.diagram_scene().node_items[data.node_id].port_scene_pos(port)
+        self.live = LiveWireItem(self.view.style_)
+        self.live.set_ends(anchor, self.at) if from_output else self.live.set_ends(self.at, anchor)
+        self.view.diagram_scene().addItem(self.live)
+
+    def _forget_wire(self) -> None:
+        if self.live is not None and self.live.scene() is not None:
+            self.live.scene().removeItem(self.live)
+        self.live = None
+
+    def _scene_reloading(self) -> None:
+        self.live = None                   # cleared with the scene
+        self.close_popup(refocus=False)
 
     def open_on_canvas(self, sp: QPointF) -> bool:
         """A right-click: the popup when ``sp`` is empty canvas (True), else nothing (False)."""
@@ -250,6 +272,7 @@ class QuickAdd(QFrame):
         return nid
 
     def close_popup(self, refocus: bool = True) -> None:
+        self._forget_wire()
         if self.isVisible():
             self.hide()
             if refocus:
@@ -271,18 +294,22 @@ class QuickAdd(QFrame):
                 self.open_at(self.view.cursor_scene_pos())
                 return True
             return False
-        if obj is self.edit:
-            if kind == QEvent.ShortcutOverride and event.key() in _KEYS:
-                event.accept()             # the window's shortcuts do not take these from the box
-                return True
-            if kind == QEvent.KeyPress and event.key() in _KEYS:
-                _KEYS[event.key()](self)
-                return True
-            if kind == QEvent.FocusOut and event.reason() != Qt.PopupFocusReason:
-                self.close_popup(refocus=False)   # a click elsewhere (its list and buttons take no focus)
+        if obj is not self.edit:           # the viewport: a press there ends the popup
+            if kind == QEvent.MouseButtonPress and self.isVisible():
+                self.close_popup(refocus=False)
+            return False
+        if kind == QEvent.ShortcutOverride and event.key() in _KEYS:
+            event.accept()             # the window's shortcuts do not take these from the box
+            return True
+        if kind == QEvent.KeyPress and event.key() in _KEYS:
+            _KEYS[event.key()](self)
+            return True
+        if kind == QEvent.FocusOut and event.reason() != Qt.PopupFocusReason:
+            self.close_popup(refocus=False)   # a click elsewhere (its list and buttons take no focus)
         return False
 
 
 _KEYS = {Qt.Key_Escape: QuickAdd.close_popup, Qt.Key_Return: QuickAdd.choose, Qt.Key_Enter: QuickAdd.choose,
          Qt.Key_Up: lambda self: self._step(-1), Qt.Key_Down: lambda self: self._step(1),
+         Qt.Key_Tab: lambda self: self._step(1), Qt.Key_Backtab: lambda self: self._step(-1),
          Qt.Key_PageUp: lambda self: self._step(-ROWS), Qt.Key_PageDown: lambda self: self._step(ROWS)}

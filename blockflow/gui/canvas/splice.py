@@ -117,7 +117,7 @@ class SpliceHint:
             self.item = QGraphicsPathItem(best.path())
             colour = QColor(self.view.style_.highlight)
             colour.setAlpha(150)
-            pen = QPen(colour, 9.0, Qt.SolidLine, Qt.RoundCap)
+            pen = QPen(colour, 11.0, Qt.SolidLine, Qt.RoundCap)
             self.item.setPen(pen)
             self.item.setZValue(-0.5)          # over the wires, under the blocks
             scene.addItem(self.item)
