@@ -205,24 +205,36 @@ def test_escape_after_a_wire_drop_leaves_no_block_and_no_wire(qtbot, view, doc):
     assert doc.undo_stack.count() == steps
 
 
-def test_screenshot_of_the_popup(qtbot, tmp_path):
-    doc = Document(load_project(SAMPLE), None)
-    view = make_view(qtbot, doc, size=(1000, 600))
-    view.fit_to_view()
-    QApplication.processEvents()
-    popup = open_by_tab(qtbot, view, QPoint(620, 140))
-    qtbot.keyClicks(popup.edit, "soft")
+def shoot(view, tmp_path, name: str):
+    """The view as it is, in tmp_path; in docs/ with BLOCKFLOW_UPDATE_SCREENSHOT=1."""
     QApplication.processEvents()
     image = view.grab().toImage()
-    assert image.save(str(tmp_path / "quickadd.png"))
-    if os.environ.get("BLOCKFLOW_QUICKADD_SHOT"):
-        image.save(os.environ["BLOCKFLOW_QUICKADD_SHOT"])
+    assert image.save(str(tmp_path / name))
+    if os.environ.get("BLOCKFLOW_SHOTS"):
+        image.save(os.path.join(os.environ["BLOCKFLOW_SHOTS"], name))
     if os.environ.get("BLOCKFLOW_UPDATE_SCREENSHOT"):
-        image.save(str(ROOT / "docs" / "quickadd.png"))
-    box = popup.geometry()
-    assert view.rect().contains(box)
-    assert popup.shown_blocks()[:2] == ["Softmax", "SoftmaxCrossEntropyWithLogits"] or \
-        popup.shown_blocks()[0] == "Softmax"
+        image.save(str(ROOT / "docs" / name))
+    return image
+
+
+def test_screenshots_of_the_popup(qtbot, tmp_path):
+    doc = Document(load_project(SAMPLE), None)
+    view = make_view(qtbot, doc, size=(960, 540))
+    view.fit_to_view()
+    QApplication.processEvents()
+    popup = open_by_tab(qtbot, view, QPoint(560, 90))
+    qtbot.keyClicks(popup.edit, "soft")
+    shoot(view, tmp_path, "quickadd.png")
+    assert view.rect().contains(popup.geometry())
+    assert popup.shown_blocks()[0] == "Softmax"
+    qtbot.keyClick(popup.edit, Qt.Key_Escape)
+    # a wire from Softmax_1's output dropped below it
+    start = port_pos(view, "Softmax_1", "softmax")
+    drag_to(qtbot, view, start, start + QPoint(40, 110))
+    assert popup.isVisible() and popup.title.isVisible()
+    shoot(view, tmp_path, "quickadd_wire.png")
+    assert view.rect().contains(popup.geometry())
+    qtbot.keyClick(popup.edit, Qt.Key_Escape)
 
 
 def test_the_dropped_wire_stays_drawn_to_the_popup_until_it_closes(qtbot, view, doc):
