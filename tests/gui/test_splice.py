@@ -138,8 +138,13 @@ def test_alt_drag_takes_a_block_out_of_its_chain_in_one_step(qtbot, view, doc):
     doc.connect("m", "y", "t", "x")
     QApplication.processEvents()
     before, steps = snapshot(doc), doc.undo_stack.count()
-    drag_block(qtbot, view, "m", QPointF(360, 320), modifier=Qt.AltModifier)
+    seen = {}
+    drag_block(qtbot, view, "m", QPointF(360, 320), modifier=Qt.AltModifier,
+               before_release=lambda: seen.update(shown=view.drag_layer().wires_shown,
+                                                  lifted=len(view.drag_layer().wires)))
+    assert seen == {"shown": False, "lifted": 2}        # drawn lifted out of its chain
     assert doc.page().edges == [Edge("x", "output", "t", "x")]
+    assert all(item.opacity() == 1.0 for item in view.scene().items())
     assert doc.page().nodes["m"].position != (300, 0)
     assert doc.undo_stack.count() == steps + 1
     doc.undo_stack.undo()

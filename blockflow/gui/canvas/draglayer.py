@@ -41,6 +41,7 @@ class DragLayer(QWidget):
         self.nodes: list = []          # the moving NodeItems
         self.wires: list = []          # their EdgeItems
         self.extra = None              # an item drawn under them (the wire a block would go into)
+        self.wires_shown = True
         self._picture: QPixmap | None = None
         self._last = QRect()           # viewport area the moving items covered at the last paint
         self.paints = 0                # paint events served (the benchmark and tests read it)
@@ -82,6 +83,11 @@ class DragLayer(QWidget):
         self.update(now.united(self._last))
         self._last = now
 
+    def hide_wires(self) -> None:
+        """Leave the moving blocks' wires out of the picture (a block Alt-dragged out of its chain)."""
+        self.update(self._covered())
+        self.wires_shown = False
+
     def set_extra(self, item) -> None:
         """Draw ``item`` (a scene item added during the drag, or None) under the moving items."""
         if not self.active:
@@ -106,7 +112,7 @@ class DragLayer(QWidget):
                 item.setOpacity(1.0)
             except RuntimeError:       # the scene was cleared under the drag
                 pass
-        self.nodes, self.wires, self.extra = [], [], None
+        self.nodes, self.wires, self.extra, self.wires_shown = [], [], None, True
 
     def _covered(self) -> QRect:
         """The viewport area the moving items cover, a pixel of margin around it."""
@@ -133,7 +139,7 @@ class DragLayer(QWidget):
             painter.setPen(self.extra.pen())
             painter.setBrush(Qt.NoBrush)
             painter.drawPath(self.extra.path())
-        for wire in self.wires:
+        for wire in self.wires if self.wires_shown else ():
             painter.setPen(wire.pen())
             painter.setBrush(Qt.NoBrush)
             painter.drawPath(wire.path())

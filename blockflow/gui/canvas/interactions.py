@@ -7,8 +7,10 @@ orange-canvas-core's document/interactions.py; the code is blockflow's.
 
 - ``Pan``: the middle button, or the left one with Space held, scrolls the view.
 - ``WireDrag``: from a port, lights up the ports that could take the wire (then checks those in
-  view exactly, a slice at a time), shows why a lit port was refused, and wires on release.
-- ``MoveBlocks``: Qt moves the selected blocks; the drag layer draws them; one undo step on release.
+  view exactly, a slice at a time), shows why a lit port was refused, and wires on release;
+  released on empty canvas, it opens the add-block popup for a block to wire (quickadd.py).
+- ``MoveBlocks``: Qt moves the selected blocks; the drag layer draws them; one undo step on release,
+  with the wire a lone block was dropped into, or its chain left with Alt (splice.py).
 - ``RubberBand``: Qt's rubber band selection, shift adding to the selection like Ctrl.
 - ``PlaceAt``: where pastes and dropped palette blocks land (the cursor; a repeated paste steps).
 """
@@ -184,7 +186,8 @@ class MoveBlocks(Interaction):
         layer = self.view.drag_layer()
         if event.buttons() & Qt.LeftButton and not layer.active:
             items = self.scene.node_items
-            layer.begin([items[n] for n in self.start if n in items])
+            if layer.begin([items[n] for n in self.start if n in items]) and self.detaching:
+                layer.hide_wires()      # lifted out of its chain: its wires go on release
         QGraphicsView.mouseMoveEvent(self.view, event)
         self._follow_wires()
         layer.moved()
