@@ -10,6 +10,7 @@ from PySide6.QtGui import QDragEnterEvent, QDragLeaveEvent, QDragMoveEvent, QDro
 from PySide6.QtWidgets import QApplication
 
 from blockflow.gui.canvas.view import BLOCK_MIME
+from blockflow.io.project_io import dumps_project
 from blockflow.project import Edge
 
 from test_canvas import doc, make_view, view  # noqa: F401  (fixtures)
@@ -47,8 +48,8 @@ def drag_block(qtbot, view, nid, to: QPointF, modifier=Qt.NoModifier, steps=6, b
 
 
 def snapshot(doc):
-    page = doc.page()
-    return ({n: tuple(v.position) for n, v in page.nodes.items()}, sorted(page.edges))
+    """The whole project as saved: undo must give back exactly this."""
+    return dumps_project(doc.project)
 
 
 def test_a_block_moved_onto_a_wire_lights_it_and_goes_into_it_in_one_step(qtbot, view, doc):
@@ -68,8 +69,11 @@ def test_a_block_moved_onto_a_wire_lights_it_and_goes_into_it_in_one_step(qtbot,
     assert edges == {Edge("x", "output", "u", "x"), Edge("u", "y", "t", "x")}
     assert doc.undo_stack.count() == steps + 1
     assert not [i for i in view.scene().items() if i.zValue() == -0.5]   # the light went
+    after = snapshot(doc)
     doc.undo_stack.undo()
     assert snapshot(doc) == before
+    doc.undo_stack.redo()
+    assert snapshot(doc) == after
 
 
 def test_a_block_that_does_not_fit_the_wire_neither_lights_it_nor_goes_in(qtbot, view, doc):
@@ -147,8 +151,12 @@ def test_alt_drag_takes_a_block_out_of_its_chain_in_one_step(qtbot, view, doc):
     assert all(item.opacity() == 1.0 for item in view.scene().items())
     assert doc.page().nodes["m"].position != (300, 0)
     assert doc.undo_stack.count() == steps + 1
+    after = snapshot(doc)
     doc.undo_stack.undo()
     assert snapshot(doc) == before
+    doc.undo_stack.redo()
+    assert snapshot(doc) == after
+    doc.undo_stack.undo()
     # without Alt the same drag only moves it
     drag_block(qtbot, view, "m", QPointF(360, 320))
     assert set(doc.page().edges) == {Edge("x", "output", "m", "x"), Edge("m", "y", "t", "x")}

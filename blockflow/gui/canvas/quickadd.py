@@ -18,9 +18,11 @@ from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem,
                                QStyle, QStyledItemDelegate, QToolButton, QVBoxLayout)
 
+from blockflow.present.dtypes import dtype_class
 from blockflow.gui.canvas.items import LiveWireItem
 from blockflow.gui.canvas.splice import fitting_inputs, fitting_outputs, probe_data
 from blockflow.gui.common.blocksearch import haystack, matches, rank
+from blockflow.gui.common.plaintext import literal, make_plain
 
 __all__ = ["QuickAdd", "WIDTH", "ROWS"]
 
@@ -67,7 +69,7 @@ class QuickAdd(QFrame):
         self.setObjectName("quickAdd")
         self.setFrameShape(QFrame.StyledPanel)
         self.setAutoFillBackground(True)
-        self.title = QLabel(self)
+        self.title = make_plain(QLabel(self))   # names a node and port of the file
         self.title.setWordWrap(True)
         self.edit = QLineEdit(self)
         self.edit.setPlaceholderText("Add block: type to search")
@@ -128,7 +130,7 @@ class QuickAdd(QFrame):
             ports = data.outputs if from_output else data.inputs
             kind = next((p.cls if from_output else p.constraint for p in ports if p.name == port), "any")
             self.wire = (node, port, from_output, kind)
-            self.title.setText(f"Blocks that can {'take' if from_output else 'give'} {kind} "
+            self.title.setText(f"Blocks that can {'take' if from_output else 'give'} {dtype_class(kind)} "
                                f"({'from' if from_output else 'to'} {node}.{port})")
             self._draw_wire(data, port, from_output)
         self.title.setVisible(wire is not None)
@@ -217,7 +219,7 @@ class QuickAdd(QFrame):
             item = QListWidgetItem(entry.label)
             item.setData(_BLOCK_ROLE, entry.block)
             item.setData(_CATEGORY_ROLE, entry.category)
-            item.setToolTip(entry.summary)
+            item.setToolTip(literal(entry.summary))   # a composite's doc is the file's text
             self.list.addItem(item)
         if shown:
             self.list.setCurrentRow(0)
