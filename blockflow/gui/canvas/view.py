@@ -24,6 +24,8 @@ from blockflow.errors import ProjectError
 from blockflow.gui.canvas.menus import context_menu, rename_label
 from blockflow.gui.canvas.minimap import Minimap
 from blockflow.gui.canvas.notices import Notices
+from blockflow.gui.canvas.quickadd import QuickAdd
+from blockflow.gui.canvas.splice import PaletteSplice
 from blockflow.gui.canvas.scene import OVERVIEW_MIN_NODES, OVERVIEW_SCALE, DiagramScene
 from blockflow.gui.canvas.tooltips import tooltip_at
 from blockflow.gui.common.theme import Style
@@ -59,6 +61,8 @@ class DiagramView(SelectionEditing, QGraphicsView):
         self.notices = Notices(self)
         self.place = PlaceAt(self)
         self._drag_layer = DragLayer(self)       # moving blocks drawn over a still picture
+        self.quick_add = QuickAdd(self)          # Tab, right-click on the canvas: add a block here
+        self.palette_splice = PaletteSplice(self)   # a palette block dropped on a wire goes into it
         scene = self._scene
         scene.selectionChanged.connect(self._on_selection)
         scene.about_to_reload.connect(self._before_reload)
@@ -504,16 +508,22 @@ class DiagramView(SelectionEditing, QGraphicsView):
 
     def dragMoveEvent(self, event):   # docs/qt.md §4: must accept, or no drop arrives
         if event.mimeData().hasFormat(BLOCK_MIME):
+            name = bytes(event.mimeData().data(BLOCK_MIME)).decode("utf-8", "replace").strip()
+            self.palette_splice.over(name, self.mapToScene(event.position().toPoint()))
             event.acceptProposedAction()
         else:
             event.ignore()
+
+    def dragLeaveEvent(self, event):
+        self.palette_splice.leave()
+        super().dragLeaveEvent(event)
 
     def dropEvent(self, event):
         if not event.mimeData().hasFormat(BLOCK_MIME):
             event.ignore()
             return
         name = bytes(event.mimeData().data(BLOCK_MIME)).decode("utf-8").strip()
-        self.drop_block(name, self.mapToScene(event.position().toPoint()))
+        self.palette_splice.drop(name, self.mapToScene(event.position().toPoint()))
         event.acceptProposedAction()
         self.setFocus()
 
@@ -533,6 +543,8 @@ class DiagramView(SelectionEditing, QGraphicsView):
         return tooltip_at(self, sp)
 
     def contextMenuEvent(self, event):
+        if self.quick_add.open_on_canvas(self.mapToScene(event.pos())):
+            return                      # empty canvas: the add-block popup, its foot the old menu
         menu = self.context_menu(self.mapToScene(event.pos()))
         menu.exec(event.globalPos())
 

@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QLineEdit, QMenu, QTreeWidget,
 
 from blockflow.gui.document.clipboard import BLOCK_MIME
 from blockflow.gui.common.theme import Style
+from blockflow.gui.common.blocksearch import rank
 
 __all__ = ["PalettePanel", "BlockTree"]
 
@@ -208,21 +209,13 @@ class PalettePanel(QWidget):
                 self.tree.setCurrentItem(self._rows[first[0]])
 
     def _rank(self, row, query: str) -> int:
-        """0 an exact name or alias, 1 a name or alias starting with the query, 2 containing it,
-        3 a match elsewhere (the summary, or the words apart)."""
-        names = self._names[row.data(0, _BLOCK_ROLE)]
-        if query in names:
-            return 0
-        if any(n.startswith(query) for n in names):
-            return 1
-        if any(query in n for n in names):
-            return 2
-        return 3
+        """blocksearch.rank: the canvas's add-block popup ranks the same way."""
+        return rank(self._names[row.data(0, _BLOCK_ROLE)], query)
 
     def visible_blocks(self) -> list[str]:
         """Block names currently shown, in tree order."""
         out = []
-        for cat in self._categories:
+        for cat in (self.tree.topLevelItem(i) for i in range(self.tree.topLevelItemCount())):
             if cat.isHidden():
                 continue
             for i in range(cat.childCount()):
