@@ -23,13 +23,14 @@ __all__ = ["CanvasKeyboard", "wire_order", "BURST_MS", "JUMP"]
 BURST_MS = 800
 #: grid steps a Shift+arrow moves
 JUMP = 5
+_MODIFIER_KEYS = {Qt.Key_Shift, Qt.Key_Control, Qt.Key_Alt, Qt.Key_Meta, Qt.Key_AltGr}
 
 
 def wire_order(page) -> list[str]:
     """The page's blocks in wire order: every block after the blocks that feed it; blocks free
     to go in any order go in reading order (top to bottom, left to right)."""
     def reading(nid):
-        x, y = page.nodes[nid].pos
+        x, y = page.nodes[nid].position
         return (round(y / GRID), x, nid)
 
     feeds = {nid: set() for nid in page.nodes}
@@ -158,7 +159,7 @@ class CanvasKeyboard:
         d = GRID * steps
         moves = {}
         for nid in ids:
-            x, y = page.nodes[nid].pos
+            x, y = page.nodes[nid].position
             moves[nid] = ((x, y), (x + dx * d, y + dy * d))
         # Presses in a burst share one gesture: the Document merges their moves into one step.
         if self._gesture is None or not self._since.isValid() or self._since.elapsed() > BURST_MS:
@@ -168,9 +169,11 @@ class CanvasKeyboard:
         view.select_nodes(ids)       # the moved items were rebuilt or moved: keep them selected
         view.ensureVisible(view.node_item(ids[0]), 20, 20)
 
-    def end_burst(self) -> None:
-        """The next arrow starts a new undo step (another key or a click came between)."""
-        self._gesture = None
+    def end_burst(self, event=None) -> None:
+        """The next arrow starts a new undo step (another key or a click came between). Shift or
+        Ctrl pressed on its own (to jump, say) is not another key."""
+        if event is None or event.key() not in _MODIFIER_KEYS:
+            self._gesture = None
 
     # ---------------------------------------------------------------- ports and wires
     def _ports(self, nid: str) -> list[str]:
@@ -245,7 +248,7 @@ class CanvasKeyboard:
         if target is not None:
             nid, port = target
             sp = view.node_item(nid).port_scene_pos(port)
-            self.wire._drag_to(sp)
+            self.wire._drag_to(sp)      # the gesture's own drawing, as if the mouse were there
             view.ensureVisible(QRectF(sp.x() - 40, sp.y() - 40, 80, 80))
             view.status_message.emit(f"wire to {nid}.{port} ({self.target + 1} of {len(self.targets)}): "
                                      "Enter connects, arrows or P choose another, Esc cancels")

@@ -416,7 +416,7 @@ class DiagramView(SelectionEditing, QGraphicsView):
     def keyPressEvent(self, event):
         entry = key_for(event)          # keymap.py: the one table of the canvas's keys (Tab is not one)
         if entry is None:
-            self.keyboard.end_burst()
+            self.keyboard.end_burst(event)
             super().keyPressEvent(event)
             return
         if not entry.action.startswith(("keyboard.move", "keyboard.jump")):
