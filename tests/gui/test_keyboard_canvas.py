@@ -14,6 +14,7 @@ from blockflow.gui.canvas.scene import GRID
 from blockflow.project import Edge
 
 from test_canvas import doc, make_view, view  # noqa: F401  (the canvas tests' fixtures)
+from test_main_window import dialogs, make_window, settings_path  # noqa: F401
 
 
 def key(view, k, mods=Qt.NoModifier) -> None:
@@ -177,3 +178,29 @@ def test_nothing_to_wire_to_is_said_and_escape_still_cancels(qtbot, view, doc):
     assert "nothing on this page" in said[-1]
     key(view, Qt.Key_Return)                          # Enter with no target: the wire ends
     assert view.interaction() is None and doc.page().edges == []
+
+
+def test_the_keys_work_in_the_editor_window_too(qtbot, settings_path, dialogs):
+    """In the window, menu shortcuts sit above the canvas: none of them takes these keys."""
+    from blockflow.gui.document.document import Document
+
+    doc = Document()
+    window = make_window(qtbot, settings_path, doc, size=(1200, 700))
+    doc.add_node("Placeholder", (0, 0), node_id="x", attrs={"shape": [3]})
+    doc.add_node("Tanh", (300, 0), node_id="t")
+    QApplication.processEvents()
+    view = window.view
+    window.activateWindow()
+    view.setFocus()
+    key(view, Qt.Key_BracketRight)
+    assert view.selected_nodes() == ["x"] and window.session.selection == ["x"]
+    key(view, Qt.Key_Down)
+    key(view, Qt.Key_Down)
+    assert tuple(doc.page().nodes["x"].position) == (0, 2 * GRID)
+    key(view, Qt.Key_P)
+    key(view, Qt.Key_Return)
+    key(view, Qt.Key_Return)
+    assert doc.page().edges == [Edge("x", "output", "t", "x")]
+    window.actions["undo"].trigger()
+    window.actions["undo"].trigger()
+    assert doc.page().edges == [] and tuple(doc.page().nodes["x"].position) == (0, 0)

@@ -103,3 +103,18 @@ def test_ctrl_d_duplicates_even_where_the_platform_calls_it_delete(qtbot, view, 
     view.setFocus()
     QTest.keyClick(view.viewport(), Qt.Key_D, Qt.ControlModifier)
     assert len(doc.page().nodes) == 2
+
+
+def test_the_editor_page_lists_every_canvas_key():
+    """docs/editor.md's Keyboard table has a row for each entry of the key table."""
+    from test_main_window import ROOT
+
+    text = (ROOT / "docs" / "editor.md").read_text(encoding="utf-8")
+    table = text[text.index("## Keyboard"):text.index("## Big diagrams")]
+    names = {"hold_space": "Space (hold)", "zoom_in": "zoom in", "zoom_out": "zoom out",
+             "delete_selection": "Del, Backspace", "escape": "Esc", "copy_selection": "Ctrl+C",
+             "cut_selection": "Ctrl+X", "paste": "Ctrl+V", "select_all": "Ctrl+A",
+             "duplicate_selection": "Ctrl+D", "help_at_cursor": "F1"}
+    for entry in CANVAS_KEYS:
+        shown = names.get(entry.action) or next(k for k in entry.keys if isinstance(k, str))
+        assert shown.strip("`") in table, entry.action
