@@ -100,8 +100,9 @@ def key_for(event) -> CanvasKey | None:
 
 
 def key_text(key) -> str:
-    """One key as the platform writes it ("Ctrl+C", "⌘C")."""
-    seqs = QKeySequence.keyBindings(key) if isinstance(key, QKeySequence.StandardKey) else [QKeySequence(key)]
+    """One key as the platform writes it ("Ctrl+C", "⌘C"); a standard key by its first binding
+    (the others are spare keys such as Ctrl+Ins, or keyboards' own Copy keys)."""
+    seqs = QKeySequence.keyBindings(key)[:1] if isinstance(key, QKeySequence.StandardKey) else [QKeySequence(key)]
     return ", ".join(s.toString(QKeySequence.NativeText) for s in seqs if not s.isEmpty())
 
 
