@@ -238,3 +238,16 @@ def test_screenshot_of_the_block_reference(qtbot, settings_path, tmp_path):
     assert ref.isVisible() and ref.width() > 380 and ref.height() > 160
     if os.environ.get("BLOCKFLOW_UPDATE_SCREENSHOT"):
         image.save(str(ROOT / "docs" / "block-reference.png"))
+
+
+def test_f1_follows_the_mouse_wherever_the_typing_focus_is(qtbot, settings_path):
+    window = open_sample(qtbot, settings_path)
+    view = window.view
+    window.activateWindow()
+    window.palette_panel.search.setFocus()           # typing in the palette's search field
+    item = view.node_item("Max_1")
+    qtbot.mouseMove(view.viewport(), view.mapFromScene(item.sceneBoundingRect().center()))
+    qtbot.waitUntil(view.viewport().underMouse, timeout=2000)
+    qtbot.keyClick(window.palette_panel.search, Qt.Key_F1)
+    qtbot.waitUntil(lambda: window.docks["reference"].isVisible())
+    assert window.block_reference.current == "Max"

@@ -138,11 +138,18 @@ class HelpMixin:
         """Help > Block Reference (F1): on the block F1 was pressed over, in the canvas or the
         palette; the reference's index from anywhere else."""
         focus = QApplication.focusWidget()
-        block = ""
-        if focus is not None and (focus is self.view or self.view.isAncestorOf(focus)):
-            block = self.view.help_block()
-        elif focus is not None and self.palette_panel.isAncestorOf(focus):
-            block = self.palette_panel.help_block()
+        view, palette = self.view, self.palette_panel
+        # the mouse first: F1 is pressed "over" a block, wherever the typing focus is
+        if view.viewport().underMouse() and view.help_block():
+            block = view.help_block()
+        elif palette.tree.viewport().underMouse() and palette.help_block():
+            block = palette.help_block()
+        elif focus is not None and (focus is view or view.isAncestorOf(focus)):
+            block = view.help_block()
+        elif focus is not None and palette.isAncestorOf(focus):
+            block = palette.help_block()
+        else:
+            block = ""
         self.open_block_reference(block)
 
     def show_shortcuts(self) -> ShortcutsDialog:
