@@ -69,7 +69,8 @@ class CanvasKeyboard:
         view.selection_changed.connect(self._on_selection)
 
     def _on_selection(self, _ids) -> None:
-        self.view.viewport().update()        # the focus ring is drawn over the page, not by an item
+        if self.port is not None:            # a focus ring is drawn over the page, not by an item
+            self.view.viewport().update()
 
     # ---------------------------------------------------------------- what is focused
     def block(self) -> str | None:
@@ -267,6 +268,8 @@ class CanvasKeyboard:
     # ---------------------------------------------------------------- drawing the focus
     def paint(self, painter, _rect) -> None:
         """The focused port, or the target a keyboard wire would take, ringed over the page."""
+        if self.port is None and self.wire is None:
+            return                           # every repaint comes here: nothing to look up
         view = self.view
         marks = []
         if self.wiring():
@@ -280,16 +283,24 @@ class CanvasKeyboard:
                 marks.append(focused)
         items = view.diagram_scene().node_items
         style = view.style_
+        px = 1.0 / max(view.zoom(), 0.05)    # one screen pixel in scene units: rings stay visible
         for nid, port in marks:
             item = items.get(nid)
             if item is None:
                 continue
             centre: QPointF = item.port_scene_pos(port)
             painter.setBrush(Qt.NoBrush)
-            painter.setPen(QPen(style.highlight, 2.5))
-            painter.drawEllipse(centre, 9.0, 9.0)
-            painter.setPen(QPen(style.text, 1.0, Qt.DashLine))
-            painter.drawEllipse(centre, 12.5, 12.5)
+            painter.setPen(_pen(style.highlight, 2.5))
+            r = max(9.0, 8.0 * px)
+            painter.drawEllipse(centre, r, r)
+            painter.setPen(_pen(style.text, 1.0, Qt.DashLine))
+            painter.drawEllipse(centre, r + 3.5 * px, r + 3.5 * px)
             # the block the focus is on, outlined too: the port alone is small when zoomed out
-            painter.setPen(QPen(style.highlight, 1.5, Qt.DashLine))
+            painter.setPen(_pen(style.highlight, 1.5, Qt.DashLine))
             painter.drawRoundedRect(item.sceneBoundingRect().adjusted(-6, -6, 6, 6), 8, 8)
+
+
+def _pen(color, width: float, style=Qt.SolidLine) -> QPen:
+    pen = QPen(color, width, style)
+    pen.setCosmetic(True)                    # as wide on screen at any zoom
+    return pen
