@@ -10,7 +10,7 @@ state: a move is pushed once, on release, as one undo step.
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QPoint, QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QKeySequence, QPainter
+from PySide6.QtGui import QPainter
 from PySide6.QtWidgets import QGraphicsView, QToolTip, QWidget
 
 from blockflow.project import Edge
@@ -20,6 +20,8 @@ from blockflow.gui.canvas.editing import SelectionEditing
 from blockflow.gui.canvas.gradients import GradientHighlighter
 from blockflow.gui.canvas.interactions import Interaction, Pan, PlaceAt, WireDrag
 from blockflow.gui.canvas.items import EdgeItem, NodeItem
+from blockflow.gui.canvas.keyboard import CanvasKeyboard
+from blockflow.gui.canvas.keymap import key_for
 from blockflow.errors import ProjectError
 from blockflow.gui.canvas.menus import context_menu, rename_label
 from blockflow.gui.canvas.minimap import Minimap
@@ -42,6 +44,8 @@ class DiagramView(SelectionEditing, QGraphicsView):
 
     selection_changed = Signal(list)
     status_message = Signal(str)
+    #: F1 over a block: its name ("" when none is under the cursor or selected)
+    help_requested = Signal(str)
     view_changed = Signal()
 
     def __init__(self, document, parent=None):
@@ -60,6 +64,7 @@ class DiagramView(SelectionEditing, QGraphicsView):
         self._minimap: Minimap | None = None
         self.notices = Notices(self)
         self.place = PlaceAt(self)
+        self.keyboard = CanvasKeyboard(self)     # keyboard.py: the canvas without a mouse
         self._drag_layer = DragLayer(self)       # moving blocks drawn over a still picture
         self.quick_add = QuickAdd(self)          # Tab, right-click on the canvas: add a block here
         self.palette_splice = PaletteSplice(self)   # a palette block dropped on a wire goes into it
@@ -381,6 +386,7 @@ class DiagramView(SelectionEditing, QGraphicsView):
 
     def mousePressEvent(self, event):
         self.notices.hide()
+        self.keyboard.end_burst()
         sp = self._scene_pos(event)
         current = self._interaction
         if current is None or not current.press(event, sp):
@@ -411,42 +417,51 @@ class DiagramView(SelectionEditing, QGraphicsView):
         super().mouseDoubleClickEvent(event)
 
     # ---------------------------------------------------------------- keys
-    #: key sequences -> what they do (besides Delete, Escape, Space, Ctrl+D, + and -)
-    _SHORTCUTS = ((QKeySequence.Copy, "copy_selection"), (QKeySequence.Cut, "cut_selection"),
-                  (QKeySequence.Paste, "paste"), (QKeySequence.SelectAll, "select_all"))
-
     def keyPressEvent(self, event):
-        key = event.key()
-        if key == Qt.Key_Space and not event.isAutoRepeat():
-            self._space = True
-            self.viewport().setCursor(Qt.OpenHandCursor)
-            event.accept()
-            return
-        action = self._key_action(event)
-        if action is None:
+        entry = key_for(event)          # keymap.py: the one table of the canvas's keys (Tab is not one)
+        if entry is None:
+            self.keyboard.end_burst(event)
             super().keyPressEvent(event)
             return
-        action()
+        if not entry.action.startswith(("keyboard.move", "keyboard.jump")):
+            self.keyboard.end_burst()
+        owner, _, name = entry.action.rpartition(".")
+        getattr(self.keyboard if owner == "keyboard" else self, name)()
         event.accept()
 
-    def _key_action(self, event):
-        key = event.key()
-        if key in (Qt.Key_Delete, Qt.Key_Backspace):
-            return self.delete_selection
-        if key == Qt.Key_Escape:
-            if isinstance(self._interaction, WireDrag):
-                return self.cancel_wire
-            return self._select_none if self.selected_nodes() or self.selected_wires() else self.go_up
-        for sequence, name in self._SHORTCUTS:
-            if event.matches(sequence):
-                return getattr(self, name)
-        if key == Qt.Key_D and event.modifiers() & Qt.ControlModifier:
-            return self.duplicate_selection
-        if event.matches(QKeySequence.ZoomIn) or key == Qt.Key_Plus:
-            return self.zoom_in
-        if event.matches(QKeySequence.ZoomOut) or key == Qt.Key_Minus:
-            return self.zoom_out
-        return None
+    def hold_space(self) -> None:
+        """Space down: a left drag pans until it is released (keyReleaseEvent)."""
+        self._space = True
+        self.viewport().setCursor(Qt.OpenHandCursor)
+
+    def escape(self) -> None:
+        """Esc: the innermost thing in progress ends: a wire, the port focus, the selection, else
+        the composite instance shown."""
+        if isinstance(self._interaction, WireDrag):
+            self.cancel_wire()
+            self.viewport().update()
+        elif self.keyboard.focused_port() is not None:
+            self.keyboard.forget()
+        elif self.selected_nodes() or self.selected_wires():
+            self._select_none()
+        else:
+            self.go_up()
+
+    def help_at_cursor(self) -> None:
+        """F1: the block under the cursor, else the one selected, in the Block Reference."""
+        self.help_requested.emit(self.help_block())
+
+    def help_block(self) -> str:
+        """The block F1 means: the one under the cursor, else the one selected ("" for none)."""
+        sp = self._last_scene_pos
+        item = self.node_at(sp) if sp is not None else None
+        if item is None:
+            sel = self.selected_nodes()
+            item = self._scene.node_items.get(sel[0]) if len(sel) == 1 else None
+        return item.data.block if item is not None else ""
+
+    def drawForeground(self, painter, rect):
+        self.keyboard.paint(painter, rect)      # the keyboard's focused port, or its wire's target
 
     def open_instance(self, node_id: str) -> None:
         """Show the inside of instance ``node_id`` (its composite's diagram; edits go to the

@@ -11,6 +11,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QDockWidget, QFrame, QScrollArea, QUndoView, QWidget
 
+from blockflow.gui.panels.blockref import BlockReferencePanel
 from blockflow.gui.panels.explain import GradientPanel
 from blockflow.gui.panels.inspector import InspectorPanel
 from blockflow.gui.panels.palette import PalettePanel
@@ -204,9 +205,27 @@ class TrainDock(DockPanel):
         panel.training_failed.connect(failed)
 
 
+class ReferenceDock(DockPanel):
+    """Block Reference: docs/blocks.md inside the editor (Help > Block Reference, F1); hidden
+    until asked for."""
+
+    key, title, object_name, attribute = "reference", "Block Reference", "referenceDock", "block_reference"
+
+    def create(self, window):
+        return BlockReferencePanel(window.document, window)
+
+    def place(self, window, dock):
+        # Hidden until asked for; tabified with the Inspector only then (helpmenu.py): a hidden
+        # tab there would make the Train tab's visibility flicker at every close.
+        dock.hide()
+
+    def bind(self, window, panel, dock):
+        window.inspector.help_requested.connect(window.open_block_reference)
+
+
 #: the docks, in the order they are made and listed in View > Panels
 PANELS: tuple[DockPanel, ...] = (PaletteDock(), InspectorDock(), ProblemsDock(), HistoryDock(), OverviewDock(),
-                                 ValuesDock(), StepperDock(), GradientDock(), TrainDock())
+                                 ValuesDock(), StepperDock(), GradientDock(), TrainDock(), ReferenceDock())
 
 
 def _scrolled(window, panel: QWidget) -> QScrollArea:
