@@ -11,6 +11,7 @@ from PySide6.QtWidgets import (QAbstractSpinBox, QApplication, QComboBox, QLineE
 
 from blockflow.gui.main_window.docks import PANELS
 from blockflow.gui.main_window.files import PROJECT_SUFFIX, SOURCE_ROOT, sample_projects
+from blockflow.gui.main_window.layout import reset_layout
 
 __all__ = ["MenusMixin", "MENUS", "block_reference"]
 
@@ -26,7 +27,7 @@ MENUS = (
                            "align_top", "align_vcenter", "align_bottom"], "align_menu"),
                ("Dis&tribute", ["distribute_horizontal", "distribute_vertical"], "distribute_menu"),
                "auto_layout", "-", "group", "ungroup", "go_up"]),
-    ("&View", ["zoom_in", "zoom_out", "reset_zoom", "fit", "-", "@panels", "-", "gradient_paths",
+    ("&View", ["zoom_in", "zoom_out", "reset_zoom", "fit", "-", "@panels", "reset_layout", "-", "gradient_paths",
                "gradient_legend"]),
     ("&Page", ["add_page", "rename_page", "delete_page", "-", "next_page", "prev_page"]),
     ("&Run", ["run_forward", "run_backward", "-", "clear_results", "-", "check_gradients", "-",
@@ -82,6 +83,8 @@ class MenusMixin:
         a("delete_page", "&Delete Page…", lambda: self.delete_page())
         a("next_page", "&Next Page", lambda: self._step_page(1), "Ctrl+PgDown")
         a("prev_page", "&Previous Page", lambda: self._step_page(-1), "Ctrl+PgUp")
+        a("reset_layout", "&Reset Layout", lambda: reset_layout(self), None,
+          "Put every panel back in its default place and size")
         a("about", "&About blockflow", self.about)
         a("block_reference", "&Block Reference", self.open_block_reference, K.HelpContents)
         self.actions["block_reference"].setEnabled(block_reference() is not None)

@@ -172,7 +172,7 @@ class TrainDock(DockPanel):
     scrolled = True
 
     def create(self, window):
-        return TrainPanel(window.document, window)
+        return TrainPanel(window.document, window, settings=window.settings)
 
     def place(self, window, dock):
         window.tabifyDockWidget(window.docks["inspector"], dock)
