@@ -29,6 +29,8 @@ __all__ = ["ValueViewerPanel", "ArrayPane", "ArrayTableModel", "HeatmapWidget"]
 
 #: the viewer's heatmap has at most this many cells a side (bigger: block means, said so)
 VIEW_CELLS = 200
+#: the rows and columns measured for the table's column width; a cell's padding a side
+_MEASURED, _CELL_PADDING = 64, 8
 
 
 def _esc(text: str) -> str:
@@ -218,7 +220,12 @@ class ArrayPane(QWidget):
         self.table.setFont(QFont("DejaVu Sans Mono", max(7, self.font().pointSize() - 1)))
         self.table.verticalHeader().setDefaultSectionSize(self.table.fontMetrics().height() + 4)
         self.table.verticalHeader().setSectionResizeMode(QHeaderView.Fixed)
-        self.table.horizontalHeader().setDefaultSectionSize(84)
+        # Columns as wide as their numbers, the table at least as wide as one: a right-aligned
+        # number in a column wider than the view showed its first digit only ("1" for 1003) or
+        # nothing, where the panel is narrow (a high scale factor, a small screen).
+        self.table.setTextElideMode(Qt.ElideRight)    # a number wider still ends in "…", never cut silently
+        # per pixel: per item, one column wider than the view could not be scrolled at all
+        self.table.setHorizontalScrollMode(QTableView.ScrollPerPixel)
         self.heatmap = HeatmapWidget()
         self.split = QSplitter(Qt.Horizontal)
         self.split.addWidget(self.table)
@@ -236,6 +243,24 @@ class ArrayPane(QWidget):
         col.addStretch(0)             # takes the room when there is only a message
         self.array: np.ndarray | None = None
         self.set_message("")
+
+    def _fit_columns(self) -> None:
+        """Column width from the widest number shown in the first rows and columns (a big array
+        is not measured whole), the table at least wide enough for one such column."""
+        model, table = self.model, self.table
+        metrics = table.fontMetrics()
+        rows, cols = min(model.rowCount(), _MEASURED), min(model.columnCount(), _MEASURED)
+        texts = [model.data(model.index(r, c)) or "" for r in range(rows) for c in range(cols)]
+        header = table.horizontalHeader()
+        label_w = max((header.fontMetrics().horizontalAdvance(str(model.headerData(c, Qt.Horizontal)))
+                       for c in range(cols)), default=0)
+        width = max([metrics.horizontalAdvance(t) for t in texts] + [label_w, 24]) + 2 * _CELL_PADDING
+        header.setDefaultSectionSize(width)
+        header.setMinimumSectionSize(min(width, 48))
+        for c in range(model.columnCount()):
+            header.resizeSection(c, width)
+        frame = 2 * table.frameWidth() + table.verticalScrollBar().sizeHint().width()
+        table.setMinimumWidth(table.verticalHeader().sizeHint().width() + width + frame)
 
     def set_title(self, title: str) -> None:
         self.title.setText(f"<b>{_esc(title)}</b>")
@@ -264,6 +289,7 @@ class ArrayPane(QWidget):
             parts.append("all finite")
         self.stats.setText(" · ".join(parts))
         self.model.set_array(shown, label)
+        self._fit_columns()
         self.heatmap.set_array(shown, diverging)
         if self.heatmap.downsampled:
             self.stats.setText(self.stats.text() + " · heatmap: block means")
