@@ -219,6 +219,9 @@ def _scrolled(window, panel: QWidget) -> QScrollArea:
 
 def build_docks(window) -> None:
     """Make every dock of PANELS (``window.docks[key]``; the panel as ``window.<attribute>``)."""
+    # the right-hand column runs down to the status bar: the inspector's form, the stepper and the
+    # Train panel's curves need the height more than the bottom row needs the width
+    window.setCorner(Qt.BottomRightCorner, Qt.RightDockWidgetArea)
     for entry in PANELS:
         panel = entry.create(window)
         if entry.attribute:

@@ -54,11 +54,11 @@ def default_dock_sizes(window) -> None:
     d = window.docks
     window.resizeDocks([d["palette"], d["inspector"]], [220, right_column_width(window)], Qt.Horizontal)
     window.resizeDocks([d["problems"]], [200], Qt.Vertical)
-    window.resizeDocks([d["problems"], d["values"]], [420, 1000], Qt.Horizontal)
+    window.resizeDocks([d["problems"], d["values"]], [480, 720], Qt.Horizontal)
     window.resizeDocks([d["palette"], d["minimap"]], [560, 170], Qt.Vertical)
-    # Inspector | Train above, Backward steps | Gradient below; the inspector's form needs the
-    # room most of the time
-    window.resizeDocks([d["inspector"], d["stepper"]], [470, 370], Qt.Vertical)
+    # Inspector | Train above, Backward steps | Gradient below; the inspector's form and the
+    # Train panel's curves need the room most of the time
+    window.resizeDocks([d["inspector"], d["stepper"]], [540, 300], Qt.Vertical)
 
 
 def reset_layout(window) -> None:

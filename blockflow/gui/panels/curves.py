@@ -8,15 +8,17 @@ the slider row at once.
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QSlider, QVBoxLayout, QWidget
+from PySide6.QtCore import QEvent, QPoint, Qt, Signal
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QScrollArea, QSlider, QVBoxLayout, QWidget
 
 from blockflow.project import split_port_text
 
-__all__ = ["TrainCurves", "smooth", "SMOOTHING_KEY", "DEFAULT_SMOOTHING", "MAX_SMOOTHING"]
+__all__ = ["TrainCurves", "smooth", "log_ticks", "SMOOTHING_KEY", "DEFAULT_SMOOTHING", "MAX_SMOOTHING"]
 
 #: where the smoothing is kept in the settings, its default (TensorBoard's) and its top
 SMOOTHING_KEY, DEFAULT_SMOOTHING, MAX_SMOOTHING = "train/lossSmoothing", 0.6, 0.99
+#: the plots' least height; in a scrolled panel they take the rest of the height in sight
+MIN_PLOT_HEIGHT = 340
 _LOSS_COLOUR = "#3b7dd8"
 _METRIC_COLOURS = ("#e07b39", "#2ca02c", "#9467bd", "#d62728", "#17becf")
 
@@ -39,6 +41,27 @@ def smooth(values, weight: float) -> np.ndarray:
         count += 1
         out[i] = last / (1.0 - weight ** count)
     return out
+
+
+def log_ticks(lo: float, hi: float) -> list[list[tuple[float, str]]]:
+    """The loss axis's ticks (log scale: positions are log10 of the values) for values from
+    ``lo`` to ``hi`` (> 0): labelled decades, and 2 and 5 times them labelled too where the range
+    spans under two decades; the other multiples unlabelled. pyqtgraph's own labels every minor
+    tick of a short range, one over another."""
+    first, last = int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi)))
+    if last - first > 60:             # a diverging loss: decades only, a few of them
+        step = (last - first) // 10 + 1
+        return [[(float(d), f"1e{d}") for d in range(first, last + 1, step)], []]
+    few = last - first <= 2
+    major, minor = [], []
+    for d in range(first, last + 1):
+        for m in range(1, 10):
+            value = m * 10.0 ** d
+            if m == 1 or few and m in (2, 5):
+                major.append((float(np.log10(value)), f"{value:.3g}"))
+            else:
+                minor.append((float(np.log10(value)), ""))
+    return [major, minor]
 
 
 def _read_smoothing(settings) -> float:
@@ -119,7 +142,6 @@ class TrainCurves(QWidget):
         loss_plot = widget.addPlot(row=0, col=0)
         loss_plot.setLogMode(y=True)
         loss_plot.setLabel("left", "loss")
-        loss_plot.getAxis("left").setStyle(maxTextLevel=0)     # label decades only (log scale)
         loss_plot.showGrid(x=True, y=True, alpha=0.2)
         loss_plot.setDownsampling(auto=True)
         loss_plot.setClipToView(True)
@@ -133,12 +155,45 @@ class TrainCurves(QWidget):
         metric_plot.setXLink(loss_plot)
         widget.ci.layout.setRowStretchFactor(0, 3)     # the loss is what one watches
         widget.ci.layout.setRowStretchFactor(1, 2)
-        self._plot = {"widget": widget, "raw": loss_plot.plot(pen=pg.mkPen(faint, width=1)),
+        self._plot = {"widget": widget, "loss_axis": loss_plot.getAxis("left"), "raw": loss_plot.plot(pen=pg.mkPen(faint, width=1)),
                       "loss": loss_plot.plot(pen=pg.mkPen(_LOSS_COLOUR, width=2)),
                       "metric_plot": metric_plot, "metric_curves": {}, "pg": pg}
-        widget.setMinimumHeight(300)
         self.column.addWidget(widget, 1)
+        self._fit_height()
         self.redraw()
+
+    # ------------------------------------------------------------------ the height
+    def _scroll_area(self) -> QScrollArea | None:
+        w = self.parentWidget()
+        while w is not None and not isinstance(w, QScrollArea):
+            w = w.parentWidget()
+        return w
+
+    def showEvent(self, event):
+        super().showEvent(event)
+        area = self._scroll_area()
+        if area is not None:
+            area.viewport().installEventFilter(self)      # follow the dock's height
+        self._fit_height()
+
+    def eventFilter(self, obj, event):   # noqa: N802 (Qt's name)
+        if event.type() == QEvent.Resize:
+            self._fit_height()
+        return False
+
+    def _fit_height(self) -> None:
+        """The plots fill the dock's height in sight below what is above them (the settings are
+        below, scrolled to): in a panel that scrolls, a stretch gets no more than its minimum."""
+        if self._plot is None:
+            return
+        widget = self._plot["widget"]
+        area = self._scroll_area()
+        height = MIN_PLOT_HEIGHT
+        if area is not None and area.widget() is not None:
+            top = widget.mapTo(area.widget(), QPoint(0, 0)).y() if widget.isVisible() else \
+                self.mapTo(area.widget(), QPoint(0, 0)).y() + self.slider.sizeHint().height() + 2
+            height = max(height, area.viewport().height() - top - 6)
+        widget.setFixedHeight(height)         # a scroll area gives a widget its size hint, not more room
 
     def set_data(self, losses, metric_values: dict) -> None:
         self.losses = np.asarray(losses, dtype=np.float64)
@@ -171,6 +226,9 @@ class TrainCurves(QWidget):
         steps = np.arange(losses.size)
         # log scale: a loss <= 0 has no place on it (a gap, not a crash)
         positive = np.where(losses > 0, losses, np.nan)
+        finite = positive[np.isfinite(positive)]
+        if finite.size:
+            self._plot["loss_axis"].setTicks(log_ticks(float(finite.min()), float(finite.max())))
         shown = smooth(positive, self.smoothing)
         self.drawn = (positive, shown)
         raw.setVisible(self.smoothing > 0)
