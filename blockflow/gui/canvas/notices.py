@@ -66,12 +66,16 @@ class Notices:
         return inverse.map(QPointF(left - rect.left(), top - rect.top()))
 
 
-#: what an empty page says: the three first actions
-EMPTY_PAGE_HINT = ("This page is empty. To begin:\n"
-                   "1.  Add a block: drag one from the Blocks palette, or press Tab or right-click "
-                   "here and type its name.\n"
-                   "2.  Wire it: drag from an output port (right side) to an input port (left side).\n"
-                   "3.  Run it: Run > Forward (F5); Run > Backward (Shift+F5) adds the gradients.")
+#: what an empty page says: the three first actions (our own words: no text of a file in it)
+EMPTY_PAGE_STEPS = (
+    ("Add a block", "drag one from the Blocks palette, or press <b>Tab</b> or <b>right-click</b> "
+                    "here and type its name."),
+    ("Wire it", "drag from an output port (a block's right side) to an input port (left side)."),
+    ("Run it", "<b>Run &gt; Forward</b> (F5); <b>Run &gt; Backward</b> (Shift+F5) adds the gradients."),
+)
+EMPTY_PAGE_HINT = ("<p style='font-size:large'><b>This page is empty.</b> To begin:</p><ol>"
+                   + "".join(f"<li style='margin-bottom:4px'><b>{what}:</b> {how}</li>" for what, how in EMPTY_PAGE_STEPS)
+                   + "</ol>")
 
 
 class EmptyPageHint(QLabel):
@@ -83,7 +87,7 @@ class EmptyPageHint(QLabel):
         super().__init__(EMPTY_PAGE_HINT, view.viewport())
         self.view = view
         self.setObjectName("emptyPageHint")
-        self.setTextFormat(Qt.PlainText)          # the hint names keys; nothing in it is markup
+        self.setTextFormat(Qt.RichText)
         self.setWordWrap(True)
         self.setAttribute(Qt.WA_TransparentForMouseEvents)
         self.setFocusPolicy(Qt.NoFocus)
@@ -93,6 +97,8 @@ class EmptyPageHint(QLabel):
         scene.reloaded.connect(self.follow)
         scene.contents_changed.connect(self.follow)
         view.viewport().installEventFilter(self)
+        # a scroll of the canvas scrolls the viewport's child widgets too: put it back in the middle
+        view.view_changed.connect(self._keep_centred)
         self.follow()
 
     def restyle(self) -> None:
@@ -117,13 +123,18 @@ class EmptyPageHint(QLabel):
 
     def _place(self) -> None:
         vp = self.view.viewport().rect()
-        width = min(520, max(200, vp.width() - 40))
-        self.setFixedWidth(width)
+        width = min(560, max(200, vp.width() - 40))
+        self.setMinimumSize(0, 0)
+        self.setMaximumSize(16777215, 16777215)        # heightForWidth honours earlier fixed sizes
         height = self.heightForWidth(width)
-        self.setFixedHeight(height if height > 0 else self.sizeHint().height())
+        self.setFixedSize(width, height if height > 0 else self.sizeHint().height())
         self.move(vp.center().x() - width // 2, max(10, vp.center().y() - self.height() // 2))
 
+    def _keep_centred(self) -> None:
+        if self.isVisible():
+            self._place()
+
     def eventFilter(self, obj, event):   # noqa: N802 (Qt's name)
-        if event.type() == QEvent.Resize and self.isVisible():
+        if event.type() == QEvent.Resize and self.empty():
             self._place()
         return False
