@@ -106,14 +106,24 @@ def test_a_wheel_turn_over_the_slider_scrolls_the_panel_not_the_smoothing(qtbot,
     window.docks["train"].raise_()
     curves = window.train_panel.curves
     qtbot.waitUntil(lambda: curves.made, timeout=5000)
-    slider = window.centralWidget().setFocus() or curves.slider
-    before = curves.smoothing
+    window.view.setFocus()                     # the slider has not been chosen
+    slider = curves.slider
+    scroll = window.docks["train"].widget().verticalScrollBar()
+    assert scroll.maximum() > 0                # the settings are below, to scroll to
+    before, top = curves.smoothing, scroll.value()
     at = QPointF(slider.rect().center())
     for _ in range(3):
         event = QWheelEvent(at, QPointF(slider.mapToGlobal(at.toPoint())), QPoint(0, 0), QPoint(0, -120),
                             Qt.NoButton, Qt.NoModifier, Qt.NoScrollPhase, False)
         QApplication.sendEvent(slider, event)
-    assert curves.smoothing == before
+    assert curves.smoothing == before and scroll.value() > top
+    qtbot.mouseClick(slider, Qt.LeftButton, Qt.NoModifier, QPoint(slider.width() - 4, slider.height() // 2))
+    assert slider.hasFocus()                   # clicked: now it is the slider's wheel
+    chosen = curves.smoothing
+    QApplication.sendEvent(slider, QWheelEvent(at, QPointF(slider.mapToGlobal(at.toPoint())), QPoint(0, 0),
+                                               QPoint(0, -120), Qt.NoButton, Qt.NoModifier, Qt.NoScrollPhase,
+                                               False))
+    assert curves.smoothing != chosen
 
 
 # ------------------------------------------------------------------------------- kept
