@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QByteArray, QPoint, QSettings, Qt
 from PySide6.QtGui import QFont
-from PySide6.QtWidgets import QApplication, QDockWidget, QMainWindow, QMessageBox
+from PySide6.QtWidgets import QApplication, QDockWidget, QMainWindow, QMessageBox, QTabBar
 
 from blockflow.gui.document.document import Document
 from blockflow.gui.main_window import MainWindow, docks
@@ -96,6 +96,39 @@ def test_the_train_panel_has_room_for_its_curves(qtbot, settings_path):
     assert 0 <= top < dock.height() // 3
     seen = plot.viewport().visibleRegion().boundingRect()
     assert seen.height() >= plot.viewport().height() - 1 and seen.width() >= plot.viewport().width() - 1
+
+
+def tab_bars_in_the_way(window) -> list[str]:
+    """Visible tab bars of the window over the canvas or a dock they do not switch."""
+    QApplication.processEvents()
+    found = []
+    for bar in window.findChildren(QTabBar, options=Qt.FindDirectChildrenOnly):
+        if not bar.isVisible():
+            continue
+        titles = {bar.tabText(i) for i in range(bar.count())}
+        over = [d.objectName() for d in window.docks.values()
+                if d.isVisible() and d.windowTitle() not in titles and d.geometry().intersects(bar.geometry())]
+        if window.centralWidget().geometry().intersects(bar.geometry()) or over:
+            found.append(f"{sorted(titles)} at {bar.geometry().getRect()} over {over or 'the canvas'}")
+    return found
+
+
+def test_no_tab_bar_is_left_over_the_canvas_or_another_dock(qtbot, settings_path):
+    """Qt leaves a second tab bar behind when docks are tabbed in a column before the window is
+    shown; drawn over the Values panel at QT_SCALE_FACTOR=2. The window hides it."""
+    for size in (DEFAULT_SIZE, (780, 480)):
+        window = open_window(qtbot, settings_path, size=size)
+        assert not tab_bars_in_the_way(window), size
+        window.docks["train"].raise_()
+        window.resize(size[0] - 60, size[1] - 40)
+        assert not tab_bars_in_the_way(window), size
+        window.actions["reset_layout"].trigger()
+        assert not tab_bars_in_the_way(window), size
+        for key in ("inspector", "stepper", "problems"):       # the tabs in use are still there
+            (bar,) = [b for b in window.findChildren(QTabBar, options=Qt.FindDirectChildrenOnly)
+                      if b.isVisible() and window.docks[key].windowTitle() in
+                      {b.tabText(i) for i in range(b.count())}]
+        close(window)
 
 
 # ------------------------------------------------------------------------------- kept between sessions

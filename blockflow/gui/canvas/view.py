@@ -53,7 +53,7 @@ class DiagramView(SelectionEditing, QGraphicsView):
         self._space = False
         self._selected_wires: set[Edge] = set()
         self._pending_fit = True
-        self._fitted: tuple | None = None        # (transform, centre) the last fit left the view at
+        self._fitted: tuple | None = None        # (transform, centre, viewport) of the last fit
         self._views: dict[str, tuple] = {}       # page -> (transform, centre) to come back to
         self._last_scene_pos: QPointF | None = None
         self._minimap: Minimap | None = None

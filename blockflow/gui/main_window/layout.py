@@ -8,14 +8,14 @@ Layout puts every dock back where the defaults have it.
 """
 from __future__ import annotations
 
-from PySide6.QtCore import QByteArray, Qt
+from PySide6.QtCore import QByteArray, Qt, QTimer
 from PySide6.QtGui import QFontMetrics
-from PySide6.QtWidgets import QDockWidget
+from PySide6.QtWidgets import QDockWidget, QTabBar
 
 from blockflow.gui.main_window.docks import PANELS
 
 __all__ = ["STATE_VERSION", "GEOMETRY_KEY", "STATE_KEY", "restore_layout", "save_layout", "reset_layout",
-           "default_dock_sizes", "right_column_width"]
+           "default_dock_sizes", "right_column_width", "hide_stale_tab_bars"]
 
 #: the version saveState stamps: a state of another version is not restored
 STATE_VERSION = 2
@@ -61,6 +61,25 @@ def default_dock_sizes(window) -> None:
     window.resizeDocks([d["inspector"], d["stepper"]], [540, 300], Qt.Vertical)
 
 
+def hide_stale_tab_bars(window) -> None:
+    """Hide the tab bars no tabbed docks use. Qt (6.11) makes two tab bars when docks are tabbed
+    in a column of docks before the window is shown, and leaves one where the layout first put
+    it, drawn over whatever dock comes to be there (at QT_SCALE_FACTOR=2, "Backward steps |
+    Gradient" over the Values panel). A tab bar in use runs along the bottom of the docks it
+    switches between."""
+    shown = [d.geometry() for d in window.docks.values() if d.isVisible() and not d.isFloating()]
+    for bar in window.findChildren(QTabBar, options=Qt.FindDirectChildrenOnly):
+        g = bar.geometry()
+        if bar.isVisible() and not any(abs(d.left() - g.left()) <= 2 and abs(d.width() - g.width()) <= 2
+                                       and -2 <= g.top() - d.bottom() <= 12 for d in shown):
+            bar.hide()
+
+
+def hide_stale_tab_bars_later(window) -> None:
+    """After the layout has placed the docks (it does so on the next turn of the event loop)."""
+    QTimer.singleShot(0, window, lambda: hide_stale_tab_bars(window))
+
+
 def reset_layout(window) -> None:
     """Every dock back in its default place, shown, at its default size (View > Reset Layout)."""
     docks: dict[str, QDockWidget] = window.docks
@@ -74,6 +93,7 @@ def reset_layout(window) -> None:
         dock.show()
         entry.place(window, dock)
     default_dock_sizes(window)
+    hide_stale_tab_bars_later(window)
 
 
 def restore_layout(window) -> None:

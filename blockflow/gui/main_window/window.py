@@ -23,7 +23,7 @@ from blockflow.gui.main_window.composites import CompositesMixin
 from blockflow.gui.main_window.canvas_results import GradientsOnCanvas, ResultsOnCanvas
 from blockflow.gui.main_window.docks import bind_docks, build_docks
 from blockflow.gui.main_window.files import FilesMixin
-from blockflow.gui.main_window.layout import default_dock_sizes
+from blockflow.gui.main_window.layout import default_dock_sizes, hide_stale_tab_bars_later
 from blockflow.gui.main_window.model_export import ModelExportMixin
 from blockflow.gui.main_window.runs import RunsMixin
 from blockflow.gui.main_window.tabs import PageTabBar
@@ -144,6 +144,7 @@ class MainWindow(FilesMixin, CompositesMixin, ModelExportMixin, MenusMixin, Runs
         if self.layout_pending:            # no saved layout: the defaults, for the size shown at
             self.layout_pending = False
             default_dock_sizes(self)
+        hide_stale_tab_bars_later(self)
 
     def closeEvent(self, event):
         if self.maybe_save():
