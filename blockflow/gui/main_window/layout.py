@@ -8,6 +8,8 @@ Layout puts every dock back where the defaults have it.
 """
 from __future__ import annotations
 
+import weakref
+
 from PySide6.QtCore import QByteArray, Qt, QTimer
 from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QDockWidget, QTabBar
@@ -76,8 +78,15 @@ def hide_stale_tab_bars(window) -> None:
 
 
 def hide_stale_tab_bars_later(window) -> None:
-    """After the layout has placed the docks (it does so on the next turn of the event loop)."""
-    QTimer.singleShot(0, window, lambda: hide_stale_tab_bars(window))
+    """After the layout has placed the docks (it does so on the next turn of the event loop).
+    The call holds the window weakly: a window closed before it runs is freed all the same."""
+    ref = weakref.ref(window)
+
+    def run():
+        w = ref()
+        if w is not None:
+            hide_stale_tab_bars(w)
+    QTimer.singleShot(0, window, run)
 
 
 def reset_layout(window) -> None:
