@@ -94,8 +94,11 @@ def test_the_train_panel_has_room_for_its_curves(qtbot, settings_path):
     # the curves are at the top of the panel, wholly in sight without scrolling
     top = plot.mapTo(dock, QPoint(0, 0)).y()
     assert 0 <= top < dock.height() // 3
-    seen = plot.viewport().visibleRegion().boundingRect()
-    assert seen.height() >= plot.viewport().height() - 1 and seen.width() >= plot.viewport().width() - 1
+
+    def wholly_seen():
+        seen = plot.viewport().visibleRegion().boundingRect()
+        return seen.height() >= plot.viewport().height() - 1 and seen.width() >= plot.viewport().width() - 1
+    qtbot.waitUntil(wholly_seen, timeout=3000)        # once the docks have settled
 
 
 def tab_bars_in_the_way(window) -> list[str]:
