@@ -149,3 +149,36 @@ def test_the_canvas_fits_once_the_window_has_its_size_and_keeps_a_users_zoom(tmp
     assert seen["shrunk_zoom"] == pytest.approx(seen["refit_zoom"])
     assert seen["zoomed"] > seen["before"]
     assert seen["after"] == pytest.approx(seen["zoomed"])   # the user's zoom stays
+
+
+def test_the_values_tables_columns_follow_the_numbers_shown(qtbot):
+    """In this process (scale 1): one array after another, narrow and wide, each column as wide
+    as its numbers, none elided, and the table never narrower than one column."""
+    import numpy as np
+    from PySide6.QtWidgets import QApplication, QStyle
+
+    from blockflow.gui.panels.valueviewer import ArrayPane
+
+    pane = ArrayPane("Value")
+    qtbot.addWidget(pane)
+    pane.resize(500, 300)
+    pane.show()
+    qtbot.waitExposed(pane)
+    table = pane.table
+    rng = np.random.default_rng(0)
+    arrays = [np.array([1003.0, 2.5]), rng.normal(size=(6, 300)) * 1e6, np.array([[1.0, 2.0]]),
+              np.array(-123456.75, dtype=np.float64), np.arange(4, dtype=np.int64)]
+    margin = table.style().pixelMetric(QStyle.PM_FocusFrameHMargin, None, table) + 1
+    widths = []
+    for arr in arrays:
+        pane.set_array(arr, arr, "out")
+        QApplication.processEvents()
+        model, fm = table.model(), table.fontMetrics()
+        assert table.minimumWidth() >= table.columnWidth(0)
+        for r in range(min(model.rowCount(), 6)):
+            for c in range(min(model.columnCount(), 6)):
+                text = model.data(model.index(r, c))
+                room = table.columnWidth(c) - 2 * margin
+                assert fm.elidedText(text, table.textElideMode(), room) == text, (arr.shape, text)
+        widths.append(table.columnWidth(0))
+    assert widths[1] > widths[0] > 0 and widths[2] < widths[1] and widths[4] <= widths[0]

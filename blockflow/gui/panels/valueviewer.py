@@ -24,13 +24,12 @@ from blockflow.gui.common.plaintext import plain_label
 from blockflow.present.levels import group_label, grouped_names
 from blockflow.present.values import colormap, format_number, value_stats
 from blockflow.gui.common.heatmap import heatmap_image
+from blockflow.gui.panels.arraytable import ArrayTableModel, fit_columns
 
 __all__ = ["ValueViewerPanel", "ArrayPane", "ArrayTableModel", "HeatmapWidget"]
 
 #: the viewer's heatmap has at most this many cells a side (bigger: block means, said so)
 VIEW_CELLS = 200
-#: the rows and columns measured for the table's column width; a cell's padding a side
-_MEASURED, _CELL_PADDING = 64, 8
 
 
 def _esc(text: str) -> str:
@@ -39,57 +38,6 @@ def _esc(text: str) -> str:
 
 def _red(palette: QPalette) -> str:
     return "#ff7b72" if palette.color(QPalette.Window).lightness() < 128 else "#c62828"
-
-
-class ArrayTableModel(QAbstractTableModel):
-    """An array as a table: a scalar in one cell, a vector as one column, a matrix as is."""
-
-    def __init__(self, parent=None):
-        super().__init__(parent)
-        self._a = np.zeros((0, 0))
-        self._label = "value"
-
-    def set_array(self, arr, label: str = "value") -> None:
-        arr = np.asarray(arr)
-        self.beginResetModel()
-        if arr.ndim == 0:
-            arr = arr.reshape(1, 1)
-        elif arr.ndim == 1:
-            arr = arr.reshape(-1, 1)
-        self._a = arr
-        self._label = label
-        self.endResetModel()
-
-    def array(self) -> np.ndarray:
-        return self._a
-
-    def rowCount(self, parent=QModelIndex()):
-        return 0 if parent.isValid() else self._a.shape[0]
-
-    def columnCount(self, parent=QModelIndex()):
-        return 0 if parent.isValid() else self._a.shape[1]
-
-    def data(self, index, role=Qt.DisplayRole):
-        if not index.isValid():
-            return None
-        v = self._a[index.row(), index.column()]
-        if role == Qt.DisplayRole:
-            return format_number(v, 6)
-        if role == Qt.ToolTipRole:
-            where = f"[{index.row()}, {index.column()}]" if self._a.shape[1] > 1 else f"[{index.row()}]"
-            return f"{where} = {format_number(v, 9)}"
-        if role == Qt.TextAlignmentRole:
-            return int(Qt.AlignRight | Qt.AlignVCenter)
-        if role == Qt.ForegroundRole and self._a.dtype.kind == "f" and not np.isfinite(v):
-            return QColor("#e0403a")
-        return None
-
-    def headerData(self, section, orientation, role=Qt.DisplayRole):
-        if role != Qt.DisplayRole:
-            return None
-        if orientation == Qt.Horizontal and self._a.shape[1] == 1:
-            return self._label
-        return str(section)
 
 
 class HeatmapWidget(QWidget):
@@ -244,24 +192,6 @@ class ArrayPane(QWidget):
         self.array: np.ndarray | None = None
         self.set_message("")
 
-    def _fit_columns(self) -> None:
-        """Column width from the widest number shown in the first rows and columns (a big array
-        is not measured whole), the table at least wide enough for one such column."""
-        model, table = self.model, self.table
-        metrics = table.fontMetrics()
-        rows, cols = min(model.rowCount(), _MEASURED), min(model.columnCount(), _MEASURED)
-        texts = [model.data(model.index(r, c)) or "" for r in range(rows) for c in range(cols)]
-        header = table.horizontalHeader()
-        label_w = max((header.fontMetrics().horizontalAdvance(str(model.headerData(c, Qt.Horizontal)))
-                       for c in range(cols)), default=0)
-        width = max([metrics.horizontalAdvance(t) for t in texts] + [label_w, 24]) + 2 * _CELL_PADDING
-        header.setDefaultSectionSize(width)
-        header.setMinimumSectionSize(min(width, 48))
-        for c in range(model.columnCount()):
-            header.resizeSection(c, width)
-        frame = 2 * table.frameWidth() + table.verticalScrollBar().sizeHint().width()
-        table.setMinimumWidth(table.verticalHeader().sizeHint().width() + width + frame)
-
     def set_title(self, title: str) -> None:
         self.title.setText(f"<b>{_esc(title)}</b>")
 
@@ -289,13 +219,13 @@ class ArrayPane(QWidget):
             parts.append("all finite")
         self.stats.setText(" · ".join(parts))
         self.model.set_array(shown, label)
-        self._fit_columns()
         self.heatmap.set_array(shown, diverging)
         if self.heatmap.downsampled:
             self.stats.setText(self.stats.text() + " · heatmap: block means")
         self.message.hide()
         self.stats.show()
         self.split.show()
+        fit_columns(self.table)      # shown: a hidden header keeps its sections' old sizes
 
 
 class ValueViewerPanel(QWidget):
