@@ -25,7 +25,7 @@ from blockflow.gui.canvas.keymap import key_for
 from blockflow.errors import ProjectError
 from blockflow.gui.canvas.menus import context_menu, rename_label
 from blockflow.gui.canvas.minimap import Minimap
-from blockflow.gui.canvas.notices import Notices
+from blockflow.gui.canvas.notices import EmptyPageHint, Notices
 from blockflow.gui.canvas.quickadd import QuickAdd
 from blockflow.gui.canvas.splice import PaletteSplice
 from blockflow.gui.canvas.scene import OVERVIEW_MIN_NODES, OVERVIEW_SCALE, DiagramScene
@@ -59,10 +59,12 @@ class DiagramView(SelectionEditing, QGraphicsView):
         self._space = False
         self._selected_wires: set[Edge] = set()
         self._pending_fit = True
+        self._fitted: tuple | None = None        # (transform, centre, viewport) of the last fit
         self._views: dict[str, tuple] = {}       # page -> (transform, centre) to come back to
         self._last_scene_pos: QPointF | None = None
         self._minimap: Minimap | None = None
         self.notices = Notices(self)
+        self.empty_hint = EmptyPageHint(self)    # what an empty page says to do first
         self.place = PlaceAt(self)
         self.keyboard = CanvasKeyboard(self)     # keyboard.py: the canvas without a mouse
         self._drag_layer = DragLayer(self)       # moving blocks drawn over a still picture
@@ -238,6 +240,7 @@ class DiagramView(SelectionEditing, QGraphicsView):
         if rect.isNull():
             self.resetTransform()
             self.centerOn(QPointF(300, 200))
+            self._remember_fit()
             self.view_moved()
             return
         rect = rect.adjusted(-40, -40, 40, 40)
@@ -245,7 +248,22 @@ class DiagramView(SelectionEditing, QGraphicsView):
         s = min(vp.width() / rect.width(), vp.height() / rect.height(), 1.0)
         self._set_scale(max(MIN_SCALE, s))
         self.centerOn(rect.center())
+        self._remember_fit()
         self.view_moved()
+
+    def _remember_fit(self) -> None:
+        rect = self.viewport().rect()
+        self._fitted = (self.transform(), self.mapToScene(rect.center()), rect)
+
+    def _still_fitted(self) -> bool:
+        """The view is as the last fit left it: no zoom or pan since, by the user or otherwise.
+        (Asked as a resize begins: the viewport has its new size, not yet its new scroll.)"""
+        if self._fitted is None:
+            return False
+        transform, centre, rect = self._fitted
+        off = self.mapToScene(rect.center()) - centre
+        tol = 1.0 / max(self.zoom(), MIN_SCALE)
+        return self.transform() == transform and abs(off.x()) <= tol and abs(off.y()) <= tol
 
     def zoom_in(self) -> None:
         self._zoom(1.25, self.viewport().rect().center())
@@ -323,8 +341,11 @@ class DiagramView(SelectionEditing, QGraphicsView):
 
     def resizeEvent(self, event):
         self._drag_layer.end()
+        # A fitted view stays fitted as the window finds its size (the window manager's resize
+        # after the first show, docks settling); a view zoomed or panned since keeps its place.
+        fitted = self._still_fitted()
         super().resizeEvent(event)
-        if self._pending_fit and self.isVisible():
+        if (self._pending_fit or fitted) and self.isVisible():
             self.fit_to_view()
         self.view_moved()
 
@@ -502,6 +523,7 @@ class DiagramView(SelectionEditing, QGraphicsView):
         super().changeEvent(event)
         if event.type() in (QEvent.PaletteChange, QEvent.ApplicationPaletteChange):
             self.restyle()
+            self.empty_hint.restyle()
 
     def restyle(self) -> None:
         """Follow a palette change (light/dark): rebuild the shared Style in place and repaint

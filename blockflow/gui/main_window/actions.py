@@ -9,6 +9,7 @@ from PySide6.QtWidgets import (QAbstractSpinBox, QApplication, QComboBox, QLineE
 
 from blockflow.gui.main_window.docks import PANELS
 from blockflow.gui.main_window.files import PROJECT_SUFFIX, sample_projects
+from blockflow.gui.main_window.layout import reset_layout
 
 __all__ = ["MenusMixin", "MENUS"]
 
@@ -24,7 +25,7 @@ MENUS = (
                            "align_top", "align_vcenter", "align_bottom"], "align_menu"),
                ("Dis&tribute", ["distribute_horizontal", "distribute_vertical"], "distribute_menu"),
                "auto_layout", "-", "group", "ungroup", "go_up"]),
-    ("&View", ["zoom_in", "zoom_out", "reset_zoom", "fit", "-", "@panels", "-", "gradient_paths",
+    ("&View", ["zoom_in", "zoom_out", "reset_zoom", "fit", "-", "@panels", "reset_layout", "-", "gradient_paths",
                "gradient_legend"]),
     ("&Page", ["add_page", "rename_page", "delete_page", "-", "next_page", "prev_page"]),
     ("&Run", ["run_forward", "run_backward", "-", "clear_results", "-", "check_gradients", "-",
@@ -74,6 +75,8 @@ class MenusMixin:
         a("delete_page", "&Delete Page…", lambda: self.delete_page())
         a("next_page", "&Next Page", lambda: self._step_page(1), "Ctrl+PgDown")
         a("prev_page", "&Previous Page", lambda: self._step_page(-1), "Ctrl+PgUp")
+        a("reset_layout", "&Reset Layout", lambda: reset_layout(self), None,
+          "Put every panel back in its default place and size")
         a("about", "&About blockflow", self.about)
         # Help is inside the editor (helpmenu.py): F1 opens the page of the block it is over.
         a("block_reference", "&Block Reference", self.help_for_focus, K.HelpContents,

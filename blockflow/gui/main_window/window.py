@@ -24,6 +24,7 @@ from blockflow.gui.main_window.canvas_results import GradientsOnCanvas, ResultsO
 from blockflow.gui.main_window.docks import bind_docks, build_docks
 from blockflow.gui.main_window.files import FilesMixin
 from blockflow.gui.main_window.helpmenu import HelpMixin
+from blockflow.gui.main_window.layout import default_dock_sizes, hide_stale_tab_bars_later
 from blockflow.gui.main_window.model_export import ModelExportMixin
 from blockflow.gui.main_window.runs import RunsMixin
 from blockflow.gui.main_window.tabs import PageTabBar
@@ -57,6 +58,7 @@ class MainWindow(FilesMixin, CompositesMixin, ModelExportMixin, MenusMixin, Help
         self.setDockNestingEnabled(True)
         self.actions: dict[str, QAction] = {}
         self.docks = {}
+        self.layout_pending = True          # the default dock sizes are to be set (layout.py)
         # Stacked blocks are laid out before the canvas is built (and, connected first, before it
         # rebuilds for another project): it draws them where they end up, not thousands on a spot.
         spread = self._spread_stacked()
@@ -138,6 +140,13 @@ class MainWindow(FilesMixin, CompositesMixin, ModelExportMixin, MenusMixin, Help
         v.view_changed.connect(self._update_zoom)
 
     # ------------------------------------------------------------------------- window events
+    def showEvent(self, event):
+        super().showEvent(event)
+        if self.layout_pending:            # no saved layout: the defaults, for the size shown at
+            self.layout_pending = False
+            default_dock_sizes(self)
+        hide_stale_tab_bars_later(self)
+
     def closeEvent(self, event):
         if self.maybe_save():
             self.train_panel.shutdown()
