@@ -22,7 +22,9 @@ from blockflow.gui.canvas.interactions import Interaction, Pan, PlaceAt, WireDra
 from blockflow.gui.canvas.items import EdgeItem, NodeItem
 from blockflow.errors import ProjectError
 from blockflow.gui.canvas.menus import context_menu, rename_label
+from blockflow.gui.canvas import collapse
 from blockflow.gui.canvas.minimap import Minimap
+from blockflow.gui.canvas.readable import opening_view
 from blockflow.gui.canvas.notices import Notices
 from blockflow.gui.canvas.scene import OVERVIEW_MIN_NODES, OVERVIEW_SCALE, DiagramScene
 from blockflow.gui.canvas.tooltips import tooltip_at
@@ -119,7 +121,7 @@ class DiagramView(SelectionEditing, QGraphicsView):
             self.centerOn(saved[1])
             self._update_overview()
         else:
-            self.fit_to_view()
+            self.open_readable()
 
     def _on_page_renamed(self, old, new):
         if old in self._views:
@@ -129,7 +131,7 @@ class DiagramView(SelectionEditing, QGraphicsView):
         self._views.clear()
         self._pending_fit = True
         if self.isVisible():
-            self.fit_to_view()
+            self.open_readable()
 
     # ---------------------------------------------------------------- the current gesture
     def interaction(self) -> Interaction | None:
@@ -238,6 +240,27 @@ class DiagramView(SelectionEditing, QGraphicsView):
         self.centerOn(rect.center())
         self.view_moved()
 
+    def toggle_collapse(self) -> None:
+        collapse.toggle_selection(self)
+
+    def set_collapsed_all(self, collapsed: bool) -> None:
+        collapse.set_all(self, collapsed)
+
+    def open_readable(self) -> None:
+        """Show a page just opened: fitted when its text can be read so, else its start at the
+        lowest zoom that can (readable.py). Ctrl+0 (fit_to_view) still shows the whole page."""
+        blocks = [item.sceneBoundingRect() for item in self._scene.node_items.values()]
+        if not blocks:
+            self.fit_to_view()
+            return
+        self._scene.fit_scene_rect()
+        self._pending_fit = False
+        vp = self.viewport().rect()
+        scale, centre = opening_view(vp.width(), vp.height(), blocks)
+        self._set_scale(scale)
+        self.centerOn(centre)
+        self.view_moved()
+
     def zoom_in(self) -> None:
         self._zoom(1.25, self.viewport().rect().center())
 
@@ -316,13 +339,13 @@ class DiagramView(SelectionEditing, QGraphicsView):
         self._drag_layer.end()
         super().resizeEvent(event)
         if self._pending_fit and self.isVisible():
-            self.fit_to_view()
+            self.open_readable()
         self.view_moved()
 
     def showEvent(self, event):
         super().showEvent(event)
         if self._pending_fit:
-            self.fit_to_view()
+            self.open_readable()
 
     # ---------------------------------------------------------------- hit tests
     def _hit_area(self, scene_pos: QPointF) -> tuple[float, QRectF]:
@@ -407,7 +430,7 @@ class DiagramView(SelectionEditing, QGraphicsView):
         super().mouseDoubleClickEvent(event)
 
     # ---------------------------------------------------------------- keys
-    #: key sequences -> what they do (besides Delete, Escape, Space, Ctrl+D, + and -)
+    #: key sequences -> what they do (besides Delete, Escape, Space, Ctrl+D, H, + and -)
     _SHORTCUTS = ((QKeySequence.Copy, "copy_selection"), (QKeySequence.Cut, "cut_selection"),
                   (QKeySequence.Paste, "paste"), (QKeySequence.SelectAll, "select_all"))
 
@@ -438,6 +461,8 @@ class DiagramView(SelectionEditing, QGraphicsView):
                 return getattr(self, name)
         if key == Qt.Key_D and event.modifiers() & Qt.ControlModifier:
             return self.duplicate_selection
+        if key == Qt.Key_H and not event.modifiers() & ~Qt.KeypadModifier:
+            return self.toggle_collapse
         if event.matches(QKeySequence.ZoomIn) or key == Qt.Key_Plus:
             return self.zoom_in
         if event.matches(QKeySequence.ZoomOut) or key == Qt.Key_Minus:
