@@ -110,8 +110,7 @@ class Node:
         if not isinstance(other, Node):
             return NotImplemented
         return (self.id == other.id and self.block == other.block and self.label == other.label
-                and self.collapsed == other.collapsed
-                and tuple(self.position) == tuple(other.position)
+                and tuple(self.position) == tuple(other.position) and self.collapsed == other.collapsed
                 and _attrs_equal(self.attrs, other.attrs)
                 and _dicts_of_arrays_equal(self.inputs, other.inputs)
                 and _dicts_of_arrays_equal(self.state, other.state))
@@ -377,10 +376,9 @@ class Page:
 
     def set_collapsed(self, flags: dict) -> Change:
         """Collapse or expand nodes: ``{node id: bool}``; ``before`` holds the old flags."""
-        nodes = [self._node(nid) for nid in flags]
-        before = {node.id: node.collapsed for node in nodes}
-        for node in nodes:
-            node.collapsed = bool(flags[node.id])
+        before = {nid: self._node(nid).collapsed for nid in flags}   # an unknown id: nothing changed
+        for nid, flag in flags.items():
+            self.nodes[nid].collapsed = bool(flag)
         return Change(self.name, False, nodes_changed=tuple(flags), before=before)
 
     def set_states(self, states: dict) -> Change:

@@ -70,15 +70,16 @@ def far_title(block: str) -> str:
 
 
 def paint_far_title(item, painter, lod: float) -> None:
-    """The op name alone, centred on the body and as large as far_title_factor says (elided
+    """The op name alone, across the body's top and as large as far_title_factor says (elided
     when even the smallest size is too wide)."""
     st, w, h = item.style, item.w, item.h
     factor = far_title_factor(item, lod)
     avail = (w - 6) / factor
-    title = far_title(item.data.block)
-    height = h / factor
+    title = item.far_text
+    height = st.title_fm.height()
     painter.save()
-    painter.translate(w / 2, h / 2)
+    # at the top, where the title is when zoomed in (centred on a collapsed block's bar)
+    painter.translate(w / 2, min(h / 2, 1 + height * factor / 2))
     painter.scale(factor, factor)
     painter.setPen(st.text_pen)
     painter.setFont(st.title_font)

@@ -121,7 +121,8 @@ class NodeItem(QGraphicsRectItem):
     def _layout(self) -> None:
         title = block_title(self.data.block)
         self.title_advance = self.style.title_fm.horizontalAdvance(title)
-        self.far_advance = self.style.title_fm.horizontalAdvance(far_title(self.data.block))
+        self.far_text = far_title(self.data.block)
+        self.far_advance = self.style.title_fm.horizontalAdvance(self.far_text)
         if self.collapsed:
             layout_collapsed(self, title)
         else:
