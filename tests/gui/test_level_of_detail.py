@@ -11,7 +11,6 @@ from PySide6.QtGui import QWheelEvent
 from PySide6.QtWidgets import QApplication
 
 from blockflow.gui.canvas.detail import FAR_TITLE_MIN_PX
-from blockflow.gui.canvas.view import DiagramView
 from blockflow.gui.common.theme import Style
 from blockflow.gui.document.document import Document
 from blockflow.io.project_io import load_project
@@ -124,11 +123,8 @@ def test_a_collapsed_block_far_out_keeps_its_title_and_its_ports(qtbot, view, do
 
 def test_screenshot_of_a_big_sample_far_out(qtbot, tmp_path):
     doc = Document(load_project(ROOT / "sample_projects" / "digits_cnn.bflow.json"), None)
-    view = DiagramView(doc)
-    qtbot.addWidget(view)
-    view.resize(1100, 560)
-    view.show()
-    qtbot.waitExposed(view)
+    view = make_view(qtbot, doc, size=(1100, 560))
+    view.open_readable()                          # as when the project opens in the editor
     QApplication.processEvents()
     assert view.zoom() >= Style.DETAIL_LOD        # it opens readable, at its start
     wheel_to(view, "digits", below=0.42)          # and is wheeled out
