@@ -72,6 +72,27 @@ def last_row(item) -> QRectF:
     return QRectF(8, y - 8, item.w / 2 - 10, 16)
 
 
+def test_screenshot_of_a_big_sample_far_out(qtbot, tmp_path):
+    doc = Document(load_project(ROOT / "sample_projects" / "digits_cnn.bflow.json"), None)
+    view = make_view(qtbot, doc, size=(1100, 560))
+    view.open_readable()                          # as when the project opens in the editor
+    QApplication.processEvents()
+    assert view.zoom() >= Style.DETAIL_LOD        # it opens readable, at its start
+    wheel_to(view, "digits", below=0.42)          # and is wheeled out
+    assert Style.FLAT_LOD < view.zoom() < Style.DETAIL_LOD
+    view.centerOn(view.diagram_scene().items_rect().center())
+    image = view.viewport().grab().toImage()
+    assert image.save(str(tmp_path / "far.png"))
+    if os.environ.get("BLOCKFLOW_UPDATE_SCREENSHOT"):
+        image.save(str(ROOT / "docs" / "far_zoom.png"))
+    # every block in sight has its op name drawn: text ink on its body
+    shown = view.mapToScene(view.viewport().rect()).boundingRect()
+    inside = [nid for nid in doc.page().nodes if shown.contains(view.node_item(nid).sceneBoundingRect())]
+    assert len(inside) >= 8
+    for nid in inside:
+        assert ink(view, nid, view.node_item(nid).body)[0] > 5, nid
+
+
 def test_wheeling_out_past_the_level_draws_titles_large_and_hides_the_detail(qtbot, view, doc):
     page(doc)
     item = view.node_item("o")
@@ -119,24 +140,3 @@ def test_a_collapsed_block_far_out_keeps_its_title_and_its_ports(qtbot, view, do
     port = view.mapFromScene(item.port_scene_pos("indices"))
     img = view.viewport().grab().toImage()
     assert img.pixelColor(port) != view.style_.background
-
-
-def test_screenshot_of_a_big_sample_far_out(qtbot, tmp_path):
-    doc = Document(load_project(ROOT / "sample_projects" / "digits_cnn.bflow.json"), None)
-    view = make_view(qtbot, doc, size=(1100, 560))
-    view.open_readable()                          # as when the project opens in the editor
-    QApplication.processEvents()
-    assert view.zoom() >= Style.DETAIL_LOD        # it opens readable, at its start
-    wheel_to(view, "digits", below=0.42)          # and is wheeled out
-    assert Style.FLAT_LOD < view.zoom() < Style.DETAIL_LOD
-    view.centerOn(view.diagram_scene().items_rect().center())
-    image = view.viewport().grab().toImage()
-    assert image.save(str(tmp_path / "far.png"))
-    if os.environ.get("BLOCKFLOW_UPDATE_SCREENSHOT"):
-        image.save(str(ROOT / "docs" / "far_zoom.png"))
-    # every block in sight has its op name drawn: text ink on its body
-    shown = view.mapToScene(view.viewport().rect()).boundingRect()
-    inside = [nid for nid in doc.page().nodes if shown.contains(view.node_item(nid).sceneBoundingRect())]
-    assert len(inside) >= 8
-    for nid in inside:
-        assert ink(view, nid, view.node_item(nid).body)[0] > 5, nid
