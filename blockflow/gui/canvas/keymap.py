@@ -45,6 +45,8 @@ CANVAS_KEYS: tuple[CanvasKey, ...] = (
     CanvasKey("paste", (K.Paste,), "paste at the cursor, beside the blocks there"),
     CanvasKey("select_all", (K.SelectAll,), "select every block"),
     CanvasKey("duplicate_selection", ("Ctrl+D",), "duplicate the selected blocks"),
+    CanvasKey("toggle_collapse", ("H",), "collapse the selected blocks to their title and ports, or "
+              "expand them when all are collapsed"),
     CanvasKey("help_at_cursor", ("F1",), "show the block under the cursor (else the selected one) "
               "in the Block Reference"),
     CanvasKey("keyboard.select_next", ("]",), "select the next block, in wire order"),
