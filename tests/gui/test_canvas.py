@@ -172,7 +172,7 @@ def test_lit_ports_are_then_checked_exactly_so_a_wrong_shape_goes_dark(qtbot, vi
     assert "broadcast" in view.notice_text()
 
 
-@pytest.mark.parametrize("case", ["cycle", "dtype", "two outputs"])
+@pytest.mark.parametrize("case", ["cycle", "dtype", "two outputs", "scope"])
 def test_refused_wires_leave_the_project_unchanged_and_say_why(qtbot, view, doc, case):
     two_blocks(doc)
     doc.connect("x", "output", "t", "x")
@@ -187,6 +187,7 @@ def test_refused_wires_leave_the_project_unchanged_and_say_why(qtbot, view, doc,
         "cycle": (("t2", "y"), ("t", "x"), "cycle"),
         "dtype": (("i", "output"), ("s", "logits"), "float"),
         "two outputs": (("x", "output"), ("t", "y"), "two outputs"),
+        "scope": (("x", "output"), ("t", "scope"), "scope"),
     }[case]
     drag(qtbot, view, port_pos(view, *a), port_pos(view, *b))
     assert dumps_project(doc.project) == before

@@ -173,6 +173,8 @@ class NodeItem(QGraphicsRectItem):
             scope_w = min(st.scope_fm.horizontalAdvance(d.scope) + 18, w - 16)
             self.scope_rect = QRectF((w - scope_w) / 2, -st.SCOPE_H, scope_w, st.SCOPE_H + st.RADIUS)
             self.ports["scope"] = QPointF(w / 2, -st.SCOPE_H / 2)
+        else:   # one scope on the page: its port stays (never wired), a diamond on the top edge
+            self.ports["scope"] = QPointF(w / 2, 0.0)
         left = max(0.0 if self.collapsed else self.inline_w, st.PORT_R + 1.5)
         # The loss badge sits above the scope tab, so the tab keeps the page name whole.
         top = (-self.badge_top() if d.is_loss else st.SCOPE_H if self.show_scope else 0.0) + 1.5
@@ -327,6 +329,8 @@ class NodeItem(QGraphicsRectItem):
             return
         if self.show_scope:
             self._paint_scope(painter)
+        else:
+            self._paint_diamond(painter, self.ports["scope"])
         self._paint_titles(painter)
         self._paint_port_labels(painter)
         if self.results is not None:
@@ -383,14 +387,18 @@ class NodeItem(QGraphicsRectItem):
         painter.setPen(st.muted_pen)
         painter.drawText(QRectF(sr.left() + 13, sr.top(), sr.width() - 15, st.SCOPE_H), _AL,
                          st.scope_fm.elidedText(self.data.scope, _ELIDE, sr.width() - 16))
-        cx, cy = sr.left() + 7, sr.top() + st.SCOPE_H / 2
+        self._paint_diamond(painter, QPointF(sr.left() + 7, sr.top() + st.SCOPE_H / 2), Qt.NoBrush)
+
+    def _paint_diamond(self, painter, centre: QPointF, fill=None) -> None:
+        """The scope port's hollow diamond (filled with the body's colour on the block's edge)."""
+        cx, cy = centre.x(), centre.y()
         diamond = QPainterPath(QPointF(cx, cy - 3.5))
         diamond.lineTo(cx + 3.5, cy)
         diamond.lineTo(cx, cy + 3.5)
         diamond.lineTo(cx - 3.5, cy)
         diamond.closeSubpath()
-        painter.setPen(st.port_outline)
-        painter.setBrush(Qt.NoBrush)
+        painter.setPen(self.style.port_outline)
+        painter.setBrush(fill if fill is not None else self.style.body_brush)
         painter.drawPath(diamond)
 
     def _paint_titles(self, painter) -> None:
