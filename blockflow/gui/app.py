@@ -248,7 +248,7 @@ def run_editor(project: str | None, *, debug: bool = False, exec_loop: bool = Tr
     if not sample:
         window.add_recent(str(path))
     window.show()
-    window.view.fit_to_view()
+    window.view.open_readable()      # fitted, or its start where the text can be read
     if not exec_loop:
         return cli.EXIT_OK
     from PySide6.QtCore import QTimer

@@ -139,4 +139,7 @@ def test_editor_opens_the_default_sample_as_an_untitled_copy(qtbot, monkeypatch)
     assert window.document.path is None and window.document.current_page == "stable_softmax"
     assert len(window.document.page().nodes) == 8
     assert "Stable softmax" in window.windowTitle()
+    from blockflow.gui.canvas.readable import READABLE_ZOOM
+
+    assert window.view.zoom() >= READABLE_ZOOM - 1e-9         # its text can be read (issue 16)
     window.close()
