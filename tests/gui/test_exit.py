@@ -68,6 +68,48 @@ def test_a_document_freed_by_the_garbage_collector_takes_its_commands_cleanly():
     assert "ok" in proc.stdout
 
 
+YOUNG_COMMANDS_SCRIPT = """
+import gc
+from PySide6.QtWidgets import QApplication
+app = QApplication([])
+from blockflow.gui.document.document import Document
+
+class Holder:                     # a cycle (a window, a panel, a closure...) holding the Document
+    pass
+
+gc.disable()                      # only the collections below: the same generations on every run
+for _ in range(3):
+    doc = Document()
+    gc.collect(0)                 # the Document and its stack's wrapper move to generation 1
+    doc.add_node("Placeholder", (0, 0), node_id="x", attrs={"shape": [3]})   # commands: generation 0
+    doc.add_node("Exp", (100, 0), node_id="e")
+    doc.connect("x", "output", "e", "x")                                      # a macro
+    gesture = doc.new_gesture()
+    doc.move_nodes({"e": ((100, 0), (110, 0))}, gesture=gesture)
+    doc.move_nodes({"e": ((110, 0), (120, 0))}, gesture=gesture)              # merged into the last
+    doc.set_label("e", "exp")
+    holder = Holder()
+    holder.me, holder.doc = holder, doc
+    del holder, doc
+    gc.collect()                  # generation 0 is listed before 1: the commands are cleared first
+print("ok")
+"""
+
+
+def test_a_document_in_cyclic_garbage_takes_its_younger_commands_cleanly():
+    """A Document reachable only from a reference cycle, whose commands were pushed after it was
+    promoted to an older generation: a full collection tp_cleared the commands' wrappers first,
+    which deleted the C++ commands the QUndoStack still held, and freeing the Document deleted
+    them again in QUndoStack::clear (the intermittent segfault in gc.collect() of
+    test_panels_of_a_closed_window_leave_the_document_and_are_freed). Document.__del__ empties
+    the stack before the collector clears anything."""
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
+    proc = subprocess.run([sys.executable, "-X", "faulthandler", "-c", YOUNG_COMMANDS_SCRIPT],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert "ok" in proc.stdout
+
+
 START_SCRIPT = """
 import sys
 from PySide6.QtCore import QSettings

@@ -24,7 +24,9 @@ class _DocRef:
     commands; a command holding the Document strongly would make a reference cycle whose
     collection order is up to the garbage collector, and PySide then deletes the commands from
     QUndoStack::clear after their wrappers went (a segfault). Weak, the Document is freed first,
-    by reference counting, and takes its stack and commands with it."""
+    by reference counting, and takes its stack and commands with it. That is not enough when
+    something else in a cycle holds the Document (a closed window, a panel): the collector frees
+    it then, and Document.__del__ empties the stack first (it says why)."""
 
     @property
     def doc(self):

@@ -14,6 +14,7 @@ import itertools
 from pathlib import Path
 
 import numpy as np
+import shiboken6
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QUndoStack
 
@@ -125,6 +126,30 @@ class Document(CompositeEdits, TrainingEdits, QObject):
 
     def _on_clean_changed(self, clean: bool) -> None:
         self.dirty_changed.emit(not clean)
+
+    def __del__(self):
+        # Empty the undo stack before the Document goes. The C++ commands are owned by the C++
+        # QUndoStack, but their Python wrappers are shiboken children of the stack's wrapper
+        # (PySide's typesystem: QUndoStack.push adds the command as a child of ``this``), which
+        # the cyclic garbage collector knows nothing of. When the collector frees a Document (it,
+        # or a window or panel holding it, is in a reference cycle), the stack's and commands'
+        # wrappers are garbage too and get tp_clear in the order of the collector's lists: a
+        # full collection lists generation 0 before generation 1, so commands pushed after their
+        # Document was promoted come first. shiboken's tp_clear of a command calls removeParent
+        # with giveOwnershipBack=true: the wrapper owns its C++ command again, loses its last
+        # reference and deletes it, while the QUndoStack still lists it. Freeing the Document
+        # then deletes the stack, and ~QUndoStack -> clear() deletes that command a second time:
+        # the segfault inside gc.collect() (test_exit.py: ..._takes_its_younger_commands_cleanly).
+        # Which generation holds what depends on when automatic collections ran (allocation
+        # counts, the compile worker thread's included), hence a crash that came and went.
+        # A finalizer runs before the collector clears anything (PEP 442), and on a free by
+        # reference counting too: clear() deletes the commands through the stack that owns
+        # them, and their wrappers are invalidated, not freed again. Signals are blocked: nobody
+        # (not even this Document's own slots) is to hear of a document that is going.
+        stack = self.__dict__.get("undo_stack")
+        if stack is not None and shiboken6.isValid(stack):
+            stack.blockSignals(True)
+            stack.clear()
 
     # ----------------------------------------------------------------------------- basics
     @staticmethod
