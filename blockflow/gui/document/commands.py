@@ -96,12 +96,14 @@ class DisconnectCommand(DocCommand):
         super().__init__(doc, page, f"Disconnect {edge}")
         self.edge = edge
         self.index = None
+        self.points = ()
 
     def redo(self):
-        self.index = self.edit(Page.remove_edge, self.edge).index
+        change = self.edit(Page.remove_edge, self.edge)
+        self.index, self.points = change.index, change.before
 
     def undo(self):
-        self.edit(Page.insert_edge, self.edge, self.index)
+        self.edit(Page.restore_edge, self.edge, self.index, self.points)
 
 
 class MoveNodesCommand(DocCommand):
