@@ -20,6 +20,7 @@ from blockflow.gui.canvas.editing import SelectionEditing
 from blockflow.gui.canvas.gradients import GradientHighlighter
 from blockflow.gui.canvas.interactions import Interaction, Pan, PlaceAt, WireDrag
 from blockflow.gui.canvas.items import EdgeItem, NodeItem
+from blockflow.gui.canvas.layout_layer import CanvasLayout
 from blockflow.errors import ProjectError
 from blockflow.gui.canvas.menus import context_menu, rename_label
 from blockflow.gui.canvas.minimap import Minimap
@@ -70,6 +71,7 @@ class DiagramView(SelectionEditing, QGraphicsView):
         document.page_renamed.connect(self._on_page_renamed)
         document.project_replaced.connect(self._on_project_replaced)
         self.gradients = GradientHighlighter(self._scene, self)   # wires coloured by gradient
+        self.canvas_layout = CanvasLayout(self)         # reroute points and frames (layout_layer.py)
 
     def _set_up_viewing(self) -> None:
         self.setRenderHints(QPainter.Antialiasing | QPainter.TextAntialiasing)
@@ -396,6 +398,9 @@ class DiagramView(SelectionEditing, QGraphicsView):
 
     def mouseDoubleClickEvent(self, event):
         sp = self.mapToScene(event.position().toPoint())
+        if event.button() == Qt.LeftButton and self.canvas_layout.double_click(sp):
+            event.accept()
+            return
         item = self.node_at(sp)
         if item is not None and event.button() == Qt.LeftButton:
             if item.data.block.startswith("@"):
