@@ -126,3 +126,37 @@ def test_removing_the_wire_or_its_block_drops_points_and_undo_brings_them_back(q
     renamed = Edge("x", "output", "tanh", "x")
     assert doc.page().bends == {renamed: ((200.0, 160.0),)}
     assert view.edge_item(renamed).points == ((200.0, 160.0),) and len(view.canvas_layout.handles) == 1
+
+
+def test_copy_and_paste_carry_the_points_of_the_wires_copied(qtbot, view, doc):
+    wired(doc)
+    doc.set_bends(WIRE, [(200, 160)])
+    doc.add_node("Exp", (400, 300), node_id="e")
+    doc.connect("x", "output", "e", "x")
+    doc.set_bends(Edge("x", "output", "e", "x"), [(100, 300)])
+    view.select_nodes(["x", "t"])
+    text = view.copy_selection()
+    new = doc.paste_fragment(text, (0, 500))
+    page = doc.page()
+    copied = next(e for e in page.edges if e.src in new and e.dst in new)
+    assert page.bends[copied] == ((200.0, 660.0),)              # moved with the blocks
+    assert len(page.bends) == 3 and doc.undo_stack.undoText().startswith("Paste")
+    assert view.edge_item(copied).points == ((200.0, 660.0),)
+    doc.undo_stack.undo()
+    assert len(doc.page().bends) == 2
+
+
+def test_a_wire_rerouted_far_off_is_bounded_where_it_now_runs(qtbot, doc):
+    """The wire's outline (its bounding rect, what a click and the scene's index use) follows
+    its new path: Qt asks for the old outline while the path changes (in a scene, as the
+    no-display render's), and it must not stay cached."""
+    from blockflow.gui.canvas.scene import DiagramScene
+    from blockflow.gui.common.theme import Style
+    wired(doc)
+    scene = DiagramScene(doc.blocks, Style())
+    scene.load(doc.page())
+    item = scene.edge_items[WIRE]
+    item.points = ((200.0, 300.0),)
+    item.update_path()
+    assert item.sceneBoundingRect().bottom() >= 300
+    assert item.shape().boundingRect().bottom() >= 300

@@ -452,12 +452,14 @@ class EdgeItem(QGraphicsPathItem):
         return EdgeItem.Type
 
     def update_path(self) -> None:
-        self._shape = None
         p0, p1 = self.src.port_scene_pos(self.edge.src_port), self.dst.port_scene_pos(self.edge.dst_port)
         if self.points:             # reroute points (layout_layer.py sets them from the page)
             self.setPath(path_through(p0, self.points, p1))
-            return
-        self.setPath(wire_path(p0, p1, self.src.sceneBoundingRect(), self.dst.sceneBoundingRect()))
+        else:
+            self.setPath(wire_path(p0, p1, self.src.sceneBoundingRect(), self.dst.sceneBoundingRect()))
+        # after setPath: its prepareGeometryChange asks for the bounding rect, which Qt takes
+        # from shape(), which would cache the old path's outline here
+        self._shape = None
 
     def shape(self) -> QPainterPath:  # a wider grip than the 2 px stroke
         if self._shape is None:

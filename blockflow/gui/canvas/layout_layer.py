@@ -45,14 +45,18 @@ def _fit_frames(scene, frames) -> QRectF:
 
 def show_layout(scene, page) -> QRectF:
     """Draw ``page``'s reroute points and frames on ``scene`` (the no-display render: no
-    handles); returns the frames' extent."""
+    handles); returns the extent of the frames and of the wires with points."""
     _apply_points(scene)
     frames = []
     for i, frame in enumerate(page.frames):
         item = FrameItem(i, frame, scene.style)
         scene.addItem(item)
         frames.append(item)
-    return _fit_frames(scene, frames)
+    rect = _fit_frames(scene, frames)
+    for item in scene.edge_items.values():
+        if item.points:
+            rect = rect.united(item.sceneBoundingRect())
+    return rect
 
 
 class CanvasLayout:

@@ -468,6 +468,8 @@ class Document(CompositeEdits, TrainingEdits, LayoutEdits, QObject):
                                                            key=node.id, text="Paste feed"))
         for edge in landing.edges:
             self.undo_stack.push(C.ConnectCommand(self, page, edge))
+        for edge, points in landing.bends.items():
+            self.undo_stack.push(C.SetBendsCommand(self, page, edge, points, "Paste reroute points"))
         self.undo_stack.endMacro()
         return [node.id for node in landing.nodes]
 

@@ -7,21 +7,28 @@ from __future__ import annotations
 from dataclasses import replace
 
 from blockflow.errors import ProjectError
-from blockflow.page_layout import Frame
+from blockflow.page_layout import MAX_FRAMES, Frame, bends_problem, frame_problem
 from blockflow.gui.document import commands as C
 
 __all__ = ["LayoutEdits"]
 
 
 class LayoutEdits:
-    """Reroute points and frames; mixed into Document (uses its pages and undo stack)."""
+    """Reroute points and frames; mixed into Document (uses its pages and undo stack). Each
+    refuses (ProjectError) what the model would, before pushing anything: a command whose redo
+    raised would be left on the stack."""
 
     def set_bends(self, edge, points, page: str | None = None, text: str = "Move reroute point") -> None:
         """Give ``edge`` its reroute points (``[]`` removes them), as one undo step; a no-op is
         none. Refuses (ProjectError) what the model refuses."""
         page = page or self.current_page
+        pg = self.page(page)
+        points = tuple(points)
+        problem = bends_problem(points) or ("" if edge in pg.edges else f"page '{page}' has no wire {edge}")
+        if problem:
+            raise ProjectError(problem)
         points = tuple((float(x), float(y)) for x, y in points)
-        if self.page(page).bends.get(edge, ()) == points:
+        if pg.bends.get(edge, ()) == points:
             return
         self.undo_stack.push(C.SetBendsCommand(self, page, edge, points, text))
 
@@ -33,7 +40,12 @@ class LayoutEdits:
         blocks = tuple(n for n in pg.nodes if n in set(node_ids))
         if not blocks:
             raise ProjectError("select the blocks to frame first")
-        self.undo_stack.push(C.InsertFrameCommand(self, page, Frame(title, color, note, blocks)))
+        frame = Frame(title, color, note, blocks)
+        problem = frame_problem(frame, pg.nodes) or (
+            f"page '{page}' has {MAX_FRAMES} frames, the most it may have" if len(pg.frames) >= MAX_FRAMES else "")
+        if problem:
+            raise ProjectError(problem)
+        self.undo_stack.push(C.InsertFrameCommand(self, page, frame))
         return len(pg.frames) - 1
 
     def edit_frame(self, index: int, page: str | None = None, **fields) -> None:
@@ -45,6 +57,9 @@ class LayoutEdits:
         if "blocks" in fields:
             fields["blocks"] = tuple(fields["blocks"])
         new = replace(frames[index], **fields)
+        problem = frame_problem(new, self.page(page).nodes)
+        if problem:
+            raise ProjectError(problem)
         if new != frames[index]:
             self.undo_stack.push(C.SetFrameCommand(self, page, index, new))
 
