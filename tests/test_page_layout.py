@@ -133,3 +133,32 @@ def test_pages_differing_only_in_layout_are_not_equal():
     b.set_bends(AB, [])
     b.insert_frame(Frame(blocks=("A",)))
     assert a != b
+
+
+def test_group_keeps_the_layout_of_what_stays_and_its_undo_is_exact():
+    """Grouping blocks (compile/grouping.py's restructure) keeps the reroute points of wires
+    that stay and the frames' other blocks; undoing it brings everything back."""
+    from blockflow.compile.grouping import plan_group, restructure
+    from blockflow.project import Project
+    from blockflow.registry import default_registry
+    project = Project()
+    page = project.add_page("main")
+    page.add_node("Placeholder", id="x", attrs={"shape": [3]})
+    page.add_node("Tanh", id="t")
+    page.add_node("Exp", id="e")
+    page.add_node("Relu", id="r")
+    page.connect("x", "output", "t", "x")
+    page.connect("t", "y", "e", "x")
+    page.connect("x", "output", "r", "features")
+    kept = Edge("x", "output", "r", "features")
+    page.set_bends(kept, [(5, 6)])
+    page.set_bends(Edge("t", "y", "e", "x"), [(1, 2)])
+    page.insert_frame(Frame("f", "green", "", ("t", "e", "r")))
+    page.insert_frame(Frame("g", "red", "", ("t",)))
+    before = copy.deepcopy(project)
+    change = restructure(project, plan_group(project, "main", ["t", "e"], "G", registry=default_registry()))
+    page = project.page("main")
+    assert page.bends == {kept: ((5.0, 6.0),)}
+    assert page.frames == [Frame("f", "green", "", ("r",))]
+    restructure(project, change.before)
+    assert project.page("main") == before.page("main")
