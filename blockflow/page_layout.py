@@ -157,8 +157,9 @@ class PageLayout:
     # --- kept consistent by Page's own mutators (remove_node, remove_edge, rename_node)
     def _layout_without_node(self, node_id: str, edges) -> tuple:
         """Drop ``node_id`` from the frames (a frame left empty goes) and the reroute points of
-        its ``edges``; returns (bends dropped, the frames before) for RemovedNode."""
-        dropped = tuple((e, self.bends.pop(e)) for e in edges if e in self.bends)
+        its ``edges`` ((index, Edge) pairs); returns (bends dropped, the frames before) for
+        RemovedNode."""
+        dropped = tuple((e, self.bends.pop(e)) for _, e in edges if e in self.bends)
         before = tuple(self.frames)
         if any(node_id in f.blocks for f in before):
             self.frames = [g for g in (f.without(node_id) for f in before) if g.blocks]

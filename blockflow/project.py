@@ -224,9 +224,8 @@ class Page(PageLayout):
     text: str = ""
     #: scalar outputs to plot while training ("node" or "node:port"), e.g. an accuracy
     metrics: list = field(default_factory=list)
-    #: reroute points of wires ({Edge: ((x, y), ...)}) and frames around blocks (page_layout.py)
-    bends: dict = field(default_factory=dict)
-    frames: list = field(default_factory=list)
+    bends: dict = field(default_factory=dict)     # {Edge: ((x, y), ...)}: reroute points (page_layout.py)
+    frames: list = field(default_factory=list)    # page_layout.Frame: boxes around blocks
 
     @property
     def scope(self) -> str:
@@ -297,7 +296,7 @@ class Page(PageLayout):
         feed = next(((i, v) for i, (k, v) in enumerate(self.feeds.items()) if k == node_id), None)
         removed = RemovedNode(node, list(self.nodes).index(node_id), edges, feed,
                               self.loss if self.is_loss(node_id) else None, tuple(self.metrics),
-                              self._layout_without_node(node_id, [e for _, e in edges]))
+                              self._layout_without_node(node_id, edges))
         del self.nodes[node_id]
         self.edges = [e for e in self.edges if node_id not in (e.src, e.dst)]
         self.feeds.pop(node_id, None)
@@ -344,7 +343,6 @@ class Page(PageLayout):
         except ValueError:
             raise ProjectError(f"page '{self.name}' has no wire {edge}") from None
         del self.edges[index]
-        # before: its reroute points, which restore_edge (page_layout.py) puts back
         return Change(self.name, True, edges_removed=(edge,), index=index, before=self.bends.pop(edge, ()))
 
     def move_nodes(self, positions: dict) -> Change:
@@ -486,9 +484,8 @@ class Page(PageLayout):
                 and list(self.metrics) == list(other.metrics)
                 and list(self.nodes) == list(other.nodes)
                 and all(self.nodes[k] == other.nodes[k] for k in self.nodes)
-                and sorted(self.edges) == sorted(other.edges)
-                and _dicts_of_arrays_equal(self.feeds, other.feeds)
-                and self.bends == other.bends and self.frames == other.frames)
+                and sorted(self.edges) == sorted(other.edges) and self.bends == other.bends
+                and _dicts_of_arrays_equal(self.feeds, other.feeds) and self.frames == other.frames)
 
 
 @dataclass(eq=False)
