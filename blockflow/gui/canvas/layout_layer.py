@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from PySide6.QtCore import QPointF, QRectF
+from PySide6.QtCore import QObject, QPointF, QRectF
 
 from blockflow.errors import ProjectError
 from blockflow.gui.canvas.bendpath import insertion_index
@@ -59,10 +59,13 @@ def show_layout(scene, page) -> QRectF:
     return rect
 
 
-class CanvasLayout:
-    """Reroute handles and frame items of a DiagramView's scene, and the gestures on them."""
+class CanvasLayout(QObject):
+    """Reroute handles and frame items of a DiagramView's scene, and the gestures on them. A
+    child of the view: its connections to the document go with the view (a plain object's
+    would outlive it and touch a deleted scene)."""
 
     def __init__(self, view):
+        super().__init__(view)
         self.view = view
         self.scene = view.diagram_scene()
         self.doc = view.doc
