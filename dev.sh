@@ -17,7 +17,8 @@ STAMP_NAME=.blockflow-install.sha256
 # docs/qt.md §2: what PySide6-Essentials needs to load at all, even offscreen.
 QT_PACKAGES=(libglib2.0-0 libegl1 libgl1 libx11-6 libdbus-1-3 libfontconfig1 libfreetype6
              libxkbcommon0 fonts-dejavu-core)
-# docs/qt.md §2: the xcb platform plugin, needed to open windows on an X display.
+# docs/qt.md §2: the xcb platform plugin, needed to open windows on an X display
+# (blockflow/gui/common/x11libs.py names the same packages when the editor finds one missing).
 XCB_PACKAGES=(libx11-xcb1 libxcb1 libxcb-cursor0 libxcb-icccm4 libxcb-image0 libxcb-keysyms1
               libxcb-randr0 libxcb-render0 libxcb-render-util0 libxcb-shape0 libxcb-shm0
               libxcb-sync1 libxcb-util1 libxcb-xfixes0 libxcb-xkb1 libxkbcommon-x11-0)
@@ -90,17 +91,16 @@ install_system_packages() {
     fi
 }
 
-# Checks (and if root, installs) the Debian packages the job needs. $1 = job, $2 = python.
+# Checks (and if root, installs) the Debian packages both jobs need. $1 = python.
 ensure_system_packages() {
-    local job=$1 py=$2
-    local -a wanted=("${QT_PACKAGES[@]}") missing=()
+    local py=$1
+    # Both jobs want the X11 libraries too: the editor must start after `./dev.sh test` (they are
+    # 16 small packages, about 1.3 MB of .deb files).
+    local -a wanted=("${QT_PACKAGES[@]}" "${XCB_PACKAGES[@]}") missing=()
     if ! command -v dpkg-query >/dev/null 2>&1; then
         say "not a Debian-like system (no dpkg): not checking system packages; Qt needs" \
             "OpenGL/EGL, fontconfig, freetype, xkbcommon, glib, dbus and a font"
         return 0
-    fi
-    if [[ $job == run && -n ${DISPLAY:-} ]]; then
-        wanted+=("${XCB_PACKAGES[@]}")
     fi
     mapfile -t missing < <(missing_packages "${wanted[@]}")
     if ! venv_ok; then
@@ -157,7 +157,7 @@ setup() {
     local job=$1 py
     py=$(find_python) || die "no Python >= 3.11 found (tried python3.11, python3, ...);" \
         "on Debian 12: apt-get install python3 python3-venv"
-    ensure_system_packages "$job" "$py"
+    ensure_system_packages "$py"
     ensure_venv "$py"
     ensure_installed
 }

@@ -65,6 +65,11 @@ def blocks_markdown(registry) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+def block_markdown(spec) -> str:
+    """One block's section of the reference, as docs/blocks.md has it (the editor's Help shows it)."""
+    return "\n".join(_block_section(spec)).rstrip() + "\n"
+
+
 def _block_section(s) -> list:
     """One block's section of the reference: its doc, gradient, and tables of ports and attrs."""
     out = [f"### {s.name}", ""]

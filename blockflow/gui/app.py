@@ -43,6 +43,23 @@ def has_display() -> bool:
     return platform not in ("", "xcb", "wayland", "wayland-egl")
 
 
+def _missing_window_libraries() -> str:
+    """Why Qt would abort instead of opening a window (X11 libraries missing), or ""."""
+    from blockflow.gui.common.x11libs import missing_xcb_message, missing_xcb_packages, uses_xcb
+
+    if not uses_xcb() or _application_exists():
+        return ""
+    packages = missing_xcb_packages()
+    return missing_xcb_message(packages) if packages else ""
+
+
+def _application_exists() -> bool:
+    """An application already made (a test's) has its platform plugin loaded: nothing to check."""
+    from PySide6.QtWidgets import QApplication
+
+    return QApplication.instance() is not None
+
+
 def build_parser() -> argparse.ArgumentParser:
     """blockflow.cli's parser with the ``render`` command added and the editor described."""
     parser = cli.build_parser()
@@ -218,6 +235,10 @@ def run_editor(project: str | None, *, debug: bool = False, exec_loop: bool = Tr
         print(f"wrote {for_terminal(str(out))}" + ("" if how == "gradients" else f": {for_terminal(how)}")
               + (" (run forward and backward, wires coloured by gradient)" if how == "gradients" else ""))
         return cli.EXIT_OK
+    missing = _missing_window_libraries()
+    if missing:
+        print(f"blockflow: error: {missing}", file=sys.stderr)
+        return cli.EXIT_FILE
     app = _application()
     from blockflow.gui.document.document import Document
     from blockflow.gui.main_window import MainWindow

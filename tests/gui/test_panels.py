@@ -105,7 +105,9 @@ def test_palette_rows_carry_summary_tooltips_and_block_mime(qtbot, doc):
     panel = PalettePanel(doc.registry)
     qtbot.addWidget(panel)
     row = panel.item_for("MatMul")
-    assert row.toolTip(0).startswith(doc.registry["MatMul"].summary)
+    from blockflow.gui.common.markup import markup_html   # the summary rendered, no raw ``markup``
+
+    assert row.toolTip(0).startswith("<qt>" + markup_html(doc.registry["MatMul"].summary))
     mime = panel.tree.mimeData([row])
     assert bytes(mime.data(BLOCK_MIME)).decode() == "MatMul"
     assert panel.tree.mimeData([panel.tree.topLevelItem(0)]) is None  # a category is not a block
@@ -128,7 +130,7 @@ def test_inspector_builds_a_typed_form_from_the_attr_kinds(inspector, doc):
     assert isinstance(inspector.field("attr:shape"), QLineEdit)
     assert isinstance(inspector.field("loss"), QCheckBox)
     assert inspector.full_name.text() == "main/x"
-    assert "fed from outside" in inspector.doc_label.text()
+    assert "fed from outside" in inspector.doc_label.toPlainText()
     doc.add_node("Dropout", (0, 0), node_id="d")
     inspector.set_nodes(["d"])
     rate = inspector.field("attr:rate")

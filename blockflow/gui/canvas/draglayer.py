@@ -40,6 +40,8 @@ class DragLayer(QWidget):
         self.hide()
         self.nodes: list = []          # the moving NodeItems
         self.wires: list = []          # their EdgeItems
+        self.extra = None              # an item drawn under them (the wire a block would go into)
+        self.wires_shown = True
         self._picture: QPixmap | None = None
         self._last = QRect()           # viewport area the moving items covered at the last paint
         self.paints = 0                # paint events served (the benchmark and tests read it)
@@ -81,6 +83,24 @@ class DragLayer(QWidget):
         self.update(now.united(self._last))
         self._last = now
 
+    def hide_wires(self) -> None:
+        """Leave the moving blocks' wires out of the picture (a block Alt-dragged out of its chain)."""
+        self.update(self._covered())
+        self.wires_shown = False
+
+    def set_extra(self, item) -> None:
+        """Draw ``item`` (a scene item added during the drag, or None) under the moving items."""
+        if not self.active:
+            return
+        old = self._extra_rect()
+        self.extra = item
+        self.update(old.united(self._extra_rect()))
+
+    def _extra_rect(self) -> QRect:
+        if self.extra is None:
+            return QRect()
+        return self.view.mapFromScene(self.extra.sceneBoundingRect()).boundingRect().adjusted(-3, -3, 3, 3)
+
     def end(self) -> None:
         """Give the items back to the scene and hide the layer."""
         if not self.active:
@@ -92,7 +112,7 @@ class DragLayer(QWidget):
                 item.setOpacity(1.0)
             except RuntimeError:       # the scene was cleared under the drag
                 pass
-        self.nodes, self.wires = [], []
+        self.nodes, self.wires, self.extra, self.wires_shown = [], [], None, True
 
     def _covered(self) -> QRect:
         """The viewport area the moving items cover, a pixel of margin around it."""
@@ -115,7 +135,11 @@ class DragLayer(QWidget):
         painter.setRenderHints(self.view.renderHints())
         to_view = self.view.viewportTransform()
         painter.setTransform(to_view)
-        for wire in self.wires:
+        if self.extra is not None:
+            painter.setPen(self.extra.pen())
+            painter.setBrush(Qt.NoBrush)
+            painter.drawPath(self.extra.path())
+        for wire in self.wires if self.wires_shown else ():
             painter.setPen(wire.pen())
             painter.setBrush(Qt.NoBrush)
             painter.drawPath(wire.path())

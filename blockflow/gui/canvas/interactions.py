@@ -7,8 +7,10 @@ orange-canvas-core's document/interactions.py; the code is blockflow's.
 
 - ``Pan``: the middle button, or the left one with Space held, scrolls the view.
 - ``WireDrag``: from a port, lights up the ports that could take the wire (then checks those in
-  view exactly, a slice at a time), shows why a lit port was refused, and wires on release.
-- ``MoveBlocks``: Qt moves the selected blocks; the drag layer draws them; one undo step on release.
+  view exactly, a slice at a time), shows why a lit port was refused, and wires on release;
+  released on empty canvas, it opens the add-block popup for a block to wire (quickadd.py).
+- ``MoveBlocks``: Qt moves the selected blocks; the drag layer draws them; one undo step on release,
+  with the wire a lone block was dropped into, or its chain left with Alt (splice.py).
 - ``RubberBand``: Qt's rubber band selection, shift adding to the selection like Ctrl.
 - ``PlaceAt``: where pastes and dropped palette blocks land (the cursor; a repeated paste steps).
 """
@@ -24,11 +26,11 @@ from PySide6.QtWidgets import QGraphicsView
 from blockflow.errors import ProjectError
 from blockflow.project import Edge, Node, Page
 from blockflow.spec import SCOPE_PORT
-from blockflow.present.dtypes import dtype_class
 from blockflow.present.nodeview import node_data
 from blockflow.gui.canvas.items import LiveWireItem, NodeItem
 from blockflow.gui.document.clipboard import pasting
 from blockflow.gui.canvas.scene import GRID
+from blockflow.gui.canvas.splice import SpliceHint, compatible, detach, fits_into, in_one_step, splice
 
 __all__ = ["Interaction", "Pan", "WireDrag", "MoveBlocks", "RubberBand", "PlaceAt", "on_press",
            "LIGHT_UP_SLICE", "LIGHT_UP_MAX_CHECKS", "PASTE_STEP"]
@@ -125,7 +127,8 @@ def _left_press(view, event, sp: QPointF) -> Interaction | None:
     QGraphicsView.mousePressEvent(view, _ctrl_for_shift(event))
     scene = view.diagram_scene()
     if isinstance(scene.mouseGrabberItem(), NodeItem):
-        return MoveBlocks(view, {i.node_id: i.pos() for i in scene.selectedItems() if isinstance(i, NodeItem)})
+        return MoveBlocks(view, {i.node_id: i.pos() for i in scene.selectedItems() if isinstance(i, NodeItem)},
+                          detaching=bool(event.modifiers() & Qt.AltModifier))
     return RubberBand(view)
 
 
@@ -173,34 +176,62 @@ class Pan(Interaction):
 # ------------------------------------------------------------------------------- moving blocks
 class MoveBlocks(Interaction):
     """Qt moves the selected blocks; they are drawn on the drag layer while they move, and the
-    move is pushed once, on release, as one undo step."""
+    move is pushed once, on release, as one undo step. One unwired block held over a wire it fits
+    goes into it; with Alt, a block comes out of its chain (splice.py), in the same step."""
 
-    def __init__(self, view, start: dict):
+    def __init__(self, view, start: dict, detaching: bool = False):
         super().__init__(view)
         self.start = start          # node id -> position at the press
+        self.detaching = detaching and len(start) == 1
+        self.hint = SpliceHint(view)
 
     def move(self, event, sp) -> bool:
         layer = self.view.drag_layer()
         if event.buttons() & Qt.LeftButton and not layer.active:
             items = self.scene.node_items
-            layer.begin([items[n] for n in self.start if n in items])
+            if layer.begin([items[n] for n in self.start if n in items]) and self.detaching:
+                layer.hide_wires()      # lifted out of its chain: its wires go on release
         QGraphicsView.mouseMoveEvent(self.view, event)
+        self._follow_wires()
         layer.moved()
         return True
+
+    def _follow_wires(self) -> None:
+        """Light the wire the one moving block would go into (none for several, or a wired one)."""
+        item = self.scene.node_items.get(next(iter(self.start))) if len(self.start) == 1 else None
+        if item is None or self.detaching or not fits_into(item):
+            return
+        if self.hint.follow(item.sceneBoundingRect(), item.data, item.node_id):
+            self.view.drag_layer().set_extra(self.hint.item)
 
     def release(self, event, sp) -> bool:
         QGraphicsView.mouseReleaseEvent(self.view, _ctrl_for_shift(event))
         self.view.drag_layer().end()
         self._done()
+        edge, ports = self.hint.edge, self.hint.ports
+        self.hint.clear()
         moves = {}
         for nid, old in self.start.items():
             item = self.scene.node_items.get(nid)
             if item is not None and item.pos() != old:
                 moves[nid] = ((old.x(), old.y()), (item.pos().x(), item.pos().y()))
-        if moves:
-            doc = self.view.doc
-            doc.move_nodes(moves, gesture=doc.new_gesture())
+        if not moves:
+            return True
+        doc = self.view.doc
+        push = lambda: doc.move_nodes(moves, gesture=doc.new_gesture())  # noqa: E731
+        nid = next(iter(moves))
+        if self.detaching and any(e.src == nid or e.dst == nid for e in doc.page().edges):
+            in_one_step(doc, f"Detach {nid}", push, lambda: detach(doc, nid))
+            self.view.status_message.emit(f"took {nid} out of its chain")
+        elif edge is not None and len(moves) == 1:
+            if in_one_step(doc, f"Insert {nid} into {edge}", push, lambda: splice(doc, nid, edge, ports)):
+                self.view.status_message.emit(f"put {nid} into the wire {edge}")
+        else:
+            push()
         return True
+
+    def drop(self) -> None:
+        self.hint.drop()
 
 
 class RubberBand(Interaction):
@@ -214,16 +245,6 @@ class RubberBand(Interaction):
 
 
 # ------------------------------------------------------------------------------- wiring
-def _compatible(src_cls: str, constraint: str) -> bool:
-    """Cheap dtype pre-check for lighting ports up (the Document has the final word)."""
-    want = dtype_class(constraint)
-    if src_cls == "any":
-        return True
-    if constraint == "number":
-        return src_cls != "bool"
-    return want == "any" or want == src_cls
-
-
 class WireDrag(Interaction):
     """Drawing a wire: from an output (forward) or from an unfed input (backward); or a wire
     picked up from the input it feeds (``picked``)."""
@@ -305,7 +326,7 @@ class WireDrag(Interaction):
             if nid in banned:
                 continue
             ok = frozenset(p.name for p in item.data.inputs
-                           if _compatible(src_cls, p.constraint)
+                           if compatible(src_cls, p.constraint)
                            and not (p.fed and any(e.edge.dst_port == p.name and e.edge.src == self.node
                                                   and e.edge.src_port == self.port
                                                   and e.edge != self.picked for e in item.edges)))
@@ -323,7 +344,7 @@ class WireDrag(Interaction):
         for nid, item in self.scene.node_items.items():
             if nid in banned:
                 continue
-            ok = frozenset(p.name for p in item.data.outputs if _compatible(p.cls, want))
+            ok = frozenset(p.name for p in item.data.outputs if compatible(p.cls, want))
             if ok:
                 accept[nid] = ok
         return accept
@@ -414,6 +435,8 @@ class WireDrag(Interaction):
             if self.picked is not None:     # dropped in empty space: delete the picked-up wire
                 doc.disconnect([self.picked])
                 view.status_message.emit(f"deleted wire {self.picked}")
+            elif item is None and self.node in self.scene.node_items:   # a block to wire to
+                view.quick_add.open_at(sp, (self.node, self.port, self.from_output))
             return
         if port == SCOPE_PORT:
             view.refuse(SCOPE_REFUSAL, sp)

@@ -7,6 +7,7 @@ import html
 from PySide6.QtCore import QPointF
 
 from blockflow.spec import SCOPE_PORT
+from blockflow.gui.common.markup import markup_html
 from blockflow.gui.common.plaintext import literal
 
 __all__ = ["tooltip_at"]
@@ -72,22 +73,34 @@ def tooltip_at(view, sp: QPointF) -> str:
     return ""
 
 
+def _port_doc(view, item, port: str) -> list:
+    """The port's documentation from its block's declaration, rendered (none: [])."""
+    spec = view.doc.blocks.get(item.data.block)
+    if spec is None:
+        return []
+    base = port.split("[", 1)[0]         # a variadic input's ports are values[0], values[1], ...
+    decl = (spec.output_map if item.is_output(port) else spec.input_map).get(base)
+    doc = getattr(decl, "doc", "") if decl is not None else ""
+    return [f"<i>{markup_html(doc)}</i>"] if doc else []
+
+
 def _port_tooltip(view, program, item, port: str) -> str:
     nid = item.node_id
     page = view.diagram_scene().page
     if port == SCOPE_PORT:
         return literal(f"scope: {page.scope} (full name {page.full_name(nid)})")
+    about = _port_doc(view, item, port)
     if item.is_output(port):
         t = program.port_type(nid, port)
-        return literal(f"{nid}.{port}: {t.describe() if t is not None else 'not inferred'}")
+        return _with_lines(f"{nid}.{port}: {t.describe() if t is not None else 'not inferred'}", about)
     edge = next((e.edge for e in item.edges if e.edge.dst == nid and e.edge.dst_port == port), None)
     if edge is not None:
         t = program.wire_type(edge)
         return _with_lines(f"{nid}.{port} <- {edge.src}.{edge.src_port}: "
-                           f"{t.describe() if t else 'not inferred'}", view.gradients.edge_tooltip(edge))
+                           f"{t.describe() if t else 'not inferred'}", about + view.gradients.edge_tooltip(edge))
     decl = next((p for p in item.data.inputs if p.name == port), None)
-    return literal(f"{nid}.{port}: expects {decl.constraint if decl else 'any'}"
-                   + (f", inline {decl.inline}" if decl is not None and decl.inline else ""))
+    return _with_lines(f"{nid}.{port}: expects {decl.constraint if decl else 'any'}"
+                       + (f", inline {decl.inline}" if decl is not None and decl.inline else ""), about)
 
 
 def _block_tooltip(view, item) -> str:
@@ -96,7 +109,8 @@ def _block_tooltip(view, item) -> str:
     esc = html.escape     # names and messages are the file's text: shown, never parsed
     lines = [f"<b>{esc(d.block)}</b> {esc(view.diagram_scene().page.full_name(d.node_id))}"]
     if spec is not None and spec.summary:
-        lines.append(esc(spec.summary))
+        lines.append(markup_html(spec.summary))       # ``code`` in a monospace span, not raw
+    lines.append("<i>F1: its page in the Block Reference</i>")
     lines += [f"<span style='color:#e0403a'>error: {esc(m)}</span>" for m in d.errors]
     lines += [f"warning: {esc(m)}" for m in d.warnings]
     if item.results is not None:

@@ -10,7 +10,7 @@ state: a move is pushed once, on release, as one undo step.
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QPoint, QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QKeySequence, QPainter
+from PySide6.QtGui import QPainter
 from PySide6.QtWidgets import QGraphicsView, QToolTip, QWidget
 
 from blockflow.project import Edge
@@ -20,11 +20,15 @@ from blockflow.gui.canvas.editing import SelectionEditing
 from blockflow.gui.canvas.gradients import GradientHighlighter
 from blockflow.gui.canvas.interactions import Interaction, Pan, PlaceAt, WireDrag
 from blockflow.gui.canvas.items import EdgeItem, NodeItem
+from blockflow.gui.canvas.keyboard import CanvasKeyboard
+from blockflow.gui.canvas.keymap import key_for
 from blockflow.gui.canvas.layout_layer import CanvasLayout
 from blockflow.errors import ProjectError
 from blockflow.gui.canvas.menus import context_menu, rename_label
 from blockflow.gui.canvas.minimap import Minimap
-from blockflow.gui.canvas.notices import Notices
+from blockflow.gui.canvas.notices import EmptyPageHint, Notices
+from blockflow.gui.canvas.quickadd import QuickAdd
+from blockflow.gui.canvas.splice import PaletteSplice
 from blockflow.gui.canvas.scene import OVERVIEW_MIN_NODES, OVERVIEW_SCALE, DiagramScene
 from blockflow.gui.canvas.tooltips import tooltip_at
 from blockflow.gui.common.theme import Style
@@ -41,6 +45,8 @@ class DiagramView(SelectionEditing, QGraphicsView):
 
     selection_changed = Signal(list)
     status_message = Signal(str)
+    #: F1 over a block: its name ("" when none is under the cursor or selected)
+    help_requested = Signal(str)
     view_changed = Signal()
 
     def __init__(self, document, parent=None):
@@ -54,12 +60,17 @@ class DiagramView(SelectionEditing, QGraphicsView):
         self._space = False
         self._selected_wires: set[Edge] = set()
         self._pending_fit = True
+        self._fitted: tuple | None = None        # (transform, centre, viewport) of the last fit
         self._views: dict[str, tuple] = {}       # page -> (transform, centre) to come back to
         self._last_scene_pos: QPointF | None = None
         self._minimap: Minimap | None = None
         self.notices = Notices(self)
+        self.empty_hint = EmptyPageHint(self)    # what an empty page says to do first
         self.place = PlaceAt(self)
+        self.keyboard = CanvasKeyboard(self)     # keyboard.py: the canvas without a mouse
         self._drag_layer = DragLayer(self)       # moving blocks drawn over a still picture
+        self.quick_add = QuickAdd(self)          # Tab, right-click on the canvas: add a block here
+        self.palette_splice = PaletteSplice(self)   # a palette block dropped on a wire goes into it
         scene = self._scene
         scene.selectionChanged.connect(self._on_selection)
         scene.about_to_reload.connect(self._before_reload)
@@ -231,6 +242,7 @@ class DiagramView(SelectionEditing, QGraphicsView):
         if rect.isNull():
             self.resetTransform()
             self.centerOn(QPointF(300, 200))
+            self._remember_fit()
             self.view_moved()
             return
         rect = rect.adjusted(-40, -40, 40, 40)
@@ -238,7 +250,22 @@ class DiagramView(SelectionEditing, QGraphicsView):
         s = min(vp.width() / rect.width(), vp.height() / rect.height(), 1.0)
         self._set_scale(max(MIN_SCALE, s))
         self.centerOn(rect.center())
+        self._remember_fit()
         self.view_moved()
+
+    def _remember_fit(self) -> None:
+        rect = self.viewport().rect()
+        self._fitted = (self.transform(), self.mapToScene(rect.center()), rect)
+
+    def _still_fitted(self) -> bool:
+        """The view is as the last fit left it: no zoom or pan since, by the user or otherwise.
+        (Asked as a resize begins: the viewport has its new size, not yet its new scroll.)"""
+        if self._fitted is None:
+            return False
+        transform, centre, rect = self._fitted
+        off = self.mapToScene(rect.center()) - centre
+        tol = 1.0 / max(self.zoom(), MIN_SCALE)
+        return self.transform() == transform and abs(off.x()) <= tol and abs(off.y()) <= tol
 
     def zoom_in(self) -> None:
         self._zoom(1.25, self.viewport().rect().center())
@@ -316,8 +343,11 @@ class DiagramView(SelectionEditing, QGraphicsView):
 
     def resizeEvent(self, event):
         self._drag_layer.end()
+        # A fitted view stays fitted as the window finds its size (the window manager's resize
+        # after the first show, docks settling); a view zoomed or panned since keeps its place.
+        fitted = self._still_fitted()
         super().resizeEvent(event)
-        if self._pending_fit and self.isVisible():
+        if (self._pending_fit or fitted) and self.isVisible():
             self.fit_to_view()
         self.view_moved()
 
@@ -379,6 +409,7 @@ class DiagramView(SelectionEditing, QGraphicsView):
 
     def mousePressEvent(self, event):
         self.notices.hide()
+        self.keyboard.end_burst()
         sp = self._scene_pos(event)
         current = self._interaction
         if current is None or not current.press(event, sp):
@@ -412,42 +443,51 @@ class DiagramView(SelectionEditing, QGraphicsView):
         super().mouseDoubleClickEvent(event)
 
     # ---------------------------------------------------------------- keys
-    #: key sequences -> what they do (besides Delete, Escape, Space, Ctrl+D, + and -)
-    _SHORTCUTS = ((QKeySequence.Copy, "copy_selection"), (QKeySequence.Cut, "cut_selection"),
-                  (QKeySequence.Paste, "paste"), (QKeySequence.SelectAll, "select_all"))
-
     def keyPressEvent(self, event):
-        key = event.key()
-        if key == Qt.Key_Space and not event.isAutoRepeat():
-            self._space = True
-            self.viewport().setCursor(Qt.OpenHandCursor)
-            event.accept()
-            return
-        action = self._key_action(event)
-        if action is None:
+        entry = key_for(event)          # keymap.py: the one table of the canvas's keys (Tab is not one)
+        if entry is None:
+            self.keyboard.end_burst(event)
             super().keyPressEvent(event)
             return
-        action()
+        if not entry.action.startswith(("keyboard.move", "keyboard.jump")):
+            self.keyboard.end_burst()
+        owner, _, name = entry.action.rpartition(".")
+        getattr(self.keyboard if owner == "keyboard" else self, name)()
         event.accept()
 
-    def _key_action(self, event):
-        key = event.key()
-        if key in (Qt.Key_Delete, Qt.Key_Backspace):
-            return self.delete_selection
-        if key == Qt.Key_Escape:
-            if isinstance(self._interaction, WireDrag):
-                return self.cancel_wire
-            return self._select_none if self.selected_nodes() or self.selected_wires() else self.go_up
-        for sequence, name in self._SHORTCUTS:
-            if event.matches(sequence):
-                return getattr(self, name)
-        if key == Qt.Key_D and event.modifiers() & Qt.ControlModifier:
-            return self.duplicate_selection
-        if event.matches(QKeySequence.ZoomIn) or key == Qt.Key_Plus:
-            return self.zoom_in
-        if event.matches(QKeySequence.ZoomOut) or key == Qt.Key_Minus:
-            return self.zoom_out
-        return None
+    def hold_space(self) -> None:
+        """Space down: a left drag pans until it is released (keyReleaseEvent)."""
+        self._space = True
+        self.viewport().setCursor(Qt.OpenHandCursor)
+
+    def escape(self) -> None:
+        """Esc: the innermost thing in progress ends: a wire, the port focus, the selection, else
+        the composite instance shown."""
+        if isinstance(self._interaction, WireDrag):
+            self.cancel_wire()
+            self.viewport().update()
+        elif self.keyboard.focused_port() is not None:
+            self.keyboard.forget()
+        elif self.selected_nodes() or self.selected_wires():
+            self._select_none()
+        else:
+            self.go_up()
+
+    def help_at_cursor(self) -> None:
+        """F1: the block under the cursor, else the one selected, in the Block Reference."""
+        self.help_requested.emit(self.help_block())
+
+    def help_block(self) -> str:
+        """The block F1 means: the one under the cursor, else the one selected ("" for none)."""
+        sp = self._last_scene_pos
+        item = self.node_at(sp) if sp is not None else None
+        if item is None:
+            sel = self.selected_nodes()
+            item = self._scene.node_items.get(sel[0]) if len(sel) == 1 else None
+        return item.data.block if item is not None else ""
+
+    def drawForeground(self, painter, rect):
+        self.keyboard.paint(painter, rect)      # the keyboard's focused port, or its wire's target
 
     def open_instance(self, node_id: str) -> None:
         """Show the inside of instance ``node_id`` (its composite's diagram; edits go to the
@@ -488,6 +528,7 @@ class DiagramView(SelectionEditing, QGraphicsView):
         super().changeEvent(event)
         if event.type() in (QEvent.PaletteChange, QEvent.ApplicationPaletteChange):
             self.restyle()
+            self.empty_hint.restyle()
 
     def restyle(self) -> None:
         """Follow a palette change (light/dark): rebuild the shared Style in place and repaint
@@ -509,16 +550,22 @@ class DiagramView(SelectionEditing, QGraphicsView):
 
     def dragMoveEvent(self, event):   # docs/qt.md §4: must accept, or no drop arrives
         if event.mimeData().hasFormat(BLOCK_MIME):
+            name = bytes(event.mimeData().data(BLOCK_MIME)).decode("utf-8", "replace").strip()
+            self.palette_splice.over(name, self.mapToScene(event.position().toPoint()))
             event.acceptProposedAction()
         else:
             event.ignore()
+
+    def dragLeaveEvent(self, event):
+        self.palette_splice.leave()
+        super().dragLeaveEvent(event)
 
     def dropEvent(self, event):
         if not event.mimeData().hasFormat(BLOCK_MIME):
             event.ignore()
             return
         name = bytes(event.mimeData().data(BLOCK_MIME)).decode("utf-8").strip()
-        self.drop_block(name, self.mapToScene(event.position().toPoint()))
+        self.palette_splice.drop(name, self.mapToScene(event.position().toPoint()))
         event.acceptProposedAction()
         self.setFocus()
 
@@ -538,6 +585,9 @@ class DiagramView(SelectionEditing, QGraphicsView):
         return tooltip_at(self, sp)
 
     def contextMenuEvent(self, event):
+        on_frame = self.canvas_layout.frame_at(self.mapToScene(event.pos())) is not None
+        if not on_frame and self.quick_add.open_on_canvas(self.mapToScene(event.pos())):
+            return                      # empty canvas: the add-block popup, its foot the old menu
         menu = self.context_menu(self.mapToScene(event.pos()))
         menu.exec(event.globalPos())
 

@@ -8,7 +8,7 @@ as usual; until then the turn scrolls the scroll area around it.
 from __future__ import annotations
 
 from PySide6.QtCore import QCoreApplication, QEvent, QObject, Qt
-from PySide6.QtWidgets import QAbstractScrollArea, QAbstractSpinBox, QComboBox, QWidget
+from PySide6.QtWidgets import QAbstractScrollArea, QAbstractSpinBox, QComboBox, QSlider, QWidget
 
 __all__ = ["wheel_only_when_focused"]
 
@@ -26,11 +26,13 @@ class _WheelGuard(QObject):
 
 
 def wheel_only_when_focused(panel: QWidget) -> None:
-    """Every spin box and combo box in ``panel`` takes the wheel only once it has the focus (a
-    click or Tab gives it; the wheel alone never does); until then the turn scrolls the panel."""
+    """Every spin box, combo box and slider in ``panel`` takes the wheel only once it has the
+    focus (a click or Tab gives it; the wheel alone never does); until then the turn scrolls the
+    panel."""
     guard = getattr(panel, "_wheel_guard", None)
     if guard is None:
         guard = panel._wheel_guard = _WheelGuard(panel)
-    for field in panel.findChildren(QAbstractSpinBox) + panel.findChildren(QComboBox):
+    for field in panel.findChildren(QAbstractSpinBox) + panel.findChildren(QComboBox) + \
+            panel.findChildren(QSlider):
         field.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         field.installEventFilter(guard)

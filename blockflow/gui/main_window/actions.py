@@ -2,17 +2,16 @@
 bar is laid out from one table, MENUS, once every action exists. A mixin of MainWindow."""
 from __future__ import annotations
 
-from pathlib import Path
-
 from PySide6.QtCore import QEvent
 from PySide6.QtGui import QAction, QKeyEvent, QKeySequence
 from PySide6.QtWidgets import (QAbstractSpinBox, QApplication, QComboBox, QLineEdit, QMenu,
                                QPlainTextEdit, QTextEdit, QWidget)
 
 from blockflow.gui.main_window.docks import PANELS
-from blockflow.gui.main_window.files import PROJECT_SUFFIX, SOURCE_ROOT, sample_projects
+from blockflow.gui.main_window.files import PROJECT_SUFFIX, sample_projects
+from blockflow.gui.main_window.layout import reset_layout
 
-__all__ = ["MenusMixin", "MENUS", "block_reference"]
+__all__ = ["MenusMixin", "MENUS"]
 
 # The menu bar: (title, entries). An entry is an action's name, "-" (a separator), or a submenu:
 # "@recent", "@samples" and "@panels" are filled by the window; ("Title", [entries], attribute)
@@ -26,19 +25,13 @@ MENUS = (
                            "align_top", "align_vcenter", "align_bottom"], "align_menu"),
                ("Dis&tribute", ["distribute_horizontal", "distribute_vertical"], "distribute_menu"),
                "auto_layout", "-", "group", "ungroup", "frame_selection", "go_up"]),
-    ("&View", ["zoom_in", "zoom_out", "reset_zoom", "fit", "-", "@panels", "-", "gradient_paths",
+    ("&View", ["zoom_in", "zoom_out", "reset_zoom", "fit", "-", "@panels", "reset_layout", "-", "gradient_paths",
                "gradient_legend"]),
     ("&Page", ["add_page", "rename_page", "delete_page", "-", "next_page", "prev_page"]),
     ("&Run", ["run_forward", "run_backward", "-", "clear_results", "-", "check_gradients", "-",
               "train", "reset_variables"]),
-    ("&Help", ["block_reference", "about"]),
+    ("&Help", ["block_reference", "shortcuts", "-", "about"]),
 )
-
-
-def block_reference() -> Path | None:
-    """The block reference (docs/blocks.md) when running from a source tree, else None."""
-    path = SOURCE_ROOT / "docs" / "blocks.md"
-    return path if path.is_file() else None
 
 
 class MenusMixin:
@@ -82,9 +75,14 @@ class MenusMixin:
         a("delete_page", "&Delete Page…", lambda: self.delete_page())
         a("next_page", "&Next Page", lambda: self._step_page(1), "Ctrl+PgDown")
         a("prev_page", "&Previous Page", lambda: self._step_page(-1), "Ctrl+PgUp")
+        a("reset_layout", "&Reset Layout", lambda: reset_layout(self), None,
+          "Put every panel back in its default place and size")
         a("about", "&About blockflow", self.about)
-        a("block_reference", "&Block Reference", self.open_block_reference, K.HelpContents)
-        self.actions["block_reference"].setEnabled(block_reference() is not None)
+        # Help is inside the editor (helpmenu.py): F1 opens the page of the block it is over.
+        a("block_reference", "&Block Reference", self.help_for_focus, K.HelpContents,
+          "Every block's documentation, searchable; F1 over a block shows its page")
+        a("shortcuts", "&Keyboard Shortcuts", self.show_shortcuts, "Ctrl+/",
+          "Every shortcut of the menus and of the canvas")
 
     def _build_undo_actions(self) -> None:
         K = QKeySequence.StandardKey

@@ -11,6 +11,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QDockWidget, QFrame, QScrollArea, QUndoView, QWidget
 
+from blockflow.gui.panels.blockref import BlockReferencePanel
 from blockflow.gui.panels.explain import GradientPanel
 from blockflow.gui.panels.inspector import InspectorPanel
 from blockflow.gui.panels.palette import PalettePanel
@@ -27,12 +28,14 @@ class DockPanel:
     """One dock. ``attribute``: the window attribute the panel widget is kept as ("": none);
     ``scrolled``: the panel sits in a scroll area, so the dock can be made small (a column of
     docks cannot be shorter than the sum of their minimum heights, which would limit the window);
-    ``follows_selection``: its ``set_nodes(ids)`` is called with the session's selection."""
+    ``follows_selection``: its ``set_nodes(ids)`` is called with the session's selection;
+    ``hidden_at_start``: the default layout (and View > Reset Layout) keeps it closed."""
 
     key = title = object_name = attribute = ""
     area = Qt.RightDockWidgetArea
     scrolled = False
     follows_selection = False
+    hidden_at_start = False
 
     def create(self, window) -> QWidget:
         raise NotImplementedError
@@ -172,7 +175,7 @@ class TrainDock(DockPanel):
     scrolled = True
 
     def create(self, window):
-        return TrainPanel(window.document, window)
+        return TrainPanel(window.document, window, settings=window.settings)
 
     def place(self, window, dock):
         window.tabifyDockWidget(window.docks["inspector"], dock)
@@ -204,9 +207,28 @@ class TrainDock(DockPanel):
         panel.training_failed.connect(failed)
 
 
+class ReferenceDock(DockPanel):
+    """Block Reference: docs/blocks.md inside the editor (Help > Block Reference, F1); hidden
+    until asked for."""
+
+    key, title, object_name, attribute = "reference", "Block Reference", "referenceDock", "block_reference"
+    hidden_at_start = True
+
+    def create(self, window):
+        return BlockReferencePanel(window.document, window)
+
+    def place(self, window, dock):
+        # Hidden until asked for; tabified with the Inspector only then (helpmenu.py): a hidden
+        # tab there would make the Train tab's visibility flicker at every close.
+        dock.hide()
+
+    def bind(self, window, panel, dock):
+        window.inspector.help_requested.connect(window.open_block_reference)
+
+
 #: the docks, in the order they are made and listed in View > Panels
 PANELS: tuple[DockPanel, ...] = (PaletteDock(), InspectorDock(), ProblemsDock(), HistoryDock(), OverviewDock(),
-                                 ValuesDock(), StepperDock(), GradientDock(), TrainDock())
+                                 ValuesDock(), StepperDock(), GradientDock(), TrainDock(), ReferenceDock())
 
 
 def _scrolled(window, panel: QWidget) -> QScrollArea:
@@ -219,6 +241,9 @@ def _scrolled(window, panel: QWidget) -> QScrollArea:
 
 def build_docks(window) -> None:
     """Make every dock of PANELS (``window.docks[key]``; the panel as ``window.<attribute>``)."""
+    # the right-hand column runs down to the status bar: the inspector's form, the stepper and the
+    # Train panel's curves need the height more than the bottom row needs the width
+    window.setCorner(Qt.BottomRightCorner, Qt.RightDockWidgetArea)
     for entry in PANELS:
         panel = entry.create(window)
         if entry.attribute:

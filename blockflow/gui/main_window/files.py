@@ -7,13 +7,14 @@ import os
 from importlib import resources
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
+from PySide6.QtCore import QSettings, Qt, QTimer
 from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox
 
 from blockflow.errors import BlockflowError
 from blockflow.gui.common.plaintext import literal, mnemonic_free
 from blockflow.gui.document.autosave import DEFAULT_INTERVAL_SECONDS, Autosaver, find_recoveries
 from blockflow.gui.document.document import stacked_blocks
+from blockflow.gui.main_window.layout import restore_layout, save_layout
 
 __all__ = ["FilesMixin", "sample_projects", "read_recent_files", "PROJECT_SUFFIX", "PROJECT_FILTER",
            "MAX_RECENT"]
@@ -21,7 +22,6 @@ __all__ = ["FilesMixin", "sample_projects", "read_recent_files", "PROJECT_SUFFIX
 PROJECT_SUFFIX = ".bflow.json"
 PROJECT_FILTER = "blockflow projects (*.bflow.json);;JSON files (*.json);;All files (*)"
 MAX_RECENT = 10
-_STATE_VERSION = 1
 #: the source tree's root (sample_projects/ and docs/ when run from a checkout)
 SOURCE_ROOT = Path(__file__).resolve().parents[3]
 
@@ -119,26 +119,10 @@ class FilesMixin:
 
     # ------------------------------------------------------------------------- settings
     def _restore_settings(self) -> None:
-        geometry = self.settings.value("window/geometry")
-        state = self.settings.value("window/state")
-        if isinstance(geometry, QByteArray) and not geometry.isEmpty():
-            self.restoreGeometry(geometry)
-        else:
-            screen = self.screen().availableGeometry()
-            self.resize(min(1600, int(screen.width() * 0.92)), min(900, int(screen.height() * 0.9)))
-            self.resizeDocks([self.docks["palette"], self.docks["inspector"]], [220, 310], Qt.Horizontal)
-            self.resizeDocks([self.docks["problems"]], [200], Qt.Vertical)
-            self.resizeDocks([self.docks["problems"], self.docks["values"]], [420, 1000], Qt.Horizontal)
-            self.resizeDocks([self.docks["palette"], self.docks["minimap"]], [560, 170], Qt.Vertical)
-            # the right column: Inspector | Train above, Backward steps | Gradient below; the
-            # inspector's form needs the room most of the time
-            self.resizeDocks([self.docks["inspector"], self.docks["stepper"]], [560, 280], Qt.Vertical)
-        if isinstance(state, QByteArray) and not state.isEmpty():
-            self.restoreState(state, _STATE_VERSION)
+        restore_layout(self)
 
     def save_settings(self) -> None:
-        self.settings.setValue("window/geometry", self.saveGeometry())
-        self.settings.setValue("window/state", self.saveState(_STATE_VERSION))
+        save_layout(self)
         self.settings.sync()
 
     def recent_files(self) -> list[str]:

@@ -7,8 +7,8 @@ settings (files.py), the page tabs (tabs.py) and the results on the canvas (canv
 """
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QMimeData, QSettings, QTimer, QUrl
-from PySide6.QtGui import QAction, QDesktopServices
+from PySide6.QtCore import QEvent, QMimeData, QSettings, QTimer
+from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (QHBoxLayout, QInputDialog, QLabel, QMainWindow, QMessageBox, QToolButton,
                                QVBoxLayout, QWidget)
 
@@ -18,11 +18,13 @@ from blockflow.gui.canvas.breadcrumb import Breadcrumb
 from blockflow.gui.canvas.view import DiagramView
 from blockflow.gui.common.plaintext import literal, plain_label
 from blockflow.gui.document.document import Document
-from blockflow.gui.main_window.actions import MenusMixin, block_reference
+from blockflow.gui.main_window.actions import MenusMixin
 from blockflow.gui.main_window.composites import CompositesMixin
 from blockflow.gui.main_window.canvas_results import GradientsOnCanvas, ResultsOnCanvas
 from blockflow.gui.main_window.docks import bind_docks, build_docks
 from blockflow.gui.main_window.files import FilesMixin
+from blockflow.gui.main_window.helpmenu import HelpMixin
+from blockflow.gui.main_window.layout import default_dock_sizes, hide_stale_tab_bars_later
 from blockflow.gui.main_window.model_export import ModelExportMixin
 from blockflow.gui.main_window.runs import RunsMixin
 from blockflow.gui.main_window.tabs import PageTabBar
@@ -38,7 +40,7 @@ def _project_paths(mime: QMimeData) -> list[str]:
             if u.isLocalFile() and u.toLocalFile().endswith(".json")]
 
 
-class MainWindow(FilesMixin, CompositesMixin, ModelExportMixin, MenusMixin, RunsMixin, QMainWindow):
+class MainWindow(FilesMixin, CompositesMixin, ModelExportMixin, MenusMixin, HelpMixin, RunsMixin, QMainWindow):
     """The editor window around one Document.
 
     ``settings`` defaults to QSettings() (organisation/application set by the launcher); tests
@@ -56,6 +58,7 @@ class MainWindow(FilesMixin, CompositesMixin, ModelExportMixin, MenusMixin, Runs
         self.setDockNestingEnabled(True)
         self.actions: dict[str, QAction] = {}
         self.docks = {}
+        self.layout_pending = True          # the default dock sizes are to be set (layout.py)
         # Stacked blocks are laid out before the canvas is built (and, connected first, before it
         # rebuilds for another project): it draws them where they end up, not thousands on a spot.
         spread = self._spread_stacked()
@@ -137,6 +140,13 @@ class MainWindow(FilesMixin, CompositesMixin, ModelExportMixin, MenusMixin, Runs
         v.view_changed.connect(self._update_zoom)
 
     # ------------------------------------------------------------------------- window events
+    def showEvent(self, event):
+        super().showEvent(event)
+        if self.layout_pending:            # no saved layout: the defaults, for the size shown at
+            self.layout_pending = False
+            default_dock_sizes(self)
+        hide_stale_tab_bars_later(self)
+
     def closeEvent(self, event):
         if self.maybe_save():
             self.train_panel.shutdown()
@@ -254,11 +264,6 @@ class MainWindow(FilesMixin, CompositesMixin, ModelExportMixin, MenusMixin, Runs
                           "<p>Draw a differentiable model as a TensorFlow-style block diagram, run it "
                           "with numpy, and see its gradients flow. StopGradient is a block: the diagram "
                           "shows where gradient flows and where it is cut.</p>")
-
-    def open_block_reference(self) -> None:
-        path = block_reference()
-        if path is not None:
-            QDesktopServices.openUrl(QUrl.fromLocalFile(str(path)))
 
     # ------------------------------------------------------------------------- display
     def _update_title(self, *_) -> None:

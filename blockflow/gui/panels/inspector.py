@@ -9,17 +9,19 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (QCheckBox, QFileDialog, QFormLayout, QFrame, QGroupBox, QHBoxLayout, QLabel,
-                               QLineEdit, QPushButton, QScrollArea, QSizePolicy, QVBoxLayout, QWidget)
+                               QLineEdit, QPushButton, QScrollArea, QVBoxLayout, QWidget)
 
 from blockflow.spec import DTYPE_NAMES
 from blockflow.gui.panels.attr_editors import (Field, attr_field, format_value, json_line, numeric_array,
                                                parse_json_value, same_array)
 from blockflow.feeds import FEED_FILTER, read_feed_file
+from blockflow.gui.common.markup import rich_tooltip
 from blockflow.gui.common.plaintext import plain_label
 from blockflow.gui.common.refresh import Debounced
+from blockflow.gui.panels.blockdoc import BlockDocSection
 from blockflow.gui.panels.definition import DefinitionForm, share_field
 from blockflow.composite import SHARE_ATTR
 
@@ -58,6 +60,9 @@ class _ScrollArea(QScrollArea):
 
 class InspectorPanel(QWidget):
     """Shows the single selected block of the current page (or a hint when none or many)."""
+
+    #: a block's name: its page in the Block Reference was asked for
+    help_requested = Signal(str)
 
     def __init__(self, document, parent=None):
         super().__init__(parent)
@@ -317,16 +322,13 @@ class InspectorPanel(QWidget):
         layout.addWidget(box)
 
     def _build_about(self, layout: QVBoxLayout, spec) -> None:
-        doc_label = QLabel(_doc_markdown(spec.doc))
-        doc_label.setTextFormat(Qt.MarkdownText)
-        doc_label.setWordWrap(True)
-        doc_label.setAlignment(Qt.AlignLeft | Qt.AlignTop)
-        doc_label.setTextInteractionFlags(Qt.TextSelectableByMouse)
-        doc_label.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Minimum)
-        self.doc_label = doc_label
-        box = QGroupBox("About this block")
-        QVBoxLayout(box).addWidget(doc_label)
-        layout.addWidget(box)
+        self.doc_section = BlockDocSection(spec, self.body)      # blockdoc.py: docs/blocks.md's page
+        self.doc_section.reference_requested.connect(self._ask_help)
+        self.doc_label = self.doc_section.text        # a QTextBrowser: toPlainText() is what shows
+        layout.addWidget(self.doc_section)
+
+    def _ask_help(self, block: str) -> None:
+        self.help_requested.emit(block)
 
     def _group(self, title: str):
         box = QGroupBox(title)
@@ -342,6 +344,7 @@ class InspectorPanel(QWidget):
         col.setSpacing(2)
         col.addWidget(field.widget)
         col.addWidget(field.error)
+        tip = rich_tooltip(tip) if tip else ""       # a hint's ``code`` rendered, not shown raw
         if tip:
             field.widget.setToolTip(tip)
             field.widget.setProperty("baseToolTip", tip)
@@ -476,10 +479,3 @@ def _mono() -> QFont:
 
 def _esc(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def _doc_markdown(doc: str) -> str:
-    """A block docstring (reST-ish ``code``) as Markdown; paragraphs kept, lines joined."""
-    text = doc.strip().replace("``", "`")
-    paras = [" ".join(line.strip() for line in p.splitlines()) for p in text.split("\n\n")]
-    return "\n\n".join(paras)

@@ -7,12 +7,14 @@ canvas code (the MIME type is in gui/document/clipboard.py); it edits nothing it
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QMimeData, QRectF, Qt, Signal
-from PySide6.QtGui import QDrag, QIcon, QPainter, QPalette, QPen, QPixmap
+from PySide6.QtGui import QCursor, QDrag, QIcon, QPainter, QPalette, QPen, QPixmap
 from PySide6.QtWidgets import (QAbstractItemView, QLineEdit, QMenu, QTreeWidget, QTreeWidgetItem,
                                QVBoxLayout, QWidget)
 
 from blockflow.gui.document.clipboard import BLOCK_MIME
+from blockflow.gui.common.markup import rich_tooltip
 from blockflow.gui.common.theme import Style
+from blockflow.gui.common.blocksearch import rank
 
 __all__ = ["PalettePanel", "BlockTree"]
 
@@ -152,7 +154,7 @@ class PalettePanel(QWidget):
                 tip = spec.summary
                 if spec.aliases:
                     tip += f"\n(also: {', '.join(spec.aliases)})"
-                row.setToolTip(0, tip)
+                row.setToolTip(0, rich_tooltip(tip + "\n(F1: its page in the Block Reference)"))
                 self._rows[spec.name] = row
                 self._haystack[spec.name] = " ".join((spec.name, *spec.aliases, spec.summary)).lower()
                 self._names[spec.name] = [n.lower() for n in (spec.name, *spec.aliases)]
@@ -208,21 +210,13 @@ class PalettePanel(QWidget):
                 self.tree.setCurrentItem(self._rows[first[0]])
 
     def _rank(self, row, query: str) -> int:
-        """0 an exact name or alias, 1 a name or alias starting with the query, 2 containing it,
-        3 a match elsewhere (the summary, or the words apart)."""
-        names = self._names[row.data(0, _BLOCK_ROLE)]
-        if query in names:
-            return 0
-        if any(n.startswith(query) for n in names):
-            return 1
-        if any(query in n for n in names):
-            return 2
-        return 3
+        """blocksearch.rank: the canvas's add-block popup ranks the same way."""
+        return rank(self._names[row.data(0, _BLOCK_ROLE)], query)
 
     def visible_blocks(self) -> list[str]:
         """Block names currently shown, in tree order."""
         out = []
-        for cat in self._categories:
+        for cat in (self.tree.topLevelItem(i) for i in range(self.tree.topLevelItemCount())):
             if cat.isHidden():
                 continue
             for i in range(cat.childCount()):
@@ -230,6 +224,14 @@ class PalettePanel(QWidget):
                 if not row.isHidden():
                     out.append(row.data(0, _BLOCK_ROLE))
         return out
+
+    def help_block(self) -> str:
+        """The block F1 means here: the row under the mouse, else the current row ("" for none)."""
+        viewport = self.tree.viewport()
+        item = self.tree.itemAt(viewport.mapFromGlobal(QCursor.pos())) if viewport.underMouse() else None
+        if item is None or not item.data(0, _BLOCK_ROLE):
+            item = self.tree.currentItem()
+        return (item.data(0, _BLOCK_ROLE) or "") if item is not None else ""
 
     def item_for(self, name: str) -> QTreeWidgetItem:
         return self._rows[name]
@@ -248,8 +250,9 @@ class PalettePanel(QWidget):
             row.setData(0, _BLOCK_ROLE, block)
             row.setFlags(Qt.ItemIsEnabled | Qt.ItemIsSelectable | Qt.ItemIsDragEnabled)
             used = f"used {count} time{'s' if count != 1 else ''}"
-            row.setToolTip(0, f"{doc}\n({used}; right-click to edit, rename, delete or export)" if doc
-                           else f"composite {name} ({used}; right-click to edit, rename, delete or export)")
+            row.setToolTip(0, rich_tooltip(f"{doc}\n({used}; right-click to edit, rename, delete or export)"
+                                           if doc else f"composite {name} ({used}; right-click to edit, "
+                                           "rename, delete or export)"))
             self._rows[block] = row
             self._haystack[block] = " ".join((name, doc, "composite")).lower()
             self._names[block] = [name.lower()]

@@ -20,7 +20,6 @@ import importlib.util
 import threading
 import time
 
-import numpy as np
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QLabel,
                                QListWidget, QListWidgetItem, QProgressBar, QPushButton, QSpinBox,
@@ -36,6 +35,7 @@ from blockflow.gui.common.plaintext import plain_label
 from blockflow.gui.common.refresh import Debounced
 from blockflow.gui.common.wheel import wheel_only_when_focused
 from blockflow.gui.common.worker import Worker
+from blockflow.gui.panels.curves import TrainCurves
 from blockflow.gui.session.session import host_page
 
 __all__ = ["TrainPanel", "TrainJob"]
@@ -113,13 +113,13 @@ class TrainPanel(QWidget):
     training_started = Signal()
     training_finished = Signal(bool)     # stopped
 
-    def __init__(self, document, parent=None):
+    def __init__(self, document, parent=None, settings=None):
         super().__init__(parent)
         self.doc = document
+        self.curves = TrainCurves(settings, self)   # the loss and metric curves, the smoothing
         self.setObjectName("trainPanel")
         self._worker = Worker(self)                 # the thread trainings run on, one at a time
         self._job: TrainJob | None = None           # the training going on
-        self._plot = None
         self.losses: list[float] = []
         self.metric_values: dict[str, list[float]] = {}
         self.test_points: list[tuple[int, dict]] = []
@@ -152,8 +152,7 @@ class TrainPanel(QWidget):
         self.metrics.setMaximumHeight(90)
         self.metrics.itemChanged.connect(self._on_metric_toggled)
         self._build_controls(outer)
-        self.plot_host = QVBoxLayout()
-        outer.addLayout(self.plot_host, 1)
+        outer.addWidget(self.curves, 1)
         # the curves and controls first, the settings under them
         outer.addLayout(form)
         outer.addWidget(also)
@@ -545,51 +544,11 @@ class TrainPanel(QWidget):
 
     def ensure_plot(self):
         """Create the curves (imports pyqtgraph on first use)."""
-        if self._plot is not None:
-            return
-        import pyqtgraph as pg
-
-        pg.setConfigOptions(antialias=True, foreground=self.palette().windowText().color(),
-                            background=self.palette().base().color())
-        widget = pg.GraphicsLayoutWidget()
-        loss_plot = widget.addPlot(row=0, col=0)
-        loss_plot.setLogMode(y=True)
-        loss_plot.setLabel("left", "loss")
-        loss_plot.getAxis("left").setStyle(maxTextLevel=0)     # label decades only (log scale)
-        loss_plot.showGrid(x=True, y=True, alpha=0.2)
-        loss_plot.setDownsampling(auto=True)
-        loss_plot.setClipToView(True)
-        metric_plot = widget.addPlot(row=1, col=0)
-        metric_plot.setLabel("left", "metrics")
-        metric_plot.setLabel("bottom", "step")
-        metric_plot.addLegend(offset=(-10, 10))
-        metric_plot.showGrid(x=True, y=True, alpha=0.2)
-        metric_plot.setXLink(loss_plot)
-        self._plot = {"widget": widget, "loss": loss_plot.plot(pen=pg.mkPen("#3b7dd8", width=2)),
-                      "metric_plot": metric_plot, "metric_curves": {}, "pg": pg}
-        widget.setMinimumHeight(220)
-        self.plot_host.addWidget(widget)
+        self.curves.ensure_plot()
 
     def _redraw(self):
-        if self._plot is None:
-            return
-        pg = self._plot["pg"]
-        losses = np.asarray(self.losses, dtype=np.float64)
-        if losses.size:
-            positive = np.where(losses > 0, losses, np.nan)
-            self._plot["loss"].setData(np.arange(losses.size), positive, connect="finite")
-        colours = ["#e07b39", "#2ca02c", "#9467bd", "#d62728", "#17becf"]
-        for k, (name, values) in enumerate(self.metric_values.items()):
-            curve = self._plot["metric_curves"].get(name)
-            if curve is None:
-                curve = self._plot["metric_plot"].plot(pen=pg.mkPen(colours[k % len(colours)], width=2),
-                                                       name=split_port_text(name)[0])
-                self._plot["metric_curves"][name] = curve
-            curve.setData(np.arange(len(values)), np.asarray(values, dtype=np.float64))
+        self.curves.set_data(self.losses, self.metric_values)
 
     def curve_points(self) -> int:
         """How many points the loss curve shows (for tests)."""
-        if self._plot is None:
-            return 0
-        x, _ = self._plot["loss"].getData()
-        return 0 if x is None else len(x)
+        return self.curves.curve_points()

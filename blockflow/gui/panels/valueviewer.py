@@ -24,6 +24,7 @@ from blockflow.gui.common.plaintext import plain_label
 from blockflow.present.levels import group_label, grouped_names
 from blockflow.present.values import colormap, format_number, value_stats
 from blockflow.gui.common.heatmap import heatmap_image
+from blockflow.gui.panels.arraytable import ArrayTableModel, fit_columns
 
 __all__ = ["ValueViewerPanel", "ArrayPane", "ArrayTableModel", "HeatmapWidget"]
 
@@ -37,57 +38,6 @@ def _esc(text: str) -> str:
 
 def _red(palette: QPalette) -> str:
     return "#ff7b72" if palette.color(QPalette.Window).lightness() < 128 else "#c62828"
-
-
-class ArrayTableModel(QAbstractTableModel):
-    """An array as a table: a scalar in one cell, a vector as one column, a matrix as is."""
-
-    def __init__(self, parent=None):
-        super().__init__(parent)
-        self._a = np.zeros((0, 0))
-        self._label = "value"
-
-    def set_array(self, arr, label: str = "value") -> None:
-        arr = np.asarray(arr)
-        self.beginResetModel()
-        if arr.ndim == 0:
-            arr = arr.reshape(1, 1)
-        elif arr.ndim == 1:
-            arr = arr.reshape(-1, 1)
-        self._a = arr
-        self._label = label
-        self.endResetModel()
-
-    def array(self) -> np.ndarray:
-        return self._a
-
-    def rowCount(self, parent=QModelIndex()):
-        return 0 if parent.isValid() else self._a.shape[0]
-
-    def columnCount(self, parent=QModelIndex()):
-        return 0 if parent.isValid() else self._a.shape[1]
-
-    def data(self, index, role=Qt.DisplayRole):
-        if not index.isValid():
-            return None
-        v = self._a[index.row(), index.column()]
-        if role == Qt.DisplayRole:
-            return format_number(v, 6)
-        if role == Qt.ToolTipRole:
-            where = f"[{index.row()}, {index.column()}]" if self._a.shape[1] > 1 else f"[{index.row()}]"
-            return f"{where} = {format_number(v, 9)}"
-        if role == Qt.TextAlignmentRole:
-            return int(Qt.AlignRight | Qt.AlignVCenter)
-        if role == Qt.ForegroundRole and self._a.dtype.kind == "f" and not np.isfinite(v):
-            return QColor("#e0403a")
-        return None
-
-    def headerData(self, section, orientation, role=Qt.DisplayRole):
-        if role != Qt.DisplayRole:
-            return None
-        if orientation == Qt.Horizontal and self._a.shape[1] == 1:
-            return self._label
-        return str(section)
 
 
 class HeatmapWidget(QWidget):
@@ -218,7 +168,12 @@ class ArrayPane(QWidget):
         self.table.setFont(QFont("DejaVu Sans Mono", max(7, self.font().pointSize() - 1)))
         self.table.verticalHeader().setDefaultSectionSize(self.table.fontMetrics().height() + 4)
         self.table.verticalHeader().setSectionResizeMode(QHeaderView.Fixed)
-        self.table.horizontalHeader().setDefaultSectionSize(84)
+        # Columns as wide as their numbers, the table at least as wide as one: a right-aligned
+        # number in a column wider than the view showed its first digit only ("1" for 1003) or
+        # nothing, where the panel is narrow (a high scale factor, a small screen).
+        self.table.setTextElideMode(Qt.ElideRight)    # a number wider still ends in "…", never cut silently
+        # per pixel: per item, one column wider than the view could not be scrolled at all
+        self.table.setHorizontalScrollMode(QTableView.ScrollPerPixel)
         self.heatmap = HeatmapWidget()
         self.split = QSplitter(Qt.Horizontal)
         self.split.addWidget(self.table)
@@ -270,6 +225,7 @@ class ArrayPane(QWidget):
         self.message.hide()
         self.stats.show()
         self.split.show()
+        fit_columns(self.table)      # shown: a hidden header keeps its sections' old sizes
 
 
 class ValueViewerPanel(QWidget):

@@ -255,7 +255,8 @@ class Session(QObject):
     def target(self) -> str | None:
         """What Backward differentiates: the target picked in the combo while it is still on the
         page, else the page's loss, else the first scalar float output; None when there is none."""
-        keys = [k for k, _ in self.targets()]
+        targets = self.targets()
+        keys = [k for k, _ in targets]
         if not keys:
             return None
         page = self.host
@@ -264,17 +265,28 @@ class Session(QObject):
             return picked
         program = self.doc.ready_program(page)
         loss = _loss_key(program) if program is not None else None
-        return loss if loss in keys else keys[0]
+        if loss not in keys:     # a page with errors names no loss: the one the kept list marked
+            loss = next((k for k, label in targets if label.endswith("(loss)")), keys[0])
+        return loss
 
     def set_target(self, key: str) -> None:
         self._picked[self.host] = key
 
     def _refresh_targets(self) -> None:
-        """The targets from the page's program; kept as they are while it compiles."""
+        """The targets from the page's program; kept as they are while it compiles, and while it
+        has errors (an error hides the types of what follows it: the box would lose targets that
+        come back once it is fixed)."""
         page = self.host
         program = self.doc.ready_program(page)
         if program is None:
             return                        # program_ready calls again
+        if not program.ok and page == self._target_page and self._targets:
+            nodes = self.doc.page(page).nodes
+            kept = [t for t in self._targets if t[0].split(":")[0].split("/")[0] in nodes]
+            if kept != self._targets:
+                self._targets = kept
+                self.targets_changed.emit()
+            return
         out = runner.scalar_targets(program, _loss_key(program))
         changed = out != self._targets or page != self._target_page
         self._targets, self._target_page = out, page
