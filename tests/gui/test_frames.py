@@ -245,3 +245,24 @@ def test_the_no_display_render_draws_frames_and_rerouted_wires(qapp, tmp_path):
     reddish = sum(1 for y in range(0, b.height(), 3) for x in range(0, b.width(), 3)
                   if (lambda c: c.red() > c.green() + 25 and c.red() > c.blue() + 25)(b.pixelColor(x, y)))
     assert reddish > 200 and red.red() > red.green()       # the frame's tint and edge are drawn
+
+
+def test_right_click_on_a_frame_title_gives_its_menu_not_the_add_popup(qtbot, view, doc, monkeypatch):
+    from PySide6.QtGui import QContextMenuEvent
+    blocks(doc)
+    doc.add_frame(["t", "e"])
+    QApplication.processEvents()
+    shown, real = [], view.context_menu
+
+    class Shown:                  # the menu is looked at, not run (exec would block)
+        def exec(self, *_):
+            pass
+
+    def looked_at(sp):
+        shown.append([x.text() for x in real(sp).actions()])
+        return Shown()
+    monkeypatch.setattr(view, "context_menu", looked_at)
+    pos = title_point(view)
+    QApplication.sendEvent(view.viewport(), QContextMenuEvent(QContextMenuEvent.Mouse, pos,
+                                                              view.viewport().mapToGlobal(pos)))
+    assert shown and shown[0][0] == "Edit frame…" and not view.quick_add.isVisible()
