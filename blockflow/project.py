@@ -105,12 +105,13 @@ class Node:
     position: tuple = (0.0, 0.0)
     label: str = ""
     state: dict = field(default_factory=dict)
+    collapsed: bool = False      # drawn as its title and ports only (a view choice, saved)
 
     def __eq__(self, other):
         if not isinstance(other, Node):
             return NotImplemented
         return (self.id == other.id and self.block == other.block and self.label == other.label
-                and tuple(self.position) == tuple(other.position)
+                and tuple(self.position) == tuple(other.position) and self.collapsed == other.collapsed
                 and _attrs_equal(self.attrs, other.attrs)
                 and _dicts_of_arrays_equal(self.inputs, other.inputs)
                 and _dicts_of_arrays_equal(self.state, other.state))
@@ -378,6 +379,13 @@ class Page(PageLayout):
             raise ProjectError(f"the label {problem}")
         before, node.label = node.label, label
         return Change(self.name, False, nodes_changed=(node_id,), before=before)
+
+    def set_collapsed(self, flags: dict) -> Change:
+        """Collapse or expand nodes: ``{node id: bool}``; ``before`` holds the old flags."""
+        before = {nid: self._node(nid).collapsed for nid in flags}   # an unknown id: nothing changed
+        for nid, flag in flags.items():
+            self.nodes[nid].collapsed = bool(flag)
+        return Change(self.name, False, nodes_changed=tuple(flags), before=before)
 
     def set_states(self, states: dict) -> Change:
         """Replace the stored state of nodes: ``{node id: state dict}``; ``before`` holds the old

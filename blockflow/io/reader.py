@@ -212,6 +212,10 @@ def _decode_node(obj, where: str) -> Node:
     if not block:
         raise Invalid(bw, "the block name must not be empty")
     label = check_text(obj.get("label", ""), key_path(where, "label"), "a label")
+    collapsed = obj.get("collapsed", False)
+    if collapsed is not True and collapsed is not False:
+        raise Invalid(key_path(where, "collapsed"), f"collapsed must be true or false, found "
+                                                     f"{describe(collapsed)}")
     pw = key_path(where, "position")
     position = obj.get("position", ORIGIN)
     if position is ORIGIN:   # omitted: every such node shares the one immutable tuple
@@ -255,7 +259,7 @@ def _decode_node(obj, where: str) -> Node:
             raise Invalid(sw, "a state name must not be empty")
         check_name(k, key_path(sw, k), "a state name")
         state[k] = decode_array_at(v, key_path(sw, k))
-    return Node(node_id, block, attrs, inputs, xy, label, state)
+    return Node(node_id, block, attrs, inputs, xy, label, state, collapsed)
 
 
 def loads_project(text_or_bytes, path="<string>", *, library: bool = False) -> Project:

@@ -148,8 +148,14 @@ def _encode_node(key, node, where: str) -> dict:
 
     inputs = _encode_array_map(node.inputs, key_path(where, "inputs"), "inputs", check_port)
     state = _encode_array_map(node.state, key_path(where, "state"), "state", state_key)
-    return {"id": node_id, "block": block, "label": label, "position": pos, "attrs": attrs,
-            "inputs": inputs, "state": state}
+    out = {"id": node_id, "block": block, "label": label, "position": pos, "attrs": attrs,
+           "inputs": inputs, "state": state}
+    if not isinstance(node.collapsed, (bool, np.bool_)):
+        raise Invalid(key_path(where, "collapsed"), f"collapsed must be a bool, found "
+                                                     f"{node.collapsed!r}")
+    if node.collapsed:   # written only when set: files without it stay as they were
+        out["collapsed"] = True
+    return out
 
 
 def _compact(v) -> str:
@@ -215,7 +221,8 @@ def _fmt_node(n: dict, ind: str) -> str:
     return _fmt_object([("id", _compact(n["id"])), ("block", _compact(n["block"])),
                         ("label", _compact(n["label"])), ("position", _compact(n["position"])),
                         ("attrs", _fmt_members(n["attrs"], i)), ("inputs", _fmt_members(n["inputs"], i)),
-                        ("state", _fmt_members(n["state"], i))], ind)
+                        ("state", _fmt_members(n["state"], i))]
+                       + ([("collapsed", "true")] if n.get("collapsed") else []), ind)
 
 
 def _diagram_members(d: dict, i: str) -> list:

@@ -10,7 +10,7 @@ from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication
 
 from blockflow.gui.canvas import keymap
-from blockflow.gui.canvas.keymap import CANVAS_KEYS, canvas_rows
+from blockflow.gui.canvas.keymap import CANVAS_GESTURES, CANVAS_KEYS, canvas_rows
 
 from test_canvas import doc, make_view, view  # noqa: F401  (the canvas tests' fixtures)
 from test_main_window import make_window, settings_path  # noqa: F401
@@ -37,7 +37,8 @@ def test_the_list_has_every_menu_shortcut_and_every_canvas_key(qtbot, settings_p
                 assert any(text in keys.split(", ") for keys in keys_listed), (name, text)
     assert any(what == "Keyboard Shortcuts" for _, _, what in rows)
     canvas = [(keys, what) for group, keys, what in rows if group.startswith("Canvas")]
-    assert canvas == canvas_rows() and len(canvas) == len(CANVAS_KEYS)
+    assert canvas == canvas_rows() and len(canvas) == len(CANVAS_KEYS) + len(CANVAS_GESTURES)
+    assert ("Tab", CANVAS_GESTURES[0][1]) in canvas
     assert ("Space (hold) + drag", CANVAS_KEYS[0].does) in canvas
     for needed in ("F1", "]", "[", "Left", "Shift+Right", "P", "Return, Enter", "Esc", "Del, Backspace"):
         assert any(keys == needed for keys, _ in canvas), needed
@@ -118,3 +119,13 @@ def test_the_editor_page_lists_every_canvas_key():
     for entry in CANVAS_KEYS:
         shown = names.get(entry.action) or next(k for k in entry.keys if isinstance(k, str))
         assert shown.strip("`") in table, entry.action
+
+
+def test_the_editor_page_lists_every_canvas_gesture():
+    """docs/editor.md's Keyboard section has a row for each gesture the shortcut list shows."""
+    from test_main_window import ROOT
+
+    text = (ROOT / "docs" / "editor.md").read_text(encoding="utf-8")
+    section = text[text.index("## Keyboard"):text.index("## Big diagrams")]
+    for gesture, does in CANVAS_GESTURES:
+        assert f"| {gesture} | {does} |" in section, gesture

@@ -94,6 +94,8 @@ def test_page_names_notes_labels_and_block_names_show_literally(hostile_window, 
     item = window.view.scene().node_items["odd"]
     tip = window.view.tooltip_at(item.sceneBoundingRect().center())
     assert BLOCK in shown(tip) and f"{PAGE}/odd" in shown(tip)
+    # one scope on the page: no tab with the page's name, but its port (a diamond) names it
+    assert not item.show_scope
     scope_tip = window.view.tooltip_at(item.port_scene_pos("scope"))
     assert shown(scope_tip) == f"scope: {PAGE} (full name {PAGE}/odd)"
 

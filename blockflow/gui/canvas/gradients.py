@@ -349,7 +349,9 @@ class GradientHighlighter(QObject):
             order = sorted((e.dst for e, _ in fan.contributions),
                            key=lambda n: (items[n].y(), items[n].x()) if n in items else (0.0, 0.0))
             lb = FanoutLabel(fan, blocks, self.style, accent, order)
-            lb.setPos(place_label(self.scene, src, port, lb.boundingRect().size()))
+            corner, free = place_label(self.scene, src, port, lb.boundingRect().size())
+            lb.setPos(corner)
+            lb.set_hover_only(not free)
             # Child of its block: it follows the block while it is dragged.
             lb.setParentItem(src)
             keep.append(lb)

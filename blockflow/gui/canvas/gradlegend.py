@@ -220,6 +220,21 @@ class FanoutLabel(QGraphicsItem):
         self._rect = QRectF(0, 0, w + 14, self._line_h * (1 + len(self.rows)) + 8)
         self.setZValue(5.0)
         self.setAcceptedMouseButtons(Qt.NoButton)
+        #: no free place was found: drawn only while its block is hovered (show_on_hover)
+        self.hover_only = False
+
+    def set_hover_only(self, on: bool) -> None:
+        self.hover_only = on
+        self.setVisible(not on)
+
+    def show_on_hover(self, hovered: bool) -> None:
+        """Its block is hovered (or no more): a label without a free place shows meanwhile, its
+        block raised so that the label is drawn over the blocks it covers."""
+        if self.hover_only and hovered != self.isVisible():
+            self.setVisible(hovered)
+            src = self.parentItem()
+            if src is not None:
+                src.setZValue(3.0 if hovered else 0.0)
 
     @staticmethod
     def _content(fan: Fanout, blocks: dict, order: list) -> tuple[str, list]:
@@ -258,10 +273,37 @@ class FanoutLabel(QGraphicsItem):
             painter.drawText(QRectF(7 + self._col, 4 + i * h, self._rect.width() - self._col - 10, h), left, b)
 
 
-def place_label(scene, src, port: str, size: QSizeF) -> QPointF:
-    """Where a fan-out label beside ``src``'s output ``port`` covers the fewest wires and no block:
-    candidates right of the port (level with it, above, below, further out), scored by the wire
-    points and blocks they would cover. Returns the top-left corner in ``src``'s coordinates."""
+def _free_spots(src, p: QPointF, w: float, h: float):
+    """Candidate top-left corners for a label of size ``w`` x ``h`` at port ``p`` of ``src``
+    (item coordinates), nearest first: right of the port, level, above and below, further out;
+    then above and below the block."""
+    for k in range(10):
+        x = p.x() + 12 + 24 * k
+        for y in (p.y() - h / 2, p.y() - h - 8, p.y() + 8, p.y() - 1.6 * h - 8, p.y() + 0.6 * h + 8,
+                  p.y() - 2.4 * h - 8, p.y() + 1.4 * h + 8):
+            yield k, QPointF(x, y)
+    # away from the port: only when every place beside it covers a block (k weighs 0.2 a step)
+    for k, x in enumerate((src.w - w, src.w - w / 2, src.w)):
+        for y in (-h - 18, src.h + 10, -2 * h - 24, src.h + h + 16):
+            yield 250 + k, QPointF(x, y)
+
+
+def covers_blocks(scene, rect: QRectF, src=None) -> bool:
+    """Does ``rect`` (scene coordinates) cover a block or a fan-out label shown always?"""
+    for item in scene.items(rect):
+        if isinstance(item, NodeItem) and item.isVisible():
+            return True
+        if isinstance(item, FanoutLabel) and item.isVisible() and not item.hover_only:
+            return True
+    return False
+
+
+def place_label(scene, src, port: str, size: QSizeF) -> tuple[QPointF, bool]:
+    """Where a fan-out label beside ``src``'s output ``port`` covers no block and no other label,
+    and the fewest wires: candidates around the port and the block, scored by the wire points
+    they would cover and how far out they are. Returns the top-left corner in ``src``'s
+    coordinates and whether it is free; when no candidate is, the one covering least, and the
+    label is shown only while the block is hovered."""
     p = src.port_pos(port)
     w, h = size.width(), size.height()
     points = []
@@ -269,19 +311,15 @@ def place_label(scene, src, port: str, size: QSizeF) -> QPointF:
         path = e.path()
         points += [path.pointAtPercent(k / 40) for k in range(41)]
     own = src.edges
-    best, best_score = None, None
+    best, best_score, free = None, None, False
     origin = src.pos()
-    for k in range(8):
-        x = p.x() + 12 + 24 * k
-        for y in (p.y() - h / 2, p.y() - h - 8, p.y() + 8, p.y() - 1.6 * h - 8, p.y() + 0.6 * h + 8):
-            rect = QRectF(origin.x() + x, origin.y() + y, w, h).adjusted(-4, -4, 4, 4)
-            score = sum(1 for q in points if rect.contains(q)) + 0.2 * k
-            for item in scene.items(rect):
-                if isinstance(item, (NodeItem, FanoutLabel)) and item is not src:
-                    score += 60
-                elif isinstance(item, EdgeItem) and item not in own:
-                    score += 8
-            if best_score is None or score < best_score:
-                best, best_score = QPointF(x, y), score
-    return best
-
+    for k, corner in _free_spots(src, p, w, h):
+        rect = QRectF(origin + corner, size).adjusted(-4, -4, 4, 4)
+        clear = not covers_blocks(scene, rect)
+        score = sum(1 for q in points if rect.contains(q)) + 0.2 * k + (0 if clear else 1000)
+        for item in scene.items(rect):
+            if isinstance(item, EdgeItem) and item not in own:
+                score += 8
+        if best_score is None or score < best_score:
+            best, best_score, free = corner, score, clear
+    return best, free

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QGraphicsItem, QGraphicsPathItem, QGraphicsRectIte
 
 from blockflow.present.nodeview import NodeData, Port
 from blockflow.gui.canvas.bendpath import path_through
+from blockflow.gui.canvas.detail import far_title, layout_collapsed, paint_collapsed, paint_far_title
 from blockflow.gui.canvas.resultview import BlockResults
 from blockflow.gui.common.theme import Style
 
@@ -78,7 +79,7 @@ class NodeItem(QGraphicsRectItem):
 
     Type = QGraphicsItem.UserType + 1
 
-    def __init__(self, data: NodeData, style: Style):
+    def __init__(self, data: NodeData, style: Style, collapsed: bool = False):
         super().__init__()
         self.style = style
         self.data = data
@@ -87,6 +88,8 @@ class NodeItem(QGraphicsRectItem):
         self.hover_port: str | None = None
         self.results = None                  # a run's BlockResults (resultview.py), or None
         self.dimmed = False                  # drawn washed out (gradient highlighting)
+        self.collapsed = collapsed           # drawn as its title and ports (detail.py)
+        self.show_scope = False              # the scope tab: only where a page has several scopes
         self.setPen(Qt.NoPen)
         self._layout()
 
@@ -107,9 +110,29 @@ class NodeItem(QGraphicsRectItem):
         self.update()
         return relayout
 
+    def set_view(self, collapsed: bool, show_scope: bool) -> bool:
+        """Collapse or expand the block, show or hide its scope tab; True when the ports moved."""
+        if (collapsed, show_scope) == (self.collapsed, self.show_scope):
+            return False
+        self.collapsed, self.show_scope = collapsed, show_scope
+        self._layout()
+        self.update()
+        return True
+
     def _layout(self) -> None:
+        title = block_title(self.data.block)
+        self.title_advance = self.style.title_fm.horizontalAdvance(title)
+        self.far_text = far_title(self.data.block)
+        self.far_advance = self.style.title_fm.horizontalAdvance(self.far_text)
+        if self.collapsed:
+            layout_collapsed(self, title)
+        else:
+            self._layout_full()
+        self._layout_edges()
+
+    def _layout_full(self) -> None:
         st, d = self.style, self.data
-        title_w = st.title_fm.horizontalAdvance(block_title(d.block))
+        title_w = self.title_advance
         sub_w = st.sub_fm.horizontalAdvance(d.subtitle)
         in_w = max((st.port_fm.horizontalAdvance(p.label) for p in d.inputs), default=0.0)
         out_w = max((st.port_fm.horizontalAdvance(p.label) for p in d.outputs), default=0.0)
@@ -132,7 +155,6 @@ class NodeItem(QGraphicsRectItem):
             ports[p.name] = QPointF(0.0, st.PORTS_TOP + (i + 0.5) * st.ROW_H)
         for i, p in enumerate(d.outputs):
             ports[p.name] = QPointF(w, st.PORTS_TOP + (i + 0.5) * st.ROW_H)
-        ports["scope"] = QPointF(w / 2, -st.SCOPE_H / 2)
         self.ports = ports
         inline_w = 0.0
         self.inline_rects = {}
@@ -142,11 +164,21 @@ class NodeItem(QGraphicsRectItem):
                 y = ports[p.name].y()
                 self.inline_rects[p.name] = QRectF(-st.PORT_R - 4 - tw, y - 7, tw, 14)
                 inline_w = max(inline_w, tw + st.PORT_R + 5)
-        scope_w = min(st.scope_fm.horizontalAdvance(d.scope) + 18, w - 16)
-        self.scope_rect = QRectF((w - scope_w) / 2, -st.SCOPE_H, scope_w, st.SCOPE_H + st.RADIUS)
-        left = max(inline_w, st.PORT_R + 1.5)
+        self.inline_w = inline_w
+
+    def _layout_edges(self) -> None:
+        """The scope tab and its port, the bounds (port circles, inline constants, the tab and
+        the loss badge above), the result lines."""
+        st, d, w, h = self.style, self.data, self.w, self.h
+        if self.show_scope:
+            scope_w = min(st.scope_fm.horizontalAdvance(d.scope) + 18, w - 16)
+            self.scope_rect = QRectF((w - scope_w) / 2, -st.SCOPE_H, scope_w, st.SCOPE_H + st.RADIUS)
+            self.ports["scope"] = QPointF(w / 2, -st.SCOPE_H / 2)
+        else:   # one scope on the page: its port stays (never wired), a diamond on the top edge
+            self.ports["scope"] = QPointF(w / 2, 0.0)
+        left = max(0.0 if self.collapsed else self.inline_w, st.PORT_R + 1.5)
         # The loss badge sits above the scope tab, so the tab keeps the page name whole.
-        top = st.SCOPE_H * (2 if d.is_loss else 1) + 1.5
+        top = (-self.badge_top() if d.is_loss else st.SCOPE_H if self.show_scope else 0.0) + 1.5
         self._bounds = QRectF(-left, -top, w + left + st.PORT_R + 1.5, h + top + 1.5)
         self.setRect(self._bounds)
         if self.results is not None:
@@ -165,10 +197,14 @@ class NodeItem(QGraphicsRectItem):
         """The message of a run that failed at this block ("" when none)."""
         return self.results.error if self.results is not None else ""
 
+    def badge_top(self) -> float:
+        """Where the loss badge's top is (above the scope tab when there is one)."""
+        return -self.style.SCOPE_H * (2 if self.show_scope else 1)
+
     def shape(self) -> QPainterPath:
         path = QPainterPath()
         r = self.style.PORT_R + 2
-        path.addRect(self.body.adjusted(-r, -self.style.SCOPE_H, r, 0))
+        path.addRect(self.body.adjusted(-r, -self.style.SCOPE_H if self.show_scope else 0, r, 0))
         for rect in self.inline_rects.values():
             path.addRect(rect)
         return path
@@ -204,7 +240,7 @@ class NodeItem(QGraphicsRectItem):
         if best is not None:
             return best
         st = self.style
-        if st.PORTS_TOP <= y < st.PORTS_TOP + self.rows * st.ROW_H:
+        if not self.collapsed and st.PORTS_TOP <= y < st.PORTS_TOP + self.rows * st.ROW_H:
             row = int((y - st.PORTS_TOP) // st.ROW_H)
             if -tolerance <= x <= 12 and row < len(self.data.inputs):
                 return self.data.inputs[row].name
@@ -236,8 +272,20 @@ class NodeItem(QGraphicsRectItem):
     def hoverMoveEvent(self, event):
         self.set_hover_port(self.port_at(event.scenePos(), 7.0))
 
+    def hoverEnterEvent(self, event):
+        self._hover_children(True)
+        self.hoverMoveEvent(event)
+
     def hoverLeaveEvent(self, event):
         self.set_hover_port(None)
+        self._hover_children(False)
+
+    def _hover_children(self, on: bool) -> None:
+        """Tell the fan-out notes on this block (gradlegend.py) that it is hovered."""
+        for child in self.childItems():
+            show = getattr(child, "show_on_hover", None)
+            if show is not None:
+                show(on)
 
     def itemChange(self, change, value):
         if change == QGraphicsItem.ItemPositionHasChanged:
@@ -255,8 +303,8 @@ class NodeItem(QGraphicsRectItem):
         if self.dimmed:   # washed towards the background; the strips beside the body are background
             st = self.style
             r = st.PORT_R + 1.5
-            painter.fillRect(self.body.adjusted(-r, -st.SCOPE_H * (2 if self.data.is_loss else 1), r, 0),
-                             st.dim_brush)
+            top = self.badge_top() if self.data.is_loss else -st.SCOPE_H if self.show_scope else 0
+            painter.fillRect(self.body.adjusted(-r, top, r, 0), st.dim_brush)
 
     def _paint_block(self, painter, option, widget=None):
         st, d = self.style, self.data
@@ -269,18 +317,26 @@ class NodeItem(QGraphicsRectItem):
                 painter.setBrush(Qt.NoBrush)
                 painter.drawRect(self.body)
             return
-        self._paint_body(painter, lod, outline)
-        if lod < st.DETAIL_LOD:  # middle distance: body and ports; the op name on small pages
-            self._paint_ports(painter, False)
-            if lod >= st.title_lod:
-                self._paint_far_title(painter, st.DETAIL_LOD / lod)
+        if self.collapsed:
+            paint_collapsed(self, painter, lod, outline, block_title(d.block))
+            if d.is_loss and lod >= st.DETAIL_LOD:
+                self._paint_badge(painter)
             return
-        self._paint_scope(painter)
+        self._paint_body(painter, lod, outline)
+        if lod < st.DETAIL_LOD:  # middle distance: body, ports and the op name, large (detail.py)
+            self.paint_ports(painter, False)
+            if lod >= st.title_lod:
+                paint_far_title(self, painter, lod)
+            return
+        if self.show_scope:
+            self._paint_scope(painter)
+        else:
+            self._paint_diamond(painter, self.ports["scope"])
         self._paint_titles(painter)
         self._paint_port_labels(painter)
         if self.results is not None:
             self.results.paint(painter, st)
-        self._paint_ports(painter, True)
+        self.paint_ports(painter, True)
 
     def _outline(self, selected: bool) -> QPen:
         st, d, results = self.style, self.data, self.results
@@ -301,10 +357,10 @@ class NodeItem(QGraphicsRectItem):
             painter.setPen(st.border_pen)
             painter.setBrush(st.result_brush)
             painter.drawRoundedRect(body.translated(COMPOSITE_SHIFT, -COMPOSITE_SHIFT), st.RADIUS, st.RADIUS)
-        # scope tab behind the body's top edge
-        painter.setPen(st.border_pen)
-        painter.setBrush(st.result_brush)
-        painter.drawRoundedRect(self.scope_rect, 4, 4)
+        if self.show_scope:   # the tab behind the body's top edge
+            painter.setPen(st.border_pen)
+            painter.setBrush(st.result_brush)
+            painter.drawRoundedRect(self.scope_rect, 4, 4)
         painter.setPen(Qt.NoPen)
         painter.setBrush(st.body_brush)
         painter.drawRoundedRect(body, st.RADIUS, st.RADIUS)
@@ -332,14 +388,18 @@ class NodeItem(QGraphicsRectItem):
         painter.setPen(st.muted_pen)
         painter.drawText(QRectF(sr.left() + 13, sr.top(), sr.width() - 15, st.SCOPE_H), _AL,
                          st.scope_fm.elidedText(self.data.scope, _ELIDE, sr.width() - 16))
-        cx, cy = sr.left() + 7, sr.top() + st.SCOPE_H / 2
+        self._paint_diamond(painter, QPointF(sr.left() + 7, sr.top() + st.SCOPE_H / 2), Qt.NoBrush)
+
+    def _paint_diamond(self, painter, centre: QPointF, fill=None) -> None:
+        """The scope port's hollow diamond (filled with the body's colour on the block's edge)."""
+        cx, cy = centre.x(), centre.y()
         diamond = QPainterPath(QPointF(cx, cy - 3.5))
         diamond.lineTo(cx + 3.5, cy)
         diamond.lineTo(cx, cy + 3.5)
         diamond.lineTo(cx - 3.5, cy)
         diamond.closeSubpath()
-        painter.setPen(st.port_outline)
-        painter.setBrush(Qt.NoBrush)
+        painter.setPen(self.style.port_outline)
+        painter.setBrush(fill if fill is not None else self.style.body_brush)
         painter.drawPath(diamond)
 
     def _paint_titles(self, painter) -> None:
@@ -353,13 +413,18 @@ class NodeItem(QGraphicsRectItem):
         painter.drawText(QRectF(8, 18, w - 16, 15), _AC,
                          st.sub_fm.elidedText(d.subtitle, _ELIDE, w - 16))
         if d.is_loss:
-            painter.setFont(st.badge_font)
-            badge = QRectF(w - 30, -2 * st.SCOPE_H, 28, st.SCOPE_H - 1)
-            painter.setPen(Qt.NoPen)
-            painter.setBrush(st.loss)
-            painter.drawRoundedRect(badge, 4, 4)
-            painter.setPen(QPen(QColor("#ffffff")))
-            painter.drawText(badge, _AC, "loss")
+            self._paint_badge(painter)
+
+    def _paint_badge(self, painter) -> None:
+        """The loss badge above the block's right end."""
+        st = self.style
+        painter.setFont(st.badge_font)
+        badge = QRectF(self.w - 30, self.badge_top(), 28, st.SCOPE_H - 1)
+        painter.setPen(Qt.NoPen)
+        painter.setBrush(st.loss)
+        painter.drawRoundedRect(badge, 4, 4)
+        painter.setPen(QPen(QColor("#ffffff")))
+        painter.drawText(badge, _AC, "loss")
 
     def _paint_port_labels(self, painter) -> None:
         """Port names inside the body, inline constants beside their inputs."""
@@ -388,22 +453,7 @@ class NodeItem(QGraphicsRectItem):
             painter.drawText(rect.adjusted(4, 0, -3, 0), _AL,
                              st.inline_fm.elidedText(p.inline, _ELIDE, rect.width() - 7))
 
-    def _paint_far_title(self, painter, factor: float) -> None:
-        """The op name alone, centred in the header and scaled by ``factor`` so that it keeps the
-        on-screen size it has at DETAIL_LOD (elided to the block's width)."""
-        st, w = self.style, self.w
-        avail = (w - 12) / factor
-        height = st.HEADER_H / factor
-        painter.save()
-        painter.translate(w / 2, st.HEADER_H / 2)
-        painter.scale(factor, factor)
-        painter.setPen(st.text_pen)
-        painter.setFont(st.title_font)
-        painter.drawText(QRectF(-avail / 2, -height / 2, avail, height), _AC,
-                         st.title_fm.elidedText(block_title(self.data.block), _ELIDE, avail))
-        painter.restore()
-
-    def _paint_ports(self, painter, detail: bool) -> None:
+    def paint_ports(self, painter, detail: bool) -> None:
         st = self.style
         r = st.PORT_R
         accept = self.accept

@@ -46,6 +46,7 @@ def _block_menu(view, menu: QMenu, item) -> None:
     menu.addAction("Rename id…", lambda: rename_id(view, nid))
     menu.addAction("Rename label…", lambda: rename_label(view, nid))
     menu.addAction("Duplicate", view.duplicate_selection)
+    menu.addAction("Expand\tH" if item.collapsed else "Collapse\tH", view.toggle_collapse)
     if view.diagram_scene().page.is_loss(nid):
         menu.addAction("Clear loss mark", lambda: view.doc.set_loss(None))
     else:

@@ -68,6 +68,7 @@ class DiagramScene(QGraphicsScene):
         self.render_mode = False          # headless picture: no cache, no grid
         self.overview: OverviewItem | None = None
         self.overview_on = False
+        self._scopes: set = set()         # the scopes of the blocks shown (their tabs: _show_scopes)
         self.setItemIndexMethod(QGraphicsScene.BspTreeIndex)
         self.setBackgroundBrush(style.background)
 
@@ -95,11 +96,12 @@ class DiagramScene(QGraphicsScene):
             self._make_node(nid, incoming.get(nid, ()), outgoing.get(nid, ()))
         for e in page.edges:
             self._make_edge(e)
+        self._show_scopes()
         self.fit_scene_rect()
 
     def _make_node(self, nid: str, incoming=(), outgoing=()) -> NodeItem:
         data = node_data(self.page, nid, self.registry, incoming, outgoing, self.program, self.level)
-        item = NodeItem(data, self.style)
+        item = NodeItem(data, self.style, bool(self.page.nodes[nid].collapsed))
         item.setPos(*self.page.nodes[nid].position)
         self.addItem(item)
         flags = QGraphicsItem.ItemIsSelectable | QGraphicsItem.ItemIsMovable
@@ -139,10 +141,23 @@ class DiagramScene(QGraphicsScene):
         if item is None or nid not in self.page.nodes:
             return
         inc, out = self.node_wires(nid)
-        if item.set_data(node_data(self.page, nid, self.registry, inc, out, self.program, self.level)):
+        moved = item.set_data(node_data(self.page, nid, self.registry, inc, out, self.program, self.level))
+        if item.set_view(bool(self.page.nodes[nid].collapsed), item.show_scope) or moved:
             for e in item.edges:
                 e.update_path()
+        if item.data.scope not in self._scopes:
+            self._show_scopes()
         self._overview_dirty()
+
+    def _show_scopes(self) -> None:
+        """Give the blocks their scope tabs only where the page holds more than one scope (a
+        tab repeating the one scope on every block says nothing)."""
+        self._scopes = {item.data.scope for item in self.node_items.values()}
+        several = len(self._scopes) > 1
+        for item in self.node_items.values():
+            if item.set_view(item.collapsed, several):
+                for e in item.edges:
+                    e.update_path()
 
     # -------------------------------------------------------------------- bound to a document
     def bind(self, document) -> None:
@@ -285,6 +300,8 @@ class DiagramScene(QGraphicsScene):
     # -------------------------------------------------------------------- model changes
     def add_node(self, nid: str) -> NodeItem:
         item = self._make_node(nid)
+        if item.data.scope not in self._scopes or len(self._scopes) > 1:
+            self._show_scopes()
         if self.overview_on:
             item.setVisible(False)
         self._overview_dirty()

@@ -25,9 +25,11 @@ from blockflow.gui.canvas.keymap import key_for
 from blockflow.gui.canvas.layout_layer import CanvasLayout
 from blockflow.errors import ProjectError
 from blockflow.gui.canvas.menus import context_menu, rename_label
+from blockflow.gui.canvas import collapse
 from blockflow.gui.canvas.minimap import Minimap
 from blockflow.gui.canvas.notices import EmptyPageHint, Notices
 from blockflow.gui.canvas.quickadd import QuickAdd
+from blockflow.gui.canvas.readable import opening_view
 from blockflow.gui.canvas.splice import PaletteSplice
 from blockflow.gui.canvas.scene import OVERVIEW_MIN_NODES, OVERVIEW_SCALE, DiagramScene
 from blockflow.gui.canvas.tooltips import tooltip_at
@@ -61,6 +63,7 @@ class DiagramView(SelectionEditing, QGraphicsView):
         self._selected_wires: set[Edge] = set()
         self._pending_fit = True
         self._fitted: tuple | None = None        # (transform, centre, viewport) of the last fit
+        self._fit_kind = "fit"
         self._views: dict[str, tuple] = {}       # page -> (transform, centre) to come back to
         self._last_scene_pos: QPointF | None = None
         self._minimap: Minimap | None = None
@@ -132,7 +135,7 @@ class DiagramView(SelectionEditing, QGraphicsView):
             self.centerOn(saved[1])
             self._update_overview()
         else:
-            self.fit_to_view()
+            self.open_readable()
 
     def _on_page_renamed(self, old, new):
         if old in self._views:
@@ -142,7 +145,7 @@ class DiagramView(SelectionEditing, QGraphicsView):
         self._views.clear()
         self._pending_fit = True
         if self.isVisible():
-            self.fit_to_view()
+            self.open_readable()
 
     # ---------------------------------------------------------------- the current gesture
     def interaction(self) -> Interaction | None:
@@ -253,9 +256,12 @@ class DiagramView(SelectionEditing, QGraphicsView):
         self._remember_fit()
         self.view_moved()
 
-    def _remember_fit(self) -> None:
+    def _remember_fit(self, kind: str = "fit") -> None:
+        """``kind``: "fit" (the whole page) or "readable" (a page's opening view): what a resize
+        redoes while the view is still as it left it."""
         rect = self.viewport().rect()
         self._fitted = (self.transform(), self.mapToScene(rect.center()), rect)
+        self._fit_kind = kind
 
     def _still_fitted(self) -> bool:
         """The view is as the last fit left it: no zoom or pan since, by the user or otherwise.
@@ -266,6 +272,28 @@ class DiagramView(SelectionEditing, QGraphicsView):
         off = self.mapToScene(rect.center()) - centre
         tol = 1.0 / max(self.zoom(), MIN_SCALE)
         return self.transform() == transform and abs(off.x()) <= tol and abs(off.y()) <= tol
+
+    def toggle_collapse(self) -> None:
+        collapse.toggle_selection(self)
+
+    def set_collapsed_all(self, collapsed: bool) -> None:
+        collapse.set_all(self, collapsed)
+
+    def open_readable(self) -> None:
+        """Show a page just opened: fitted when its text can be read so, else its start at the
+        lowest zoom that can (readable.py). Ctrl+0 (fit_to_view) still shows the whole page."""
+        blocks = [item.sceneBoundingRect() for item in self._scene.node_items.values()]
+        if not blocks:
+            self.fit_to_view()
+            return
+        self._scene.fit_scene_rect()
+        self._pending_fit = False
+        vp = self.viewport().rect()
+        scale, centre = opening_view(vp.width(), vp.height(), blocks)
+        self._set_scale(scale)
+        self.centerOn(centre)
+        self._remember_fit("readable")
+        self.view_moved()
 
     def zoom_in(self) -> None:
         self._zoom(1.25, self.viewport().rect().center())
@@ -347,14 +375,16 @@ class DiagramView(SelectionEditing, QGraphicsView):
         # after the first show, docks settling); a view zoomed or panned since keeps its place.
         fitted = self._still_fitted()
         super().resizeEvent(event)
-        if (self._pending_fit or fitted) and self.isVisible():
+        if self.isVisible() and (self._pending_fit or (fitted and self._fit_kind == "readable")):
+            self.open_readable()
+        elif self.isVisible() and fitted:
             self.fit_to_view()
         self.view_moved()
 
     def showEvent(self, event):
         super().showEvent(event)
         if self._pending_fit:
-            self.fit_to_view()
+            self.open_readable()
 
     # ---------------------------------------------------------------- hit tests
     def _hit_area(self, scene_pos: QPointF) -> tuple[float, QRectF]:

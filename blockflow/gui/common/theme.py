@@ -56,7 +56,7 @@ class Style:
     RADIUS = 7.0
 
     #: the zoom from which a block draws all its text (ports, scope, inline values)
-    DETAIL_LOD = 0.45
+    DETAIL_LOD = 0.6
     #: the zoom below which a block is a flat box (no ports, no text)
     FLAT_LOD = 0.3
 

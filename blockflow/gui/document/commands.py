@@ -170,6 +170,21 @@ class SetStatesCommand(DocCommand):
         self.edit(Page.set_states, self.old)
 
 
+class SetCollapsedCommand(DocCommand):
+    """Collapses or expands blocks (``{node id: bool}``): one step however many."""
+
+    def __init__(self, doc, page: str, flags: dict, text: str):
+        super().__init__(doc, page, text)
+        self.flags = dict(flags)
+        self.old: dict = {}
+
+    def redo(self):
+        self.old = self.edit(Page.set_collapsed, self.flags).before
+
+    def undo(self):
+        self.edit(Page.set_collapsed, self.old)
+
+
 class SetPageFieldCommand(DocCommand):
     """Sets a page's loss, text or metrics, or the saved feed of one Placeholder (``key``;
     ``None`` removes it)."""

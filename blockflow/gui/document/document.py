@@ -377,6 +377,15 @@ class Document(CompositeEdits, TrainingEdits, LayoutEdits, QObject):
         self.undo_stack.push(C.SetNodeFieldCommand(self, page, node_id, "label", None, label,
                                                    f"Label {node_id}"))
 
+    def set_collapsed(self, ids, collapsed: bool, page: str | None = None) -> None:
+        """Collapse (or expand) the blocks ``ids``, one undo step; those already so are left."""
+        nodes = self.page(page).nodes
+        flags = {nid: collapsed for nid in ids if nid in nodes and nodes[nid].collapsed != collapsed}
+        if flags:
+            what = "Collapse" if collapsed else "Expand"
+            self.undo_stack.push(C.SetCollapsedCommand(self, page or self.current_page, flags,
+                                                       f"{what} {len(flags)} block(s)"))
+
     def rename_node(self, old: str, new: str, page: str | None = None) -> None:
         """Give a block a new id (the last part of its full name ``scope/id``), undoably."""
         page = page or self.current_page

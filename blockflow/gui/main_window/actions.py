@@ -25,7 +25,7 @@ MENUS = (
                            "align_top", "align_vcenter", "align_bottom"], "align_menu"),
                ("Dis&tribute", ["distribute_horizontal", "distribute_vertical"], "distribute_menu"),
                "auto_layout", "-", "group", "ungroup", "frame_selection", "go_up"]),
-    ("&View", ["zoom_in", "zoom_out", "reset_zoom", "fit", "-", "@panels", "reset_layout", "-", "gradient_paths",
+    ("&View", ["zoom_in", "zoom_out", "reset_zoom", "fit", "-", "collapse_all", "expand_all", "-", "@panels", "reset_layout", "-", "gradient_paths",
                "gradient_legend"]),
     ("&Page", ["add_page", "rename_page", "delete_page", "-", "next_page", "prev_page"]),
     ("&Run", ["run_forward", "run_backward", "-", "clear_results", "-", "check_gradients", "-",
@@ -135,6 +135,10 @@ class MenusMixin:
         a("zoom_out", "Zoom &Out", lambda: self._zoom(v.zoom_out), K.ZoomOut)
         a("reset_zoom", "&Actual Size", lambda: self._zoom(v.reset_zoom), "Ctrl+1")
         a("fit", "&Fit to Window", lambda: self._zoom(v.fit_to_view), "Ctrl+0", "Show the whole page")
+        a("collapse_all", "&Collapse All", lambda: v.set_collapsed_all(True), None,
+          "Draw the selected blocks (or every block of the page) as their title and ports (H: the selection)")
+        a("expand_all", "E&xpand All", lambda: v.set_collapsed_all(False), None,
+          "Draw the selected blocks (or every block of the page) whole again")
 
     def text_input_focus(self) -> QWidget | None:
         """The text field being typed in (a line edit, spin box, editable combo box or text
