@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from blockflow.errors import ProjectError
+from blockflow.page_layout import PageLayout
 from blockflow.textsafe import name_problem, text_problem
 
 __all__ = ["Edge", "Node", "Page", "Project", "Change", "RemovedNode", "UNSET", "split_port", "port_text",
@@ -187,6 +188,7 @@ class RemovedNode:
     feed: tuple | None  # (index in the page's feeds, value), None without a feed
     loss: str | None    # the page's loss when it named this node, else None
     metrics: tuple      # the page's metrics before (some may name the node)
+    layout: tuple = ((), ())   # (its wires' reroute points, the page's frames before)
 
 
 def _with_key_renamed(table: dict, old: str, new: str) -> dict:
@@ -200,7 +202,7 @@ def _renamed_ref(ref: str, old: str, new: str) -> str:
 
 
 @dataclass(eq=False)
-class Page:
+class Page(PageLayout):
     """One diagram: its own graph and its own scope, named after the page.
 
     ``loss`` names the node (``"Sum_1"`` or ``"Sum_1:output"``) whose output is the page's default
@@ -223,6 +225,8 @@ class Page:
     text: str = ""
     #: scalar outputs to plot while training ("node" or "node:port"), e.g. an accuracy
     metrics: list = field(default_factory=list)
+    bends: dict = field(default_factory=dict)     # {Edge: ((x, y), ...)}: reroute points (page_layout.py)
+    frames: list = field(default_factory=list)    # page_layout.Frame: boxes around blocks
 
     @property
     def scope(self) -> str:
@@ -292,7 +296,8 @@ class Page:
         edges = tuple((i, e) for i, e in enumerate(self.edges) if node_id in (e.src, e.dst))
         feed = next(((i, v) for i, (k, v) in enumerate(self.feeds.items()) if k == node_id), None)
         removed = RemovedNode(node, list(self.nodes).index(node_id), edges, feed,
-                              self.loss if self.is_loss(node_id) else None, tuple(self.metrics))
+                              self.loss if self.is_loss(node_id) else None, tuple(self.metrics),
+                              self._layout_without_node(node_id, edges))
         del self.nodes[node_id]
         self.edges = [e for e in self.edges if node_id not in (e.src, e.dst)]
         self.feeds.pop(node_id, None)
@@ -314,6 +319,7 @@ class Page:
         if removed.loss is not None:
             self.loss = removed.loss
         self.metrics = list(removed.metrics)
+        self._layout_restored(*removed.layout)
         return Change(self.name, True, nodes_added=change.nodes_added,
                       edges_added=tuple(e for _, e in removed.edges), index=change.index)
 
@@ -338,7 +344,7 @@ class Page:
         except ValueError:
             raise ProjectError(f"page '{self.name}' has no wire {edge}") from None
         del self.edges[index]
-        return Change(self.name, True, edges_removed=(edge,), index=index)
+        return Change(self.name, True, edges_removed=(edge,), index=index, before=self.bends.pop(edge, ()))
 
     def move_nodes(self, positions: dict) -> Change:
         """Place nodes: ``{node id: (x, y)}``; ``before`` holds their old positions."""
@@ -450,6 +456,7 @@ class Page:
         self.metrics = [_renamed_ref(m, old, new) for m in self.metrics]
         if old in self.feeds:
             self.feeds = _with_key_renamed(self.feeds, old, new)
+        self._layout_renamed(old, new)
         return Change(self.name, True, node_renamed=(old, new))
 
     def apply_state(self, updates: dict) -> None:
@@ -485,8 +492,8 @@ class Page:
                 and list(self.metrics) == list(other.metrics)
                 and list(self.nodes) == list(other.nodes)
                 and all(self.nodes[k] == other.nodes[k] for k in self.nodes)
-                and sorted(self.edges) == sorted(other.edges)
-                and _dicts_of_arrays_equal(self.feeds, other.feeds))
+                and sorted(self.edges) == sorted(other.edges) and self.bends == other.bends
+                and _dicts_of_arrays_equal(self.feeds, other.feeds) and self.frames == other.frames)
 
 
 @dataclass(eq=False)

@@ -19,6 +19,7 @@ from blockflow.composite import (DIM_REF, INPUT_BLOCK, OUTPUT_BLOCK, PARAM_REF, 
                                  refs_in, state_key, substitute)
 from blockflow.compile.flatten import _mixed_seed   # one seed mixing, the flattener's
 from blockflow.errors import ProjectError
+from blockflow.page_layout import layout_kept
 from blockflow.project import Change, Edge, Node, Project, port_text, split_port, split_port_text
 
 __all__ = ["Content", "Restructure", "plan_group", "plan_ungroup", "restructure", "suggest_name"]
@@ -34,10 +35,13 @@ class Content:
     loss: str | None
     metrics: list
     feeds: dict
+    #: (reroute points, frames) as they were, to put back; None: the page's, less what went
+    layout: tuple | None = None
 
     @staticmethod
     def of(page) -> "Content":
-        return Content(dict(page.nodes), list(page.edges), page.loss, list(page.metrics), dict(page.feeds))
+        return Content(dict(page.nodes), list(page.edges), page.loss, list(page.metrics), dict(page.feeds),
+                       (dict(page.bends), list(page.frames)))
 
 
 @dataclass
@@ -477,6 +481,7 @@ def restructure(project: Project, plan: Restructure) -> Change:
     page.nodes = dict(new.nodes)
     page.edges = list(new.edges)
     page.loss, page.metrics, page.feeds = new.loss, list(new.metrics), dict(new.feeds)
+    page.bends, page.frames = layout_kept(*(new.layout or (page.bends, page.frames)), page.nodes, new_edges)
     comp_block = block_name(plan.name)
     added_pages = (comp_block,) if not plan.keep and plan.composite is not None and old_comp is None else ()
     removed_pages = (comp_block,) if not plan.keep and plan.composite is None and old_comp is not None else ()

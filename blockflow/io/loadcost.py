@@ -7,7 +7,7 @@ import sys
 
 from blockflow.io import rules
 from blockflow.io.checks import Invalid
-from blockflow.io.rules import ARRAY_KEYS, EDGE_KEYS, NODE_KEYS, PAGE_KEYS, TOP_KEYS
+from blockflow.io.rules import ARRAY_KEYS, EDGE_KEYS, FRAME_KEYS, NODE_KEYS, PAGE_KEYS, REROUTE_KEYS, TOP_KEYS
 
 #
 # A file of a few megabytes can spell millions of tiny JSON values ("[]," is 3 bytes; the list
@@ -43,6 +43,10 @@ _COST_PAGE = 512         # per page: Page, its dicts and lists, an entry in `see
 _COST_NODE = 96          # per node: Node (136), its entry in the page's dict, a position tuple
 _COST_DICT = 64          # ... and each of attrs, inputs, state the file leaves out
 _COST_EDGE = 200         # per edge: Edge (104), the 4 names split out of "node:port", set entry
+_COST_REROUTE = 400      # per wire with reroute points: a second Edge and its names, its dict
+                         # entry, the tuple of points
+_COST_POINT = 128        # per reroute point: its (x, y) tuple and two floats (ints become floats)
+_COST_FRAME = 256        # per frame: Frame, its tuple of blocks (+ a slot per block), list entry
 
 # The bytes that can be JSON structure; all others are dropped before counting.
 _NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{},:"')
@@ -53,7 +57,7 @@ _STRING_RE = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"')
 # A key of the format, and the same characters inside a string (after an escaped quote), which
 # is all it can be else in valid JSON (a key followed by spaces is counted as any key: more).
 _FORMAT_KEYS = "|".join(sorted(set(TOP_KEYS + PAGE_KEYS + NODE_KEYS + EDGE_KEYS
-                                   + ARRAY_KEYS)))
+                                   + ARRAY_KEYS + REROUTE_KEYS + FRAME_KEYS)))
 _FORMAT_KEY_RE = re.compile(f'"(?:{_FORMAT_KEYS})":')
 _ESCAPED_FORMAT_KEY_RE = re.compile(f'\\\\"(?:{_FORMAT_KEYS})":')
 
@@ -181,9 +185,10 @@ def _char_width(text: str) -> int:
 def check_model_cost(pages: list, budget: LoadBudget) -> None:
     """Refuse a document whose Project model (pages, nodes, edges) would not fit in ``budget``
     next to the parsed document."""
-    nodes = edges = left_out = 0
+    nodes = edges = left_out = layout = 0
     for page in pages:
         if isinstance(page, dict):
+            layout += _layout_cost(page)
             n, e = page.get("nodes"), page.get("edges")
             if isinstance(n, list):
                 nodes += len(n)
@@ -191,9 +196,22 @@ def check_model_cost(pages: list, budget: LoadBudget) -> None:
                                 if isinstance(raw, dict))
             edges += len(e) if isinstance(e, list) else 0
     cost = (len(pages) * _COST_PAGE + nodes * _COST_NODE + left_out * _COST_DICT
-            + edges * _COST_EDGE)
+            + edges * _COST_EDGE + layout)
     budget.hold(cost, f"the file holds {len(pages):,} pages, {nodes:,} nodes and {edges:,} "
-                      "edges")
+                      "edges (with their reroute points and frames)")
+
+
+def _layout_cost(page: dict) -> int:
+    """What a diagram's reroute points and frames add to the model (page_layout.py)."""
+    reroutes, frames = page.get("reroutes"), page.get("frames")
+    cost = 0
+    for entry in reroutes if isinstance(reroutes, list) else ():
+        points = entry.get("points") if isinstance(entry, dict) else None
+        cost += _COST_REROUTE + (len(points) * _COST_POINT if isinstance(points, list) else 0)
+    for frame in frames if isinstance(frames, list) else ():
+        blocks = frame.get("blocks") if isinstance(frame, dict) else None
+        cost += _COST_FRAME + (len(blocks) * 8 if isinstance(blocks, list) else 0)
+    return cost
 
 
 _MODEL_DICTS = frozenset({"attrs", "inputs", "state"})

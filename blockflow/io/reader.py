@@ -15,6 +15,7 @@ from blockflow.io.checks import (BadConstant, check_loss, check_mapping, check_m
                                  check_node_id, check_object, check_page_name, check_port, check_text,
                                  describe, DupDict, Invalid, key_path, object_pairs, parse_endpoint)
 from blockflow.io.composite_codec import decode_composites
+from blockflow.io.layout_codec import decode_layout
 from blockflow.io.loadcost import LoadBudget, check_model_cost, check_parse_cost, structure_counts
 from blockflow.io.rules import EDGE_KEYS, NODE_KEYS, ORIGIN, PAGE_KEYS, TOP_KEYS
 from blockflow.io.values import CONTAINERS, decode_value, plain_scalar
@@ -198,7 +199,9 @@ def decode_diagram(obj, where: str, name: str) -> Page:
         seen_edges.add(edge)
         edges.append(edge)
         raw_edges[k] = None
-    return Page(name, nodes, edges, text=text)
+    page = Page(name, nodes, edges, text=text)
+    decode_layout(obj, where, page)
+    return page
 
 
 def _decode_node(obj, where: str) -> Node:

@@ -13,6 +13,7 @@ from blockflow.errors import ProjectFileError
 from blockflow.io import rules
 from blockflow.io.arrays import encode_array_at
 from blockflow.io.composite_codec import encode_composites
+from blockflow.io.layout_codec import encode_layout
 from blockflow.io.checks import (ArrayJSON, check_endpoint, check_loss, check_metrics, check_name,
                                  check_node_id, check_page_name, check_port, check_text, describe, Invalid,
                                  key_path, natural_key)
@@ -67,6 +68,7 @@ def _encode_page(page, where: str, seen: dict) -> dict:
     metrics = check_metrics(list(page.metrics), key_path(where, "metrics"), page.nodes, name)
     out = {"name": name, "text": diagram["text"], "loss": loss, "nodes": diagram["nodes"],
            "edges": diagram["edges"], "feeds": feeds}
+    out.update((k, diagram[k]) for k in ("reroutes", "frames") if k in diagram)
     if metrics:
         out["metrics"] = metrics
     return out
@@ -101,7 +103,8 @@ def _encode_diagram(page, where: str) -> dict:
         seen_edges.add(pair)
         edges.append(pair)
     edges.sort(key=lambda p: (natural_key(p[0]), natural_key(p[1])))
-    return {"text": text, "nodes": nodes, "edges": [{"from": a, "to": b} for a, b in edges]}
+    return {"text": text, "nodes": nodes, "edges": [{"from": a, "to": b} for a, b in edges],
+            **encode_layout(page, where)}
 
 
 def _encode_node(key, node, where: str) -> dict:
@@ -223,8 +226,9 @@ def _fmt_node(n: dict, ind: str) -> str:
 
 
 def _diagram_members(d: dict, i: str) -> list:
-    return [("nodes", _fmt_list(d["nodes"], i, _fmt_node)),
-            ("edges", _fmt_list(d["edges"], i, lambda e, _: _compact(e)))]
+    return ([("nodes", _fmt_list(d["nodes"], i, _fmt_node)),
+             ("edges", _fmt_list(d["edges"], i, lambda e, _: _compact(e)))]
+            + [(k, _fmt_list(d[k], i, lambda e, _: _compact(e))) for k in ("reroutes", "frames") if k in d])
 
 
 def _fmt_page(p: dict, ind: str) -> str:

@@ -53,10 +53,10 @@ def test_the_list_has_every_menu_shortcut_and_every_canvas_key(qtbot, settings_p
 def test_an_action_added_to_the_table_is_listed(qtbot, settings_path, monkeypatch):
     """The list is read from the table: a new action (or canvas key) shows without touching it."""
     window = make_window(qtbot, settings_path)
-    window._action("frame_selection", "&Frame Selection", lambda: None, "Shift+F")
+    window._action("tidy_selection", "&Tidy Selection", lambda: None, "Shift+F")   # a name no action has
     monkeypatch.setattr(keymap, "CANVAS_KEYS", CANVAS_KEYS + (keymap.CanvasKey("zoom_in", ("Z",), "a new key"),))
     dialog = open_shortcuts(qtbot, window)
-    assert ("Other", "Shift+F", "Frame Selection") in dialog.rows()
+    assert ("Other", "Shift+F", "Tidy Selection") in dialog.rows()
     assert ("Canvas (the diagram has the focus)", "Z", "a new key") in dialog.rows()
 
 

@@ -26,7 +26,8 @@ STATS = {"sequences": 0, "edits": 0, "refused": 0}
 EDITS = st.lists(st.tuples(
     st.sampled_from(["add", "add", "add", "remove", "connect", "connect", "connect", "disconnect", "attr",
                      "inline", "move", "paste", "delete_many", "label", "rename", "loss", "metrics", "feed",
-                     "add_page", "rename_page", "remove_page", "move_page", "switch_page", "layout", "text"]),
+                     "add_page", "rename_page", "remove_page", "move_page", "switch_page", "layout", "text",
+                     "bends", "frame"]),
     st.integers(0, 10 ** 6), st.integers(0, 10 ** 6), st.integers(0, 10 ** 6)), min_size=8, max_size=40)
 
 
@@ -93,6 +94,18 @@ def apply_edit(doc: Document, kind: str, a: int, b: int, c: int) -> None:
         doc.auto_layout()
     elif kind == "text":
         doc.set_page_text(pick(["", "a note", "x" * 50], a))
+    elif kind == "bends" and page.edges:        # reroute points (page_layout.py)
+        doc.set_bends(pick(page.edges, a), [(float(b % 500), float(c % 300))] * (c % 3))
+    elif kind == "frame" and ids:
+        how = c % 4
+        if how == 0 or not page.frames:
+            doc.add_frame(ids[a % len(ids):a % len(ids) + 1 + b % 3], color=pick(["blue", "teal", "nope"], b))
+        elif how == 1:
+            doc.edit_frame(a % len(page.frames), title=pick(["T", "", "bad\x1b"], b), note="n" * (c % 3))
+        elif how == 2:
+            doc.move_frame(a % len(page.frames), float(b % 50), 10.0)
+        else:
+            doc.remove_frame(a % len(page.frames))
 
 
 def snapshot(doc: Document) -> str:

@@ -97,6 +97,13 @@ SHAPES = {
                                 '"B"}],"edges":[' + ",".join('{"from":"a:o%d","to":"b:i%d"}'
                                                              % (i, i) for i in range(n // 34))
                                 + "]}"]), None),
+    "reroute points": (lambda n: _pages(['{"name":"p","nodes":[{"id":"a","block":"A"},{"id":"b","block":'
+                                         '"B"}],"edges":[' + ",".join('{"from":"a:o%d","to":"b:i%d"}' % (i, i)
+                                                                      for i in range(n // 1120))
+                                         + '],"reroutes":[' + ",".join(
+                                             '{"from":"a:o%d","to":"b:i%d","points":[%s]}'
+                                             % (i, i, ",".join(["[1234.5,-678.25]"] * 64)) for i in range(n // 1120))
+                                         + "]}"]), None),
     "tiny arrays": (lambda n: _pages(['{"name":"p","nodes":[{"id":"a","block":"A","attrs":{"v":'
                                       + _repeat('{"dtype":"float32","shape":[],"data":[0.5]},',
                                                 n) + "}}]}"]), "loads"),

@@ -36,6 +36,8 @@ class SelectionEditing:
     """The editing commands of DiagramView (a mixin: ``self`` is the view)."""
 
     def delete_selection(self) -> None:
+        if self.canvas_layout.delete_selected():       # a reroute point or a frame selected
+            return
         nodes = self.selected_nodes()
         wires = [e for e in self._selected_wires if e.src not in nodes and e.dst not in nodes]
         if not nodes and not wires:

@@ -102,6 +102,9 @@ def on_press(view, event, sp: QPointF, current: Interaction | None) -> Interacti
 def _left_press(view, event, sp: QPointF) -> Interaction | None:
     """A left press: on a port a wire starts; on a wire it is selected; on a block Qt starts a
     move, elsewhere a rubber band."""
+    started = view.canvas_layout.press(event, sp)     # a reroute point or a frame's title bar
+    if started is not None:
+        return started
     item, port = view.port_at(sp)
     if port == SCOPE_PORT:
         view.refuse(SCOPE_REFUSAL, sp)

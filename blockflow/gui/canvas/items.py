@@ -15,6 +15,7 @@ from PySide6.QtGui import QBrush, QColor, QPainterPath, QPainterPathStroker, QPe
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsPathItem, QGraphicsRectItem, QStyle
 
 from blockflow.present.nodeview import NodeData, Port
+from blockflow.gui.canvas.bendpath import path_through
 from blockflow.gui.canvas.detail import far_title, layout_collapsed, paint_collapsed, paint_far_title
 from blockflow.gui.canvas.resultview import BlockResults
 from blockflow.gui.common.theme import Style
@@ -491,6 +492,7 @@ class EdgeItem(QGraphicsPathItem):
         self.hovered = False
         self._shape: QPainterPath | None = None
         self.grad_pen: QPen | None = None   # set by the gradient highlighting, over the dtype pen
+        self.points: tuple = ()             # the wire's reroute points, drawn through in order
         self.setZValue(-1.0)
         self.setPen(style.wire_pens["none"])
         self.setAcceptHoverEvents(True)
@@ -500,10 +502,14 @@ class EdgeItem(QGraphicsPathItem):
         return EdgeItem.Type
 
     def update_path(self) -> None:
+        p0, p1 = self.src.port_scene_pos(self.edge.src_port), self.dst.port_scene_pos(self.edge.dst_port)
+        if self.points:             # reroute points (layout_layer.py sets them from the page)
+            self.setPath(path_through(p0, self.points, p1))
+        else:
+            self.setPath(wire_path(p0, p1, self.src.sceneBoundingRect(), self.dst.sceneBoundingRect()))
+        # after setPath: its prepareGeometryChange asks for the bounding rect, which Qt takes
+        # from shape(), which would cache the old path's outline here
         self._shape = None
-        self.setPath(wire_path(self.src.port_scene_pos(self.edge.src_port),
-                               self.dst.port_scene_pos(self.edge.dst_port),
-                               self.src.sceneBoundingRect(), self.dst.sceneBoundingRect()))
 
     def shape(self) -> QPainterPath:  # a wider grip than the 2 px stroke
         if self._shape is None:

@@ -37,7 +37,8 @@ CANVAS_KEYS: tuple[CanvasKey, ...] = (
               shown="Space (hold) + drag"),
     CanvasKey("zoom_in", (K.ZoomIn, "+", "Shift++"), "zoom in", repeats=True),
     CanvasKey("zoom_out", (K.ZoomOut, "-"), "zoom out", repeats=True),
-    CanvasKey("delete_selection", ("Del", "Backspace"), "delete the selected blocks and wires"),
+    CanvasKey("delete_selection", ("Del", "Backspace"), "delete the selected blocks and wires (or the "
+              "reroute point or frame clicked: a frame's blocks stay)"),
     CanvasKey("escape", ("Esc",), "cancel the wire being drawn; else drop the port focus or the "
               "selection; else close the composite instance shown (go up)"),
     CanvasKey("copy_selection", (K.Copy,), "copy the selected blocks"),

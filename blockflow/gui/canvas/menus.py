@@ -15,8 +15,11 @@ def context_menu(view, sp: QPointF) -> QMenu:
     menu = QMenu(view)
     item = view.node_at(sp)
     edge = None if item is not None else view.edge_at(sp)
+    if item is None and edge is None and view.canvas_layout.add_menu_actions(menu, sp, True):
+        return menu                 # a frame's title bar: the frame's menu
     if item is not None:
         _block_menu(view, menu, item)
+        view.canvas_layout.add_menu_actions(menu, sp, False)
     elif edge is not None:
         e = edge.edge
         view.select_wires([e])
@@ -32,6 +35,7 @@ def context_menu(view, sp: QPointF) -> QMenu:
         menu.addSeparator()
         menu.addAction("Auto-layout", view.auto_layout)
         menu.addAction("Fit to view", view.fit_to_view)
+        view.canvas_layout.add_menu_actions(menu, sp, False)
     return menu
 
 

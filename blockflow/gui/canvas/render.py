@@ -20,6 +20,7 @@ from blockflow.errors import ProjectError
 from blockflow.present.gradview import GradientView
 from blockflow.composite import ProjectBlocks
 from blockflow.registry import default_registry
+from blockflow.gui.canvas.layout_layer import show_layout
 from blockflow.gui.canvas.scene import DiagramScene
 from blockflow.gui.common.theme import Style
 
@@ -130,8 +131,9 @@ def _drawn_scene(pg, registry, style: Style, gradients: str | None, target: str 
     if gradients is not None:
         gview = _gradient_view(program, gradients, target)   # fails before anything is written
     scene.load(pg, program)
+    framed = show_layout(scene, pg)          # reroute points and frames
     if gradients is None:
-        return scene, None, QRectF()
+        return scene, None, framed
     from blockflow.gui.canvas.gradients import GradientHighlighter
 
     highlighter = GradientHighlighter(scene)
@@ -140,7 +142,7 @@ def _drawn_scene(pg, registry, style: Style, gradients: str | None, target: str 
         highlighter.show(gview)
     else:
         highlighter.show_paths(gview)
-    return scene, highlighter.legend, highlighter.extent()
+    return scene, highlighter.legend, highlighter.extent().united(framed)
 
 
 class _Picture:

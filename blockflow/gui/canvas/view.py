@@ -22,6 +22,7 @@ from blockflow.gui.canvas.interactions import Interaction, Pan, PlaceAt, WireDra
 from blockflow.gui.canvas.items import EdgeItem, NodeItem
 from blockflow.gui.canvas.keyboard import CanvasKeyboard
 from blockflow.gui.canvas.keymap import key_for
+from blockflow.gui.canvas.layout_layer import CanvasLayout
 from blockflow.errors import ProjectError
 from blockflow.gui.canvas.menus import context_menu, rename_label
 from blockflow.gui.canvas import collapse
@@ -84,6 +85,7 @@ class DiagramView(SelectionEditing, QGraphicsView):
         document.page_renamed.connect(self._on_page_renamed)
         document.project_replaced.connect(self._on_project_replaced)
         self.gradients = GradientHighlighter(self._scene, self)   # wires coloured by gradient
+        self.canvas_layout = CanvasLayout(self)         # reroute points and frames (layout_layer.py)
 
     def _set_up_viewing(self) -> None:
         self.setRenderHints(QPainter.Antialiasing | QPainter.TextAntialiasing)
@@ -457,6 +459,9 @@ class DiagramView(SelectionEditing, QGraphicsView):
 
     def mouseDoubleClickEvent(self, event):
         sp = self.mapToScene(event.position().toPoint())
+        if event.button() == Qt.LeftButton and self.canvas_layout.double_click(sp):
+            event.accept()
+            return
         item = self.node_at(sp)
         if item is not None and event.button() == Qt.LeftButton:
             if item.data.block.startswith("@"):
@@ -610,7 +615,8 @@ class DiagramView(SelectionEditing, QGraphicsView):
         return tooltip_at(self, sp)
 
     def contextMenuEvent(self, event):
-        if self.quick_add.open_on_canvas(self.mapToScene(event.pos())):
+        on_frame = self.canvas_layout.frame_at(self.mapToScene(event.pos())) is not None
+        if not on_frame and self.quick_add.open_on_canvas(self.mapToScene(event.pos())):
             return                      # empty canvas: the add-block popup, its foot the old menu
         menu = self.context_menu(self.mapToScene(event.pos()))
         menu.exec(event.globalPos())

@@ -7,7 +7,7 @@ here, so neither imports the other.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from blockflow.io.project_io import dumps_project, loads_project
 from blockflow.project import Edge, Page, Project
@@ -29,6 +29,7 @@ def fragment_text(pg: Page, node_ids) -> str:
         if nid in pg.feeds:
             fp.feeds[nid] = pg.feeds[nid]
     fp.edges = [e for e in pg.edges if e.src in fp.nodes and e.dst in fp.nodes]
+    fp.bends = {e: pg.bends[e] for e in fp.edges if e in pg.bends}     # their reroute points
     return dumps_project(frag)
 
 
@@ -40,6 +41,7 @@ class Pasting:
     nodes: list
     feeds: dict
     edges: list
+    bends: dict = field(default_factory=dict)     # the wires' reroute points, moved with them
 
 
 def pasting(pg: Page, text: str, position=None) -> Pasting:
@@ -67,4 +69,6 @@ def pasting(pg: Page, text: str, position=None) -> Pasting:
              for nid, node in frag.nodes.items()]
     feeds = {mapping[nid]: value for nid, value in frag.feeds.items() if nid in mapping}
     edges = [Edge(mapping[e.src], e.src_port, mapping[e.dst], e.dst_port) for e in frag.edges]
-    return Pasting(nodes, feeds, edges)
+    bends = {Edge(mapping[e.src], e.src_port, mapping[e.dst], e.dst_port): tuple((x + dx, y + dy) for x, y in p)
+             for e, p in frag.bends.items()}
+    return Pasting(nodes, feeds, edges, bends)

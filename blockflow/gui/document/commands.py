@@ -98,12 +98,14 @@ class DisconnectCommand(DocCommand):
         super().__init__(doc, page, f"Disconnect {edge}")
         self.edge = edge
         self.index = None
+        self.points = ()
 
     def redo(self):
-        self.index = self.edit(Page.remove_edge, self.edge).index
+        change = self.edit(Page.remove_edge, self.edge)
+        self.index, self.points = change.index, change.before
 
     def undo(self):
-        self.edit(Page.insert_edge, self.edge, self.index)
+        self.edit(Page.restore_edge, self.edge, self.index, self.points)
 
 
 class MoveNodesCommand(DocCommand):
@@ -334,3 +336,54 @@ class RestructureCommand(ProjectCommand):
 
     def undo(self):
         self.edit(restructure, self.before)
+
+
+# ------------------------------------------------------------ layout: reroute points and frames
+class SetBendsCommand(DocCommand):
+    """Gives a wire its reroute points (page_layout.PageLayout.set_bends)."""
+
+    def __init__(self, doc, page: str, edge: Edge, points, text: str):
+        super().__init__(doc, page, text)
+        self.edge, self.points, self.old = edge, tuple(points), ()
+
+    def redo(self):
+        self.old = self.edit(Page.set_bends, self.edge, self.points).before
+
+    def undo(self):
+        self.edit(Page.set_bends, self.edge, self.old)
+
+
+class InsertFrameCommand(DocCommand):
+    def __init__(self, doc, page: str, frame, index: int | None = None):
+        super().__init__(doc, page, f"Frame {len(frame.blocks)} block{'s' if len(frame.blocks) != 1 else ''}")
+        self.frame, self.index = frame, index
+
+    def redo(self):
+        self.index = self.edit(Page.insert_frame, self.frame, self.index).index
+
+    def undo(self):
+        self.edit(Page.remove_frame, self.index)
+
+
+class RemoveFrameCommand(DocCommand):
+    def __init__(self, doc, page: str, index: int):
+        super().__init__(doc, page, "Delete frame")
+        self.index, self.frame = index, None
+
+    def redo(self):
+        self.frame = self.edit(Page.remove_frame, self.index).before
+
+    def undo(self):
+        self.edit(Page.insert_frame, self.frame, self.index)
+
+
+class SetFrameCommand(DocCommand):
+    def __init__(self, doc, page: str, index: int, frame, text: str = "Edit frame"):
+        super().__init__(doc, page, text)
+        self.index, self.frame, self.old = index, frame, None
+
+    def redo(self):
+        self.old = self.edit(Page.set_frame, self.index, self.frame).before
+
+    def undo(self):
+        self.edit(Page.set_frame, self.index, self.old)

@@ -33,6 +33,7 @@ from blockflow.gui.document.compiling import PagePrograms
 from blockflow.gui.document.composite_edits import CompositeEdits
 from blockflow.gui.document.location import Location
 from blockflow.gui.document.training_edits import TrainingEdits
+from blockflow.gui.document.layout_edits import LayoutEdits
 from blockflow.gui.document.layout import layered_moves, spread_moves, stacked_blocks
 from blockflow.gui.document.wiring import ConnectionCheck, check_wire
 
@@ -75,7 +76,7 @@ def same_attr_value(a, b) -> bool:
     return type(a) is type(b) and a == b
 
 
-class Document(CompositeEdits, TrainingEdits, QObject):
+class Document(CompositeEdits, TrainingEdits, LayoutEdits, QObject):
     """A project being edited: model, undo history, file, and change signals.
 
     Signals carry the page name first. ``structure_changed(page)`` fires after an edit that can
@@ -501,6 +502,8 @@ class Document(CompositeEdits, TrainingEdits, QObject):
                                                            key=node.id, text="Paste feed"))
         for edge in landing.edges:
             self.undo_stack.push(C.ConnectCommand(self, page, edge))
+        for edge, points in landing.bends.items():
+            self.undo_stack.push(C.SetBendsCommand(self, page, edge, points, "Paste reroute points"))
         self.undo_stack.endMacro()
         return [node.id for node in landing.nodes]
 

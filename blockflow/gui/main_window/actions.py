@@ -24,7 +24,7 @@ MENUS = (
                ("Ali&gn", ["align_left", "align_hcenter", "align_right", "-",
                            "align_top", "align_vcenter", "align_bottom"], "align_menu"),
                ("Dis&tribute", ["distribute_horizontal", "distribute_vertical"], "distribute_menu"),
-               "auto_layout", "-", "group", "ungroup", "go_up"]),
+               "auto_layout", "-", "group", "ungroup", "frame_selection", "go_up"]),
     ("&View", ["zoom_in", "zoom_out", "reset_zoom", "fit", "-", "collapse_all", "expand_all", "-", "@panels", "reset_layout", "-", "gradient_paths",
                "gradient_legend"]),
     ("&Page", ["add_page", "rename_page", "delete_page", "-", "next_page", "prev_page"]),
@@ -123,6 +123,8 @@ class MenusMixin:
           "Make the selected blocks a new composite block, used once in their place")
         a("ungroup", "U&ngroup", t("ungroup", v.ungroup_selection), "Ctrl+Shift+G",
           "Put the blocks of the selected composite instances back in their place")
+        a("frame_selection", "&Frame Selection", t("frame_selection", v.canvas_layout.frame_selection), "Ctrl+Shift+F",
+          "Draw a titled, coloured frame around the selected blocks (double-click its title to edit it)")
         a("go_up", "Close &Instance", v.go_up, None, "Go up one level, out of the composite shown (Esc)")
         for how, text in (("left", "Left Edges"), ("hcenter", "Horizontal Centres"), ("right", "Right Edges"),
                           ("top", "Top Edges"), ("vcenter", "Vertical Centres"), ("bottom", "Bottom Edges")):
