@@ -129,3 +129,11 @@ def test_the_editor_page_lists_every_canvas_gesture():
     section = text[text.index("## Keyboard"):text.index("## Big diagrams")]
     for gesture, does in CANVAS_GESTURES:
         assert f"| {gesture} | {does} |" in section, gesture
+
+
+def test_the_list_closes_with_its_window(qtbot, settings_path):
+    window = make_window(qtbot, settings_path)
+    dialog = open_shortcuts(qtbot, window)
+    assert dialog.isVisible()
+    window.close()
+    assert not dialog.isVisible()        # no orphan list left over the desktop (or a later test)

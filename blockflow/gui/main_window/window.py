@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QMimeData, QSettings, QTimer
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import (QHBoxLayout, QInputDialog, QLabel, QMainWindow, QMessageBox, QToolButton,
+from PySide6.QtWidgets import (QDialog, QHBoxLayout, QInputDialog, QLabel, QMainWindow, QMessageBox, QToolButton,
                                QVBoxLayout, QWidget)
 
 from blockflow import __version__
@@ -152,6 +152,8 @@ class MainWindow(FilesMixin, CompositesMixin, ModelExportMixin, MenusMixin, Help
             self.train_panel.shutdown()
             self.autosaver.discard()          # a clean close: nothing to recover
             self.save_settings()
+            for dialog in self.findChildren(QDialog):   # Keyboard Shortcuts and the like go with it
+                dialog.close()
             event.accept()
         else:
             event.ignore()
