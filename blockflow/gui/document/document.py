@@ -28,13 +28,14 @@ from blockflow.registry import Registry, default_registry
 from blockflow.io.relocate import apply_move, data_paths, plan_move
 from blockflow.spec import UnknownAttrError
 from blockflow.gui.document import commands as C
-from blockflow.gui.document.clipboard import FRAGMENT_MIME, fragment_text, pasting
+from blockflow.gui.document.clipboard import FRAGMENT_MIME
 from blockflow.gui.document.compiling import PagePrograms
 from blockflow.gui.document.composite_edits import CompositeEdits
 from blockflow.gui.document.location import Location
 from blockflow.gui.document.training_edits import TrainingEdits
+from blockflow.gui.document.fragment_edits import FragmentEdits
 from blockflow.gui.document.layout_edits import LayoutEdits
-from blockflow.gui.document.layout import layered_moves, spread_moves, stacked_blocks
+from blockflow.gui.document.layout import stacked_blocks
 from blockflow.gui.document.wiring import ConnectionCheck, check_wire
 
 # FRAGMENT_MIME, stacked_blocks and ConnectionCheck are read from here by callers of old
@@ -76,7 +77,7 @@ def same_attr_value(a, b) -> bool:
     return type(a) is type(b) and a == b
 
 
-class Document(CompositeEdits, TrainingEdits, LayoutEdits, QObject):
+class Document(CompositeEdits, TrainingEdits, LayoutEdits, FragmentEdits, QObject):
     """A project being edited: model, undo history, file, and change signals.
 
     Signals carry the page name first. ``structure_changed(page)`` fires after an edit that can
@@ -478,59 +479,6 @@ class Document(CompositeEdits, TrainingEdits, LayoutEdits, QObject):
         raising inside QUndoStack.push would leave a command on the stack that did nothing)."""
         if problem:
             raise ProjectError(problem)
-
-    # ------------------------------------------------------------------ copy, paste, layout
-    def copy_fragment(self, node_ids, page: str | None = None) -> str:
-        """The selected nodes and the wires between them, as project JSON (for the clipboard)."""
-        return fragment_text(self.page(page), node_ids)
-
-    def paste_fragment(self, text: str, position=None, page: str | None = None) -> list[str]:
-        """Paste a copied fragment (new ids, internal wires kept), its top-left at ``position``.
-        One undo step; returns the new node ids."""
-        page = page or self.current_page
-        landing = pasting(self.page(page), text, position)
-        if not landing.nodes:
-            return []
-        for node in landing.nodes:     # an instance pasted into its own definition: refused
-            self._refuse(self.nesting_problem(node.block, page))
-        count = len(landing.nodes)
-        self.undo_stack.beginMacro(f"Paste {count} block{'s' if count != 1 else ''}")
-        for node in landing.nodes:
-            self.undo_stack.push(C.AddNodeCommand(self, page, node))
-            if node.id in landing.feeds:
-                self.undo_stack.push(C.SetPageFieldCommand(self, page, "feeds", landing.feeds[node.id],
-                                                           key=node.id, text="Paste feed"))
-        for edge in landing.edges:
-            self.undo_stack.push(C.ConnectCommand(self, page, edge))
-        for edge, points in landing.bends.items():
-            self.undo_stack.push(C.SetBendsCommand(self, page, edge, points, "Paste reroute points"))
-        self.undo_stack.endMacro()
-        return [node.id for node in landing.nodes]
-
-    def duplicate(self, node_ids, page: str | None = None) -> list[str]:
-        return self.paste_fragment(self.copy_fragment(node_ids, page), None, page)
-
-    def auto_layout(self, page: str | None = None, node_ids=None, spacing=(220.0, 110.0)) -> None:
-        """Layered layout from the graph (networkx topological generations), as one undo step."""
-        page = page or self.current_page
-        pg = self.page(page)
-        ids = list(pg.nodes) if node_ids is None else [n for n in pg.nodes if n in set(node_ids)]
-        moves = layered_moves(pg, ids, spacing)
-        self.undo_stack.beginMacro("Auto-layout")
-        self.move_nodes(moves, page)
-        self.undo_stack.endMacro()
-
-    def spread_stacked(self, page: str | None = None, spacing=(220.0, 110.0)) -> list[str]:
-        """Lay the stacked blocks of a page out in layers (layout.spread_moves), below the
-        page's other blocks, as one undo step. Returns the blocks moved."""
-        page = page or self.current_page
-        moves = spread_moves(self.page(page), spacing)
-        if not moves:
-            return []
-        self.undo_stack.beginMacro(f"Lay out {len(moves)} stacked blocks")
-        self.move_nodes(moves, page)
-        self.undo_stack.endMacro()
-        return list(moves)
 
     # ------------------------------------------- model changes (the undo commands call apply)
     def apply(self, page: str | None, mutator, *args) -> Change:
