@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from blockflow.equality import arrays_equal, attrs_equal, dicts_of_arrays_equal
 from blockflow.errors import ProjectError
 from blockflow.page_layout import PageLayout
 from blockflow.textsafe import name_problem, text_problem
@@ -35,35 +36,6 @@ def page_name_problem(name: str) -> str:
     if name.startswith("@"):
         return "a page name must not start with '@' (composites' diagrams are named so)"
     return name_problem(name, "a page name")
-
-
-def arrays_equal(a, b) -> bool:
-    """Exact equality of two arrays, dtype and shape included; NaNs equal NaNs."""
-    a, b = np.asarray(a), np.asarray(b)
-    return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
-
-
-def _dicts_of_arrays_equal(a: dict, b: dict) -> bool:
-    return a.keys() == b.keys() and all(arrays_equal(a[k], b[k]) for k in a)
-
-
-def _values_equal(x, y) -> bool:
-    """Equality of attr values as a file keeps them: arrays exactly, a tuple equal to a list."""
-    if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
-        return isinstance(x, np.ndarray) and isinstance(y, np.ndarray) and arrays_equal(x, y)
-    if isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)):
-        return len(x) == len(y) and all(_values_equal(a, b) for a, b in zip(x, y))
-    if isinstance(x, dict) and isinstance(y, dict):
-        return _attrs_equal(x, y)
-    if type(x) is not type(y):
-        return False
-    if isinstance(x, float) and x != x and y != y:
-        return True
-    return x == y
-
-
-def _attrs_equal(a: dict, b: dict) -> bool:
-    return a.keys() == b.keys() and all(_values_equal(a[k], b[k]) for k in a)
 
 
 def split_port(port: str) -> tuple[str, int | None]:
@@ -112,9 +84,9 @@ class Node:
             return NotImplemented
         return (self.id == other.id and self.block == other.block and self.label == other.label
                 and tuple(self.position) == tuple(other.position) and self.collapsed == other.collapsed
-                and _attrs_equal(self.attrs, other.attrs)
-                and _dicts_of_arrays_equal(self.inputs, other.inputs)
-                and _dicts_of_arrays_equal(self.state, other.state))
+                and attrs_equal(self.attrs, other.attrs)
+                and dicts_of_arrays_equal(self.inputs, other.inputs)
+                and dicts_of_arrays_equal(self.state, other.state))
 
 
 @dataclass(frozen=True, order=True)
@@ -493,7 +465,7 @@ class Page(PageLayout):
                 and list(self.nodes) == list(other.nodes)
                 and all(self.nodes[k] == other.nodes[k] for k in self.nodes)
                 and sorted(self.edges) == sorted(other.edges) and self.bends == other.bends
-                and _dicts_of_arrays_equal(self.feeds, other.feeds) and self.frames == other.frames)
+                and dicts_of_arrays_equal(self.feeds, other.feeds) and self.frames == other.frames)
 
 
 @dataclass(eq=False)

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from blockflow.errors import ProjectError
-from blockflow.project import UNSET, Edge, Node, Page, Project, arrays_equal, port_text, split_port, split_port_text
+from blockflow.equality import arrays_equal
+from blockflow.project import UNSET, Edge, Node, Page, Project, port_text, split_port, split_port_text
 
 
 def make_page(name="main") -> Page:
