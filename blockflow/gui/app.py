@@ -43,14 +43,17 @@ def has_display() -> bool:
     return platform not in ("", "xcb", "wayland", "wayland-egl")
 
 
-def _missing_window_libraries() -> str:
-    """Why Qt would abort instead of opening a window (X11 libraries missing), or ""."""
+def _said_window_libraries_missing() -> bool:
+    """Would Qt abort instead of opening a window (X11 libraries missing)? If so, say which
+    packages to install, and True."""
     from blockflow.gui.common.x11libs import missing_xcb_message, missing_xcb_packages, uses_xcb
 
     if not uses_xcb() or _application_exists():
-        return ""
+        return False
     packages = missing_xcb_packages()
-    return missing_xcb_message(packages) if packages else ""
+    if packages:
+        print(f"blockflow: error: {missing_xcb_message(packages)}", file=sys.stderr)
+    return bool(packages)
 
 
 def _application_exists() -> bool:
@@ -235,9 +238,7 @@ def run_editor(project: str | None, *, debug: bool = False, exec_loop: bool = Tr
         print(f"wrote {for_terminal(str(out))}" + ("" if how == "gradients" else f": {for_terminal(how)}")
               + (" (run forward and backward, wires coloured by gradient)" if how == "gradients" else ""))
         return cli.EXIT_OK
-    missing = _missing_window_libraries()
-    if missing:
-        print(f"blockflow: error: {missing}", file=sys.stderr)
+    if _said_window_libraries_missing():
         return cli.EXIT_FILE
     app = _application()
     from blockflow.gui.document.document import Document

@@ -10,10 +10,10 @@ collapsed block as for a full one.
 from __future__ import annotations
 
 from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QBrush
+from PySide6.QtGui import QBrush, QPainterPath
 
 __all__ = ["far_title", "COLLAPSED_H", "FAR_TITLE_PX", "FAR_TITLE_MIN_PX", "layout_collapsed", "paint_collapsed",
-           "paint_far_title", "far_title_factor"]
+           "paint_far_title", "far_title_factor", "paint_scope_diamond"]
 
 #: the height of a collapsed block with up to two ports a side
 COLLAPSED_H = 28.0
@@ -107,3 +107,17 @@ def paint_collapsed(item, painter, lod: float, outline, title: str) -> None:
     elif lod >= st.title_lod:
         paint_far_title(item, painter, lod)
     item.paint_ports(painter, lod >= st.DETAIL_LOD)
+
+
+def paint_scope_diamond(item, painter, centre: QPointF, fill=None) -> None:
+    """The scope port's hollow diamond: in the scope tab, or, where a page has one scope and no
+    tab is drawn, on the block's top edge, filled with the body's colour."""
+    cx, cy = centre.x(), centre.y()
+    diamond = QPainterPath(QPointF(cx, cy - 3.5))
+    diamond.lineTo(cx + 3.5, cy)
+    diamond.lineTo(cx, cy + 3.5)
+    diamond.lineTo(cx - 3.5, cy)
+    diamond.closeSubpath()
+    painter.setPen(item.style.port_outline)
+    painter.setBrush(fill if fill is not None else item.style.body_brush)
+    painter.drawPath(diamond)

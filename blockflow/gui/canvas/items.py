@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QGraphicsItem, QGraphicsPathItem, QGraphicsRectIte
 
 from blockflow.present.nodeview import NodeData, Port
 from blockflow.gui.canvas.bendpath import path_through
-from blockflow.gui.canvas.detail import far_title, layout_collapsed, paint_collapsed, paint_far_title
+from blockflow.gui.canvas.detail import far_title, layout_collapsed, paint_collapsed, paint_far_title, paint_scope_diamond
 from blockflow.gui.canvas.resultview import BlockResults
 from blockflow.gui.common.theme import Style
 
@@ -331,7 +331,7 @@ class NodeItem(QGraphicsRectItem):
         if self.show_scope:
             self._paint_scope(painter)
         else:
-            self._paint_diamond(painter, self.ports["scope"])
+            paint_scope_diamond(self, painter, self.ports["scope"])
         self._paint_titles(painter)
         self._paint_port_labels(painter)
         if self.results is not None:
@@ -388,19 +388,7 @@ class NodeItem(QGraphicsRectItem):
         painter.setPen(st.muted_pen)
         painter.drawText(QRectF(sr.left() + 13, sr.top(), sr.width() - 15, st.SCOPE_H), _AL,
                          st.scope_fm.elidedText(self.data.scope, _ELIDE, sr.width() - 16))
-        self._paint_diamond(painter, QPointF(sr.left() + 7, sr.top() + st.SCOPE_H / 2), Qt.NoBrush)
-
-    def _paint_diamond(self, painter, centre: QPointF, fill=None) -> None:
-        """The scope port's hollow diamond (filled with the body's colour on the block's edge)."""
-        cx, cy = centre.x(), centre.y()
-        diamond = QPainterPath(QPointF(cx, cy - 3.5))
-        diamond.lineTo(cx + 3.5, cy)
-        diamond.lineTo(cx, cy + 3.5)
-        diamond.lineTo(cx - 3.5, cy)
-        diamond.closeSubpath()
-        painter.setPen(self.style.port_outline)
-        painter.setBrush(fill if fill is not None else self.style.body_brush)
-        painter.drawPath(diamond)
+        paint_scope_diamond(self, painter, QPointF(sr.left() + 7, sr.top() + st.SCOPE_H / 2), Qt.NoBrush)
 
     def _paint_titles(self, painter) -> None:
         """The op name, the label (or id) under it, and the loss badge."""
