@@ -591,7 +591,7 @@ def test_screenshot_of_the_editor_has_readable_text_and_every_block(qtbot, setti
     window.view.select_nodes(["Softmax_1"])
     qtbot.waitUntil(lambda: window.inspector.node_id == "Softmax_1")
     window.view.fit_to_view()
-    QApplication.processEvents()
+    qtbot.wait(300)                  # the Inspector's documentation settles its height
     image = window.grab().toImage()
     path = tmp_path / "editor.png"
     assert image.save(str(path))
