@@ -31,3 +31,20 @@ def _own_files_ledger(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("BLOCKFLOW_STATE_DIR", str(tmp_path_factory.mktemp("state")))
         yield
+
+
+@pytest.fixture(autouse=True)
+def _automatic_gc_outside_the_editor(request):
+    """The editor turns Python's automatic garbage collection off once it has a worker thread and
+    collects on the UI thread's timer instead (blockflow/gui/common/gcmain.py). Tests without Qt
+    spin no event loop: they get the automatic collector back for their run."""
+    import gc
+
+    if {"qtbot", "qapp"} & set(request.fixturenames):
+        yield
+        return
+    was = gc.isenabled()
+    gc.enable()
+    yield
+    if not was:
+        gc.disable()

@@ -153,3 +153,68 @@ def test_the_first_compile_of_a_big_page_waits_for_the_first_frame(qtbot, monkey
         assert doc.ready_program("big") is None and started == []   # not even started
     assert started == ["big"] and doc.ready_program("big").ok
     assert doc.ready_program("small") is not None                    # a small page: at once
+
+
+# ------------------------------------------------------------------- garbage collection (gcmain.py)
+
+
+def test_once_work_can_leave_the_ui_thread_garbage_is_collected_on_it_only(qtbot):
+    """A collection on a worker's thread destroys Qt objects there and can deadlock against the
+    UI thread (seen: a closed window's garbage freed by a compile job). With a Worker about, the
+    automatic collector is off and the UI thread collects cyclic garbage on a timer."""
+    import gc
+    import weakref
+
+    from blockflow.gui.common.gcmain import UiThreadCollector
+
+    Worker()
+    assert not gc.isenabled()
+    assert len(QApplication_instance().findChildren(UiThreadCollector)) == 1
+    Worker()                                                  # installed once
+    assert len(QApplication_instance().findChildren(UiThreadCollector)) == 1
+
+    class Cycle:
+        pass
+
+    made = []
+    for _ in range(3):
+        a, b = Cycle(), Cycle()
+        a.other, b.other = b, a
+        made.append(weakref.ref(a))
+    del a, b
+    collected_on = []
+    gc.callbacks.append(lambda phase, info: collected_on.append(threading.get_ident())
+                        if phase == "start" else None)
+    try:
+        junk = [[object()] for _ in range(3 * gc.get_threshold()[0])]   # kept: past the threshold
+        qtbot.waitUntil(lambda: all(ref() is None for ref in made), timeout=5000)
+        del junk
+    finally:
+        gc.callbacks.pop()
+    assert collected_on and set(collected_on) == {threading.get_ident()}
+
+
+def test_a_job_allocating_past_the_threshold_collects_nothing_on_its_thread(qtbot):
+    import gc
+
+    worker = Worker()
+    seen = []
+    gc.callbacks.append(lambda phase, info: seen.append(threading.get_ident()) if phase == "start" else None)
+    try:
+        def job(post):
+            junk = [[object()] for _ in range(20 * gc.get_threshold()[0])]
+            return len(junk)
+        done = []
+        worker.submit(job, done.append)
+        assert worker.wait(5000)
+        qtbot.waitUntil(lambda: bool(done), timeout=5000)
+    finally:
+        gc.callbacks.pop()
+    assert done == [20 * gc.get_threshold()[0]]
+    assert all(t == threading.get_ident() for t in seen)        # only ever the UI thread
+
+
+def QApplication_instance():  # noqa: N802  (read like Qt)
+    from PySide6.QtWidgets import QApplication
+
+    return QApplication.instance()

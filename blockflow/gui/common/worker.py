@@ -19,6 +19,8 @@ import traceback
 
 from PySide6.QtCore import QObject, QRunnable, Qt, QThreadPool, Signal
 
+from blockflow.gui.common.gcmain import collect_on_ui_thread
+
 __all__ = ["Worker"]
 
 
@@ -54,6 +56,7 @@ class Worker(QObject):
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
+        collect_on_ui_thread()     # never the garbage collector on the worker's thread (gcmain.py)
         # The pool first: children are deleted in order, and the pool's destructor waits for a
         # job still going (releasing the GIL) before the courier it reports through is gone.
         self._pool = QThreadPool(self)
