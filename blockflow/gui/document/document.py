@@ -23,6 +23,7 @@ from blockflow.composite import ProjectBlocks
 from blockflow.compile.program import Program
 from blockflow.errors import ProjectError
 from blockflow.project import Change, Edge, Node, Page, Project, text_problem, valid_node_id
+from blockflow.page_layout import bends_problem
 from blockflow.io.project_io import load_project, save_project
 from blockflow.registry import Registry, default_registry
 from blockflow.io.relocate import apply_move, data_paths, plan_move
@@ -493,6 +494,8 @@ class Document(CompositeEdits, TrainingEdits, LayoutEdits, QObject):
             return []
         for node in landing.nodes:     # an instance pasted into its own definition: refused
             self._refuse(self.nesting_problem(node.block, page))
+        for points in landing.bends.values():   # reroute points moved out of range: refused before the macro
+            self._refuse(bends_problem(points))
         count = len(landing.nodes)
         self.undo_stack.beginMacro(f"Paste {count} block{'s' if count != 1 else ''}")
         for node in landing.nodes:
