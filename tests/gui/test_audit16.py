@@ -97,3 +97,37 @@ def test_a_paste_whose_reroute_points_land_out_of_range_is_refused_whole_and_und
     doc.undo_stack.undo()
     assert list(doc.page().nodes) == ["t"]
     QApplication.clipboard().clear()
+
+
+# ------------------------------------------------------------------ group and ungroup keep the layout
+def test_group_then_ungroup_keeps_collapsed_blocks_reroute_points_and_frames_of_what_moved(qapp):
+    """Found: Group as Composite dropped the grouped blocks' collapsed flags, the reroute points of
+    the wires between them and a frame around them alone (the composite's diagram had none of
+    them), and Ungroup dropped those of the composite's diagram: a group and an ungroup lost the
+    layout the user had made. Undo restored it; the edits themselves lost it."""
+    d = sample_doc()
+    page = d.page()
+    inner = next(e for e in page.edges if (e.src, e.dst) == ("Max_1", "StopGradient_1"))
+    d.set_bends(inner, [(300.0, 20.0), (350.0, 30.0)])
+    d.add_frame(["Max_1", "StopGradient_1"], title="Shift")
+    d.set_collapsed(["StopGradient_1"], True)
+    start = dumps_project(d.project)
+    inst = d.group(["Max_1", "StopGradient_1", "Subtract_1"])
+    body = next(iter(d.project.composites.values())).page
+    assert body.nodes["StopGradient_1"].collapsed and not body.nodes["Max_1"].collapsed
+    assert body.bends == {inner: ((300.0, 20.0), (350.0, 30.0))}
+    assert [(f.title, f.blocks) for f in body.frames] == [("Shift", ("Max_1", "StopGradient_1"))]
+    d.ungroup(inst)
+    page = d.page()
+    assert page.nodes["StopGradient_1"].collapsed and not page.nodes["Max_1"].collapsed
+    dx = page.nodes["Max_1"].position[0] - load_project(SAMPLE).pages[0].nodes["Max_1"].position[0]
+    dy = page.nodes["Max_1"].position[1] - load_project(SAMPLE).pages[0].nodes["Max_1"].position[1]
+    assert page.bends == {inner: ((300.0 + dx, 20.0 + dy), (350.0 + dx, 30.0 + dy))}
+    assert [(f.title, f.blocks) for f in page.frames] == [("Shift", ("Max_1", "StopGradient_1"))]
+    end = dumps_project(d.project)
+    while d.undo_stack.index() > 3:
+        d.undo_stack.undo()
+    assert dumps_project(d.project) == start
+    while d.undo_stack.canRedo():
+        d.undo_stack.redo()
+    assert dumps_project(d.project) == end
