@@ -131,3 +131,32 @@ def test_group_then_ungroup_keeps_collapsed_blocks_reroute_points_and_frames_of_
     while d.undo_stack.canRedo():
         d.undo_stack.redo()
     assert dumps_project(d.project) == end
+
+
+# ------------------------------------------------------------------ searching by TensorFlow's names
+@pytest.mark.parametrize("typed,block", [("divide", "RealDiv"), ("negative", "Negate"),
+                                         ("stop_gradient", "StopGradient"), ("clip_by_value", "ClipByValue"),
+                                         ("squared_difference", "SquaredDifference"), ("log_softmax", "LogSoftmax")])
+def test_tensorflow_function_names_find_their_block_in_the_popup_the_palette_and_the_reference(qtbot, view, doc,
+                                                                                               typed, block):
+    """Found building the stable softmax from scratch: Tab, "Divide", found nothing (the block is
+    RealDiv, alias Div); "negative" found Log and Sqrt. tf.stop_gradient, tf.clip_by_value,
+    tf.math.squared_difference, tf.nn.log_softmax typed as written found nothing either."""
+    from blockflow.gui.panels.blockref import BlockReferencePanel
+    from blockflow.gui.panels.palette import PalettePanel
+    qtbot.mouseMove(view.viewport(), QPoint(407, 305))
+    qtbot.mouseMove(view.viewport(), QPoint(400, 300))
+    view.setFocus()
+    qtbot.keyClick(view, Qt.Key_Tab)
+    popup = view.quick_add
+    qtbot.keyClicks(popup.edit, typed)
+    assert popup.shown_blocks()[:1] == [block]
+    qtbot.keyClick(popup.edit, Qt.Key_Escape)
+    palette = PalettePanel(doc.registry)
+    qtbot.addWidget(palette)
+    palette.set_filter(typed)
+    assert palette.visible_blocks()[:1] == [block]
+    reference = BlockReferencePanel(doc)
+    qtbot.addWidget(reference)
+    reference.set_filter(typed)
+    assert reference.visible_blocks()[:1] == [block]
