@@ -160,3 +160,39 @@ def test_tensorflow_function_names_find_their_block_in_the_popup_the_palette_and
     qtbot.addWidget(reference)
     reference.set_filter(typed)
     assert reference.visible_blocks()[:1] == [block]
+
+
+# ------------------------------------------------------------------ a keyboard wire and Undo
+@pytest.mark.parametrize("then", [Qt.Key_Right, Qt.Key_Return, Qt.Key_P])
+@pytest.mark.parametrize("gone", ["target", "source"])
+def test_a_block_undone_while_a_wire_is_drawn_from_the_keyboard_is_no_target_and_no_traceback(qtbot, view, doc,
+                                                                                            then, gone):
+    """Found: P, Enter (a wire from the focused port), then Ctrl+Z took away the block the wire
+    was aimed at; the next arrow, P or Enter raised KeyError in the canvas's key handling. A wire
+    whose own block went stayed drawn."""
+    doc.add_node("Placeholder", (0, 0), node_id="x", attrs={"shape": [3]})
+    doc.add_node("Tanh", (300, 0), node_id="t")
+    doc.add_node("Tanh", (300, 200), node_id="u")
+    QApplication.processEvents()
+    if gone == "source":
+        doc.undo_stack.undo()
+        doc.undo_stack.undo()                       # x alone: its wire will go with it
+    view.select_nodes(["x"])
+    view.setFocus()
+    qtbot.keyClick(view, Qt.Key_P)
+    qtbot.keyClick(view, Qt.Key_Return)
+    assert view.keyboard.wiring()
+    if gone == "target":
+        assert {n for n, _ in view.keyboard.targets} == {"t", "u"}
+        doc.undo_stack.undo()                       # u goes
+        QApplication.processEvents()
+        assert {n for n, _ in view.keyboard.targets} == {"t"}
+    else:
+        doc.remove_nodes(["x"])
+        QApplication.processEvents()
+        assert not view.keyboard.wiring() and view.interaction() is None
+    qtbot.keyClick(view, then)
+    qtbot.keyClick(view, Qt.Key_Return)
+    QApplication.processEvents()
+    if gone == "target":
+        assert doc.page().edges and all(e.dst == "t" for e in doc.page().edges)
