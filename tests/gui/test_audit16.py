@@ -196,3 +196,65 @@ def test_a_block_undone_while_a_wire_is_drawn_from_the_keyboard_is_no_target_and
     QApplication.processEvents()
     if gone == "target":
         assert doc.page().edges and all(e.dst == "t" for e in doc.page().edges)
+
+
+# ------------------------------------------------------------------ frames moved at odd moments
+def _framed(doc):
+    doc.add_node("Placeholder", (0, 0), node_id="x", attrs={"shape": [3]})
+    doc.add_node("Tanh", (260, 0), node_id="t")
+    doc.add_node("Exp", (260, 160), node_id="e")
+    doc.connect("x", "output", "t", "x")
+
+
+@pytest.mark.parametrize("how", ["undo", "delete"])
+def test_a_frame_taken_away_while_it_is_dragged_moves_no_other_frame_and_raises_nothing(qtbot, view, doc, how):
+    """Found: the frame's drag kept the frame's index. Undo in the middle of the drag took the
+    frame away and the release raised IndexError in Document.move_frame; Delete (the frame is
+    selected by its title) took it away and the release moved the blocks of the frame that came
+    to have its index."""
+    from PySide6.QtCore import QPointF
+    _framed(doc)
+    if how == "undo":
+        doc.add_frame(["e"], title="other")
+    doc.add_frame(["x", "t"], title="dragged")
+    if how == "delete":
+        doc.add_frame(["e"], title="other")
+    QApplication.processEvents()
+    index = 1 if how == "undo" else 0
+    bar = view.canvas_layout.frames[index].title_bar()
+    a = view.mapFromScene(QPointF(bar.left() + 30, bar.center().y()))
+    b = a + QPoint(100, 60)
+    vp = view.viewport()
+    before = {n: node.position for n, node in doc.page().nodes.items()}
+    qtbot.mousePress(vp, Qt.LeftButton, Qt.NoModifier, a)
+    qtbot.mouseMove(vp, a + QPoint(50, 30))
+    if how == "undo":
+        doc.undo_stack.undo()                  # Edit > Undo (Ctrl+Z): the frame's adding
+    else:
+        view.setFocus()
+        qtbot.keyClick(view, Qt.Key_Delete)
+    QApplication.processEvents()
+    qtbot.mouseMove(vp, b)
+    qtbot.mouseRelease(vp, Qt.LeftButton, Qt.NoModifier, b)
+    QApplication.processEvents()
+    assert [f.title for f in doc.page().frames] == ["other"]
+    assert {n: node.position for n, node in doc.page().nodes.items()} == before
+    assert view.interaction() is None
+    drawn_where_saved(view, doc)
+
+
+def test_a_frame_moved_so_far_that_its_reroute_points_leave_the_range_is_refused_before_its_macro(qtbot, view, doc):
+    """Found: Document.move_frame pushed the blocks' move, then a reroute point's move that the
+    model refused (past ±1e7) raised inside the open macro: the stack stayed in the macro, Undo
+    did nothing and every later edit joined it."""
+    from blockflow.errors import ProjectError
+    _framed(doc)
+    doc.set_bends(doc.page().edges[0], [(9_999_000.0, 0.0)])
+    doc.add_frame(["x", "t"])
+    steps = doc.undo_stack.count()
+    with pytest.raises(ProjectError):
+        doc.move_frame(0, 5000.0, 0.0)
+    assert doc.undo_stack.count() == steps and doc.undo_stack.index() == steps
+    assert doc.page().nodes["t"].position == (260.0, 0.0)
+    with pytest.raises(ProjectError):
+        doc.move_frame(7, 10.0, 0.0)                      # no such frame: refused, not IndexError
