@@ -258,3 +258,35 @@ def test_a_frame_moved_so_far_that_its_reroute_points_leave_the_range_is_refused
     assert doc.page().nodes["t"].position == (260.0, 0.0)
     with pytest.raises(ProjectError):
         doc.move_frame(7, 10.0, 0.0)                      # no such frame: refused, not IndexError
+
+
+# ------------------------------------------------------------------ a reroute point taken away while dragged
+@pytest.mark.parametrize("how", ["undo", "delete"])
+def test_a_reroute_point_taken_away_while_it_is_dragged_is_not_put_back_on_release(qtbot, view, doc, how):
+    """Found: pressing a reroute point selects it; Delete (or Undo of its adding) in the middle of
+    the drag took it away, and the release put it back, moved, as a new undo step: the Delete
+    (the Undo) was silently reverted."""
+    from PySide6.QtCore import QPointF
+    from blockflow.project import Edge
+    doc.add_node("Placeholder", (0, 0), node_id="x", attrs={"shape": [3]})
+    doc.add_node("Tanh", (400, 0), node_id="t")
+    doc.connect("x", "output", "t", "x")
+    wire = Edge("x", "output", "t", "x")
+    doc.set_bends(wire, [(200.0, 60.0)])
+    QApplication.processEvents()
+    a = view.mapFromScene(QPointF(200, 60))
+    vp = view.viewport()
+    qtbot.mousePress(vp, Qt.LeftButton, Qt.NoModifier, a)
+    qtbot.mouseMove(vp, a + QPoint(0, 40))
+    if how == "undo":
+        doc.undo_stack.undo()
+    else:
+        view.setFocus()
+        qtbot.keyClick(view, Qt.Key_Delete)
+    QApplication.processEvents()
+    steps = doc.undo_stack.index()
+    qtbot.mouseMove(vp, a + QPoint(0, 80))
+    qtbot.mouseRelease(vp, Qt.LeftButton, Qt.NoModifier, a + QPoint(0, 80))
+    QApplication.processEvents()
+    assert wire not in doc.page().bends
+    assert doc.undo_stack.index() == steps and view.interaction() is None
