@@ -290,3 +290,20 @@ def test_a_reroute_point_taken_away_while_it_is_dragged_is_not_put_back_on_relea
     QApplication.processEvents()
     assert wire not in doc.page().bends
     assert doc.undo_stack.index() == steps and view.interaction() is None
+
+
+# ------------------------------------------------------------------ the block's page as Qt draws it
+def test_a_blocks_input_table_after_its_gradient_rule_has_its_header_drawn_as_a_header(qtbot, doc):
+    """Found looking at F1 on Xvfb: in every block page with a gradient rule (Add, StopGradient,
+    ...) the input table's first header cell was drawn as plain text one line low, the other
+    header cells bold: Qt's Markdown reader carries the code block's paragraph format into a
+    table that follows it."""
+    from blockflow.gui.panels.blockref import BlockReferencePanel
+    reference = BlockReferencePanel(doc)
+    qtbot.addWidget(reference)
+    for name in ("Add", "StopGradient"):
+        assert reference.show_block(name)
+        html = reference.page.toHtml()
+        table = html[html.index("<table"):]
+        first_cell = table[:table.index("</td>")]
+        assert "font-weight:700" in first_cell and "margin-top:6px" not in first_cell, name
