@@ -307,3 +307,26 @@ def test_a_blocks_input_table_after_its_gradient_rule_has_its_header_drawn_as_a_
         table = html[html.index("<table"):]
         first_cell = table[:table.index("</td>")]
         assert "font-weight:700" in first_cell and "margin-top:6px" not in first_cell, name
+
+
+# ------------------------------------------------------------------ the gradient legend on a small canvas
+def test_the_gradient_legend_gives_way_on_a_canvas_too_small_for_it_and_comes_back_with_room(qtbot):
+    """Found on Xvfb at QT_SCALE_FACTOR=2 (1600x900): after Train, the legend covered about half
+    of the canvas the docks left (the wires it explains were under it)."""
+    from test_gradients import backward, make_view as gradient_view
+    d = sample_doc()
+    v = gradient_view(qtbot, d, size=(300, 240))
+    hl = v.gradients
+    _, gview = backward(d)
+    hl.show(gview)
+    QApplication.processEvents()
+    legend = hl.legend_widget
+    vp = v.viewport().size()
+    assert legend.legend.size().width() * legend.legend.size().height() > 0.3 * vp.width() * vp.height()
+    assert not legend.isVisible()
+    v.resize(1400, 800)
+    QApplication.processEvents()
+    assert legend.isVisible()
+    v.resize(300, 240)
+    QApplication.processEvents()
+    assert not legend.isVisible()
