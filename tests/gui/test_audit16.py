@@ -330,3 +330,32 @@ def test_the_gradient_legend_gives_way_on_a_canvas_too_small_for_it_and_comes_ba
     v.resize(300, 240)
     QApplication.processEvents()
     assert not legend.isVisible()
+
+
+# ------------------------------------------------------------------ copy and paste a composite's instance
+def test_a_composite_instance_copied_and_pasted_gets_a_valid_id_and_one_undo_step(qtbot, view, doc):
+    """Found by a random run of edits: a pasted instance whose id was taken was named after its
+    block with the "@" (``@Group1_1``), which no id may hold: the paste's macro raised half-way
+    and stayed open (Undo did nothing, later edits went into it). Ctrl+C, Ctrl+V of any
+    composite instance did it; Ctrl+D too."""
+    doc.add_node("Placeholder", (0, 0), node_id="x", attrs={"shape": [3]})
+    doc.add_node("Tanh", (300, 0), node_id="t")
+    doc.connect("x", "output", "t", "x")
+    inst = doc.group(["t"])
+    QApplication.processEvents()
+    block = doc.page().nodes[inst].block
+    view.select_nodes([inst])
+    view.setFocus()
+    qtbot.mouseMove(view.viewport(), QPoint(600, 400))
+    qtbot.keyClick(view, Qt.Key_C, Qt.ControlModifier)
+    steps = doc.undo_stack.count()
+    qtbot.keyClick(view, Qt.Key_V, Qt.ControlModifier)
+    qtbot.keyClick(view, Qt.Key_D, Qt.ControlModifier)
+    QApplication.processEvents()
+    pasted = [n for n, node in doc.page().nodes.items() if node.block == block and n != inst]
+    assert len(pasted) == 2 and all(not n.startswith("@") for n in pasted), pasted
+    assert doc.undo_stack.count() == steps + 2 and doc.undo_stack.index() == steps + 2
+    doc.undo_stack.undo()
+    doc.undo_stack.undo()
+    assert [n for n, node in doc.page().nodes.items() if node.block == block] == [inst]
+    QApplication.clipboard().clear()
