@@ -15,6 +15,7 @@ from blockflow.gui.document.document import Document
 from blockflow.io.project_io import dumps_project, load_project
 
 from test_canvas import doc, make_view, view  # noqa: F401  (fixtures)
+from test_main_window import dialogs  # noqa: F401  (no modal dialog stops a test)
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample_projects" / "stable_softmax.bflow.json"
@@ -359,3 +360,20 @@ def test_a_composite_instance_copied_and_pasted_gets_a_valid_id_and_one_undo_ste
     doc.undo_stack.undo()
     assert [n for n, node in doc.page().nodes.items() if node.block == block] == [inst]
     QApplication.clipboard().clear()
+
+
+# ------------------------------------------------------------------ the shortcut list
+def test_the_shortcut_list_says_undo_and_redo_not_the_last_edits_name(qtbot, tmp_path, dialogs):
+    """Found looking at Help > Keyboard Shortcuts after a few edits: its row for Ctrl+Z read
+    "Undo Collapse 1 block(s)" (the Edit menu's live text), and changed with every edit."""
+    from test_main_window import make_window
+    from test_shortcuts import open_shortcuts
+    window = make_window(qtbot, str(tmp_path / "s.ini"), sample_doc())
+    window.document.set_collapsed(["Max_1"], True)
+    window.document.set_collapsed(["Exp_1" if "Exp_1" in window.document.page().nodes else "Softmax_1"], True)
+    window.document.undo_stack.undo()
+    dialog = open_shortcuts(qtbot, window)
+    edit = {what for group, _, what in dialog.rows() if group.startswith("Edit")}
+    assert {"Undo", "Redo"} <= edit, sorted(edit)
+    assert not any(what.startswith(("Undo ", "Redo ")) for what in edit)
+    dialog.close()
