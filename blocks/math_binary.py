@@ -97,7 +97,7 @@ class Multiply:
                 unbroadcast(g * x, y.shape) if needs[1] else None)
 
 
-@block("RealDiv", category="math_ops", aliases=("Div",))
+@block("RealDiv", category="math_ops", aliases=("Div", "divide"))
 class RealDiv:
     """Elementwise ``x / y`` of floating-point tensors, with numpy broadcasting.
 

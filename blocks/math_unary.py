@@ -64,7 +64,7 @@ def _times(deriv):
 
 
 Negate = _unary("Negate", np.negative, lambda g, out, x: (np.negative(g),), dtype="number",
-                aliases=("Neg",), rule="dx = −g", doc="""Elementwise ``-x``.""")
+                aliases=("Neg", "negative"), rule="dx = −g", doc="""Elementwise ``-x``.""")
 
 
 def _square_vjp(g, out, x):

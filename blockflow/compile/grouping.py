@@ -12,14 +12,14 @@ Qt-free; in compile/ because inferring the ports' types asks a Program.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from blockflow.composite import (DIM_REF, INPUT_BLOCK, OUTPUT_BLOCK, PARAM_REF, SHARE_ATTR, Composite,
                                  block_name, composite_name, composite_name_problem, cycle_through,
                                  refs_in, state_key, substitute)
 from blockflow.compile.flatten import _mixed_seed   # one seed mixing, the flattener's
 from blockflow.errors import ProjectError
-from blockflow.page_layout import layout_kept
+from blockflow.page_layout import MAX_FRAMES, bends_problem, layout_kept
 from blockflow.project import Change, Edge, Node, Project, port_text, split_port, split_port_text
 
 __all__ = ["Content", "Restructure", "plan_group", "plan_ungroup", "restructure", "suggest_name"]
@@ -203,6 +203,10 @@ class _Grouping:
         metrics = [self.follow(m) for m in page.metrics]
         state = self.inner_blocks()
         self.comp.page.edges = self.inner_edges
+        # the layout of what went inside goes with it (the blocks keep their places): the reroute
+        # points of the wires between the grouped blocks, the frames around them alone
+        self.comp.page.bends = {e: p for e, p in page.bends.items() if e.src in chosen and e.dst in chosen}
+        self.comp.page.frames = [f for f in page.frames if set(f.blocks) <= chosen]
         inst_attrs = {p.name: {PARAM_REF: p.name} for p in self.comp.params}
         instance = Node(self.inst_id, self.comp.block, inst_attrs, {}, (self.x0, self.y0), "", state)
         nodes: dict = {}
@@ -279,7 +283,7 @@ class _Grouping:
                 for path, value in _drawn_values(self.program, _level_id(self.level, nid) + "/").items():
                     state.setdefault(f"{nid}/{path}:value", value)
             self.comp.page.nodes[nid] = Node(nid, node.block, attrs, dict(node.inputs), node.position,
-                                             node.label, {})
+                                             node.label, {}, node.collapsed)
         return state
 
 
@@ -408,7 +412,7 @@ class _Ungrouping:
             else:
                 nodes[nid] = n
         metrics = [m for m in (self.follow(m) for m in page.metrics) if m]
-        content = Content(nodes, edges, self.follow(page.loss), metrics, dict(page.feeds))
+        content = Content(nodes, edges, self.follow(page.loss), metrics, dict(page.feeds), self.layout())
         return Restructure(self.diagram, content, self.comp.name, None, keep=True,
                            focus=next(iter(new_nodes), None))
 
@@ -433,8 +437,25 @@ class _Ungrouping:
                 for path, value in _drawn_values(self.program, flat).items():
                     state.setdefault(f"{path}:value", value)
             x, y = inner.position
-            out[new] = Node(new, inner.block, attrs, dict(inner.inputs), (x + dx, y + dy), inner.label, state)
+            out[new] = Node(new, inner.block, attrs, dict(inner.inputs), (x + dx, y + dy), inner.label, state,
+                            inner.collapsed)
+        self.offset = (dx, dy)
         return out
+
+    def layout(self) -> tuple:
+        """The page's reroute points and frames with the composite diagram's added, moved and
+        renamed as its blocks were (what restructure keeps of them is its own business)."""
+        (dx, dy), rename, body = self.offset, self.rename, self.comp.page
+        bends = dict(self.page.bends)
+        for e, points in body.bends.items():
+            moved = tuple((x + dx, y + dy) for x, y in points)
+            if e.src in rename and e.dst in rename and not bends_problem(moved):
+                bends[Edge(rename[e.src], e.src_port, rename[e.dst], e.dst_port)] = moved
+        frames = list(self.page.frames)
+        for f in body.frames:
+            if len(frames) < MAX_FRAMES:
+                frames.append(replace(f, blocks=tuple(rename[b] for b in f.blocks if b in rename)))
+        return bends, frames
 
     def follow(self, ref):
         """A loss or metric naming the instance's port, as the inner block that fed it."""

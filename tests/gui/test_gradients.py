@@ -651,6 +651,7 @@ def test_the_legend_can_be_hidden_from_the_view_menu_and_it_is_remembered(qtbot,
     assert not again.actions["gradient_legend"].isChecked()
     again.actions["gradient_legend"].trigger()
     _, gview = backward(again.document)
+    again.resize(1440, 880)        # a canvas with room for the legend (a small one hides it)
     again.show()
     again.view.gradients.show(gview)
     assert again.view.gradients.legend_widget.isVisible()

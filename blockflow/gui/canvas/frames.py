@@ -13,6 +13,7 @@ from PySide6.QtGui import QColor, QPen
 from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFormLayout, QGraphicsItem,
                                QLineEdit, QPlainTextEdit)
 
+from blockflow.errors import ProjectError
 from blockflow.page_layout import FRAME_COLORS, MAX_FRAME_NOTE, MAX_FRAME_TITLE
 from blockflow.gui.canvas.interactions import Interaction
 
@@ -122,6 +123,7 @@ class FrameDrag(Interaction):
     def __init__(self, view, item: FrameItem, sp: QPointF):
         super().__init__(view)
         self.index, self.item = item.index, item
+        self.frame = item.frame             # what the page held at the press
         self.start = QPointF(sp)
         self.blocks = [self.scene.node_items[n] for n in item.frame.blocks if n in self.scene.node_items]
         self.origins = [b.pos() for b in self.blocks]
@@ -133,9 +135,17 @@ class FrameDrag(Interaction):
         d = sp - self.start
         return QPointF(round(d.x() / GRID) * GRID, round(d.y() / GRID) * GRID)   # blocks stay on the grid
 
+    def _still_there(self) -> bool:
+        """The frame dragged is still the page's frame at its index (an Undo or a Delete in the
+        middle of the drag may have taken it away, and another come to have its index)."""
+        frames = self.scene.page.frames if self.scene.page is not None else []
+        return self.index < len(frames) and frames[self.index] == self.frame
+
     def move(self, event, sp: QPointF) -> bool:
         d = self._delta(sp)
         if not self.moved and d.isNull():
+            return True
+        if not self._still_there():
             return True
         self.moved = True
         for block, origin in zip(self.blocks, self.origins):
@@ -151,8 +161,11 @@ class FrameDrag(Interaction):
         if self.moved:
             for block, origin in zip(self.blocks, self.origins):
                 block.setPos(origin)        # the document's move puts them where they go
-            if not d.isNull():
-                self.view.doc.move_frame(self.index, d.x(), d.y())
+            if not d.isNull() and self._still_there():
+                try:
+                    self.view.doc.move_frame(self.index, d.x(), d.y())
+                except ProjectError as exc:
+                    self.view.status_message.emit(f"cannot move the frame: {exc}")
             self.view.canvas_layout.relayout_frames()
         return True
 

@@ -155,6 +155,9 @@ class LegendOverlay(QWidget):
     carry the legend away from its corner."""
 
     MARGIN = 10
+    #: the most of the canvas the legend may cover: on a smaller canvas (a small window, a large
+    #: QT_SCALE_FACTOR) the wires are shown rather than their legend
+    MAX_SHARE = 0.3
 
     def __init__(self, view, legend: Legend):
         super().__init__(view)
@@ -171,8 +174,12 @@ class LegendOverlay(QWidget):
         self.enabled = bool(on)
         self.refresh()
 
+    def _fits(self) -> bool:
+        size, vp = self.legend.size(), self.view.viewport().size()
+        return size.width() * size.height() <= self.MAX_SHARE * vp.width() * vp.height()
+
     def refresh(self) -> None:
-        if not self.legend.visible or not self.enabled:
+        if not self.legend.visible or not self.enabled or not self._fits():
             self.hide()
             return
         self.resize(self.legend.size().toSize())
@@ -186,7 +193,9 @@ class LegendOverlay(QWidget):
         self.move(vp.left() + self.MARGIN, max(vp.top(), vp.bottom() + 1 - self.height() - self.MARGIN))
 
     def eventFilter(self, obj, event):
-        if event.type() in (QEvent.Resize, QEvent.Move) and self.isVisible():
+        if event.type() == QEvent.Resize:
+            self.refresh()               # shown again when the canvas has room for it
+        elif event.type() == QEvent.Move and self.isVisible():
             self._place()
         return False
 

@@ -67,10 +67,30 @@ class CanvasKeyboard:
         self._gesture: int | None = None
         self._since = QElapsedTimer()
         view.selection_changed.connect(self._on_selection)
+        view.doc.node_removed.connect(self._block_gone)
+        view.doc.node_renamed.connect(lambda page, old, _new: self._block_gone(page, old))
 
     def _on_selection(self, _ids) -> None:
         if self.port is not None:            # a focus ring is drawn over the page, not by an item
             self.view.viewport().update()
+
+    def _block_gone(self, page: str, nid: str) -> None:
+        """A block removed or renamed (Undo, a delete) while a wire is drawn from the keyboard:
+        its ports are no targets any more, and a wire from it is cancelled."""
+        scene = self.view.diagram_scene()
+        if self.wire is None or scene.page is None or page != scene.page.name:
+            return
+        if nid == self.wire.node:
+            wire, self.wire, self.targets, self.target = self.wire, None, [], -1
+            if self.view.interaction() is wire:
+                wire.cancel()
+            self.view.viewport().update()
+            return
+        current = self.target_port()
+        self.targets = [t for t in self.targets if t[0] != nid]
+        self.target = self.targets.index(current) if current in self.targets else (0 if self.targets else -1)
+        if self.wiring():
+            self._show_target()
 
     # ---------------------------------------------------------------- what is focused
     def block(self) -> str | None:

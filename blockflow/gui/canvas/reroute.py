@@ -59,13 +59,20 @@ class BendDrag(Interaction):
         super().__init__(view)
         self.edge, self.index = handle.edge, handle.index
         self.start = QPointF(sp)
-        self.points = list(self.scene.page.bends.get(self.edge, ()))
+        self.before = tuple(self.scene.page.bends.get(self.edge, ()))
+        self.points = list(self.before)
         self.origin = self.points[self.index] if self.index < len(self.points) else None
         self.moved = False
 
+    def _still_there(self) -> bool:
+        """The wire's points are as they were at the press (a Delete or an Undo in the middle of
+        the drag may have taken the point away: the release must not put it back)."""
+        page = self.scene.page
+        return page is not None and tuple(page.bends.get(self.edge, ())) == self.before
+
     def move(self, event, sp: QPointF) -> bool:
-        if self.origin is None:
-            return False
+        if self.origin is None or not self._still_there():
+            return self.origin is not None
         d = sp - self.start
         if not self.moved and abs(d.x()) + abs(d.y()) < 2:
             return True
@@ -78,7 +85,7 @@ class BendDrag(Interaction):
         if event.button() != Qt.LeftButton:
             return True
         self._done()
-        if self.moved and self.origin is not None:
+        if self.moved and self.origin is not None and self._still_there():
             self.view.canvas_layout.commit_bends(self.edge, self.points, "Move reroute point")
         return True
 

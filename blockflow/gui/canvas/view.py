@@ -192,6 +192,10 @@ class DiagramView(SelectionEditing, ZoomingView, QGraphicsView):
         return sorted(self._selected_wires)
 
     def select_nodes(self, ids) -> None:
+        if isinstance(self._interaction, interactions.MoveBlocks):
+            # Qt is dragging the selected blocks: one selected now (], [, Ctrl+A, a duplicate)
+            # would be dragged from (0, 0) and drawn where the document has it not
+            return
         ids = set(ids)
         self._scene.blockSignals(True)
         for item in self._scene.selectedItems():

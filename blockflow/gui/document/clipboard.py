@@ -58,10 +58,11 @@ def pasting(pg: Page, text: str, position=None) -> Pasting:
     for nid, node in frag.nodes.items():
         new = nid
         if new in taken:
+            base = node.block.lstrip("@")      # an instance of @Dense is Dense_n, as Page.new_id names it
             n = 1
-            while f"{node.block}_{n}" in taken:
+            while f"{base}_{n}" in taken:
                 n += 1
-            new = f"{node.block}_{n}"
+            new = f"{base}_{n}"
         taken.add(new)
         mapping[nid] = new
     nodes = [replace(copy.deepcopy(node), id=mapping[nid],

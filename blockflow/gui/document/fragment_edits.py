@@ -3,6 +3,7 @@ document.py stays readable): each is one undo step of ordinary commands.
 """
 from __future__ import annotations
 
+from blockflow.page_layout import bends_problem
 from blockflow.gui.document import commands as C
 from blockflow.gui.document.clipboard import fragment_text, pasting
 from blockflow.gui.document.layout import layered_moves, spread_moves
@@ -27,6 +28,8 @@ class FragmentEdits:
             return []
         for node in landing.nodes:     # an instance pasted into its own definition: refused
             self._refuse(self.nesting_problem(node.block, page))
+        for points in landing.bends.values():   # reroute points moved out of range: refused before the macro
+            self._refuse(bends_problem(points))
         count = len(landing.nodes)
         self.undo_stack.beginMacro(f"Paste {count} block{'s' if count != 1 else ''}")
         for node in landing.nodes:

@@ -75,15 +75,21 @@ class LayoutEdits:
         as one undo step."""
         page = page or self.current_page
         pg = self.page(page)
+        if not isinstance(index, int) or not 0 <= index < len(pg.frames):
+            raise ProjectError(f"there is no frame {index}")
         blocks = set(pg.frames[index].blocks)
         if not blocks or (dx, dy) == (0, 0):
             return
         moves = {n: (pg.nodes[n].position, (pg.nodes[n].position[0] + dx, pg.nodes[n].position[1] + dy))
                  for n in pg.nodes if n in blocks}
-        inner = [(e, p) for e, p in pg.bends.items() if e.src in blocks and e.dst in blocks]
+        inner = [(e, [(x + dx, y + dy) for x, y in p]) for e, p in pg.bends.items()
+                 if e.src in blocks and e.dst in blocks]
+        for _, points in inner:            # refused before the macro: a command raising in it stays
+            problem = bends_problem(points)
+            if problem:
+                raise ProjectError(f"moved that far, {problem}")
         self.undo_stack.beginMacro(f"Move frame {pg.frames[index].title}")
         self.undo_stack.push(C.MoveNodesCommand(self, page, moves))
         for edge, points in inner:
-            self.undo_stack.push(C.SetBendsCommand(self, page, edge, [(x + dx, y + dy) for x, y in points],
-                                                   "Move reroute points"))
+            self.undo_stack.push(C.SetBendsCommand(self, page, edge, points, "Move reroute points"))
         self.undo_stack.endMacro()

@@ -92,6 +92,8 @@ class MenusMixin:
         redo.setShortcuts([QKeySequence(K.Redo), QKeySequence("Ctrl+Y")]
                           if QKeySequence(K.Redo) != QKeySequence("Ctrl+Y") else [QKeySequence(K.Redo)])
         self.actions["undo"], self.actions["redo"] = undo, redo
+        undo.setProperty("listed_as", "Undo")     # their text names the edit; the shortcut list does not
+        redo.setProperty("listed_as", "Redo")
         for act in (undo, redo):
             self.addAction(act)
         # the status bar says what was undone, never still what the undone edit had said

@@ -35,7 +35,8 @@ def shortcut_rows(actions: dict, menus) -> list[tuple[str, str, str]]:
         seen.add(name)
         keys = ", ".join(s.toString(QKeySequence.NativeText) for s in act.shortcuts() if not s.isEmpty())
         if keys:
-            rows.append((group, keys, act.text().replace("&&", "\0").replace("&", "").replace("\0", "&")
+            text = act.property("listed_as") or act.text()     # Undo/Redo: not "Undo Collapse 1 block(s)"
+            rows.append((group, keys, text.replace("&&", "\0").replace("&", "").replace("\0", "&")
                          .rstrip(".…")))
 
     for title, entries in menus:

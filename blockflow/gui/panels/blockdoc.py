@@ -7,6 +7,8 @@ summary, ports with their dtypes, attrs with their kinds, defaults and hints, th
 """
 from __future__ import annotations
 
+import re
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import QFrame, QLabel, QSizePolicy, QTextBrowser, QToolButton, QVBoxLayout, QWidget
@@ -16,14 +18,21 @@ from blockflow.cli.cmd_blocks import block_markdown
 __all__ = ["BlockDocSection", "DocText", "block_page", "block_page_body", "wrap_code"]
 
 
+def _for_qt(markdown: str) -> str:
+    """The Markdown as Qt draws it right: Qt's reader carries a code block's paragraph format
+    into a table right after it (its first header cell drawn plain, a line low), so an empty
+    HTML comment, drawn as nothing, stands between them."""
+    return re.sub(r"^(```[ \t]*\n)\n(?=\|)", "\\1\n<!-- -->\n\n", markdown, flags=re.M)
+
+
 def block_page(spec) -> str:
     """``spec``'s page of the reference, as Markdown (its heading the block's name)."""
-    return block_markdown(spec)
+    return _for_qt(block_markdown(spec))
 
 
 def block_page_body(spec) -> str:
     """The page without its heading: the Inspector shows the block's name above it already."""
-    lines = block_markdown(spec).splitlines()
+    lines = block_page(spec).splitlines()
     if lines and lines[0].startswith("#"):
         lines = lines[1:]
     return "\n".join(lines).strip() + "\n"

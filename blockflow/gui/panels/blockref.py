@@ -7,6 +7,7 @@ from PySide6.QtCore import Qt, QUrl
 from PySide6.QtWidgets import (QLineEdit, QListWidget, QListWidgetItem, QSplitter, QTextBrowser,
                                QVBoxLayout, QWidget)
 
+from blockflow.gui.common.blocksearch import haystack, rank as rank_of
 from blockflow.gui.common.markup import markup_plain
 from blockflow.gui.panels.blockdoc import block_page, wrap_code
 
@@ -52,13 +53,14 @@ class BlockReferencePanel(QWidget):
         self._show_index()
 
     def _fill(self) -> None:
-        self._haystack, self._place = {}, {}
+        self._haystack, self._place, self._names = {}, {}, {}
         for specs in self.document.registry.categories().values():
             for spec in specs:
                 item = QListWidgetItem(spec.name, self.list)
                 item.setData(_NAME_ROLE, spec.name)
                 item.setToolTip(markup_plain(spec.summary))
-                self._haystack[spec.name] = " ".join((spec.name, *spec.aliases, spec.summary)).lower()
+                self._haystack[spec.name] = haystack(spec.name, spec.aliases, spec.summary)
+                self._names[spec.name] = [n.lower() for n in (spec.name, *spec.aliases)]
                 self._place[spec.name] = len(self._place)
 
     def set_filter(self, text: str) -> None:
@@ -67,10 +69,8 @@ class BlockReferencePanel(QWidget):
         words = text.lower().split()
         query = " ".join(words)
 
-        def rank(name):
-            low = name.lower()
-            return (0 if low == query else 1 if low.startswith(query) else 2 if query in low else 3) \
-                if words else 0, self._place[name]
+        def rank(name):     # as the palette and the canvas's popup rank (blocksearch.py)
+            return rank_of(self._names[name], query) if words else 0, self._place[name]
 
         items = [self.list.takeItem(0) for _ in range(self.list.count())]
         items.sort(key=lambda item: rank(item.data(_NAME_ROLE)))

@@ -14,7 +14,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QLineEdit, QMenu, QTreeWidget,
 from blockflow.gui.document.clipboard import BLOCK_MIME
 from blockflow.gui.common.markup import rich_tooltip
 from blockflow.gui.common.theme import Style
-from blockflow.gui.common.blocksearch import rank
+from blockflow.gui.common.blocksearch import haystack, rank
 
 __all__ = ["PalettePanel", "BlockTree"]
 
@@ -156,7 +156,7 @@ class PalettePanel(QWidget):
                     tip += f"\n(also: {', '.join(spec.aliases)})"
                 row.setToolTip(0, rich_tooltip(tip + "\n(F1: its page in the Block Reference)"))
                 self._rows[spec.name] = row
-                self._haystack[spec.name] = " ".join((spec.name, *spec.aliases, spec.summary)).lower()
+                self._haystack[spec.name] = haystack(spec.name, spec.aliases, spec.summary)
                 self._names[spec.name] = [n.lower() for n in (spec.name, *spec.aliases)]
                 self._place[spec.name] = len(self._place)
         self.tree.collapseAll()
