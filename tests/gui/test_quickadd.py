@@ -78,6 +78,24 @@ def test_tab_opens_the_popup_at_the_cursor_and_enter_adds_the_top_hit_there(qtbo
     assert doc.page().nodes == {}
 
 
+def test_a_block_added_from_the_popup_never_lands_on_another(qtbot, view, doc):
+    """With the cursor off the canvas the popup opens at the view's centre: a block there is
+    not covered by the new one, which moves down or right to the nearest free place."""
+    centre = view.view_center_scene_pos()
+    doc.add_node("Tanh", (round(centre.x()) - 40, round(centre.y()) - 30), node_id="t")
+    QApplication.processEvents()
+    view._last_scene_pos = None                        # the cursor is elsewhere
+    view.setFocus()
+    qtbot.keyClick(view, Qt.Key_Tab)
+    popup = view.quick_add
+    assert popup.isVisible()
+    qtbot.keyClicks(popup.edit, "Exp")
+    qtbot.keyClick(popup.edit, Qt.Key_Return)
+    (new,) = [n for n in doc.page().nodes if n != "t"]
+    QApplication.processEvents()
+    assert not view.node_item(new).sceneBoundingRect().intersects(view.node_item("t").sceneBoundingRect())
+
+
 def test_escape_closes_the_popup_with_no_edit(qtbot, view, doc):
     two_blocks(doc)
     steps = doc.undo_stack.count()

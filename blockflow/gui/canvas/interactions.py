@@ -16,6 +16,8 @@ orange-canvas-core's document/interactions.py; the code is blockflow's.
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import time
 
 import networkx as nx
@@ -487,8 +489,9 @@ class PlaceAt:
         self.view = view
         self.last_paste: tuple | None = None    # (page, anchor, repeat, {id: position})
 
-    def block(self, block: str, scene_pos: QPointF) -> str:
-        """Add ``block`` centred at ``scene_pos``; its id ("" when there is no such block)."""
+    def block(self, block: str, scene_pos: QPointF, free: bool = False) -> str:
+        """Add ``block`` centred at ``scene_pos`` (``free``: moved down or right to the nearest
+        place where it covers no block); its id ("" when there is no such block)."""
         view, doc = self.view, self.view.doc
         if doc.blocks.get(block) is None:
             view.status_message.emit(f"there is no block called '{block}'")
@@ -503,6 +506,8 @@ class PlaceAt:
         size = NodeItem(node_data(probe, "_", doc.blocks), view.style_)
         x = round((scene_pos.x() - size.w / 2) / GRID) * GRID
         y = round((scene_pos.y() - size.h / 2) / GRID) * GRID
+        if free:
+            x, y = self._free_place(SimpleNamespace(nodes=[Node("_", block, position=(x, y))]), (x, y))
         nid = doc.add_node(block, (x, y))
         view.select_nodes([nid])
         view.status_message.emit(f"added {block} {nid}")

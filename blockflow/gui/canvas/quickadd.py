@@ -246,7 +246,7 @@ class QuickAdd(QFrame):
         if not block:
             return ""
         if wire is None:
-            return self.view.drop_block(block, self.at)
+            return self.view.drop_block(block, self.at, free=True)   # never over a block
         return self._add_wired(block, wire)
 
     def _add_wired(self, block: str, wire: tuple) -> str:
@@ -257,7 +257,7 @@ class QuickAdd(QFrame):
         stack = doc.undo_stack
         before = stack.index()
         stack.beginMacro(f"Add {block} wired to {node}.{port}")
-        nid = view.drop_block(block, self.at)
+        nid = view.drop_block(block, self.at, free=True)
         wired = ""
         for other in ports if nid else ():
             ends = (node, port, nid, other) if from_output else (nid, other, node, port)

@@ -237,9 +237,10 @@ class DiagramView(SelectionEditing, ZoomingView, QGraphicsView):
     def set_collapsed_all(self, collapsed: bool) -> None:
         collapse.set_all(self, collapsed)
 
-    def drop_block(self, block: str, scene_pos: QPointF) -> str:
-        """Add a block centred at ``scene_pos`` (snapped to the grid); returns its id."""
-        return self.place.block(block, scene_pos)
+    def drop_block(self, block: str, scene_pos: QPointF, free: bool = False) -> str:
+        """Add a block centred at ``scene_pos`` (snapped to the grid; ``free``: moved to where it
+        covers no block); returns its id."""
+        return self.place.block(block, scene_pos, free)
 
     def minimap(self) -> QWidget:
         if self._minimap is None:
