@@ -91,3 +91,29 @@ def test_each_gesture_is_the_current_interaction_while_it_lasts(qtbot, view, doc
     assert isinstance(view.interaction(), RubberBand)
     qtbot.mouseRelease(vp, Qt.LeftButton, Qt.NoModifier, empty)
     assert view.interaction() is None
+
+
+def test_escape_while_dragging_blocks_puts_them_back_and_pushes_nothing(qtbot, view, doc):
+    """As Blender cancels a grab: Esc mid-drag, the blocks go back, the rest of the drag moves
+    nothing, and no undo step is made."""
+    two_blocks(doc)
+    QApplication.processEvents()
+    vp = view.viewport()
+    steps = doc.undo_stack.count()
+    before = {n: tuple(doc.page().nodes[n].position) for n in doc.page().nodes}
+    start = view.mapFromScene(view.node_item("t").sceneBoundingRect().center())
+    qtbot.mousePress(vp, Qt.LeftButton, Qt.NoModifier, start)
+    for i in range(1, 5):
+        qtbot.mouseMove(vp, start + QPoint(30 * i, 20 * i))
+    assert view.node_item("t").pos() != QPointF(*before["t"])           # it moved while dragged
+    view.setFocus()
+    qtbot.keyClick(view, Qt.Key_Escape)
+    assert view.interaction() is None
+    assert view.node_item("t").pos() == QPointF(*before["t"])           # back where it was
+    for i in range(5, 8):
+        qtbot.mouseMove(vp, start + QPoint(30 * i, 20 * i))
+    qtbot.mouseRelease(vp, Qt.LeftButton, Qt.NoModifier, start + QPoint(210, 140))
+    QApplication.processEvents()
+    assert view.node_item("t").pos() == QPointF(*before["t"])
+    assert {n: tuple(doc.page().nodes[n].position) for n in doc.page().nodes} == before
+    assert doc.undo_stack.count() == steps

@@ -232,6 +232,20 @@ class MoveBlocks(Interaction):
             push()
         return True
 
+    def cancel(self) -> None:
+        """Esc while dragging: the blocks go back where they were and nothing is pushed (as
+        Blender cancels a grab); the rest of the drag moves nothing."""
+        grabber = self.scene.mouseGrabberItem()
+        if grabber is not None:
+            grabber.ungrabMouse()
+        for nid, old in self.start.items():
+            item = self.scene.node_items.get(nid)
+            if item is not None:
+                item.setPos(old)
+        self.view.drag_layer().end()
+        self.hint.clear()
+        self._done()
+
     def drop(self) -> None:
         self.hint.drop()
 

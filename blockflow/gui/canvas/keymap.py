@@ -39,8 +39,9 @@ CANVAS_KEYS: tuple[CanvasKey, ...] = (
     CanvasKey("zoom_out", (K.ZoomOut, "-"), "zoom out", repeats=True),
     CanvasKey("delete_selection", ("Del", "Backspace"), "delete the selected blocks and wires (or the "
               "reroute point or frame clicked: a frame's blocks stay)"),
-    CanvasKey("escape", ("Esc",), "cancel the wire being drawn; else drop the port focus or the "
-              "selection; else close the composite instance shown (go up)"),
+    CanvasKey("escape", ("Esc",), "cancel the wire being drawn or the blocks being dragged (they go "
+              "back); else drop the port focus or the selection; else close the composite instance "
+              "shown (go up)"),
     CanvasKey("copy_selection", (K.Copy,), "copy the selected blocks"),
     CanvasKey("cut_selection", (K.Cut,), "cut the selected blocks"),
     CanvasKey("paste", (K.Paste,), "paste at the cursor, beside the blocks there"),

@@ -18,7 +18,7 @@ from blockflow.gui.canvas import interactions
 from blockflow.gui.canvas.draglayer import DragLayer
 from blockflow.gui.canvas.editing import SelectionEditing
 from blockflow.gui.canvas.gradients import GradientHighlighter
-from blockflow.gui.canvas.interactions import Interaction, Pan, PlaceAt, WireDrag
+from blockflow.gui.canvas.interactions import Interaction, MoveBlocks, Pan, PlaceAt, WireDrag
 from blockflow.gui.canvas.items import EdgeItem, NodeItem
 from blockflow.gui.canvas.keyboard import CanvasKeyboard
 from blockflow.gui.canvas.keymap import key_for
@@ -352,11 +352,13 @@ class DiagramView(SelectionEditing, ZoomingView, QGraphicsView):
         self.viewport().setCursor(Qt.OpenHandCursor)
 
     def escape(self) -> None:
-        """Esc: the innermost thing in progress ends: a wire, the port focus, the selection, else
-        the composite instance shown."""
+        """Esc: the innermost thing in progress ends: a wire, a move (the blocks go back), the port
+        focus, the selection, else the composite instance shown."""
         if isinstance(self._interaction, WireDrag):
             self.cancel_wire()
             self.viewport().update()
+        elif isinstance(self._interaction, MoveBlocks):
+            self._interaction.cancel()
         elif self.keyboard.focused_port() is not None:
             self.keyboard.forget()
         elif self.selected_nodes() or self.selected_wires():
