@@ -214,3 +214,13 @@ def test_a_corrupt_or_foreign_saved_layout_is_ignored(qtbot, settings_path, save
     assert window.docks["inspector"].width() > 300
     close(window)                                     # and the next start has a good layout again
     assert isinstance(QSettings(settings_path, QSettings.IniFormat).value(STATE_KEY), QByteArray)
+
+
+def test_a_small_window_keeps_room_for_the_canvas(qtbot, settings_path):
+    """800x450 is a 1600x900 laptop at QT_SCALE_FACTOR=2: the default docks give up width so
+    that the canvas keeps close to half of the window's (it had 300 of 800 pixels)."""
+    window = open_window(qtbot, settings_path, size=(800, 450))
+    qtbot.wait(50)
+    canvas = window.view.viewport()
+    assert canvas.width() >= 0.45 * window.width(), canvas.width()
+    assert window.docks["palette"].width() <= 0.2 * window.width() + 8

@@ -54,8 +54,13 @@ def default_dock_sizes(window) -> None:
     """The default sizes: the palette and overview on the left, the right column as wide as
     its content needs, the bottom row (Problems | Values) low."""
     d = window.docks
-    window.resizeDocks([d["palette"], d["inspector"]], [220, right_column_width(window)], Qt.Horizontal)
-    window.resizeDocks([d["problems"]], [200], Qt.Vertical)
+    # In a small window (a laptop at QT_SCALE_FACTOR=2 is 800x450 logical pixels) the docks give
+    # up room so that the canvas keeps about half of each side.
+    w, h = max(window.width(), 1), max(window.height(), 1)
+    side = min(220, int(0.2 * w))
+    right = min(right_column_width(window), int(0.3 * w))
+    window.resizeDocks([d["palette"], d["inspector"]], [side, right], Qt.Horizontal)
+    window.resizeDocks([d["problems"]], [min(200, int(0.22 * h))], Qt.Vertical)
     window.resizeDocks([d["problems"], d["values"]], [480, 720], Qt.Horizontal)
     window.resizeDocks([d["palette"], d["minimap"]], [560, 170], Qt.Vertical)
     # Inspector | Train above, Backward steps | Gradient below; the inspector's form and the
