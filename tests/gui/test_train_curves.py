@@ -65,6 +65,25 @@ def test_smoothing_is_tensorboards_debiased_moving_average():
 
 
 # ------------------------------------------------------------------------------- the slider
+def test_a_growing_curve_is_smoothed_as_a_whole_would_be_without_redoing_its_start():
+    """The Train panel smooths the loss batch by batch (RunningSmooth): each result is exactly
+    smooth() of the whole curve so far, NaN and Inf steps included, and a new weight or a new run
+    starts over; only the new points are worked on."""
+    from blockflow.gui.panels.curves import RunningSmooth
+
+    rng = np.random.default_rng(3)
+    values = rng.lognormal(size=700)
+    values[[5, 99, 400]] = [np.nan, np.inf, np.nan]
+    running = RunningSmooth()
+    for end in (1, 2, 50, 51, 300, 700):
+        assert np.array_equal(running(values[:end], 0.6), smooth(values[:end], 0.6), equal_nan=True)
+    assert running.src.size == 700
+    assert np.array_equal(running(values, 0.9), smooth(values, 0.9), equal_nan=True)     # new weight
+    other = rng.lognormal(size=20)
+    assert np.array_equal(running(other, 0.9), smooth(other, 0.9))                        # a new run
+    assert np.array_equal(running(other, 0.0), other)
+
+
 def test_the_slider_smooths_the_loss_curve_with_the_raw_curve_faint_behind(qtbot):
     panel = make_panel(qtbot, Document(moons_classifier()))
     train(qtbot, panel, 150)

@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QScrollArea, QSlider, QVBoxLa
 
 from blockflow.project import split_port_text
 
-__all__ = ["TrainCurves", "smooth", "log_ticks", "SMOOTHING_KEY", "DEFAULT_SMOOTHING", "MAX_SMOOTHING"]
+__all__ = ["TrainCurves", "smooth", "RunningSmooth", "log_ticks", "SMOOTHING_KEY", "DEFAULT_SMOOTHING", "MAX_SMOOTHING"]
 
 #: where the smoothing is kept in the settings, its default (TensorBoard's) and its top
 SMOOTHING_KEY, DEFAULT_SMOOTHING, MAX_SMOOTHING = "train/lossSmoothing", 0.6, 0.99
@@ -21,6 +21,40 @@ SMOOTHING_KEY, DEFAULT_SMOOTHING, MAX_SMOOTHING = "train/lossSmoothing", 0.6, 0.
 MIN_PLOT_HEIGHT = 340
 _LOSS_COLOUR = "#3b7dd8"
 _METRIC_COLOURS = ("#e07b39", "#2ca02c", "#9467bd", "#d62728", "#17becf")
+
+
+class RunningSmooth:
+    """``smooth`` kept up to date while a curve grows: the points smoothed before are not done
+    again (a training's loss grows a batch at a time; smoothing all of it at each batch would
+    cost O(n^2) over a long run). Anything else (another weight, a new run) starts over."""
+
+    def __init__(self):
+        self.weight, self.src, self.out = None, np.zeros(0), np.zeros(0)
+        self.last, self.count = 0.0, 0
+
+    def __call__(self, values, weight: float) -> np.ndarray:
+        values = np.asarray(values, dtype=np.float64)
+        weight = min(max(float(weight), 0.0), MAX_SMOOTHING)
+        done = self.src.size
+        if (weight != self.weight or values.size < done
+                or not np.array_equal(values[:done], self.src, equal_nan=True)):
+            self.weight, self.src, self.out = weight, np.zeros(0), np.zeros(0)
+            self.last, self.count, done = 0.0, 0, 0
+        if weight == 0.0:
+            self.src, self.out = values.copy(), values.copy()
+            return self.out.copy()
+        new = np.empty(values.size - done)
+        last, count = self.last, self.count
+        for i, v in enumerate(values[done:]):
+            if not np.isfinite(v):
+                new[i] = v
+                continue
+            last = last * weight + (1.0 - weight) * v
+            count += 1
+            new[i] = last / (1.0 - weight ** count)
+        self.last, self.count = last, count
+        self.src, self.out = values.copy(), np.concatenate([self.out, new])
+        return self.out.copy()
 
 
 def smooth(values, weight: float) -> np.ndarray:
@@ -88,6 +122,7 @@ class TrainCurves(QWidget):
         self.losses = np.zeros(0)
         self.metric_values: dict[str, list[float]] = {}
         self.drawn = (np.zeros(0), np.zeros(0))     # the raw and the smoothed loss last drawn
+        self._smoother = RunningSmooth()
         self.slider = QSlider(Qt.Horizontal)
         self.slider.setRange(0, round(MAX_SMOOTHING * 100))
         self.slider.setToolTip("Smoothing of the loss curve: an exponential moving average (0: none); "
@@ -229,7 +264,7 @@ class TrainCurves(QWidget):
         finite = positive[np.isfinite(positive)]
         if finite.size:
             self._plot["loss_axis"].setTicks(log_ticks(float(finite.min()), float(finite.max())))
-        shown = smooth(positive, self.smoothing)
+        shown = self._smoother(positive, self.smoothing)
         self.drawn = (positive, shown)
         raw.setVisible(self.smoothing > 0)
         raw.setData(steps, positive, connect="finite")
