@@ -72,6 +72,8 @@ def frame_problem(frame, nodes) -> str:
             return problem
     if frame.color not in FRAME_COLORS:
         return f"unknown frame colour {frame.color!r} (colours: {', '.join(FRAME_COLORS)})"
+    if not frame.blocks:
+        return "a frame needs at least one block"
     for b in frame.blocks:
         if b not in nodes:
             return f"a frame names the block {b!r}, which the page has not"

@@ -162,3 +162,15 @@ def test_group_keeps_the_layout_of_what_stays_and_its_undo_is_exact():
     assert page.frames == [Frame("f", "green", "", ("r",))]
     restructure(project, change.before)
     assert project.page("main") == before.page("main")
+
+
+def test_a_frame_with_no_block_is_refused_by_the_model_itself():
+    """An empty frame cannot be written (the file needs a block per frame): the mutators refuse
+    it, so no edit can leave a page that does not save."""
+    page = chain()
+    page.insert_frame(Frame("f", blocks=("A",)))
+    with pytest.raises(ProjectError, match="at least one block"):
+        page.insert_frame(Frame("g", blocks=()))
+    with pytest.raises(ProjectError, match="at least one block"):
+        page.set_frame(0, Frame("f", blocks=()))
+    assert page.frames == [Frame("f", blocks=("A",))]

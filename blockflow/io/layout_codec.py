@@ -106,7 +106,7 @@ def encode_layout(page, where: str) -> dict:
                                                  f"{page_layout.MAX_FRAMES:,}")
     frames = []
     for k, frame in enumerate(page.frames):
-        problem = frame_problem(frame, page.nodes) or ("" if frame.blocks else "a frame with no blocks")
+        problem = frame_problem(frame, page.nodes)
         if problem:
             raise Invalid(f"{key_path(where, 'frames')}[{k}]", problem)
         frames.append({"title": frame.title, "color": frame.color, "note": frame.note,
