@@ -251,3 +251,14 @@ def test_f1_follows_the_mouse_wherever_the_typing_focus_is(qtbot, settings_path)
     qtbot.keyClick(window.palette_panel.search, Qt.Key_F1)
     qtbot.waitUntil(lambda: window.docks["reference"].isVisible())
     assert window.block_reference.current == "Max"
+
+
+def test_the_canvas_own_f1_opens_the_reference_in_the_window(qtbot, settings_path):
+    """Where the Help menu's key is not F1 (macOS: Cmd+?), F1 reaches the canvas's key table;
+    the window shows the block under the cursor, else the selected one, then too."""
+    window = open_sample(qtbot, settings_path)
+    window.view.select_nodes(["Softmax_1"])
+    window.view._last_scene_pos = None            # the cursor is elsewhere: the selected block
+    window.view.help_at_cursor()                  # what the canvas's F1 entry calls
+    qtbot.waitUntil(lambda: window.docks["reference"].isVisible(), timeout=2000)
+    assert window.block_reference.current == "Softmax"

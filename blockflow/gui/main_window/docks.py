@@ -224,6 +224,7 @@ class ReferenceDock(DockPanel):
 
     def bind(self, window, panel, dock):
         window.inspector.help_requested.connect(window.open_block_reference)
+        window.view.help_requested.connect(window.open_block_reference)   # F1 where the menu's key is not F1
 
 
 #: the docks, in the order they are made and listed in View > Panels
