@@ -200,7 +200,6 @@ class FrameEditor(QDialog):
         self.resize(380, 260)
 
     def accept(self) -> None:
-        from blockflow.errors import ProjectError
         note = self.note.toPlainText()[:MAX_FRAME_NOTE]
         try:
             self.view.doc.edit_frame(self.index, title=self.title.text().strip() or "Frame",

@@ -297,8 +297,9 @@ def _free_spots(src, p: QPointF, w: float, h: float):
             yield 250 + k, QPointF(x, y)
 
 
-def covers_blocks(scene, rect: QRectF, src=None) -> bool:
-    """Does ``rect`` (scene coordinates) cover a block or a fan-out label shown always?"""
+def covers_blocks(scene, rect: QRectF) -> bool:
+    """Does ``rect`` (scene coordinates) cover a block (its own included: a note over its block
+    hides what it shows) or a fan-out label shown always?"""
     for item in scene.items(rect):
         if isinstance(item, NodeItem) and item.isVisible():
             return True

@@ -16,8 +16,8 @@ __all__ = ["markup_html", "markup_plain", "rich_tooltip", "MONO_STYLE"]
 MONO_STYLE = "font-family:'DejaVu Sans Mono',monospace"
 
 # Longest delimiters first: ``a`b`` is one code span, **x** is strong, not two emphases.
-_CODE2 = re.compile(r"``(.+?)``", re.S)
-_CODE1 = re.compile(r"`([^`\n]+?)`")
+# a code span: ``double`` (may hold a backtick) or `single`
+_CODE = re.compile(r"``(.+?)``|`([^`\n]+?)`", re.S)
 _STRONG = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*", re.S)
 _EMPH = re.compile(r"(?<![\w*])\*(?=[^\s*])([^*\n]+?)(?<=\S)\*(?![\w*])")
 
@@ -25,8 +25,7 @@ _EMPH = re.compile(r"(?<![\w*])\*(?=[^\s*])([^*\n]+?)(?<=\S)\*(?![\w*])")
 def _split_code(text: str):
     """(is_code, piece) pieces of ``text``: code spans apart, so nothing inside is emphasised."""
     pieces, pos = [], 0
-    pattern = re.compile(f"{_CODE2.pattern}|{_CODE1.pattern}", re.S)
-    for m in pattern.finditer(text):
+    for m in _CODE.finditer(text):
         if m.start() > pos:
             pieces.append((False, text[pos:m.start()]))
         pieces.append((True, (m.group(1) if m.group(1) is not None else m.group(2)).strip()))
