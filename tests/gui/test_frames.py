@@ -266,3 +266,20 @@ def test_right_click_on_a_frame_title_gives_its_menu_not_the_add_popup(qtbot, vi
     QApplication.sendEvent(view.viewport(), QContextMenuEvent(QContextMenuEvent.Mouse, pos,
                                                               view.viewport().mapToGlobal(pos)))
     assert shown and shown[0][0] == "Edit frame…" and not view.quick_add.isVisible()
+
+
+def test_edits_of_a_page_without_points_or_frames_rebuild_no_layout(qtbot, view, doc, monkeypatch):
+    """A paste of many blocks on a page with no reroute points or frames does not rebuild the
+    layout layer once per block and wire; with a frame on the page it follows every edit."""
+    layer = view.canvas_layout
+    syncs = []
+    monkeypatch.setattr(layer, "sync", lambda: syncs.append(1))
+    for k in range(5):
+        doc.add_node("Tanh", (200.0 * k, 0.0), node_id=f"t{k}")
+    doc.paste_fragment(doc.copy_fragment([f"t{k}" for k in range(5)]), (0.0, 300.0))
+    assert syncs == []
+    monkeypatch.undo()
+    doc.add_frame(["t0"])
+    monkeypatch.setattr(layer, "sync", lambda: syncs.append(1))
+    doc.add_node("Exp", (0.0, 600.0), node_id="e")
+    assert syncs

@@ -87,7 +87,10 @@ class CanvasLayout(QObject):
         return self.scene.page is not None and page == self.scene.page.name and self.scene.page is self.doc.page()
 
     def _on_page_edit(self, page, _what) -> None:
-        if self._current(page):
+        # A page with no reroute points or frames (most pages) has nothing to redraw: a paste of
+        # N blocks and E wires would otherwise rebuild the layer N + E times for nothing.
+        if self._current(page) and (self.handles or self.frames or self.scene.page.bends
+                                    or self.scene.page.frames):
             self.sync()
 
     def _on_field(self, page, field) -> None:
