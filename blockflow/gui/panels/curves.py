@@ -61,20 +61,7 @@ def smooth(values, weight: float) -> np.ndarray:
     """TensorBoard's smoothing: an exponential moving average of the finite values, debiased (the
     first points are not pulled toward 0). A non-finite value stays so and does not enter the
     average: one diverged step does not turn the rest of the curve into NaN."""
-    values = np.asarray(values, dtype=np.float64)
-    weight = min(max(float(weight), 0.0), MAX_SMOOTHING)
-    if weight == 0.0 or values.size == 0:
-        return values.copy()
-    out = np.empty_like(values)
-    last, count = 0.0, 0
-    for i, v in enumerate(values):
-        if not np.isfinite(v):
-            out[i] = v
-            continue
-        last = last * weight + (1.0 - weight) * v
-        count += 1
-        out[i] = last / (1.0 - weight ** count)
-    return out
+    return RunningSmooth()(values, weight)
 
 
 def log_ticks(lo: float, hi: float) -> list[list[tuple[float, str]]]:
