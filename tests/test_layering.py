@@ -75,7 +75,7 @@ def test_repository_keeps_every_layering_contract():
 
 # A tiny tree shaped like the real one, where every allowed import is present.
 BASE = ("spec", "errors", "equality", "project", "page_layout", "composite", "registry", "datafiles", "textsafe", "budget", "ownfiles", "arrayout",
-        "variables", "feeds")
+        "variables", "feeds", "optional")
 FAKE_TREE = {
     "blockflow/__init__.py": "",
     **{f"blockflow/{name}.py": "" for name in BASE},
@@ -92,6 +92,8 @@ FAKE_TREE = {
     "blockflow/present/gradview.py": "from blockflow.compile import compiler\n",
     "blockflow/export/__init__.py": "",
     "blockflow/export/torch_module.py": "from blockflow.run import settings\n",
+    "blockflow/importing/__init__.py": "",
+    "blockflow/importing/onnx_import.py": "from blockflow.compile import compiler\n",
     "blockflow/run/settings.py": "",
     "blockflow/cli.py": "from blockflow.run import runtime\nfrom blockflow.present import gradview\nfrom blockflow.export import torch_module\n",
     "blockflow/gui/__init__.py": "",
@@ -130,7 +132,7 @@ BREAKS = {
     "core imports the gui": (
         "blockflow/compile/compiler.py", "from blockflow.gui.common import theme\n", {"gui", "core-layers"}),
     "the package root imports the gui": ("blockflow/__init__.py", "import blockflow.gui\n", {"gui"}),
-    # core layers: gui > cli > export > run | present > compile > io > base
+    # core layers: gui > cli > export | importing > run | present > compile > io > base
     "run imports export": ("blockflow/run/runtime.py", "from blockflow.export import torch_module\n", {"core-layers"}),
     "the base imports io": ("blockflow/project.py", "from blockflow.io import project_io\n", {"core-layers"}),
     "the base imports compile": ("blockflow/datafiles.py", "import blockflow.compile.compiler\n", {"core-layers"}),
@@ -141,6 +143,10 @@ BREAKS = {
         "blockflow/run/runtime.py", "from blockflow.present import gradview\n", {"core-layers"}),
     "present imports run (siblings)": (
         "blockflow/present/gradview.py", "from blockflow.run import runtime\n", {"core-layers"}),
+    "export imports importing (siblings)": (
+        "blockflow/export/torch_module.py", "from blockflow.importing import onnx_import\n", {"core-layers"}),
+    "compile imports importing": (
+        "blockflow/compile/compiler.py", "from blockflow.importing import onnx_import\n", {"core-layers"}),
     "run imports cli": ("blockflow/run/runtime.py", "from blockflow import cli\n", {"core-layers"}),
     "cli imports the gui": ("blockflow/cli.py", "from blockflow.gui import app\n", {"gui", "core-layers"}),
     # gui layers: app : main_window > canvas | panels > session > document > common

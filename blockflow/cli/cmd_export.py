@@ -22,7 +22,7 @@ def exporter(fmt: str):
 def cmd_export(args) -> int:
     inputs.check_output_path("-o", args.output)
     project = inputs.load(args.project)
-    from blockflow.export.files import MissingPackage
+    from blockflow.optional import MissingPackage
     from blockflow.export.errors import ExportError
     try:
         written = EXPORTERS[args.format](args, project)

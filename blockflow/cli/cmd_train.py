@@ -78,7 +78,7 @@ def _trainer(args, project, program, config, registry):
 
     if getattr(args, "engine", "blockflow") != "torch":
         return Trainer(program, config, registry)
-    from blockflow.export.files import MissingPackage
+    from blockflow.optional import MissingPackage
     from blockflow.export.torch_engine import TorchTrainer
     from blockflow.export.errors import ExportError
     try:

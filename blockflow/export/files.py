@@ -11,24 +11,10 @@ import numpy as np
 
 from blockflow import ownfiles
 from blockflow.export.errors import ExportError
-
-__all__ = ["write_text_file", "write_torch_files", "values_path", "need"]
-
-INSTALL = {"torch": "pip install 'blockflow[torch]'", "onnx": "pip install 'blockflow[onnx]'",
-           "onnxruntime": "pip install 'blockflow[onnx]'"}
+from blockflow.optional import need
 
 
-class MissingPackage(ImportError):
-    """An optional package an export needs is not installed; the message says how to install it."""
-
-
-def need(package: str):
-    """Import the optional ``package`` or raise MissingPackage naming the install command."""
-    import importlib
-    try:
-        return importlib.import_module(package)
-    except ImportError:
-        raise MissingPackage(f"this needs {package}, which is not installed: {INSTALL.get(package, 'pip install ' + package)}") from None
+__all__ = ["write_text_file", "write_torch_files", "values_path"]
 
 
 def values_path(path) -> Path:

@@ -30,7 +30,7 @@ import numpy as np
 
 from blockflow.compile.compiler import compile_project
 from blockflow.compile.program import Program, Step
-from blockflow.export.files import need
+from blockflow.optional import need
 from blockflow.export.names import Names, comment_text, identifier
 from blockflow.export.onnx_lowering import OnnxCall, Unsupported, onnx_dtype, onnx_lowering_table
 from blockflow.export.errors import ExportError

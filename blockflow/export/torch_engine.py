@@ -16,7 +16,7 @@ import types
 import numpy as np
 
 from blockflow.errors import RunError
-from blockflow.export.files import need
+from blockflow.optional import need
 from blockflow.export.torch_data import blockflow_batch
 from blockflow.export.torch_module import ExportError, export_torch
 from blockflow.export.torch_ops_state import rule

@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from blockflow.errors import BlockflowError
-from blockflow.export.files import _replace, need, write_text_file, write_torch_files
+from blockflow.export.files import _replace, write_text_file, write_torch_files
+from blockflow.optional import need
 from blockflow.export.names import comment_text, literal
 from blockflow.export.torch_data import PageData, page_data
 from blockflow.export.torch_module import ExportError, TorchExport, export_torch

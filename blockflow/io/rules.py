@@ -49,10 +49,12 @@ INLINE_DATA_MAX = 256
 
 # Limits: generous, but they turn a corrupt or hostile file into a clear error instead of
 # exhausting memory. All are module globals so that tests (and embedders) may change them.
-#: Largest file loaded (bytes; characters for a ``str`` given to loads_project): 512 MiB.
-MAX_FILE_BYTES = 512 * 1024 * 1024
-#: Most elements in one array: 100 million.
-MAX_ARRAY_ELEMENTS = 100_000_000
+#: Largest file loaded (bytes; characters for a ``str`` given to loads_project): 2 GiB, the size of
+#: the largest self-contained ONNX model (protobuf's limit), which the ONNX import holds to it too.
+MAX_FILE_BYTES = 2 * 1024 * 1024 * 1024
+#: Most elements in one array: a billion (4 GiB of float32, spec.MAX_TENSOR_BYTES); VGG-19's first
+#: dense layer has 103 million.
+MAX_ARRAY_ELEMENTS = 1_000_000_000
 #: Most nodes on one page.
 MAX_NODES_PER_PAGE = 200_000
 #: Most composite blocks in one project (or library file).

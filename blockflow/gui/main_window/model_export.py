@@ -18,7 +18,7 @@ class ModelExportMixin:
     def export_model(self, fmt: str, path: str | None = None) -> list | None:
         """Write the current page in format ``fmt`` to ``path`` (asked when None); the paths
         written, or None when nothing was (refused, cancelled, or a package is missing)."""
-        from blockflow.export.files import MissingPackage
+        from blockflow.optional import MissingPackage
         from blockflow.export.formats import FORMATS, export_files
         from blockflow.export.errors import ExportError
 

@@ -1,0 +1,1 @@
+"""Models from other tools made into blockflow projects: the ONNX import (docs/import.md)."""

@@ -1,0 +1,201 @@
+"""ONNX's elementwise, matrix and reduction ops as blocks.
+
+ONNX broadcasts as numpy does (opset 7 on), as blockflow's binary blocks do, so a binary op is
+one block. Variadic Sum, Max, Min and Mean are chains of binary blocks (AddN when every input
+has one shape). Integer division truncates in ONNX and floors in TensorFlow, so it is refused.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from blockflow.importing.onnx_build import Known
+from blockflow.importing.onnx_mapping import Call, Unsupported, maps
+from blockflow.importing.onnx_read import DTYPES
+
+#: ONNX unary op -> (block, its input port): the same function elementwise
+UNARY = {
+    "Abs": ("Abs", "x"), "Neg": ("Negate", "x"), "Exp": ("Exp", "x"), "Log": ("Log", "x"),
+    "Sqrt": ("Sqrt", "x"), "Reciprocal": ("Reciprocal", "x"), "Floor": ("Floor", "x"),
+    "Ceil": ("Ceil", "x"), "Sigmoid": ("Sigmoid", "x"), "Tanh": ("Tanh", "x"), "Erf": ("Erf", "x"),
+    "Sin": ("Sin", "x"), "Cos": ("Cos", "x"), "Tan": ("Tan", "x"), "Asin": ("Asin", "x"),
+    "Acos": ("Acos", "x"), "Atan": ("Atan", "x"), "Sinh": ("Sinh", "x"), "Cosh": ("Cosh", "x"),
+    "Sign": ("Sign", "x"), "Round": ("Round", "x"), "Not": ("LogicalNot", "x"),
+    "Identity": ("Identity", "input"),
+}
+
+#: ONNX binary op -> block (x, y inputs, numpy broadcasting)
+BINARY = {
+    "Add": "Add", "Sub": "Subtract", "Mul": "Multiply", "Pow": "Pow", "Equal": "Equal",
+    "Greater": "Greater", "Less": "Less", "GreaterOrEqual": "GreaterEqual", "LessOrEqual": "LessEqual",
+    "And": "LogicalAnd", "Or": "LogicalOr",
+}
+
+
+@maps(*UNARY, blocks="the block of the same function (Neg: Negate, Not: LogicalNot)",
+      notes="elementwise; Round halves to even, as both define it")
+def unary(call: Call):
+    block, port = UNARY[call.node.op]
+    return call.block(block, **{port: call.input(0)}, typed=0)
+
+
+@maps(*BINARY, blocks="Add, Subtract, Multiply, Pow, Equal, Greater, Less, GreaterEqual, LessEqual, "
+                      "LogicalAnd, LogicalOr", notes="numpy broadcasting")
+def binary(call: Call):
+    return call.block(BINARY[call.node.op], x=call.input(0), y=call.input(1), typed=0)
+
+
+@maps("Div", blocks="RealDiv", notes="floating point only: ONNX's integer division truncates, TF's floors")
+def div(call: Call):
+    dtype = call.dtype(0)
+    if dtype is not None and dtype.kind != "f":
+        raise Unsupported(f"Div of {dtype.name} (ONNX truncates, TF's FloorDiv floors)")
+    return call.block("RealDiv", x=call.input(0), y=call.input(1), typed=0)
+
+
+@maps("Sum", "Max", "Min", "Mean", blocks="AddN or Add, Maximum, Minimum (RealDiv for Mean)",
+      notes="any number of inputs, broadcast")
+def variadic(call: Call):
+    ins = [call.input(i) for i in range(len(call.values))]
+    op = call.node.op
+    if len(ins) == 1:
+        return call.block("Identity", input=ins[0], typed=0)
+    shapes = [call.shape(i) for i in range(len(ins))]
+    same = all(s is not None and s == shapes[0] and all(isinstance(d, int) for d in s) for s in shapes)
+    last = op != "Mean"
+    if op in ("Sum", "Mean") and same:
+        total = call.block("AddN", inputs=ins, hint="" if last else "sum", typed=0 if last else None)
+    else:
+        block = {"Sum": "Add", "Mean": "Add", "Max": "Maximum", "Min": "Minimum"}[op]
+        total = ins[0]
+        for i, v in enumerate(ins[1:], start=1):
+            final = last and i == len(ins) - 1
+            total = call.block(block, x=total, y=v, hint="" if final else f"{i}", typed=0 if final else None)
+    if op != "Mean":
+        return total
+    return call.block("RealDiv", x=total, y=call.const(len(ins), call.dtype(0)), typed=0)
+
+
+@maps("MatMul", blocks="MatMul (2-D), BatchMatMul (more axes), ExpandDims and Squeeze (1-D operands)",
+      notes="numpy's matmul: batch axes broadcast")
+def matmul(call: Call):
+    ra, rb = call.rank(0), call.rank(1)
+    a, b = call.input(0), call.input(1)
+    if ra == 2 and rb == 2:
+        return call.block("MatMul", a=a, b=b, typed=0)
+    if ra == 1:
+        a = call.block("ExpandDims", input=a, axis=call.const(0, np.int32), hint="row")
+    if rb == 1:
+        b = call.block("ExpandDims", input=b, axis=call.const(1, np.int32), hint="col")
+    if ra == 1 and rb == 1 or max(ra, rb) == 2:
+        y = call.block("MatMul", a=a, b=b, hint="mm")
+    else:
+        y = call.block("BatchMatMul", x=a, y=b, hint="" if ra > 1 and rb > 1 else "bmm",
+                       typed=0 if ra > 1 and rb > 1 else None)
+        if ra > 1 and rb > 1:
+            return y
+    axes = ([-2] if ra == 1 else []) + ([-1] if rb == 1 else [])
+    return call.block("Squeeze", {"axis": axes}, input=y, typed=0)
+
+
+def _clip_bound(call: Call, i: int, attr: str, extreme):
+    if call.opset < 11:
+        return call.const(call.attr(attr, extreme), call.dtype(0))
+    if call.has(i):
+        return call.input(i)
+    return call.const(extreme, call.dtype(0))
+
+
+@maps("Clip", blocks="ClipByValue (Maximum and Minimum when a bound is computed)",
+      notes="min and max given, or the dtype's extremes")
+def clip(call: Call):
+    dtype = call.dtype(0)
+    if dtype is None:
+        raise Unsupported("Clip of an input whose dtype is unknown")
+    info = np.finfo(dtype) if dtype.kind == "f" else np.iinfo(dtype)
+    lo = _clip_bound(call, 1, "min", info.min)
+    hi = _clip_bound(call, 2, "max", info.max)
+    if isinstance(lo, Known) and isinstance(hi, Known) and np.all(lo.value <= hi.value):
+        return call.block("ClipByValue", t=call.input(0), clip_value_min=call.const(lo.value, dtype),
+                          clip_value_max=call.const(hi.value, dtype), typed=0)
+    # ONNX's order, min(max(x, lo), hi): where the bounds cross, hi wins (ClipByValue's lo would)
+    low = call.block("Maximum", x=call.input(0), y=lo, hint="min")
+    return call.block("Minimum", x=low, y=hi, typed=0)
+
+
+@maps("Cast", blocks="Cast", notes="to the dtypes a project holds")
+def cast(call: Call):
+    to = DTYPES.get(call.attr("to"))
+    if to is None:
+        raise Unsupported(f"Cast to ONNX type {call.attr('to')}, which a project does not hold")
+    return call.block("Cast", {"DstT": to}, x=call.input(0), typed=0)
+
+
+_REDUCE = {"ReduceSum": "Sum", "ReduceMean": "Mean", "ReduceMax": "Max", "ReduceMin": "Min",
+           "ReduceProd": "Prod", "ReduceSumSquare": "Sum", "ReduceL1": "Sum", "ReduceL2": "Sum",
+           "ReduceLogSum": "Sum"}
+
+
+def _reduce_axes(call: Call) -> list | None:
+    """The axes reduced (None: all), from the attribute or (ReduceSum from 13, every reduction
+    from 18) the second input."""
+    takes_input = call.opset >= 18 or (call.node.op == "ReduceSum" and call.opset >= 13)
+    if takes_input:
+        axes = call.ints(1, "the axes") if call.has(1) else None
+    else:
+        axes = call.attr("axes")
+    if axes is not None and len(axes) == 0:
+        axes = None
+    if axes is None and call.attr("noop_with_empty_axes", 0):
+        return []
+    rank = call.rank(0)
+    return list(range(rank)) if axes is None else sorted(a % rank for a in axes)
+
+
+@maps(*_REDUCE, blocks="Sum, Mean, Max, Min, Prod (Square, Abs, Sqrt, Log around them)",
+      notes="axes as attribute or input, keepdims, noop_with_empty_axes")
+def reduce(call: Call):
+    op = call.node.op
+    axes = _reduce_axes(call)
+    x = call.input(0)
+    if axes == []:
+        return call.block("Identity", input=x, typed=0)
+    pre = {"ReduceSumSquare": "Square", "ReduceL1": "Abs", "ReduceL2": "Square"}.get(op)
+    if pre:
+        x = call.block(pre, x=x, hint=pre.lower())
+    post = {"ReduceL2": "Sqrt", "ReduceLogSum": "Log"}.get(op)
+    y = call.block(_REDUCE[op], {"keep_dims": bool(call.attr("keepdims", 1))}, input=x,
+                   axis=call.const(axes, np.int32), hint="sum" if post else "", typed=None if post else 0)
+    return call.block(post, x=y, typed=0) if post else y
+
+
+@maps("ArgMax", "ArgMin", blocks="ArgMax, ArgMin (ExpandDims for keepdims)",
+      notes="refused: select_last_index")
+def arg(call: Call):
+    if call.attr("select_last_index", 0):
+        raise Unsupported(f"{call.node.op} with select_last_index (TF takes the first)")
+    rank = call.rank(0)
+    axis = call.attr("axis", 0) % max(rank, 1)
+    keep = call.attr("keepdims", 1)
+    y = call.block(call.node.op, {"output_type": "int64"}, input=call.input(0),
+                   dimension=call.const(axis, np.int32), hint="arg" if keep else "", typed=None if keep else 0)
+    if keep:
+        y = call.block("ExpandDims", input=y, axis=call.const(axis, np.int32), typed=0)
+    return y
+
+
+@maps("Where", blocks="Select", notes="numpy broadcasting of the three inputs")
+def where(call: Call):
+    return call.block("Select", condition=call.input(0), t=call.input(1), e=call.input(2), typed=0)
+
+
+@maps("Einsum", blocks="Einsum", notes="one or two operands, as the block takes them")
+def einsum(call: Call):
+    ins = [call.input(i) for i in range(len(call.values))]
+    return call.block("Einsum", {"equation": call.attr("equation", "").replace(" ", "")}, inputs=ins, typed=0)
+
+
+@maps("CumSum", blocks="Cumsum", notes="exclusive, reverse")
+def cumsum(call: Call):
+    axis = call.ints(1, "CumSum's axis")
+    return call.block("Cumsum", {"exclusive": bool(call.attr("exclusive", 0)), "reverse": bool(call.attr("reverse", 0))},
+                      x=call.input(0), axis=call.const(axis[0], np.int32), typed=0)

@@ -1,0 +1,273 @@
+"""Reading an ONNX file as plain data, held to the limits of a project file, executing nothing.
+
+The file is parsed by the onnx package's protobuf reader; every tensor is checked (its sizes
+against the project file's limits, its payload against its sizes, its dtype against those a
+project holds) before numpy sees it, and the model's tensors together must fit in the run memory
+budget. A tensor kept in an external file is refused: a model that names files could read any
+file on the machine. Shapes come from ONNX's own shape inference, run on the parsed model.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from blockflow.budget import format_size, memory_budget
+from blockflow.importing.errors import ImportFailure
+from blockflow.io import rules
+from blockflow.optional import need
+
+__all__ = ["OnnxModel", "OnnxNode", "ValueInfo", "read_onnx", "read_onnx_bytes", "OLDEST_OPSET",
+           "DTYPES"]
+
+#: the oldest ai.onnx opset read (the onnx package's own test models are opset 9)
+OLDEST_OPSET = 9
+
+#: ONNX's data type numbers (TensorProto.DataType, fixed by the spec) -> the numpy dtypes a
+#: project can hold; any other (strings, bfloat16, complex, unsigned > 8 bits) is refused by name
+DTYPES = {1: "float32", 2: "uint8", 3: "int8", 5: "int16", 6: "int32", 7: "int64", 9: "bool",
+          10: "float16", 11: "float64"}
+_TYPE_NAMES = {0: "undefined", 4: "uint16", 8: "string", 12: "uint32", 13: "uint64", 14: "complex64",
+               15: "complex128", 16: "bfloat16"}
+
+#: longest name kept from the file (a node's, a value's); the rest is cut, said with "..."
+MAX_NAME = 200
+
+
+@dataclass(frozen=True)
+class ValueInfo:
+    """A value's dtype (None: unknown) and shape (None: unknown rank; each size an int, a
+    symbolic name, or None)."""
+
+    name: str
+    dtype: np.dtype | None = None
+    shape: tuple | None = None
+
+    @property
+    def static_shape(self) -> tuple | None:
+        """The shape when every size is a known number, else None."""
+        if self.shape is None or any(not isinstance(d, int) for d in self.shape):
+            return None
+        return self.shape
+
+
+@dataclass
+class OnnxNode:
+    """One node of the graph, its attributes as plain Python values (tensors as ndarrays)."""
+
+    index: int
+    op: str
+    domain: str
+    name: str
+    inputs: tuple
+    outputs: tuple
+    attrs: dict = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """How messages name the node: its name, else its first output's, else its index."""
+        if self.name:
+            return self.name
+        first = next((o for o in self.outputs if o), "")
+        return first or f"#{self.index}"
+
+
+@dataclass
+class OnnxModel:
+    """What the import reads from a file."""
+
+    source: str
+    opset: int
+    producer: str
+    graph_name: str
+    doc: str
+    inputs: list            # ValueInfo of the graph inputs that are not initializers
+    outputs: list           # ValueInfo of the graph outputs
+    initializers: dict      # name -> ndarray
+    nodes: list             # OnnxNode, in the file's order
+    types: dict             # value name -> ValueInfo (inputs, outputs and shape inference's)
+
+
+def read_onnx(path) -> OnnxModel:
+    """The model in the ONNX file ``path``; ImportFailure naming the file and the problem."""
+    path = Path(path)
+    source = str(path)
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise ImportFailure(f"{source}: cannot read it: {exc.strerror or exc}") from None
+    if not path.is_file():
+        raise ImportFailure(f"{source}: not a file")
+    if st.st_size > rules.MAX_FILE_BYTES:
+        raise ImportFailure(f"{source}: the file has {format_size(st.st_size)}; the limit is "
+                            f"{format_size(rules.MAX_FILE_BYTES)} (the limit of a project file)")
+    try:
+        with open(path, "rb") as f:
+            data = f.read(rules.MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise ImportFailure(f"{source}: cannot read it: {exc.strerror or exc}") from None
+    return read_onnx_bytes(data, source)
+
+
+def read_onnx_bytes(data: bytes, source: str = "the model") -> OnnxModel:
+    """The model serialized in ``data`` (``source`` names it in messages)."""
+    onnx = need("onnx")
+    if len(data) > rules.MAX_FILE_BYTES:
+        raise ImportFailure(f"{source}: the model has {format_size(len(data))}; the limit is "
+                            f"{format_size(rules.MAX_FILE_BYTES)} (the limit of a project file)")
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except Exception as exc:  # protobuf's DecodeError, or a RuntimeError from its C++ reader
+        raise ImportFailure(f"{source}: not an ONNX model (it does not parse: {exc})") from None
+    if not model.HasField("graph"):
+        raise ImportFailure(f"{source}: not an ONNX model (it has no graph)")
+    return _Reader(onnx, model, source).read()
+
+
+def _cut(text: str) -> str:
+    text = "".join(ch if ch.isprintable() else "?" for ch in text)
+    return text if len(text) <= MAX_NAME else text[:MAX_NAME] + "..."
+
+
+class _Reader:
+    def __init__(self, onnx, model, source: str):
+        self.onnx, self.model, self.graph, self.source = onnx, model, model.graph, source
+        self.bytes_held = 0
+        self.budget, self.budget_from = memory_budget()
+
+    def fail(self, where: str, problem: str):
+        raise ImportFailure(f"{self.source}: {where}: {problem}" if where else f"{self.source}: {problem}")
+
+    def read(self) -> OnnxModel:
+        opset = self._opset()
+        g = self.graph
+        if len(g.node) > rules.MAX_NODES_PER_PAGE:
+            self.fail("", f"the graph has {len(g.node):,} nodes; the limit is {rules.MAX_NODES_PER_PAGE:,} "
+                          f"(the limit of a project's page)")
+        if len(g.sparse_initializer):
+            self.fail(f"sparse initializer '{_cut(g.sparse_initializer[0].values.name)}'",
+                      "sparse tensors are not read; store it as a dense initializer")
+        inits = {}
+        for t in g.initializer:
+            inits[t.name] = self.tensor(t, f"initializer '{_cut(t.name)}'")
+        nodes = [self._node(i, n) for i, n in enumerate(g.node)]
+        inputs = [self._value_info(v) for v in g.input if v.name not in inits]
+        outputs = [self._value_info(v) for v in g.output]
+        types = self._inferred_types()
+        types.update({v.name: v for v in inputs})
+        types.update({v.name: v for v in outputs if v.dtype is not None})
+        for name, arr in inits.items():
+            types[name] = ValueInfo(name, arr.dtype, arr.shape)
+        return OnnxModel(self.source, opset, _cut(self.model.producer_name), _cut(g.name),
+                         _cut(g.doc_string or self.model.doc_string), inputs, outputs, inits, nodes, types)
+
+    def _opset(self) -> int:
+        found = {imp.domain: imp.version for imp in self.model.opset_import}
+        version = found.get("", found.get("ai.onnx"))
+        if version is None:
+            self.fail("", "the model imports no ai.onnx opset (a model of another domain only)")
+        if version < OLDEST_OPSET:
+            self.fail("", f"opset {version} is older than {OLDEST_OPSET}, the oldest the import reads; "
+                          f"convert it first (onnx.version_converter.convert_version(model, {OLDEST_OPSET}))")
+        return int(version)
+
+    # ------------------------------------------------------------------------- tensors
+
+    def tensor(self, t, where: str) -> np.ndarray:
+        """A TensorProto as an ndarray, checked before anything is allocated."""
+        if t.data_location == 1:   # TensorProto.EXTERNAL
+            self.fail(where, "its data is kept in an external file, which the import does not read "
+                             "(a model that names files could read any file); save the model with its "
+                             "data inside it (onnx.save_model(model, path, save_as_external_data=False))")
+        dtype = DTYPES.get(t.data_type)
+        if dtype is None:
+            self.fail(where, f"dtype {_TYPE_NAMES.get(t.data_type, t.data_type)} is not one a project "
+                             f"holds ({', '.join(sorted(set(DTYPES.values())))})")
+        dims = list(t.dims)
+        if len(dims) > rules.MAX_NDIM:
+            self.fail(where, f"{len(dims)} dimensions; the limit is {rules.MAX_NDIM}")
+        if any(d < 0 for d in dims):
+            self.fail(where, f"a negative size in its shape {dims}")
+        size = math.prod(dims)
+        if size > rules.MAX_ARRAY_ELEMENTS:
+            self.fail(where, f"{size:,} elements; the limit for one array is {rules.MAX_ARRAY_ELEMENTS:,}")
+        self.hold(size * np.dtype(dtype).itemsize, where)
+        if t.HasField("raw_data") and len(t.raw_data) != size * np.dtype(dtype).itemsize:
+            self.fail(where, f"its data has {len(t.raw_data):,} bytes, its shape {dims} and dtype {dtype} "
+                             f"need {size * np.dtype(dtype).itemsize:,}")
+        try:
+            arr = self.onnx.numpy_helper.to_array(t)
+        except Exception as exc:  # a payload that does not match its shape
+            self.fail(where, f"its data does not fit its shape {dims} ({exc})")
+        if arr.shape != tuple(dims) or arr.dtype.name != dtype:
+            self.fail(where, f"its data does not fit its shape {dims} and dtype {dtype}")
+        return np.ascontiguousarray(arr)
+
+    def hold(self, nbytes: int, where: str) -> None:
+        """Count ``nbytes`` more of tensors against the run memory budget."""
+        self.bytes_held += nbytes
+        if self.bytes_held > self.budget:
+            self.fail(where, f"the model's tensors reach {format_size(self.bytes_held)}, more than the memory "
+                             f"budget of {format_size(self.budget)} ({self.budget_from}; docs/limits.md)")
+
+    # ------------------------------------------------------------------------- graph
+
+    def _node(self, index: int, n) -> OnnxNode:
+        node = OnnxNode(index, n.op_type, n.domain if n.domain != "ai.onnx" else "", _cut(n.name),
+                        tuple(n.input), tuple(n.output))
+        for a in n.attribute:
+            node.attrs[a.name] = self._attr(a, f"node '{node.label}' attribute '{_cut(a.name)}'")
+        return node
+
+    def _attr(self, a, where: str):
+        kind = a.type
+        if kind == 1:
+            return float(a.f)
+        if kind == 2:
+            return int(a.i)
+        if kind == 3:
+            return a.s.decode("utf-8", "replace")
+        if kind == 4:
+            return self.tensor(a.t, where)
+        if kind == 6:
+            return tuple(float(v) for v in a.floats)
+        if kind == 7:
+            return tuple(int(v) for v in a.ints)
+        if kind == 8:
+            return tuple(s.decode("utf-8", "replace") for s in a.strings)
+        if kind == 9:
+            return tuple(self.tensor(t, where) for t in a.tensors)
+        # graphs (If, Loop, Scan bodies), sparse tensors, type protos: no op the import maps takes
+        # one, so the node is refused by the mapping, naming it; nothing inside is read
+        return _Opaque(kind)
+
+    def _value_info(self, v) -> ValueInfo:
+        tt = v.type.tensor_type if v.type.HasField("tensor_type") else None
+        if tt is None:
+            return ValueInfo(v.name)
+        dtype = DTYPES.get(tt.elem_type)
+        shape = None
+        if tt.HasField("shape"):
+            shape = tuple(int(d.dim_value) if d.HasField("dim_value") else
+                          (_cut(d.dim_param) if d.dim_param else None) for d in tt.shape.dim)
+        return ValueInfo(v.name, np.dtype(dtype) if dtype else None, shape)
+
+    def _inferred_types(self) -> dict:
+        """ONNX's shape inference of every value it can type; {} when it cannot run (the
+        mapping then says which value's shape it needed)."""
+        try:
+            inferred = self.onnx.shape_inference.infer_shapes(self.model, data_prop=True)
+        except Exception:  # an inconsistent model: the mapping names what it lacks
+            return {}
+        return {v.name: self._value_info(v) for v in inferred.graph.value_info}
+
+
+@dataclass(frozen=True)
+class _Opaque:
+    """An attribute the import does not read (a subgraph, a sparse tensor): its kind number."""
+
+    kind: int
+
