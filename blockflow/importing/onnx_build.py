@@ -72,6 +72,17 @@ def node_id_from(name: str, strip: str = "") -> str:
     return text
 
 
+#: longest label kept (an ONNX name can be any length)
+MAX_LABEL = 120
+
+
+def _label(text: str) -> str:
+    """A label from a model's text: unprintable characters (escapes, newlines, direction marks)
+    shown as ``?``, cut to MAX_LABEL."""
+    text = "".join(ch if ch.isprintable() else "?" for ch in text)
+    return text if len(text) <= MAX_LABEL else text[:MAX_LABEL - 3] + "..."
+
+
 class PageBuilder:
     """Adds blocks and wires to ``page``; ``origin`` maps each node id to the index of the ONNX
     node it was made for (None: a graph input, an output marker, a Variable read by several)."""
@@ -98,7 +109,6 @@ class PageBuilder:
         values for a variadic port}); its id."""
         spec = self.registry[block]
         static = {p.name for p in spec.inputs if p.static}
-        nid = self.unique_id(base)
         inline, wires = {}, []
         for port, value in inputs.items():
             values = value if isinstance(value, list) else [value]
@@ -115,7 +125,8 @@ class PageBuilder:
                     wires.append((self.variable(v, origin), name))
                 else:
                     inline[name] = v.value
-        self.page.add_node(block, id=nid, attrs=attrs, inputs=inline, label=label)
+        nid = self.unique_id(base)    # after the Variables it reads, which take ids too
+        self.page.add_node(block, id=nid, attrs=attrs, inputs=inline, label=_label(label))
         self.origin[nid] = origin
         for w, port in wires:
             self.page.connect(w.node, w.port, nid, port)

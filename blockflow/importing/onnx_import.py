@@ -20,6 +20,7 @@ from blockflow.importing.onnx_build import Known, PageBuilder, Unsupported, Wire
 from blockflow.importing.onnx_fold import FOLDERS, FoldRefused, fold
 from blockflow.importing.onnx_layout import lay_out
 from blockflow.importing.onnx_mapping import Call, mapping_table
+from blockflow.importing.onnx_names import float_constants, node_names, shared_prefix
 from blockflow.importing.onnx_read import OnnxModel, read_onnx
 from blockflow.project import Project
 from blockflow.registry import Registry, default_registry
@@ -73,30 +74,22 @@ def import_model(model: OnnxModel, page_name: str = "model", registry: Registry 
     registry = registry or default_registry()
     project = Project()
     page = project.add_page(page_name)
-    importer = _Importer(model, PageBuilder(page, registry, _common_prefix(model)))
+    names, stems = node_names(model, float_constants(model, FOLDERS))
+    strip = shared_prefix(names + [v.name for v in model.inputs])
+    names = [n[len(strip):] if n.startswith(strip) else n for n in names]
+    stems = [n[len(strip):] if n.startswith(strip) else n for n in stems]
+    importer = _Importer(model, PageBuilder(page, registry, strip), names)
     importer.run()
     report = importer.report
-    lay_out(page, importer.builder, model)
+    lay_out(page, importer.builder, stems)
     report.groups = len(page.frames)
     _check_compiles(project, model.source)
     return project, report
 
 
-def _common_prefix(model: OnnxModel) -> str:
-    """A scope every value name shares (caffe2's ``gpu_0/``): left out of node ids."""
-    names = [o for n in model.nodes for o in n.outputs if o] + [v.name for v in model.inputs]
-    if not names:
-        return ""
-    first = names[0]
-    cut = first.find("/") + 1
-    if cut and all(n.startswith(first[:cut]) for n in names):
-        return first[:cut]
-    return ""
-
-
 class _Importer:
-    def __init__(self, model: OnnxModel, builder: PageBuilder):
-        self.model, self.builder = model, builder
+    def __init__(self, model: OnnxModel, builder: PageBuilder, names: list[str]):
+        self.model, self.builder, self.names = model, builder, names
         self.table = mapping_table()
         self.env: dict = {}
         self.refused: dict[str, list] = {}
@@ -173,7 +166,8 @@ class _Importer:
             self._fail_outputs(node)
             return
         try:
-            outs = mapping.fn(Call(node, values, self.builder, self.model.types, self.model.opset, self.read))
+            outs = mapping.fn(Call(node, values, self.builder, self.model.types, self.model.opset, self.read,
+                                   self.names[node.index]))
         except Unsupported as exc:
             self.refuse(op, str(exc), node.label)
             self._fail_outputs(node)

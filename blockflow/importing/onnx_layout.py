@@ -31,7 +31,7 @@ ASPECT = 16 / 9
 FRAME_MIN = 3
 
 
-def lay_out(page, builder, model) -> None:
+def lay_out(page, builder, names: list[str]) -> None:
     """Place every block of the imported ``page`` and frame its scopes."""
     attached = _attached_variables(page, builder)
     main = [nid for nid in page.nodes if nid not in attached]
@@ -55,7 +55,7 @@ def lay_out(page, builder, model) -> None:
                     row += 1
                 page.nodes[nid].position = (x, top + row * ROW)
                 row += 1
-    _frame_scopes(page, builder, model)
+    _frame_scopes(page, builder, names)
 
 
 def _attached_variables(page, builder) -> dict:
@@ -80,33 +80,48 @@ def _bands(heights: list) -> list:
     return [(i, min(i + per, n)) for i in range(0, n, per)]
 
 
-_UNIT_TAIL = re.compile(r"^(.*?[A-Za-z]+\d*[_.]\d+)(?:[_./].*)?$")
+#: a unit with layers after its index (``res2_0`` of ``res2_0_branch2a``)
+_UNIT = re.compile(r"^(.*?[A-Za-z]+\d*[_.]\d+)[_.].+$")
+#: a numbered layer with an index (``conv1`` of ``conv1_2``), or without (``fc6``)
+_NUMBERED = re.compile(r"^(.*?[A-Za-z]+\d+)(?:[_.]\d+)?$")
 
 
 def scope_keys(names: list[str]) -> list[str]:
-    """The group of each ONNX node name ("" for none): its name scope (what comes before the
-    last ``/`` once a shared prefix is dropped) when names have scopes, else its repeated unit
-    (``res2_0`` of ``res2_0_branch2a_bn``: a word with a number, ``_`` and an index)."""
+    """The group of each node name ("" for none): its outermost name scope (``inception_3a`` of
+    ``inception_3a/1x1``, once a prefix every scoped name shares is dropped), else its repeated
+    unit (``res2_0`` of ``res2_0_branch2a_bn``: a word with a number, ``_`` and an index)."""
     parts = [n.split("/") for n in names]
-    depth = min((len(p) for p in parts if p != [""]), default=1)
+    scoped = [p for p in parts if len(p) > 1]
     shared = 0
-    while shared < depth - 1 and len({p[shared] for p in parts if len(p) > shared}) == 1:
+    while scoped and all(len(p) > shared + 1 and p[shared] == scoped[0][shared] for p in scoped):
         shared += 1
     keys = []
     for p in parts:
-        rest = p[shared:]
+        rest = p[shared:] if len(p) > 1 else p
         if len(rest) > 1:
-            keys.append("/".join(rest[:-1]))
+            keys.append(rest[0])
             continue
-        m = _UNIT_TAIL.match(rest[0]) if rest else None
+        m = _UNIT.match(rest[0]) or _NUMBERED.match(rest[0])
         keys.append(m.group(1) if m else "")
-    return keys
+    return _contiguous(keys)
 
 
-def _frame_scopes(page, builder, model) -> None:
-    nodes = model.nodes
-    labels = [n.name or next((o for o in n.outputs if o), "") for n in nodes]
-    keys = scope_keys(labels)
+def _contiguous(keys: list[str]) -> list[str]:
+    """``keys`` less those whose nodes are not together in the model's order (a key seen, left
+    for another, then seen again: grouping by it would draw a frame across the model)."""
+    seen, broken, last = set(), set(), None
+    for k in keys:
+        if k and k != last:
+            if k in seen:
+                broken.add(k)
+            seen.add(k)
+        if k:
+            last = k
+    return ["" if k in broken else k for k in keys]
+
+
+def _frame_scopes(page, builder, names: list[str]) -> None:
+    keys = scope_keys(names)
     groups: dict[str, list] = defaultdict(list)
     for nid, origin in builder.origin.items():
         if origin is not None and keys[origin]:
