@@ -93,6 +93,8 @@ class PageBuilder:
         self.variables: dict[int, str] = {}     # id(Known) -> its Variable's node id
         #: (id(Known), how, args) -> the Known made from it (a weight transposed once, not per reader)
         self.derived: dict[tuple, Known] = {}
+        #: other source blocks placed by their one reader, as Variables are (a loss's labels)
+        self.attached: list[str] = []
         self._taken: dict[str, int] = {}
 
     def unique_id(self, base: str) -> str:

@@ -29,33 +29,99 @@ BAND_GAP = 160.0
 ASPECT = 16 / 9
 #: a frame groups at least this many blocks
 FRAME_MIN = 3
+#: space between two segments on a band
+GAP = 100.0
 
 
-def lay_out(page, builder, names: list[str]) -> None:
-    """Place every block of the imported ``page`` and frame its scopes."""
+def lay_out(page, builder, names: list[str], added=()) -> None:
+    """Place every block of the imported ``page`` and frame its scopes; ``added``: the blocks the
+    import added that are not the model's (its loss), framed and noted as such."""
     attached = _attached_variables(page, builder)
-    main = [nid for nid in page.nodes if nid not in attached]
+    keys = _node_keys(page, builder, names, attached)
     graph = nx.DiGraph()
-    graph.add_nodes_from(main)
+    graph.add_nodes_from(nid for nid in page.nodes if nid not in attached)
     graph.add_edges_from((e.src, e.dst) for e in page.edges if e.src in graph and e.dst in graph)
     order = {nid: i for i, nid in enumerate(page.nodes)}
-    layers = [sorted(layer, key=order.__getitem__) for layer in nx.topological_generations(graph)]
     readers = defaultdict(list)
     for var, reader in attached.items():
         readers[reader].append(var)
-    heights = [sum(1 + len(readers[n]) for n in layer) for layer in layers]
-    for band, (first, last) in enumerate(_bands(heights)):
-        top = sum(max(heights[a:b]) * ROW + BAND_GAP for a, b in _bands(heights)[:band])
-        for col in range(first, last):
-            row = 0
-            for nid in layers[col]:
-                x = (col - first) * COLUMN
-                for var in sorted(readers[nid], key=order.__getitem__):
-                    page.nodes[var].position = (x - 0.35 * COLUMN, top + row * ROW)
-                    row += 1
-                page.nodes[nid].position = (x, top + row * ROW)
+    segments = _segments(list(nx.lexicographical_topological_sort(graph, key=order.__getitem__)), keys)
+    boxes = [_segment_box(graph, seg, readers, order) for seg in segments]
+    _place(page, boxes, readers, order)
+    groups = defaultdict(list)
+    for seg in segments:
+        if keys[seg[0]]:
+            groups[keys[seg[0]]].extend(seg)
+    for i, (key, ids) in enumerate(list(groups.items())[:MAX_FRAMES - 1]):
+        members = tuple(ids) + tuple(v for n in ids for v in readers[n])
+        if len(members) >= FRAME_MIN:
+            page.insert_frame(Frame(key[:MAX_FRAME_TITLE], FRAME_COLORS[i % len(FRAME_COLORS)], "", members))
+    if added:
+        page.insert_frame(Frame("loss (added by the import)", "grey",
+                                "Not part of the ONNX model: a scalar to run Backward from and to train "
+                                "with. Feed 'labels' with each example's class, or delete these blocks.",
+                                tuple(added) + tuple(v for n in added for v in readers[n] if v not in added)))
+
+
+def _node_keys(page, builder, names, attached) -> dict:
+    """{node id: its group's key ("" for none)}: the scope of the ONNX node it was made for."""
+    scopes = scope_keys(names)
+    counts = defaultdict(int)
+    for nid, origin in builder.origin.items():
+        if origin is not None and nid not in attached:
+            counts[scopes[origin]] += 1
+    keys = {}
+    for nid in page.nodes:
+        origin = builder.origin.get(nid)
+        key = scopes[origin] if origin is not None else ""
+        keys[nid] = key if counts[key] >= 2 and len(counts) > 2 else ""
+    return keys
+
+
+def _segments(order: list, keys: dict) -> list:
+    """``order`` cut into runs of one key (a run of "" too): the units laid out whole."""
+    segments: list[list] = []
+    for nid in order:
+        if segments and keys[segments[-1][0]] == keys[nid] and (keys[nid] or len(segments[-1]) < 12):
+            segments[-1].append(nid)
+        else:
+            segments.append([nid])
+    return segments
+
+
+def _segment_box(graph, seg, readers, order):
+    """A segment's own layered layout: ([(node, column, row)], columns, rows), a Variable taking a
+    row just above the block reading it."""
+    sub = graph.subgraph(seg)
+    cells, rows = [], 0
+    layers = [sorted(layer, key=order.__getitem__) for layer in nx.topological_generations(sub)]
+    for col, layer in enumerate(layers):
+        row = 0
+        for nid in layer:
+            for var in sorted(readers[nid], key=order.__getitem__):
+                cells.append((var, col - 0.35, row))
                 row += 1
-    _frame_scopes(page, builder, names)
+            cells.append((nid, col, row))
+            row += 1
+        rows = max(rows, row)
+    return cells, len(layers), rows
+
+
+def _place(page, boxes, readers, order) -> None:
+    """Segments left to right, wrapping into bands so the page is about a screen's shape."""
+    total_w = sum(cols for _, cols, _ in boxes) * COLUMN
+    tall = max((rows for _, _, rows in boxes), default=1) * ROW
+    bands = max(1, round(math.sqrt(total_w / (ASPECT * (tall + BAND_GAP)))))
+    width = total_w / bands
+    x = y = band_h = 0.0
+    for cells, cols, rows in boxes:
+        w = cols * COLUMN + GAP
+        if x > 0 and x + w > width * 1.05:
+            x, y, band_h = 0.0, y + band_h + BAND_GAP, 0.0
+        for nid, col, row in cells:
+            page.nodes[nid].position = (x + col * COLUMN, y + row * ROW)
+        x += w
+        band_h = max(band_h, rows * ROW)
 
 
 def _attached_variables(page, builder) -> dict:
@@ -63,21 +129,8 @@ def _attached_variables(page, builder) -> dict:
     readers = defaultdict(set)
     for e in page.edges:
         readers[e.src].add(e.dst)
-    return {nid: next(iter(readers[nid])) for nid in builder.variables.values() if len(readers[nid]) == 1}
-
-
-def _bands(heights: list) -> list:
-    """The columns of each band, ``[(first, stop), ...]``: bands about ASPECT times as wide as
-    the whole drawing is tall, so the page is about a screen's shape."""
-    n = len(heights)
-    if n == 0:
-        return []
-    tallest = max(heights) * ROW
-    # k bands of n / k columns: width n / k * COLUMN, height about k * tallest; pick the k whose
-    # shape is nearest ASPECT
-    best = min(range(1, n + 1), key=lambda k: abs(math.log((n / k * COLUMN) / (k * (tallest + BAND_GAP)) / ASPECT)))
-    per = math.ceil(n / best)
-    return [(i, min(i + per, n)) for i in range(0, n, per)]
+    sources = list(builder.variables.values()) + list(builder.attached)
+    return {nid: next(iter(readers[nid])) for nid in sources if len(readers[nid]) == 1}
 
 
 #: a unit with layers after its index (``res2_0`` of ``res2_0_branch2a``)
@@ -118,21 +171,3 @@ def _contiguous(keys: list[str]) -> list[str]:
         if k:
             last = k
     return ["" if k in broken else k for k in keys]
-
-
-def _frame_scopes(page, builder, names: list[str]) -> None:
-    keys = scope_keys(names)
-    groups: dict[str, list] = defaultdict(list)
-    for nid, origin in builder.origin.items():
-        if origin is not None and keys[origin]:
-            groups[keys[origin]].append(nid)
-    # a Variable read by one block goes with that block's group
-    for var, reader in _attached_variables(page, builder).items():
-        origin = builder.origin.get(reader)
-        if origin is not None and keys[origin] and var not in groups[keys[origin]]:
-            groups[keys[origin]].append(var)
-    chosen = [(k, ids) for k, ids in groups.items() if len(ids) >= FRAME_MIN]
-    if len(chosen) < 2:
-        return
-    for i, (key, ids) in enumerate(chosen[:MAX_FRAMES]):
-        page.insert_frame(Frame(key[:MAX_FRAME_TITLE], FRAME_COLORS[i % len(FRAME_COLORS)], "", tuple(ids)))
