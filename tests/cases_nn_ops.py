@@ -31,6 +31,15 @@ def _conv(x, f, padding="VALID", strides=(1, 1), dilations=(1, 1), id="", **extr
     return Case((x, f), attrs, id=id)
 
 
+# The grouped convolutions' values come from their own generator, so adding them moved no other
+# case's draws.
+_groups_rng = np.random.default_rng(1717)
+
+
+def _g32(*shape):
+    return _groups_rng.uniform(-2.0, 2.0, size=shape).astype(np.float32)
+
+
 def _conv_t(sizes, f, g, padding="VALID", strides=(1, 1), dilations=(1, 1), id="", **extra):
     """A Conv2DBackpropInput case: an NHWC input of ``sizes``; ``g`` the out_backprop's shape."""
     attrs = {"padding": padding, "strides": [1, *strides, 1], "dilations": [1, *dilations, 1], **extra}
@@ -122,6 +131,20 @@ CASES: dict[str, list[Case]] = {
              {"padding": "SAME", "strides": [1, 1, 2, 2], "dilations": [1, 1, 1, 1], "data_format": "NCHW"},
              id="nchw-same-s2"),
         Case((f32(1, 3, 3, 1), f32(3, 3, 1, 1)), {"padding": "VALID"}, id="single-output"),
+        # grouped: the input's channels a multiple of the filter's in_channels
+        _conv(_g32(2, 5, 5, 4), _g32(3, 3, 2, 6), "VALID", id="grouped-2"),
+        _conv(_g32(2, 7, 6, 4), _g32(3, 2, 2, 4), "SAME", (2, 2), id="grouped-2-same-s2"),
+        _conv(_g32(2, 4, 5, 8), _g32(1, 1, 2, 8), "VALID", id="groups-4-1x1"),
+        _conv(_g32(2, 7, 7, 6), _g32(3, 3, 2, 3), "SAME", dilations=(2, 2), id="groups-3-dilated"),
+        _conv(_g32(2, 7, 6, 3), _g32(3, 3, 1, 3), "SAME", (2, 2), id="depthwise-same-s2"),
+        _conv(_g32(1, 5, 6, 3), _g32(3, 3, 1, 6), "EXPLICIT", (2, 1),
+              explicit_paddings=[0, 0, 1, 2, 0, 1, 0, 0], id="depthwise-x2-explicit"),
+        Case((_g32(2, 3, 6, 5), _g32(3, 2, 1, 3)),
+             {"padding": "SAME", "strides": [1, 1, 1, 1], "dilations": [1, 1, 2, 1], "data_format": "NCHW"},
+             id="depthwise-nchw-dilated"),
+        Case((_g32(2, 4, 6, 5), _g32(3, 3, 2, 4)),
+             {"padding": "SAME", "strides": [1, 1, 2, 2], "dilations": [1, 1, 1, 1], "data_format": "NCHW"},
+             id="grouped-nchw-same-s2"),
     ],
     "Conv2DBackpropInput": [
         _conv_t([2, 5, 5, 3], (3, 3, 3, 4), (2, 3, 3, 4), "VALID", id="valid-s1"),
@@ -139,6 +162,9 @@ CASES: dict[str, list[Case]] = {
              {"padding": "SAME", "strides": [1, 1, 2, 2], "dilations": [1, 1, 1, 1], "data_format": "NCHW"},
              id="nchw-same-s2"),
         Case((ints([1, 3, 3, 1]), f32(3, 3, 1, 1), f32(1, 1, 1, 1)), {"padding": "VALID"}, id="single-output"),
+        Case((ints([2, 7, 6, 4]), _g32(3, 3, 2, 6), _g32(2, 4, 3, 6)),
+             {"padding": "SAME", "strides": [1, 2, 2, 1], "dilations": [1, 1, 1, 1]}, id="grouped-2-same-s2"),
+        Case((ints([2, 5, 6, 3]), _g32(3, 3, 1, 3), _g32(2, 5, 6, 3)), {"padding": "SAME"}, id="depthwise-same"),
     ],
     "FusedBatchNormV3": [
         _bn((4, 3, 2, 3), 3, "train-nhwc"),

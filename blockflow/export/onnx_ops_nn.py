@@ -227,6 +227,16 @@ def _window_attrs(pads):
     return {"auto_pad": "SAME_UPPER"} if pads is None else {"pads": pads}
 
 
+def _group(channels, fshape) -> dict:
+    """Conv's ``group`` attr of a grouped convolution (its weight, the filter transposed to
+    [out, in/G, kh, kw], holds the groups in TF's order); none for an ungrouped one, or when the
+    channels are open: then a grouped input fails in ONNX Runtime's own channel check."""
+    if channels is None or fshape[2] is None:
+        return {}
+    groups = channels // fshape[2]
+    return {"group": groups} if groups != 1 else {}
+
+
 @onnx_lowers("Conv2D")
 def conv2d(call: OnnxCall) -> str:
     x, f = call.ins
@@ -240,7 +250,8 @@ def conv2d(call: OnnxCall) -> str:
     pads = _pads(call, shape, fshape[:2], strides, dilations, call.attrs.get("padding", "VALID"), fmt)
     xin = call.op("Transpose", x, perm=_TO_NCHW) if fmt == "NHWC" else x
     w = call.op("Transpose", f, perm=[3, 2, 0, 1])          # HWIO -> OIHW
-    y = call.op("Conv", xin, w, strides=strides, dilations=dilations, **_window_attrs(pads))
+    group = _group(shape[3 if fmt == "NHWC" else 1], fshape)
+    y = call.op("Conv", xin, w, strides=strides, dilations=dilations, **_window_attrs(pads), **group)
     return call.op("Transpose", y, perm=_TO_NHWC) if fmt == "NHWC" else y
 
 
@@ -357,5 +368,6 @@ def conv2d_backprop_input(call: OnnxCall) -> str:
         raise Unsupported("an input size its out_backprop cannot come from")
     gin = call.op("Transpose", g, perm=_TO_NCHW) if fmt == "NHWC" else g
     wt = call.op("Transpose", f, perm=[3, 2, 0, 1])      # HWIO -> [out_backprop channels, C, kh, kw]
-    y = call.op("ConvTranspose", gin, wt, strides=strides, dilations=dilations, pads=pads, output_padding=extra)
+    y = call.op("ConvTranspose", gin, wt, strides=strides, dilations=dilations, pads=pads, output_padding=extra,
+                **_group(sizes[3 if fmt == "NHWC" else 1], fshape))
     return call.op("Transpose", y, perm=_TO_NHWC) if fmt == "NHWC" else y
