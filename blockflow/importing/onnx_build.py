@@ -139,7 +139,7 @@ class PageBuilder:
         nid = self.variables.get(id(known))
         if nid is None:
             nid = self.unique_id(node_id_from(known.name or "weight", self.strip))
-            value = np.ascontiguousarray(known.value)
+            value = known.value if known.value.flags.c_contiguous else known.value.copy(order="C")
             self.page.add_node("Variable", id=nid, attrs={
                 "shape": list(value.shape), "dtype": value.dtype.name, "initializer": "value",
                 "initial_value": value, "trainable": True})

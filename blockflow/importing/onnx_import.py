@@ -140,6 +140,8 @@ class _Importer:
     def __init__(self, model: OnnxModel, builder: PageBuilder, names: list[str], with_loss: bool = True):
         self.model, self.builder, self.names, self.with_loss = model, builder, names, with_loss
         self.added: list = []
+        #: {output of a Shape not folded: its sizes, None where open}
+        self.sizes: dict[str, tuple] = {}
         self.table = mapping_table()
         self.env: dict = {}
         self.refused: dict[str, list] = {}
@@ -247,7 +249,7 @@ class _Importer:
                 self.refuse(op, "no mapping", node.label)
             self._fail_outputs(node)
             return
-        if self._fold(node, values):
+        if self._fold(node, values) or self._fold_known_sizes(node, values):
             return
         mapping = self.table.get(op)
         if mapping is None:
@@ -263,6 +265,10 @@ class _Importer:
             return
         outs = outs if isinstance(outs, list) else [outs]
         self.report.ops[op] += 1
+        if op == "Shape" and not node.attrs.get("start") and node.attrs.get("end") is None:
+            info = self.model.types.get(node.inputs[0])
+            if info is not None and info.shape is not None:   # what is known of it, for _fold_known_sizes
+                self.sizes[node.outputs[0]] = tuple(d if isinstance(d, int) else None for d in info.shape)
         for name, value in zip(node.outputs, outs):
             if name:
                 self.env[name] = value
@@ -293,6 +299,24 @@ class _Importer:
                                     f"{format_size(self.budget)} ({self.budget_from}; docs/limits.md)")
             if name:
                 self.env[name] = Known(arr, name, param and arr.dtype.kind == "f")
+        self.report.folded += 1
+        return True
+
+    def _fold_known_sizes(self, node, values) -> bool:
+        """Fold a Gather or Slice of a Shape whose picked sizes are known though others are not
+        (the classes of [batch, classes] with an open batch): exporters size constants so."""
+        if node.domain or node.op not in ("Gather", "Slice") or not node.inputs or node.inputs[0] not in self.sizes:
+            return False
+        if not all(isinstance(v, Known) for v in values[1:] if v is not None):
+            return False
+        dims = np.array(self.sizes[node.inputs[0]], dtype=object)
+        try:
+            (picked,) = fold(node, [dims] + [None if v is None else v.value for v in values[1:]], self.model.opset)
+        except (FoldRefused, TypeError, ValueError):
+            return False
+        if not all(isinstance(d, (int, np.integer)) for d in np.asarray(picked).reshape(-1)):
+            return False
+        self.env[node.outputs[0]] = Known(np.asarray(picked, dtype=np.int64))
         self.report.folded += 1
         return True
 

@@ -37,13 +37,14 @@ _TABLE: dict[str, Mapping] = {}
 _LOADED = False
 
 
-def maps(*ops: str, blocks: str = "", notes: str = ""):
-    """Register the decorated function as the mapping of the ONNX ops ``ops``."""
+def maps(*ops: str, blocks="", notes: str = ""):
+    """Register the decorated function as the mapping of the ONNX ops ``ops``; ``blocks`` (what
+    it makes, for the docs) is one text, or {op: text} when each op makes its own."""
     def register(fn):
         for op in ops:
             if op in _TABLE:
                 raise RuntimeError(f"ONNX op {op} is mapped twice")
-            _TABLE[op] = Mapping(op, fn, blocks, notes)
+            _TABLE[op] = Mapping(op, fn, blocks.get(op, "") if isinstance(blocks, dict) else blocks, notes)
         return fn
     return register
 
@@ -164,7 +165,7 @@ class Call:
             key = (id(value), "transpose", tuple(perm))
             made = self.builder.derived.get(key)
             if made is None:    # a weight read by several nodes stays one Variable
-                made = Known(np.ascontiguousarray(np.transpose(value.value, perm)), value.name, value.param)
+                made = Known(np.transpose(value.value, perm).copy(order="C"), value.name, value.param)
                 self.builder.derived[key] = made
             return made
         return self.block("Transpose", x=value, perm=self.const(list(perm), np.int32), hint=hint)
