@@ -173,6 +173,18 @@ CASES: dict[str, list[Case]] = {
         _max_pool_explicit(i32(2, 4, 5, 2), (2, 2), (2, 2), [1, 1, 0, 1], "explicit-int32", grad=False),
     ],
     "AvgPool": _pool_cases(f32),
+    "LRN": [
+        Case((f32(2, 3, 2, 7),), id="defaults"),
+        Case((f32(2, 2, 3, 9),), {"depth_radius": 2, "bias": 2.0, "alpha": 1e-4 / 5, "beta": 0.75},
+             id="alexnet"),
+        Case((f32(1, 2, 2, 6),), {"depth_radius": 1, "bias": 0.5, "alpha": 0.3, "beta": 1.5}, id="radius-1"),
+        Case((f32(1, 2, 2, 5),), {"depth_radius": 0, "bias": 1.5, "alpha": 0.7, "beta": 0.6}, id="radius-0"),
+        Case((f32(2, 1, 2, 4),), {"depth_radius": 9, "bias": 1.0, "alpha": 0.5, "beta": 1.0},
+             id="radius-past-the-channels"),
+        Case((f32(1, 3, 2, 8).astype(np.float64),), {"depth_radius": 3, "bias": 1.2, "alpha": 0.25, "beta": 0.4},
+             id="float64"),
+        Case((f32(2, 2, 2, 1),), {"depth_radius": 2, "alpha": 2.0}, id="one-channel"),
+    ],
     "Dropout": [
         Case((f32(4, 5),), {"rate": 0.5, "seed": 3}, id="half"),
         Case((f32(2, 3, 4),), {"rate": 0.2}, id="rate-0.2"),

@@ -6,8 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import blockflow_blocks.nn_norm as norm_module
 import blockflow_blocks.nn_pool as pool_module
 from blockflow.spec import ShapeError, TensorType
+from blockflow_blocks.nn_norm import LRN
 from blockflow_blocks.nn_pool import MaxPool
 
 _rng = np.random.default_rng(1707)
@@ -123,3 +125,85 @@ def test_max_pool_refuses_what_tensorflow_refuses(shape, attrs, message):
         MaxPool.infer(TensorType(shape, "float32"), **attrs)
     with pytest.raises(ShapeError, match=message):
         MaxPool.forward(np.zeros(shape, np.float32), **attrs)
+
+
+def _ref_lrn(x, g, r, bias, alpha, beta):
+    """TensorFlow's LRN and LRNGrad, loop for loop over the channels (float64)."""
+    x = x.reshape(-1, x.shape[-1]).astype(np.float64)
+    g = g.reshape(x.shape).astype(np.float64)
+    rows, depth = x.shape
+    out = np.empty_like(x)
+    gx = np.zeros_like(x)
+    for i in range(rows):
+        for j in range(depth):
+            lo, hi = max(0, j - r), min(depth, j + r + 1)
+            out[i, j] = x[i, j] / (bias + alpha * np.sum(x[i, lo:hi] ** 2)) ** beta
+    for i in range(rows):
+        for j in range(depth):
+            lo, hi = max(0, j - r), min(depth, j + r + 1)
+            norm = bias + alpha * np.sum(x[i, lo:hi] ** 2)
+            for k in range(lo, hi):
+                dyi = -2 * alpha * beta * x[i, k] * out[i, j] / norm
+                if k == j:
+                    dyi += norm ** -beta
+                gx[i, k] += dyi * g[i, j]
+    return out, gx
+
+
+@pytest.mark.parametrize("channels, r, bias, alpha, beta", [
+    (7, 5, 1.0, 1.0, 0.5), (96, 2, 2.0, 1e-4 / 5, 0.75), (64, 2, 1.0, 2e-5, 0.75), (9, 0, 1.5, 0.7, 0.6),
+    (5, 40, 0.5, 0.3, 1.5), (1, 3, 1.0, 2.0, 1.0), (33, 16, 1.0, 0.05, 0.25),
+])
+@pytest.mark.parametrize("sums", ["adds", "scans", "auto"])
+def test_lrn_equals_tensorflows_loops(channels, r, bias, alpha, beta, sums, monkeypatch):
+    if sums != "auto":  # force the shifted adds or the block scans (blocks/nn_norm.py chooses by length)
+        monkeypatch.setattr(norm_module, "_SCAN_PASSES", 10 ** 9 if sums == "adds" else 0)
+    x = _rng.uniform(-3, 3, size=(2, 3, 2, channels))
+    g = _rng.standard_normal(x.shape)
+    attrs = {"depth_radius": r, "bias": bias, "alpha": alpha, "beta": beta}
+    out = LRN.forward(x, **attrs)
+    want_out, want_gx = _ref_lrn(x, g, r, bias, alpha, beta)
+    np.testing.assert_allclose(out.reshape(want_out.shape), want_out, rtol=1e-13, atol=1e-15)
+    (gx,) = LRN.vjp(g, out, x, **attrs)
+    np.testing.assert_allclose(gx.reshape(want_gx.shape), want_gx, rtol=1e-11, atol=1e-13)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_lrn_keeps_its_dtype_and_is_accurate(dtype):
+    x = _rng.uniform(-3, 3, size=(1, 2, 2, 12)).astype(dtype)
+    g = _rng.standard_normal(x.shape).astype(dtype)
+    attrs = {"depth_radius": 3, "bias": 1.0, "alpha": 0.2, "beta": 0.75}
+    out = LRN.forward(x, **attrs)
+    (gx,) = LRN.vjp(g, out, x, **attrs)
+    assert out.dtype == gx.dtype == dtype
+    want_out, want_gx = _ref_lrn(x, g, 3, 1.0, 0.2, 0.75)
+    tol = 4 * float(np.finfo(dtype).eps)
+    np.testing.assert_allclose(out.reshape(want_out.shape), want_out, rtol=tol, atol=tol)
+    np.testing.assert_allclose(gx.reshape(want_gx.shape), want_gx, rtol=20 * tol, atol=20 * tol)
+
+
+def test_lrn_of_an_empty_input_and_its_refusals():
+    empty = np.zeros((2, 0, 3, 4), np.float32)
+    assert LRN.forward(empty, depth_radius=2, bias=1.0, alpha=1.0, beta=0.5).shape == empty.shape
+    with pytest.raises(ShapeError, match="rank-4"):
+        LRN.infer(TensorType((3, 4), "float32"), depth_radius=2, bias=1.0, alpha=1.0, beta=0.5)
+    with pytest.raises(ShapeError, match="rank-4"):
+        LRN.forward(np.zeros((3, 4)), depth_radius=2, bias=1.0, alpha=1.0, beta=0.5)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_lrn_exports_in_its_own_dtype(dtype, tmp_path):
+    """The export tests run LRN's cases in float64 (PyTorch) and float32 (ONNX Runtime has no
+    float64 LRN): float16 goes through float32 in both exports, as in blockflow."""
+    pytest.importorskip("torch")
+    from casekit import Case, f32
+    from export_kit import case_project, compare_with_torch
+
+    case = Case((f32(2, 2, 3, 6).astype(dtype),), {"depth_radius": 2, "bias": 1.5, "alpha": 0.2, "beta": 0.75})
+    project, feeds, outs = case_project("LRN", case, float64=False)
+    compare_with_torch(project, feeds, outs, tmp_path)
+    pytest.importorskip("onnxruntime")
+    from test_export_onnx import compare_with_ort
+
+    tol = 50 * float(np.finfo(dtype).eps)
+    compare_with_ort(project, feeds, outs, rtol=tol, atol=tol)
