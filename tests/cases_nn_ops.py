@@ -61,6 +61,18 @@ def _pool(x, padding, ksize, strides, id, grad=True):
                 id=id, grad=grad)
 
 
+def _max_pool_explicit(x, ksize, strides, pads, id, data_format="NHWC", grad=True):
+    """A MaxPool case with EXPLICIT padding: ``pads`` (top, bottom, left, right)."""
+    h, w = (1, 2) if data_format == "NHWC" else (2, 3)
+    explicit = [0] * 8
+    explicit[2 * h:2 * h + 2], explicit[2 * w:2 * w + 2] = pads[:2], pads[2:]
+    shaped = [1, 1, 1, 1]
+    ks, ss = list(shaped), list(shaped)
+    ks[h], ks[w], ss[h], ss[w] = *ksize, *strides
+    return Case((x,), {"padding": "EXPLICIT", "explicit_paddings": explicit, "ksize": ks, "strides": ss,
+                       "data_format": data_format}, id=id, grad=grad)
+
+
 def _pool_cases(make):
     return [
         _pool(make(2, 4, 6, 3), "VALID", (2, 2), (2, 2), "valid-2x2-s2"),
@@ -178,8 +190,27 @@ CASES: dict[str, list[Case]] = {
     ],
     "MaxPool": _pool_cases(distinct) + [
         _pool(i32(2, 5, 5, 2), "SAME", (2, 2), (2, 2), "int32", grad=False),
+        _max_pool_explicit(distinct(2, 5, 6, 2), (3, 3), (1, 1), [1, 1, 1, 1], "explicit-symmetric"),
+        _max_pool_explicit(distinct(2, 5, 5, 3), (3, 3), (2, 2), [0, 1, 0, 1], "explicit-onnx-end-s2"),
+        _max_pool_explicit(distinct(1, 6, 7, 2), (2, 3), (2, 2), [1, 0, 2, 1], "explicit-asymmetric-s2"),
+        _max_pool_explicit(distinct(2, 3, 5, 6), (3, 2), (1, 2), [2, 0, 1, 1], "explicit-nchw",
+                           data_format="NCHW"),
+        _max_pool_explicit(distinct(1, 6, 6, 1), (5, 5), (1, 1), [4, 4, 3, 4], "explicit-scans"),
+        _max_pool_explicit(i32(2, 4, 5, 2), (2, 2), (2, 2), [1, 1, 0, 1], "explicit-int32", grad=False),
     ],
     "AvgPool": _pool_cases(f32),
+    "LRN": [
+        Case((f32(2, 3, 2, 7),), id="defaults"),
+        Case((f32(2, 2, 3, 9),), {"depth_radius": 2, "bias": 2.0, "alpha": 1e-4 / 5, "beta": 0.75},
+             id="alexnet"),
+        Case((f32(1, 2, 2, 6),), {"depth_radius": 1, "bias": 0.5, "alpha": 0.3, "beta": 1.5}, id="radius-1"),
+        Case((f32(1, 2, 2, 5),), {"depth_radius": 0, "bias": 1.5, "alpha": 0.7, "beta": 0.6}, id="radius-0"),
+        Case((f32(2, 1, 2, 4),), {"depth_radius": 9, "bias": 1.0, "alpha": 0.5, "beta": 1.0},
+             id="radius-past-the-channels"),
+        Case((f32(1, 3, 2, 8).astype(np.float64),), {"depth_radius": 3, "bias": 1.2, "alpha": 0.25, "beta": 0.4},
+             id="float64"),
+        Case((f32(2, 2, 2, 1),), {"depth_radius": 2, "alpha": 2.0}, id="one-channel"),
+    ],
     "Dropout": [
         Case((f32(4, 5),), {"rate": 0.5, "seed": 3}, id="half"),
         Case((f32(2, 3, 4),), {"rate": 0.2}, id="rate-0.2"),

@@ -177,7 +177,8 @@ def _pool_geometry(call: Call, name: str):
     shape = _nhwc(call.type_of(name).shape, fmt)
     k = _spatial(call.attrs.get("ksize", (1, 2, 2, 1)), fmt)
     s = _spatial(call.attrs.get("strides", (1, 2, 2, 1)), fmt)
-    pads = _pads(shape, k, s, (1, 1), call.attrs.get("padding", "VALID"), (), fmt)
+    pads = _pads(shape, k, s, (1, 1), call.attrs.get("padding", "VALID"), call.attrs.get("explicit_paddings", ()),
+                 fmt)
     return fmt, shape, k, s, pads
 
 
