@@ -21,8 +21,11 @@ from blockflow.page_layout import FRAME_COLORS, MAX_FRAME_TITLE, MAX_FRAMES, Fra
 
 __all__ = ["lay_out", "scope_keys"]
 
-#: distance between columns and between rows (a block is about 150 x 60 scene units)
-COLUMN, ROW = 230.0, 95.0
+#: distance between columns (a block is 120 to 250 scene units wide), and between blocks in one
+#: column (heights are the canvas's: a title, a row per port, a result line per output)
+COLUMN, VGAP = 340.0, 24.0
+#: how far left of its reader a Variable sits (its wire then runs forward into the reader)
+VAR_SHIFT = 0.3
 #: space between two bands of wrapped columns
 BAND_GAP = 160.0
 #: the width : height a band aims at (a laptop screen's)
@@ -46,8 +49,9 @@ def lay_out(page, builder, names: list[str], added=()) -> None:
     for var, reader in attached.items():
         readers[reader].append(var)
     segments = _segments(list(nx.lexicographical_topological_sort(graph, key=order.__getitem__)), keys)
-    boxes = [_segment_box(graph, seg, readers, order) for seg in segments]
-    _place(page, boxes, readers, order)
+    height = _heights(page, builder.registry)
+    boxes = [_segment_box(graph, seg, readers, order, height) for seg in segments]
+    _place(page, boxes)
     groups = defaultdict(list)
     for seg in segments:
         if keys[seg[0]]:
@@ -89,39 +93,55 @@ def _segments(order: list, keys: dict) -> list:
     return segments
 
 
-def _segment_box(graph, seg, readers, order):
-    """A segment's own layered layout: ([(node, column, row)], columns, rows), a Variable taking a
-    row just above the block reading it."""
+def _heights(page, registry):
+    """The height the canvas draws each block with (items.py: a 40-unit title, an 18-unit row
+    per port, a 22-unit result line per output, 10 of padding), from the block's ports."""
+    wired = defaultdict(set)
+    for e in page.edges:
+        wired[e.dst].add(e.dst_port)
+
+    def height(nid) -> float:
+        node = page.nodes[nid]
+        spec = registry.get(node.block)
+        outs = len(spec.outputs) if spec is not None else 1
+        ins = max(len(spec.inputs) if spec is not None else 1, len(wired[nid] | set(node.inputs)))
+        return 40 + 18 * max(1, ins, outs) + 22 * max(1, outs) + 10
+    return height
+
+
+def _segment_box(graph, seg, readers, order, height):
+    """A segment's own layered layout: ([(node, column, y)], columns, height), the Variables a
+    block reads stacked just above it."""
     sub = graph.subgraph(seg)
-    cells, rows = [], 0
+    cells, tallest = [], 0.0
     layers = [sorted(layer, key=order.__getitem__) for layer in nx.topological_generations(sub)]
     for col, layer in enumerate(layers):
-        row = 0
+        y = 0.0
         for nid in layer:
             for var in sorted(readers[nid], key=order.__getitem__):
-                cells.append((var, col - 0.35, row))
-                row += 1
-            cells.append((nid, col, row))
-            row += 1
-        rows = max(rows, row)
-    return cells, len(layers), rows
+                cells.append((var, col - VAR_SHIFT, y))
+                y += height(var) + VGAP
+            cells.append((nid, col, y))
+            y += height(nid) + VGAP
+        tallest = max(tallest, y)
+    return cells, len(layers), tallest
 
 
-def _place(page, boxes, readers, order) -> None:
+def _place(page, boxes) -> None:
     """Segments left to right, wrapping into bands so the page is about a screen's shape."""
-    total_w = sum(cols for _, cols, _ in boxes) * COLUMN
-    tall = max((rows for _, _, rows in boxes), default=1) * ROW
+    total_w = sum(cols * COLUMN + GAP for _, cols, _ in boxes)
+    tall = max((h for _, _, h in boxes), default=1.0)
     bands = max(1, round(math.sqrt(total_w / (ASPECT * (tall + BAND_GAP)))))
     width = total_w / bands
     x = y = band_h = 0.0
-    for cells, cols, rows in boxes:
+    for cells, cols, h in boxes:
         w = cols * COLUMN + GAP
         if x > 0 and x + w > width * 1.05:
             x, y, band_h = 0.0, y + band_h + BAND_GAP, 0.0
-        for nid, col, row in cells:
-            page.nodes[nid].position = (x + col * COLUMN, y + row * ROW)
+        for nid, col, top in cells:
+            page.nodes[nid].position = (x + col * COLUMN, y + top)
         x += w
-        band_h = max(band_h, rows * ROW)
+        band_h = max(band_h, h)
 
 
 def _attached_variables(page, builder) -> dict:
