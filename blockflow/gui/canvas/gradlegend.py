@@ -323,13 +323,35 @@ def place_label(scene, src, port: str, size: QSizeF) -> tuple[QPointF, bool]:
     own = src.edges
     best, best_score, free = None, None, False
     origin = src.pos()
-    for k, corner in _free_spots(src, p, w, h):
-        rect = QRectF(origin + corner, size).adjusted(-4, -4, 4, 4)
-        clear = not covers_blocks(scene, rect)
+    spots = [(k, corner, QRectF(origin + corner, size).adjusted(-4, -4, 4, 4)) for k, corner in _free_spots(src, p, w, h)]
+    # One query of the scene for all 82 candidates, then each candidate against what it found:
+    # a query each took 20 ms a label on a 450-block page (the scene keeps no index, for drags).
+    union = QRectF(spots[0][2])
+    for _, _, rect in spots[1:]:
+        union = union.united(rect)
+    near = _NearItems(scene.items(union), own)
+    for k, corner, rect in spots:
+        clear = not near.covers_block(rect)
         score = sum(1 for q in points if rect.contains(q)) + 0.2 * k + (0 if clear else 1000)
-        for item in scene.items(rect):
-            if isinstance(item, EdgeItem) and item not in own:
-                score += 8
+        score += 8 * near.wires_crossing(rect)
         if best_score is None or score < best_score:
             best, best_score, free = corner, score, clear
     return best, free
+
+
+class _NearItems:
+    """The items of a region, asked about smaller rectangles inside it as ``scene.items(rect)``
+    would answer (an item counts when its shape meets the rectangle)."""
+
+    def __init__(self, items, own):
+        self.blocks = [i.sceneBoundingRect() for i in items
+                       if (isinstance(i, NodeItem) and i.isVisible())
+                       or (isinstance(i, FanoutLabel) and i.isVisible() and not i.hover_only)]
+        self.wires = [i.mapToScene(i.shape()) for i in items if isinstance(i, EdgeItem) and i not in own]
+        self.wire_boxes = [path.boundingRect() for path in self.wires]
+
+    def covers_block(self, rect: QRectF) -> bool:
+        return any(r.intersects(rect) for r in self.blocks)
+
+    def wires_crossing(self, rect: QRectF) -> int:
+        return sum(1 for box, path in zip(self.wire_boxes, self.wires) if box.intersects(rect) and path.intersects(rect))
