@@ -151,6 +151,16 @@ def _sample_pages():
 SAMPLE_PAGES = list(_sample_pages())
 
 
+def _skip_float64_without_kernel(program):
+    """Skip a page that ONNX Runtime cannot load: a float64 block whose op its CPU provider runs in
+    float32 only (the ResNet-50 sample computes in float64). Its export is still checked by the
+    ONNX checker here and run by blockflow in tests/test_import_onnx_roundtrip.py."""
+    blocks = {b.split(" ")[0] for names in FLOAT32_ONLY_OPS.values() for b in names}
+    for st in program.steps:
+        if st.spec.name in blocks and any(program.slot(o).type.dtype == np.float64 for o in st.outputs):
+            pytest.skip(f"{st.spec.name} in float64 ({st.node}): ONNX Runtime's CPU provider has no float64 kernel")
+
+
 @pytest.mark.parametrize("path, page", SAMPLE_PAGES)
 def test_sample_page_exports_and_equals_the_runtime(path, page):
     from blockflow.export.onnx_model import onnx_needed_nodes, onnx_refused_blocks
@@ -166,6 +176,8 @@ def test_sample_page_exports_and_equals_the_runtime(path, page):
         for name in refused:
             assert name in str(err.value)
         return
+    onnx.checker.check_model(export_onnx(project, page, program=program), full_check=True)
+    _skip_float64_without_kernel(program)
     compare_with_ort(project, {}, None, page=page, program=program, rtol=1e-5, atol=1e-6)
 
 
@@ -442,6 +454,7 @@ def test_every_exportable_value_of_a_sample_page_equals_the_runtime(path, page):
             outs += [port_text(st.node, program.slot(o).port) for o in st.outputs]
     if not outs:
         pytest.skip("no value of this page can be exported")
+    _skip_float64_without_kernel(program)
     compare_with_ort(project, {}, outs, page=page, program=program, rtol=1e-5, atol=1e-6)
 
 

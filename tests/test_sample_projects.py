@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_projects"
 NEW = ("basic_matmul", "linear_regression", "xor", "moons_classifier", "fgsm_adversarial_training",
        "em_gaussian_mixture", "rbm_contrastive_divergence", "straight_through_estimator", "digits_cnn",
-       "vanishing_gradients", "reverse_attention")
+       "vanishing_gradients", "reverse_attention", "resnet_gradients")
 TRAINED = {   # sample -> its trainable pages
     "linear_regression": ("linear_regression", "drawn_update"),
     "xor": ("xor",),
@@ -409,3 +410,25 @@ def test_texts_state_the_numbers_the_tests_measure():
         text = project.pages[0].text
         assert re.search(rf"\b{entry['steps']}\b", text), name
         assert re.search(rf"lr {entry['lr']:g}\b", text), name
+
+
+# ------------------------------------------------------------------------------ resnet_gradients
+def test_resnet_gradients_states_what_a_backward_run_measures():
+    """The teacher's page quotes the gradient sizes a backward run gives, and they say what it
+    says: along the skips the gradient grows from the last unit to the first; without them it
+    vanishes, the first convolution's gradient a million times smaller."""
+    pytest.importorskip("onnx")   # the builder imports ResNet-50 from the onnx package
+    sys.path.insert(0, str(ROOT / "tools"))
+    from resnet_sample import _fmt, unit_gradients
+
+    project = load("resnet_gradients")
+    with_skips, without = unit_gradients(project, "resnet50"), unit_gradients(project, "without_skips")
+    text = project.pages[0].text
+    for value in (with_skips["units"]["res5_2"], with_skips["units"]["res2_0"], with_skips["conv1"],
+                  without["units"]["res2_0"], without["conv1"]):
+        assert _fmt(value) in text, _fmt(value)
+    units = with_skips["units"]
+    assert max(units, key=units.get) == "res2_0" and units["res2_0"] > 10 * units["res5_2"]
+    plain = without["units"]
+    assert plain["res2_0"] < 1e-3 * plain["res4_5"]
+    assert with_skips["conv1"] > 1e6 * without["conv1"]

@@ -18,6 +18,7 @@ from blockflow.project import Page, Project
 from blockflow.io.project_io import dumps_project
 
 from composite_samples import digits_cnn, mlp_composite, reverse_attention, use_layers, vanishing_gradients
+from resnet_sample import resnet_gradients
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_projects"
@@ -768,7 +769,7 @@ def straight_through_estimator() -> Project:
 SAMPLE_BUILDERS = {f.__name__: f for f in (
     stable_softmax, basic_matmul, linear_regression, xor, moons_classifier, fgsm_adversarial_training,
     em_gaussian_mixture, rbm_contrastive_divergence, straight_through_estimator, digits_cnn,
-    vanishing_gradients, reverse_attention)}
+    vanishing_gradients, reverse_attention, resnet_gradients)}
 
 
 def main(argv=None) -> int:

@@ -34,6 +34,8 @@ ASPECT = 16 / 9
 FRAME_MIN = 3
 #: space between two segments on a band
 GAP = 100.0
+#: how far in the bands after the first start
+INDENT = 60.0
 
 
 def lay_out(page, builder, names: list[str], added=()) -> None:
@@ -133,11 +135,15 @@ def _place(page, boxes) -> None:
     tall = max((h for _, _, h in boxes), default=1.0)
     bands = max(1, round(math.sqrt(total_w / (ASPECT * (tall + BAND_GAP)))))
     width = total_w / bands
-    x = y = band_h = 0.0
+    # A band after the first starts a little further in (its first column's Variables too), so
+    # the model's start, its input at the top left, is the leftmost block and the bands read as
+    # one line wrapped.
+    start = VAR_SHIFT * COLUMN + INDENT
+    x, y, band_h = 0.0, 0.0, 0.0
     for cells, cols, h in boxes:
         w = cols * COLUMN + GAP
-        if x > 0 and x + w > width * 1.05:
-            x, y, band_h = 0.0, y + band_h + BAND_GAP, 0.0
+        if x > start and x + w > width * 1.05:
+            x, y, band_h = start, y + band_h + BAND_GAP, 0.0
         for nid, col, top in cells:
             page.nodes[nid].position = (x + col * COLUMN, y + top)
         x += w
