@@ -98,7 +98,6 @@ class PageBuilder:
         values for a variadic port}); its id."""
         spec = self.registry[block]
         static = {p.name for p in spec.inputs if p.static}
-        nid = self.unique_id(base)
         inline, wires = {}, []
         for port, value in inputs.items():
             values = value if isinstance(value, list) else [value]
@@ -115,6 +114,7 @@ class PageBuilder:
                     wires.append((self.variable(v, origin), name))
                 else:
                     inline[name] = v.value
+        nid = self.unique_id(base)   # after the Variables it reads: one may be named from the same text
         self.page.add_node(block, id=nid, attrs=attrs, inputs=inline, label=label)
         self.origin[nid] = origin
         for w, port in wires:

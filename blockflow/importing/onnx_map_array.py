@@ -51,7 +51,7 @@ def flatten(call: Call):
     axis = call.attr("axis", 1)
     if not -rank <= axis <= rank:
         raise Unsupported(f"Flatten axis {axis} for rank {rank}")
-    axis %= rank + 1
+    axis = axis + rank if axis < 0 else axis   # -1 is the last axis, as for every other op
     head, tail = shape[:axis], shape[axis:]
     sizes = []
     for part in (head, tail):
@@ -195,7 +195,8 @@ def tile(call: Call):
     return call.block("Tile", input=call.input(0), multiples=call.const(reps, np.int64), typed=0)
 
 
-@maps("Split", blocks="Split, SplitV", notes="equal pieces or given sizes")
+@maps("Split", blocks="Split, SplitV", notes="equal pieces, given sizes, or (num_outputs not dividing the "
+      "size) pieces of the size rounded up and a smaller last")
 def split(call: Call):
     rank = call.rank(0)
     axis = call.attr("axis", 0) % rank
@@ -205,11 +206,14 @@ def split(call: Call):
     else:
         sizes = list(call.attr("split", ())) or None
     x = call.input(0)
+    dim = (call.shape(0) or [None] * rank)[axis]
+    if sizes is None and isinstance(dim, int) and dim % n:
+        # opset 18's num_outputs: pieces of ceil(dim / n), the last what is left
+        piece = -(-dim // n)
+        sizes = [piece] * (dim // piece) + ([dim % piece] if dim % piece else [])
+        if len(sizes) != n:
+            raise Unsupported(f"Split of size {dim} into {n} pieces of {piece}: ONNX's rule makes {len(sizes)}")
     if sizes is None:
-        dim = (call.shape(0) or [None] * rank)[axis]
-        if isinstance(dim, int) and dim % n:
-            raise Unsupported(f"Split of size {dim} into {n} pieces: ONNX makes the last smaller, TF's "
-                              f"Split cuts equal pieces")
         node = call.block("Split", {"num_split": n}, axis=call.const(axis, np.int32), value=x)
     else:
         node = call.block("SplitV", {"num_split": n}, value=x, size_splits=call.const(sizes, np.int64),

@@ -334,19 +334,35 @@ def leaky_relu(call: Call):
     return call.block("LeakyRelu", {"alpha": float(call.attr("alpha", 0.01))}, features=call.input(0), typed=0)
 
 
-@maps("Elu", blocks="Elu", notes="alpha 1 only (TF's Elu has no alpha)")
+def _scaled_elu(call: Call, alpha: float, hint: str = ""):
+    """x above 0, alpha * (exp(x) - 1) below: Elu's negative side scaled (Elu is x above 0)."""
+    x, dtype = call.input(0), call.dtype(0)
+    neg = call.block("Multiply", x=call.block("Elu", features=x, hint=f"{hint}elu"), y=call.const(alpha, dtype),
+                     hint=f"{hint}alpha")
+    pos = call.block("Greater", x=x, y=call.const(0, dtype), hint=f"{hint}pos")
+    return call.block("Select", condition=pos, t=x, e=neg, hint=hint.rstrip("_"), typed=None if hint else 0)
+
+
+@maps("Elu", blocks="Elu (Multiply, Greater, Select for alpha other than 1)",
+      notes="alpha: x above 0, alpha * Elu(x) below")
 def elu(call: Call):
-    if float(call.attr("alpha", 1.0)) != 1.0:
-        raise Unsupported(f"Elu with alpha {call.attr('alpha')}: TF's Elu has alpha 1")
-    return call.block("Elu", features=call.input(0), typed=0)
+    alpha = float(call.attr("alpha", 1.0))
+    if alpha == 1.0:
+        return call.block("Elu", features=call.input(0), typed=0)
+    return _scaled_elu(call, alpha)
 
 
-@maps("Selu", blocks="Selu", notes="the standard alpha and gamma only")
+_SELU_ALPHA, _SELU_GAMMA = 1.67326319217681884765625, 1.05070102214813232421875
+
+
+@maps("Selu", blocks="Selu (Elu, Multiply, Greater, Select for other alpha and gamma)",
+      notes="the standard alpha and gamma as TF's Selu; others as gamma * (x above 0, alpha * Elu(x) below)")
 def selu(call: Call):
-    alpha, gamma = float(call.attr("alpha", 1.67326319217681884765625)), float(call.attr("gamma", 1.05070102214813232421875))
-    if abs(alpha - 1.6732632423543772) > 1e-6 or abs(gamma - 1.0507009873554805) > 1e-6:
-        raise Unsupported(f"Selu with alpha {alpha} and gamma {gamma}: TF's Selu has the standard ones")
-    return call.block("Selu", features=call.input(0), typed=0)
+    alpha, gamma = float(call.attr("alpha", _SELU_ALPHA)), float(call.attr("gamma", _SELU_GAMMA))
+    if abs(alpha - 1.6732632423543772) <= 1e-6 and abs(gamma - 1.0507009873554805) <= 1e-6:
+        return call.block("Selu", features=call.input(0), typed=0)
+    inner = _scaled_elu(call, alpha, hint="inner_")
+    return call.block("Multiply", x=inner, y=call.const(gamma, call.dtype(0)), typed=0)
 
 
 @maps("Softplus", "Softsign", blocks="Softplus, Softsign")
