@@ -27,9 +27,13 @@ def reshape(call: Call):
     in_shape = call.shape(0)
     if in_shape is not None and all(isinstance(d, int) for d in in_shape):
         try:
-            return _reshaped(call, list(reshape_target(in_shape, target, allowzero)))
+            out = reshape_target(in_shape, target, allowzero)
         except FoldRefused as exc:
             raise Unsupported(str(exc)) from None
+        y = _reshaped(call, list(out))
+        # the shape is known here even where the model's shape inference lost it (a target the
+        # import folded), and the nodes after may need it
+        return y if y.shape is not None else y.typed(y.dtype or call.dtype(0), out)
     out = []
     for i, d in enumerate(target):
         if d == 0 and not allowzero:
