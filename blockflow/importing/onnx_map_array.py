@@ -30,10 +30,7 @@ def reshape(call: Call):
             out = reshape_target(in_shape, target, allowzero)
         except FoldRefused as exc:
             raise Unsupported(str(exc)) from None
-        y = _reshaped(call, list(out))
-        # the shape is known here even where the model's shape inference lost it (a target the
-        # import folded), and the nodes after may need it
-        return y if y.shape is not None else y.typed(y.dtype or call.dtype(0), out)
+        return _keep_shape(call, _reshaped(call, list(out)), out)
     out = []
     for i, d in enumerate(target):
         if d == 0 and not allowzero:
@@ -157,7 +154,8 @@ def slice_(call: Call):
                       strides=call.const(stride, np.int64), typed=0)
 
 
-@maps("Pad", blocks="Pad, MirrorPad", notes="constant and reflect modes; refused: edge, wrap, negative pads")
+@maps("Pad", blocks="Pad, MirrorPad, Gather", notes="constant and reflect modes; edge and wrap as a Gather of the "
+      "copied entries per axis; refused: negative pads")
 def pad(call: Call):
     rank = call.rank(0)
     if call.opset < 11:
@@ -176,10 +174,40 @@ def pad(call: Call):
         widths[a] = [pads[i], pads[i + len(axes)]]
     paddings = call.const(widths, np.int64)
     if mode == "constant":
-        return call.block("Pad", {"constant_values": value}, input=call.input(0), paddings=paddings, typed=0)
-    if mode == "reflect":
-        return call.block("MirrorPad", {"mode": "REFLECT"}, input=call.input(0), paddings=paddings, typed=0)
-    raise Unsupported(f"Pad mode {mode!r} (TF pads with a constant or a mirror image)")
+        y = call.block("Pad", {"constant_values": value}, input=call.input(0), paddings=paddings, typed=0)
+    elif mode == "reflect":
+        y = call.block("MirrorPad", {"mode": "REFLECT"}, input=call.input(0), paddings=paddings, typed=0)
+    elif mode in ("edge", "wrap"):
+        y = _gather_pad(call, widths, mode)
+    else:
+        raise Unsupported(f"Pad mode {mode!r}")
+    return _keep_shape(call, y, [(d + a + b) if isinstance(d, int) else d
+                                 for d, (a, b) in zip(call.shape(0), widths)])
+
+
+def _gather_pad(call: Call, widths: list, mode: str):
+    """Edge and wrap padding as a Gather along each padded axis of the entries each position
+    copies (the nearest edge's, or the one a period away): copies, so exact both ways."""
+    y, shape = call.input(0), call.shape(0)
+    padded = [a for a, w in enumerate(widths) if any(w)]
+    for n, a in enumerate(padded):
+        size = shape[a]
+        if not isinstance(size, int) or size == 0:
+            raise Unsupported(f"Pad mode {mode!r} along an axis of {'unknown' if size is None else 'no'} size")
+        at = np.arange(-widths[a][0], size + widths[a][1])
+        at = np.clip(at, 0, size - 1) if mode == "edge" else np.mod(at, size)
+        last = n == len(padded) - 1
+        y = call.block("Gather", params=y, indices=call.const(at, np.int64), axis=call.const(a, np.int32),
+                       hint="" if last else f"pad{a}", typed=0 if last else None)
+    return y if padded else call.block("Identity", input=y, typed=0)
+
+
+def _keep_shape(call: Call, y, shape):
+    """``y`` with the ``shape`` the mapping knows where the model's shape inference lost it (its
+    pads or target were computed): a Shape read of it later can then be folded."""
+    if y.shape is not None and all(isinstance(d, int) for d in y.shape):
+        return y
+    return y.typed(y.dtype or call.dtype(0), tuple(shape))
 
 
 @maps("Expand", blocks="BroadcastTo", notes="to the broadcast of the input's shape and the given one")

@@ -175,8 +175,9 @@ def _reduce_axes(call: Call) -> list | None:
     return list(range(rank)) if axes is None else sorted(a % rank for a in axes)
 
 
-@maps(*_REDUCE, blocks="Sum, Mean, Max, Min, Prod (Square, Abs, Sqrt, Log around them)",
-      notes="axes as attribute or input, keepdims, noop_with_empty_axes")
+@maps(*_REDUCE, blocks="Sum, Mean, Max, Min, Prod (Square, Abs, Sqrt, Log around them; Any, All for "
+      "booleans)", notes="axes as attribute or input, keepdims, noop_with_empty_axes; ReduceMax and "
+      "ReduceMin of booleans as Any and All")
 def reduce(call: Call):
     op = call.node.op
     axes = _reduce_axes(call)
@@ -187,7 +188,10 @@ def reduce(call: Call):
     if pre:
         x = call.block(pre, x=x, hint=pre.lower())
     post = {"ReduceL2": "Sqrt", "ReduceLogSum": "Log"}.get(op)
-    y = call.block(_REDUCE[op], {"keep_dims": bool(call.attr("keepdims", 1))}, input=x,
+    block = _REDUCE[op]
+    if call.dtype(0) == np.bool_ and op in ("ReduceMax", "ReduceMin"):   # of booleans: any, all
+        block = "Any" if op == "ReduceMax" else "All"
+    y = call.block(block, {"keep_dims": bool(call.attr("keepdims", 1))}, input=x,
                    axis=call.const(axes, np.int32), hint="sum" if post else "", typed=None if post else 0)
     return call.block(post, x=y, typed=0) if post else y
 
