@@ -661,15 +661,76 @@ def test_gradient_through_gather_pads():
     rng = np.random.default_rng(5)
     x = rng.standard_normal((2, 3, 4))
     for mode in ("edge", "wrap"):
-        node = onnx.helper.make_node("Pad", ["x", "pads"], ["y"], mode=mode)
-        graph = onnx.helper.make_graph(
-            [node], "pad", [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.DOUBLE, x.shape)],
-            [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.DOUBLE, None)],
-            [onnx.numpy_helper.from_array(np.array([0, 2, 1, 0, 1, 3], np.int64), "pads")])
-        model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 19)])
+        model = _one_node("Pad", {"x": x}, {"pads": np.array([0, 2, 1, 0, 1, 3], np.int64)}, 19, mode=mode)
         y = check_gradient(model, {"x": x}, rng)
         want = np.pad(x, [(0, 0), (2, 1), (1, 3)], mode="edge" if mode == "edge" else "wrap")
         np.testing.assert_array_equal(y, want)
+
+
+def _one_node(op: str, inputs: dict, consts: dict, opset: int, outputs: int = 1, **attrs):
+    """A model of one ``op`` node reading graph ``inputs`` ({name: array}) and initializers
+    ``consts``; its outputs y0, y1, ..."""
+    h = onnx.helper
+    names = [f"y{i}" for i in range(outputs)]
+    node = h.make_node(op, [*inputs, *consts], names, **attrs)
+    graph = h.make_graph(
+        [node], op, [h.make_tensor_value_info(n, h.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+                     for n, v in inputs.items()],
+        [h.make_tensor_value_info(n, onnx.TensorProto.UNDEFINED, None) for n in names],
+        [onnx.numpy_helper.from_array(np.asarray(v), n) for n, v in consts.items()])
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", opset)])
+
+
+def _reference_uses():
+    """Uses the node tests leave out (negative integers, a constant depth or k), each checked
+    against the onnx package's reference evaluator on random data."""
+    rng = np.random.default_rng(3)
+    a = rng.integers(-20, 20, (4, 5)).astype(np.int32)
+    b = rng.choice([-7, -3, -1, 1, 2, 5], (4, 5)).astype(np.int32)
+    idx = rng.integers(-4, 4, (2, 3)).astype(np.int64)
+    x = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    return [
+        ("Div-int-signs", {"a": a, "b": b}, {}, 13, {}),
+        ("Mod-fmod0-int", {"a": a, "b": b}, {}, 13, {"fmod": 0}),
+        ("Mod-fmod1-int", {"a": a, "b": b}, {}, 13, {"fmod": 1}),
+        ("OneHot-negative", {"i": idx}, {"d": np.array(4, np.int64), "v": np.array([2.0, 7.0], np.float32)},
+         11, {"axis": 1}),
+        ("Trilu-lower-k", {"x": x}, {"k": np.array(-1, np.int64)}, 14, {"upper": 0}),
+        ("Trilu-upper-k", {"x": x}, {"k": np.array(2, np.int64)}, 14, {}),
+        ("ReduceSum-axes", {"x": x}, {"axes": np.array([0, -1], np.int64)}, 13, {"keepdims": 0}),
+        ("Split-uneven", {"x": x}, {}, 18, {"axis": 2, "num_outputs": 2, "outputs": 2}),
+        ("GatherElements-axis1", {"x": x, "i": rng.integers(-4, 4, (3, 2, 5)).astype(np.int64)}, {}, 13,
+         {"axis": 1}),
+    ]
+
+
+@pytest.mark.parametrize("use", _reference_uses(), ids=lambda u: u[0])
+def test_mapping_against_onnx_reference(use):
+    from onnx.reference import ReferenceEvaluator
+    label, inputs, consts, opset, attrs = use
+    model = _one_node(label.split("-")[0], inputs, consts, opset, **attrs)
+    wanted = ReferenceEvaluator(model).run(None, inputs)
+    project, report = import_model(read_onnx_bytes(model.SerializeToString(), label), "case")
+    feeds = {report.inputs[n]: v for n, v in inputs.items()}
+    fetch = [report.outputs[o.name] for o in model.graph.output]
+    result = run(compile_project(project), feeds, fetch=fetch, record=False)
+    for node, want in zip(fetch, wanted):
+        got = result.value(node)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_hardmax_before_opset_13_is_over_the_flattened_trailing_axes():
+    """Hardmax-11 coerces its input to 2-D at axis (the onnx package's reference evaluator
+    computes opset 13's, along the axis alone, whatever the opset)."""
+    x = np.random.default_rng(4).standard_normal((3, 4, 5)).astype(np.float32)
+    model = _one_node("Hardmax", {"x": x}, {}, 11, axis=1)
+    project, report = import_model(read_onnx_bytes(model.SerializeToString(), "hardmax"), "case")
+    out = report.outputs["y0"]
+    got = run(compile_project(project), {report.inputs["x"]: x}, fetch=[out], record=False).value(out)
+    rows = x.reshape(3, 20)
+    want = (np.arange(20) == rows.argmax(axis=1)[:, None]).astype(np.float32).reshape(x.shape)
+    np.testing.assert_array_equal(got, want)
 
 
 def check_gradient(model, values: dict, rng) -> np.ndarray:
