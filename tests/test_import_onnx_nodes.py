@@ -245,6 +245,34 @@ NOT_PASSING = _listed(
       'test_reshape_negative_extended_dims', 'test_reshape_one_dim', 'test_reshape_reduced_dims',
       'test_reshape_reordered_all_dims', 'test_reshape_reordered_last_dims',
       'test_reshape_zero_and_negative_dim', 'test_reshape_zero_dim']),
+    ('refused', "Resize: Resize with coordinate_transformation_mode 'tf_crop_and_resize' (a region and an "
+     'extrapolation value)',
+     ['test_resize_tf_crop_and_resize', 'test_resize_tf_crop_and_resize_axes_2_3',
+      'test_resize_tf_crop_and_resize_axes_3_2', 'test_resize_tf_crop_and_resize_extrapolation_value']),
+    ('refused', "Resize: Resize's scales (input 2) must be a constant; here the model computes it",
+     ['test_resize_downsample_scales_cubic', 'test_resize_downsample_scales_cubic_A_n0p5_exclude_outside',
+      'test_resize_downsample_scales_cubic_align_corners',
+      'test_resize_downsample_scales_cubic_antialias', 'test_resize_downsample_scales_linear',
+      'test_resize_downsample_scales_linear_align_corners',
+      'test_resize_downsample_scales_linear_antialias',
+      'test_resize_downsample_scales_linear_half_pixel_symmetric',
+      'test_resize_downsample_scales_nearest', 'test_resize_upsample_scales_cubic',
+      'test_resize_upsample_scales_cubic_A_n0p5_exclude_outside',
+      'test_resize_upsample_scales_cubic_align_corners', 'test_resize_upsample_scales_cubic_asymmetric',
+      'test_resize_upsample_scales_linear', 'test_resize_upsample_scales_linear_align_corners',
+      'test_resize_upsample_scales_linear_half_pixel_symmetric', 'test_resize_upsample_scales_nearest',
+      'test_resize_upsample_scales_nearest_axes_2_3', 'test_resize_upsample_scales_nearest_axes_3_2']),
+    ('refused', "Resize: Resize's sizes (input 3) must be a constant; here the model computes it",
+     ['test_resize_downsample_sizes_cubic', 'test_resize_downsample_sizes_cubic_antialias',
+      'test_resize_downsample_sizes_linear_antialias',
+      'test_resize_downsample_sizes_linear_pytorch_half_pixel', 'test_resize_downsample_sizes_nearest',
+      'test_resize_downsample_sizes_nearest_not_larger',
+      'test_resize_downsample_sizes_nearest_not_smaller', 'test_resize_upsample_sizes_cubic',
+      'test_resize_upsample_sizes_nearest', 'test_resize_upsample_sizes_nearest_axes_2_3',
+      'test_resize_upsample_sizes_nearest_axes_3_2', 'test_resize_upsample_sizes_nearest_ceil_half_pixel',
+      'test_resize_upsample_sizes_nearest_floor_align_corners',
+      'test_resize_upsample_sizes_nearest_not_larger', 'test_resize_upsample_sizes_nearest_not_smaller',
+      'test_resize_upsample_sizes_nearest_round_prefer_ceil_asymmetric']),
     ('refused', 'Scan: no mapping',
      ['test_linear_attention_decode_step_expanded', 'test_linear_attention_delta_expanded',
       'test_linear_attention_explicit_scale_expanded', 'test_linear_attention_fp16_expanded',
@@ -290,6 +318,8 @@ NOT_PASSING = _listed(
      ['test_unsqueeze_axis_0', 'test_unsqueeze_axis_1', 'test_unsqueeze_axis_2',
       'test_unsqueeze_negative_axes', 'test_unsqueeze_three_axes', 'test_unsqueeze_two_axes',
       'test_unsqueeze_unsorted_axes']),
+    ('refused', "Upsample: Upsample's scales (input 1) must be a constant; here the model computes it",
+     ['test_upsample_nearest']),
     ('rejected', 'a graph input of BFLOAT16, a dtype a project does not hold',
      ['test_attention_3d_causal_bf16_expanded', 'test_attention_4d_attn_mask_causal_bf16_expanded',
       'test_attention_4d_causal_bf16_expanded', 'test_attention_4d_causal_padded_kv_bf16_expanded',
@@ -627,7 +657,8 @@ GRADIENT_CASES = ["test_layer_normalization_4d_axis1", "test_group_normalization
                   "test_gather_elements_negative_indices", "test_celu", "test_selu_example", "test_elu_example",
                   "test_mish", "test_swish", "test_thresholdedrelu_example", "test_averagepool_1d_default",
                   "test_maxpool_1d_default", "test_depthtospace_crd_mode_example", "test_spacetodepth_example",
-                  "test_softmax_axis_0"]
+                  "test_softmax_axis_0", "test_resize_upsample_scales_cubic_A_n0p5_exclude_outside",
+                  "test_resize_downsample_scales_linear_antialias", "test_resize_upsample_sizes_nearest_axes_3_2"]
 
 
 def _float64(model):
@@ -653,7 +684,8 @@ def test_gradient_through_mapping(name):
     # the case's floats moved off any kink (a 0 of Relu-like ops, a threshold) by 0.05 to 0.1
     values = {n: _array(v).astype(np.float64) + rng.uniform(0.05, 0.1, np.shape(v)) * rng.choice([-1, 1], np.shape(v))
               if _array(v).dtype == np.float32 else _array(v) for n, v in values.items()}
-    check_gradient(_float64(case.model), values, rng)
+    model = with_constant_inputs(case) if name in constant_input_cases() else case.model
+    check_gradient(_float64(model), values, rng)
 
 
 def test_gradient_through_gather_pads():
