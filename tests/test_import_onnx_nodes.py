@@ -94,6 +94,10 @@ NOT_PASSING = _listed(
     ('refused', 'ConstantOfShape: no mapping & If: no mapping',
      ['test_affine_grid_2d_align_corners_expanded', 'test_affine_grid_2d_expanded',
       'test_affine_grid_3d_align_corners_expanded', 'test_affine_grid_3d_expanded']),
+    ('refused', "CumProd: CumProd's axis (input 1) must be a constant; here the model computes it",
+     ['test_cumprod_1d', 'test_cumprod_1d_exclusive', 'test_cumprod_1d_int32_exclusive',
+      'test_cumprod_1d_reverse', 'test_cumprod_1d_reverse_exclusive', 'test_cumprod_2d_axis_0',
+      'test_cumprod_2d_axis_1', 'test_cumprod_2d_int32', 'test_cumprod_2d_negative_axis']),
     ('refused', "CumSum: CumSum's axis (input 1) must be a constant; here the model computes it",
      ['test_cumsum_1d', 'test_cumsum_1d_exclusive', 'test_cumsum_1d_int32_exclusive',
       'test_cumsum_1d_reverse', 'test_cumsum_1d_reverse_exclusive', 'test_cumsum_2d_axis_0',
@@ -107,6 +111,8 @@ NOT_PASSING = _listed(
      ['test_einsum_batch_diagonal']),
     ('refused', "Expand: Expand's shape (input 1) must be a constant; here the model computes it",
      ['test_expand_dim_changed', 'test_expand_dim_unchanged']),
+    ('refused', "GatherND: GatherND with batch_dims (TF's GatherNd here takes none)",
+     ['test_gathernd_example_int32_batch_dim1']),
     ('refused', 'Loop: no mapping',
      ['test_range_float16_type_positive_delta_expanded', 'test_range_float_type_positive_delta_expanded',
       'test_range_int32_type_negative_delta_expanded']),
@@ -172,6 +178,13 @@ NOT_PASSING = _listed(
     ('refused', 'ReduceLogSum: the axes (input 1) must be a constant; here the model computes it',
      ['test_reduce_log_sum_asc_axes', 'test_reduce_log_sum_default', 'test_reduce_log_sum_desc_axes',
       'test_reduce_log_sum_empty_set', 'test_reduce_log_sum_negative_axes']),
+    ('refused', 'ReduceLogSumExp: the axes (input 1) must be a constant; here the model computes it',
+     ['test_reduce_log_sum_exp_default_axes_keepdims_example',
+      'test_reduce_log_sum_exp_default_axes_keepdims_random',
+      'test_reduce_log_sum_exp_do_not_keepdims_example', 'test_reduce_log_sum_exp_do_not_keepdims_random',
+      'test_reduce_log_sum_exp_empty_set', 'test_reduce_log_sum_exp_keepdims_example',
+      'test_reduce_log_sum_exp_keepdims_random', 'test_reduce_log_sum_exp_negative_axes_keepdims_example',
+      'test_reduce_log_sum_exp_negative_axes_keepdims_random']),
     ('refused', 'ReduceMax: the axes (input 1) must be a constant; here the model computes it',
      ['test_reduce_max_bool_inputs', 'test_reduce_max_do_not_keepdims_example',
       'test_reduce_max_do_not_keepdims_random', 'test_reduce_max_empty_set',
@@ -283,6 +296,18 @@ NOT_PASSING = _listed(
       'test_linear_attention_linear_t1_no_past_expanded',
       'test_linear_attention_no_past_explicit_zeros_expanded',
       'test_linear_attention_prefill_with_past_expanded']),
+    ('refused', "ScatterElements: ScatterElements with reduction 'max'",
+     ['test_scatter_elements_with_reduction_max']),
+    ('refused', "ScatterElements: ScatterElements with reduction 'min'",
+     ['test_scatter_elements_with_reduction_min']),
+    ('refused', "ScatterElements: ScatterElements with reduction 'mul'",
+     ['test_scatter_elements_with_reduction_mul']),
+    ('refused', "ScatterND: ScatterND with reduction 'max'",
+     ['test_scatternd_max', 'test_scatternd_max_with_element_indices']),
+    ('refused', "ScatterND: ScatterND with reduction 'min'",
+     ['test_scatternd_min', 'test_scatternd_min_with_element_indices']),
+    ('refused', "ScatterND: ScatterND with reduction 'mul'",
+     ['test_scatternd_multiply']),
     ('refused', "Slice: Slice's starts (input 1) must be a constant; here the model computes it",
      ['test_slice', 'test_slice_default_axes', 'test_slice_default_steps', 'test_slice_end_out_of_bounds',
       'test_slice_neg', 'test_slice_neg_steps', 'test_slice_negative_axes',
@@ -460,6 +485,8 @@ NOT_PASSING = _listed(
 CONSTANT_NOT_PASSING = {
     "test_reduce_max_empty_set": "blockflow's Max block raises on an empty reduction where ONNX gives -inf "
                                  "(TF gives its reduction's identity): the block's to settle",
+    "test_reduce_log_sum_exp_empty_set": "the same Max block (of the largest finite entry) raises on the empty "
+                                         "reduction",
     "test_reduce_min_empty_set": "blockflow's Min block raises on an empty reduction where ONNX gives +inf "
                                  "(TF gives its reduction's identity): the block's to settle",
 }
@@ -658,7 +685,10 @@ GRADIENT_CASES = ["test_layer_normalization_4d_axis1", "test_group_normalization
                   "test_mish", "test_swish", "test_thresholdedrelu_example", "test_averagepool_1d_default",
                   "test_maxpool_1d_default", "test_depthtospace_crd_mode_example", "test_spacetodepth_example",
                   "test_softmax_axis_0", "test_resize_upsample_scales_cubic_A_n0p5_exclude_outside",
-                  "test_resize_downsample_scales_linear_antialias", "test_resize_upsample_sizes_nearest_axes_3_2"]
+                  "test_resize_downsample_scales_linear_antialias", "test_resize_upsample_sizes_nearest_axes_3_2",
+                  "test_rms_normalization_3d_axis1_epsilon", "test_lpnormalization_default",
+                  "test_reduce_log_sum_exp_keepdims_random", "test_scatternd", "test_scatter_elements_with_axis",
+                  "test_scatternd_add", "test_gathernd_example_float32", "test_cumprod_2d_axis_1"]
 
 
 def _float64(model):

@@ -1,6 +1,7 @@
-"""ONNX's indexing and rearranging ops made of a few blocks: GatherElements (GatherNd with a grid
-of coordinates), OneHot, Hardmax, Trilu (a mask constant), DepthToSpace and SpaceToDepth
-(Reshape, Transpose, Reshape), and Range (folded when its inputs are known).
+"""ONNX's indexing and rearranging ops made of a few blocks: GatherElements and ScatterElements
+(GatherNd and ScatterNd with a grid of coordinates), GatherND, ScatterND, OneHot, Hardmax, Trilu (a
+mask constant), EyeLike (a constant), DepthToSpace and SpaceToDepth (Reshape, Transpose,
+Reshape), and Range (folded when its inputs are known).
 
 What decides a block's static inputs (a grid's size, a mask, a reshape's target) must be known
 while importing: a static shape, a constant.
@@ -11,6 +12,7 @@ import numpy as np
 
 from blockflow.importing.onnx_build import Known
 from blockflow.importing.onnx_mapping import Call, Unsupported, maps
+from blockflow.importing.onnx_read import DTYPES
 
 
 def _from_end(call: Call, idx, size: int, hint: str, dtype):
@@ -169,6 +171,94 @@ def _nchw(call: Call, what: str) -> tuple:
     if len(shape) != 4:
         raise Unsupported(f"{what} of a rank-{len(shape)} input")
     return shape
+
+
+def _index_vectors(call: Call, idx, sizes: list, hint: str):
+    """Index vectors (the last axis) with ONNX's negative entries counting from each axis's end."""
+    dtype = call.dtype(1) or np.dtype(np.int64)
+    if isinstance(idx, Known):
+        v = idx.value
+        return call.const(np.where(v < 0, v + np.asarray(sizes, v.dtype), v))
+    neg = call.block("Less", x=idx, y=call.const(0, dtype), hint=f"{hint}_neg")
+    wrapped = call.block("Add", x=idx, y=call.const(np.asarray(sizes, dtype)), hint=f"{hint}_wrap")
+    return call.block("Select", condition=neg, t=wrapped, e=idx, hint=hint)
+
+
+def _leading_sizes(call: Call, k: int, what: str) -> list:
+    shape = call.shape(0)
+    if shape is None or len(shape) < k or not all(isinstance(d, int) for d in shape[:k]):
+        raise Unsupported(f"{what} needs the sizes of the data's first {k} axes")
+    return list(shape[:k])
+
+
+@maps("GatherND", blocks="GatherNd (Less, Add, Select for negative indices)",
+      notes="batch_dims 0; negative indices count from the end")
+def gather_nd(call: Call):
+    if call.attr("batch_dims", 0):
+        raise Unsupported("GatherND with batch_dims (TF's GatherNd here takes none)")
+    ishape = call.shape(1)
+    if ishape is None or not isinstance(ishape[-1], int):
+        raise Unsupported("GatherND needs the length of its index vectors")
+    idx = _index_vectors(call, call.input(1), _leading_sizes(call, ishape[-1], "GatherND"), "index")
+    return call.block("GatherNd", params=call.input(0), indices=idx, typed=0)
+
+
+def _scatter(call: Call, idx, updates, what: str):
+    """``data`` with ``updates`` at the index vectors ``idx``: replacing (reduction none, indices
+    unique as ONNX requires) or added (reduction add)."""
+    shape = call.static_shape(0, what)
+    reduction = call.attr("reduction", "none")
+    spread = call.block("ScatterNd", indices=idx, updates=updates, shape=call.const(list(shape), np.int64),
+                        hint="spread")
+    if reduction == "add":
+        return call.block("Add", x=call.input(0), y=spread, typed=0)
+    if reduction != "none":
+        raise Unsupported(f"{what} with reduction {reduction!r}")
+    ones = call.block("OnesLike", x=updates, hint="ones")
+    hits = call.block("ScatterNd", indices=idx, updates=ones, shape=call.const(list(shape), np.int64), hint="hits")
+    hit = call.block("Greater", x=hits, y=call.const(0, call.dtype(0)), hint="hit")
+    return call.block("Select", condition=hit, t=spread, e=call.input(0), typed=0)
+
+
+@maps("ScatterND", blocks="ScatterNd, Select (OnesLike, Greater) or Add",
+      notes="reduction none (unique indices, as ONNX requires) or add; negative indices count from the end; "
+            "refused: mul, max, min")
+def scatter_nd(call: Call):
+    ishape = call.shape(1)
+    if ishape is None or not isinstance(ishape[-1], int):
+        raise Unsupported("ScatterND needs the length of its index vectors")
+    idx = _index_vectors(call, call.input(1), _leading_sizes(call, ishape[-1], "ScatterND"), "index")
+    return _scatter(call, idx, call.input(2), "ScatterND")
+
+
+@maps("ScatterElements", "Scatter", blocks="ScatterNd (a grid of coordinates), Select or Add",
+      notes="as GatherElements' coordinates; reduction none or add")
+def scatter_elements(call: Call):
+    shape = call.static_shape(1, call.node.op)
+    rank = len(shape)
+    axis = call.attr("axis", 0) % rank
+    size = _leading_sizes(call, rank, call.node.op)[axis]
+    idx = _from_end(call, call.input(1), size, "index", call.dtype(1))
+    if not isinstance(idx, Known) and call.dtype(1) != np.int64:
+        idx = call.block("Cast", {"DstT": "int64"}, x=idx, hint="index64")
+    grid = np.indices(shape, dtype=np.int64)
+    coords = [call.const(grid[d][..., None]) if d != axis else
+              (call.const(idx.value.astype(np.int64)[..., None]) if isinstance(idx, Known) else
+               call.block("ExpandDims", input=idx, axis=call.const(-1, np.int32), hint="index_col"))
+              for d in range(rank)]
+    where = coords[0] if rank == 1 else call.block("Concat", values=coords, axis=call.const(rank, np.int32),
+                                                    hint="coords")
+    return _scatter(call, where, call.input(2), call.node.op)
+
+
+@maps("EyeLike", blocks="(a constant)", notes="ones on diagonal k of a static 2-D shape, in the dtype asked")
+def eye_like(call: Call):
+    rows, cols = call.static_shape(0, "EyeLike")
+    to = call.attr("dtype")
+    dtype = DTYPES.get(to) if to is not None else (call.dtype(0) and call.dtype(0).name)
+    if dtype is None:
+        raise Unsupported(f"EyeLike to ONNX type {to}, which a project does not hold")
+    return call.const(np.eye(rows, cols, int(call.attr("k", 0)), dtype=dtype))
 
 
 @maps("Range", blocks="(folded into a constant)",

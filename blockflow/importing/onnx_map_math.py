@@ -196,6 +196,29 @@ def reduce(call: Call):
     return call.block(post, x=y, typed=0) if post else y
 
 
+@maps("ReduceLogSumExp", blocks="Max, Select, StopGradient, Subtract, Exp, Sum, Log, Add (Squeeze without "
+      "keepdims)", notes="log(sum(exp(x - m))) + m with m the largest finite entry, as ONNX computes it; "
+      "m's gradient stopped, as TF's reduce_logsumexp (the function does not depend on it)")
+def reduce_log_sum_exp(call: Call):
+    axes = _reduce_axes(call)
+    x, dtype = call.input(0), call.dtype(0)
+    if dtype is None or dtype.kind != "f":
+        raise Unsupported(f"ReduceLogSumExp of {dtype} (it is defined for floats)")
+    if axes == []:
+        return call.block("Identity", input=x, typed=0)
+    axis = call.const(axes, np.int32)
+    infinite = call.block("Equal", x=call.block("Abs", x=x, hint="abs"), y=call.const(np.inf, dtype), hint="inf")
+    finite = call.block("Select", condition=infinite, t=call.const(-np.inf, dtype), e=x, hint="finite")
+    top = call.block("StopGradient", input=call.block("Max", {"keep_dims": True}, input=finite, axis=axis,
+                                                       hint="max"), hint="shift")
+    total = call.block("Sum", {"keep_dims": True}, axis=axis, hint="sum",
+                       input=call.block("Exp", x=call.block("Subtract", x=x, y=top, hint="shifted"), hint="exp"))
+    keep = bool(call.attr("keepdims", 1))
+    y = call.block("Add", x=call.block("Log", x=total, hint="log"), y=top, hint="" if keep else "kept",
+                   typed=0 if keep else None)
+    return y if keep else call.block("Squeeze", {"axis": axes}, input=y, typed=0)
+
+
 @maps("ArgMax", "ArgMin", blocks="ArgMax, ArgMin (ExpandDims for keepdims; Reverse, Subtract for "
       "select_last_index)", notes="select_last_index as the first index along the reversed axis")
 def arg(call: Call):
@@ -236,8 +259,9 @@ def einsum(call: Call):
     return call.block("Einsum", {"equation": call.attr("equation", "").replace(" ", "")}, inputs=ins, typed=0)
 
 
-@maps("CumSum", blocks="Cumsum", notes="exclusive, reverse")
+@maps("CumSum", "CumProd", blocks="Cumsum, Cumprod", notes="exclusive, reverse")
 def cumsum(call: Call):
-    axis = call.ints(1, "CumSum's axis")
-    return call.block("Cumsum", {"exclusive": bool(call.attr("exclusive", 0)), "reverse": bool(call.attr("reverse", 0))},
+    axis = call.ints(1, f"{call.node.op}'s axis")
+    block = "Cumsum" if call.node.op == "CumSum" else "Cumprod"
+    return call.block(block, {"exclusive": bool(call.attr("exclusive", 0)), "reverse": bool(call.attr("reverse", 0))},
                       x=call.input(0), axis=call.const(axis[0], np.int32), typed=0)

@@ -138,3 +138,39 @@ def mean_variance_norm(call: Call):
     var = call.block("Subtract", x=mean_sq, y=call.block("Square", x=mean, hint="sq_mean"), hint="var")
     std = call.block("Add", x=call.block("Sqrt", x=var, hint="std"), y=call.const(1e-9, dtype), hint="std_eps")
     return call.block("RealDiv", x=call.block("Subtract", x=x, y=mean, hint="dev"), y=std, typed=0)
+
+
+@maps("RMSNormalization", blocks="Square, Mean, Add, Sqrt, Reciprocal, Multiply",
+      notes="x / sqrt(mean(x^2) + epsilon) * scale over the axes from axis on; stash_type")
+def rms_norm(call: Call):
+    rank = call.rank(0)
+    axis = call.attr("axis", -1)
+    if not -rank <= axis < rank:
+        raise Unsupported(f"RMSNormalization axis {axis} for rank {rank}")
+    x, dtype = _stashed(call, "RMSNormalization")
+    sq_mean = call.block("Mean", {"keep_dims": True}, input=call.block("Square", x=x, hint="sq"),
+                         axis=call.const(list(range(axis % rank, rank)), np.int32), hint="mean_sq")
+    rms = call.block("Sqrt", x=call.block("Add", x=sq_mean, y=call.const(float(call.attr("epsilon", 1e-5)), dtype),
+                                          hint="eps"), hint="rms")
+    y = call.block("Multiply", x=x, y=call.block("Reciprocal", x=rms, hint="inv_rms"), hint="normalized")
+    if dtype != call.dtype(0):
+        y = call.block("Cast", {"DstT": call.dtype(0).name}, x=y, hint="unstash")
+    return call.block("Multiply", x=y, y=call.input(1), typed=0)
+
+
+@maps("LpNormalization", blocks="Abs or Square, Sum, Sqrt, Equal, Select, RealDiv",
+      notes="p 1 or 2 along axis; a slice whose norm is 0 stays 0 (divided by 1, so no NaN reaches the "
+            "gradient)")
+def lp_norm(call: Call):
+    p, rank = int(call.attr("p", 2)), call.rank(0)
+    if p not in (1, 2):
+        raise Unsupported(f"LpNormalization with p {p}")
+    x, dtype = call.input(0), call.dtype(0)
+    axis = call.const([call.attr("axis", -1) % rank], np.int32)
+    mag = call.block("Abs" if p == 1 else "Square", x=x, hint="mag")
+    norm = call.block("Sum", {"keep_dims": True}, input=mag, axis=axis, hint="sum")
+    if p == 2:
+        norm = call.block("Sqrt", x=norm, hint="norm")
+    zero = call.block("Equal", x=norm, y=call.const(0, dtype), hint="zero")
+    safe = call.block("Select", condition=zero, t=call.const(1, dtype), e=norm, hint="safe")
+    return call.block("RealDiv", x=x, y=safe, typed=0)
