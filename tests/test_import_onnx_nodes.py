@@ -94,6 +94,10 @@ NOT_PASSING = _listed(
     ('refused', 'ConstantOfShape: no mapping & If: no mapping',
      ['test_affine_grid_2d_align_corners_expanded', 'test_affine_grid_2d_expanded',
       'test_affine_grid_3d_align_corners_expanded', 'test_affine_grid_3d_expanded']),
+    ('refused', "ConvTranspose: ConvTranspose over 3 spatial axes: blockflow's are 2-D (NCHW)",
+     ['test_convtranspose_3d']),
+    ('refused', 'ConvTranspose: ConvTranspose with group 2',
+     ['test_convtranspose_group_2', 'test_convtranspose_group_2_image_3']),
     ('refused', "CumProd: CumProd's axis (input 1) must be a constant; here the model computes it",
      ['test_cumprod_1d', 'test_cumprod_1d_exclusive', 'test_cumprod_1d_int32_exclusive',
       'test_cumprod_1d_reverse', 'test_cumprod_1d_reverse_exclusive', 'test_cumprod_2d_axis_0',
@@ -485,8 +489,8 @@ NOT_PASSING = _listed(
 CONSTANT_NOT_PASSING = {
     "test_reduce_max_empty_set": "blockflow's Max block raises on an empty reduction where ONNX gives -inf "
                                  "(TF gives its reduction's identity): the block's to settle",
-    "test_reduce_log_sum_exp_empty_set": "the same Max block (of the largest finite entry) raises on the empty "
-                                         "reduction",
+    "test_reduce_log_sum_exp_empty_set": "blockflow's Max block (of the largest finite entry) raises on the "
+                                         "empty reduction, where ONNX gives -inf",
     "test_reduce_min_empty_set": "blockflow's Min block raises on an empty reduction where ONNX gives +inf "
                                  "(TF gives its reduction's identity): the block's to settle",
 }
@@ -688,7 +692,9 @@ GRADIENT_CASES = ["test_layer_normalization_4d_axis1", "test_group_normalization
                   "test_resize_downsample_scales_linear_antialias", "test_resize_upsample_sizes_nearest_axes_3_2",
                   "test_rms_normalization_3d_axis1_epsilon", "test_lpnormalization_default",
                   "test_reduce_log_sum_exp_keepdims_random", "test_scatternd", "test_scatter_elements_with_axis",
-                  "test_scatternd_add", "test_gathernd_example_float32", "test_cumprod_2d_axis_1"]
+                  "test_scatternd_add", "test_gathernd_example_float32", "test_cumprod_2d_axis_1",
+                  "test_convtranspose_pads", "test_convtranspose_output_shape", "test_convtranspose_1d",
+                  "test_convtranspose_autopad_same", "test_convtranspose_dilations"]
 
 
 def _float64(model):

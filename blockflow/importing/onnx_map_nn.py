@@ -45,13 +45,13 @@ class _Widened(Call):
 
 
 def _as_2d(call: Call, mapping):
-    """A 1-D Conv or pooling as the 2-D ``mapping`` over a height of 1: ExpandDims, the window
+    """A 1-D Conv, ConvTranspose or pooling as the 2-D ``mapping`` over a height of 1: ExpandDims, the window
     with a kernel, stride, dilation of 1 and no padding on the height, Squeeze."""
     x, shape = call.input(0), call.shape(0)
     wide = call.block("ExpandDims", input=x, axis=call.const(2, np.int32), hint="2d").typed(
         call.dtype(0), (*shape[:2], 1, shape[2]))
     values = [wide] + list(call.values[1:])
-    if call.node.op == "Conv" and call.has(1):
+    if call.node.op in ("Conv", "ConvTranspose") and call.has(1):
         w = call.input(1)
         if isinstance(w, Known):
             key = (id(w), "conv1d")
@@ -65,7 +65,8 @@ def _as_2d(call: Call, mapping):
             values[1] = call.block("ExpandDims", input=w, axis=call.const(2, np.int32), hint="w2d").typed(
                 call.dtype(1), None if ws is None else (*ws[:2], 1, *ws[2:]))
     a = dict(call.node.attrs)
-    for name, pad in (("kernel_shape", 1), ("strides", 1), ("dilations", 1)):
+    for name, pad in (("kernel_shape", 1), ("strides", 1), ("dilations", 1), ("output_shape", 1),
+                      ("output_padding", 0)):
         if name in a:
             a[name] = [pad, *a[name]]
     if "pads" in a:
