@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from blockflow.importing.onnx_build import Known
+from blockflow.importing.onnx_build import Known, Wire
 from blockflow.importing.onnx_fold import FoldRefused, reshape_target
 from blockflow.importing.onnx_mapping import Call, Unsupported, maps
 
@@ -274,17 +274,36 @@ def size(call: Call):
     return call.block("Size", {"out_type": "int64"}, input=call.input(0), typed=0)
 
 
-@maps("TopK", blocks="TopK (Cast of the indices to int64)", notes="the last axis, largest, sorted")
+@maps("TopK", blocks="TopK (Cast of the indices to int64; Transpose for another axis; Negate for the smallest)",
+      notes="any axis, largest or (floats) smallest; sorted 0 leaves the order to the implementation, and "
+            "sorted is one")
 def topk(call: Call):
     rank = call.rank(0)
-    if call.attr("axis", -1) % rank != rank - 1:
-        raise Unsupported("TopK along an axis that is not the last (TF's TopK takes the last)")
-    if not call.attr("largest", 1) or not call.attr("sorted", 1):
-        raise Unsupported("TopK of the smallest, or unsorted (TF's TopK gives the largest, sorted)")
+    axis = call.attr("axis", -1) % rank
     k = call.attr("k") if call.opset < 10 else call.ints(1, "TopK's k")[0]
-    node = call.block("TopK", input=call.input(0), k=call.const(int(k), np.int32))
-    values = node.__class__(node.node, "values", *call.out_type(0))
-    idx = node.__class__(node.node, "indices")
+    smallest = not call.attr("largest", 1)
+    dtype = call.dtype(0)
+    if smallest and (dtype is None or dtype.kind != "f"):
+        raise Unsupported(f"TopK of the smallest {dtype} values (negated, the most negative integer overflows)")
+    perm = list(range(rank))
+    perm[axis], perm[-1] = perm[-1], perm[axis]
+    x = call.input(0)
+    if axis != rank - 1:   # TF's TopK takes the last axis
+        x = call.block("Transpose", x=x, perm=call.const(perm, np.int32), hint="last")
+    if smallest:
+        x = call.block("Negate", x=x, hint="negated")
+    node = call.block("TopK", input=x, k=call.const(int(k), np.int32))
+    values, idx = Wire(node.node, "values"), Wire(node.node, "indices")
+    moved = axis != rank - 1
+    if smallest:
+        values = call.block("Negate", x=values, hint="values_neg" if moved else "values", typed=None if moved else 0)
+    if moved:
+        values = call.block("Transpose", x=values, perm=call.const(perm, np.int32), hint="values", typed=0)
+    if not smallest and not moved:
+        values = values.typed(*call.out_type(0))
     if call.output_used(1):
-        idx = call.block("Cast", {"DstT": "int64"}, x=idx, hint="indices", typed=1)
+        idx = call.block("Cast", {"DstT": "int64"}, x=idx, hint="indices64" if moved else "indices",
+                         typed=None if moved else 1)
+        if moved:
+            idx = call.block("Transpose", x=idx, perm=call.const(perm, np.int32), hint="indices", typed=1)
     return [values, idx]
