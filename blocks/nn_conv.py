@@ -5,11 +5,11 @@ Imports only blockflow.spec and numpy.
 from __future__ import annotations
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
 from blockflow.spec import Attr, Input, Output, ShapeError, TensorType, block, reserve
 
 from .common import fmt_shape, no_bool
+from .conv_groups import add_windows, groups_of, grouped_correlate, grouped_vjp, row_pieces, window_view
 from .window_geometry import (LAYOUTS, axis_geometry, explicit_pads, from_nhwc, geometry, layout_shape,
                               nhwc_type, pad_hw, spatial, to_nhwc)
 
@@ -88,46 +88,16 @@ _WINDOW_PIECE_BYTES = 32 * 1024 ** 2
 
 def _conv_pieces(n, oh, ow, k, cin, itemsize):
     """The (images, output rows) ranges the window matrix is made in, as slices."""
-    per_row = max(ow * k[0] * k[1] * cin * itemsize, 1)
-    rows = max(_WINDOW_PIECE_BYTES // per_row, 1)
-    if rows >= oh:
-        images = max(rows // max(oh, 1), 1)
-        return [(slice(b, min(b + images, n)), slice(0, oh)) for b in range(0, n, images)]
-    return [(slice(b, b + 1), slice(r, min(r + rows, oh))) for b in range(n) for r in range(0, oh, rows)]
+    return row_pieces(n, oh, ow * k[0] * k[1] * cin * itemsize, _WINDOW_PIECE_BYTES)
 
 
 def _windows_of(xp, k, rows, ow, strides, dilations):
     """The windows of the output rows ``rows`` of padded NHWC ``xp`` as a matrix: one row per
     output pixel, [images * len(rows) * ow, kh * kw * C]; a strided view copied once."""
-    n, _, _, c = xp.shape
-    s0, s1, s2, s3 = xp.strides
-    first = rows.start * strides[0]
-    count = rows.stop - rows.start
-    win = as_strided(xp[:, first:], (n, count, ow, k[0], k[1], c),
-                     (s0, s1 * strides[0], s2 * strides[1], s1 * dilations[0], s2 * dilations[1], s3),
-                     writeable=False)
+    win = window_view(xp, k, rows, ow, strides, dilations)
     reserve(win.shape, xp.dtype, "the convolution's window matrix (one piece)")
-    return win.reshape(n * count * ow, k[0] * k[1] * c)
-
-
-def _add_windows(dxp, dcols, k, rows, strides, dilations):
-    """Add each output pixel's window cotangent ``dcols`` ([images, rows, ow, kh, kw, C]) back onto
-    the padded input gradient ``dxp`` (the images of this piece): one strided add per kernel
-    offset, or per output pixel when there are fewer of those."""
-    _, count, ow = dcols.shape[:3]
-    sh, sw = strides
-    dh, dw = dilations
-    top = rows.start * sh
-    if k[0] * k[1] <= count * ow:
-        for i in range(k[0]):
-            for j in range(k[1]):
-                r, c = top + i * dh, j * dw
-                dxp[:, r:r + sh * (count - 1) + 1:sh, c:c + sw * (ow - 1) + 1:sw] += dcols[:, :, :, i, j]
-    else:
-        for y in range(count):
-            for x in range(ow):
-                r, c = top + y * sh, x * sw
-                dxp[:, r:r + dh * (k[0] - 1) + 1:dh, c:c + dw * (k[1] - 1) + 1:dw] += dcols[:, y, x]
+    n, count, ow = win.shape[:3]
+    return win.reshape(n * count * ow, k[0] * k[1] * xp.shape[3])
 
 
 @block("Conv2D", category="nn_ops")
@@ -139,6 +109,12 @@ class Conv2D:
     output has out_channels channels in the same layout. ``strides`` and ``dilations`` have 4
     entries in the layout's order, 1 for batch and channels (``[1, sh, sw, 1]`` for NHWC).
 
+    Grouped, as TensorFlow: the input's channels may be a multiple G of the filter's
+    in_channels, and out_channels must then be a multiple of G. Group g reads input channels
+    [g·in_channels, (g+1)·in_channels) and makes output channels [g·out_channels/G,
+    (g+1)·out_channels/G) with its slice of the filter (ONNX's and PyTorch's ``group``). With
+    in_channels 1 it is a depthwise convolution (G = the input's channels).
+
     Padding follows TensorFlow exactly. VALID: no padding, only full windows. SAME: the output
     has ``ceil(size / stride)`` entries per axis and the input is zero-padded by
     ``max((out - 1) * stride + (k - 1) * dilation + 1 - size, 0)``, the odd entry going after
@@ -146,7 +122,9 @@ class Conv2D:
     layout's order.
 
     Computed by im2col (a strided view of the windows) and matrix products, in pieces of about
-    32 MiB of windows, so a large filter on a large image never makes its whole window matrix.
+    32 MiB of windows, so a large filter on a large image never makes its whole window matrix;
+    grouped, by one batched product over the groups, and depthwise by a multiply-accumulate per
+    kernel offset over every channel at once.
     The gradient goes to both operands: the filter's as the windows' product with the output's
     cotangent; the input's as the full correlation of the cotangent with the flipped filter
     (stride 1), or by summing the windows' cotangents back over the kernel offsets (col2im).
@@ -174,10 +152,7 @@ class Conv2D:
         if filter.rank != 4:
             raise ShapeError(f"Conv2D needs a rank-4 filter [height, width, in_channels, out_channels], "
                              f"got {filter}")
-        cin, fin = shape[3], filter.shape[2]
-        if cin is not None and fin is not None and cin != fin:
-            raise ShapeError(f"Conv2D: input {fmt_shape(input.shape)} has {cin} channels ({data_format}) but "
-                             f"filter {fmt_shape(filter.shape)} expects {fin}")
+        groups_of("Conv2D", f"input {fmt_shape(input.shape)}", shape[3], filter.shape, data_format)
         kh, kw = filter.shape[:2]
         s = spatial("Conv2D", "strides", strides, data_format)
         d = spatial("Conv2D", "dilations", dilations, data_format)
@@ -191,11 +166,12 @@ class Conv2D:
 
     def forward(input, filter, *, strides, padding, explicit_paddings, data_format, dilations):
         x = to_nhwc(input, data_format)
-        if x.shape[3] != filter.shape[2]:
-            raise ShapeError(f"Conv2D: input {list(input.shape)} has {x.shape[3]} channels but filter "
-                             f"{list(filter.shape)} expects {filter.shape[2]}")
+        groups = groups_of("Conv2D", f"input {fmt_shape(input.shape)}", x.shape[3], filter.shape, data_format)
         s, d, oh, ow, p = _conv_setup(x.shape, filter.shape, strides, padding, explicit_paddings,
                                       dilations, data_format)
+        if groups > 1:
+            out = grouped_correlate(pad_hw(x, p, 0), filter, groups, s, d, oh, ow, _WINDOW_PIECE_BYTES)
+            return from_nhwc(out, data_format)
         return from_nhwc(_correlate(pad_hw(x, p, 0), filter, s, d, oh, ow), data_format)
 
     def vjp(g, out, input, filter, *, strides, padding, explicit_paddings, data_format, dilations, needs):
@@ -203,8 +179,11 @@ class Conv2D:
         s, d, oh, ow, p = _conv_setup(x.shape, filter.shape, strides, padding, explicit_paddings,
                                       dilations, data_format)
         kh, kw, cin, cout = filter.shape
-        n, h, w, _ = x.shape
+        n, h, w, channels = x.shape
         g = to_nhwc(g, data_format)
+        if channels != cin:
+            g_input, g_filter = grouped_vjp(x, g, filter, channels // cin, s, d, p, needs, _WINDOW_PIECE_BYTES)
+            return (None if g_input is None else from_nhwc(g_input, data_format)), g_filter
         pieces = _conv_pieces(n, oh, ow, filter.shape, cin, max(x.dtype.itemsize, g.dtype.itemsize))
         g_input = g_filter = None
         if needs[1]:
@@ -236,7 +215,7 @@ class Conv2D:
                     reserve((g2.shape[0], kernel_t.shape[1]), g.dtype,
                             "the convolution's window cotangents (one piece)")
                     dcols = np.matmul(g2, kernel_t).reshape(len(range(n)[images]), count, ow, kh, kw, cin)
-                    _add_windows(dxp[images], dcols, (kh, kw), rows, s, d)
+                    add_windows(dxp[images], dcols, (kh, kw), rows, s, d)
             g_input = from_nhwc(dxp[:, top:top + h, left:left + w], data_format)
         return g_input, g_filter
 
@@ -273,10 +252,8 @@ def _backprop_check(sizes, fshape, gshape, strides, padding, explicit_paddings, 
     s = spatial(op, "strides", strides, data_format)
     d = spatial(op, "dilations", dilations, data_format)
     pads = explicit_pads(op, padding, explicit_paddings, data_format)
-    kh, kw, fin, fout = fshape
-    if fin is not None and fin != sizes[3]:
-        raise ShapeError(f"{op}: input_sizes has {sizes[3]} channels ({data_format}) but filter "
-                         f"{fmt_shape(fshape)} expects {fin}")
+    kh, kw, _, fout = fshape
+    groups_of(op, "input_sizes", sizes[3], fshape, data_format)
     if fout is not None and gshape[3] is not None and fout != gshape[3]:
         raise ShapeError(f"{op}: out_backprop has {gshape[3]} channels ({data_format}) but filter "
                          f"{fmt_shape(fshape)} makes {fout}")
@@ -305,6 +282,9 @@ class Conv2DBackpropInput:
     dropped). ``strides``, ``padding`` (SAME, VALID, EXPLICIT with ``explicit_paddings``),
     ``data_format`` and ``dilations`` are Conv2D's, with Conv2D's window arithmetic; several
     input sizes give one out_backprop size, which is why input_sizes is given.
+
+    Grouped as Conv2D: input_sizes' channels may be a multiple G of the filter's in_channels
+    (the transposed grouped convolution).
 
     Being linear in each operand, its gradients are Conv2D itself: out_backprop's is the Conv2D
     of the cotangent with the filter, the filter's is Conv2D's filter gradient of the cotangent

@@ -8,24 +8,38 @@ from functools import lru_cache
 
 import numpy as np
 
-from blockflow.spec import Attr, Input, Output, TensorType, block, reserve
+from blockflow.spec import Attr, Input, Output, ShapeError, TensorType, block, reserve
 
 from . import windows
 from .common import ZERO
-from .window_geometry import (LAYOUTS, col2im, from_nhwc, geometry, kernel_offset, layout_shape, nhwc_type,
-                              pad_hw, spatial, to_nhwc)
+from .window_geometry import (LAYOUTS, col2im, explicit_pads, from_nhwc, geometry, kernel_offset, layout_shape,
+                              nhwc_type, pad_hw, spatial, to_nhwc)
 
 
-def _pool_setup(op, shape, ksize, strides, padding, data_format):
+def _pool_setup(op, shape, ksize, strides, padding, data_format, explicit_paddings=()):
     k = spatial(op, "ksize", ksize, data_format)
     s = spatial(op, "strides", strides, data_format)
-    oh, ow, p = geometry(op, shape, k, s, (1, 1), padding, None)
+    pads = explicit_pads(op, padding, explicit_paddings, data_format)
+    if pads is not None:
+        _check_explicit(op, shape, k, pads)
+    oh, ow, p = geometry(op, shape, k, s, (1, 1), padding, pads)
     return k, s, oh, ow, p
 
 
-def _pool_infer(op, t, ksize, strides, padding, data_format):
+def _check_explicit(op, shape, k, pads):
+    """EXPLICIT padding as TensorFlow allows it: each pad smaller than the window along its axis,
+    so every window holds a real entry (an empty axis would leave windows of padding only)."""
+    for what, size, kk, (before, after) in (("height", shape[1], k[0], pads[0]), ("width", shape[2], k[1], pads[1])):
+        if before >= kk or after >= kk:
+            raise ShapeError(f"{op}: EXPLICIT padding ({before}, {after}) of the {what} must be smaller than "
+                             f"the window's {what} {kk}, as TensorFlow requires")
+        if size == 0 and (before or after):
+            raise ShapeError(f"{op}: EXPLICIT padding of an empty {what} would make windows of padding only")
+
+
+def _pool_infer(op, t, ksize, strides, padding, data_format, explicit_paddings=()):
     n, h, w, c = nhwc_type(op, t, data_format)
-    _, _, oh, ow, _ = _pool_setup(op, (n, h, w, c), ksize, strides, padding, data_format)
+    _, _, oh, ow, _ = _pool_setup(op, (n, h, w, c), ksize, strides, padding, data_format, explicit_paddings)
     return TensorType(layout_shape(n, oh, ow, c, data_format), t.dtype)
 
 
@@ -35,13 +49,20 @@ _POOL_ATTRS = (
     Attr("padding", "choice", "VALID", choices=("SAME", "VALID")),
     Attr("data_format", "choice", "NHWC", choices=LAYOUTS),
 )
+# MaxPool's, as TensorFlow's raw op: AvgPool has no EXPLICIT padding there.
+_MAX_POOL_ATTRS = (
+    *_POOL_ATTRS[:2],
+    Attr("padding", "choice", "VALID", choices=("SAME", "VALID", "EXPLICIT")),
+    Attr("explicit_paddings", "ints", (), doc="with EXPLICIT padding: 8 ints, (before, after) per axis"),
+    _POOL_ATTRS[3],
+)
 _NO_DILATION = (1, 1)
 
 
-def _pool_windows(op, value, ksize, strides, padding, data_format):
+def _pool_windows(op, value, ksize, strides, padding, data_format, explicit_paddings=()):
     """``value`` as NHWC and the geometry of its pooling windows: ``(x, k, s, oh, ow, pads)``."""
     x = to_nhwc(value, data_format)
-    return (x, *_pool_setup(op, x.shape, ksize, strides, padding, data_format))
+    return (x, *_pool_setup(op, x.shape, ksize, strides, padding, data_format, explicit_paddings))
 
 
 # Pooling runs one of two ways, both exact (max is exact; sums differ from each other only by
@@ -147,11 +168,16 @@ class MaxPool:
 
     ``ksize`` and ``strides`` have 4 entries in the layout's order, 1 for batch and channels
     (``[1, kh, kw, 1]`` for NHWC). VALID takes only full windows; SAME gives
-    ``ceil(size / stride)`` outputs per axis with TensorFlow's padding (the odd entry after),
-    and padded entries never count as the maximum. The gradient goes to the maximum of each
-    window; when several entries tie, all of it goes to the first in row-major window order, as
-    TensorFlow's MaxPoolGrad (overlapping windows add up). A window holding a NaN has a NaN
-    maximum and sends no gradient back.
+    ``ceil(size / stride)`` outputs per axis with TensorFlow's padding (the odd entry after);
+    EXPLICIT pads by ``explicit_paddings``, 8 ints, (before, after) per axis in the layout's order
+    (0 for batch and channels), each pad smaller than the window along its axis, as TensorFlow
+    requires; ONNX's MaxPool ``pads`` [top, left, bottom, right] are NCHW's
+    ``[0, 0, 0, 0, top, bottom, left, right]``. Padded entries never count as the maximum (as if
+    -inf): every window's maximum is one of its real entries.
+
+    The gradient goes to the maximum of each window; when several entries tie, all of it goes to
+    the first in row-major window order, as TensorFlow's MaxPoolGrad (overlapping windows add
+    up). A window holding a NaN has a NaN maximum and sends no gradient back.
 
     Time is linear in the input and output sizes whatever the window size: small windows take
     one pass per kernel offset, large ones separable block scans (van Herk / Gil-Werman).
@@ -159,21 +185,23 @@ class MaxPool:
 
     inputs = (Input("input", dtype="number"),)
     outputs = (Output("output"),)
-    attrs = _POOL_ATTRS
+    attrs = _MAX_POOL_ATTRS
     grad_rule = """
         dinput = each window's g routed to the window's max; overlapping windows add up
         on a tie all of it goes to the first max in row-major window order (not split)
         """
 
-    def infer(input, *, ksize, strides, padding, data_format):
-        return _pool_infer("MaxPool", input, ksize, strides, padding, data_format)
+    def infer(input, *, ksize, strides, padding, explicit_paddings, data_format):
+        return _pool_infer("MaxPool", input, ksize, strides, padding, data_format, explicit_paddings)
 
-    def forward(input, *, ksize, strides, padding, data_format):
-        x, k, s, oh, ow, p = _pool_windows("MaxPool", input, ksize, strides, padding, data_format)
+    def forward(input, *, ksize, strides, padding, explicit_paddings, data_format):
+        x, k, s, oh, ow, p = _pool_windows("MaxPool", input, ksize, strides, padding, data_format,
+                                           explicit_paddings)
         return from_nhwc(_pool_reduce(np.maximum, x, k, s, oh, ow, p, _lowest(x.dtype)), data_format)
 
-    def vjp(g, out, input, *, ksize, strides, padding, data_format):
-        x, k, s, oh, ow, p = _pool_windows("MaxPool", input, ksize, strides, padding, data_format)
+    def vjp(g, out, input, *, ksize, strides, padding, explicit_paddings, data_format):
+        x, k, s, oh, ow, p = _pool_windows("MaxPool", input, ksize, strides, padding, data_format,
+                                           explicit_paddings)
         out, g = to_nhwc(out, data_format), to_nhwc(g, data_format)
         if not (oh and ow):
             gx = np.zeros(x.shape, g.dtype)

@@ -31,6 +31,15 @@ def _conv(x, f, padding="VALID", strides=(1, 1), dilations=(1, 1), id="", **extr
     return Case((x, f), attrs, id=id)
 
 
+# The grouped convolutions' values come from their own generator, so adding them moved no other
+# case's draws.
+_groups_rng = np.random.default_rng(1717)
+
+
+def _g32(*shape):
+    return _groups_rng.uniform(-2.0, 2.0, size=shape).astype(np.float32)
+
+
 def _conv_t(sizes, f, g, padding="VALID", strides=(1, 1), dilations=(1, 1), id="", **extra):
     """A Conv2DBackpropInput case: an NHWC input of ``sizes``; ``g`` the out_backprop's shape."""
     attrs = {"padding": padding, "strides": [1, *strides, 1], "dilations": [1, *dilations, 1], **extra}
@@ -50,6 +59,18 @@ def _bn(shape, channels, id, grad=True, **attrs):
 def _pool(x, padding, ksize, strides, id, grad=True):
     return Case((x,), {"padding": padding, "ksize": [1, *ksize, 1], "strides": [1, *strides, 1]},
                 id=id, grad=grad)
+
+
+def _max_pool_explicit(x, ksize, strides, pads, id, data_format="NHWC", grad=True):
+    """A MaxPool case with EXPLICIT padding: ``pads`` (top, bottom, left, right)."""
+    h, w = (1, 2) if data_format == "NHWC" else (2, 3)
+    explicit = [0] * 8
+    explicit[2 * h:2 * h + 2], explicit[2 * w:2 * w + 2] = pads[:2], pads[2:]
+    shaped = [1, 1, 1, 1]
+    ks, ss = list(shaped), list(shaped)
+    ks[h], ks[w], ss[h], ss[w] = *ksize, *strides
+    return Case((x,), {"padding": "EXPLICIT", "explicit_paddings": explicit, "ksize": ks, "strides": ss,
+                       "data_format": data_format}, id=id, grad=grad)
 
 
 def _pool_cases(make):
@@ -122,6 +143,20 @@ CASES: dict[str, list[Case]] = {
              {"padding": "SAME", "strides": [1, 1, 2, 2], "dilations": [1, 1, 1, 1], "data_format": "NCHW"},
              id="nchw-same-s2"),
         Case((f32(1, 3, 3, 1), f32(3, 3, 1, 1)), {"padding": "VALID"}, id="single-output"),
+        # grouped: the input's channels a multiple of the filter's in_channels
+        _conv(_g32(2, 5, 5, 4), _g32(3, 3, 2, 6), "VALID", id="grouped-2"),
+        _conv(_g32(2, 7, 6, 4), _g32(3, 2, 2, 4), "SAME", (2, 2), id="grouped-2-same-s2"),
+        _conv(_g32(2, 4, 5, 8), _g32(1, 1, 2, 8), "VALID", id="groups-4-1x1"),
+        _conv(_g32(2, 7, 7, 6), _g32(3, 3, 2, 3), "SAME", dilations=(2, 2), id="groups-3-dilated"),
+        _conv(_g32(2, 7, 6, 3), _g32(3, 3, 1, 3), "SAME", (2, 2), id="depthwise-same-s2"),
+        _conv(_g32(1, 5, 6, 3), _g32(3, 3, 1, 6), "EXPLICIT", (2, 1),
+              explicit_paddings=[0, 0, 1, 2, 0, 1, 0, 0], id="depthwise-x2-explicit"),
+        Case((_g32(2, 3, 6, 5), _g32(3, 2, 1, 3)),
+             {"padding": "SAME", "strides": [1, 1, 1, 1], "dilations": [1, 1, 2, 1], "data_format": "NCHW"},
+             id="depthwise-nchw-dilated"),
+        Case((_g32(2, 4, 6, 5), _g32(3, 3, 2, 4)),
+             {"padding": "SAME", "strides": [1, 1, 2, 2], "dilations": [1, 1, 1, 1], "data_format": "NCHW"},
+             id="grouped-nchw-same-s2"),
     ],
     "Conv2DBackpropInput": [
         _conv_t([2, 5, 5, 3], (3, 3, 3, 4), (2, 3, 3, 4), "VALID", id="valid-s1"),
@@ -139,6 +174,9 @@ CASES: dict[str, list[Case]] = {
              {"padding": "SAME", "strides": [1, 1, 2, 2], "dilations": [1, 1, 1, 1], "data_format": "NCHW"},
              id="nchw-same-s2"),
         Case((ints([1, 3, 3, 1]), f32(3, 3, 1, 1), f32(1, 1, 1, 1)), {"padding": "VALID"}, id="single-output"),
+        Case((ints([2, 7, 6, 4]), _g32(3, 3, 2, 6), _g32(2, 4, 3, 6)),
+             {"padding": "SAME", "strides": [1, 2, 2, 1], "dilations": [1, 1, 1, 1]}, id="grouped-2-same-s2"),
+        Case((ints([2, 5, 6, 3]), _g32(3, 3, 1, 3), _g32(2, 5, 6, 3)), {"padding": "SAME"}, id="depthwise-same"),
     ],
     "FusedBatchNormV3": [
         _bn((4, 3, 2, 3), 3, "train-nhwc"),
@@ -152,8 +190,27 @@ CASES: dict[str, list[Case]] = {
     ],
     "MaxPool": _pool_cases(distinct) + [
         _pool(i32(2, 5, 5, 2), "SAME", (2, 2), (2, 2), "int32", grad=False),
+        _max_pool_explicit(distinct(2, 5, 6, 2), (3, 3), (1, 1), [1, 1, 1, 1], "explicit-symmetric"),
+        _max_pool_explicit(distinct(2, 5, 5, 3), (3, 3), (2, 2), [0, 1, 0, 1], "explicit-onnx-end-s2"),
+        _max_pool_explicit(distinct(1, 6, 7, 2), (2, 3), (2, 2), [1, 0, 2, 1], "explicit-asymmetric-s2"),
+        _max_pool_explicit(distinct(2, 3, 5, 6), (3, 2), (1, 2), [2, 0, 1, 1], "explicit-nchw",
+                           data_format="NCHW"),
+        _max_pool_explicit(distinct(1, 6, 6, 1), (5, 5), (1, 1), [4, 4, 3, 4], "explicit-scans"),
+        _max_pool_explicit(i32(2, 4, 5, 2), (2, 2), (2, 2), [1, 1, 0, 1], "explicit-int32", grad=False),
     ],
     "AvgPool": _pool_cases(f32),
+    "LRN": [
+        Case((f32(2, 3, 2, 7),), id="defaults"),
+        Case((f32(2, 2, 3, 9),), {"depth_radius": 2, "bias": 2.0, "alpha": 1e-4 / 5, "beta": 0.75},
+             id="alexnet"),
+        Case((f32(1, 2, 2, 6),), {"depth_radius": 1, "bias": 0.5, "alpha": 0.3, "beta": 1.5}, id="radius-1"),
+        Case((f32(1, 2, 2, 5),), {"depth_radius": 0, "bias": 1.5, "alpha": 0.7, "beta": 0.6}, id="radius-0"),
+        Case((f32(2, 1, 2, 4),), {"depth_radius": 9, "bias": 1.0, "alpha": 0.5, "beta": 1.0},
+             id="radius-past-the-channels"),
+        Case((f32(1, 3, 2, 8).astype(np.float64),), {"depth_radius": 3, "bias": 1.2, "alpha": 0.25, "beta": 0.4},
+             id="float64"),
+        Case((f32(2, 2, 2, 1),), {"depth_radius": 2, "alpha": 2.0}, id="one-channel"),
+    ],
     "Dropout": [
         Case((f32(4, 5),), {"rate": 0.5, "seed": 3}, id="half"),
         Case((f32(2, 3, 4),), {"rate": 0.2}, id="rate-0.2"),

@@ -107,6 +107,8 @@ def _one_op_model(op: str, dtype):
         inputs.append("w")
     if op == "AveragePool":
         attrs["kernel_shape"] = [2, 2]
+    if op == "LRN":
+        attrs["size"] = 3
     node = helper.make_node(op, inputs, ["y"], **attrs)
     graph = helper.make_graph([node], "one", [helper.make_tensor_value_info("x", elem, [1, 1, 4, 4])],
                               [helper.make_tensor_value_info("y", elem, None)], inits)

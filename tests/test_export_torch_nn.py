@@ -114,7 +114,8 @@ def test_max_pool_never_sends_a_gradient_to_the_padding_or_from_a_nan(tmp_path):
     x = _rng.integers(-2, 2, size=(1, 4, 5, 1)).astype(np.float64)
     x[0, :2, :2, 0] = -np.inf
     x[0, 3, 4, 0] = np.nan
-    attrs = {"ksize": [1, 3, 3, 1], "strides": [1, 2, 2, 1], "padding": "SAME", "data_format": "NHWC"}
+    attrs = {"ksize": [1, 3, 3, 1], "strides": [1, 2, 2, 1], "padding": "SAME", "explicit_paddings": [],
+             "data_format": "NHWC"}
     project = chain(("x", "Placeholder", {"shape": [1, 4, 5, 1], "dtype": "float64"}, None),
                     ("B", "MaxPool", attrs, {"input": "x"}))
     export = export_torch(project, outputs=["B"])

@@ -85,7 +85,7 @@ def test_max_and_min_rules_split_ties_evenly_as_their_vjps_do():
 def test_maxpool_rule_gives_a_tie_to_the_first_max_as_its_vjp_does():
     spec = _REGISTRY["MaxPool"]
     x = np.array([2.0, 2.0, 1.0, 0.0]).reshape(1, 2, 2, 1)
-    attrs = dict(ksize=(1, 2, 2, 1), strides=(1, 2, 2, 1), padding="VALID", data_format="NHWC")
+    attrs = dict(ksize=(1, 2, 2, 1), strides=(1, 2, 2, 1), padding="VALID", explicit_paddings=(), data_format="NHWC")
     out = spec.forward(x, **attrs)
     (gx,) = spec.vjp(np.ones_like(out), out, x, **attrs)
     np.testing.assert_array_equal(gx.reshape(-1), [1.0, 0.0, 0.0, 0.0])

@@ -5,10 +5,12 @@ Constant op aside) is imported, run forward in blockflow and compared with the o
 package ships, at the case's own tolerances, as ONNX's backend test runner does. A case that does
 not pass is listed in NOT_PASSING with why; the test fails for an unlisted failure and for a
 listed case that passes (so the list stays true), and docs/import.md's table is checked to be
-the one :func:`node_tests_markdown` writes. ``python tests/test_import_onnx_nodes.py`` prints the
-outcome of every attempted case (``--markdown`` the doc's section, ``--draft`` NOT_PASSING as a run
-now would write it: refusals and rejections in their own words, the other failures with their
-listed reason or, when new, their message to explain).
+the one :func:`node_tests_markdown` writes.
+
+``python tests/test_import_onnx_nodes.py`` prints the outcome of every attempted case;
+``--markdown`` prints the doc's section, ``--write`` puts it in docs/import.md, and ``--draft``
+prints NOT_PASSING as a run now would write it (refusals and rejections in their own words, the
+other failures with their listed reason or, when new, their message to explain).
 """
 from __future__ import annotations
 
@@ -464,23 +466,6 @@ NOT_PASSING = _listed(
       'test_or4d', 'test_or_bcast3v1d', 'test_or_bcast3v2d', 'test_or_bcast4v2d', 'test_or_bcast4v3d',
       'test_or_bcast4v4d', 'test_xor2d', 'test_xor3d', 'test_xor4d', 'test_xor_bcast3v1d',
       'test_xor_bcast3v2d', 'test_xor_bcast4v2d', 'test_xor_bcast4v3d', 'test_xor_bcast4v4d']),
-    ('needs-block', "MaxPool's EXPLICIT padding (added on the MaxPool padding branch): explicit, SAME_LOWER and"
-     ' ceil_mode pads',
-     ['test_maxpool_2d_ceil', 'test_maxpool_2d_pads', 'test_maxpool_2d_precomputed_pads',
-      'test_maxpool_2d_same_lower', 'test_maxpool_2d_uint8']),
-    ('needs-block', 'grouped (depthwise) Conv2D, a filter with fewer input channels than the input (added on '
-     'the grouped Conv2D branch)',
-     ['test_causal_conv_with_state_basic_expanded', 'test_causal_conv_with_state_decode_step_expanded',
-      'test_causal_conv_with_state_fp16_expanded', 'test_causal_conv_with_state_kernel_size_one_expanded',
-      'test_causal_conv_with_state_short_input_no_past_state_expanded',
-      'test_causal_conv_with_state_silu_expanded', 'test_causal_conv_with_state_silu_fp16_expanded',
-      'test_causal_conv_with_state_silu_with_past_state_expanded',
-      'test_causal_conv_with_state_swish_alias_expanded',
-      'test_causal_conv_with_state_with_bias_and_past_state_expanded',
-      'test_causal_conv_with_state_with_bias_expanded',
-      'test_causal_conv_with_state_with_past_state_expanded']),
-    ('needs-block', 'the LRN block (added on the LRN branch): the mapping makes one',
-     ['test_lrn', 'test_lrn_default']),
 )
 
 #: cases of constant_input_cases() that do not pass with those inputs made constants, and why
@@ -607,7 +592,7 @@ def counts() -> Counter:
 
 
 _OUTCOME_TEXT = {
-    "refused": "the import refuses the use, naming it (UnsupportedOps): no faithful mapping",
+    "refused": "the import refuses the use by name: no faithful mapping",
     "rejected": "the reader refuses the file: a dtype a project does not hold, or an opset before 9",
     "differs": "imports and runs, to other values",
     "error": "fails otherwise",
@@ -618,24 +603,32 @@ _OUTCOME_TEXT = {
 def node_tests_markdown() -> str:
     """docs/import.md's node-test section: the counts and the non-passing cases by reason."""
     c = counts()
-    lines = [SECTION, "",
-             f"The onnx package (here {onnx.__version__}) generates about {_collected()} backend node test "
-             f"cases, each a one-node model (or an op's function body expanded) with inputs and the "
-             f"expected outputs. `tests/test_import_onnx_nodes.py` attempts every case whose model uses "
-             f"an op the importer maps (Constant aside): it imports the model, runs it forward and "
-             f"compares each output with the expected one at the case's tolerances, dtype kind and "
-             f"shape included. Every case that does not pass is listed below with why; the test fails "
-             f"for an unlisted failure and for a listed case that passes.", "",
-             f"- attempted: {c['attempted']}", f"- passed: {c['passed']}"]
-    lines += [f"- {o}: {c[o]} ({_OUTCOME_TEXT[o]})" for o in OUTCOMES if c[o]]
-    lines += ["", f"The {len(constant_input_cases())} cases refused only because an input the mapping needs "
-              f"known (an axis, a shape, a count) is a graph input are run again with those inputs made "
-              f"constants: {len(constant_input_cases()) - len(CONSTANT_NOT_PASSING)} pass"
-              + "".join(f"; `{n}` does not: {why}" for n, why in sorted(CONSTANT_NOT_PASSING.items())) + "."]
+    constant = constant_input_cases()
+
+    def para(text: str) -> list:
+        return textwrap.wrap(text, 100, break_on_hyphens=False) + [""]
+    lines = [SECTION, ""]
+    lines += para(f"The onnx package (here {onnx.__version__}) generates about {_collected()} backend node test "
+                  f"cases. Each is a model of one node (or of an op's function body, expanded), with its inputs "
+                  f"and the outputs expected. `tests/test_import_onnx_nodes.py` takes every case whose model "
+                  f"uses an op the import maps (Constant aside). It imports the model, runs it forward, and "
+                  f"compares each output with the expected one at the case's tolerances, dtype kind and shape "
+                  f"included. Every case that does not pass is in the table below, with why. The test fails "
+                  f"for a failure the table does not list, and for a case it lists that passes.")
+    lines += [f"- attempted: {c['attempted']}", f"- passed: {c['passed']}"]
+    lines += [f"- {o}: {c[o]} ({_OUTCOME_TEXT[o]})" for o in OUTCOMES if c[o]] + [""]
+    lines += para(f"{len(constant)} cases are refused only because an input the mapping needs to know (an "
+                  f"axis, a shape, a count) is a graph input. They run again with those inputs made constants: "
+                  f"{len(constant) - len(CONSTANT_NOT_PASSING)} pass. "
+                  + " ".join(f"`{n}` does not: {why}." for n, why in sorted(CONSTANT_NOT_PASSING.items())))
+    lines += para("The test also checks, in float64 against central differences, the gradient through each "
+                  "mapping made of several blocks (normalizations, losses, Resize, ConvTranspose, scatters and "
+                  "gathers, activations); and, against onnx's reference evaluator, uses the cases leave out "
+                  "(negative integers in Div and Mod, a constant depth or k, TopK's smallest along an axis).")
     by_reason: dict = {}
     for name, (o, reason) in NOT_PASSING.items():
         by_reason.setdefault((o, reason), []).append(name)
-    lines += ["", "| outcome | why | cases |", "|---|---|---|"]
+    lines += ["| outcome | why | cases |", "|---|---|---|"]
     for (o, reason), names in sorted(by_reason.items(), key=lambda kv: (OUTCOMES.index(kv[0][0]), kv[0][1])):
         shown = ", ".join(f"`{n[len('test_'):]}`" for n in sorted(names))
         lines.append(f"| {o} | {reason.replace('|', '/')} | {shown} |")
@@ -835,13 +828,18 @@ def test_listed_cases_are_attempted():
     assert all(o in OUTCOMES and reason for o, reason in NOT_PASSING.values())
 
 
-def test_doc_section_is_current():
-    text = DOC.read_text(encoding="utf-8")
+def _section_span(text: str) -> tuple:
+    """(start, end) of the node-test section in docs/import.md's ``text``."""
     start = text.index(SECTION)
     nxt = re.search(r"^## ", text[start + len(SECTION):], re.M)
-    section = text[start:start + len(SECTION) + nxt.start()] if nxt else text[start:]
-    assert section.rstrip("\n") + "\n" == node_tests_markdown(), \
-        "docs/import.md's node tests section is stale: python tests/test_import_onnx_nodes.py --markdown"
+    return start, (start + len(SECTION) + nxt.start()) if nxt else len(text)
+
+
+def test_doc_section_is_current():
+    text = DOC.read_text(encoding="utf-8")
+    start, end = _section_span(text)
+    assert text[start:end].rstrip("\n") + "\n" == node_tests_markdown(), \
+        "docs/import.md's node tests section is stale: python tests/test_import_onnx_nodes.py --write"
 
 
 def rejection(case, message: str) -> str:
@@ -887,6 +885,10 @@ def draft_table() -> str:
 if __name__ == "__main__":
     if "--markdown" in sys.argv:
         print(node_tests_markdown(), end="")
+    elif "--write" in sys.argv:
+        doc = DOC.read_text(encoding="utf-8")
+        a, b = _section_span(doc)
+        DOC.write_text(doc[:a] + node_tests_markdown() + "\n" + doc[b:], encoding="utf-8")
     elif "--draft" in sys.argv:
         print(draft_table())
     else:

@@ -8,6 +8,7 @@ from blockflow.arrayout import JSON_FULL_VALUES
 from blockflow.cli.cmd_blocks import cmd_blocks
 from blockflow.cli.cmd_check import cmd_check
 from blockflow.cli.cmd_export import add_export
+from blockflow.cli.cmd_import import add_import
 from blockflow.cli.cmd_layers import cmd_layers
 from blockflow.cli.cmd_run import cmd_run
 from blockflow.cli.cmd_train import cmd_train
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_blocks(sub)
     _add_layers(sub)
     add_export(sub)
+    add_import(sub)
     return parser
 
 

@@ -54,7 +54,7 @@ USE_LIMITS = {
 #: is valid ONNX, which that runtime refuses to load), and the blocks that lower to them
 FLOAT32_ONLY_OPS = {"Conv": ("Conv2D",), "ConvTranspose": ("Conv2DBackpropInput",), "AveragePool": ("AvgPool",),
                     "Erf": ("Erf", "Gelu", "Activation (gelu)"), "Tan": ("Tan",), "Asin": ("Asin",),
-                    "Acos": ("Acos",), "Atan": ("Atan",), "Sinh": ("Sinh",), "Cosh": ("Cosh",)}
+                    "Acos": ("Acos",), "Atan": ("Atan",), "Sinh": ("Sinh",), "Cosh": ("Cosh",), "LRN": ("LRN",)}
 
 
 def onnx_blocks_markdown(registry: Registry) -> str:

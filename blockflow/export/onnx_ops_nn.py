@@ -1,6 +1,6 @@
 """ONNX lowerings of the neural-network blocks: activations, Softmax and the losses, BiasAdd,
 Conv2D and pooling (TensorFlow's NHWC layout and padding arithmetic spelled out: ONNX's ops are
-NCHW), FusedBatchNormV3, and the inference phase (LearningPhase false, Dropout inactive)."""
+NCHW), FusedBatchNormV3, LRN, and the inference phase (LearningPhase false, Dropout inactive)."""
 from __future__ import annotations
 
 import numpy as np
@@ -227,6 +227,16 @@ def _window_attrs(pads):
     return {"auto_pad": "SAME_UPPER"} if pads is None else {"pads": pads}
 
 
+def _group(channels, fshape) -> dict:
+    """Conv's ``group`` attr of a grouped convolution (its weight, the filter transposed to
+    [out, in/G, kh, kw], holds the groups in TF's order); none for an ungrouped one, or when the
+    channels are open: then a grouped input fails in ONNX Runtime's own channel check."""
+    if channels is None or fshape[2] is None:
+        return {}
+    groups = channels // fshape[2]
+    return {"group": groups} if groups != 1 else {}
+
+
 @onnx_lowers("Conv2D")
 def conv2d(call: OnnxCall) -> str:
     x, f = call.ins
@@ -240,7 +250,8 @@ def conv2d(call: OnnxCall) -> str:
     pads = _pads(call, shape, fshape[:2], strides, dilations, call.attrs.get("padding", "VALID"), fmt)
     xin = call.op("Transpose", x, perm=_TO_NCHW) if fmt == "NHWC" else x
     w = call.op("Transpose", f, perm=[3, 2, 0, 1])          # HWIO -> OIHW
-    y = call.op("Conv", xin, w, strides=strides, dilations=dilations, **_window_attrs(pads))
+    group = _group(shape[3 if fmt == "NHWC" else 1], fshape)
+    y = call.op("Conv", xin, w, strides=strides, dilations=dilations, **_window_attrs(pads), **group)
     return call.op("Transpose", y, perm=_TO_NHWC) if fmt == "NHWC" else y
 
 
@@ -267,6 +278,24 @@ def _pool(call: OnnxCall, x: str) -> str:
     y = call.op("MaxPool" if call.block == "MaxPool" else "AveragePool", xin, kernel_shape=k,
                 strides=strides, **_window_attrs(pads), **extra)
     return call.op("Transpose", y, perm=_TO_NHWC) if fmt == "NHWC" else y
+
+
+@onnx_lowers("LRN")
+def lrn(call: OnnxCall) -> str:
+    """TF's LRN over the last axis as ONNX's LRN over axis 1 of the transposed input: size
+    2 * depth_radius + 1 channels, alpha times the size (ONNX divides by it); float16 through
+    float32, as blockflow computes it."""
+    x, t = call.ins[0], call.in_types[0]
+    radius, channels = int(call.attrs.get("depth_radius", 5)), t.shape[3]
+    if channels is not None:  # a window wider than the channels sums the same ones: ONNX would pad it all
+        radius = min(radius, max(channels - 1, 0))
+    size = 2 * radius + 1
+    xin = call.cast(x, np.float32) if t.dtype == np.float16 else x
+    y = call.op("LRN", call.op("Transpose", xin, perm=_TO_NCHW), size=size,
+                alpha=float(call.attrs.get("alpha", 1.0)) * size, beta=float(call.attrs.get("beta", 0.5)),
+                bias=float(call.attrs.get("bias", 1.0)))
+    y = call.op("Transpose", y, perm=_TO_NHWC)
+    return call.cast(y, np.float16) if t.dtype == np.float16 else y
 
 
 # ------------------------------------------------------------------------------ batch norm
@@ -357,5 +386,6 @@ def conv2d_backprop_input(call: OnnxCall) -> str:
         raise Unsupported("an input size its out_backprop cannot come from")
     gin = call.op("Transpose", g, perm=_TO_NCHW) if fmt == "NHWC" else g
     wt = call.op("Transpose", f, perm=[3, 2, 0, 1])      # HWIO -> [out_backprop channels, C, kh, kw]
-    y = call.op("ConvTranspose", gin, wt, strides=strides, dilations=dilations, pads=pads, output_padding=extra)
+    y = call.op("ConvTranspose", gin, wt, strides=strides, dilations=dilations, pads=pads, output_padding=extra,
+                **_group(sizes[3 if fmt == "NHWC" else 1], fshape))
     return call.op("Transpose", y, perm=_TO_NHWC) if fmt == "NHWC" else y

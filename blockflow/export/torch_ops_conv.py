@@ -87,6 +87,16 @@ def _conv_geometry(call: Call, nhwc_shape, kernel):
     return fmt, s, d, pads
 
 
+def _groups(channels, filter_shape) -> str:
+    """``, groups=G`` for a grouped convolution (torch's weight [out, in/G, kh, kw] is the
+    filter permuted, its groups in TF's order); nothing for an ungrouped one, or when the
+    channels are unknown: then a grouped input fails in torch's own channel check."""
+    if channels is None or filter_shape[2] is None:
+        return ""
+    groups = channels // filter_shape[2]
+    return f", groups={groups}" if groups != 1 else ""
+
+
 @lowers("Conv2D")
 def conv2d(call: Call) -> str:
     shape = _nhwc(call.type_of("input").shape, call.attrs.get("data_format", "NHWC"))
@@ -96,7 +106,8 @@ def conv2d(call: Call) -> str:
     fmt, s, d, pads = _conv_geometry(call, shape, k)
     x = _padded(_to_nchw(call.arg("input"), fmt), pads)
     w = f"{call.arg('filter')}.permute(3, 2, 0, 1)"
-    return _from_nchw(f"nn.functional.conv2d({x}, {w}, stride={s!r}, dilation={d!r})", fmt)
+    groups = _groups(shape[3], call.type_of("filter").shape)
+    return _from_nchw(f"nn.functional.conv2d({x}, {w}, stride={s!r}, dilation={d!r}{groups})", fmt)
 
 
 @lowers("Conv2DBackpropInput")
@@ -118,8 +129,9 @@ def conv2d_backprop_input(call: Call) -> str:
         extra.append(size - ((out - 1) * ss + eff))
     g = _to_nchw(call.arg("out_backprop"), fmt)
     wt = f"{call.arg('filter')}.permute(3, 2, 0, 1)"
-    full = (f"nn.functional.conv_transpose2d({g}, {wt}, stride={s!r}, output_padding={tuple(extra)!r}, "
-            f"dilation={d!r})")
+    groups = _groups(c, call.type_of("filter").shape)
+    full = (f"nn.functional.conv_transpose2d({g}, {wt}, stride={s!r}, output_padding={tuple(extra)!r}"
+            f"{groups}, dilation={d!r})")
     if top or bottom or left or right:
         full = f"{full}[:, :, {top}:{top + h}, {left}:{left + w}]"
     return _from_nchw(full, fmt)
@@ -165,7 +177,8 @@ def _pool_geometry(call: Call, name: str):
     shape = _nhwc(call.type_of(name).shape, fmt)
     k = _spatial(call.attrs.get("ksize", (1, 2, 2, 1)), fmt)
     s = _spatial(call.attrs.get("strides", (1, 2, 2, 1)), fmt)
-    pads = _pads(shape, k, s, (1, 1), call.attrs.get("padding", "VALID"), (), fmt)
+    pads = _pads(shape, k, s, (1, 1), call.attrs.get("padding", "VALID"), call.attrs.get("explicit_paddings", ()),
+                 fmt)
     return fmt, shape, k, s, pads
 
 

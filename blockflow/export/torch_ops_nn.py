@@ -1,5 +1,6 @@
 """PyTorch lowerings of the nn blocks (blocks/nn_*.py): activations, Activation and LearningPhase,
-softmax, losses, TopK/InTopK, bias, convolution, pooling and FusedBatchNormV3.
+softmax, losses, TopK/InTopK and LRN (bias, convolution, pooling and FusedBatchNormV3 are in
+torch_ops_conv.py).
 
 Where torch's own gradient differs from the block's vjp (Relu6 and Selu at their kinks, the
 softmax cross-entropy with labels that do not sum to 1, the logistic loss at 0, MaxPool's ties
@@ -235,3 +236,31 @@ def in_top_k(call: Call) -> str:
     call.line(f"{target} = {p}.detach().gather(1, torch.where({valid}, {t}, 0).long()[:, None])")
     call.line(f"{valid} = {valid} & torch.isfinite({p}).all(1) & (({p} > {target}).sum(1) < {k})")
     return valid
+
+
+# --------------------------------------------------------------------------------------------
+# LRN
+
+
+def _lrn_radius(channels, depth_radius: int) -> int:
+    """LRN's depth_radius, no wider than the channels when their count is known: a wider window
+    sums the same channels, and torch and ONNX would pad it out in full."""
+    if channels is None:
+        return depth_radius
+    return min(depth_radius, max(channels - 1, 0))
+
+
+@lowers("LRN")
+def lrn(call: Call) -> str:
+    """TF's LRN over the last axis as torch's local_response_norm over the channels of the NCHW
+    tensor: a window of 2 * depth_radius + 1 channels (zero-padded ones add nothing to the sum of
+    squares), alpha times that size (torch divides by it). float16 is computed in float32, as
+    blockflow. Autograd through it is TF's LRNGrad."""
+    t = call.type_of("input")
+    size = 2 * _lrn_radius(t.shape[3], int(call.attrs.get("depth_radius", 5))) + 1
+    alpha = call.lit(float(call.attrs.get("alpha", 1.0)) * size)
+    beta, bias = call.lit(float(call.attrs.get("beta", 0.5))), call.lit(float(call.attrs.get("bias", 1.0)))
+    x = call.arg("input") + (".float()" if t.dtype == np.float16 else "")
+    y = f"nn.functional.local_response_norm({x}.permute(0, 3, 1, 2), {size}, {alpha}, {beta}, {bias})"
+    y = f"{y}.permute(0, 2, 3, 1)"
+    return f"{y}.half()" if t.dtype == np.float16 else y

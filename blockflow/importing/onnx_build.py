@@ -72,6 +72,17 @@ def node_id_from(name: str, strip: str = "") -> str:
     return text
 
 
+#: longest label kept (an ONNX name can be any length)
+MAX_LABEL = 120
+
+
+def _label(text: str) -> str:
+    """A label from a model's text: unprintable characters (escapes, newlines, direction marks)
+    shown as ``?``, cut to MAX_LABEL."""
+    text = "".join(ch if ch.isprintable() else "?" for ch in text)
+    return text if len(text) <= MAX_LABEL else text[:MAX_LABEL - 3] + "..."
+
+
 class PageBuilder:
     """Adds blocks and wires to ``page``; ``origin`` maps each node id to the index of the ONNX
     node it was made for (None: a graph input, an output marker, a Variable read by several)."""
@@ -82,6 +93,8 @@ class PageBuilder:
         self.variables: dict[int, str] = {}     # id(Known) -> its Variable's node id
         #: (id(Known), how, args) -> the Known made from it (a weight transposed once, not per reader)
         self.derived: dict[tuple, Known] = {}
+        #: other source blocks placed by their one reader, as Variables are (a loss's labels)
+        self.attached: list[str] = []
         self._taken: dict[str, int] = {}
 
     def unique_id(self, base: str) -> str:
@@ -114,8 +127,8 @@ class PageBuilder:
                     wires.append((self.variable(v, origin), name))
                 else:
                     inline[name] = v.value
-        nid = self.unique_id(base)   # after the Variables it reads: one may be named from the same text
-        self.page.add_node(block, id=nid, attrs=attrs, inputs=inline, label=label)
+        nid = self.unique_id(base)    # after the Variables it reads, which take ids too
+        self.page.add_node(block, id=nid, attrs=attrs, inputs=inline, label=_label(label))
         self.origin[nid] = origin
         for w, port in wires:
             self.page.connect(w.node, w.port, nid, port)
@@ -126,7 +139,7 @@ class PageBuilder:
         nid = self.variables.get(id(known))
         if nid is None:
             nid = self.unique_id(node_id_from(known.name or "weight", self.strip))
-            value = np.ascontiguousarray(known.value)
+            value = known.value if known.value.flags.c_contiguous else known.value.copy(order="C")
             self.page.add_node("Variable", id=nid, attrs={
                 "shape": list(value.shape), "dtype": value.dtype.name, "initializer": "value",
                 "initial_value": value, "trainable": True})

@@ -164,7 +164,7 @@ def _transpose(node, ins, opset):
     perm = node.attrs.get("perm") or tuple(reversed(range(x.ndim)))
     if sorted(perm) != list(range(x.ndim)):
         raise FoldRefused(f"Transpose: perm {list(perm)} is not a permutation of {x.ndim} axes")
-    return [np.ascontiguousarray(np.transpose(x, perm))]
+    return [np.transpose(x, perm).copy(order="C")]
 
 
 def _cast(node, ins, opset):

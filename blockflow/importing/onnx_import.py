@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from blockflow.budget import format_size, memory_budget
-from blockflow.compile.compiler import compile_project
+from blockflow.compile.compiler import compile_page, compile_project
 from blockflow.importing.errors import ImportFailure, UnsupportedOps
 from blockflow.importing.onnx_build import Known, PageBuilder, Unsupported, Wire, node_id_from
 from blockflow.importing.onnx_fold import FOLDERS, FoldRefused, fold
 from blockflow.importing.onnx_layout import lay_out
 from blockflow.importing.onnx_mapping import Call, mapping_table
-from blockflow.importing.onnx_read import OnnxModel, read_onnx
+from blockflow.importing.onnx_names import float_constants, node_names, shared_prefix
+from blockflow.importing.onnx_read import OnnxModel, ValueInfo, read_onnx
 from blockflow.project import Project
 from blockflow.registry import Registry, default_registry
 
@@ -61,6 +62,22 @@ def import_onnx(path, *, page_name: str | None = None, registry: Registry | None
     return import_model(model, name, registry)
 
 
+def _page_text(model: OnnxModel, report: ImportReport, added: list) -> str:
+    """The page's note: where the model came from, what it takes and gives, what was added."""
+    source = os.path.basename(model.source)
+    lines = [f"Imported from the ONNX model {source} (opset {model.opset}"
+             + (f", made by {model.producer}" if model.producer else "") + ").",
+             "", "Inputs: " + ", ".join(f"{k} (Placeholder {v})" for k, v in report.inputs.items())
+             + ". Each has a stand-in feed (a ramp from 0 to 1) until you give it yours.",
+             "Outputs: " + ", ".join(f"{k} (marked by {v})" for k, v in report.outputs.items()) + "."]
+    if added:
+        lines += ["", "The blocks framed as 'loss (added by the import)' are not part of the model: they "
+                      "give Backward and training a scalar to start from."]
+    if model.doc:
+        lines += ["", model.doc[:2000]]
+    return "\n".join(lines)
+
+
 def _page_name(model: OnnxModel, path) -> str:
     stem = os.path.basename(str(path))
     stem = stem[:-5] if stem.endswith(".onnx") else stem
@@ -73,30 +90,59 @@ def import_model(model: OnnxModel, page_name: str = "model", registry: Registry 
     registry = registry or default_registry()
     project = Project()
     page = project.add_page(page_name)
-    importer = _Importer(model, PageBuilder(page, registry, _common_prefix(model)))
+    names, stems = node_names(model, float_constants(model, FOLDERS))
+    layers = [n for n, node in zip(names, model.nodes) if node.op not in FOLDERS]   # not the weights' makers
+    strip = shared_prefix(layers + [v.name for v in model.inputs])
+    names = [n[len(strip):] if n.startswith(strip) else n for n in names]
+    stems = [n[len(strip):] if n.startswith(strip) else n for n in stems]
+    importer = _Importer(model, PageBuilder(page, registry, strip), names)
     importer.run()
     report = importer.report
-    lay_out(page, importer.builder, model)
+    lay_out(page, importer.builder, stems, importer.added)
+    page.text = _page_text(model, report, importer.added)
     report.groups = len(page.frames)
     _check_compiles(project, model.source)
     return project, report
 
 
-def _common_prefix(model: OnnxModel) -> str:
-    """A scope every value name shares (caffe2's ``gpu_0/``): left out of node ids."""
-    names = [o for n in model.nodes for o in n.outputs if o] + [v.name for v in model.inputs]
-    if not names:
-        return ""
-    first = names[0]
-    cut = first.find("/") + 1
-    if cut and all(n.startswith(first[:cut]) for n in names):
-        return first[:cut]
-    return ""
+_NO_TYPE = ValueInfo("")
+
+#: the largest input given a stand-in feed (elements)
+STAND_IN_MAX = 4_000_000
+
+
+def _stand_in_feed(dtype, shape):
+    """A feed to run the imported page with before the user gives one: the ramp ONNX's backend
+    test runner feeds its models (0, 1/n, 2/n, ... in row-major order) for a float input, zeros
+    for another; None for an input too large to keep in the project."""
+    n = int(np.prod(shape))
+    if n > STAND_IN_MAX:
+        return None
+    if dtype.kind == "f":
+        return (np.arange(n).reshape(shape) / max(n, 1)).astype(dtype)
+    return np.zeros(shape, dtype)
+
+
+def _softmax_logits(page, marker: str):
+    """(node, port) of the logits a Softmax turned into the output marked by ``marker``
+    (through Reshapes and Identities), or None."""
+    feeding = {(e.dst, e.dst_port): e for e in page.edges}
+    e = feeding.get((marker, "input"))
+    while e is not None and page.nodes[e.src].block in ("Reshape", "Identity"):
+        port = "tensor" if page.nodes[e.src].block == "Reshape" else "input"
+        e = feeding.get((e.src, port))
+    if e is None or page.nodes[e.src].block != "Softmax":
+        return None
+    into = feeding.get((e.src, "logits"))
+    return (into.src, into.src_port) if into is not None else None
 
 
 class _Importer:
-    def __init__(self, model: OnnxModel, builder: PageBuilder):
-        self.model, self.builder = model, builder
+    def __init__(self, model: OnnxModel, builder: PageBuilder, names: list[str], with_loss: bool = True):
+        self.model, self.builder, self.names, self.with_loss = model, builder, names, with_loss
+        self.added: list = []
+        #: {output of a Shape not folded: its sizes, None where open}
+        self.sizes: dict[str, tuple] = {}
         self.table = mapping_table()
         self.env: dict = {}
         self.refused: dict[str, list] = {}
@@ -120,6 +166,8 @@ class _Importer:
             raise UnsupportedOps(m.source, self.refused)
         for vi in m.outputs:
             self._output(vi)
+        if self.with_loss:
+            self._loss()
         r = self.report
         r.blocks = len(b.page.nodes)
         r.variables = len(b.variables)
@@ -135,6 +183,9 @@ class _Importer:
                                node_id_from(vi.name, self.builder.strip), None,
                                label=f"{vi.name} [{symbolic}]"[:120])
         self.report.inputs[vi.name] = nid
+        feed = _stand_in_feed(vi.dtype, [d if d > 0 else 1 for d in shape])
+        if feed is not None:
+            self.builder.page.feeds[nid] = feed
         return Wire(nid, "output", vi.dtype, vi.shape)
 
     def _output(self, vi) -> None:
@@ -145,6 +196,40 @@ class _Importer:
         nid = self.builder.add("Identity", {"input": value}, {}, base + "_out", None,
                                label=f"output {vi.name}"[:120])
         self.report.outputs[vi.name] = nid
+
+    def _loss(self) -> None:
+        """A scalar for the editor's Backward and for training, which an inference model lacks:
+        for a classifier (an output made by Softmax over 2-D logits) the mean cross-entropy of
+        the logits against a ``labels`` Placeholder (class 0 until fed), else half the output's
+        sum of squares (L2Loss). Framed and noted as the import's, not the model's."""
+        floats = [(name, nid) for name, nid in self.report.outputs.items()
+                  if (self.model.types.get(name) or _NO_TYPE).dtype is not None
+                  and self.model.types[name].dtype.kind == "f"]
+        if len(floats) != 1:
+            return
+        page, b = self.builder.page, self.builder
+        marker = floats[0][1]
+        src = _softmax_logits(page, marker)
+        shape = None
+        if src is not None:   # its shape: the page so far, compiled
+            typed = compile_page(page, b.registry).port_type(*src)
+            shape = typed.shape if typed is not None and len(typed.shape) == 2 else None
+        if shape is not None:
+            batch = shape[0] if shape and isinstance(shape[0], int) else 1
+            labels = b.add("Placeholder", {}, {"dtype": "int64", "shape": [shape[0] if isinstance(shape[0], int) else -1]},
+                           "labels", None, label="labels: the class of each example (0 until fed)")
+            page.feeds[labels] = np.zeros(batch, np.int64)
+            b.attached.append(labels)
+            ce = b.add("SparseSoftmaxCrossEntropyWithLogits", {"features": Wire(*src), "labels": Wire(labels, "output")},
+                       {}, "cross_entropy", None)
+            loss = b.add("Mean", {"input": Wire(ce, "loss")}, {}, "loss", None, label="loss (added by the import)")
+            added = [labels, ce, loss]
+        else:
+            loss = b.add("L2Loss", {"t": Wire(marker, "output")}, {}, "loss", None,
+                         label="loss: half the output's sum of squares (added by the import)")
+            added = [loss]
+        page.loss = loss
+        self.added = added
 
     def _node(self, node) -> None:
         values = []
@@ -165,7 +250,7 @@ class _Importer:
                 self.refuse(op, "no mapping", node.label)
             self._fail_outputs(node)
             return
-        if self._fold(node, values):
+        if self._fold(node, values) or self._fold_known_sizes(node, values):
             return
         mapping = self.table.get(op)
         if mapping is None:
@@ -173,13 +258,18 @@ class _Importer:
             self._fail_outputs(node)
             return
         try:
-            outs = mapping.fn(Call(node, values, self.builder, self.model.types, self.model.opset, self.read))
+            outs = mapping.fn(Call(node, values, self.builder, self.model.types, self.model.opset, self.read,
+                                   self.names[node.index]))
         except Unsupported as exc:
             self.refuse(op, str(exc), node.label)
             self._fail_outputs(node)
             return
         outs = outs if isinstance(outs, list) else [outs]
         self.report.ops[op] += 1
+        if op == "Shape" and not node.attrs.get("start") and node.attrs.get("end") is None:
+            info = self.model.types.get(node.inputs[0])
+            if info is not None and info.shape is not None:   # what is known of it, for _fold_known_sizes
+                self.sizes[node.outputs[0]] = tuple(d if isinstance(d, int) else None for d in info.shape)
         for name, value in zip(node.outputs, outs):
             if name:
                 self.env[name] = value
@@ -213,6 +303,24 @@ class _Importer:
                                     f"{format_size(self.budget)} ({self.budget_from}; docs/limits.md)")
             if name:
                 self.env[name] = Known(arr, name, param and arr.dtype.kind == "f")
+        self.report.folded += 1
+        return True
+
+    def _fold_known_sizes(self, node, values) -> bool:
+        """Fold a Gather or Slice of a Shape whose picked sizes are known though others are not
+        (the classes of [batch, classes] with an open batch): exporters size constants so."""
+        if node.domain or node.op not in ("Gather", "Slice") or not node.inputs or node.inputs[0] not in self.sizes:
+            return False
+        if not all(isinstance(v, Known) for v in values[1:] if v is not None):
+            return False
+        dims = np.array(self.sizes[node.inputs[0]], dtype=object)
+        try:
+            (picked,) = fold(node, [dims] + [None if v is None else v.value for v in values[1:]], self.model.opset)
+        except (FoldRefused, TypeError, ValueError):
+            return False
+        if not all(isinstance(d, (int, np.integer)) for d in np.asarray(picked).reshape(-1)):
+            return False
+        self.env[node.outputs[0]] = Known(np.asarray(picked, dtype=np.int64))
         self.report.folded += 1
         return True
 

@@ -21,41 +21,127 @@ from blockflow.page_layout import FRAME_COLORS, MAX_FRAME_TITLE, MAX_FRAMES, Fra
 
 __all__ = ["lay_out", "scope_keys"]
 
-#: distance between columns and between rows (a block is about 150 x 60 scene units)
-COLUMN, ROW = 230.0, 95.0
+#: distance between columns (a block is 120 to 250 scene units wide), and between blocks in one
+#: column (heights are the canvas's: a title, a row per port, a result line per output)
+COLUMN, VGAP = 340.0, 24.0
+#: how far left of its reader a Variable sits (its wire then runs forward into the reader)
+VAR_SHIFT = 0.3
 #: space between two bands of wrapped columns
 BAND_GAP = 160.0
 #: the width : height a band aims at (a laptop screen's)
 ASPECT = 16 / 9
 #: a frame groups at least this many blocks
 FRAME_MIN = 3
+#: space between two segments on a band
+GAP = 100.0
 
 
-def lay_out(page, builder, model) -> None:
-    """Place every block of the imported ``page`` and frame its scopes."""
+def lay_out(page, builder, names: list[str], added=()) -> None:
+    """Place every block of the imported ``page`` and frame its scopes; ``added``: the blocks the
+    import added that are not the model's (its loss), framed and noted as such."""
     attached = _attached_variables(page, builder)
-    main = [nid for nid in page.nodes if nid not in attached]
+    keys = _node_keys(page, builder, names, attached)
     graph = nx.DiGraph()
-    graph.add_nodes_from(main)
+    graph.add_nodes_from(nid for nid in page.nodes if nid not in attached)
     graph.add_edges_from((e.src, e.dst) for e in page.edges if e.src in graph and e.dst in graph)
     order = {nid: i for i, nid in enumerate(page.nodes)}
-    layers = [sorted(layer, key=order.__getitem__) for layer in nx.topological_generations(graph)]
     readers = defaultdict(list)
     for var, reader in attached.items():
         readers[reader].append(var)
-    heights = [sum(1 + len(readers[n]) for n in layer) for layer in layers]
-    for band, (first, last) in enumerate(_bands(heights)):
-        top = sum(max(heights[a:b]) * ROW + BAND_GAP for a, b in _bands(heights)[:band])
-        for col in range(first, last):
-            row = 0
-            for nid in layers[col]:
-                x = (col - first) * COLUMN
-                for var in sorted(readers[nid], key=order.__getitem__):
-                    page.nodes[var].position = (x - 0.35 * COLUMN, top + row * ROW)
-                    row += 1
-                page.nodes[nid].position = (x, top + row * ROW)
-                row += 1
-    _frame_scopes(page, builder, model)
+    segments = _segments(list(nx.lexicographical_topological_sort(graph, key=order.__getitem__)), keys)
+    height = _heights(page, builder.registry)
+    boxes = [_segment_box(graph, seg, readers, order, height) for seg in segments]
+    _place(page, boxes)
+    groups = defaultdict(list)
+    for seg in segments:
+        if keys[seg[0]]:
+            groups[keys[seg[0]]].extend(seg)
+    for i, (key, ids) in enumerate(list(groups.items())[:MAX_FRAMES - 1]):
+        members = tuple(ids) + tuple(v for n in ids for v in readers[n])
+        if len(members) >= FRAME_MIN:
+            page.insert_frame(Frame(key[:MAX_FRAME_TITLE], FRAME_COLORS[i % len(FRAME_COLORS)], "", members))
+    if added:
+        page.insert_frame(Frame("loss (added by the import)", "grey",
+                                "Not part of the ONNX model: a scalar to run Backward from and to train "
+                                "with. Feed 'labels' with each example's class, or delete these blocks.",
+                                tuple(added) + tuple(v for n in added for v in readers[n] if v not in added)))
+
+
+def _node_keys(page, builder, names, attached) -> dict:
+    """{node id: its group's key ("" for none)}: the scope of the ONNX node it was made for."""
+    scopes = scope_keys(names)
+    counts = defaultdict(int)
+    for nid, origin in builder.origin.items():
+        if origin is not None and nid not in attached:
+            counts[scopes[origin]] += 1
+    keys = {}
+    for nid in page.nodes:
+        origin = builder.origin.get(nid)
+        key = scopes[origin] if origin is not None else ""
+        keys[nid] = key if counts[key] >= 2 and len(counts) > 2 else ""
+    return keys
+
+
+def _segments(order: list, keys: dict) -> list:
+    """``order`` cut into runs of one key (a run of "" too): the units laid out whole."""
+    segments: list[list] = []
+    for nid in order:
+        if segments and keys[segments[-1][0]] == keys[nid] and (keys[nid] or len(segments[-1]) < 12):
+            segments[-1].append(nid)
+        else:
+            segments.append([nid])
+    return segments
+
+
+def _heights(page, registry):
+    """The height the canvas draws each block with (items.py: a 40-unit title, an 18-unit row
+    per port, a 22-unit result line per output, 10 of padding), from the block's ports."""
+    wired = defaultdict(set)
+    for e in page.edges:
+        wired[e.dst].add(e.dst_port)
+
+    def height(nid) -> float:
+        node = page.nodes[nid]
+        spec = registry.get(node.block)
+        outs = len(spec.outputs) if spec is not None else 1
+        ins = max(len(spec.inputs) if spec is not None else 1, len(wired[nid] | set(node.inputs)))
+        return 40 + 18 * max(1, ins, outs) + 22 * max(1, outs) + 10
+    return height
+
+
+def _segment_box(graph, seg, readers, order, height):
+    """A segment's own layered layout: ([(node, column, y)], columns, height), the Variables a
+    block reads stacked just above it."""
+    sub = graph.subgraph(seg)
+    cells, tallest = [], 0.0
+    layers = [sorted(layer, key=order.__getitem__) for layer in nx.topological_generations(sub)]
+    for col, layer in enumerate(layers):
+        y = 0.0
+        for nid in layer:
+            for var in sorted(readers[nid], key=order.__getitem__):
+                cells.append((var, col - VAR_SHIFT, y))
+                y += height(var) + VGAP
+            cells.append((nid, col, y))
+            y += height(nid) + VGAP
+        tallest = max(tallest, y)
+    return cells, len(layers), tallest
+
+
+def _place(page, boxes) -> None:
+    """Segments left to right, wrapping into bands so the page is about a screen's shape."""
+    total_w = sum(cols * COLUMN + GAP for _, cols, _ in boxes)
+    tall = max((h for _, _, h in boxes), default=1.0)
+    bands = max(1, round(math.sqrt(total_w / (ASPECT * (tall + BAND_GAP)))))
+    width = total_w / bands
+    x = y = band_h = 0.0
+    for cells, cols, h in boxes:
+        w = cols * COLUMN + GAP
+        if x > 0 and x + w > width * 1.05:
+            x, y, band_h = 0.0, y + band_h + BAND_GAP, 0.0
+        for nid, col, top in cells:
+            page.nodes[nid].position = (x + col * COLUMN, y + top)
+        x += w
+        band_h = max(band_h, h)
 
 
 def _attached_variables(page, builder) -> dict:
@@ -63,61 +149,45 @@ def _attached_variables(page, builder) -> dict:
     readers = defaultdict(set)
     for e in page.edges:
         readers[e.src].add(e.dst)
-    return {nid: next(iter(readers[nid])) for nid in builder.variables.values() if len(readers[nid]) == 1}
+    sources = list(builder.variables.values()) + list(builder.attached)
+    return {nid: next(iter(readers[nid])) for nid in sources if len(readers[nid]) == 1}
 
 
-def _bands(heights: list) -> list:
-    """The columns of each band, ``[(first, stop), ...]``: bands about ASPECT times as wide as
-    the whole drawing is tall, so the page is about a screen's shape."""
-    n = len(heights)
-    if n == 0:
-        return []
-    tallest = max(heights) * ROW
-    # k bands of n / k columns: width n / k * COLUMN, height about k * tallest; pick the k whose
-    # shape is nearest ASPECT
-    best = min(range(1, n + 1), key=lambda k: abs(math.log((n / k * COLUMN) / (k * (tallest + BAND_GAP)) / ASPECT)))
-    per = math.ceil(n / best)
-    return [(i, min(i + per, n)) for i in range(0, n, per)]
-
-
-_UNIT_TAIL = re.compile(r"^(.*?[A-Za-z]+\d*[_.]\d+)(?:[_./].*)?$")
+#: a unit with layers after its index (``res2_0`` of ``res2_0_branch2a``)
+_UNIT = re.compile(r"^(.*?[A-Za-z]+\d*[_.]\d+)[_.].+$")
+#: a numbered layer with an index (``conv1`` of ``conv1_2``), or without (``fc6``)
+_NUMBERED = re.compile(r"^(.*?[A-Za-z]+\d+)(?:[_.]\d+)?$")
 
 
 def scope_keys(names: list[str]) -> list[str]:
-    """The group of each ONNX node name ("" for none): its name scope (what comes before the
-    last ``/`` once a shared prefix is dropped) when names have scopes, else its repeated unit
-    (``res2_0`` of ``res2_0_branch2a_bn``: a word with a number, ``_`` and an index)."""
+    """The group of each node name ("" for none): its outermost name scope (``inception_3a`` of
+    ``inception_3a/1x1``, once a prefix every scoped name shares is dropped), else its repeated
+    unit (``res2_0`` of ``res2_0_branch2a_bn``: a word with a number, ``_`` and an index)."""
     parts = [n.split("/") for n in names]
-    depth = min((len(p) for p in parts if p != [""]), default=1)
+    scoped = [p for p in parts if len(p) > 1]
     shared = 0
-    while shared < depth - 1 and len({p[shared] for p in parts if len(p) > shared}) == 1:
+    while scoped and all(len(p) > shared + 1 and p[shared] == scoped[0][shared] for p in scoped):
         shared += 1
     keys = []
     for p in parts:
-        rest = p[shared:]
+        rest = p[shared:] if len(p) > 1 else p
         if len(rest) > 1:
-            keys.append("/".join(rest[:-1]))
+            keys.append(rest[0])
             continue
-        m = _UNIT_TAIL.match(rest[0]) if rest else None
+        m = _UNIT.match(rest[0]) or _NUMBERED.match(rest[0])
         keys.append(m.group(1) if m else "")
-    return keys
+    return _contiguous(keys)
 
 
-def _frame_scopes(page, builder, model) -> None:
-    nodes = model.nodes
-    labels = [n.name or next((o for o in n.outputs if o), "") for n in nodes]
-    keys = scope_keys(labels)
-    groups: dict[str, list] = defaultdict(list)
-    for nid, origin in builder.origin.items():
-        if origin is not None and keys[origin]:
-            groups[keys[origin]].append(nid)
-    # a Variable read by one block goes with that block's group
-    for var, reader in _attached_variables(page, builder).items():
-        origin = builder.origin.get(reader)
-        if origin is not None and keys[origin] and var not in groups[keys[origin]]:
-            groups[keys[origin]].append(var)
-    chosen = [(k, ids) for k, ids in groups.items() if len(ids) >= FRAME_MIN]
-    if len(chosen) < 2:
-        return
-    for i, (key, ids) in enumerate(chosen[:MAX_FRAMES]):
-        page.insert_frame(Frame(key[:MAX_FRAME_TITLE], FRAME_COLORS[i % len(FRAME_COLORS)], "", tuple(ids)))
+def _contiguous(keys: list[str]) -> list[str]:
+    """``keys`` less those whose nodes are not together in the model's order (a key seen, left
+    for another, then seen again: grouping by it would draw a frame across the model)."""
+    seen, broken, last = set(), set(), None
+    for k in keys:
+        if k and k != last:
+            if k in seen:
+                broken.add(k)
+            seen.add(k)
+        if k:
+            last = k
+    return ["" if k in broken else k for k in keys]

@@ -73,6 +73,7 @@ def _as_2d(call: Call, mapping):
         a["pads"] = [0, a["pads"][0], 0, a["pads"][1]]
     inner = _Widened(dataclasses.replace(call.node, attrs=a), values, call.builder, call.types, call.opset,
                      call.read)
+    inner.base = call.base   # its blocks named as the node's others
     y = mapping(inner)
     return call.block("Squeeze", {"axis": [2]}, input=y, typed=0)
 

@@ -38,13 +38,14 @@ _TABLE: dict[str, Mapping] = {}
 _LOADED = False
 
 
-def maps(*ops: str, blocks: str = "", notes: str = ""):
-    """Register the decorated function as the mapping of the ONNX ops ``ops``."""
+def maps(*ops: str, blocks="", notes: str = ""):
+    """Register the decorated function as the mapping of the ONNX ops ``ops``; ``blocks`` (what
+    it makes, for the docs) is one text, or {op: text} when each op makes its own."""
     def register(fn):
         for op in ops:
             if op in _TABLE:
                 raise RuntimeError(f"ONNX op {op} is mapped twice")
-            _TABLE[op] = Mapping(op, fn, blocks, notes)
+            _TABLE[op] = Mapping(op, fn, blocks.get(op, "") if isinstance(blocks, dict) else blocks, notes)
         return fn
     return register
 
@@ -63,11 +64,12 @@ class Call:
     """One ONNX node to map: its inputs as values, its attributes, and the builder."""
 
     def __init__(self, node: OnnxNode, values: list, builder: PageBuilder, types: dict, opset: int,
-                 read: frozenset = frozenset()):
-        """``read``: the value names some node or the graph's outputs read."""
+                 read: frozenset = frozenset(), name: str = ""):
+        """``read``: the value names some node or the graph's outputs read; ``name``: the node's
+        readable name (onnx_names.py), which its blocks' ids are made from."""
         self.node, self.values, self.builder, self.types, self.opset = node, values, builder, types, opset
         self.read = read
-        self.base = node_id_from(node.name or next((o for o in node.outputs if o), node.op), builder.strip)
+        self.base = node_id_from(name or node.name or next((o for o in node.outputs if o), node.op))
         self._made = 0
 
     # ------------------------------------------------------------------ what the node gives
@@ -143,7 +145,9 @@ class Call:
               typed: int | None = None, **inputs) -> Wire:
         """Add ``block`` fed by ``inputs``; its output port ``out`` (default: the first) as a Wire,
         typed like the node's output ``typed`` when given (the last block of a mapping)."""
-        spec = self.builder.registry[block]
+        spec = self.builder.registry.get(block)
+        if spec is None:   # a registry without it (an old block package): say so, do not crash
+            raise Unsupported(f"it needs the block {block}, which this blockflow's blocks do not have")
         self._made += 1
         base = self.base if not hint else f"{self.base}_{hint}"
         nid = self.builder.add(block, inputs, dict(attrs or {}), base, self.node.index)
@@ -162,7 +166,7 @@ class Call:
             key = (id(value), "transpose", tuple(perm))
             made = self.builder.derived.get(key)
             if made is None:    # a weight read by several nodes stays one Variable
-                made = Known(np.ascontiguousarray(np.transpose(value.value, perm)), value.name, value.param)
+                made = Known(np.transpose(value.value, perm).copy(order="C"), value.name, value.param)
                 self.builder.derived[key] = made
             return made
         return self.block("Transpose", x=value, perm=self.const(list(perm), np.int32), hint=hint)

@@ -204,7 +204,7 @@ class _Reader:
             self.fail(where, f"its data does not fit its shape {dims} ({exc})")
         if arr.shape != tuple(dims) or arr.dtype.name != dtype:
             self.fail(where, f"its data does not fit its shape {dims} and dtype {dtype}")
-        return np.ascontiguousarray(arr)
+        return arr if arr.flags.c_contiguous else arr.copy(order="C")  # (ascontiguousarray makes a 0-d array 1-d)
 
     def hold(self, nbytes: int, where: str) -> None:
         """Count ``nbytes`` more of tensors against the run memory budget."""

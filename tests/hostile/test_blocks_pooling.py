@@ -110,10 +110,14 @@ def ref_pool_grad(kind, g, out, x, k, s, padding):
 # Today's blocks, through either way
 
 
-def _attrs(k, s, padding, data_format):
+def _attrs(k, s, padding, data_format, spec=None):
+    """The attrs of a window; with ``spec``, every attr of that block (defaults filled), as its
+    functions are called directly."""
     if data_format == "NHWC":
-        return dict(ksize=(1, *k, 1), strides=(1, *s, 1), padding=padding, data_format="NHWC")
-    return dict(ksize=(1, 1, *k), strides=(1, 1, *s), padding=padding, data_format="NCHW")
+        a = dict(ksize=(1, *k, 1), strides=(1, *s, 1), padding=padding, data_format="NHWC")
+    else:
+        a = dict(ksize=(1, 1, *k), strides=(1, 1, *s), padding=padding, data_format="NCHW")
+    return a if spec is None else spec.validate_attrs(a)[0]
 
 
 @pytest.fixture(params=["loops", "scans", "auto"])
@@ -127,7 +131,7 @@ def way(request, monkeypatch):
 def _run(kind, x, g, k, s, padding, data_format):
     """Forward and backward of the block on NHWC ``x``, in ``data_format``; NHWC results."""
     spec = getattr(N, kind)
-    a = _attrs(k, s, padding, data_format)
+    a = _attrs(k, s, padding, data_format, spec)
     to = (lambda t: t) if data_format == "NHWC" else (lambda t: t.transpose(0, 3, 1, 2))
     back = (lambda t: t) if data_format == "NHWC" else (lambda t: t.transpose(0, 2, 3, 1))
     out = spec.forward(to(x), **a)
@@ -191,7 +195,7 @@ def test_integer_max_pool_matches_the_old_code(way):
         dtype = (np.int8, np.uint8, np.int32, np.int64)[trial % 4]
         info = np.iinfo(dtype)
         x = rng.choice([info.min, info.min + 1, 0, 1, info.max], size=shape).astype(dtype)
-        spec, a = N.MaxPool, _attrs(k, s, padding, fmt)
+        spec, a = N.MaxPool, _attrs(k, s, padding, fmt, N.MaxPool)
         xin = x if fmt == "NHWC" else x.transpose(0, 3, 1, 2)
         out = spec.forward(xin, **a)
         out = out if fmt == "NHWC" else out.transpose(0, 2, 3, 1)
@@ -240,8 +244,8 @@ def test_float16_pools_sum_in_float32(kind, monkeypatch):
 ])
 def test_pooling_time_does_not_grow_with_the_window(kind, shape, k, s, padding):
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-    a = _attrs(k, s, padding, "NHWC")
     spec = getattr(N, kind)
+    a = _attrs(k, s, padding, "NHWC", spec)
     t = time.perf_counter()
     out = spec.forward(x, **a)
     (gx,) = spec.vjp(np.ones_like(out), out, x, **a)

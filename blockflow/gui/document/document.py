@@ -235,6 +235,11 @@ class Document(CompositeEdits, TrainingEdits, LayoutEdits, FragmentEdits, QObjec
     def new(self) -> None:
         self.replace_project(self._empty_project(), None)
 
+    def open_imported(self, project: Project) -> None:
+        """Take a project made from another tool's model (File > Import ONNX Model): untitled
+        and unsaved, so closing it asks to save."""
+        self.recover(project, None)
+
     def open(self, path, as_copy: bool = False) -> None:
         """Load ``path``; on error raise ProjectFileError and leave the document as it was.
         ``as_copy`` opens it untitled (a shipped sample: Save then asks where to put it)."""

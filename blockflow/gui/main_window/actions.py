@@ -19,7 +19,7 @@ __all__ = ["MenusMixin", "MENUS"]
 MENUS = (
     ("&File", ["new", "open", "@recent", "@samples", "-", "save", "save_as", "-", "autosave_interval", "-",
                "export_png", "export_svg", ("Export &Model", ["export_torch", "export_onnx"], "export_model_menu"), "-",
-               "import_composites", "export_composites", "-", "quit"]),
+               "import_onnx", "import_composites", "export_composites", "-", "quit"]),
     ("&Edit", ["undo", "redo", "-", "cut", "copy", "paste", "duplicate", "delete", "-", "select_all",
                ("Ali&gn", ["align_left", "align_hcenter", "align_right", "-",
                            "align_top", "align_vcenter", "align_bottom"], "align_menu"),
@@ -63,6 +63,8 @@ class MenusMixin:
           "Write this page as a standalone PyTorch module (and its initial values beside it)")
         a("export_onnx", "&ONNX Model…", lambda: self.export_model("onnx"), None,
           "Write this page's forward pass as an ONNX model, for inference")
+        a("import_onnx", "Import O&NX Model…", lambda: self.import_onnx_model(), None,
+          "Open an ONNX model as a new project: each node becomes the blocks that compute it")
         a("import_composites", "&Import Composites…", self.import_composites, None,
           "Add the composites of a library file to this project")
         a("export_composites", "E&xport Composites…", self.export_composites, None,

@@ -26,6 +26,7 @@ from blockflow.gui.main_window.files import FilesMixin
 from blockflow.gui.main_window.helpmenu import HelpMixin
 from blockflow.gui.main_window.layout import default_dock_sizes, hide_stale_tab_bars_later
 from blockflow.gui.main_window.model_export import ModelExportMixin
+from blockflow.gui.main_window.model_import import ModelImportMixin
 from blockflow.gui.main_window.runs import RunsMixin
 from blockflow.gui.main_window.tabs import PageTabBar
 from blockflow.gui.session.session import Session
@@ -40,7 +41,7 @@ def _project_paths(mime: QMimeData) -> list[str]:
             if u.isLocalFile() and u.toLocalFile().endswith(".json")]
 
 
-class MainWindow(FilesMixin, CompositesMixin, ModelExportMixin, MenusMixin, HelpMixin, RunsMixin, QMainWindow):
+class MainWindow(FilesMixin, CompositesMixin, ModelExportMixin, ModelImportMixin, MenusMixin, HelpMixin, RunsMixin, QMainWindow):
     """The editor window around one Document.
 
     ``settings`` defaults to QSettings() (organisation/application set by the launcher); tests

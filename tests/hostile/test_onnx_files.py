@@ -1,0 +1,241 @@
+"""Hostile ONNX files: whatever a model file holds, importing it ends in a project or in a clear
+message naming the file and what is wrong — never a traceback, never a file read that the model
+names, never an allocation its sizes ask for past the limits (docs/import.md, docs/limits.md)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from blockflow.cli.entry import main  # noqa: E402
+from blockflow.importing.errors import ImportFailure, UnsupportedOps  # noqa: E402
+from blockflow.importing.onnx_import import import_model, import_onnx  # noqa: E402
+from blockflow.importing.onnx_read import read_onnx_bytes  # noqa: E402
+from blockflow.io import rules  # noqa: E402
+from blockflow.io.project_io import load_project, save_project  # noqa: E402
+
+
+def _model(nodes, inputs, outputs, initializers=(), opset=13, **kw):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], **kw)
+
+
+def _relu_model(**kw):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    return _model([helper.make_node("Relu", ["x"], ["y"])], [x], [y], **kw)
+
+
+def _import(model, name="hostile.onnx"):
+    data = model if isinstance(model, bytes) else model.SerializeToString()
+    return import_model(read_onnx_bytes(data, name), "m")
+
+
+def test_a_small_model_imports():
+    project, report = _import(_relu_model())
+    assert report.inputs == {"x": "x"} and list(report.outputs) == ["y"]
+
+
+@pytest.mark.parametrize("data, says", [
+    (b"", "no graph"),
+    (b"\xff\xff\xff\xff garbage that is not protobuf", "does not parse"),
+    (b"<html>not a model</html>", "does not parse"),
+])
+def test_what_is_not_a_model_is_refused(data, says):
+    with pytest.raises(ImportFailure, match=says):
+        read_onnx_bytes(data, "x.onnx")
+
+
+def test_a_truncated_model_is_refused():
+    data = _relu_model().SerializeToString()
+    with pytest.raises(ImportFailure, match="x.onnx"):
+        read_onnx_bytes(data[: len(data) // 2], "x.onnx")
+
+
+def test_an_external_data_file_is_never_read(tmp_path):
+    secret = tmp_path / "secret.bin"
+    secret.write_bytes(np.arange(6, dtype=np.float32).tobytes())
+    w = TensorProto()
+    w.name, w.data_type = "w", TensorProto.FLOAT
+    w.dims.extend([2, 3])
+    w.data_location = TensorProto.EXTERNAL
+    for key, value in (("location", str(secret)), ("offset", "0"), ("length", "24")):
+        entry = w.external_data.add()
+        entry.key, entry.value = key, value
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    model = _model([helper.make_node("Add", ["x", "w"], ["y"])], [x], [y], [w])
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model.SerializeToString())
+    with pytest.raises(ImportFailure, match="initializer 'w'.*external file"):
+        import_onnx(path)
+
+
+def _initializer_model(tensor):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, None)
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    return _model([helper.make_node("Add", ["x", tensor.name], ["y"])], [x], [y], [tensor])
+
+
+def test_an_initializer_claiming_ten_billion_elements_allocates_nothing():
+    t = TensorProto()
+    t.name, t.data_type = "w", TensorProto.FLOAT
+    t.dims.extend([100_000, 100_000])
+    t.raw_data = b"\0" * 8
+    with pytest.raises(ImportFailure, match="initializer 'w'.*10,000,000,000 elements; the limit"):
+        _import(_initializer_model(t))
+
+
+def test_an_initializer_whose_data_does_not_fit_its_shape_is_refused():
+    t = numpy_helper.from_array(np.zeros((4, 4), np.float32), "w")
+    t.raw_data = t.raw_data[:20]
+    with pytest.raises(ImportFailure, match="initializer 'w'.*20 bytes"):
+        _import(_initializer_model(t))
+
+
+def test_a_negative_size_is_refused():
+    t = TensorProto()
+    t.name, t.data_type = "w", TensorProto.FLOAT
+    t.dims.extend([-3, 2])
+    with pytest.raises(ImportFailure, match="negative size"):
+        _import(_initializer_model(t))
+
+
+def test_a_string_tensor_is_refused_by_dtype():
+    t = helper.make_tensor("w", TensorProto.STRING, [1], [b"rm -rf /"])
+    with pytest.raises(ImportFailure, match="dtype string"):
+        _import(_initializer_model(t))
+
+
+def test_a_constant_of_shape_asking_for_a_huge_array_allocates_nothing():
+    shape = numpy_helper.from_array(np.array([1_000_000, 1_000_000], np.int64), "s")
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    model = _model([helper.make_node("ConstantOfShape", ["s"], ["y"])], [], [y], [shape])
+    with pytest.raises(ImportFailure, match="ConstantOfShape.*1,000,000,000,000 elements; the limit"):
+        _import(model)
+
+
+def test_constants_past_the_memory_budget_are_refused(monkeypatch):
+    monkeypatch.setenv("BLOCKFLOW_MEMORY_BUDGET", "1M")
+    shape = numpy_helper.from_array(np.array([1000, 1000], np.int64), "s")
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    model = _model([helper.make_node("ConstantOfShape", ["s"], ["y"])], [], [y], [shape])
+    with pytest.raises(ImportFailure, match="memory budget"):
+        _import(model)
+
+
+def test_every_unsupported_op_is_listed_at_once():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    nodes = [helper.make_node("Relu", ["x"], ["a"]),
+             helper.make_node("NonMaxSuppression", ["a", "a"], ["b"], name="nms"),
+             helper.make_node("Exec", ["b"], ["c"], domain="com.evil", name="pwn"),
+             helper.make_node("Unique", ["c"], ["y"], name="uniq")]
+    model = _model(nodes, [x], [y])
+    model.opset_import.append(helper.make_opsetid("com.evil", 1))
+    with pytest.raises(UnsupportedOps) as info:
+        _import(model)
+    assert set(info.value.ops) == {"NonMaxSuppression", "com.evil:Exec", "Unique"}
+    assert "nothing was approximated" in str(info.value)
+
+
+def test_a_subgraph_is_not_read_and_its_node_is_refused():
+    then = helper.make_graph([helper.make_node("Relu", ["x"], ["t"])], "then", [],
+                             [helper.make_tensor_value_info("t", TensorProto.FLOAT, [2, 3])])
+    cond = helper.make_tensor_value_info("c", TensorProto.BOOL, [])
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    node = helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=then, name="branch")
+    with pytest.raises(UnsupportedOps, match="If"):
+        _import(_model([node], [cond, x], [y]))
+
+
+def test_a_graph_out_of_order_or_reading_nothing_is_named():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    backwards = _model([helper.make_node("Relu", ["a"], ["y"]), helper.make_node("Relu", ["x"], ["a"])], [x], [y])
+    with pytest.raises(ImportFailure, match="before the node that makes it"):
+        _import(backwards)
+    dangling = _model([helper.make_node("Relu", ["ghost"], ["y"])], [x], [y])
+    with pytest.raises(ImportFailure, match="'ghost', which no node, input or initializer makes"):
+        _import(dangling)
+    cycle = _model([helper.make_node("Add", ["x", "b"], ["a"]), helper.make_node("Relu", ["a"], ["b"])], [x],
+                   [helper.make_tensor_value_info("b", TensorProto.FLOAT, [2])])
+    with pytest.raises(ImportFailure, match="before the node that makes it"):
+        _import(cycle)
+
+
+@pytest.mark.parametrize("opset, says", [(7, "opset 7 is older than 9"), (None, "imports no ai.onnx opset")])
+def test_an_opset_the_import_does_not_read_is_named(opset, says):
+    model = _relu_model(opset=opset or 13)
+    if opset is None:
+        del model.opset_import[:]
+        model.opset_import.append(helper.make_opsetid("ai.onnx.ml", 3))
+    with pytest.raises(ImportFailure, match=says):
+        _import(model)
+
+
+def test_more_nodes_than_a_page_holds_are_refused(monkeypatch):
+    monkeypatch.setattr(rules, "MAX_NODES_PER_PAGE", 3)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    names = ["x", "a", "b", "c", "y"]
+    nodes = [helper.make_node("Relu", [names[i]], [names[i + 1]]) for i in range(4)]
+    with pytest.raises(ImportFailure, match="4 nodes; the limit is 3"):
+        _import(_model(nodes, [x], [y]))
+
+
+def test_a_file_over_the_size_limit_is_not_read(tmp_path, monkeypatch):
+    path = tmp_path / "big.onnx"
+    path.write_bytes(_relu_model().SerializeToString())
+    monkeypatch.setattr(rules, "MAX_FILE_BYTES", 16)
+    with pytest.raises(ImportFailure, match="69 bytes; the limit is 16 bytes"):
+        import_onnx(path)
+
+
+def test_hostile_names_become_safe_ids_and_the_project_saves(tmp_path):
+    evil = "../../\x1b[31mevil\n/" + "x" * 5000
+    x = helper.make_tensor_value_info(evil, TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("\u202eout", TensorProto.FLOAT, [2, 3])
+    model = _model([helper.make_node("Relu", [evil], ["\u202eout"], name="\x00\x07")], [x], [y])
+    project, report = _import(model)
+    page = project.pages[0]
+    for nid, node in page.nodes.items():
+        assert nid.isascii() and len(nid) <= 90 and "/" not in nid
+        assert "\x1b" not in node.label and "\n" not in node.label and len(node.label) <= 120
+    path = tmp_path / "p.bflow.json"
+    save_project(project, path)
+    assert load_project(path).pages[0].nodes.keys() == page.nodes.keys()
+
+
+def test_the_command_line_says_what_is_wrong_and_writes_nothing(tmp_path, capsys):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x08\x07garbage")
+    out = tmp_path / "out.bflow.json"
+    assert main(["import", "onnx", str(bad), "-o", str(out)]) == 3
+    err = capsys.readouterr().err
+    assert "bad.onnx" in err and "Traceback" not in err and not out.exists()
+
+
+def test_the_command_line_will_not_write_over_the_model(tmp_path, capsys):
+    model = tmp_path / "m.onnx"
+    data = _relu_model().SerializeToString()
+    model.write_bytes(data)
+    assert main(["import", "onnx", str(model), "-o", str(model)]) == 2
+    assert model.read_bytes() == data
+    assert "is the model itself" in capsys.readouterr().err
+
+
+def test_the_command_line_lists_unsupported_ops(tmp_path, capsys):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    model = _model([helper.make_node("Unique", ["x"], ["y"], name="u")], [x], [y])
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model.SerializeToString())
+    out = tmp_path / "o.bflow.json"
+    assert main(["import", "onnx", str(path), "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "Unique (1 node: u): no mapping" in err and not out.exists()
