@@ -354,9 +354,16 @@ def bench_export_mlp(repeats):
     return export_rows(repeats, timeit_pair, mlp_project)
 
 
+def bench_onnx_resnet(repeats):
+    """(i) ResNet-50 imported from ONNX, forward, against ONNX Runtime (onnx_import.py)."""
+    from onnx_import import onnx_rows
+    return onnx_rows(repeats, timeit_pair)
+
+
 WORKLOADS = {"mlp": bench_mlp, "softmax": bench_softmax, "chain": bench_chain, "compile": bench_compile,
              "train": bench_train, "composite-mlp": bench_composite_mlp,
-             "composite-compile": bench_composite_compile, "export-mlp": bench_export_mlp}
+             "composite-compile": bench_composite_compile, "export-mlp": bench_export_mlp,
+             "onnx-resnet50": bench_onnx_resnet}
 
 
 def blas_info() -> str:
