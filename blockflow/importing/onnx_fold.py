@@ -9,6 +9,7 @@ must not be able to ask for a huge constant).
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -152,9 +153,9 @@ def _reshape(node, ins, opset):
 def _flatten(node, ins, opset):
     x = np.asarray(ins[0])
     axis = node.attrs.get("axis", 1)
-    axis = axis % (x.ndim + 1) if -x.ndim <= axis <= x.ndim else None
-    if axis is None:
-        raise FoldRefused(f"Flatten: axis {node.attrs.get('axis')} is out of range for rank {x.ndim}")
+    if not -x.ndim <= axis <= x.ndim:
+        raise FoldRefused(f"Flatten: axis {axis} is out of range for rank {x.ndim}")
+    axis = axis + x.ndim if axis < 0 else axis   # -1 is the last axis, not the end
     return [x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))]
 
 
@@ -210,11 +211,34 @@ def _int_div(a, b):
     if a.dtype.kind in "iu":
         if (b == 0).any():
             raise FoldRefused("Div: an integer division by zero")
-        return np.trunc(a / b).astype(np.result_type(a, b))
+        q, r = np.floor_divide(a, b), np.remainder(a, b)
+        # toward zero, in integers (a / b in float64 would round an int64 beyond 2**53)
+        return (q + ((r != 0) & ((a < 0) != (b < 0)))).astype(np.result_type(a, b))
     return a / b
 
 
-_COMPARE = {"Equal", "Less", "Greater"}
+_COMPARE = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or", "Xor"}
+
+
+def _where(node, ins, opset):
+    cond, x, y = (np.asarray(a) for a in ins)
+    try:
+        shape = np.broadcast_shapes(cond.shape, x.shape, y.shape)
+    except ValueError as exc:
+        raise FoldRefused(f"Where: {exc}") from None
+    _size_ok(shape, "Where's result")
+    return [np.where(cond.astype(bool), x, y).astype(np.result_type(x, y))]
+
+
+def _mod(node, ins, opset):
+    a, b = np.asarray(ins[0]), np.asarray(ins[1])
+    if a.dtype.kind in "iu" and (b == 0).any():
+        raise FoldRefused("Mod: an integer remainder by zero")
+    return _elementwise(np.fmod if node.attrs.get("fmod", 0) else np.mod)(node, [a, b], opset)
+
+
+def _cast_like(node, ins, opset):
+    return [np.asarray(ins[0]).astype(np.asarray(ins[1]).dtype)]
 
 
 def _range(node, ins, opset):
@@ -258,6 +282,13 @@ FOLDERS = {
     "Div": _elementwise(_int_div), "Neg": _elementwise(np.negative),
     "Equal": _elementwise(np.equal), "Less": _elementwise(np.less), "Greater": _elementwise(np.greater),
     "Sqrt": _elementwise(np.sqrt), "Floor": _elementwise(np.floor), "Ceil": _elementwise(np.ceil),
+    # the shape arithmetic of ONNX's function bodies (Attention's, for one) picks and compares sizes
+    "LessOrEqual": _elementwise(np.less_equal), "GreaterOrEqual": _elementwise(np.greater_equal),
+    "Not": _elementwise(np.logical_not), "And": _elementwise(np.logical_and),
+    "Or": _elementwise(np.logical_or), "Xor": _elementwise(np.logical_xor),
+    "Max": _elementwise(lambda *a: functools.reduce(np.maximum, a)),
+    "Min": _elementwise(lambda *a: functools.reduce(np.minimum, a)), "Abs": _elementwise(np.abs),
+    "Where": _where, "Mod": _mod, "CastLike": _cast_like,
 }
 
 

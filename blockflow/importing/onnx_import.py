@@ -281,6 +281,9 @@ class _Importer:
         if node.op == "Shape" and isinstance(values[0], Wire):
             info = self.model.types.get(node.inputs[0])
             shape = info.static_shape if info is not None else None
+            known = values[0].shape
+            if shape is None and known is not None and all(isinstance(d, int) for d in known):
+                shape = known   # a mapping knew it where the model's shape inference lost it
             if shape is None:
                 return False
             # a zero-stride stand-in of that shape: Shape reads only the sizes

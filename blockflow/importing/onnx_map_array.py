@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from blockflow.importing.onnx_build import Known
+from blockflow.importing.onnx_build import Known, Wire
 from blockflow.importing.onnx_fold import FoldRefused, reshape_target
 from blockflow.importing.onnx_mapping import Call, Unsupported, maps
 
@@ -27,9 +27,10 @@ def reshape(call: Call):
     in_shape = call.shape(0)
     if in_shape is not None and all(isinstance(d, int) for d in in_shape):
         try:
-            return _reshaped(call, list(reshape_target(in_shape, target, allowzero)))
+            out = reshape_target(in_shape, target, allowzero)
         except FoldRefused as exc:
             raise Unsupported(str(exc)) from None
+        return _keep_shape(call, _reshaped(call, list(out)), out)
     out = []
     for i, d in enumerate(target):
         if d == 0 and not allowzero:
@@ -51,7 +52,7 @@ def flatten(call: Call):
     axis = call.attr("axis", 1)
     if not -rank <= axis <= rank:
         raise Unsupported(f"Flatten axis {axis} for rank {rank}")
-    axis %= rank + 1
+    axis = axis + rank if axis < 0 else axis   # -1 is the last axis, as for every other op
     head, tail = shape[:axis], shape[axis:]
     sizes = []
     for part in (head, tail):
@@ -153,7 +154,8 @@ def slice_(call: Call):
                       strides=call.const(stride, np.int64), typed=0)
 
 
-@maps("Pad", blocks="Pad, MirrorPad", notes="constant and reflect modes; refused: edge, wrap, negative pads")
+@maps("Pad", blocks="Pad, MirrorPad, Gather", notes="constant and reflect modes; edge and wrap as a Gather of the "
+      "copied entries per axis; refused: negative pads")
 def pad(call: Call):
     rank = call.rank(0)
     if call.opset < 11:
@@ -172,10 +174,40 @@ def pad(call: Call):
         widths[a] = [pads[i], pads[i + len(axes)]]
     paddings = call.const(widths, np.int64)
     if mode == "constant":
-        return call.block("Pad", {"constant_values": value}, input=call.input(0), paddings=paddings, typed=0)
-    if mode == "reflect":
-        return call.block("MirrorPad", {"mode": "REFLECT"}, input=call.input(0), paddings=paddings, typed=0)
-    raise Unsupported(f"Pad mode {mode!r} (TF pads with a constant or a mirror image)")
+        y = call.block("Pad", {"constant_values": value}, input=call.input(0), paddings=paddings, typed=0)
+    elif mode == "reflect":
+        y = call.block("MirrorPad", {"mode": "REFLECT"}, input=call.input(0), paddings=paddings, typed=0)
+    elif mode in ("edge", "wrap"):
+        y = _gather_pad(call, widths, mode)
+    else:
+        raise Unsupported(f"Pad mode {mode!r}")
+    return _keep_shape(call, y, [(d + a + b) if isinstance(d, int) else d
+                                 for d, (a, b) in zip(call.shape(0), widths)])
+
+
+def _gather_pad(call: Call, widths: list, mode: str):
+    """Edge and wrap padding as a Gather along each padded axis of the entries each position
+    copies (the nearest edge's, or the one a period away): copies, so exact both ways."""
+    y, shape = call.input(0), call.shape(0)
+    padded = [a for a, w in enumerate(widths) if any(w)]
+    for n, a in enumerate(padded):
+        size = shape[a]
+        if not isinstance(size, int) or size == 0:
+            raise Unsupported(f"Pad mode {mode!r} along an axis of {'unknown' if size is None else 'no'} size")
+        at = np.arange(-widths[a][0], size + widths[a][1])
+        at = np.clip(at, 0, size - 1) if mode == "edge" else np.mod(at, size)
+        last = n == len(padded) - 1
+        y = call.block("Gather", params=y, indices=call.const(at, np.int64), axis=call.const(a, np.int32),
+                       hint="" if last else f"pad{a}", typed=0 if last else None)
+    return y if padded else call.block("Identity", input=y, typed=0)
+
+
+def _keep_shape(call: Call, y, shape):
+    """``y`` with the ``shape`` the mapping knows where the model's shape inference lost it (its
+    pads or target were computed): a Shape read of it later can then be folded."""
+    if y.shape is not None and all(isinstance(d, int) for d in y.shape):
+        return y
+    return y.typed(y.dtype or call.dtype(0), tuple(shape))
 
 
 @maps("Expand", blocks="BroadcastTo", notes="to the broadcast of the input's shape and the given one")
@@ -195,7 +227,8 @@ def tile(call: Call):
     return call.block("Tile", input=call.input(0), multiples=call.const(reps, np.int64), typed=0)
 
 
-@maps("Split", blocks="Split, SplitV", notes="equal pieces or given sizes")
+@maps("Split", blocks="Split, SplitV", notes="equal pieces, given sizes, or (num_outputs not dividing the "
+      "size) pieces of the size rounded up and a smaller last")
 def split(call: Call):
     rank = call.rank(0)
     axis = call.attr("axis", 0) % rank
@@ -205,11 +238,14 @@ def split(call: Call):
     else:
         sizes = list(call.attr("split", ())) or None
     x = call.input(0)
+    dim = (call.shape(0) or [None] * rank)[axis]
+    if sizes is None and isinstance(dim, int) and dim % n:
+        # opset 18's num_outputs: pieces of ceil(dim / n), the last what is left
+        piece = -(-dim // n)
+        sizes = [piece] * (dim // piece) + ([dim % piece] if dim % piece else [])
+        if len(sizes) != n:
+            raise Unsupported(f"Split of size {dim} into {n} pieces of {piece}: ONNX's rule makes {len(sizes)}")
     if sizes is None:
-        dim = (call.shape(0) or [None] * rank)[axis]
-        if isinstance(dim, int) and dim % n:
-            raise Unsupported(f"Split of size {dim} into {n} pieces: ONNX makes the last smaller, TF's "
-                              f"Split cuts equal pieces")
         node = call.block("Split", {"num_split": n}, axis=call.const(axis, np.int32), value=x)
     else:
         node = call.block("SplitV", {"num_split": n}, value=x, size_splits=call.const(sizes, np.int64),
@@ -238,17 +274,36 @@ def size(call: Call):
     return call.block("Size", {"out_type": "int64"}, input=call.input(0), typed=0)
 
 
-@maps("TopK", blocks="TopK (Cast of the indices to int64)", notes="the last axis, largest, sorted")
+@maps("TopK", blocks="TopK (Cast of the indices to int64; Transpose for another axis; Negate for the smallest)",
+      notes="any axis, largest or (floats) smallest; sorted 0 leaves the order to the implementation, and "
+            "sorted is one")
 def topk(call: Call):
     rank = call.rank(0)
-    if call.attr("axis", -1) % rank != rank - 1:
-        raise Unsupported("TopK along an axis that is not the last (TF's TopK takes the last)")
-    if not call.attr("largest", 1) or not call.attr("sorted", 1):
-        raise Unsupported("TopK of the smallest, or unsorted (TF's TopK gives the largest, sorted)")
+    axis = call.attr("axis", -1) % rank
     k = call.attr("k") if call.opset < 10 else call.ints(1, "TopK's k")[0]
-    node = call.block("TopK", input=call.input(0), k=call.const(int(k), np.int32))
-    values = node.__class__(node.node, "values", *call.out_type(0))
-    idx = node.__class__(node.node, "indices")
+    smallest = not call.attr("largest", 1)
+    dtype = call.dtype(0)
+    if smallest and (dtype is None or dtype.kind != "f"):
+        raise Unsupported(f"TopK of the smallest {dtype} values (negated, the most negative integer overflows)")
+    perm = list(range(rank))
+    perm[axis], perm[-1] = perm[-1], perm[axis]
+    x = call.input(0)
+    if axis != rank - 1:   # TF's TopK takes the last axis
+        x = call.block("Transpose", x=x, perm=call.const(perm, np.int32), hint="last")
+    if smallest:
+        x = call.block("Negate", x=x, hint="negated")
+    node = call.block("TopK", input=x, k=call.const(int(k), np.int32))
+    values, idx = Wire(node.node, "values"), Wire(node.node, "indices")
+    moved = axis != rank - 1
+    if smallest:
+        values = call.block("Negate", x=values, hint="values_neg" if moved else "values", typed=None if moved else 0)
+    if moved:
+        values = call.block("Transpose", x=values, perm=call.const(perm, np.int32), hint="values", typed=0)
+    if not smallest and not moved:
+        values = values.typed(*call.out_type(0))
     if call.output_used(1):
-        idx = call.block("Cast", {"DstT": "int64"}, x=idx, hint="indices", typed=1)
+        idx = call.block("Cast", {"DstT": "int64"}, x=idx, hint="indices64" if moved else "indices",
+                         typed=None if moved else 1)
+        if moved:
+            idx = call.block("Transpose", x=idx, perm=call.const(perm, np.int32), hint="indices", typed=1)
     return [values, idx]

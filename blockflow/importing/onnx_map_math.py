@@ -2,13 +2,15 @@
 
 ONNX broadcasts as numpy does (opset 7 on), as blockflow's binary blocks do, so a binary op is
 one block. Variadic Sum, Max, Min and Mean are chains of binary blocks (AddN when every input
-has one shape). Integer division truncates in ONNX and floors in TensorFlow, so it is refused.
+has one shape). Integer division truncates in ONNX and floors in TensorFlow: it is FloorDiv
+corrected where the two differ.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from blockflow.importing.onnx_build import Known
+from blockflow.importing.onnx_map_elementwise import int_div
 from blockflow.importing.onnx_mapping import Call, Unsupported, maps
 from blockflow.importing.onnx_read import DTYPES
 
@@ -39,16 +41,38 @@ def unary(call: Call):
 
 
 @maps(*BINARY, blocks="Add, Subtract, Multiply, Pow, Equal, Greater, Less, GreaterEqual, LessEqual, "
-                      "LogicalAnd, LogicalOr", notes="numpy broadcasting")
+                      "LogicalAnd, LogicalOr", notes="numpy broadcasting; Pow of a float to an integer "
+                      "power casts the exponent to the base's dtype; refused: an integer to a float power")
 def binary(call: Call):
-    return call.block(BINARY[call.node.op], x=call.input(0), y=call.input(1), typed=0)
+    y = call.input(1)
+    if call.node.op == "Pow":
+        y = _exponent(call)
+    return call.block(BINARY[call.node.op], x=call.input(0), y=y, typed=0)
 
 
-@maps("Div", blocks="RealDiv", notes="floating point only: ONNX's integer division truncates, TF's floors")
+def _exponent(call: Call):
+    """Pow's exponent in the base's dtype (ONNX lets them differ; TF's Pow takes one dtype)."""
+    base, power = call.dtype(0), call.dtype(1)
+    if base is None or power is None or base == power:
+        return call.input(1)
+    if base.kind != "f" and power.kind == "f":
+        raise Unsupported(f"Pow of {base.name} to a {power.name} power (ONNX leaves the rounding back to "
+                          f"{base.name} unsaid)")
+    y = call.input(1)
+    if isinstance(y, Known):
+        return call.const(y.value.astype(base))
+    return call.block("Cast", {"DstT": base.name}, x=y, hint="exponent")
+
+
+@maps("Div", blocks="RealDiv (FloorDiv, FloorMod and a correction for integers)",
+      notes="integers truncate toward zero, as ONNX divides: TF's FloorDiv plus one where the remainder is "
+            "not 0 and the signs differ")
 def div(call: Call):
     dtype = call.dtype(0)
-    if dtype is not None and dtype.kind != "f":
-        raise Unsupported(f"Div of {dtype.name} (ONNX truncates, TF's FloorDiv floors)")
+    if dtype is None:
+        raise Unsupported("Div of an input whose dtype is unknown")
+    if dtype.kind != "f":
+        return int_div(call)
     return call.block("RealDiv", x=call.input(0), y=call.input(1), typed=0)
 
 
@@ -151,8 +175,9 @@ def _reduce_axes(call: Call) -> list | None:
     return list(range(rank)) if axes is None else sorted(a % rank for a in axes)
 
 
-@maps(*_REDUCE, blocks="Sum, Mean, Max, Min, Prod (Square, Abs, Sqrt, Log around them)",
-      notes="axes as attribute or input, keepdims, noop_with_empty_axes")
+@maps(*_REDUCE, blocks="Sum, Mean, Max, Min, Prod (Square, Abs, Sqrt, Log around them; Any, All for "
+      "booleans)", notes="axes as attribute or input, keepdims, noop_with_empty_axes; ReduceMax and "
+      "ReduceMin of booleans as Any and All")
 def reduce(call: Call):
     op = call.node.op
     axes = _reduce_axes(call)
@@ -163,21 +188,55 @@ def reduce(call: Call):
     if pre:
         x = call.block(pre, x=x, hint=pre.lower())
     post = {"ReduceL2": "Sqrt", "ReduceLogSum": "Log"}.get(op)
-    y = call.block(_REDUCE[op], {"keep_dims": bool(call.attr("keepdims", 1))}, input=x,
+    block = _REDUCE[op]
+    if call.dtype(0) == np.bool_ and op in ("ReduceMax", "ReduceMin"):   # of booleans: any, all
+        block = "Any" if op == "ReduceMax" else "All"
+    y = call.block(block, {"keep_dims": bool(call.attr("keepdims", 1))}, input=x,
                    axis=call.const(axes, np.int32), hint="sum" if post else "", typed=None if post else 0)
     return call.block(post, x=y, typed=0) if post else y
 
 
-@maps("ArgMax", "ArgMin", blocks="ArgMax, ArgMin (ExpandDims for keepdims)",
-      notes="refused: select_last_index")
+@maps("ReduceLogSumExp", blocks="Max, Select, StopGradient, Subtract, Exp, Sum, Log, Add (Squeeze without "
+      "keepdims)", notes="log(sum(exp(x - m))) + m with m the largest finite entry, as ONNX computes it; "
+      "m's gradient stopped, as TF's reduce_logsumexp (the function does not depend on it)")
+def reduce_log_sum_exp(call: Call):
+    axes = _reduce_axes(call)
+    x, dtype = call.input(0), call.dtype(0)
+    if dtype is None or dtype.kind != "f":
+        raise Unsupported(f"ReduceLogSumExp of {dtype} (it is defined for floats)")
+    if axes == []:
+        return call.block("Identity", input=x, typed=0)
+    axis = call.const(axes, np.int32)
+    infinite = call.block("Equal", x=call.block("Abs", x=x, hint="abs"), y=call.const(np.inf, dtype), hint="inf")
+    finite = call.block("Select", condition=infinite, t=call.const(-np.inf, dtype), e=x, hint="finite")
+    top = call.block("StopGradient", input=call.block("Max", {"keep_dims": True}, input=finite, axis=axis,
+                                                       hint="max"), hint="shift")
+    total = call.block("Sum", {"keep_dims": True}, axis=axis, hint="sum",
+                       input=call.block("Exp", x=call.block("Subtract", x=x, y=top, hint="shifted"), hint="exp"))
+    keep = bool(call.attr("keepdims", 1))
+    y = call.block("Add", x=call.block("Log", x=total, hint="log"), y=top, hint="" if keep else "kept",
+                   typed=0 if keep else None)
+    return y if keep else call.block("Squeeze", {"axis": axes}, input=y, typed=0)
+
+
+@maps("ArgMax", "ArgMin", blocks="ArgMax, ArgMin (ExpandDims for keepdims; Reverse, Subtract for "
+      "select_last_index)", notes="select_last_index as the first index along the reversed axis")
 def arg(call: Call):
-    if call.attr("select_last_index", 0):
-        raise Unsupported(f"{call.node.op} with select_last_index (TF takes the first)")
     rank = call.rank(0)
     axis = call.attr("axis", 0) % max(rank, 1)
     keep = call.attr("keepdims", 1)
-    y = call.block(call.node.op, {"output_type": "int64"}, input=call.input(0),
-                   dimension=call.const(axis, np.int32), hint="arg" if keep else "", typed=None if keep else 0)
+    x, last = call.input(0), call.attr("select_last_index", 0)
+    if last:    # the first in the reversed axis is the last: index n - 1 - i
+        size = (call.shape(0) or [None] * rank)[axis]
+        if not isinstance(size, int):
+            raise Unsupported(f"{call.node.op} with select_last_index along an axis of unknown size")
+        x = call.block("Reverse", tensor=x, axis=call.const([axis], np.int32), hint="reversed")
+    done = not keep and not last
+    y = call.block(call.node.op, {"output_type": "int64"}, input=x, dimension=call.const(axis, np.int32),
+                   hint="" if done else "arg", typed=0 if done else None)
+    if last:
+        y = call.block("Subtract", x=call.const(size - 1, np.int64), y=y, hint="" if not keep else "from_end",
+                       typed=None if keep else 0)
     if keep:
         y = call.block("ExpandDims", input=y, axis=call.const(axis, np.int32), typed=0)
     return y
@@ -191,11 +250,18 @@ def where(call: Call):
 @maps("Einsum", blocks="Einsum", notes="one or two operands, as the block takes them")
 def einsum(call: Call):
     ins = [call.input(i) for i in range(len(call.values))]
+    equation = call.attr("equation", "").replace(" ", "")
+    for term in equation.split("->")[0].split(","):
+        letters = term.replace("...", "")
+        if len(set(letters)) != len(letters):
+            raise Unsupported(f"Einsum {equation!r} repeats a letter in one operand (a diagonal or trace): "
+                              f"blockflow's Einsum takes each letter once per operand")
     return call.block("Einsum", {"equation": call.attr("equation", "").replace(" ", "")}, inputs=ins, typed=0)
 
 
-@maps("CumSum", blocks="Cumsum", notes="exclusive, reverse")
+@maps("CumSum", "CumProd", blocks="Cumsum, Cumprod", notes="exclusive, reverse")
 def cumsum(call: Call):
-    axis = call.ints(1, "CumSum's axis")
-    return call.block("Cumsum", {"exclusive": bool(call.attr("exclusive", 0)), "reverse": bool(call.attr("reverse", 0))},
+    axis = call.ints(1, f"{call.node.op}'s axis")
+    block = "Cumsum" if call.node.op == "CumSum" else "Cumprod"
+    return call.block(block, {"exclusive": bool(call.attr("exclusive", 0)), "reverse": bool(call.attr("reverse", 0))},
                       x=call.input(0), axis=call.const(axis[0], np.int32), typed=0)

@@ -9,6 +9,8 @@ used only where it is the same arithmetic.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from blockflow.importing.onnx_build import Known
@@ -32,6 +34,48 @@ def _spatial_attrs(call: Call, what: str) -> tuple:
     if min(pads) < 0:
         raise Unsupported(f"{what}: negative pads (cropping)")
     return k, strides, dil, pads, call.attr("auto_pad", "NOTSET")
+
+
+class _Widened(Call):
+    """A 1-D window op's Call seen as 2-D (a height of 1): its outputs' ONNX types, which are
+    1-D, are not the 2-D blocks' (the caller squeezes the height out and types that)."""
+
+    def out_type(self, k: int = 0) -> tuple:
+        return (None, None)
+
+
+def _as_2d(call: Call, mapping):
+    """A 1-D Conv, ConvTranspose or pooling as the 2-D ``mapping`` over a height of 1: ExpandDims, the window
+    with a kernel, stride, dilation of 1 and no padding on the height, Squeeze."""
+    x, shape = call.input(0), call.shape(0)
+    wide = call.block("ExpandDims", input=x, axis=call.const(2, np.int32), hint="2d").typed(
+        call.dtype(0), (*shape[:2], 1, shape[2]))
+    values = [wide] + list(call.values[1:])
+    if call.node.op in ("Conv", "ConvTranspose") and call.has(1):
+        w = call.input(1)
+        if isinstance(w, Known):
+            key = (id(w), "conv1d")
+            made = call.builder.derived.get(key)
+            if made is None:    # a weight read by several nodes stays one Variable
+                made = Known(w.value[:, :, None, :], w.name, w.param)
+                call.builder.derived[key] = made
+            values[1] = made
+        else:
+            ws = call.shape(1)
+            values[1] = call.block("ExpandDims", input=w, axis=call.const(2, np.int32), hint="w2d").typed(
+                call.dtype(1), None if ws is None else (*ws[:2], 1, *ws[2:]))
+    a = dict(call.node.attrs)
+    for name, pad in (("kernel_shape", 1), ("strides", 1), ("dilations", 1), ("output_shape", 1),
+                      ("output_padding", 0)):
+        if name in a:
+            a[name] = [pad, *a[name]]
+    if "pads" in a:
+        a["pads"] = [0, a["pads"][0], 0, a["pads"][1]]
+    inner = _Widened(dataclasses.replace(call.node, attrs=a), values, call.builder, call.types, call.opset,
+                     call.read)
+    inner.base = call.base   # its blocks named as the node's others
+    y = mapping(inner)
+    return call.block("Squeeze", {"axis": [2]}, input=y, typed=0)
 
 
 def _same_pads(size, k, s, d, lower: bool) -> tuple:
@@ -63,10 +107,12 @@ def _explicit(pads) -> list:
     return [0, 0, 0, 0, t, b, l, r]
 
 
-@maps("Conv", blocks="Conv2D, BiasAdd",
-      notes="2-D (NCHW) only; groups and depthwise as Conv2D's grouped convolution; every padding, "
+@maps("Conv", blocks="Conv2D, BiasAdd (ExpandDims, Squeeze for 1-D)",
+      notes="1-D (through a height of 1) and 2-D (NCHW); groups and depthwise as Conv2D's grouped convolution; every padding, "
             "strides and dilations")
 def conv(call: Call):
+    if call.shape(0) is not None and len(call.shape(0)) == 3:
+        return _as_2d(call, conv)
     k, strides, dil, pads, auto_pad = _spatial_attrs(call, "Conv")
     w = call.input(1)
     wshape = call.shape(1)
@@ -125,9 +171,11 @@ def _pool_setup(call: Call, what: str):
 
 
 @maps("MaxPool", blocks="MaxPool",
-      notes="2-D (NCHW); explicit, asymmetric and ceil_mode padding as EXPLICIT padding (padded entries "
+      notes="1-D (through a height of 1) and 2-D (NCHW); explicit, asymmetric and ceil_mode padding as EXPLICIT padding (padded entries "
             "never win); refused: dilations, the Indices output, storage_order")
 def max_pool(call: Call):
+    if call.shape(0) is not None and len(call.shape(0)) == 3:
+        return _as_2d(call, max_pool)
     if call.attr("storage_order", 0):
         raise Unsupported("MaxPool with storage_order 1 (only the Indices output depends on it, but it "
                           "is refused with them)")
@@ -149,9 +197,11 @@ def _window_counts(k, s, out, lo, hi) -> np.ndarray:
 
 
 @maps("AveragePool", blocks="AvgPool (Pad, Multiply where the padding is not TF's SAME)",
-      notes="2-D (NCHW); count_include_pad 0 or 1, explicit, asymmetric and ceil_mode padding: padded with "
+      notes="1-D (through a height of 1) and 2-D (NCHW); count_include_pad 0 or 1, explicit, asymmetric and ceil_mode padding: padded with "
             "zeros, averaged, and each position rescaled by its window's count; refused: dilations")
 def average_pool(call: Call):
+    if call.shape(0) is not None and len(call.shape(0)) == 3:
+        return _as_2d(call, average_pool)
     k, strides, p, given = _pool_setup(call, "AveragePool")
     x = call.input(0)
     attrs = {"ksize": [1, 1, *k], "strides": [1, 1, *strides], "data_format": _NCHW}
@@ -245,20 +295,28 @@ def lrn(call: Call):
     return call.block("Transpose", x=y, perm=call.const([0, 3, 1, 2], np.int32), typed=0)
 
 
-@maps("Dropout", blocks="Dropout (training off)",
+@maps("Dropout", blocks="Dropout (training off); OnesLike, Cast for the mask",
       notes="the inference graph ONNX describes: Dropout with training false (the identity), its rate kept "
-            "so it can be turned on for training; refused: the mask output, training_mode true")
+            "so it can be turned on for training (Identity when the model computes the rate); the mask "
+            "output all true, as in inference; refused: training_mode true or computed")
 def dropout(call: Call):
-    if call.output_used(1):
-        raise Unsupported("Dropout's mask output")
     ratio = float(call.attr("ratio", 0.5))
     if call.opset >= 12:
-        ratio = float(call.need_known(1, "Dropout's ratio").reshape(-1)[0]) if call.has(1) else 0.5
         if call.has(2) and bool(call.need_known(2, "Dropout's training_mode").reshape(-1)[0]):
             raise Unsupported("Dropout with training_mode true (random at inference)")
-    if not 0.0 <= ratio < 1.0:
+        ratio = call.known(1) if call.has(1) else 0.5
+        ratio = None if ratio is None else float(np.asarray(ratio).reshape(-1)[0])
+    if ratio is not None and not 0.0 <= ratio < 1.0:
         raise Unsupported(f"Dropout with ratio {ratio}")
-    return call.block("Dropout", {"rate": ratio, "training": False}, x=call.input(0), typed=0)
+    x = call.input(0)
+    if ratio is None:   # inference ignores the rate; one the model computes cannot be kept for training
+        y = call.block("Identity", input=x, typed=0)
+    else:
+        y = call.block("Dropout", {"rate": ratio, "training": False}, x=x, typed=0)
+    if not call.output_used(1):
+        return y
+    ones = call.block("OnesLike", x=x, hint="ones")
+    return [y, call.block("Cast", {"DstT": "bool"}, x=ones, hint="mask", typed=1)]
 
 
 def _softmax(call: Call, block: str):
@@ -334,19 +392,35 @@ def leaky_relu(call: Call):
     return call.block("LeakyRelu", {"alpha": float(call.attr("alpha", 0.01))}, features=call.input(0), typed=0)
 
 
-@maps("Elu", blocks="Elu", notes="alpha 1 only (TF's Elu has no alpha)")
+def _scaled_elu(call: Call, alpha: float, hint: str = ""):
+    """x above 0, alpha * (exp(x) - 1) below: Elu's negative side scaled (Elu is x above 0)."""
+    x, dtype = call.input(0), call.dtype(0)
+    neg = call.block("Multiply", x=call.block("Elu", features=x, hint=f"{hint}elu"), y=call.const(alpha, dtype),
+                     hint=f"{hint}alpha")
+    pos = call.block("Greater", x=x, y=call.const(0, dtype), hint=f"{hint}pos")
+    return call.block("Select", condition=pos, t=x, e=neg, hint=hint.rstrip("_"), typed=None if hint else 0)
+
+
+@maps("Elu", blocks="Elu (Multiply, Greater, Select for alpha other than 1)",
+      notes="alpha: x above 0, alpha * Elu(x) below")
 def elu(call: Call):
-    if float(call.attr("alpha", 1.0)) != 1.0:
-        raise Unsupported(f"Elu with alpha {call.attr('alpha')}: TF's Elu has alpha 1")
-    return call.block("Elu", features=call.input(0), typed=0)
+    alpha = float(call.attr("alpha", 1.0))
+    if alpha == 1.0:
+        return call.block("Elu", features=call.input(0), typed=0)
+    return _scaled_elu(call, alpha)
 
 
-@maps("Selu", blocks="Selu", notes="the standard alpha and gamma only")
+_SELU_ALPHA, _SELU_GAMMA = 1.67326319217681884765625, 1.05070102214813232421875
+
+
+@maps("Selu", blocks="Selu (Elu, Multiply, Greater, Select for other alpha and gamma)",
+      notes="the standard alpha and gamma as TF's Selu; others as gamma * (x above 0, alpha * Elu(x) below)")
 def selu(call: Call):
-    alpha, gamma = float(call.attr("alpha", 1.67326319217681884765625)), float(call.attr("gamma", 1.05070102214813232421875))
-    if abs(alpha - 1.6732632423543772) > 1e-6 or abs(gamma - 1.0507009873554805) > 1e-6:
-        raise Unsupported(f"Selu with alpha {alpha} and gamma {gamma}: TF's Selu has the standard ones")
-    return call.block("Selu", features=call.input(0), typed=0)
+    alpha, gamma = float(call.attr("alpha", _SELU_ALPHA)), float(call.attr("gamma", _SELU_GAMMA))
+    if abs(alpha - 1.6732632423543772) <= 1e-6 and abs(gamma - 1.0507009873554805) <= 1e-6:
+        return call.block("Selu", features=call.input(0), typed=0)
+    inner = _scaled_elu(call, alpha, hint="inner_")
+    return call.block("Multiply", x=inner, y=call.const(gamma, call.dtype(0)), typed=0)
 
 
 @maps("Softplus", "Softsign", blocks="Softplus, Softsign")

@@ -22,7 +22,8 @@ from blockflow.importing.onnx_read import OnnxNode
 
 __all__ = ["Call", "Mapping", "maps", "mapping_table", "Unsupported"]
 
-_MODULES = ("onnx_map_nn", "onnx_map_math", "onnx_map_array")
+_MODULES = ("onnx_map_nn", "onnx_map_math", "onnx_map_array", "onnx_map_norm", "onnx_map_elementwise",
+            "onnx_map_index", "onnx_map_loss", "onnx_map_resize", "onnx_map_convt")
 
 
 @dataclass(frozen=True)
