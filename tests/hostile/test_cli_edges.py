@@ -305,7 +305,7 @@ EXIT_CASES = [
     (("train", "{R}", "--steps", "-1"), 2, "argument --steps: -1 is out of range: a whole number from 0 to 10,000,000"),
     (("train", "{R}", "--steps", "2", "--batch-size", "-1"), 2, "argument --batch-size: -1 is out of range"),
     (("train", "{P}", "--steps", "2"), 2, "page 'main' marks no loss"),
-    (("deploy",), 2, "'deploy' is neither a command (run, check, train, blocks, layers, export, render) nor a project file"),
+    (("deploy",), 2, "'deploy' is neither a command (run, check, train, blocks, layers, export, import, render) nor a project file"),
     (("export",), 2, "the following arguments are required: format, project, -o/--output"),
     (("export", "torch", "{P}"), 2, "the following arguments are required: -o/--output"),
     (("{P}", "{R}"), 2, "expected one project file, got 2 arguments"),
