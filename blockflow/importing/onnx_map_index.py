@@ -26,11 +26,17 @@ def _from_end(call: Call, idx, size: int, hint: str, dtype):
     return call.block("Select", condition=neg, t=wrapped, e=idx, hint=hint)
 
 
-@maps("GatherElements", blocks="GatherNd (Select, Add, Cast, ExpandDims, Concat for the coordinates)",
+@maps("GatherElements", blocks="GatherNd (Select, Add, Cast, ExpandDims, Concat for the coordinates), or "
+                                "Gather with batch axes",
       notes="the indices' static shape gives a grid of coordinates, the indices take the axis's place; "
-            "negative indices count from the end")
+            "negative indices count from the end; along the last axis with open sizes (a batch): a Gather "
+            "whose batch axes are the others, which must then be the data's (else the run stops, naming it)")
 def gather_elements(call: Call):
     data_shape = call.shape(0)
+    shape = call.shape(1)
+    if shape is not None and data_shape is not None and len(shape) == len(data_shape) and \
+            any(not isinstance(d, int) for d in shape) and call.attr("axis", 0) % len(shape) == len(shape) - 1:
+        return _gather_last(call, data_shape)
     shape = call.static_shape(1, "GatherElements")
     rank = len(shape)
     if data_shape is None or len(data_shape) != rank:
@@ -56,6 +62,19 @@ def gather_elements(call: Call):
     else:
         where = call.block("Concat", values=coords, axis=call.const(rank, np.int32), hint="coords")
     return call.block("GatherNd", params=call.input(0), indices=where, typed=0)
+
+
+def _gather_last(call: Call, data_shape):
+    """GatherElements along the last axis as a Gather with every other axis a batch axis: the
+    same entries when the indices' other sizes are the data's (an exporter's cross-entropy picks
+    one class per row so), an error naming the block when they are not."""
+    rank = len(data_shape)
+    size = data_shape[-1]
+    if not isinstance(size, int):
+        raise Unsupported("GatherElements along an axis of unknown size (a negative index counts from its end)")
+    idx = _from_end(call, call.input(1), size, "index", call.dtype(1))
+    return call.block("Gather", {"batch_dims": rank - 1}, params=call.input(0), indices=idx,
+                      axis=call.const(rank - 1, np.int32), typed=0)
 
 
 def _scalar(call: Call, value, i: int, hint: str):

@@ -239,3 +239,27 @@ def test_the_command_line_lists_unsupported_ops(tmp_path, capsys):
     assert main(["import", "onnx", str(path), "-o", str(out)]) == 1
     err = capsys.readouterr().err
     assert "Unique (1 node: u): no mapping" in err and not out.exists()
+
+
+def test_gather_elements_over_an_open_batch_takes_along_the_last_axis_or_stops():
+    """With a symbolic batch the indices' grid is unknown: the mapping gathers row by row, the
+    same entries as ONNX where the batches agree, and a run error (never other numbers) where
+    they do not."""
+    from blockflow.compile.compiler import compile_project
+    from blockflow.errors import RunError
+    from blockflow.run.runtime import run
+
+    data = helper.make_tensor_value_info("data", TensorProto.FLOAT, ["N", 5])
+    idx = helper.make_tensor_value_info("idx", TensorProto.INT64, ["M", 1])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    model = _model([helper.make_node("GatherElements", ["data", "idx"], ["y"], axis=1)], [data, idx], [y])
+    project, report = _import(model)
+    program = compile_project(project)
+    rng = np.random.default_rng(0)
+    d, i = rng.standard_normal((4, 5)).astype(np.float32), np.array([[0], [4], [-1], [2]])
+    got = run(program, {report.inputs["data"]: d, report.inputs["idx"]: i}, fetch=[report.outputs["y"]],
+              record=False).value(report.outputs["y"])
+    np.testing.assert_array_equal(got, np.take_along_axis(d, i % 5, axis=1))
+    with pytest.raises(RunError, match="Gather"):
+        run(program, {report.inputs["data"]: d, report.inputs["idx"]: i[:2]}, fetch=[report.outputs["y"]],
+            record=False)
