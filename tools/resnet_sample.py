@@ -128,7 +128,8 @@ def _without_skips(project):
         node.label = "the branch only (the skip taken away)"
         page.edges.append(branch.__class__(branch.src, branch.src_port, nid, "input"))
         page.edges += [e.__class__(nid, "output", e.dst, e.dst_port) for e in outs]
-    page.frames = [f for f in page.frames]
+    kept = set(page.edges)
+    page.bends = {e: points for e, points in page.bends.items() if e in kept}
     return page
 
 

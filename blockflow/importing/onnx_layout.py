@@ -21,11 +21,17 @@ from blockflow.page_layout import FRAME_COLORS, MAX_FRAME_TITLE, MAX_FRAMES, Fra
 
 __all__ = ["lay_out", "scope_keys"]
 
-#: distance between columns (a block is 120 to 250 scene units wide), and between blocks in one
-#: column (heights are the canvas's: a title, a row per port, a result line per output)
-COLUMN, VGAP = 340.0, 24.0
-#: how far left of its reader a Variable sits (its wire then runs forward into the reader)
-VAR_SHIFT = 0.3
+#: the width a column of blocks takes (a block is 120 to 250 scene units wide), and the slot for
+#: Variables left of a column that has some; the gap between blocks in one column (heights are the
+#: canvas's: a title, a row per port, a result line per output)
+BLOCK_SLOT, VAR_SLOT, VGAP = 330.0, 290.0, 24.0
+#: the least room between a column's widest block and the next column
+BLOCK_GAP = 80.0
+#: where a block's first port row is, below its top (items.py: the rows start at 40, 18 each)
+PORT_Y = 49.0
+#: a block's Variables start this far below its top: under its first input's row (at 49), so the
+#: wire into that input passes over them
+VAR_TOP = 64.0
 #: space between two bands of wrapped columns
 BAND_GAP = 160.0
 #: the width : height a band aims at (a laptop screen's)
@@ -52,8 +58,10 @@ def lay_out(page, builder, names: list[str], added=()) -> None:
         readers[reader].append(var)
     segments = _segments(list(nx.lexicographical_topological_sort(graph, key=order.__getitem__)), keys)
     height = _heights(page, builder.registry)
-    boxes = [_segment_box(graph, seg, readers, order, height) for seg in segments]
-    _place(page, boxes)
+    width = _widths(page)
+    boxes = [_segment_box(graph, seg, readers, order, height, width) for seg in segments]
+    bands = _place(page, boxes)
+    _route_long_wires(page, bands, set(attached), width)
     groups = defaultdict(list)
     for seg in segments:
         if keys[seg[0]]:
@@ -111,43 +119,79 @@ def _heights(page, registry):
     return height
 
 
-def _segment_box(graph, seg, readers, order, height):
-    """A segment's own layered layout: ([(node, column, y)], columns, height), the Variables a
-    block reads stacked just above it."""
+def _widths(page):
+    """About the width the canvas draws each block with: its op name in the title font, its id
+    below it (items.py: the title plus 28, the subtitle up to 220 plus 24, at least 120)."""
+    def width(nid) -> float:
+        node = page.nodes[nid]
+        return max(120.0, 9.5 * len(node.block) + 28, min(6.5 * len(nid), 220.0) + 24)
+    return width
+
+
+def _segment_box(graph, seg, readers, order, height, width):
+    """A segment's own layered layout: ([(node, x, y)], width, height). A block's Variables stand
+    in a slot just left of it, from below the height of its first input down, so the wire coming
+    in from the left passes over them and theirs run straight right into the block."""
     sub = graph.subgraph(seg)
-    cells, tallest = [], 0.0
+    cells, tallest, x = [], 0.0, 0.0
     layers = [sorted(layer, key=order.__getitem__) for layer in nx.topological_generations(sub)]
-    for col, layer in enumerate(layers):
+    for layer in layers:
+        slot = VAR_SLOT if any(readers[nid] for nid in layer) else 0.0
         y = 0.0
         for nid in layer:
+            cells.append((nid, x + slot, y))
+            below = y + VAR_TOP
             for var in sorted(readers[nid], key=order.__getitem__):
-                cells.append((var, col - VAR_SHIFT, y))
-                y += height(var) + VGAP
-            cells.append((nid, col, y))
-            y += height(nid) + VGAP
+                cells.append((var, x, below))
+                below += height(var) + VGAP / 2
+            y = max(y + height(nid), below) + VGAP
         tallest = max(tallest, y)
-    return cells, len(layers), tallest
+        x += slot + max(BLOCK_SLOT, max(width(nid) for nid in layer) + BLOCK_GAP)
+    return cells, x, tallest
 
 
 def _place(page, boxes) -> None:
     """Segments left to right, wrapping into bands so the page is about a screen's shape."""
-    total_w = sum(cols * COLUMN + GAP for _, cols, _ in boxes)
+    total_w = sum(w + GAP for _, w, _ in boxes)
     tall = max((h for _, _, h in boxes), default=1.0)
     bands = max(1, round(math.sqrt(total_w / (ASPECT * (tall + BAND_GAP)))))
     width = total_w / bands
     # A band after the first starts a little further in (its first column's Variables too), so
     # the model's start, its input at the top left, is the leftmost block and the bands read as
     # one line wrapped.
-    start = VAR_SHIFT * COLUMN + INDENT
+    start = INDENT
     x, y, band_h = 0.0, 0.0, 0.0
-    for cells, cols, h in boxes:
-        w = cols * COLUMN + GAP
+    bands = {}
+    for cells, seg_w, h in boxes:
+        w = seg_w + GAP
         if x > start and x + w > width * 1.05:
             x, y, band_h = start, y + band_h + BAND_GAP, 0.0
-        for nid, col, top in cells:
-            page.nodes[nid].position = (x + col * COLUMN, y + top)
+        for nid, dx, top in cells:
+            page.nodes[nid].position = (x + dx, y + top)
+            bands[nid] = y
         x += w
         band_h = max(band_h, h)
+    return bands
+
+
+def _route_long_wires(page, bands, attached, width) -> None:
+    """Reroute points for the wires a straight curve would draw across other blocks: from the end
+    of a band to the start of the next, through the gap between them; and a wire skipping more than
+    a column (a skip connection), over the top of its band."""
+    for e in page.edges:
+        if e.src in attached or e.dst in attached:
+            continue
+        (sx, sy), (dx, dy) = page.nodes[e.src].position, page.nodes[e.dst].position
+        out_x, out_y, in_y = sx + width(e.src), sy + PORT_Y, dy + PORT_Y
+        if bands[e.dst] > bands[e.src]:
+            gap = bands[e.dst] - BAND_GAP / 2
+            points = [(out_x + 30, out_y), (out_x + 30, gap), (dx - 30, gap), (dx - 30, in_y)]
+        elif dx - out_x > BLOCK_SLOT + VAR_SLOT and bands[e.dst] == bands[e.src]:
+            over = bands[e.src] - BAND_GAP / 4
+            points = [(out_x + 30, over), (dx - 30, over)]
+        else:
+            continue
+        page.bends[e] = tuple((float(px), float(py)) for px, py in points)
 
 
 def _attached_variables(page, builder) -> dict:
