@@ -304,6 +304,11 @@ BLAMED = [
      "onnx_map_array.transpose: perm not checked (the fold checks it, the mapping does not)"),
     ("argmax-of-a-scalar", lambda: _on_x(_N("ArgMax", ["x"], ["y"]), []),
      "onnx_map_math.arg: axis % max(rank, 1) accepts axis 0 of rank 0"),
+    ("pow-of-a-float-to-a-computed-int-exponent", lambda: _model([_N("Pow", ["a", "b"], ["y"])],
+                                                                 [_vi("a", F, [3]), _vi("b", TensorProto.INT32, [3])],
+                                                                 [_vi("y", F, None)]),
+     "onnx_map_math.binary: ONNX's Pow takes a base and an exponent of different dtypes (opset 12 on); "
+     "the Pow block wants one dtype, and the mapping neither casts nor refuses"),
     ("einsum-of-three-operands", lambda: _model([_N("Einsum", ["x", "x", "x"], ["y"], equation="ij,jk,kl->il")],
                                                 [_vi("x", F, [2, 2])], [_vi("y", F, None)], opset=12),
      "onnx_map_math.einsum: a valid ONNX Einsum the block cannot take (three operands) is not refused "
