@@ -37,10 +37,13 @@ def cmd_import(args) -> int:
 
 
 def _same_file(a: str, b: str) -> bool:
+    """Whether writing ``b`` would write over ``a``: the path the save resolves (``x/../m.onnx``
+    is ``m.onnx`` to it, though the file system refuses to walk through a file)."""
+    target = os.path.realpath(os.path.abspath(b))
     try:
-        return os.path.samefile(a, b)
+        return os.path.samefile(a, target)
     except OSError:
-        return False
+        return os.path.realpath(os.path.abspath(a)) == target
 
 
 def add_import(sub) -> None:

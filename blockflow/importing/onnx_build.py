@@ -34,6 +34,9 @@ class Known:
     value: np.ndarray
     name: str = ""
     param: bool = False
+    #: (the weight it was folded from, the layout op, its perm) when it is a weight the model
+    #: also reads elsewhere: its Variable is then that weight's, through the op as a block
+    tied: tuple | None = None
 
     @property
     def dtype(self) -> np.dtype:
@@ -135,7 +138,10 @@ class PageBuilder:
         return nid
 
     def variable(self, known: Known, origin) -> Wire:
-        """The Variable holding ``known`` (made on first use)."""
+        """The Variable holding ``known`` (made on first use); a tied one's is its weight's,
+        through a Transpose or Reshape block made once."""
+        if known.tied is not None:
+            return self._tied(known, origin)
         nid = self.variables.get(id(known))
         if nid is None:
             nid = self.unique_id(node_id_from(known.name or "weight", self.strip))
@@ -148,3 +154,21 @@ class PageBuilder:
         elif self.origin.get(nid) != origin:
             self.origin[nid] = None   # read by blocks of several ONNX nodes: placed by the layout
         return Wire(nid, "ref", known.dtype, known.shape)
+
+    def _tied(self, known: Known, origin) -> Wire:
+        made = self.derived.get((id(known), "tied"))
+        if made is None:
+            source, op, perm = known.tied
+            w = self.variable(source, origin)
+            base = node_id_from((known.name or "weight") + "_tied", self.strip)
+            if op == "Identity":
+                made = w
+            elif op == "Transpose":
+                nid = self.add("Transpose", {"x": w, "perm": Known(np.asarray(perm or range(source.value.ndim)[::-1], np.int32))},
+                               {}, base, origin)
+                made = Wire(nid, "y", known.dtype, known.shape)
+            else:   # the others keep the entries' order: a Reshape to the folded shape
+                nid = self.add("Reshape", {"tensor": w, "shape": Known(np.asarray(known.shape, np.int64))}, {}, base, origin)
+                made = Wire(nid, "output", known.dtype, known.shape)
+            self.derived[(id(known), "tied")] = made
+        return made

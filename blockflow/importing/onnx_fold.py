@@ -10,10 +10,12 @@ must not be able to ask for a huge constant).
 from __future__ import annotations
 
 import functools
+import contextvars
 import math
 
 import numpy as np
 
+from blockflow.budget import format_size
 from blockflow.importing.onnx_read import DTYPES
 from blockflow.io import rules
 
@@ -24,7 +26,13 @@ class FoldRefused(ValueError):
     """A folding would make an array over the limits, or its inputs are malformed: the message."""
 
 
-def _size_ok(shape, what: str) -> tuple:
+#: the bytes a fold may still make (the import's memory budget less what it holds), set by fold()
+_ROOM: contextvars.ContextVar = contextvars.ContextVar("fold_room", default=None)
+
+
+def _size_ok(shape, what: str, dtype=None) -> tuple:
+    """``shape`` as ints, checked against the limits, and, with ``dtype``, against the memory
+    left, before the array is made."""
     shape = tuple(int(d) for d in shape)
     if any(d < 0 for d in shape):
         raise FoldRefused(f"{what}: a negative size in {list(shape)}")
@@ -34,6 +42,10 @@ def _size_ok(shape, what: str) -> tuple:
     if n > rules.MAX_ARRAY_ELEMENTS:
         raise FoldRefused(f"{what} would have {n:,} elements; the limit for one array is "
                           f"{rules.MAX_ARRAY_ELEMENTS:,}")
+    room = _ROOM.get()
+    if dtype is not None and room is not None and n * np.dtype(dtype).itemsize > room:
+        raise FoldRefused(f"{what} would take {format_size(n * np.dtype(dtype).itemsize)}, more than the memory "
+                          f"budget leaves ({format_size(max(room, 0))}; docs/limits.md)")
     return shape
 
 
@@ -66,11 +78,11 @@ def _constant(node, ins, opset):
 
 
 def _constant_of_shape(node, ins, opset):
-    shape = _size_ok(_ints(ins[0], "its shape input"), "the constant")
     value = node.attrs.get("value")
     fill = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
     if fill.size != 1:
         raise FoldRefused(f"its value must hold one element, holds {fill.size}")
+    shape = _size_ok(_ints(ins[0], "its shape input"), "the constant", fill.dtype)
     return [np.full(shape, fill[0], fill.dtype)]
 
 
@@ -114,7 +126,12 @@ def _squeeze(node, ins, opset):
 
 def _concat(node, ins, opset):
     arrays = [np.asarray(a) for a in ins]
+    if not arrays or any(a.ndim != arrays[0].ndim or a.ndim == 0 for a in arrays):
+        raise FoldRefused("Concat needs one or more inputs of one rank, at least 1")
     axis = _axis(node.attrs.get("axis", 0), arrays[0].ndim, "Concat")
+    shape = list(arrays[0].shape)
+    shape[axis] = sum(a.shape[axis] for a in arrays)
+    _size_ok(shape, "Concat's result", np.result_type(*arrays))
     try:
         return [np.concatenate(arrays, axis=axis)]
     except ValueError as exc:
@@ -242,11 +259,13 @@ def _cast_like(node, ins, opset):
 
 
 def _range(node, ins, opset):
+    if len(ins) != 3 or any(a is None or np.size(a) != 1 for a in ins):
+        raise FoldRefused("Range needs three scalars: start, limit, delta")
     start, limit, delta = (np.asarray(a).reshape(()) for a in ins)
-    if delta == 0:
-        raise FoldRefused("Range: a delta of 0")
+    if delta == 0 or not all(np.isfinite([float(start), float(limit), float(delta)])):
+        raise FoldRefused("Range: a delta of 0, or a bound that is not finite")
     count = max(int(math.ceil((float(limit) - float(start)) / float(delta))), 0)
-    _size_ok((count,), "Range's result")
+    _size_ok((count,), "Range's result", np.float64)   # arange's float steps, before the cast
     return [(start + np.arange(count) * delta).astype(np.result_type(start, limit, delta))]
 
 
@@ -256,7 +275,7 @@ def _expand(node, ins, opset):
         shape = np.broadcast_shapes(x.shape, tuple(_ints(ins[1], "Expand's shape")))
     except ValueError as exc:
         raise FoldRefused(f"Expand: {exc}") from None
-    return [np.broadcast_to(x, _size_ok(shape, "Expand's result")).copy()]
+    return [np.broadcast_to(x, _size_ok(shape, "Expand's result", x.dtype)).copy()]
 
 
 def _tile(node, ins, opset):
@@ -264,7 +283,7 @@ def _tile(node, ins, opset):
     reps = _ints(ins[1], "Tile's repeats")
     if len(reps) != x.ndim:
         raise FoldRefused(f"Tile: {len(reps)} repeats for rank {x.ndim}")
-    _size_ok([d * r for d, r in zip(x.shape, reps)], "Tile's result")
+    _size_ok([d * r for d, r in zip(x.shape, reps)], "Tile's result", x.dtype)
     return [np.tile(x, reps)]
 
 
@@ -292,10 +311,15 @@ FOLDERS = {
 }
 
 
-def fold(node, ins: list, opset: int) -> list:
-    """The outputs of ``node`` from its known inputs ``ins`` (None for an omitted optional one).
-    FoldRefused when the result would be over the limits or the inputs do not fit the op."""
-    out = FOLDERS[node.op](node, ins, opset)
+def fold(node, ins: list, opset: int, room: int | None = None) -> list:
+    """The outputs of ``node`` from its known inputs ``ins`` (None for an omitted optional one);
+    ``room``: the bytes the results may take. FoldRefused when a result would be over the limits
+    or the room (checked before it is made), or the inputs do not fit the op."""
+    token = _ROOM.set(room)
+    try:
+        out = FOLDERS[node.op](node, ins, opset)
+    finally:
+        _ROOM.reset(token)
     for a in out:
         _size_ok(np.shape(a), f"{node.op}'s result")
     return [np.asarray(a) for a in out]

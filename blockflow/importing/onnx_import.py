@@ -7,6 +7,7 @@ A model with ops that have no faithful mapping is refused with the whole list of
 """
 from __future__ import annotations
 
+import math
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -21,7 +22,8 @@ from blockflow.importing.onnx_fold import FOLDERS, FoldRefused, fold
 from blockflow.importing.onnx_layout import lay_out
 from blockflow.importing.onnx_mapping import Call, mapping_table
 from blockflow.importing.onnx_names import float_constants, node_names, shared_prefix
-from blockflow.importing.onnx_read import OnnxModel, ValueInfo, read_onnx
+from blockflow.importing.onnx_read import DTYPES, OnnxModel, ValueInfo, read_onnx
+from blockflow.io import rules
 from blockflow.project import Project
 from blockflow.registry import Registry, default_registry
 
@@ -115,7 +117,7 @@ def _stand_in_feed(dtype, shape):
     """A feed to run the imported page with before the user gives one: the ramp ONNX's backend
     test runner feeds its models (0, 1/n, 2/n, ... in row-major order) for a float input, zeros
     for another; None for an input too large to keep in the project."""
-    n = int(np.prod(shape))
+    n = math.prod(shape)      # Python ints: numpy's product would overflow for a huge shape
     if n > STAND_IN_MAX:
         return None
     if dtype.kind == "f":
@@ -150,6 +152,7 @@ class _Importer:
         self.held = sum(a.nbytes for a in model.initializers.values())
         self.budget, self.budget_from = memory_budget()
         self.read = frozenset([i for n in model.nodes for i in n.inputs if i] + [v.name for v in model.outputs])
+        self.readers = Counter(i for n in model.nodes for i in set(n.inputs) if i)
 
     def refuse(self, op: str, reason: str, node_label: str) -> None:
         self.refused.setdefault(op, []).append((reason, node_label))
@@ -160,6 +163,7 @@ class _Importer:
             self.env[name] = Known(arr, name, param=True)
         for vi in m.inputs:
             self.env[vi.name] = self._placeholder(vi)
+        self._one_producer_each()
         for node in m.nodes:
             self._node(node)
         if self.refused:
@@ -174,6 +178,19 @@ class _Importer:
         r.parameters = sum(int(np.prod(b.page.nodes[v].attrs["shape"])) for v in b.variables.values())
 
     def _placeholder(self, vi) -> Wire:
+        where = f"{self.model.source}: graph input '{vi.name}'"
+        if vi.refused_type:
+            raise ImportFailure(f"{where} has dtype {vi.refused_type}, which a project does not hold "
+                                f"({', '.join(sorted(set(DTYPES.values())))})")
+        if vi.shape is not None:
+            sizes = [d for d in vi.shape if isinstance(d, int)]
+            if len(vi.shape) > rules.MAX_NDIM:
+                raise ImportFailure(f"{where} has {len(vi.shape)} dimensions; the limit is {rules.MAX_NDIM}")
+            if any(d < 0 for d in sizes):
+                raise ImportFailure(f"{where} has a negative size in its shape {list(vi.shape)}")
+            if math.prod(sizes) > rules.MAX_ARRAY_ELEMENTS:
+                raise ImportFailure(f"{where} has {math.prod(sizes):,} elements; the limit for one array is "
+                                    f"{rules.MAX_ARRAY_ELEMENTS:,}")
         if vi.dtype is None or vi.shape is None:
             raise ImportFailure(f"{self.model.source}: graph input '{vi.name}' has no tensor type with a "
                                 f"shape (its dtype or rank is unknown)")
@@ -196,6 +213,20 @@ class _Importer:
         nid = self.builder.add("Identity", {"input": value}, {}, base + "_out", None,
                                label=f"output {vi.name}"[:120])
         self.report.outputs[vi.name] = nid
+
+    def _one_producer_each(self) -> None:
+        """Refuse a value written twice (by two nodes, or by a node over a graph input or an
+        initializer): ONNX gives each value one producer, and readers would see different ones."""
+        made = set(self.env)
+        for node in self.model.nodes:
+            for name in node.outputs:
+                if not name:
+                    continue
+                if name in made:
+                    raise ImportFailure(f"{self.model.source}: node '{node.label}' writes '{name}', which "
+                                        f"{'another node' if name not in self.env else 'a graph input or initializer'} "
+                                        f"already makes (every value has one producer)")
+                made.add(name)
 
     def _loss(self) -> None:
         """A scalar for the editor's Backward and for training, which an inference model lacks:
@@ -250,8 +281,13 @@ class _Importer:
                 self.refuse(op, "no mapping", node.label)
             self._fail_outputs(node)
             return
-        if self._fold(node, values) or self._fold_known_sizes(node, values):
-            return
+        try:
+            if self._fold(node, values) or self._fold_known_sizes(node, values):
+                return
+        except (ImportFailure, Unsupported):
+            raise
+        except Exception as exc:  # a node its op's definition does not allow (too few inputs, ...)
+            raise self._malformed(node, op, exc) from None
         mapping = self.table.get(op)
         if mapping is None:
             self.refuse(op, "no mapping", node.label)
@@ -264,6 +300,10 @@ class _Importer:
             self.refuse(op, str(exc), node.label)
             self._fail_outputs(node)
             return
+        except ImportFailure:
+            raise
+        except Exception as exc:  # as above: the mappings check what they use, this is the net
+            raise self._malformed(node, op, exc) from None
         outs = outs if isinstance(outs, list) else [outs]
         self.report.ops[op] += 1
         if op == "Shape" and not node.attrs.get("start") and node.attrs.get("end") is None:
@@ -291,10 +331,17 @@ class _Importer:
         if not all(v is None or isinstance(v, Known) for v in values):
             return False
         try:
-            outs = fold(node, [None if v is None else v.value for v in values], self.model.opset)
+            outs = fold(node, [None if v is None else v.value for v in values], self.model.opset,
+                        room=self.budget - self.held)
         except FoldRefused as exc:
             raise ImportFailure(f"{self.model.source}: node '{node.label}' ({node.op}): {exc}") from None
         param = node.op == "ConstantOfShape" or any(isinstance(v, Known) and v.param for v in values)
+        tied = None
+        if node.op in _LAYOUT_OPS and isinstance(values[0], Known) and values[0].param and \
+                values[0].dtype.kind == "f" and self.readers[values[0].name] > 1:
+            # a weight the model reads twice (a tied embedding, also read through a Transpose):
+            # the folded copy remembers it, so a Variable of it is the weight's own, rearranged
+            tied = (values[0], node.op, tuple(node.attrs.get("perm") or ()))
         for name, arr in zip(node.outputs, outs):
             self.held += arr.nbytes
             if self.held > self.budget:
@@ -302,9 +349,13 @@ class _Importer:
                                     f"reach {format_size(self.held)}, more than the memory budget of "
                                     f"{format_size(self.budget)} ({self.budget_from}; docs/limits.md)")
             if name:
-                self.env[name] = Known(arr, name, param and arr.dtype.kind == "f")
+                self.env[name] = Known(arr, name, param and arr.dtype.kind == "f", tied)
         self.report.folded += 1
         return True
+
+    def _malformed(self, node, op, exc) -> ImportFailure:
+        return ImportFailure(f"{self.model.source}: node '{node.label}' ({op}) does not fit the op's definition: "
+                             f"{type(exc).__name__}: {exc}")
 
     def _fold_known_sizes(self, node, values) -> bool:
         """Fold a Gather or Slice of a Shape whose picked sizes are known though others are not
@@ -329,6 +380,10 @@ class _Importer:
             if name:
                 self.env[name] = _FAILED
 
+
+#: ops that only move a tensor's entries: folding one of a weight read elsewhere too would make a
+#: second Variable of the same weight
+_LAYOUT_OPS = frozenset({"Transpose", "Identity", "Reshape", "Unsqueeze", "Squeeze", "Flatten"})
 
 _FAILED = Known(np.zeros(0), "(refused)")
 

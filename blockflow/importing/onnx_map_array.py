@@ -31,12 +31,21 @@ def reshape(call: Call):
         except FoldRefused as exc:
             raise Unsupported(str(exc)) from None
         return _keep_shape(call, _reshaped(call, list(out)), out)
-    out = []
+    out, copied = [], []
     for i, d in enumerate(target):
         if d == 0 and not allowzero:
             src = in_shape[i] if in_shape is not None and i < len(in_shape) else None
+            if not isinstance(src, int):
+                copied.append(i)
             d = src if isinstance(src, int) else -1
         out.append(d)
+    if out.count(-1) > 1 and len(copied) == 1 and in_shape is not None and -1 in target:
+        # x.view(x.size(0), -1): the open size is copied, so the -1 is what the known sizes make
+        # (the input's other sizes over the target's)
+        rest = [d for i, d in enumerate(in_shape) if i != copied[0]]
+        known = [d for i, d in enumerate(out) if i != copied[0] and d != -1]
+        if all(isinstance(d, int) for d in rest) and math.prod(known) and math.prod(rest) % math.prod(known) == 0:
+            out[target.index(-1)] = math.prod(rest) // math.prod(known)
     if out.count(-1) > 1:
         raise Unsupported(f"Reshape to {target} of an input of shape {in_shape}: more than one size left "
                           f"open")
@@ -65,6 +74,8 @@ def flatten(call: Call):
 @maps("Transpose", blocks="Transpose", notes="perm, or the axes reversed")
 def transpose(call: Call):
     perm = call.attr("perm") or tuple(reversed(range(call.rank(0))))
+    if sorted(perm) != list(range(call.rank(0))):
+        raise Unsupported(f"Transpose with perm {list(perm)}, not a permutation of {call.rank(0)} axes")
     return call.block("Transpose", x=call.input(0), perm=call.const(list(perm), np.int32), typed=0)
 
 

@@ -27,8 +27,9 @@ def _placement(call: Call, size: int, full: int, i: int) -> tuple:
     if auto not in ("NOTSET", "", "VALID"):
         raise Unsupported(f"ConvTranspose with auto_pad {auto!r}")
     pads = [0, 0, 0, 0] if pads is None or auto == "VALID" else list(pads)
-    if shape is not None:
-        return pads[i], shape[i]
+    if shape is not None:   # ONNX ignores pads then, and puts the odd padding first
+        total = full + extra - shape[i]
+        return total - total // 2, shape[i]
     return pads[i], full + extra - pads[i] - pads[i + 2]
 
 

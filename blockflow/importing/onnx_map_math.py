@@ -223,7 +223,9 @@ def reduce_log_sum_exp(call: Call):
       "select_last_index)", notes="select_last_index as the first index along the reversed axis")
 def arg(call: Call):
     rank = call.rank(0)
-    axis = call.attr("axis", 0) % max(rank, 1)
+    if rank == 0 or not -rank <= call.attr("axis", 0) < rank:
+        raise Unsupported(f"{call.node.op} along axis {call.attr('axis', 0)} of a rank-{rank} input")
+    axis = call.attr("axis", 0) % rank
     keep = call.attr("keepdims", 1)
     x, last = call.input(0), call.attr("select_last_index", 0)
     if last:    # the first in the reversed axis is the last: index n - 1 - i
@@ -251,6 +253,8 @@ def where(call: Call):
 def einsum(call: Call):
     ins = [call.input(i) for i in range(len(call.values))]
     equation = call.attr("equation", "").replace(" ", "")
+    if not 1 <= len(ins) <= 2:
+        raise Unsupported(f"Einsum of {len(ins)} operands: blockflow's Einsum takes one or two")
     for term in equation.split("->")[0].split(","):
         letters = term.replace("...", "")
         if len(set(letters)) != len(letters):

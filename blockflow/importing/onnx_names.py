@@ -9,6 +9,7 @@ name when it says something, else by its first parameter's name less the paramet
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 __all__ = ["node_names", "float_constants", "shared_prefix"]
 
@@ -77,5 +78,5 @@ def shared_prefix(names: list[str]) -> str:
     scoped = [n.split("/", 1)[0] + "/" for n in names if "/" in n]
     if not scoped:
         return ""
-    first = max(set(scoped), key=scoped.count)
-    return first if scoped.count(first) >= 0.8 * len(names) else ""
+    first, count = Counter(scoped).most_common(1)[0]
+    return first if count >= 0.8 * len(names) else ""

@@ -44,6 +44,8 @@ class ValueInfo:
     name: str
     dtype: np.dtype | None = None
     shape: tuple | None = None
+    #: the ONNX type's name when a project cannot hold it ("string", "uint16"), else ""
+    refused_type: str = ""
 
     @property
     def static_shape(self) -> tuple | None:
@@ -232,12 +234,17 @@ class _Reader:
             return a.s.decode("utf-8", "replace")
         if kind == 4:
             return self.tensor(a.t, where)
-        if kind == 6:
-            return tuple(float(v) for v in a.floats)
-        if kind == 7:
-            return tuple(int(v) for v in a.ints)
-        if kind == 8:
-            return tuple(s.decode("utf-8", "replace") for s in a.strings)
+        if kind in (6, 7, 8):
+            values = a.floats if kind == 6 else a.ints if kind == 7 else a.strings
+            # a Python tuple costs some 36 bytes an entry (a pointer and a number object)
+            if len(values) > rules.MAX_ARRAY_ELEMENTS:
+                self.fail(where, f"{len(values):,} values; the limit for one array is {rules.MAX_ARRAY_ELEMENTS:,}")
+            self.hold(36 * len(values), where)
+            if kind == 6:
+                return tuple(float(v) for v in values)
+            if kind == 7:
+                return tuple(int(v) for v in values)
+            return tuple(s.decode("utf-8", "replace") for s in values)
         if kind == 9:
             return tuple(self.tensor(t, where) for t in a.tensors)
         # graphs (If, Loop, Scan bodies), sparse tensors, type protos: no op the import maps takes
@@ -253,7 +260,8 @@ class _Reader:
         if tt.HasField("shape"):
             shape = tuple(int(d.dim_value) if d.HasField("dim_value") else
                           (_cut(d.dim_param) if d.dim_param else None) for d in tt.shape.dim)
-        return ValueInfo(v.name, np.dtype(dtype) if dtype else None, shape)
+        refused = "" if dtype or not tt.elem_type else _TYPE_NAMES.get(tt.elem_type, f"number {tt.elem_type}")
+        return ValueInfo(v.name, np.dtype(dtype) if dtype else None, shape, refused)
 
     def _inferred_types(self) -> dict:
         """ONNX's shape inference of every value it can type; {} when it cannot run (the

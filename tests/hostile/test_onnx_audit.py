@@ -3,8 +3,8 @@ docs/import.md — wrong numbers, a traceback where a message was promised, an a
 memory budget, a project that imports but then does not load, a message that blames the import
 for the model's fault.
 
-Every test here fails on the import as audited: each is marked ``xfail(strict=True)`` with the
-finding, so the file passes as committed and a fix shows as an XPASS until its mark is removed."""
+Every test here failed on the import as audited; each carries the finding (``_found``), what was
+wrong and where, and passes since its fix."""
 from __future__ import annotations
 
 import sys
@@ -29,8 +29,12 @@ from blockflow.run.runtime import run  # noqa: E402
 F = TensorProto.FLOAT
 
 
-def _xfail(reason):
-    return pytest.mark.xfail(strict=True, reason=reason)
+def _found(finding):
+    """The audit's finding a test was written for (fixed): kept as the test's record of why."""
+    def keep(fn):
+        fn.finding = finding
+        return fn
+    return keep
 
 
 def _model(nodes, inputs, outputs, initializers=(), opset=13):
@@ -73,7 +77,7 @@ def _whole_conv_transpose(x, w, strides):
     return y
 
 
-@_xfail("onnx_map_convt._placement: with output_shape (auto_pad NOTSET) it keeps the whole result from "
+@_found("onnx_map_convt._placement: with output_shape (auto_pad NOTSET) it keeps the whole result from "
         "position pads[i] (0), but ONNX ignores pads then and puts the odd padding first: "
         "pads_begin = total - total // 2 with total = whole - output_shape (ONNX Runtime agrees); a "
         "3x3 input, stride 2, kernel 3, output_shape [6, 6] comes out shifted by one row and column")
@@ -90,7 +94,7 @@ def test_conv_transpose_with_an_output_shape_pads_as_onnx_defines():
     np.testing.assert_allclose(y, whole[:, :, first:first + 6, first:first + 6], rtol=1e-4, atol=1e-4)
 
 
-@_xfail("_Importer._node: a value written by two nodes (not SSA, onnx.checker and ONNX Runtime refuse "
+@_found("_Importer._node: a value written by two nodes (not SSA, onnx.checker and ONNX Runtime refuse "
         "it) is silently rebound, so readers before and after the second writer see different values")
 def test_a_value_written_by_two_nodes_is_refused():
     model = _model([helper.make_node("Relu", ["x"], ["t"], name="first"),
@@ -102,7 +106,7 @@ def test_a_value_written_by_two_nodes_is_refused():
         _import(model)
 
 
-@_xfail("_Importer._node: a node writing a graph input's name (x = Relu(x)) replaces the input "
+@_found("_Importer._node: a node writing a graph input's name (x = Relu(x)) replaces the input "
         "silently; ONNX requires every value to have one producer")
 def test_a_node_writing_a_graph_input_is_refused():
     model = _model([helper.make_node("Relu", ["x"], ["x"])], [_vi("x", F, [2, 3])], [_vi("x", F, [2, 3])])
@@ -195,13 +199,13 @@ MALFORMED = [
 ]
 
 
-@pytest.mark.parametrize("make", [pytest.param(m, id=i, marks=_xfail(why)) for i, m, why in MALFORMED])
+@pytest.mark.parametrize("make", [pytest.param(m, id=i) for i, m, _ in MALFORMED])
 def test_a_malformed_model_is_refused_with_a_message_not_a_traceback(make):
     with pytest.raises(ImportFailure, match="audit.onnx"):
         _import(make())
 
 
-@_xfail("cmd_import only catches ImportFailure: a malformed model (a Range to infinity) ends in "
+@_found("cmd_import only catches ImportFailure: a malformed model (a Range to infinity) ends in "
         "'internal error' exit 5, where docs/import.md promises exit 3 and a message naming the file")
 def test_the_command_line_exits_3_not_5_on_a_malformed_model(tmp_path, capsys):
     path = tmp_path / "m.onnx"
@@ -211,7 +215,7 @@ def test_the_command_line_exits_3_not_5_on_a_malformed_model(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
 
 
-@_xfail("cmd_import._same_file: os.path.samefile(model, 'm.onnx/../m.onnx') raises ENOTDIR, read as "
+@_found("cmd_import._same_file: os.path.samefile(model, 'm.onnx/../m.onnx') raises ENOTDIR, read as "
         "'not the same file', while save_project normalises the path and writes over the model (keeping "
         "it as m.onnx.bak); docs/import.md promises -o naming the model is refused with exit 2. Fix: "
         "compare the path save_project will write (normalised, symlinks resolved) with the model's")
@@ -223,7 +227,7 @@ def test_the_command_line_will_not_write_over_the_model_through_dot_dot(tmp_path
     assert path.read_bytes() == model
 
 
-@_xfail("ModelImportMixin.import_onnx_model catches ImportFailure only: a malformed model raises out "
+@_found("ModelImportMixin.import_onnx_model catches ImportFailure only: a malformed model raises out "
         "of the menu action instead of showing 'Cannot import the model'")
 def test_the_editor_refuses_a_malformed_model_with_its_message_box(qtbot, tmp_path, monkeypatch):
     from PySide6.QtWidgets import QMessageBox
@@ -274,18 +278,17 @@ FOLDS_PAST_THE_BUDGET = [
 ]
 
 
-@pytest.mark.parametrize("make", [pytest.param(m, id=i, marks=_xfail(
-    "_Importer._fold checks the memory budget after fold() has made the array: with a 1 MiB budget a "
-    "64 MB constant is allocated, then refused (Range peaks at 4x that: float arange, then astype). "
-    "With the default budget (half the memory) one fold may allocate MAX_ARRAY_ELEMENTS (1e9) x 8 "
-    "bytes; Concat has no size check at all before np.concatenate. Fix: compute each fold's result "
-    "size (shape x itemsize) and check it against the budget before making it")) for i, m in FOLDS_PAST_THE_BUDGET])
+@_found("_Importer._fold checked the memory budget after fold() had made the array: with a 1 MiB budget a "
+        "64 MB constant was allocated, then refused (Range peaked at 4x that: float arange, then astype); "
+        "Concat had no size check at all before np.concatenate. Fixed: each fold's result size (shape x "
+        "itemsize) is checked against what the budget leaves before it is made")
+@pytest.mark.parametrize("make", [pytest.param(m, id=i) for i, m in FOLDS_PAST_THE_BUDGET])
 def test_a_fold_past_the_memory_budget_is_refused_before_it_allocates(make, monkeypatch):
     monkeypatch.setenv("BLOCKFLOW_MEMORY_BUDGET", "1M")
     _refused_within(make(), 8 * 2 ** 20)
 
 
-@_xfail("onnx_read._attr turns repeated ints/floats/strings into Python tuples counted nowhere: an "
+@_found("onnx_read._attr turns repeated ints/floats/strings into Python tuples counted nowhere: an "
         "attribute of 2M ints (a 6 MB file) holds ~100 MB of Python objects traced (a 2 GiB file: tens of GB). "
         "Fix: count each list attribute's elements against MAX_ARRAY_ELEMENTS and the budget before "
         "converting it (or refuse lists longer than any op needs)")
@@ -297,7 +300,7 @@ def test_a_huge_attribute_list_counts_against_the_memory_budget(monkeypatch):
 
 # ------------------------------------------------------------------------------ projects that do not load
 
-@_xfail("_Importer._placeholder does not hold a graph input to MAX_NDIM (32): an input of rank 40 "
+@_found("_Importer._placeholder does not hold a graph input to MAX_NDIM (32): an input of rank 40 "
         "imports, saves, and then the project does not load (its stand-in feed has 40 dimensions)")
 def test_an_input_of_more_dimensions_than_a_project_holds_is_refused_at_import(tmp_path):
     model = _on_x(_N("Relu", ["x"], ["y"]), [1] * 40)
@@ -330,14 +333,14 @@ BLAMED = [
 ]
 
 
-@pytest.mark.parametrize("make", [pytest.param(m, id=i, marks=_xfail(why)) for i, m, why in BLAMED])
+@pytest.mark.parametrize("make", [pytest.param(m, id=i) for i, m, _ in BLAMED])
 def test_a_model_error_is_not_reported_as_a_bug_in_the_import(make):
     with pytest.raises((ImportFailure, UnsupportedOps)) as caught:
         _import(make())
     assert "bug in the import" not in str(caught.value)
 
 
-@_xfail("onnx_read._value_info maps an input of a dtype a project does not hold (string, uint16) "
+@_found("onnx_read._value_info maps an input of a dtype a project does not hold (string, uint16) "
         "to dtype None, and _placeholder then says 'no tensor type with a shape (its dtype or rank is "
         "unknown)'; the reader's own tensor message names the dtype")
 @pytest.mark.parametrize("dtype, name", [(TensorProto.STRING, "string"), (TensorProto.UINT16, "uint16")])
@@ -348,7 +351,7 @@ def test_an_input_of_a_dtype_a_project_does_not_hold_is_named_by_its_dtype(dtype
 
 # ------------------------------------------------------------------------------ refused though exact
 
-@_xfail("onnx_map_array.reshape: Reshape(x [N, 5, 3], [0, -1]) — PyTorch's x.view(x.size(0), -1) — "
+@_found("onnx_map_array.reshape: Reshape(x [N, 5, 3], [0, -1]) — PyTorch's x.view(x.size(0), -1) — "
         "is refused ('more than one size left open'), though the -1 is known (15) from the sizes the "
         "0 does not copy; an exact mapping is Reshape to [-1, 15]")
 def test_reshape_keeping_an_open_batch_and_flattening_the_rest_imports():
@@ -361,7 +364,7 @@ def test_reshape_keeping_an_open_batch_and_flattening_the_rest_imports():
 
 # ------------------------------------------------------------------------------ training what the model is
 
-@_xfail("_Importer._fold folds a layout op of a parameter (Transpose, Identity, Reshape of an initializer) "
+@_found("_Importer._fold folds a layout op of a parameter (Transpose, Identity, Reshape of an initializer) "
         "into a new param Known, so a weight the model ties (a language model's embedding read again "
         "through Transpose for the output layer) becomes two Variables: Backward shows its gradient split "
         "in two and training unties it. Fix: do not fold a float parameter through such ops; map them "
@@ -377,7 +380,7 @@ def test_a_weight_read_through_a_layout_op_stays_one_variable(op):
 
 # ------------------------------------------------------------------------------ time
 
-@_xfail("onnx_names.shared_prefix: max(set(scoped), key=scoped.count) is quadratic in the number of "
+@_found("onnx_names.shared_prefix: max(set(scoped), key=scoped.count) is quadratic in the number of "
         "distinct first scopes: 12,000 nodes each in its own scope take 1.4 s there, 36,000 take ~13 s, "
         "a page's limit (200,000) ~7 minutes. Fix: collections.Counter(scoped).most_common(1)")
 def test_the_shared_scope_is_found_in_linear_time():
@@ -391,7 +394,7 @@ def test_the_shared_scope_is_found_in_linear_time():
     assert time.perf_counter() - start < 0.3
 
 
-@_xfail("onnx_map_math.einsum maps any equation and leaves the block's limits to the compile: an Einsum "
+@_found("onnx_map_math.einsum maps any equation and leaves the block's limits to the compile: an Einsum "
         "of three operands is not in the list of unsupported ops (docs/import.md: 'it lists every such "
         "op'), so a user fixing the listed ones meets it only on the next try, as 'a bug in the import'")
 def test_an_einsum_the_block_cannot_take_is_listed_with_the_other_unsupported_ops():
