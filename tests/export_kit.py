@@ -149,3 +149,20 @@ def _tol(value, tol):
     if dtype.kind == "f" and dtype.itemsize < 8:
         return max(tol, 50 * float(np.finfo(dtype).eps))
     return tol
+
+
+def onnx_exportable_values(program) -> list:
+    """Every output ("node:port") of a page's blocks whose inputs the ONNX export can write: the
+    loss, the predictions a model for inference returns, and each step on the way."""
+    from blockflow.export.onnx_model import onnx_needed_nodes, onnx_refused_blocks
+    from blockflow.project import port_text
+
+    outs = []
+    for st in program.steps:
+        if st.refs or st.role in ("variable", "placeholder", "gradients") or st.spec.is_dataset:
+            continue
+        if st.spec.name in ("Input", "Output") or not st.outputs:
+            continue
+        if not onnx_refused_blocks(program, onnx_needed_nodes(program, st.outputs)):
+            outs += [port_text(st.node, program.slot(o).port) for o in st.outputs]
+    return outs

@@ -438,20 +438,13 @@ def test_library_layer_equals_the_runtime_in_inference(name):
 def test_every_exportable_value_of_a_sample_page_equals_the_runtime(path, page):
     """Not just the loss: every output of every block whose inputs can be exported (the
     predictions a model for inference returns, and each step on the way)."""
-    from blockflow.export.onnx_model import onnx_needed_nodes, onnx_refused_blocks
     from blockflow.io.project_io import load_project
-    from blockflow.project import port_text
+
+    from export_kit import onnx_exportable_values
 
     project = load_project(path)
     program = compile_project(project, page)
-    outs = []
-    for st in program.steps:
-        if st.refs or st.role in ("variable", "placeholder", "gradients") or st.spec.is_dataset:
-            continue
-        if st.spec.name in ("Input", "Output") or not st.outputs:
-            continue
-        if not onnx_refused_blocks(program, onnx_needed_nodes(program, st.outputs)):
-            outs += [port_text(st.node, program.slot(o).port) for o in st.outputs]
+    outs = onnx_exportable_values(program)
     if not outs:
         pytest.skip("no value of this page can be exported")
     _skip_float64_without_kernel(program)

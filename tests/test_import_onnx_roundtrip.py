@@ -11,28 +11,17 @@ import pytest
 onnx = pytest.importorskip("onnx")
 
 from blockflow.compile.compiler import compile_project  # noqa: E402
-from blockflow.export.onnx_model import export_onnx, onnx_needed_nodes, onnx_refused_blocks  # noqa: E402
+from blockflow.export.onnx_model import export_onnx  # noqa: E402
 from blockflow.importing.onnx_import import import_model  # noqa: E402
 from blockflow.importing.onnx_read import read_onnx_bytes  # noqa: E402
 from blockflow.io.project_io import load_project  # noqa: E402
-from blockflow.project import port_text  # noqa: E402
 from blockflow.run.runtime import run  # noqa: E402
+
+from export_kit import onnx_exportable_values  # noqa: E402
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_projects"
 PAGES = [pytest.param(path, page.name, id=f"{path.name.split('.')[0]}-{page.name}")
          for path in sorted(SAMPLES.glob("*.bflow.json")) for page in load_project(path).pages]
-
-
-def _exportable_values(program) -> list:
-    outs = []
-    for st in program.steps:
-        if st.refs or st.role in ("variable", "placeholder", "gradients") or st.spec.is_dataset:
-            continue
-        if st.spec.name in ("Input", "Output") or not st.outputs:
-            continue
-        if not onnx_refused_blocks(program, onnx_needed_nodes(program, st.outputs)):
-            outs += [port_text(st.node, program.slot(o).port) for o in st.outputs]
-    return outs
 
 
 def _value(result, text):
@@ -43,7 +32,7 @@ def _value(result, text):
 def test_a_sample_page_exported_and_imported_runs_to_the_same_values(path, page):
     project = load_project(path)
     program = compile_project(project, page)
-    outs = _exportable_values(program)
+    outs = onnx_exportable_values(program)
     if not outs:
         pytest.skip("no value of this page can be exported")
     model = export_onnx(project, page, outputs=outs, program=program)

@@ -102,6 +102,15 @@ def _resolved_pads(call: Call, k, strides, dil, pads, auto_pad, what) -> tuple:
     return pads
 
 
+def _padding(p) -> dict:
+    """A window block's padding attrs for resolved pads (or "SAME"): VALID when there are none."""
+    if p == "SAME":
+        return {"padding": "SAME"}
+    if any(p):
+        return {"padding": "EXPLICIT", "explicit_paddings": _explicit(p)}
+    return {"padding": "VALID"}
+
+
 def _explicit(pads) -> list:
     t, l, b, r = pads
     return [0, 0, 0, 0, t, b, l, r]
@@ -123,12 +132,7 @@ def conv(call: Call):
     k = tuple(wshape[2:]) if not k else k
     p = _resolved_pads(call, k, strides, dil, pads, auto_pad, "Conv")
     attrs = {"strides": [1, 1, *strides], "dilations": [1, 1, *dil], "data_format": _NCHW}
-    if p == "SAME":
-        attrs["padding"] = "SAME"
-    elif any(p):
-        attrs.update(padding="EXPLICIT", explicit_paddings=_explicit(p))
-    else:
-        attrs["padding"] = "VALID"
+    attrs.update(_padding(p))
     filt = call.transposed(w, (2, 3, 1, 0), hint="filter")
     y = call.block("Conv2D", attrs, input=call.input(0), filter=filt, typed=None if call.has(2) else 0)
     if call.has(2):
@@ -181,12 +185,7 @@ def max_pool(call: Call):
                           "is refused with them)")
     k, strides, p, _ = _pool_setup(call, "MaxPool")
     attrs = {"ksize": [1, 1, *k], "strides": [1, 1, *strides], "data_format": _NCHW}
-    if p == "SAME":
-        attrs["padding"] = "SAME"
-    elif any(p):
-        attrs.update(padding="EXPLICIT", explicit_paddings=_explicit(p))
-    else:
-        attrs["padding"] = "VALID"
+    attrs.update(_padding(p))
     return call.block("MaxPool", attrs, input=call.input(0), typed=0)
 
 
