@@ -34,9 +34,19 @@ def _blockflow_command() -> list[str]:
     return [sys.executable, "-c", "import sys; from blockflow.gui.app import main; sys.exit(main())"]
 
 
+def _child_env() -> dict:
+    """The environment of every child: byte-code cached, as an installed package has it. With
+    PYTHONDONTWRITEBYTECODE set (as in some shells) and no cache beside the sources, each start
+    compiled blockflow's ~90 modules again (0.2-0.4 s); the cache goes to a folder of its own so
+    the source tree stays clean."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = os.path.join(tempfile.gettempdir(), "blockflow-bench-pycache")
+    return env
+
+
 def _wall(cmd: list[str]) -> float:
     t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT, env=_child_env())
     return time.perf_counter() - t0
 
 
@@ -45,7 +55,8 @@ def startup_rows(repeats):
     floor_cmd = [sys.executable, "-c", "import numpy"]
     runs = {name: _blockflow_command() + ["run", str(ROOT / "sample_projects" / f"{name}.bflow.json")]
             for name in STARTUP_SAMPLES}
-    _wall(floor_cmd)    # warm the file cache
+    for cmd in (floor_cmd, *runs.values()):   # warm the file and byte-code caches
+        _wall(cmd)
     times = {name: [] for name in ("numpy", *runs)}
     for _ in range(n):
         times["numpy"].append(_wall(floor_cmd))
@@ -67,9 +78,22 @@ def _spread(ts) -> str:
 
 # ------------------------------------------------------------------------------- (k) memory
 
-# The children: each prints its peak resident set in KiB (Linux's ru_maxrss) and the loss.
-_OURS = """
-import resource, sys
+# The children: each prints its peak resident set in KiB and the loss. The peak is the address
+# space's own (VmHWM): ru_maxrss of a child started with vfork (as subprocess does) also counts
+# the parent's resident set, which exec leaves in the process's maximum (52 MiB for hand numpy
+# run from run.py, 45 MiB alone).
+_PEAK = """
+def peak_kib():
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        import resource
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+"""
+
+_OURS = _PEAK + """
+import sys
 import numpy as np
 from blockflow.compile.compiler import compile_project
 from blockflow.io.project_io import load_project
@@ -80,11 +104,11 @@ feeds = {"x": rng.normal(size=(64, 784)).astype(np.float32),
 program = compile_project(load_project(sys.argv[1]))
 trainer = Trainer(program, TrainConfig(optimizer="adam", hyper={"lr": 1e-4}), feeds=feeds)
 history = trainer.train(int(sys.argv[2]))
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, history.final_loss)
+print(peak_kib(), history.final_loss)
 """
 
-_HAND = """
-import resource, sys
+_HAND = _PEAK + """
+import sys
 import numpy as np
 rng = np.random.default_rng(0)
 x = rng.normal(size=(64, 784)).astype(np.float32)
@@ -118,12 +142,13 @@ for k in range(1, int(sys.argv[1]) + 1):
         v = b2 * v + (1 - b2) * g * g
         params[i] = params[i] - alpha * m / (np.sqrt(v) + eps)
         slots[i] = (m, v)
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, float(loss))
+print(peak_kib(), float(loss))
 """
 
 
 def _peak_kib(args: list[str]) -> tuple[int, float]:
-    out = subprocess.run([sys.executable, "-c", *args], check=True, capture_output=True, text=True, cwd=ROOT)
+    out = subprocess.run([sys.executable, "-c", *args], check=True, capture_output=True, text=True, cwd=ROOT,
+                         env=_child_env())
     kib, loss = out.stdout.split()
     return int(kib), float(loss)
 
@@ -136,6 +161,7 @@ def memory_rows(repeats, mlp_project):
         path = os.path.join(folder, "mlp.bflow.json")
         save_project(mlp_project(), path)
         hand, ours = [], []
+        _peak_kib([_OURS, path, "1"])    # the byte-code cache written
         for _ in range(n):
             hand.append(_peak_kib([_HAND, str(STEPS)])[0])
             ours.append(_peak_kib([_OURS, path, str(STEPS)])[0])
