@@ -361,13 +361,13 @@ def bench_onnx_resnet(repeats):
 
 
 def bench_startup(repeats):
-    """(j) ``blockflow run`` of a sample in a fresh process against importing numpy (startup_memory.py)."""
+    """(k) ``blockflow run`` of a sample in a fresh process against importing numpy (startup_memory.py)."""
     from startup_memory import startup_rows
     return startup_rows(repeats)
 
 
 def bench_train_memory(repeats):
-    """(k) peak memory of training the MLP against hand numpy, fresh processes (startup_memory.py)."""
+    """(l) peak memory of training the MLP against hand numpy, fresh processes (startup_memory.py)."""
     from startup_memory import memory_rows
     return memory_rows(repeats, mlp_project)
 

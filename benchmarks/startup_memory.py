@@ -1,8 +1,8 @@
-"""(j) ``startup``: the wall time of ``blockflow run SAMPLE`` in a fresh process, against
+"""(k) ``startup``: the wall time of ``blockflow run SAMPLE`` in a fresh process, against
 ``python -c "import numpy"`` (the floor: nothing blockflow does can start faster), interleaved,
 median of N (target 0.25 s for the stable softmax sample).
 
-(k) ``train-memory``: the peak resident memory (ru_maxrss) of a fresh process training the MLP of
+(l) ``train-memory``: the peak resident memory (VmHWM) of a fresh process training the MLP of
 run.py's (a) (loaded from a project file, compiled, Adam steps through ``Trainer``) against a
 fresh process doing the same steps in hand-written numpy (target 1.3x).
 
@@ -72,11 +72,11 @@ def startup_rows(repeats):
         for name, cmd in runs.items():
             times[name].append(_wall(cmd, cpu[name]))
     floor = statistics.median(times["numpy"])
-    rows = [("(j) python -c 'import numpy'", None, floor, None,
+    rows = [("(k) python -c 'import numpy'", None, floor, None,
              f"the floor; {_spread(times['numpy'], cpu['numpy'])}")]
     for i, name in enumerate(runs):
         t = statistics.median(times[name])
-        rows.append((f"(j) blockflow run {name}", None, t, 0.250 if i == 0 else None,
+        rows.append((f"(k) blockflow run {name}", None, t, 0.250 if i == 0 else None,
                      f"{(t - floor) * 1e3:.0f} ms over the floor; {_spread(times[name], cpu[name])}"))
     return rows
 
@@ -86,7 +86,7 @@ def _spread(ts, cpu) -> str:
             f"{statistics.median(cpu) * 1e3:.0f} ms")
 
 
-# ------------------------------------------------------------------------------- (k) memory
+# ------------------------------------------------------------------------------- (l) memory
 
 # The children: each prints its peak resident set in KiB and the loss. The peak is the address
 # space's own (VmHWM): ru_maxrss of a child started with vfork (as subprocess does) also counts
@@ -180,4 +180,4 @@ def memory_rows(repeats, mlp_project):
     note = (f"peak RSS, MiB: numpy {min(hand) / 1024:.1f}-{max(hand) / 1024:.1f}, blockflow "
             f"{min(ours) / 1024:.1f}-{max(ours) / 1024:.1f} ({ratios[0]:.2f}-{ratios[-1]:.2f}x over {n} pairs); "
             f"{STEPS} Adam steps")
-    return [("(k) train-memory: MLP peak RSS", h / 1024, o / 1024, 1.30, note, "MiB")]
+    return [("(l) train-memory: MLP peak RSS", h / 1024, o / 1024, 1.30, note, "MiB")]
