@@ -17,7 +17,8 @@ from collections import defaultdict
 import numpy as np
 
 from blockflow.compile.grouping import plan_group, restructure
-from blockflow.composite import INPUT_BLOCK, OUTPUT_BLOCK, PARAM_REF, block_name, composite_name_problem
+from blockflow.composite import (INPUT_BLOCK, OUTPUT_BLOCK, PARAM_REF, block_name, composite_name,
+                                 composite_name_problem)
 from blockflow.errors import ProjectError
 from blockflow.importing.onnx_layout import LOSS_FRAME
 from blockflow.project import valid_node_id
@@ -40,6 +41,9 @@ def units_as_composites(project, page, registry, program, source: str) -> tuple[
             made.append(unit)
     made.reverse()
     _share_definitions(project, page, made, os.path.basename(str(source)))
+    # listed (in the palette, in the file) in the order the model uses them, not the grouping's
+    order = list(dict.fromkeys(composite_name(page.nodes[inst].block) for inst, _n, _k in made))
+    project.composites = {**{n: project.composites[n] for n in order}, **project.composites}
     return len(made), len({page.nodes[inst].block for inst, _name, _key in made})
 
 
