@@ -9,6 +9,10 @@ The page is run.py's generated page (passed in by the caller); its gradient targ
 block, with gradients wanted for every node (``wrt=None``: as the editor shows them). Time spent
 in the cyclic garbage collector during the timed part is measured with ``gc.callbacks`` and shown
 in the note: it is where most of the growth came from (benchmarks/README.md, "Compile").
+
+Times are the process's CPU time (``time.process_time``), not the wall clock: the work is
+single-threaded and the machine is shared, where a 100k-block wall time moved 3x between runs.
+On a quiet machine the two agree.
 """
 from __future__ import annotations
 
@@ -35,9 +39,9 @@ class GcClock:
 
     def __call__(self, phase, info):
         if phase == "start":
-            self._t0 = time.perf_counter()
+            self._t0 = time.process_time()
         else:
-            self.seconds += time.perf_counter() - self._t0
+            self.seconds += time.process_time() - self._t0
             self.counts[info["generation"]] += 1
 
     def __enter__(self):
@@ -59,11 +63,11 @@ def measure_once(project):
     target = _target(project)
     gc.collect()
     with GcClock() as clock:
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         program = compile_project(project)
-        t1 = time.perf_counter()
+        t1 = time.process_time()
         program.gradient_paths(target)
-        t2 = time.perf_counter()
+        t2 = time.process_time()
     assert program.ok, program.errors[:3]
     del program
     return t1 - t0, t2 - t1, clock.seconds, clock.counts
