@@ -1,7 +1,8 @@
-"""An imported model's units as composites (docs/import.md, "Units as composites"): each name scope
-or repeated unit is an instance, units alike but for their weights share one definition, every
-instance keeps its own weights (its parameters), and the page computes exactly what the same
-model imported with its units framed computes, saved and loaded or not."""
+"""An imported model's units as composites (docs/import.md, "Units as composites"): each ONNX node
+mapped to several blocks is one instance, each name scope or repeated unit is an instance, units
+alike but for their weights and sizes share one definition, every instance keeps its own weights
+(its parameters), and the page computes exactly what the same model imported with its units
+framed computes, saved and loaded or not."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -49,25 +50,31 @@ def test_resnet_units_are_instances_and_alike_units_share_a_definition(resnet):
     units = [f"res{s}_{i}" for s, n in ((2, 3), (3, 4), (4, 6), (5, 3)) for i in range(n)]
     assert [nid for nid in page.nodes if nid.startswith("res") and "_" in nid and nid[3].isdigit()] == units
     blocks = {u: composite_name(page.nodes[u].block) for u in units}
-    # the first unit of a stage projects its shortcut (branch1), the others add their input; the
-    # last unit holds the model's average pool (caffe2 named it after res5_2)
-    assert blocks["res2_0"] == "res2_0" and blocks["res2_1"] == blocks["res2_2"] == "res2"
-    assert {blocks[f"res3_{i}"] for i in (1, 2, 3)} == {"res3"}
-    assert {blocks[f"res4_{i}"] for i in range(1, 6)} == {"res4"}
-    assert (report.groups, report.composites) == (16, 9) and len(project.composites) == 9
-    assert "16 units as instances of 9 composites" in report.lines()[0]
-    shared = project.composites["res3"]
-    # inside: the unit's blocks without its name, one Input and one Output
+    # the bottleneck with an identity shortcut is one definition, whatever its stage's channels;
+    # the first unit of stages 3-5 (a strided projection shortcut) another; res2_0 projects without
+    # a stride; the last unit holds the model's average pool (caffe2 named it after res5_2)
+    identity = [u for u in units if not u.endswith("_0") and u != "res5_2"]
+    assert {blocks[u] for u in identity} == {"res"}
+    assert blocks["res3_0"] == blocks["res4_0"] == blocks["res5_0"] == "res3_0"
+    assert blocks["res2_0"] == "res2_0" and blocks["res5_2"] == "res5_2"
+    # the classifier's Gemm (MatMul and Add) is one block too
+    assert composite_name(page.nodes["pred"].block) == "Gemm"
+    assert (report.groups, report.nodes_grouped, report.composites) == (16, 1, 5)
+    assert list(project.composites) == ["res2_0", "res", "res3_0", "res5_2", "Gemm"]
+    assert "16 units and 1 node of several blocks as instances of 5 composites" in report.lines()[0]
+    shared = project.composites["res"]
+    # inside: the unit's blocks without its name, one Input (any size) and one Output
     assert {"branch2a", "branch2b", "branch2c", "input", "output"} <= set(shared.page.nodes)
-    assert "res3_1" in shared.doc and "res3_3" in shared.doc
+    assert shared.page.nodes["input"].attrs["shape"] == [-1, -1, -1, -1]
+    assert "res3_1" in shared.doc and "res5_1" in shared.doc
     # the definition holds no weights: each Variable reads its first value from a parameter
     variables = [n for n in shared.page.nodes.values() if n.block == "Variable"]
     assert variables and all(set(n.attrs["initial_value"]) == {PARAM_REF} for n in variables)
     assert {p.name for p in shared.params} == {n.attrs["initial_value"][PARAM_REF] for n in variables}
     assert all(p.kind == "tensor" for p in shared.params)
     # ... given by each instance: its own
-    w1, w2 = (page.nodes[u].attrs["branch2a_w_0"] for u in ("res3_1", "res3_2"))
-    assert w1.shape == w2.shape == (1, 1, 512, 128) and w1 is not w2
+    w1, w2 = (page.nodes[u].attrs["branch2a_w_0"] for u in ("res3_1", "res4_1"))
+    assert w1.shape == (1, 1, 512, 128) and w2.shape == (1, 1, 1024, 256)
 
 
 def test_composites_compute_what_the_framed_page_computes(resnet):
@@ -103,8 +110,10 @@ def test_each_instance_keeps_its_weights_saved_loaded_and_reset(tmp_path):
     assert [n for n in page.nodes if n.startswith("fire")] == [f"fire{i}" for i in range(2, 10)]
     first = _drawn_in_order(project)
     # each instance's Variables start from its own parameter (what Reset gives back)
-    assert np.array_equal(first["fire3/squeeze1x1_w_0"], page.nodes["fire3"].attrs["squeeze1x1_w_0"])
-    assert not np.array_equal(first["fire2/squeeze1x1_w_0"][..., :1, :], first["fire4/squeeze1x1_w_0"][..., :1, :])
+    # (fire3's squeeze is a Conv with a bias: one block, an instance of the composite Conv)
+    assert composite_name(project.composites["fire3"].page.nodes["squeeze1x1"].block).startswith("Conv")
+    assert np.array_equal(first["fire3/squeeze1x1/w_0"], page.nodes["fire3"].attrs["squeeze1x1_w_0"])
+    assert not np.array_equal(first["fire2/squeeze1x1/w_0"][..., :1, :], first["fire4/squeeze1x1/w_0"][..., :1, :])
     path = tmp_path / "squeezenet.bflow.json"
     save_project(project, path)
     loaded = load_project(path)
@@ -115,7 +124,7 @@ def test_each_instance_keeps_its_weights_saved_loaded_and_reset(tmp_path):
     a, b = (run(compile_project(p), {placeholder: x}, target=p.pages[0].loss, record=False)
             for p in (project, loaded))
     assert a.value(page.loss) == b.value(page.loss)
-    assert np.array_equal(a.grad("fire9/expand3x3_w_0"), b.grad("fire9/expand3x3_w_0"))
+    assert np.array_equal(a.grad("fire9/expand3x3/w_0"), b.grad("fire9/expand3x3/w_0"))
 
 
 def test_inception_pool_branches_join_their_module():
@@ -127,8 +136,10 @@ def test_inception_pool_branches_join_their_module():
         "inception_3a", "inception_3b", "inception_4a", "inception_4b", "inception_4c", "inception_4d",
         "inception_4e", "inception_5a", "inception_5b"]
     assert not any(n.block == "MaxPool" for n in page.nodes.values())
-    module = project.composites["inception_4a"].page
+    module = project.composites[composite_name(page.nodes["inception_4a"].block)].page
     assert {"_1x1", "_3x3_reduce", "_5x5", "pool_proj", "maxpool", "input", "output"} <= set(module.nodes)
+    # each convolution with its bias is one block
+    assert composite_name(module.nodes["_1x1"].block).startswith("Conv")
     assert [n.attrs["name"] for n in module.nodes.values() if n.block == "Input"] == ["input"]
     assert [f.title for f in page.frames] == ["loss (added by the import)"]
 
@@ -136,7 +147,7 @@ def test_inception_pool_branches_join_their_module():
 def test_the_command_line_groups_as_asked(tmp_path, capsys):
     model = LIGHT / "light_squeezenet.onnx"
     assert main(["import", "onnx", str(model), "-o", str(tmp_path / "a.bflow.json")]) == 0
-    assert "10 units as instances of 10 composites" in capsys.readouterr().out
+    assert "10 units and 27 nodes of several blocks as instances of 9 composites" in capsys.readouterr().out
     assert main(["import", "onnx", str(model), "-o", str(tmp_path / "b.bflow.json"), "--group", "frames"]) == 0
     assert "10 frames" in capsys.readouterr().out
     framed = load_project(tmp_path / "b.bflow.json")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import os
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -24,7 +24,7 @@ from blockflow.importing.onnx_layout import LOSS_FRAME, lay_out, lay_out_again
 from blockflow.importing.onnx_mapping import Call, mapping_table
 from blockflow.importing.onnx_names import float_constants, node_names, shared_prefix
 from blockflow.importing.onnx_read import DTYPES, OnnxModel, ValueInfo, read_onnx
-from blockflow.importing.onnx_units import units_as_composites
+from blockflow.importing.onnx_units import nodes_as_composites, order_by_use, units_as_composites
 from blockflow.io import rules
 from blockflow.project import Project
 from blockflow.registry import Registry, default_registry
@@ -49,11 +49,15 @@ class ImportReport:
     outputs: dict = field(default_factory=dict)    # ONNX output name -> marker (Identity) id
     #: the units grouped: framed, or made composite instances
     groups: int = 0
-    #: the composites the units became (0: framed)
+    #: the composites the units and the nodes mapped to several blocks became (0: framed)
     composites: int = 0
+    #: the ONNX nodes mapped to several blocks made one composite instance each
+    nodes_grouped: int = 0
 
     def lines(self) -> list[str]:
-        grouped = (f"{self.groups} units as instances of {self.composites} composites" if self.composites
+        nodes = (f" and {self.nodes_grouped} node{'s' if self.nodes_grouped != 1 else ''} of several blocks"
+                 if self.nodes_grouped else "")
+        grouped = (f"{self.groups} units{nodes} as instances of {self.composites} composites" if self.composites
                    else f"{self.groups} frames")
         made = f"{self.blocks} blocks ({self.variables} Variables holding {self.parameters:,} parameters), {grouped}"
         return [f"imported {self.source} (opset {self.opset}{', from ' + self.producer if self.producer else ''}): "
@@ -84,10 +88,11 @@ def _page_text(model: OnnxModel, report: ImportReport, added: list) -> str:
              + ". Each has a stand-in feed (a ramp from 0 to 1) until you give it yours.",
              "Outputs: " + ", ".join(f"{k} (marked by {v})" for k, v in report.outputs.items()) + "."]
     if report.composites:
-        lines += ["", f"Each unit of the model (a name scope, or a repeated unit like ResNet's res3_1) is an "
-                      f"instance of a composite block: {report.groups} units, {report.composites} composites, "
-                      f"units alike but for their weights sharing one. Double-click an instance to see inside "
-                      f"it; Ungroup (Ctrl+Shift+G) puts its blocks back on the page."]
+        lines += ["", f"Each unit of the model (a name scope, or a repeated unit like ResNet's res3_1), and each "
+                      f"ONNX node that takes several blocks (a Conv with a bias: Conv2D and BiasAdd), is an "
+                      f"instance of a composite block: {report.groups} units and {report.nodes_grouped} nodes, "
+                      f"{report.composites} composites, those alike but for their weights and sizes sharing one. "
+                      f"Double-click an instance to see inside it; Ungroup (Ctrl+Shift+G) puts its blocks back."]
     if added:
         lines += ["", "The blocks framed as 'loss (added by the import)' are not part of the model: they "
                       "give Backward and training a scalar to start from."]
@@ -122,14 +127,31 @@ def import_model(model: OnnxModel, page_name: str = "model", registry: Registry 
     lay_out(page, importer.builder, stems, importer.added)
     report.groups = sum(f.title != LOSS_FRAME for f in page.frames)
     program = _check_compiles(project, model.source)
-    if group == "composites" and report.groups:
-        report.groups, report.composites = units_as_composites(project, page, registry, program, model.source)
-        # compiled again: the check that grouping kept a working diagram, and the types the
-        # instances' ports show, which the layout makes room for
-        program = _check_compiles(project, model.source)
-        lay_out_again(page, importer.builder, ProjectBlocks(registry, project), program, importer.added)
+    if group == "composites":
+        _as_composites(project, page, importer, registry, program, [n.op for n in model.nodes])
     page.text = _page_text(model, report, importer.added)
     return project, report
+
+
+def _as_composites(project, page, importer, registry, program, ops) -> None:
+    """Each ONNX node mapped to several blocks, then each unit, made a composite instance, and the
+    page laid out again (onnx_units.py)."""
+    report, builder, source = importer.report, importer.builder, importer.model.source
+    frames = list(page.frames)
+    moved = nodes_as_composites(project, page, registry, program, builder.origin, ops, source)
+    report.nodes_grouped = len(set(moved.values()))
+    if moved:     # the units hold the nodes' instances now; the program, their ports
+        page.frames = [replace(f, blocks=tuple(dict.fromkeys(moved.get(b, b) for b in f.blocks))) for f in frames]
+        program = _check_compiles(project, source)
+    if report.groups:
+        report.groups, report.composites = units_as_composites(project, page, registry, program, source)
+    report.composites = len(project.composites)
+    if project.composites:
+        # compiled again: the check that grouping kept a working diagram, and the types the
+        # instances' ports show, which the layout makes room for
+        program = _check_compiles(project, source)
+        lay_out_again(page, builder, ProjectBlocks(registry, project), program, importer.added)
+        order_by_use(project, page)
 
 
 _NO_TYPE = ValueInfo("")

@@ -124,27 +124,35 @@ def _node_keys(page, builder, names, attached) -> dict:
         origin = builder.origin.get(nid)
         key = scopes[origin] if origin is not None else ""
         keys[nid] = key if counts[key] >= 2 and len(counts) > 2 else ""
-    _branches_join_their_unit(page, keys, attached)
+    _branches_join_their_unit(page, keys, attached, builder.origin)
     return keys
 
 
-def _branches_join_their_unit(page, keys: dict, attached) -> None:
-    """A block without weights that only one unit reads, and that reads what that unit's blocks
-    read too, is a branch of it (Inception's pool branch, named after the block before the unit
-    since it has no weights of its own to be named by): it joins the unit."""
+def _branches_join_their_unit(page, keys: dict, attached, origin: dict) -> None:
+    """The blocks of an ONNX node without weights that only one unit reads, and that read what
+    that unit's blocks read too, are a branch of it (Inception's pool branch, named after the
+    block before the unit since it has no weights of its own to be named by): they join the unit.
+    ``origin``: the ONNX node each block was made for (the blocks of one node move together)."""
     readers, sources = defaultdict(set), defaultdict(set)
     for e in page.edges:
         readers[e.src].add(e.dst)
         sources[e.dst].add(e.src)
+    groups = defaultdict(list)
     for nid, node in page.nodes.items():
-        if nid in attached or node.block == "Variable" or not sources[nid] or \
-                any(page.nodes[s].block == "Variable" for s in sources[nid]):
+        if nid not in attached and node.block != "Variable":
+            groups[origin.get(nid, nid) if origin.get(nid) is not None else nid].append(nid)
+    for members in groups.values():
+        inside = set(members)
+        ins = {s for m in members for s in sources[m]} - inside
+        outs = {r for m in members for r in readers[m]} - inside
+        if not ins or any(page.nodes[s].block == "Variable" for s in ins):
             continue
-        into = {keys[r] for r in readers[nid]}
+        into = {keys[r] for r in outs}
         unit = next(iter(into)) if len(into) == 1 else ""
-        if unit and unit != keys[nid] and \
-                all(any(keys[r] == unit and r != nid for r in readers[s]) for s in sources[nid]):
-            keys[nid] = unit
+        if unit and unit != keys[members[0]] and \
+                all(any(keys[r] == unit and r not in inside for r in readers[s]) for s in ins):
+            for m in members:
+                keys[m] = unit
 
 
 def _segments(order: list, keys: dict) -> list:

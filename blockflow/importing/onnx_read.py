@@ -158,6 +158,8 @@ class _Reader:
         nodes = [self._node(i, n) for i, n in enumerate(g.node)]
         inputs = [self._value_info(v) for v in g.input if v.name not in inits]
         outputs = [self._value_info(v) for v in g.output]
+        if not outputs:
+            self.fail("", "the graph has no outputs: it computes nothing a project could show")
         types = self._inferred_types()
         types.update({v.name: v for v in inputs})
         types.update({v.name: v for v in outputs if v.dtype is not None})
@@ -174,6 +176,12 @@ class _Reader:
         if version < OLDEST_OPSET:
             self.fail("", f"opset {version} is older than {OLDEST_OPSET}, the oldest the import reads; "
                           f"convert it first (onnx.version_converter.convert_version(model, {OLDEST_OPSET}))")
+        newest = self.onnx.defs.onnx_opset_version()
+        if version > newest:
+            # an op may mean something else in an opset this onnx package does not know, and
+            # the mappings were checked against the versions it defines
+            self.fail("", f"opset {version} is newer than {newest}, the newest the installed onnx package "
+                          f"knows; update it (pip install -U onnx) or convert the model to opset {newest}")
         return int(version)
 
     # ------------------------------------------------------------------------- tensors

@@ -42,7 +42,7 @@ def test_the_menu_imports_a_model_as_an_unsaved_project(qtbot, tmp_path, monkeyp
     assert all(page.nodes[f].block.startswith("@") for f in fires)
     assert doc.path is None and doc.dirty
     assert page.loss == "loss" and [f.title for f in page.frames] == ["loss (added by the import)"]
-    assert "units as instances of" in window.statusBar().currentMessage()
+    assert "10 units and 27 nodes of several blocks as instances of 9 composites" in window.statusBar().currentMessage()
     QApplication.processEvents()
     assert window.view.node_item("fire2") is not None
     # backward from the loss the import added: every layer's wires get a gradient, inside the
@@ -52,7 +52,7 @@ def test_the_menu_imports_a_model_as_an_unsaved_project(qtbot, tmp_path, monkeyp
     done = window.session.results()
     assert done.error is None, done.error
     nodes = {node for node, _ in done.result.grads}
-    assert {"conv1/conv1", "fire2/squeeze1x1", "fire9/expand3x3"} <= nodes
+    assert {"conv1/conv/conv2d", "fire2/squeeze1x1/conv2d", "fire9/expand3x3/conv2d"} <= nodes
 
 
 def test_an_edit_made_while_importing_is_not_lost(qtbot, tmp_path, monkeypatch, no_modal):
