@@ -348,6 +348,12 @@ def bench_composite_compile(repeats):
     return compile_rows(repeats, generated_project)
 
 
+def bench_compile_paths(repeats):
+    """(j) compiling 1k/10k/100k blocks and the gradient paths after it (compile_paths.py)."""
+    from compile_paths import compile_paths_rows
+    return compile_paths_rows(repeats, generated_project)
+
+
 def bench_export_mlp(repeats):
     """(h) the MLP exported to PyTorch against the same net written by hand (torch_export.py)."""
     from torch_export import export_rows
@@ -375,7 +381,8 @@ def bench_train_memory(repeats):
 WORKLOADS = {"mlp": bench_mlp, "softmax": bench_softmax, "chain": bench_chain, "compile": bench_compile,
              "train": bench_train, "composite-mlp": bench_composite_mlp,
              "composite-compile": bench_composite_compile, "export-mlp": bench_export_mlp,
-             "onnx-resnet50": bench_onnx_resnet, "startup": bench_startup, "train-memory": bench_train_memory}
+             "onnx-resnet50": bench_onnx_resnet,
+             "compile-paths": bench_compile_paths, "startup": bench_startup, "train-memory": bench_train_memory}
 
 
 def blas_info() -> str:
