@@ -44,6 +44,8 @@ class Add:
     def forward(x, y):
         return x + y
 
+    forward.ufunc = np.add  # what the operator calls; the runtime binds it directly (run/lower.py)
+
     def vjp(g, out, x, y, *, needs):
         return (unbroadcast(g, x.shape) if needs[0] else None,
                 unbroadcast(g, y.shape) if needs[1] else None)
@@ -68,6 +70,8 @@ class Subtract:
     def forward(x, y):
         return x - y
 
+    forward.ufunc = np.subtract  # what the operator calls; the runtime binds it directly (run/lower.py)
+
     def vjp(g, out, x, y, *, needs):
         return (unbroadcast(g, x.shape) if needs[0] else None,
                 np.negative(unbroadcast(g, y.shape)) if needs[1] else None)
@@ -91,6 +95,8 @@ class Multiply:
 
     def forward(x, y):
         return x * y
+
+    forward.ufunc = np.multiply  # what the operator calls; the runtime binds it directly (run/lower.py)
 
     def vjp(g, out, x, y, *, needs):
         return (unbroadcast(g * y, x.shape) if needs[0] else None,
@@ -118,6 +124,8 @@ class RealDiv:
 
     def forward(x, y):
         return x / y
+
+    forward.ufunc = np.true_divide  # what the operator calls; the runtime binds it directly (run/lower.py)
 
     def vjp(g, out, x, y, *, needs):
         gx = gy = None

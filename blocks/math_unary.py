@@ -41,6 +41,8 @@ def _unary(name, fn, vjp=None, *, doc, dtype="float", aliases=(), rule=""):
 
         def fn(x):
             return ufunc(x)
+        # the runtime calls the ufunc itself (run/lower.py): the same result without this frame
+        fn.ufunc = ufunc
 
     body = dict(inputs=(Input("x", dtype=dtype),), outputs=(Output("y"),), infer=like, forward=fn)
     if vjp is not None:
