@@ -57,8 +57,9 @@ def _elementwise_page(n):
                  ("loss", "Sum", {}, {"input": "sg"}))
 
 
-def _results(monkeypatch, bind, project, feeds, **kw):
-    monkeypatch.setattr(lower, "BIND_UFUNCS", bind)
+def _results(monkeypatch, fast, project, feeds, **kw):
+    monkeypatch.setattr(lower, "BIND_UFUNCS", fast)
+    monkeypatch.setattr(lower, "DIRECT_KEYWORDS", fast)
     program = compile_project(project)  # a new program: plans are cached per program
     out = []
     for record in (True, False):
@@ -100,3 +101,25 @@ def test_a_nan_in_a_large_bound_ufunc_is_named_as_before(monkeypatch):
             messages.append((info.value.node, info.value.phase, str(info.value)))
     assert messages[0][0].startswith("main/d ") and "NaN (1 of 50000 values)" in messages[0][2]
     assert len(set(messages)) == 1
+
+
+def test_attrs_written_as_keywords_give_bit_identical_results(monkeypatch):
+    """Blocks with attrs (MatMul's transposes, Sum's keep_dims, the Placeholder's dtype and shape)
+    and vjps given ``needs``: the same numbers with the attrs in a functools.partial."""
+    project = chain(("x", "Placeholder", {"shape": [6, 4]}, None),
+                    ("W", "Placeholder", {"shape": [5, 4]}, None),
+                    ("m", "MatMul", {"transpose_b": True}, {"a": "x", "b": "W"}),
+                    ("r", "Relu", {}, {"features": "m"}),
+                    ("s", "Sum", {"keep_dims": True}, {"input": "r", "axis": np.int32(1)}),
+                    ("q", "Multiply", {}, {"x": "s", "y": "r"}),
+                    ("loss", "Mean", {}, {"input": "q"}))
+    feeds = {"x": RNG.normal(size=(6, 4)).astype(np.float32), "W": RNG.normal(size=(5, 4)).astype(np.float32)}
+    program, fast = _results(monkeypatch, True, project, feeds, wrt=["x", "W"])
+    source = next(iter(program.cache("plans").values())).source
+    assert "transpose_b=" in source and "needs=" in source and "partial" not in source
+    _, plain = _results(monkeypatch, False, project, feeds, wrt=["x", "W"])
+    for (fv, fg, fw), (pv, pg, pw) in zip(fast, plain):
+        for f, p in ((fv, pv), (fg, pg), (fw, pw)):
+            assert f.keys() == p.keys()
+            for k in f:
+                assert np.asarray(f[k]).tobytes() == np.asarray(p[k]).tobytes(), k

@@ -182,11 +182,11 @@ def _run_planned(program, plan, guard, feed_list, variables, t_slot, grad_seed, 
         if seed.ndim != ttype.rank or any(d is not None and d != n for d, n in zip(ttype.shape, seed.shape)):
             raise RunError(f"the gradient seed has shape {list(seed.shape)} but the target "
                            f"{_slot_name(program, t_slot)} is {ttype}")
+    # one errstate for the run and its check (entering one costs a few us, on a run of 20)
     with np.errstate(all="ignore"):
         out = plan.fn(var_list, feed_list, seed, DataRequest(step, split, run_seed), guard)
-    result = plan.package(out)
-    if check_numerics:
-        with np.errstate(all="ignore"):
+        result = plan.package(out)
+        if check_numerics:
             plan.check(result, out, variables, feeds, grad_seed, wrt, step, split, run_seed)
     if commit and result.state_updates:
         plan.commit(result)
@@ -550,6 +550,8 @@ _ISFINITE_MIN_SIZE = 16384
 def all_finite(v) -> bool:
     """Whether every element of a float array is finite (anything else is)."""
     if type(v) is not np.ndarray:
+        if isinstance(v, (float, np.floating)):  # a loss: numpy's reductions return scalars
+            return math.isfinite(v)
         v = np.asarray(v)
     kind = v.dtype.kind
     if kind not in "fc":
