@@ -102,6 +102,8 @@ class Multiply:
         return (unbroadcast(g * y, x.shape) if needs[0] else None,
                 unbroadcast(g * x, y.shape) if needs[1] else None)
 
+    vjp.fresh_result = True  # new arrays, one per input (run/lower.py, _accumulate)
+
 
 @block("RealDiv", category="math_ops", aliases=("Div", "divide"))
 class RealDiv:
@@ -139,6 +141,8 @@ class RealDiv:
                 q *= out  # q is fresh and has out's shape
             gy = np.negative(unbroadcast(q, y.shape))
         return gx, gy
+
+    vjp.fresh_result = True  # new arrays, one per input (run/lower.py, _accumulate)
 
 
 @block("AddN", category="math_ops")

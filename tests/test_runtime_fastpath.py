@@ -60,21 +60,25 @@ def _elementwise_page(n):
 def _results(monkeypatch, fast, project, feeds, **kw):
     monkeypatch.setattr(lower, "BIND_UFUNCS", fast)
     monkeypatch.setattr(lower, "DIRECT_KEYWORDS", fast)
+    monkeypatch.setattr(lower, "REUSE_BUFFERS", fast)
     program = compile_project(project)  # a new program: plans are cached per program
     out = []
-    for record in (True, False):
+    for record in (True, False, False):  # the second fast run writes into the first one's buffers
         res = run(program, feeds, target="loss", record=record, **kw)
         out.append((res.values, res.grads, res.variable_grads))
     return program, out
 
 
-@pytest.mark.parametrize("n", [8, 50_000])
+@pytest.mark.parametrize("n", [8, 50_000, 100_000])
 def test_bound_ufuncs_give_bit_identical_values_and_gradients(monkeypatch, n):
     feeds = {"x": RNG.normal(size=n).astype(np.float32), "b": np.array([2.0], np.float32)}
     project = _elementwise_page(n)
     program, fast = _results(monkeypatch, True, project, feeds, wrt=["x", "b"])
-    ns = next(iter(program.cache("plans").values())).fn.__globals__
+    plans = program.cache("plans").values()
+    ns = next(iter(plans)).fn.__globals__
     assert ns[f"f{program.step('a').index}"] is np.add and ns[f"f{program.step('t').index}"] is np.tanh
+    fast_plan = [p for p in plans if not p.record][0]
+    assert fast_plan.n_buffers == (6 if n >= lower.REUSE_MIN_SIZE else 0)  # t, m, a, s, e, d: not n (Sigmoid, no ufunc, reads it)
     _, plain = _results(monkeypatch, False, project, feeds, wrt=["x", "b"])
     for (fv, fg, fw), (pv, pg, pw) in zip(fast, plain):
         for f, p in ((fv, pv), (fg, pg), (fw, pw)):
@@ -123,3 +127,80 @@ def test_attrs_written_as_keywords_give_bit_identical_results(monkeypatch):
             assert f.keys() == p.keys()
             for k in f:
                 assert np.asarray(f[k]).tobytes() == np.asarray(p[k]).tobytes(), k
+
+
+def test_kept_buffers_never_reach_the_caller():
+    """A second run writes into the arrays the first one kept; nothing the first returned changes,
+    and no returned array is a kept one."""
+    n = 100_000
+    program = compile_project(_elementwise_page(n))
+    first_feeds = {"x": RNG.normal(size=n).astype(np.float32), "b": np.array([2.0], np.float32)}
+    first = run(program, first_feeds, target="loss", wrt=["x", "b"], record=False, fetch=["sg", "e"])
+    kept = {k: np.array(v, copy=True) for k, v in {**first.values, **first.variable_grads}.items()}
+    second = run(program, {"x": RNG.normal(size=n).astype(np.float32), "b": np.array([-1.0], np.float32)},
+                 target="loss", wrt=["x", "b"], record=False, fetch=["sg", "e"])
+    for k, v in {**first.values, **first.variable_grads}.items():
+        assert np.asarray(v).tobytes() == kept[k].tobytes(), k
+    plan = [p for p in program.cache("plans").values() if p.n_buffers][0]
+    buffers = [b for bufs in plan.buffers for b in bufs if b is not None]
+    assert buffers
+    returned = [np.asarray(v) for r in (first, second) for v in (*r.values.values(), *r.variable_grads.values())]
+    assert not any(np.shares_memory(b, v) for b in buffers for v in returned)
+
+
+def test_a_large_gradient_sum_is_added_in_place_with_the_same_result(monkeypatch):
+    """x feeds three blocks: its cotangent is summed twice, the second time into the first sum's
+    array; a broadcast part (Sum's view) is added as before."""
+    n = 100_000
+    project = chain(("x", "Placeholder", {"shape": [n]}, None),
+                    ("e", "Exp", {}, {"x": "x"}),
+                    ("t", "Tanh", {}, {"x": "x"}),
+                    ("m", "Multiply", {}, {"x": "e", "y": "t"}),
+                    ("a", "Add", {}, {"x": "m", "y": "x"}),
+                    ("loss", "Sum", {}, {"input": "a"}))
+    feeds = {"x": RNG.normal(size=n).astype(np.float32)}
+    program, fast = _results(monkeypatch, True, project, feeds, wrt=["x"])
+    source = [p for p in program.cache("plans").values() if not p.record][0].source
+    assert "_iadd(" in source
+    _, plain = _results(monkeypatch, False, project, feeds, wrt=["x"])
+    for (_, _, fw), (_, _, pw) in zip(fast, plain):
+        assert fw["x"].tobytes() == pw["x"].tobytes()
+
+
+def _vjp_parts(name, *args, **kw):
+    from blockflow.registry import default_registry
+    spec = default_registry()[name]
+    assert getattr(spec.vjp, "fresh_result", False), name
+    return spec, [p for p in spec.vjp(*args, **kw) if p is not None]
+
+
+@pytest.mark.parametrize("case", ["Exp", "Tanh", "Sigmoid", "Softplus", "Relu", "Multiply", "RealDiv",
+                                  "MatMul"])
+def test_vjps_marked_fresh_return_new_arrays_one_per_input(case):
+    """What lower._accumulate relies on to add into a vjp's result in place."""
+    x = RNG.normal(size=(4, 5)).astype(np.float32)
+    g = RNG.normal(size=(4, 5)).astype(np.float32)
+    if case in ("Multiply", "RealDiv"):
+        from blockflow.registry import default_registry
+        for y in (x, RNG.normal(size=(4, 5)).astype(np.float32) + 3, np.float32(2.0)):
+            out = default_registry()[case].forward(x, y)
+            spec, parts = _vjp_parts(case, g, out, x, y, needs=(True, np.ndim(y) > 0))
+            _assert_fresh(parts, [g, out, x, y])
+        return
+    if case == "MatMul":
+        w = RNG.normal(size=(5, 3)).astype(np.float32)
+        gm = RNG.normal(size=(4, 3)).astype(np.float32)
+        spec, parts = _vjp_parts(case, gm, x @ w, x, w, transpose_a=False, transpose_b=False, needs=(True, True))
+        _assert_fresh(parts, [gm, x, w])
+        return
+    from blockflow.registry import default_registry
+    out = default_registry()[case].forward(x)
+    spec, parts = _vjp_parts(case, g, out, x)
+    _assert_fresh(parts, [g, out, x])
+
+
+def _assert_fresh(parts, inputs):
+    arrays = [p for p in parts if isinstance(p, np.ndarray)]
+    for i, p in enumerate(arrays):
+        assert not any(np.shares_memory(p, a) for a in inputs if isinstance(a, np.ndarray))
+        assert not any(np.shares_memory(p, q) for q in arrays[i + 1:])

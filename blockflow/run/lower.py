@@ -28,6 +28,13 @@ __all__ = ["Lowered", "lower", "parts_of_updates"]
 BIND_UFUNCS = True
 #: write a block's attrs as keywords into its call (off: a functools.partial; the tests compare)
 DIRECT_KEYWORDS = True
+#: reuse the output arrays of large elementwise steps across runs (off: fresh arrays every run)
+REUSE_BUFFERS = True
+#: the smallest value (in elements) worth a kept buffer: below it malloc reuses freed memory
+#: anyway; above it a fresh array is fresh pages, faulted in and zeroed by the kernel every run
+REUSE_MIN_SIZE = 1 << 16
+#: the most bytes a plan keeps in buffers between runs
+REUSE_MAX_BYTES = 256 << 20
 
 
 @dataclass
@@ -35,7 +42,10 @@ class Lowered:
     """A lowered run: ``fn(V, F, G0, D, _G)`` returns (values, grads, edge grads, updates), four
     tuples in the order of ``value_keys``, ``grad_keys``, ``edge_list`` and ``update_steps``."""
 
+    #: ``fn(V, F, G0, D, _G, B)``: B is a list of ``n_buffers`` kept output arrays (None until
+    #: a run has made them), one list per concurrent run
     fn: object
+    n_buffers: int
     source: str
     memory: MemoryPlan
     value_slots: list
@@ -63,6 +73,8 @@ def lower(program: Program, *, fwd, bwd, paths, target, fetch, record, wanted_gr
     handler, random streams and cursor names.
     """
     w = _Writer(program, fail, rng)
+    if REUSE_BUFFERS and not record:
+        w.reusable = _reusable_slots(program, fwd, set(fetch) | ({target} if target is not None else set()))
     update_names = w.forward(fwd, var_steps, feed_steps, state_slots)
     edge_names: list[tuple[str, Edge]] = []
     grad_written: set[int] = set()
@@ -83,7 +95,7 @@ def lower(program: Program, *, fwd, bwd, paths, target, fetch, record, wanted_gr
     memory = MemoryPlan(program, body, _fixed_inputs(program, var_steps, state_slots, w.ns),
                         [(st.outputs[0], f"the feed of {program.full_name(st.node)}") for st in feed_steps],
                         where, fn.__code__, at_line)
-    return Lowered(fn, source, memory, value_slots, grad_slots, [key(i) for i in value_slots],
+    return Lowered(fn, len(w.buffers), source, memory, value_slots, grad_slots, [key(i) for i in value_slots],
                    [key(i) for i in grad_slots], [(node, key(i)) for node, i in wanted_grads],
                    None if target is None else key(target), [e for _, e in edge_names],
                    [st for _, st in update_names], w.prevented_by_gradients)
@@ -108,9 +120,14 @@ class _Writer:
         self.program = program
         self.slots = program.slots
         self.ns: dict = {"_fail": fail, "_ones": np.ones_like, "_zeros": np.zeros_like, "_R": rng,
-                         "_FILES": program.files}
+                         "_FILES": program.files, "_iadd": _iadd}
         self.lines: list[Line] = []  # code, names read and written, what they hold, the step cursor
         self.prevented_by_gradients = None
+        #: slots whose arrays are kept across runs (_reusable_slots), and the buffer index of each
+        self.reusable: set = set()
+        self.buffers: dict[int, int] = {}
+        #: cotangent names holding an array no other name or caller can see (see _accumulate)
+        self.owned: set = set()
 
     def arg(self, slot):
         """(expression, names read) for reading a slot: a local, or a constant bound in ns."""
@@ -210,6 +227,12 @@ class _Writer:
         if "files" in st.spec.forward_context:
             parts.append("files=_FILES")
         target = _struct_expr(st, "s", lambda o: True, assign=True) if outs else "_"
+        keep = ""
+        if len(st.outputs) == 1 and st.outputs[0] in self.reusable:
+            # the first run makes the array (with numpy's own dtype and shape), later runs write into it
+            k = self.buffers.setdefault(st.outputs[0], len(self.buffers))
+            parts.append(f"out=B[{k}]")
+            keep = f"; B[{k}] = {target}"
         writes = set(outs)
         binds = [(f"s{o}", new(o, f"output '{slots[o].port}'")) for o in st.outputs]
         if st.refs:
@@ -217,7 +240,7 @@ class _Writer:
             writes.add(f"u{st.index}")
             update_names.append((f"u{st.index}", st))
             binds.append((f"u{st.index}", parts_of_updates(st, slots)))
-        self.lines.append(Line(f"_n = {st.index}; {target} = {fname}({', '.join(parts)})", reads, writes,
+        self.lines.append(Line(f"_n = {st.index}; {target} = {fname}({', '.join(parts)}){keep}", reads, writes,
                                tuple(binds), st.index))
         if outs and value_dependent(self.program, st):
             self.lines.append(Line(f"_G.seen({st.index}, ({', '.join(outs)},))", set(outs), set()))
@@ -283,12 +306,25 @@ class _Writer:
         name = f"{gp}{src}"
         if src in grad_written:
             slot = self.slots[src]
-            self.lines.append(Line(f"{name} = {name} + {expr}", {name, read}, {name},
+            # A sum of large cotangents goes into the first one's array when the plan alone holds
+            # it (_iadd checks shapes and dtypes at run time): a pass over fresh pages saved.
+            add = (f"_iadd({name}, {expr})" if name in self.owned and _nbytes(slot.type) >= REUSE_MIN_SIZE * 4
+                   else f"{name} + {expr}")
+            self.lines.append(Line(f"{name} = {add}", {name, read}, {name},
                                    ((name, new(src, f"the gradient summed over the wires of "
                                                     f"'{slot.node}:{slot.port}'")),), -2 - st.index))
+            if edge_names is None and REUSE_BUFFERS:
+                self.owned.add(name)  # a sum is a new array
         else:
             grad_written.add(src)
             self.lines.append(Line(f"{name} = {expr}", {read}, {name}, ((name, held),)))
+            # Only the part of a vjp whose results are new arrays, one per input, is the plan's
+            # alone; anything else may be another cotangent's array (Add hands g on), and a
+            # recorded run keeps each wire's part.
+            if edge_names is None and REUSE_BUFFERS and getattr(st.spec.vjp, "fresh_result", False):
+                self.owned.add(name)
+            else:
+                self.owned.discard(name)
 
     def gradients_block(self, st: Step) -> None:
         """TF's tf.gradients as a block: reverse mode, inline, over what precedes it on the page."""
@@ -339,13 +375,58 @@ class _Writer:
         body = self.lines if record else _with_frees(self.lines, returned)
         # _n is the step running (the cursor): the failure handler names its block; the run's
         # allocation guard finds it from the line a block was called from (see memplan.RunGuard).
-        head = ["def _run(V, F, G0, D, _G):", "    _n = -1", "    try:"]
+        head = ["def _run(V, F, G0, D, _G, B):", "    _n = -1", "    try:"]
         src = head + [f"        {line.code}" for line in body]
         src += [f"        {ret}", "    except Exception as _e:", "        _fail(_n, _e, locals())"]
         source = "\n".join(src)
         exec(compile(source, f"<blockflow plan {self.program.page_name}>", "exec"), self.ns)
         at_line = {len(head) + 1 + k: line.at for k, line in enumerate(body) if line.at is not None}
         return self.ns["_run"], source, body, at_line
+
+
+def _iadd(a, b):
+    """``a + b``, into ``a``'s array when that gives the same array (same shape and dtype)."""
+    if type(a) is np.ndarray and type(b) is np.ndarray and a.shape == b.shape and a.dtype == b.dtype \
+            and a.flags.writeable:
+        return np.add(a, b, out=a)
+    return a + b
+
+
+def _bound_ufunc(st: Step) -> bool:
+    """Whether the plan calls this step's ufunc itself (see _Writer._bind_forward)."""
+    return (BIND_UFUNCS and getattr(st.spec.forward, "ufunc", None) is not None and not st.attrs
+            and not st.spec.forward_context and not st.refs)
+
+
+def _reusable_slots(program: Program, fwd, returned: set) -> set:
+    """The slots whose arrays a plan can keep and overwrite in the next run.
+
+    A value qualifies when its step's forward is a bound ufunc (it can write into ``out=``), its
+    shape is fixed and large, the run does not return it, and no block can hand it on: every
+    block reading it (forward, and its vjp) is a bound ufunc or a block whose forward says
+    ``fresh_result`` (Sum, Mean), whose results and gradients are new arrays (or the cotangent),
+    never a view of an input. So no array the caller gets back, now or later, is a kept buffer.
+    """
+    slots = program.slots
+    readers: dict[int, list] = {}
+    for st in program.steps:
+        for j in range(len(st.in_edges)):
+            readers.setdefault(st.flat_input(j), []).append(st)
+    out, total = set(), 0
+    for st in fwd:
+        if not _bound_ufunc(st) or len(st.outputs) != 1:
+            continue
+        o = st.outputs[0]
+        t = slots[o].type
+        if o in returned or slots[o].state or None in t.shape or math.prod(t.shape) < REUSE_MIN_SIZE:
+            continue
+        if not all(_bound_ufunc(r) or getattr(r.spec.forward, "fresh_result", False) for r in readers.get(o, ())):
+            continue
+        total += _nbytes(t)
+        if total > REUSE_MAX_BYTES:
+            break
+        out.add(o)
+    return out
 
 
 def _needs_by_input(st: Step, needs_flat) -> tuple:

@@ -184,7 +184,11 @@ def _run_planned(program, plan, guard, feed_list, variables, t_slot, grad_seed, 
                            f"{_slot_name(program, t_slot)} is {ttype}")
     # one errstate for the run and its check (entering one costs a few us, on a run of 20)
     with np.errstate(all="ignore"):
-        out = plan.fn(var_list, feed_list, seed, DataRequest(step, split, run_seed), guard)
+        buffers = plan.take_buffers()
+        try:
+            out = plan.fn(var_list, feed_list, seed, DataRequest(step, split, run_seed), guard, buffers)
+        finally:
+            plan.buffers.append(buffers)
         result = plan.package(out)
         if check_numerics:
             plan.check(result, out, variables, feeds, grad_seed, wrt, step, split, run_seed)
@@ -276,6 +280,10 @@ class _Plan:
             node, prevented = code.prevented_by_gradients
             raise RunError(self._prevent_message(prevented, f"{program.full_name(node)} (Gradients)"))
         self.fn, self.source, self.memory = code.fn, code.source, code.memory
+        self.n_buffers = code.n_buffers
+        #: sets of kept output arrays, one per run in progress (lower.REUSE_BUFFERS): a run takes
+        #: one (a new one when another thread's run holds them all) and puts it back
+        self.buffers: list = []
         self.value_keys, self.grad_keys, self.wanted_keys = code.value_keys, code.grad_keys, code.wanted_keys
         self.target_key, self.edge_list, self.update_steps = code.target_key, code.edge_list, code.update_steps
 
@@ -302,6 +310,12 @@ class _Plan:
         return stream_generator(base, int(st.attrs.get("seed", 0)), data.step, data.seed)
 
     # ------------------------------------------------------------------------- inputs/outputs
+    def take_buffers(self) -> list:
+        try:
+            return self.buffers.pop()
+        except IndexError:
+            return [None] * self.n_buffers
+
     def variable_inputs(self, variables):
         program = self.program
         states = [program.slot_values[key] for key in self.state_keys]
