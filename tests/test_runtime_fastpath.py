@@ -174,8 +174,8 @@ def _vjp_parts(name, *args, **kw):
     return spec, [p for p in spec.vjp(*args, **kw) if p is not None]
 
 
-@pytest.mark.parametrize("case", ["Exp", "Tanh", "Sigmoid", "Softplus", "Relu", "Multiply", "RealDiv",
-                                  "MatMul"])
+@pytest.mark.parametrize("case", ["Exp", "Tanh", "Sigmoid", "Softplus", "Relu", "Softmax", "Multiply",
+                                  "RealDiv", "MatMul"])
 def test_vjps_marked_fresh_return_new_arrays_one_per_input(case):
     """What lower._accumulate relies on to add into a vjp's result in place."""
     x = RNG.normal(size=(4, 5)).astype(np.float32)
