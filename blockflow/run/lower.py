@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import keyword
 import math
+import mmap
 from dataclasses import dataclass
 from functools import partial
 
@@ -28,8 +29,14 @@ __all__ = ["Lowered", "lower", "parts_of_updates"]
 BIND_UFUNCS = True
 #: write a block's attrs as keywords into its call (off: a functools.partial; the tests compare)
 DIRECT_KEYWORDS = True
-#: reuse the output arrays of large elementwise steps across runs (off: fresh arrays every run)
-REUSE_BUFFERS = True
+#: keep the output arrays of large elementwise steps across runs and write into them. Off by
+#: default: it spares the page faults of a run whose freed arrays glibc hands back to the kernel
+#: (the elementary softmax alone in a process: 4,850 faults and 22-31 ms a run, against 194 and
+#: 5-10 ms), but where nothing faults the kept arrays are memory the cache has not seen (the
+#: stable softmax benchmark: 1.21-1.27x hand numpy, against 1.13-1.15x); docs/performance.md
+REUSE_BUFFERS = False
+#: add a large gradient into a vjp's own new array (off: ``a + b``, a new array)
+ADD_IN_PLACE = True
 #: the smallest value (in elements) worth a kept buffer: below it malloc reuses freed memory
 #: anyway; above it a fresh array is fresh pages, faulted in and zeroed by the kernel every run
 REUSE_MIN_SIZE = 1 << 16
@@ -120,7 +127,7 @@ class _Writer:
         self.program = program
         self.slots = program.slots
         self.ns: dict = {"_fail": fail, "_ones": np.ones_like, "_zeros": np.zeros_like, "_R": rng,
-                         "_FILES": program.files, "_iadd": _iadd}
+                         "_FILES": program.files, "_iadd": _iadd, "_keep": _keep}
         self.lines: list[Line] = []  # code, names read and written, what they hold, the step cursor
         self.prevented_by_gradients = None
         #: slots whose arrays are kept across runs (_reusable_slots), and the buffer index of each
@@ -232,7 +239,7 @@ class _Writer:
             # the first run makes the array (with numpy's own dtype and shape), later runs write into it
             k = self.buffers.setdefault(st.outputs[0], len(self.buffers))
             parts.append(f"out=B[{k}]")
-            keep = f"; B[{k}] = {target}"
+            keep = f"; B[{k}] = B[{k}] if B[{k}] is not None else _keep({target})"
         writes = set(outs)
         binds = [(f"s{o}", new(o, f"output '{slots[o].port}'")) for o in st.outputs]
         if st.refs:
@@ -313,7 +320,7 @@ class _Writer:
             self.lines.append(Line(f"{name} = {add}", {name, read}, {name},
                                    ((name, new(src, f"the gradient summed over the wires of "
                                                     f"'{slot.node}:{slot.port}'")),), -2 - st.index))
-            if edge_names is None and REUSE_BUFFERS:
+            if edge_names is None and ADD_IN_PLACE:
                 self.owned.add(name)  # a sum is a new array
         else:
             grad_written.add(src)
@@ -321,7 +328,7 @@ class _Writer:
             # Only the part of a vjp whose results are new arrays, one per input, is the plan's
             # alone; anything else may be another cotangent's array (Add hands g on), and a
             # recorded run keeps each wire's part.
-            if edge_names is None and REUSE_BUFFERS and getattr(st.spec.vjp, "fresh_result", False):
+            if edge_names is None and ADD_IN_PLACE and getattr(st.spec.vjp, "fresh_result", False):
                 self.owned.add(name)
             else:
                 self.owned.discard(name)
@@ -382,6 +389,28 @@ class _Writer:
         exec(compile(source, f"<blockflow plan {self.program.page_name}>", "exec"), self.ns)
         at_line = {len(head) + 1 + k: line.at for k, line in enumerate(body) if line.at is not None}
         return self.ns["_run"], source, body, at_line
+
+
+_HUGE = 2 << 20
+
+
+def _keep(a):
+    """An array like ``a`` for later runs to write into, in memory of its own (an anonymous map):
+    kept arrays taken from malloc's heap would change where every other array of the process
+    falls, and which of them glibc gives back to the kernel and faults in again. Aligned to 2 MB
+    and advised as huge pages where the system has them, as numpy does for its large arrays
+    (with 4 kB pages the same softmax ran 1.2-1.5x slower: TLB misses)."""
+    if type(a) is not np.ndarray:
+        return None
+    m = mmap.mmap(-1, a.nbytes + _HUGE)
+    if hasattr(mmap, "MADV_HUGEPAGE"):
+        try:
+            m.madvise(mmap.MADV_HUGEPAGE)
+        except OSError:
+            pass
+    start = np.frombuffer(m, np.uint8, count=1).ctypes.data
+    offset = -start % _HUGE
+    return np.frombuffer(m, dtype=a.dtype, count=a.size, offset=offset).reshape(a.shape)
 
 
 def _iadd(a, b):
