@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import blockflow.run.lower as lower
+import blockflow.run.runtime as runtime
 from blockflow.compile.compiler import compile_project
 from blockflow.errors import NumericsError
 from blockflow.run.runtime import all_finite, run
@@ -62,6 +63,7 @@ def _results(monkeypatch, fast, project, feeds, **kw):
     monkeypatch.setattr(lower, "DIRECT_KEYWORDS", fast)
     monkeypatch.setattr(lower, "REUSE_BUFFERS", fast)
     monkeypatch.setattr(lower, "ADD_IN_PLACE", fast)
+    monkeypatch.setattr(runtime, "KEEP_ARRAYS", fast)
     program = compile_project(project)  # a new program: plans are cached per program
     out = []
     for record in (True, False, False):  # the second fast run writes into the first one's buffers
@@ -133,7 +135,7 @@ def test_attrs_written_as_keywords_give_bit_identical_results(monkeypatch):
 def test_kept_buffers_never_reach_the_caller(monkeypatch):
     """A second run writes into the arrays the first one kept; nothing the first returned changes,
     and no returned array is a kept one."""
-    monkeypatch.setattr(lower, "REUSE_BUFFERS", True)
+    monkeypatch.setattr(runtime, "KEEP_ARRAYS", True)
     n = 100_000
     program = compile_project(_elementwise_page(n))
     first_feeds = {"x": RNG.normal(size=n).astype(np.float32), "b": np.array([2.0], np.float32)}
@@ -206,3 +208,29 @@ def _assert_fresh(parts, inputs):
     for i, p in enumerate(arrays):
         assert not any(np.shares_memory(p, a) for a in inputs if isinstance(a, np.ndarray))
         assert not any(np.shares_memory(p, q) for q in arrays[i + 1:])
+
+
+def test_a_plan_keeps_its_arrays_once_two_runs_in_a_row_fault(monkeypatch):
+    n = 100_000
+    faults = iter(range(0, 10**9, 10**6))  # every run "faults" a million pages
+    monkeypatch.setattr(runtime, "_faults", lambda: next(faults))
+    program = compile_project(_elementwise_page(n))
+    feeds = {"x": RNG.normal(size=n).astype(np.float32), "b": np.array([2.0], np.float32)}
+    results = []
+    for _ in range(4):
+        results.append(run(program, feeds, target="loss", wrt=["x"], record=False).variable_grads["x"])
+    plan = next(iter(program.cache("plans").values()))
+    assert plan.keep_arrays and plan.buffers and all(isinstance(b, np.ndarray) for b in plan.buffers[0])
+    assert len({r.tobytes() for r in results}) == 1
+
+
+def test_a_plan_that_does_not_fault_keeps_nothing():
+    n = 100_000
+    program = compile_project(_elementwise_page(n))
+    plan = None
+    for _ in range(3):
+        run(program, {"x": RNG.normal(size=n).astype(np.float32), "b": np.array([2.0], np.float32)},
+            target="loss", wrt=["x"], record=False)
+        plan = next(iter(program.cache("plans").values()))
+        plan.count_faults(0)
+    assert plan.n_buffers and not plan.keep_arrays and not plan.buffers

@@ -23,18 +23,15 @@ from blockflow.run.memplan import RESIDENT, Line, MemoryPlan, alias, new, value_
 from blockflow.run.memplan import parts as memparts
 from blockflow.spec import TensorType
 
-__all__ = ["Lowered", "lower", "parts_of_updates"]
+__all__ = ["KeptArrays", "Lowered", "lower", "parts_of_updates"]
 
 #: call a block's ``forward.ufunc`` directly (off: the block's own forward; the tests compare)
 BIND_UFUNCS = True
 #: write a block's attrs as keywords into its call (off: a functools.partial; the tests compare)
 DIRECT_KEYWORDS = True
-#: keep the output arrays of large elementwise steps across runs and write into them. Off by
-#: default: it spares the page faults of a run whose freed arrays glibc hands back to the kernel
-#: (the elementary softmax alone in a process: 4,850 faults and 22-31 ms a run, against 194 and
-#: 5-10 ms), but where nothing faults the kept arrays are memory the cache has not seen (the
-#: stable softmax benchmark: 1.21-1.27x hand numpy, against 1.13-1.15x); docs/performance.md
-REUSE_BUFFERS = False
+#: write large elementwise outputs through ``out=B[k]``, so that a run may keep them for the
+#: next (which runs keep them: runtime._Plan.take_buffers; docs/performance.md)
+REUSE_BUFFERS = True
 #: add a large gradient into a vjp's own new array (off: ``a + b``, a new array)
 ADD_IN_PLACE = True
 #: the smallest value (in elements) worth a kept buffer: below it malloc reuses freed memory
@@ -46,13 +43,16 @@ REUSE_MAX_BYTES = 256 << 20
 
 @dataclass
 class Lowered:
-    """A lowered run: ``fn(V, F, G0, D, _G)`` returns (values, grads, edge grads, updates), four
-    tuples in the order of ``value_keys``, ``grad_keys``, ``edge_list`` and ``update_steps``."""
+    """A lowered run: ``fn(V, F, G0, D, _G, B)`` returns (values, grads, edge grads, updates),
+    four tuples in the order of ``value_keys``, ``grad_keys``, ``edge_list`` and ``update_steps``.
 
-    #: ``fn(V, F, G0, D, _G, B)``: B is a list of ``n_buffers`` kept output arrays (None until
-    #: a run has made them), one list per concurrent run
+    ``B`` holds ``n_buffers`` arrays the large elementwise steps write into: a KeptArrays (None
+    until a run has made them, then kept), or a plain list of Nones for a run that keeps none."""
+
     fn: object
     n_buffers: int
+    #: bytes of each of them
+    buffer_bytes: list
     source: str
     memory: MemoryPlan
     value_slots: list
@@ -102,7 +102,7 @@ def lower(program: Program, *, fwd, bwd, paths, target, fetch, record, wanted_gr
     memory = MemoryPlan(program, body, _fixed_inputs(program, var_steps, state_slots, w.ns),
                         [(st.outputs[0], f"the feed of {program.full_name(st.node)}") for st in feed_steps],
                         where, fn.__code__, at_line)
-    return Lowered(fn, len(w.buffers), source, memory, value_slots, grad_slots, [key(i) for i in value_slots],
+    return Lowered(fn, len(w.buffers), [_nbytes(program.slots[o].type) for o in w.buffers], source, memory, value_slots, grad_slots, [key(i) for i in value_slots],
                    [key(i) for i in grad_slots], [(node, key(i)) for node, i in wanted_grads],
                    None if target is None else key(target), [e for _, e in edge_names],
                    [st for _, st in update_names], w.prevented_by_gradients)
@@ -239,7 +239,7 @@ class _Writer:
             # the first run makes the array (with numpy's own dtype and shape), later runs write into it
             k = self.buffers.setdefault(st.outputs[0], len(self.buffers))
             parts.append(f"out=B[{k}]")
-            keep = f"; B[{k}] = B[{k}] if B[{k}] is not None else _keep({target})"
+            keep = f"; B[{k}] = B[{k}] if B[{k}] is not None else _keep({target}, B)"
         writes = set(outs)
         binds = [(f"s{o}", new(o, f"output '{slots[o].port}'")) for o in st.outputs]
         if st.refs:
@@ -394,13 +394,18 @@ class _Writer:
 _HUGE = 2 << 20
 
 
-def _keep(a):
-    """An array like ``a`` for later runs to write into, in memory of its own (an anonymous map):
+class KeptArrays(list):
+    """The arrays a plan keeps for its runs to write into (a plain list of Nones keeps none)."""
+
+
+def _keep(a, into):
+    """An array like ``a`` for later runs to write into when ``into`` keeps arrays (else None),
+    in memory of its own (an anonymous map):
     kept arrays taken from malloc's heap would change where every other array of the process
     falls, and which of them glibc gives back to the kernel and faults in again. Aligned to 2 MB
     and advised as huge pages where the system has them, as numpy does for its large arrays
     (with 4 kB pages the same softmax ran 1.2-1.5x slower: TLB misses)."""
-    if type(a) is not np.ndarray:
+    if type(into) is not KeptArrays or type(a) is not np.ndarray:
         return None
     m = mmap.mmap(-1, a.nbytes + _HUGE)
     if hasattr(mmap, "MADV_HUGEPAGE"):

@@ -40,7 +40,8 @@ from blockflow.compile.program import Program
 from blockflow.errors import MemoryLimitError, NumericsError, RunError, UpdateNumericsError
 from blockflow.project import port_text, split_port_text
 from blockflow.registry import Registry, default_registry
-from blockflow.run.runtime import all_finite, run
+from blockflow.run.numerics import all_finite
+from blockflow.run.runtime import run
 from blockflow.run.settings import OPTIMIZERS, optimizer_defaults
 
 __all__ = ["TrainConfig", "Trainer", "StepRecord", "TrainingHistory", "training_program", "train_steps"]
