@@ -17,7 +17,7 @@ RNG = np.random.default_rng(18)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
-@pytest.mark.parametrize("size", [0, 1, 8, 16383, 16384, 100_000])
+@pytest.mark.parametrize("size", [0, 1, 8, 16383, 16384, 100_000, (1 << 18) + 1, 700_000])
 def test_all_finite_agrees_with_isfinite(dtype, size):
     with np.errstate(over="ignore"):  # as the runtime's callers: a sum may overflow
         _all_finite_cases(dtype, size)
@@ -35,6 +35,7 @@ def _all_finite_cases(dtype, size):
                 w[at] = bad
                 assert not all_finite(w), (bad, at)
                 assert not all_finite(w.reshape(1, -1)[:, ::-1]), (bad, at)  # a strided view
+                assert not all_finite(np.asfortranarray(np.stack([w, v]).T)), (bad, at)
 
 
 def test_all_finite_of_non_floats_and_scalars():

@@ -12,8 +12,10 @@ __all__ = ["all_finite", "what_is_not_finite"]
 
 # From this many elements on, np.isfinite(v).all() (a vectorised test and a byte per element)
 # is faster than a sum: 81 against 160 us on 1e6 float32, 21 against 34 us on 200k; below it,
-# the sum's lower call overhead wins.
+# the sum's lower call overhead wins. Its byte per element is written in pieces of _CHUNK into
+# one small buffer: on a 512 MiB result a whole mask was 128 MiB more at the run's peak.
 _ISFINITE_MIN_SIZE = 16384
+_CHUNK = 1 << 18
 
 
 def all_finite(v) -> bool:
@@ -26,12 +28,24 @@ def all_finite(v) -> bool:
     if kind not in "fc":
         return True
     if kind == "f" and v.size >= _ISFINITE_MIN_SIZE:
-        return bool(np.isfinite(v).all())
+        if v.size <= _CHUNK:
+            return bool(np.isfinite(v).all())
+        if v.flags.c_contiguous or v.flags.f_contiguous:
+            return _all_finite_in_pieces(v.ravel(order="K"))  # a view: no copy
     # A sum is one read-only pass; only when it is not finite do we look closer (it may overflow).
     # Callers silence numpy's overflow warnings around it.
     if math.isfinite(float(np.add.reduce(v, axis=None))):
         return True
     return bool(np.isfinite(v).all())
+
+
+def _all_finite_in_pieces(flat) -> bool:
+    mask = np.empty(_CHUNK, dtype=bool)
+    for start in range(0, flat.size, _CHUNK):
+        part = flat[start:start + _CHUNK]
+        if not np.isfinite(part, out=mask[:part.size]).all():
+            return False
+    return True
 
 
 def what_is_not_finite(v) -> str:
