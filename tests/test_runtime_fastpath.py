@@ -82,7 +82,8 @@ def test_bound_ufuncs_give_bit_identical_values_and_gradients(monkeypatch, n):
     ns = next(iter(plans)).fn.__globals__
     assert ns[f"f{program.step('a').index}"] is np.add and ns[f"f{program.step('t').index}"] is np.tanh
     fast_plan = [p for p in plans if not p.record][0]
-    assert fast_plan.n_buffers == (6 if n >= lower.REUSE_MIN_SIZE else 0)  # t, m, a, s, e, d: not n (Sigmoid, no ufunc, reads it)
+    # t, m, a, s, e, d: not n (Sigmoid, not a ufunc, reads it)
+    assert fast_plan.n_buffers == (6 if n >= lower.REUSE_MIN_SIZE else 0)
     _, plain = _results(monkeypatch, False, project, feeds, wrt=["x", "b"])
     for (fv, fg, fw), (pv, pg, pw) in zip(fast, plain):
         for f, p in ((fv, pv), (fg, pg), (fw, pw)):

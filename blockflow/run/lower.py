@@ -102,7 +102,8 @@ def lower(program: Program, *, fwd, bwd, paths, target, fetch, record, wanted_gr
     memory = MemoryPlan(program, body, _fixed_inputs(program, var_steps, state_slots, w.ns),
                         [(st.outputs[0], f"the feed of {program.full_name(st.node)}") for st in feed_steps],
                         where, fn.__code__, at_line)
-    return Lowered(fn, len(w.buffers), [_nbytes(program.slots[o].type) for o in w.buffers], source, memory, value_slots, grad_slots, [key(i) for i in value_slots],
+    return Lowered(fn, len(w.buffers), [_nbytes(slots[o].type) for o in w.buffers], source, memory,
+                   value_slots, grad_slots, [key(i) for i in value_slots],
                    [key(i) for i in grad_slots], [(node, key(i)) for node, i in wanted_grads],
                    None if target is None else key(target), [e for _, e in edge_names],
                    [st for _, st in update_names], w.prevented_by_gradients)
@@ -184,7 +185,8 @@ class _Writer:
                 self.gradients_block(st)
             elif st.role == "placeholder":   # the feed, converted to the Placeholder's dtype already
                 fname, kw = self._bind_forward(st)
-                lines.append(Line(f"_n = {st.index}; {outs[0]} = {fname}({', '.join([f'F[{feed_index[st.index]}]'] + kw)})",
+                args = ", ".join([f"F[{feed_index[st.index]}]"] + kw)
+                lines.append(Line(f"_n = {st.index}; {outs[0]} = {fname}({args})",
                                   set(), set(outs), ((outs[0], RESIDENT),), st.index))
             else:
                 self._block_call(st, update_names)
