@@ -353,6 +353,12 @@ def bench_composite_compile(repeats):
     return compile_rows(repeats, generated_project)
 
 
+def bench_compile_paths(repeats):
+    """(j) compiling 1k/10k/100k blocks and the gradient paths after it (compile_paths.py)."""
+    from compile_paths import compile_paths_rows
+    return compile_paths_rows(repeats, generated_project)
+
+
 def bench_export_mlp(repeats):
     """(h) the MLP exported to PyTorch against the same net written by hand (torch_export.py)."""
     from torch_export import export_rows
@@ -378,7 +384,7 @@ WORKLOADS = {"mlp": bench_mlp, "softmax": bench_softmax, "chain": bench_chain, "
              "composite-compile": bench_composite_compile, "export-mlp": bench_export_mlp,
              "onnx-resnet50": bench_onnx_resnet,
              "rbm": bench_engine("bench_rbm"), "fgsm": bench_engine("bench_fgsm"),
-             "softmax-elem": bench_engine("bench_softmax_elem")}
+             "softmax-elem": bench_engine("bench_softmax_elem"), "compile-paths": bench_compile_paths}
 
 
 def blas_info() -> str:

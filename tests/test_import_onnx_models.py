@@ -137,26 +137,28 @@ def _random_like(rng, value):
 
 
 def _as_float64(project):
-    """The same page computing in float64: Placeholders, Variables and their values widened (the
-    blocks are dtype-polymorphic; inline constants take the dtype of what they meet)."""
-    for node in project.pages[0].nodes.values():
-        if node.block in ("Placeholder", "Variable") and node.attrs.get("dtype") == "float32":
-            node.attrs["dtype"] = "float64"
-            if node.attrs.get("initial_value") is not None:
-                node.attrs["initial_value"] = np.asarray(node.attrs["initial_value"], np.float64)
+    """The same model computing in float64: Placeholders, Variables and their values widened, on
+    the page and in its composites (their Inputs, and the weights each instance gives); the
+    blocks are dtype-polymorphic, and inline constants take the dtype of what they meet."""
+    for page in project.diagrams():
+        for node in page.nodes.values():
+            if node.block in ("Placeholder", "Variable", "Input") and node.attrs.get("dtype") == "float32":
+                node.attrs["dtype"] = "float64"
+            if isinstance(node.attrs.get("initial_value"), np.ndarray) or node.block.startswith("@"):
+                node.attrs.update({k: v.astype(np.float64) for k, v in node.attrs.items()
+                                   if isinstance(v, np.ndarray) and v.dtype == np.float32})
     return project
 
 
-def _sampled_variables(program, project):
-    """Three Variables a gradient reaches: the first layer's weight, one from the middle, the
-    last one (a batch norm's mean and variance get none, as in TensorFlow)."""
-    page = project.pages[0]
-
-    def reached(var):
-        ports = [(e.dst, e.dst_port) for e in page.edges if e.src == var]
-        return all(next(p for p in program.spec_of(dst).inputs if p.name == port).gradient for dst, port in ports)
-
-    names = [nid for nid in program.trainable if page.nodes[nid].block == "Variable" and reached(nid)]
+def _sampled_variables(program):
+    """Three Variables a gradient reaches, in schedule order: the first layer's weight, one from
+    the middle, the last one (a batch norm's mean and variance get none, as in TensorFlow)."""
+    readers = {}
+    for step in program.steps:
+        for pos, _i, edge in step.in_edges:
+            if edge is not None:
+                readers.setdefault(edge.src, []).append(step.spec.inputs[pos].gradient)
+    names = [s.node for s in program.steps if s.node in program.trainable and all(readers.get(s.node, [False]))]
     return [names[0], names[len(names) // 2], names[-1]]
 
 
@@ -176,12 +178,12 @@ def test_light_model_gradients_match_finite_differences(name):
     feeds = {placeholder: x}
     if "labels" in page.nodes:
         feeds["labels"] = rng.integers(0, 1000, size=page.feeds["labels"].shape)
-    chosen = _sampled_variables(program, project)
+    chosen = _sampled_variables(program)
     # With the shipped weights (all 0.02) every channel of a layer is the same, so every class
     # gets the same logit whatever the earlier layers do (their gradient is zero up to rounding),
     # and VGG's activations grow past 1e20: the run uses seeded random weights instead
-    weights = {v: _random_like(rng, np.asarray(page.nodes[v].attrs["initial_value"]))
-               for v in program.trainable if page.nodes[v].block == "Variable"}
+    weights = {s.node: _random_like(rng, program.variable_values.initial(s.node))
+               for s in program.steps if s.node in program.trainable}
     values = {v: weights[v] for v in chosen}
     result = run(program, feeds, target=loss_node, wrt=tuple(chosen), record=False, variables=weights)
     # a random direction over up to 64 entries of each sampled parameter

@@ -42,7 +42,9 @@ def _import_page():
     from blockflow.importing.onnx_import import import_onnx
 
     path = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / "light_resnet50.onnx"
-    project, report = import_onnx(path, page_name="resnet50")
+    # framed rather than made composites: the lesson is the skip connections, which must be on the
+    # page to be seen (inside res2_0 .. res5_2 they would be one double-click away each)
+    project, report = import_onnx(path, page_name="resnet50", group="frames")
     return project, report
 
 

@@ -20,7 +20,8 @@ def cmd_import(args) -> int:
     from blockflow.io.project_io import save_project
     from blockflow.optional import MissingPackage
     try:
-        project, report = import_onnx(args.model, page_name=args.page, registry=inputs.registry())
+        project, report = import_onnx(args.model, page_name=args.page, registry=inputs.registry(),
+                                      group=args.group)
     except MissingPackage as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
     except UnsupportedOps as exc:
@@ -57,4 +58,8 @@ def add_import(sub) -> None:
     p.add_argument("model", help="the model file (MODEL.onnx)")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="the project file to write (NAME.bflow.json)")
     p.add_argument("--page", help="the page's name (default: the model's graph name, or the file's)")
+    p.add_argument("--group", choices=("composites", "frames"), default="composites",
+                   help="each unit of the model (a name scope, a repeated unit like res3_1) becomes an instance of "
+                        "a composite, units alike sharing one (composites, the default), or its blocks are drawn "
+                        "on the page in a frame (frames)")
     p.set_defaults(func=cmd_import)

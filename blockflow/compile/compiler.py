@@ -15,6 +15,7 @@ import numpy as np
 
 from blockflow.compile.flatten import COMPOSITE_INPUT, COMPOSITE_OUTPUT, Hierarchy, flatten
 from blockflow.compile.infer import Inference, read_only
+from blockflow.compile.ordering import Dependencies
 from blockflow.compile.program import Diagnostic, Program
 from blockflow.datafiles import DataFiles
 from blockflow.project import Edge, Page, Project, split_port
@@ -54,10 +55,36 @@ def compile_page(page: Page, registry: Registry | None = None, files: DataFiles 
     try:
         registry = registry or default_registry()
         flat, hierarchy = flatten(page, composites, registry)
-        return _Compiler(flat, registry, files, hierarchy).run()
+        program = _Compiler(flat, registry, files, hierarchy).run()
+        _promote_if_big()
+        return program
     finally:
         if enabled:
             gc.enable()
+
+
+#: Young objects (gc.get_count()[0]) past which a compile hands its objects to the oldest
+#: generation (about 4,000 blocks; a small compile leaves them to the collector as they are).
+PROMOTE_AT = 50_000
+
+
+def _promote_if_big() -> None:
+    """Move every tracked object to the oldest generation without a scan.
+
+    With the collector off, each object of a new Program is still in generation 0 when the
+    compile ends; the next allocations, whoever makes them (the editor's gradient paths right
+    after), then pay for a scan of all of them in generation 0, again in generation 1 ten
+    collections later, and a full collection after that, since they are new long-lived objects:
+    three traversals of the whole program, 1.7 s of a 3.1 s gradient_paths at 100k blocks
+    (measured with gc.callbacks, benchmarks/README.md). A Program lives until the next compile,
+    so it goes where long-lived objects go; the next full collection, when the heap has grown
+    by its usual quarter, sees it (and any cyclic garbage moved with it) once.
+    ``gc.freeze`` then ``gc.unfreeze`` is that move; skipped when someone else froze objects,
+    which an unfreeze would thaw."""
+    if gc.get_count()[0] < PROMOTE_AT or gc.get_freeze_count():
+        return
+    gc.freeze()
+    gc.unfreeze()
 
 
 class _Compiler:
@@ -89,14 +116,15 @@ class _Compiler:
         specs, attrs = self._check_blocks()
         fed = self._check_wires(specs)
         binders = self._binders()
-        graph = _ordering_graph(self.page, fed.values(), self._dimension_arcs(binders))
+        deps = Dependencies(self.page.nodes, [(e.src, e.dst) for e in fed.values()]
+                            + list(self._dimension_arcs(binders)))
         typed = Inference(self.page, self.files, self, specs, attrs, fed, binders, self.deferred)
-        typed.infer_all(self._order(graph))
+        typed.infer_all(self._order(deps))
         edge_types = typed.edge_types()   # before the loss check, which may fail a node that compiled
         self._check_saved_feeds(specs)
         self._check_loss(typed.port_slots)
         self.diags.sort(key=lambda d: (d.severity != "error", d.node or "", d.port or ""))
-        program = Program(self.page, typed.steps, typed.slots, self.diags, graph, edge_types,
+        program = Program(self.page, typed.steps, typed.slots, self.diags, deps.graph, edge_types,
                           typed.port_slots, typed.variable_values, typed.feeds, typed.slot_values)
         program.files = self.files
         program.stored_variables = frozenset(typed.stored)
@@ -132,9 +160,10 @@ class _Compiler:
         specs: dict[str, BlockSpec] = {}
         attrs: dict[str, dict] = {}
         unexpanded, waiting = self.hierarchy.unexpanded, self.hierarchy.dim_nodes
-        # The blocks of every instance of a composite share their node's attrs dict (flatten.py):
+        # The blocks of every instance of a composite share their node's attrs dict (flatten.py),
+        # and most blocks drawn on a big page have attrs equal to many others' (a Tanh has none):
         # checked once, and one checked dict for all of them, which infer.py's look-up keys on.
-        checked: dict[int, tuple] = {}
+        checked: dict = {}
         for nid, node in self.page.nodes.items():
             if nid in unexpanded:     # an instance that could not be flattened: reported
                 self.failed.add(nid)
@@ -149,7 +178,9 @@ class _Compiler:
             if nid in waiting:
                 self.deferred[nid] = node.attrs
                 continue
-            hit = checked.get(id(node.attrs))
+            key = attrs_key(node.attrs)
+            key = id(node.attrs) if key is None else (node.block, key)
+            hit = checked.get(key)
             if hit is not None and hit[0] is spec:
                 values, problems = hit[1], hit[2]
             else:
@@ -157,7 +188,7 @@ class _Compiler:
                 for k, v in values.items():
                     if isinstance(v, np.ndarray):
                         values[k] = read_only(v)
-                checked[id(node.attrs)] = (spec, values, problems)
+                checked[key] = (spec, values, problems)
             for attr, problem in problems:
                 self.error(nid, None, problem)
             attrs[nid] = values
@@ -224,12 +255,12 @@ class _Compiler:
             return False
         return True
 
-    def _order(self, graph) -> list[str]:
+    def _order(self, deps: Dependencies) -> list[str]:
         """The schedule: a topological order; the members of a cycle are reported and go last."""
-        try:
-            return list(nx.topological_sort(graph))
-        except nx.NetworkXUnfeasible:
-            pass
+        order = deps.order()
+        if order is not None:
+            return order
+        graph = deps.graph()
         in_cycle: set[str] = set()
         for comp in nx.strongly_connected_components(graph):
             if len(comp) == 1:
@@ -266,10 +297,32 @@ class _Compiler:
                 self.error(lnode, lport, f"the page's loss names an output '{lport}' that does not exist")
 
 
-def _ordering_graph(page: Page, good_edges, extra_arcs=()) -> nx.DiGraph:
-    """One arc per pair of wired nodes, and the ``extra_arcs`` (networkx sorts and names cycles)."""
-    graph = nx.DiGraph()
-    graph.add_nodes_from(page.nodes)
-    # Sorted, so that the schedule depends on the wires, not on the order they are listed in.
-    graph.add_edges_from(sorted([(e.src, e.dst) for e in good_edges] + list(extra_arcs)))
-    return graph
+_ATOMS = frozenset({str, int, bool, type(None)})
+
+
+def attrs_key(attrs: dict):
+    """A hashable stand-in for an attrs dict of plain values (what a project file holds), equal
+    only for dicts that validate alike: types are kept (1, 1.0 and True are equal in Python) and
+    floats go by their repr (0.0 and -0.0 differ, a NaN equals itself). None for anything else
+    (arrays, numpy scalars, dicts), which is then checked on its own."""
+    if not attrs:
+        return ()
+    parts = []
+    for name, value in attrs.items():
+        v = _plain(value)
+        if v is None:
+            return None
+        parts.append((name, v))
+    return tuple(parts)
+
+
+def _plain(value, depth=0):
+    t = type(value)
+    if t in _ATOMS:
+        return t, value
+    if t is float:
+        return t, repr(value)
+    if (t is list or t is tuple) and depth < 4:
+        items = tuple(_plain(v, depth + 1) for v in value)
+        return None if None in items else (t, items)
+    return None

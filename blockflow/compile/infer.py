@@ -60,6 +60,7 @@ class Inference:
         #: like one before it is typed by a look-up (1,000 instances: benchmarks/composites.py)
         self._typed: dict = {}
         self._dtypes_ok: set = set()    # (spec, input dtypes...) that check_dtypes passed
+        self._tuples: dict = {}
         self.slots: list[Slot] = []
         self.port_slots: dict[tuple[str, str], int] = {}
         self.steps: list[Step] = []
@@ -118,8 +119,13 @@ class Inference:
         out_slots, out_struct, out_decl = self._add_outputs(nid, spec, outs)
         if spec.role in ("variable", "placeholder") and not self._keep_value(nid, node, spec, outs):
             return
-        step = Step(len(self.steps), nid, spec, self.attrs[nid], tuple(got.inputs), tuple(got.static),
-                    tuple(out_slots), tuple(got.in_edges), tuple(out_struct), tuple(out_decl), tuple(got.refs))
+        outputs = tuple(out_slots)
+        static = got.static
+        # most steps have no static input and one plain output: their tuples are shared
+        static = self._shared(static) if all(v is None for v in static) else tuple(static)
+        struct = outputs if out_struct == out_slots else tuple(out_struct)
+        step = Step(len(self.steps), nid, spec, self.attrs[nid], tuple(got.inputs), static,
+                    outputs, tuple(got.in_edges), struct, self._shared(out_decl), tuple(got.refs))
         self.steps.append(step)
         self.step_by_node[nid] = step
         if nid in self.dims.binders:
@@ -129,6 +135,11 @@ class Inference:
                 report.warn(nid, None, f"updates {target[1]}'s {target[0]} as {self.updaters[target]} does; "
                                        f"the later one in the schedule wins")
             self.updaters[target] = nid
+
+    def _shared(self, items) -> tuple:
+        """One tuple object for equal tuples of small hashable things (Nones, indices)."""
+        t = tuple(items)
+        return self._tuples.setdefault(t, t)
 
     def _dtypes_fit(self, nid, spec, got) -> bool:
         """check_dtypes, skipped for a block whose wired inputs' dtypes were checked before (every

@@ -43,7 +43,9 @@ class Diagnostic:
         return f"{self.severity}: {self.where}: {self.message}"
 
 
-@dataclass(frozen=True, eq=False)
+# Slots and Steps are made by the hundred thousand on a big page: __slots__ keeps each without
+# a __dict__ (about half their memory, which a compile then does not have to walk).
+@dataclass(frozen=True, eq=False, slots=True)
 class Slot:
     """A value in a run: an output port of a node, or an inline constant of an input."""
 
@@ -55,7 +57,7 @@ class Slot:
     state: bool = False  # a block's slot state kept with a Variable (node: the Variable, port: key)
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class Step:
     """One node in the schedule: which slots it reads and writes."""
 
@@ -105,8 +107,8 @@ class Program:
         self.steps: tuple[Step, ...] = tuple(steps)
         self.slots: tuple[Slot, ...] = tuple(slots)
         self.diagnostics: tuple[Diagnostic, ...] = tuple(diagnostics)
-        #: node-level dependency graph (one arc per pair of wired nodes)
-        self.graph: nx.DiGraph = graph
+        # the node-level dependency graph, or what builds it when first asked (ordering.py)
+        self._graph = graph
         #: compile/'s own lookup tables: outside compile/, ask wire_type(), typed_wires(),
         #: port_type(), typed_ports() and step() instead (tests/test_compiler.py checks that
         #: nothing else reads them)
@@ -133,6 +135,13 @@ class Program:
         #: the composite instances the page was flattened from (node ids here are flat: a block
         #: inside instance ``d1`` is ``d1/MatMul_1``); see the level questions below
         self.hierarchy: Hierarchy = Hierarchy()
+
+    @property
+    def graph(self) -> nx.DiGraph:
+        """The node-level dependency graph (one arc per pair of wired nodes)."""
+        if not isinstance(self._graph, nx.DiGraph):
+            self._graph = self._graph()
+        return self._graph
 
     @property
     def errors(self) -> list[Diagnostic]:

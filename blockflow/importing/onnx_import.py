@@ -10,19 +10,21 @@ from __future__ import annotations
 import math
 import os
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from blockflow.budget import format_size, memory_budget
 from blockflow.compile.compiler import compile_page, compile_project
+from blockflow.composite import ProjectBlocks
 from blockflow.importing.errors import ImportFailure, UnsupportedOps
 from blockflow.importing.onnx_build import Known, PageBuilder, Unsupported, Wire, node_id_from
 from blockflow.importing.onnx_fold import FOLDERS, FoldRefused, fold
-from blockflow.importing.onnx_layout import lay_out
+from blockflow.importing.onnx_layout import LOSS_FRAME, lay_out, lay_out_again
 from blockflow.importing.onnx_mapping import Call, mapping_table
 from blockflow.importing.onnx_names import float_constants, node_names, shared_prefix
 from blockflow.importing.onnx_read import DTYPES, OnnxModel, ValueInfo, read_onnx
+from blockflow.importing.onnx_units import nodes_as_composites, order_by_use, units_as_composites
 from blockflow.io import rules
 from blockflow.project import Project
 from blockflow.registry import Registry, default_registry
@@ -45,23 +47,36 @@ class ImportReport:
     parameters: int = 0
     inputs: dict = field(default_factory=dict)     # ONNX input name -> Placeholder id
     outputs: dict = field(default_factory=dict)    # ONNX output name -> marker (Identity) id
+    #: the units grouped: framed, or made composite instances
     groups: int = 0
+    #: the composites the units and the nodes mapped to several blocks became (0: framed)
+    composites: int = 0
+    #: the ONNX nodes mapped to several blocks made one composite instance each
+    nodes_grouped: int = 0
 
     def lines(self) -> list[str]:
-        made = (f"{self.blocks} blocks ({self.variables} Variables holding {self.parameters:,} parameters), "
-                f"{self.groups} frames")
+        nodes = (f" and {self.nodes_grouped} node{'s' if self.nodes_grouped != 1 else ''} of several blocks"
+                 if self.nodes_grouped else "")
+        grouped = (f"{self.groups} units{nodes} as instances of {self.composites} composites" if self.composites
+                   else f"{self.groups} frames")
+        made = f"{self.blocks} blocks ({self.variables} Variables holding {self.parameters:,} parameters), {grouped}"
         return [f"imported {self.source} (opset {self.opset}{', from ' + self.producer if self.producer else ''}): "
                 f"{self.onnx_nodes} ONNX nodes, {self.folded} folded into constants; {made}",
                 "inputs: " + ", ".join(f"{k} -> {v}" for k, v in self.inputs.items()),
                 "outputs: " + ", ".join(f"{k} -> {v}" for k, v in self.outputs.items())]
 
 
-def import_onnx(path, *, page_name: str | None = None, registry: Registry | None = None):
+#: how the units of a model are grouped: as composite instances (the default), or framed on one page
+GROUPINGS = ("composites", "frames")
+
+
+def import_onnx(path, *, page_name: str | None = None, registry: Registry | None = None,
+                group: str = "composites"):
     """``(project, report)`` made from the ONNX file ``path``; ImportFailure (UnsupportedOps for
-    ops with no faithful mapping) naming what is wrong."""
+    ops with no faithful mapping) naming what is wrong. ``group``: one of GROUPINGS."""
     model = read_onnx(path)
     name = page_name or _page_name(model, path)
-    return import_model(model, name, registry)
+    return import_model(model, name, registry, group)
 
 
 def _page_text(model: OnnxModel, report: ImportReport, added: list) -> str:
@@ -72,6 +87,12 @@ def _page_text(model: OnnxModel, report: ImportReport, added: list) -> str:
              "", "Inputs: " + ", ".join(f"{k} (Placeholder {v})" for k, v in report.inputs.items())
              + ". Each has a stand-in feed (a ramp from 0 to 1) until you give it yours.",
              "Outputs: " + ", ".join(f"{k} (marked by {v})" for k, v in report.outputs.items()) + "."]
+    if report.composites:
+        lines += ["", f"Each unit of the model (a name scope, or a repeated unit like ResNet's res3_1), and each "
+                      f"ONNX node that takes several blocks (a Conv with a bias: Conv2D and BiasAdd), is an "
+                      f"instance of a composite block: {report.groups} units and {report.nodes_grouped} nodes, "
+                      f"{report.composites} composites, those alike but for their weights and sizes sharing one. "
+                      f"Double-click an instance to see inside it; Ungroup (Ctrl+Shift+G) puts its blocks back."]
     if added:
         lines += ["", "The blocks framed as 'loss (added by the import)' are not part of the model: they "
                       "give Backward and training a scalar to start from."]
@@ -87,8 +108,11 @@ def _page_name(model: OnnxModel, path) -> str:
     return (text or "model")[:60]
 
 
-def import_model(model: OnnxModel, page_name: str = "model", registry: Registry | None = None):
+def import_model(model: OnnxModel, page_name: str = "model", registry: Registry | None = None,
+                 group: str = "composites"):
     """``(project, report)`` made from a read model (see import_onnx)."""
+    if group not in GROUPINGS:
+        raise ValueError(f"group must be one of {GROUPINGS}, not {group!r}")
     registry = registry or default_registry()
     project = Project()
     page = project.add_page(page_name)
@@ -101,10 +125,33 @@ def import_model(model: OnnxModel, page_name: str = "model", registry: Registry 
     importer.run()
     report = importer.report
     lay_out(page, importer.builder, stems, importer.added)
+    report.groups = sum(f.title != LOSS_FRAME for f in page.frames)
+    program = _check_compiles(project, model.source)
+    if group == "composites":
+        _as_composites(project, page, importer, registry, program, [n.op for n in model.nodes])
     page.text = _page_text(model, report, importer.added)
-    report.groups = len(page.frames)
-    _check_compiles(project, model.source)
     return project, report
+
+
+def _as_composites(project, page, importer, registry, program, ops) -> None:
+    """Each ONNX node mapped to several blocks, then each unit, made a composite instance, and the
+    page laid out again (onnx_units.py)."""
+    report, builder, source = importer.report, importer.builder, importer.model.source
+    frames = list(page.frames)
+    moved = nodes_as_composites(project, page, registry, program, builder.origin, ops, source)
+    report.nodes_grouped = len(set(moved.values()))
+    if moved:     # the units hold the nodes' instances now; the program, their ports
+        page.frames = [replace(f, blocks=tuple(dict.fromkeys(moved.get(b, b) for b in f.blocks))) for f in frames]
+        program = _check_compiles(project, source)
+    if report.groups:
+        report.groups, report.composites = units_as_composites(project, page, registry, program, source)
+    report.composites = len(project.composites)
+    if project.composites:
+        # compiled again: the check that grouping kept a working diagram, and the types the
+        # instances' ports show, which the layout makes room for
+        program = _check_compiles(project, source)
+        lay_out_again(page, builder, ProjectBlocks(registry, project), program, importer.added)
+        order_by_use(project, page)
 
 
 _NO_TYPE = ValueInfo("")
@@ -388,9 +435,11 @@ _LAYOUT_OPS = frozenset({"Transpose", "Identity", "Reshape", "Unsqueeze", "Squee
 _FAILED = Known(np.zeros(0), "(refused)")
 
 
-def _check_compiles(project: Project, source: str) -> None:
+def _check_compiles(project: Project, source: str):
+    """The project's program; ImportFailure when it does not compile."""
     program = compile_project(project)
     if not program.ok:   # a mapping that made a diagram that does not type: a bug to report
         errors = "; ".join(str(d) for d in program.errors[:5])
         raise ImportFailure(f"{source}: the imported diagram does not compile (a bug in the import, "
                             f"please report it): {errors}")
+    return program

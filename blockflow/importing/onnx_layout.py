@@ -19,7 +19,10 @@ import networkx as nx
 
 from blockflow.page_layout import FRAME_COLORS, MAX_FRAME_TITLE, MAX_FRAMES, Frame
 
-__all__ = ["lay_out", "scope_keys"]
+__all__ = ["lay_out", "lay_out_again", "scope_keys", "LOSS_FRAME"]
+
+#: the title of the frame around the blocks the import added (its loss)
+LOSS_FRAME = "loss (added by the import)"
 
 #: the width a column of blocks takes (a block is 120 to 250 scene units wide), and the slot for
 #: Variables left of a column that has some; the gap between blocks in one column (heights are the
@@ -48,7 +51,39 @@ def lay_out(page, builder, names: list[str], added=()) -> None:
     """Place every block of the imported ``page`` and frame its scopes; ``added``: the blocks the
     import added that are not the model's (its loss), framed and noted as such."""
     attached = _attached_variables(page, builder)
-    keys = _node_keys(page, builder, names, attached)
+    _arrange(page, _node_keys(page, builder, names, attached), attached, builder.registry, added)
+
+
+def lay_out_again(page, builder, blocks, program, added=()) -> None:
+    """Place the blocks of ``page`` anew, with no frame but the added loss's: after its units
+    became composite instances (``blocks``: the registry and the project's composites, for the
+    instances' ports; ``program``: the page compiled, for the types an instance's ports show)."""
+    attached = _attached_variables(page, builder)
+    page.bends, page.frames = {}, []
+    _arrange(page, dict.fromkeys(page.nodes, ""), attached, blocks, added, _typed_ports(page, blocks, program))
+
+
+def _typed_ports(page, blocks, program):
+    """{instance id: its widest input and output label}: an instance's ports are labelled with
+    their types (``input float32[1,256,56,56]``), which make it wider than its title does."""
+    out = {}
+    for nid, node in page.nodes.items():
+        spec = blocks.get(node.block) if node.block.startswith("@") else None
+        if spec is None:
+            continue
+
+        def label(port, nid=nid):
+            t = program.port_type(nid, port)
+            return f"{port} {t.describe()}" if t is not None else port
+        out[nid] = (max((len(label(p.name)) for p in spec.inputs), default=0),
+                    max((len(label(p.name)) for p in spec.outputs), default=0))
+    return out
+
+
+def _arrange(page, keys: dict, attached: dict, blocks, added, port_labels=None) -> None:
+    """Lay out ``page`` in segments of one unit (``keys``), frame each unit and the added loss."""
+    # the added loss is laid out whole too: cut by a band's end, its frame would span the page
+    keys = {**keys, **{nid: LOSS_FRAME for nid in added if nid in keys}}
     graph = nx.DiGraph()
     graph.add_nodes_from(nid for nid in page.nodes if nid not in attached)
     graph.add_edges_from((e.src, e.dst) for e in page.edges if e.src in graph and e.dst in graph)
@@ -57,21 +92,21 @@ def lay_out(page, builder, names: list[str], added=()) -> None:
     for var, reader in attached.items():
         readers[reader].append(var)
     segments = _segments(list(nx.lexicographical_topological_sort(graph, key=order.__getitem__)), keys)
-    height = _heights(page, builder.registry)
-    width = _widths(page)
+    height = _heights(page, blocks)
+    width = _widths(page, port_labels or {})
     boxes = [_segment_box(graph, seg, readers, order, height, width) for seg in segments]
     bands = _place(page, boxes)
     _route_long_wires(page, bands, set(attached), width)
     groups = defaultdict(list)
     for seg in segments:
-        if keys[seg[0]]:
+        if keys[seg[0]] and keys[seg[0]] != LOSS_FRAME:
             groups[keys[seg[0]]].extend(seg)
     for i, (key, ids) in enumerate(list(groups.items())[:MAX_FRAMES - 1]):
         members = tuple(ids) + tuple(v for n in ids for v in readers[n])
         if len(members) >= FRAME_MIN:
             page.insert_frame(Frame(key[:MAX_FRAME_TITLE], FRAME_COLORS[i % len(FRAME_COLORS)], "", members))
     if added:
-        page.insert_frame(Frame("loss (added by the import)", "grey",
+        page.insert_frame(Frame(LOSS_FRAME, "grey",
                                 "Not part of the ONNX model: a scalar to run Backward from and to train "
                                 "with. Feed 'labels' with each example's class, or delete these blocks.",
                                 tuple(added) + tuple(v for n in added for v in readers[n] if v not in added)))
@@ -89,7 +124,35 @@ def _node_keys(page, builder, names, attached) -> dict:
         origin = builder.origin.get(nid)
         key = scopes[origin] if origin is not None else ""
         keys[nid] = key if counts[key] >= 2 and len(counts) > 2 else ""
+    _branches_join_their_unit(page, keys, attached, builder.origin)
     return keys
+
+
+def _branches_join_their_unit(page, keys: dict, attached, origin: dict) -> None:
+    """The blocks of an ONNX node without weights that only one unit reads, and that read what
+    that unit's blocks read too, are a branch of it (Inception's pool branch, named after the
+    block before the unit since it has no weights of its own to be named by): they join the unit.
+    ``origin``: the ONNX node each block was made for (the blocks of one node move together)."""
+    readers, sources = defaultdict(set), defaultdict(set)
+    for e in page.edges:
+        readers[e.src].add(e.dst)
+        sources[e.dst].add(e.src)
+    groups = defaultdict(list)
+    for nid, node in page.nodes.items():
+        if nid not in attached and node.block != "Variable":
+            groups[origin.get(nid, nid) if origin.get(nid) is not None else nid].append(nid)
+    for members in groups.values():
+        inside = set(members)
+        ins = {s for m in members for s in sources[m]} - inside
+        outs = {r for m in members for r in readers[m]} - inside
+        if not ins or any(page.nodes[s].block == "Variable" for s in ins):
+            continue
+        into = {keys[r] for r in outs}
+        unit = next(iter(into)) if len(into) == 1 else ""
+        if unit and unit != keys[members[0]] and \
+                all(any(keys[r] == unit and r not in inside for r in readers[s]) for s in ins):
+            for m in members:
+                keys[m] = unit
 
 
 def _segments(order: list, keys: dict) -> list:
@@ -119,12 +182,15 @@ def _heights(page, registry):
     return height
 
 
-def _widths(page):
+def _widths(page, port_labels: dict):
     """About the width the canvas draws each block with: its op name in the title font, its id
-    below it (items.py: the title plus 28, the subtitle up to 220 plus 24, at least 120)."""
+    below it, its widest port labels side by side (items.py: the title plus 28, the subtitle up to
+    220 plus 24, the labels plus 34, at least 120); ``port_labels``: {node: (characters of its
+    widest input label, of its widest output label)} where they are wider than port names."""
     def width(nid) -> float:
         node = page.nodes[nid]
-        return max(120.0, 9.5 * len(node.block) + 28, min(6.5 * len(nid), 220.0) + 24)
+        ins, outs = port_labels.get(nid, (0, 0))
+        return max(120.0, 9.5 * len(node.block) + 28, min(6.5 * len(nid), 220.0) + 24, 7.4 * (ins + outs) + 34)
     return width
 
 
@@ -230,14 +296,19 @@ def scope_keys(names: list[str]) -> list[str]:
 
 
 def _contiguous(keys: list[str]) -> list[str]:
-    """``keys`` less those whose nodes are not together in the model's order (a key seen, left
-    for another, then seen again: grouping by it would draw a frame across the model)."""
-    seen, broken, last = set(), set(), None
+    """``keys`` with each key kept on its first run of nodes in the model's order only: a node
+    named into a unit but met after others (Inception's pool between two stages, named after the
+    stage before) stays on the page, and the unit is framed without it rather than across the
+    model."""
+    done, out, last = set(), [], None
     for k in keys:
         if k and k != last:
-            if k in seen:
-                broken.add(k)
-            seen.add(k)
+            if last:
+                done.add(last)
+            if k in done:
+                out.append("")
+                continue
+        out.append(k)
         if k:
             last = k
-    return ["" if k in broken else k for k in keys]
+    return out

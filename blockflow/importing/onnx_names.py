@@ -11,13 +11,18 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-__all__ = ["node_names", "float_constants", "shared_prefix"]
+__all__ = ["node_names", "float_constants", "shared_prefix", "is_generic"]
 
 #: a name that says nothing about the layer: empty, or letters then a number (n12, r3, Conv_3)
 _GENERIC = re.compile(r"^(?:[A-Za-z]{0,3}|[A-Z][A-Za-z]*_?)\d*$")
 #: a parameter's suffix: _w_0, _b, _bn_s_0 (the _s_0), _weight, .bias, :0
 _PARAM_TAIL = re.compile(r"(?:[_.](?:w|b|s|weight|bias|kernel|gamma|beta|scale|rm|riv|mean|var)\w{0,2}?)?(?:[_:]\d+)?$",
                          re.IGNORECASE)
+
+
+def is_generic(name: str) -> bool:
+    """Whether ``name`` says nothing about a layer (``n12``, ``r3``, ``Conv_3``)."""
+    return bool(_GENERIC.match(name.rsplit("/", 1)[-1]))
 
 
 def _param_stem(name: str) -> str:

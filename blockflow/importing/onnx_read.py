@@ -158,6 +158,8 @@ class _Reader:
         nodes = [self._node(i, n) for i, n in enumerate(g.node)]
         inputs = [self._value_info(v) for v in g.input if v.name not in inits]
         outputs = [self._value_info(v) for v in g.output]
+        if not outputs:
+            self.fail("", "the graph has no outputs: it computes nothing a project could show")
         types = self._inferred_types()
         types.update({v.name: v for v in inputs})
         types.update({v.name: v for v in outputs if v.dtype is not None})
@@ -174,6 +176,12 @@ class _Reader:
         if version < OLDEST_OPSET:
             self.fail("", f"opset {version} is older than {OLDEST_OPSET}, the oldest the import reads; "
                           f"convert it first (onnx.version_converter.convert_version(model, {OLDEST_OPSET}))")
+        newest = self.onnx.defs.onnx_opset_version()
+        if version > newest:
+            # an op may mean something else in an opset this onnx package does not know, and
+            # the mappings were checked against the versions it defines
+            self.fail("", f"opset {version} is newer than {newest}, the newest the installed onnx package "
+                          f"knows; update it (pip install -U onnx) or convert the model to opset {newest}")
         return int(version)
 
     # ------------------------------------------------------------------------- tensors
@@ -267,10 +275,37 @@ class _Reader:
         """ONNX's shape inference of every value it can type; {} when it cannot run (the
         mapping then says which value's shape it needed)."""
         try:
-            inferred = self.onnx.shape_inference.infer_shapes(self.model, data_prop=True)
+            inferred = self.onnx.shape_inference.infer_shapes(self._without_weights(), data_prop=True)
         except Exception:  # an inconsistent model: the mapping names what it lacks
             return {}
         return {v.name: self._value_info(v) for v in inferred.graph.value_info}
+
+    #: initializers larger than this go to shape inference as typed inputs, without their data
+    INFER_WITH_DATA = 4096
+
+    def _without_weights(self):
+        """The model with its large initializers as typed graph inputs: what shape inference
+        needs of a weight is its type, and serializing ResNet-50's 100 MB for it took 0.4 s
+        holding the GIL (the editor imports on a thread: its window froze that long). Small
+        initializers (shapes, axes) keep their values, which data propagation reads."""
+        onnx, model = self.onnx, self.model
+        light = onnx.ModelProto()
+        for name in ("ir_version", "producer_name", "producer_version", "domain", "model_version"):
+            setattr(light, name, getattr(model, name))
+        light.opset_import.extend(model.opset_import)
+        g, lg = model.graph, light.graph
+        lg.name = g.name
+        lg.node.extend(g.node)
+        lg.input.extend(g.input)
+        lg.output.extend(g.output)
+        lg.value_info.extend(g.value_info)
+        declared = {v.name for v in g.input}
+        for t in g.initializer:
+            if math.prod(t.dims) <= self.INFER_WITH_DATA:
+                lg.initializer.append(t)
+            elif t.name not in declared:
+                lg.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+        return light
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,13 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from blockflow.cli.entry import main  # noqa: E402
+from blockflow.compile.compiler import compile_project  # noqa: E402
 from blockflow.importing.errors import ImportFailure, UnsupportedOps  # noqa: E402
 from blockflow.importing.onnx_import import import_model, import_onnx  # noqa: E402
 from blockflow.importing.onnx_read import read_onnx_bytes  # noqa: E402
 from blockflow.io import rules  # noqa: E402
 from blockflow.io.project_io import load_project, save_project  # noqa: E402
+from blockflow.run.runtime import run  # noqa: E402
 
 
 def _model(nodes, inputs, outputs, initializers=(), opset=13, **kw):
@@ -168,7 +170,8 @@ def test_a_graph_out_of_order_or_reading_nothing_is_named():
         _import(cycle)
 
 
-@pytest.mark.parametrize("opset, says", [(7, "opset 7 is older than 9"), (None, "imports no ai.onnx opset")])
+@pytest.mark.parametrize("opset, says", [(7, "opset 7 is older than 9"), (None, "imports no ai.onnx opset"),
+                                         (99, "opset 99 is newer than")])
 def test_an_opset_the_import_does_not_read_is_named(opset, says):
     model = _relu_model(opset=opset or 13)
     if opset is None:
@@ -176,6 +179,44 @@ def test_an_opset_the_import_does_not_read_is_named(opset, says):
         model.opset_import.append(helper.make_opsetid("ai.onnx.ml", 3))
     with pytest.raises(ImportFailure, match=says):
         _import(model)
+
+
+def test_a_graph_without_outputs_is_refused():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    with pytest.raises(ImportFailure, match="no outputs"):
+        _import(_model([helper.make_node("Relu", ["x"], ["y"])], [x], []))
+
+
+def test_hostile_scope_names_make_safe_composites_that_save_and_run(tmp_path):
+    """Name scopes are units, units are composites named after them: names a file chooses
+    (escapes, paths, a scope called like a port or a block, thousands of characters) must make
+    valid, distinct composites, and the project must save, load and run as the model does."""
+    scopes = ["\x1b[31m", "../..", "Input", "output", "a" * 3000, "Input"]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    nodes, prev = [], "x"
+    for i, scope in enumerate(scopes):
+        a, b, c = (f"{scope}/{i}/{op}_out" for op in ("relu", "neg", "abs"))
+        nodes += [helper.make_node("Relu", [prev], [a], name=f"{scope}/{i}/relu"),
+                  helper.make_node("Neg", [a], [b], name=f"{scope}/{i}/neg"),
+                  helper.make_node("Abs", [b], [c], name=f"{scope}/{i}/abs")]
+        prev = c
+    nodes.append(helper.make_node("Identity", [prev], ["y"], name="last"))
+    project, report = _import(_model(nodes, [x], [y]))
+    assert report.composites >= 1 and project.composites
+    path = tmp_path / "p.bflow.json"
+    save_project(project, path)
+    loaded = load_project(path)
+    assert set(loaded.composites) == set(project.composites)
+    for name in loaded.composites:
+        assert name.isascii() and "/" not in name and "\x1b" not in name
+    program = compile_project(loaded)
+    assert program.ok, program.errors[:3]
+    (marker,) = report.outputs.values()
+    value = np.array([[1.0, -2.0, 3.0], [0.5, 0.0, -1.0]], np.float32)
+    out = run(program, {"x": value}, fetch=[marker]).value(marker)
+    # |-relu(v)| is relu(v), six times over
+    np.testing.assert_array_equal(out, np.maximum(value, 0))
 
 
 def test_more_nodes_than_a_page_holds_are_refused(monkeypatch):

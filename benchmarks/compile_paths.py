@@ -1,0 +1,114 @@
+"""Compile with gradient paths, for benchmarks/run.py: what the editor pays after an edit of a big
+page (a compile, then Program.gradient_paths for the target shown), at 1k, 10k and 100k blocks.
+
+- one row per size: the compile and the gradient paths together, per block (and each part);
+- ``linearity``: the 100k figure against 100,000 blocks at the 1k cost per block (target 1.2x);
+- ``100k total``: the 100k figure itself (target 1 s).
+
+The page is run.py's generated page (passed in by the caller); its gradient target is its last
+block, with gradients wanted for every node (``wrt=None``: as the editor shows them). Time spent
+in the cyclic garbage collector during the timed part is measured with ``gc.callbacks`` and shown
+in the note: it is where most of the growth came from (benchmarks/README.md, "Compile").
+
+Times are the process's CPU time (``time.process_time``), not the wall clock: the work is
+single-threaded and the machine is shared, where a 100k-block wall time moved 3x between runs.
+On a quiet machine the two agree.
+"""
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+
+from blockflow.compile.compiler import compile_project
+
+SIZES = (1_000, 10_000, 100_000)
+QUICK_SIZES = (1_000, 10_000)
+LINEARITY_TARGET = 1.2
+TOTAL_TARGET = 1.0   # seconds for 100k blocks, compile and gradient paths
+
+
+class GcClock:
+    """Seconds the cyclic collector ran, and how many collections of each generation, while
+    installed (``gc.callbacks``)."""
+
+    def __init__(self):
+        self.seconds = 0.0
+        self.counts = [0, 0, 0]
+        self._t0 = 0.0
+
+    def __call__(self, phase, info):
+        if phase == "start":
+            self._t0 = time.process_time()
+        else:
+            self.seconds += time.process_time() - self._t0
+            self.counts[info["generation"]] += 1
+
+    def __enter__(self):
+        gc.callbacks.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        gc.callbacks.remove(self)
+
+
+def _target(project) -> str:
+    page = project.pages[0]
+    return next(reversed(page.nodes))
+
+
+def measure_once(project):
+    """(compile seconds, gradient paths seconds, gc seconds, gc counts) of one compile of
+    ``project`` followed by the gradient paths of its last block, from a collected heap."""
+    target = _target(project)
+    gc.collect()
+    with GcClock() as clock:
+        t0 = time.process_time()
+        program = compile_project(project)
+        t1 = time.process_time()
+        program.gradient_paths(target)
+        t2 = time.process_time()
+    assert program.ok, program.errors[:3]
+    del program
+    return t1 - t0, t2 - t1, clock.seconds, clock.counts
+
+
+def compile_paths_rows(repeats, generated_project, sizes=None):
+    """The rows; ``sizes`` None: 1k/10k/100k, or 1k/10k for a --quick run (3 repeats)."""
+    sizes = sizes or (QUICK_SIZES if repeats <= 3 else SIZES)
+    rows = []
+    per_block = {}
+    totals = {}
+    for n in sizes:
+        project = generated_project(n)
+        runs = [measure_once(project) for _ in range(_runs(repeats, n))]
+        total = statistics.median(c + p for c, p, _, _ in runs)
+        comp = statistics.median(c for c, _, _, _ in runs)
+        paths = statistics.median(p for _, p, _, _ in runs)
+        gct = statistics.median(g for _, _, g, _ in runs)
+        counts = runs[len(runs) // 2][3]
+        spread = f"{min(c + p for c, p, _, _ in runs) * 1e3:.0f}-{max(c + p for c, p, _, _ in runs) * 1e3:.0f} ms"
+        per_block[n], totals[n] = total / n * 1e6, total
+        note = (f"{per_block[n]:.1f} us per block (compile {comp / n * 1e6:.1f}, paths {paths / n * 1e6:.1f}); "
+                f"gc {gct * 1e3:.0f} ms in {counts[0]}/{counts[1]}/{counts[2]} collections; "
+                f"{len(runs)} runs {spread}")
+        rows.append((f"(j) compile+paths {n} blocks", None, total, None, note))
+        del project
+    small, big = min(sizes), max(sizes)
+    if big > small:
+        expected = per_block[small] * big / 1e6
+        rows.append((f"(j) linearity {big} vs {small}", expected, totals[big], LINEARITY_TARGET,
+                     f"'numpy' column: {big} blocks at the {small}-block cost per block "
+                     f"({per_block[small]:.1f} us); here {per_block[big]:.1f} us per block"))
+    if big == 100_000:
+        rows.append(("(j) compile+paths 100k total", None, totals[big], TOTAL_TARGET, "target 1 s"))
+    return rows
+
+
+def _runs(repeats, n) -> int:
+    """As many runs as fit: more of the small pages (their times are short and noisy)."""
+    if n >= 100_000:
+        return 3
+    if n >= 10_000:
+        return max(3, min(7, repeats // 6))
+    return max(3, min(21, repeats // 2))
