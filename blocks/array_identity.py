@@ -48,7 +48,7 @@ class Placeholder:
         return TensorType(shape, dtype)
 
     def forward(value, *, dtype, shape):
-        if type(value) is np.ndarray and value.shape == shape and value.dtype.name == dtype:
+        if type(value) is np.ndarray and value.shape == shape and value.dtype == dtype:
             return value  # the common case, checked in one comparison
         arr = np.asarray(value)
         if arr.dtype.kind not in "biuf":

@@ -44,6 +44,8 @@ class Add:
     def forward(x, y):
         return x + y
 
+    forward.ufunc = np.add  # what the operator calls; the runtime binds it directly (run/lower.py)
+
     def vjp(g, out, x, y, *, needs):
         return (unbroadcast(g, x.shape) if needs[0] else None,
                 unbroadcast(g, y.shape) if needs[1] else None)
@@ -67,6 +69,8 @@ class Subtract:
 
     def forward(x, y):
         return x - y
+
+    forward.ufunc = np.subtract  # what the operator calls; the runtime binds it directly (run/lower.py)
 
     def vjp(g, out, x, y, *, needs):
         return (unbroadcast(g, x.shape) if needs[0] else None,
@@ -92,9 +96,13 @@ class Multiply:
     def forward(x, y):
         return x * y
 
+    forward.ufunc = np.multiply  # what the operator calls; the runtime binds it directly (run/lower.py)
+
     def vjp(g, out, x, y, *, needs):
         return (unbroadcast(g * y, x.shape) if needs[0] else None,
                 unbroadcast(g * x, y.shape) if needs[1] else None)
+
+    vjp.fresh_result = True  # new arrays, one per input (run/lower.py, _accumulate)
 
 
 @block("RealDiv", category="math_ops", aliases=("Div", "divide"))
@@ -119,6 +127,8 @@ class RealDiv:
     def forward(x, y):
         return x / y
 
+    forward.ufunc = np.true_divide  # what the operator calls; the runtime binds it directly (run/lower.py)
+
     def vjp(g, out, x, y, *, needs):
         gx = gy = None
         q = g / y  # dz/dx = 1/y, and dz/dy = -x/y**2 = -(1/y) * z
@@ -131,6 +141,8 @@ class RealDiv:
                 q *= out  # q is fresh and has out's shape
             gy = np.negative(unbroadcast(q, y.shape))
         return gx, gy
+
+    vjp.fresh_result = True  # new arrays, one per input (run/lower.py, _accumulate)
 
 
 @block("AddN", category="math_ops")

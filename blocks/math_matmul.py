@@ -62,6 +62,8 @@ class MatMul:
                 gb = g.T @ a.T if transpose_b else a @ g
         return ga, gb
 
+    vjp.fresh_result = True  # new arrays, one per input (run/lower.py, _accumulate)
+
 
 @block("BatchMatMul", category="math_ops", aliases=("BatchMatMulV2",))
 class BatchMatMul:

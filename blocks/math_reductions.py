@@ -103,7 +103,12 @@ class Sum:
     infer = _reduce_infer
 
     def forward(x, axis, *, keep_dims):
-        return np.sum(x, axis=_axes(axis, x.ndim), dtype=x.dtype, keepdims=keep_dims)
+        # np.sum's own reduction, without its Python-level dispatch (a few us per call)
+        return np.add.reduce(x, axis=_axes(axis, x.ndim), dtype=x.dtype, keepdims=keep_dims)
+
+    # a new array (or scalar) every run, and the vjp never hands x on: the runtime may keep x's
+    # array for the next run (run/lower.py, _reusable_slots)
+    forward.fresh_result = True
 
     def vjp(g, out, x, axis, *, keep_dims):
         return (_spread(g, x, _axes(axis, x.ndim), keep_dims), None)
@@ -136,6 +141,8 @@ class Mean:
         if x.dtype.kind == "f":
             return total / x.dtype.type(count)  # 0/0 = nan for an empty mean, as np.mean
         return np.trunc(total / max(count, 1)).astype(x.dtype)
+
+    forward.fresh_result = True  # as Sum's
 
     def vjp(g, out, x, axis, *, keep_dims):
         count = x.size // out.size if out.size else 1

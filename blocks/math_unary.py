@@ -41,6 +41,8 @@ def _unary(name, fn, vjp=None, *, doc, dtype="float", aliases=(), rule=""):
 
         def fn(x):
             return ufunc(x)
+        # the runtime calls the ufunc itself (run/lower.py): the same result without this frame
+        fn.ufunc = ufunc
 
     body = dict(inputs=(Input("x", dtype=dtype),), outputs=(Output("y"),), infer=like, forward=fn)
     if vjp is not None:
@@ -82,7 +84,16 @@ Sqrt = _unary("Sqrt", np.sqrt, lambda g, out, x: (g / (out + out),), rule="dx = 
     """)
 
 
-Exp = _unary("Exp", np.exp, lambda g, out, x: (g * out,), rule="dx = g · y", doc="""
+def _exp_vjp(g, out, x):
+    return (g * out,)
+
+
+# The vjps marked fresh_result return new arrays, one per input, never an input or a view of
+# one: the runtime may add into them in place (run/lower.py, _accumulate).
+_exp_vjp.fresh_result = True
+
+
+Exp = _unary("Exp", np.exp, _exp_vjp, rule="dx = g · y", doc="""
     Elementwise natural exponential ``e ** x``.
     """)
 
@@ -96,6 +107,9 @@ def _tanh_vjp(g, out, x):
     t = ONE[out.dtype] - out * out
     t *= g
     return (t,)
+
+
+_tanh_vjp.fresh_result = True
 
 
 Tanh = _unary("Tanh", np.tanh, _tanh_vjp, rule="dx = g · (1 − y²)", doc="""Elementwise hyperbolic tangent.""")
@@ -112,6 +126,9 @@ def _sigmoid_vjp(g, out, x):
     t *= out
     t *= g
     return (t,)
+
+
+_sigmoid_vjp.fresh_result = True
 
 
 Sigmoid = _unary("Sigmoid", _sigmoid, _sigmoid_vjp, rule="dx = g · y · (1 − y)", doc="""

@@ -52,6 +52,8 @@ class Relu:
     def vjp(g, out, features):
         return (g * (out > 0),)
 
+    vjp.fresh_result = True  # new arrays, one per input (run/lower.py, _accumulate)
+
 
 @block("Relu6", category="nn_ops")
 class Relu6:
@@ -184,6 +186,8 @@ class Softplus:
         t = np.exp(features - out)
         t *= g
         return (t,)
+
+    vjp.fresh_result = True  # new arrays, one per input (run/lower.py, _accumulate)
 
 
 @block("Softsign", category="nn_ops")

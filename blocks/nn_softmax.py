@@ -105,12 +105,17 @@ class Softmax:
         e /= s
         return e
 
+    # new arrays, never a view of logits: the runtime may keep logits' array for the next run
+    forward.fresh_result = True
+
     def vjp(g, out, logits):
         # gx = out * (g - sum(g * out)) in three passes: the row dot products are read without
         # writing the products out, then one buffer is written and scaled in place.
         buf = np.subtract(g, np.einsum("...j,...j->...", g, out)[..., None])
         buf *= out
         return (buf,)
+
+    vjp.fresh_result = True  # a new array (run/lower.py, _accumulate)
 
 
 @block("LogSoftmax", category="nn_ops")

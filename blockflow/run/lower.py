@@ -8,7 +8,9 @@ line also says what the names it binds hold, for the memory plan (memplan.py).
 """
 from __future__ import annotations
 
+import keyword
 import math
+import mmap
 from dataclasses import dataclass
 from functools import partial
 
@@ -21,15 +23,36 @@ from blockflow.run.memplan import RESIDENT, Line, MemoryPlan, alias, new, value_
 from blockflow.run.memplan import parts as memparts
 from blockflow.spec import TensorType
 
-__all__ = ["Lowered", "lower", "parts_of_updates"]
+__all__ = ["KeptArrays", "Lowered", "lower", "parts_of_updates"]
+
+#: call a block's ``forward.ufunc`` directly (off: the block's own forward; the tests compare)
+BIND_UFUNCS = True
+#: write a block's attrs as keywords into its call (off: a functools.partial; the tests compare)
+DIRECT_KEYWORDS = True
+#: write large elementwise outputs through ``out=B[k]``, so that a run may keep them for the
+#: next (which runs keep them: runtime._Plan.take_buffers; docs/performance.md)
+REUSE_BUFFERS = True
+#: add a large gradient into a vjp's own new array (off: ``a + b``, a new array)
+ADD_IN_PLACE = True
+#: the smallest value (in elements) worth a kept buffer: below it malloc reuses freed memory
+#: anyway; above it a fresh array is fresh pages, faulted in and zeroed by the kernel every run
+REUSE_MIN_SIZE = 1 << 16
+#: the most bytes a plan keeps in buffers between runs
+REUSE_MAX_BYTES = 256 << 20
 
 
 @dataclass
 class Lowered:
-    """A lowered run: ``fn(V, F, G0, D, _G)`` returns (values, grads, edge grads, updates), four
-    tuples in the order of ``value_keys``, ``grad_keys``, ``edge_list`` and ``update_steps``."""
+    """A lowered run: ``fn(V, F, G0, D, _G, B)`` returns (values, grads, edge grads, updates),
+    four tuples in the order of ``value_keys``, ``grad_keys``, ``edge_list`` and ``update_steps``.
+
+    ``B`` holds ``n_buffers`` arrays the large elementwise steps write into: a KeptArrays (None
+    until a run has made them, then kept), or a plain list of Nones for a run that keeps none."""
 
     fn: object
+    n_buffers: int
+    #: bytes of each of them
+    buffer_bytes: list
     source: str
     memory: MemoryPlan
     value_slots: list
@@ -57,6 +80,8 @@ def lower(program: Program, *, fwd, bwd, paths, target, fetch, record, wanted_gr
     handler, random streams and cursor names.
     """
     w = _Writer(program, fail, rng)
+    if REUSE_BUFFERS and not record:
+        w.reusable = _reusable_slots(program, fwd, set(fetch) | ({target} if target is not None else set()))
     update_names = w.forward(fwd, var_steps, feed_steps, state_slots)
     edge_names: list[tuple[str, Edge]] = []
     grad_written: set[int] = set()
@@ -77,7 +102,8 @@ def lower(program: Program, *, fwd, bwd, paths, target, fetch, record, wanted_gr
     memory = MemoryPlan(program, body, _fixed_inputs(program, var_steps, state_slots, w.ns),
                         [(st.outputs[0], f"the feed of {program.full_name(st.node)}") for st in feed_steps],
                         where, fn.__code__, at_line)
-    return Lowered(fn, source, memory, value_slots, grad_slots, [key(i) for i in value_slots],
+    return Lowered(fn, len(w.buffers), [_nbytes(slots[o].type) for o in w.buffers], source, memory,
+                   value_slots, grad_slots, [key(i) for i in value_slots],
                    [key(i) for i in grad_slots], [(node, key(i)) for node, i in wanted_grads],
                    None if target is None else key(target), [e for _, e in edge_names],
                    [st for _, st in update_names], w.prevented_by_gradients)
@@ -102,9 +128,14 @@ class _Writer:
         self.program = program
         self.slots = program.slots
         self.ns: dict = {"_fail": fail, "_ones": np.ones_like, "_zeros": np.zeros_like, "_R": rng,
-                         "_FILES": program.files}
+                         "_FILES": program.files, "_iadd": _iadd, "_keep": _keep}
         self.lines: list[Line] = []  # code, names read and written, what they hold, the step cursor
         self.prevented_by_gradients = None
+        #: slots whose arrays are kept across runs (_reusable_slots), and the buffer index of each
+        self.reusable: set = set()
+        self.buffers: dict[int, int] = {}
+        #: cotangent names holding an array no other name or caller can see (see _accumulate)
+        self.owned: set = set()
 
     def arg(self, slot):
         """(expression, names read) for reading a slot: a local, or a constant bound in ns."""
@@ -153,24 +184,51 @@ class _Writer:
             elif st.role == "gradients":
                 self.gradients_block(st)
             elif st.role == "placeholder":   # the feed, converted to the Placeholder's dtype already
-                fname = self._bind_forward(st)
-                lines.append(Line(f"_n = {st.index}; {outs[0]} = {fname}(F[{feed_index[st.index]}])",
+                fname, kw = self._bind_forward(st)
+                args = ", ".join([f"F[{feed_index[st.index]}]"] + kw)
+                lines.append(Line(f"_n = {st.index}; {outs[0]} = {fname}({args})",
                                   set(), set(outs), ((outs[0], RESIDENT),), st.index))
             else:
                 self._block_call(st, update_names)
         return update_names
 
-    def _bind_forward(self, st: Step) -> str:
+    def _bind_forward(self, st: Step) -> tuple[str, list]:
+        """(the name a step's forward is bound to, the keyword arguments to call it with)."""
         fname = f"f{st.index}"
-        self.ns[fname] = partial(st.spec.forward, **st.attrs) if st.attrs else st.spec.forward
-        return fname
+        fn = st.spec.forward
+        # An elementwise block whose forward only calls a ufunc (math_unary, Add...) names it as
+        # ``forward.ufunc``: calling the ufunc itself saves a Python frame per block and run,
+        # a tenth of a tiny op's cost, with the same result.
+        ufunc = getattr(fn, "ufunc", None)
+        if BIND_UFUNCS and ufunc is not None and not st.attrs and not st.spec.forward_context:
+            fn = ufunc
+        fn, kw = self._keywords(fn, st.attrs, fname)
+        self.ns[fname] = fn
+        return fname, kw
+
+    def _keywords(self, fn, kw: dict, prefix: str):
+        """(function, ["name=bound value", ...]) calling ``fn`` with ``kw``: keywords written into
+        the call cost a third of a functools.partial's (0.08 against 0.24 us). The names are the
+        block's declared attrs (and ``needs``), never text from a project; the values are bound
+        in the namespace. Anything else goes through a partial."""
+        if not kw:
+            return fn, []
+        if not DIRECT_KEYWORDS or not all(k.isidentifier() and not keyword.iskeyword(k) for k in kw):
+            return partial(fn, **kw), []
+        parts = []
+        for i, (k, v) in enumerate(kw.items()):
+            name = f"{prefix}_a{i}"
+            self.ns[name] = v
+            parts.append(f"{k}={name}")
+        return fn, parts
 
     def _block_call(self, st: Step, update_names) -> None:
         """One block's forward call, and for a value-dependent block the report of what it made."""
         slots = self.slots
-        fname = self._bind_forward(st)
+        fname, kw = self._bind_forward(st)
         outs = [f"s{o}" for o in st.outputs]
         parts, reads = self.call_args(st)
+        parts += kw
         if "rng" in st.spec.forward_context:
             parts.append(f"rng=_R({st.index}, D)")
         if "data" in st.spec.forward_context:
@@ -178,6 +236,12 @@ class _Writer:
         if "files" in st.spec.forward_context:
             parts.append("files=_FILES")
         target = _struct_expr(st, "s", lambda o: True, assign=True) if outs else "_"
+        keep = ""
+        if len(st.outputs) == 1 and st.outputs[0] in self.reusable:
+            # the first run makes the array (with numpy's own dtype and shape), later runs write into it
+            k = self.buffers.setdefault(st.outputs[0], len(self.buffers))
+            parts.append(f"out=B[{k}]")
+            keep = f"; B[{k}] = B[{k}] if B[{k}] is not None else _keep({target}, B)"
         writes = set(outs)
         binds = [(f"s{o}", new(o, f"output '{slots[o].port}'")) for o in st.outputs]
         if st.refs:
@@ -185,7 +249,7 @@ class _Writer:
             writes.add(f"u{st.index}")
             update_names.append((f"u{st.index}", st))
             binds.append((f"u{st.index}", parts_of_updates(st, slots)))
-        self.lines.append(Line(f"_n = {st.index}; {target} = {fname}({', '.join(parts)})", reads, writes,
+        self.lines.append(Line(f"_n = {st.index}; {target} = {fname}({', '.join(parts)}){keep}", reads, writes,
                                tuple(binds), st.index))
         if outs and value_dependent(self.program, st):
             self.lines.append(Line(f"_G.seen({st.index}, ({', '.join(outs)},))", set(outs), set()))
@@ -223,7 +287,8 @@ class _Writer:
         if "needs" in spec.vjp_context:
             kw["needs"] = _needs_by_input(st, needs_flat)
         bname = f"b{st.index}_{len(self.ns)}"
-        self.ns[bname] = partial(spec.vjp, **kw) if kw else spec.vjp
+        self.ns[bname], kwparts = self._keywords(spec.vjp, kw, bname)
+        parts += kwparts
         r = f"{gp}r{st.index}"
         at = -2 - st.index
         made = []
@@ -250,12 +315,25 @@ class _Writer:
         name = f"{gp}{src}"
         if src in grad_written:
             slot = self.slots[src]
-            self.lines.append(Line(f"{name} = {name} + {expr}", {name, read}, {name},
+            # A sum of large cotangents goes into the first one's array when the plan alone holds
+            # it (_iadd checks shapes and dtypes at run time): a pass over fresh pages saved.
+            add = (f"_iadd({name}, {expr})" if name in self.owned and _nbytes(slot.type) >= REUSE_MIN_SIZE * 4
+                   else f"{name} + {expr}")
+            self.lines.append(Line(f"{name} = {add}", {name, read}, {name},
                                    ((name, new(src, f"the gradient summed over the wires of "
                                                     f"'{slot.node}:{slot.port}'")),), -2 - st.index))
+            if edge_names is None and ADD_IN_PLACE:
+                self.owned.add(name)  # a sum is a new array
         else:
             grad_written.add(src)
             self.lines.append(Line(f"{name} = {expr}", {read}, {name}, ((name, held),)))
+            # Only the part of a vjp whose results are new arrays, one per input, is the plan's
+            # alone; anything else may be another cotangent's array (Add hands g on), and a
+            # recorded run keeps each wire's part.
+            if edge_names is None and ADD_IN_PLACE and getattr(st.spec.vjp, "fresh_result", False):
+                self.owned.add(name)
+            else:
+                self.owned.discard(name)
 
     def gradients_block(self, st: Step) -> None:
         """TF's tf.gradients as a block: reverse mode, inline, over what precedes it on the page."""
@@ -306,13 +384,85 @@ class _Writer:
         body = self.lines if record else _with_frees(self.lines, returned)
         # _n is the step running (the cursor): the failure handler names its block; the run's
         # allocation guard finds it from the line a block was called from (see memplan.RunGuard).
-        head = ["def _run(V, F, G0, D, _G):", "    _n = -1", "    try:"]
+        head = ["def _run(V, F, G0, D, _G, B):", "    _n = -1", "    try:"]
         src = head + [f"        {line.code}" for line in body]
         src += [f"        {ret}", "    except Exception as _e:", "        _fail(_n, _e, locals())"]
         source = "\n".join(src)
         exec(compile(source, f"<blockflow plan {self.program.page_name}>", "exec"), self.ns)
         at_line = {len(head) + 1 + k: line.at for k, line in enumerate(body) if line.at is not None}
         return self.ns["_run"], source, body, at_line
+
+
+_HUGE = 2 << 20
+
+
+class KeptArrays(list):
+    """The arrays a plan keeps for its runs to write into (a plain list of Nones keeps none)."""
+
+
+def _keep(a, into):
+    """An array like ``a`` for later runs to write into when ``into`` keeps arrays (else None),
+    in memory of its own (an anonymous map):
+    kept arrays taken from malloc's heap would change where every other array of the process
+    falls, and which of them glibc gives back to the kernel and faults in again. Aligned to 2 MB
+    and advised as huge pages where the system has them, as numpy does for its large arrays
+    (with 4 kB pages the same softmax ran 1.2-1.5x slower: TLB misses)."""
+    if type(into) is not KeptArrays or type(a) is not np.ndarray:
+        return None
+    m = mmap.mmap(-1, a.nbytes + _HUGE)
+    if hasattr(mmap, "MADV_HUGEPAGE"):
+        try:
+            m.madvise(mmap.MADV_HUGEPAGE)
+        except OSError:
+            pass
+    start = np.frombuffer(m, np.uint8, count=1).ctypes.data
+    offset = -start % _HUGE
+    return np.frombuffer(m, dtype=a.dtype, count=a.size, offset=offset).reshape(a.shape)
+
+
+def _iadd(a, b):
+    """``a + b``, into ``a``'s array when that gives the same array (same shape and dtype)."""
+    if type(a) is np.ndarray and type(b) is np.ndarray and a.shape == b.shape and a.dtype == b.dtype \
+            and a.flags.writeable:
+        return np.add(a, b, out=a)
+    return a + b
+
+
+def _bound_ufunc(st: Step) -> bool:
+    """Whether the plan calls this step's ufunc itself (see _Writer._bind_forward)."""
+    return (BIND_UFUNCS and getattr(st.spec.forward, "ufunc", None) is not None and not st.attrs
+            and not st.spec.forward_context and not st.refs)
+
+
+def _reusable_slots(program: Program, fwd, returned: set) -> set:
+    """The slots whose arrays a plan can keep and overwrite in the next run.
+
+    A value qualifies when its step's forward is a bound ufunc (it can write into ``out=``), its
+    shape is fixed and large, the run does not return it, and no block can hand it on: every
+    block reading it (forward, and its vjp) is a bound ufunc or a block whose forward says
+    ``fresh_result`` (Sum, Mean), whose results and gradients are new arrays (or the cotangent),
+    never a view of an input. So no array the caller gets back, now or later, is a kept buffer.
+    """
+    slots = program.slots
+    readers: dict[int, list] = {}
+    for st in program.steps:
+        for j in range(len(st.in_edges)):
+            readers.setdefault(st.flat_input(j), []).append(st)
+    out, total = set(), 0
+    for st in fwd:
+        if not _bound_ufunc(st) or len(st.outputs) != 1:
+            continue
+        o = st.outputs[0]
+        t = slots[o].type
+        if o in returned or slots[o].state or None in t.shape or math.prod(t.shape) < REUSE_MIN_SIZE:
+            continue
+        if not all(_bound_ufunc(r) or getattr(r.spec.forward, "fresh_result", False) for r in readers.get(o, ())):
+            continue
+        total += _nbytes(t)
+        if total > REUSE_MAX_BYTES:
+            break
+        out.add(o)
+    return out
 
 
 def _needs_by_input(st: Step, needs_flat) -> tuple:

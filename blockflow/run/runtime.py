@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import gc
 import hashlib
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
+
+try:
+    import resource as _resource
+except ImportError:  # Windows
+    _resource = None
 
 from blockflow.budget import format_size
 from blockflow.budget import memory_budget as memory_budget_of
@@ -21,11 +25,14 @@ from blockflow.compile.gradpaths import GradientPaths
 from blockflow.compile.program import Program, Step
 from blockflow.datafiles import SPLITS, DataRequest
 from blockflow.errors import BlockExecutionError, FeedError, MemoryLimitError, NumericsError, RunError
-from blockflow.run.lower import lower
+from blockflow.run.lower import KeptArrays, lower
+from blockflow.run.numerics import all_finite, what_is_not_finite as _what
 from blockflow.run.memplan import RunGuard
 from blockflow.spec import AllocationError, ShapeError, TensorType, allocation_guard, fit_dtype
 
-__all__ = ["RunResult", "run", "run_forward", "run_backward"]
+__all__ = ["RunResult", "all_finite", "run", "run_forward", "run_backward"]
+
+_finite = all_finite
 
 
 @dataclass
@@ -182,11 +189,20 @@ def _run_planned(program, plan, guard, feed_list, variables, t_slot, grad_seed, 
         if seed.ndim != ttype.rank or any(d is not None and d != n for d, n in zip(ttype.shape, seed.shape)):
             raise RunError(f"the gradient seed has shape {list(seed.shape)} but the target "
                            f"{_slot_name(program, t_slot)} is {ttype}")
+    # one errstate for the run and its check (entering one costs a few us, on a run of 20)
     with np.errstate(all="ignore"):
-        out = plan.fn(var_list, feed_list, seed, DataRequest(step, split, run_seed), guard)
-    result = plan.package(out)
-    if check_numerics:
-        with np.errstate(all="ignore"):
+        buffers = plan.take_buffers()
+        faults = _faults() if buffers is None and plan.n_buffers else None
+        try:
+            out = plan.fn(var_list, feed_list, seed, DataRequest(step, split, run_seed), guard,
+                          buffers if buffers is not None else [None] * plan.n_buffers)
+        finally:
+            if buffers is not None:
+                plan.buffers.append(buffers)
+        if faults is not None:
+            plan.count_faults(_faults() - faults)
+        result = plan.package(out)
+        if check_numerics:
             plan.check(result, out, variables, feeds, grad_seed, wrt, step, split, run_seed)
     if commit and result.state_updates:
         plan.commit(result)
@@ -276,6 +292,14 @@ class _Plan:
             node, prevented = code.prevented_by_gradients
             raise RunError(self._prevent_message(prevented, f"{program.full_name(node)} (Gradients)"))
         self.fn, self.source, self.memory = code.fn, code.source, code.memory
+        self.n_buffers = code.n_buffers
+        #: sets of kept output arrays, one per run in progress (lower.REUSE_BUFFERS): a run takes
+        #: one (a new one when another thread's run holds them all) and puts it back
+        self.buffers: list = []
+        #: whether runs keep them (see take_buffers), and how many runs in a row faulted
+        self.keep_arrays = KEEP_ARRAYS is True
+        self._faulting_runs = self._runs = 0
+        self._fault_limit = sum(a for a in code.buffer_bytes) // 16384
         self.value_keys, self.grad_keys, self.wanted_keys = code.value_keys, code.grad_keys, code.wanted_keys
         self.target_key, self.edge_list, self.update_steps = code.target_key, code.edge_list, code.update_steps
 
@@ -302,6 +326,29 @@ class _Plan:
         return stream_generator(base, int(st.attrs.get("seed", 0)), data.step, data.seed)
 
     # ------------------------------------------------------------------------- inputs/outputs
+    def take_buffers(self):
+        """A set of kept arrays for a run, or None for a run that keeps none (and whose page
+        faults are counted: count_faults)."""
+        if not self.keep_arrays:
+            return None
+        try:
+            return self.buffers.pop()
+        except IndexError:
+            return KeptArrays([None] * self.n_buffers)
+
+    def count_faults(self, faults: int) -> None:
+        """Keep the large arrays once two runs in a row faulted in a quarter of their pages: freed
+        at the end of a run, they went back to the kernel (docs/performance.md). The first two
+        runs do not count: a new heap faults whatever runs (the stable softmax: 2,933, 977, 0...)."""
+        if faults is None or KEEP_ARRAYS is False:
+            return
+        self._runs += 1
+        if self._runs <= 2:
+            return
+        self._faulting_runs = self._faulting_runs + 1 if faults > self._fault_limit else 0
+        if self._faulting_runs >= 2:
+            self.keep_arrays = True
+
     def variable_inputs(self, variables):
         program = self.program
         states = [program.slot_values[key] for key in self.state_keys]
@@ -541,25 +588,13 @@ def _step_sources(st: Step):
             yield src
 
 
-def _finite(v) -> bool:
-    if not isinstance(v, np.ndarray):
-        v = np.asarray(v)
-    if v.dtype.kind not in "fc":
-        return True
-    # A sum is one read-only pass; only when it is not finite do we look closer (it may overflow).
-    # Callers silence numpy's overflow warnings around it.
-    if math.isfinite(float(v.sum())):
-        return True
-    return bool(np.isfinite(v).all())
+#: whether plans keep their large elementwise outputs across runs: None decides per plan from
+#: its page faults (_Plan.count_faults), True always, False never
+KEEP_ARRAYS = None
 
 
-def _what(v) -> str:
-    v = np.asarray(v)
-    nan = int(np.isnan(v).sum())
-    inf = int(np.isinf(v).sum())
-    bits = []
-    if nan:
-        bits.append(f"NaN ({nan} of {v.size} values)")
-    if inf:
-        bits.append(f"Inf ({inf} of {v.size} values)")
-    return " and ".join(bits) or "a non-finite value"
+def _faults():
+    """Minor page faults of the process so far (None where getrusage is missing)."""
+    if _resource is None:
+        return None
+    return _resource.getrusage(_resource.RUSAGE_SELF).ru_minflt

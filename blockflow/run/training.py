@@ -40,6 +40,7 @@ from blockflow.compile.program import Program
 from blockflow.errors import MemoryLimitError, NumericsError, RunError, UpdateNumericsError
 from blockflow.project import port_text, split_port_text
 from blockflow.registry import Registry, default_registry
+from blockflow.run.numerics import all_finite
 from blockflow.run.runtime import run
 from blockflow.run.settings import OPTIMIZERS, optimizer_defaults
 
@@ -464,8 +465,7 @@ def _all_finite(a) -> bool:
     a = np.asarray(a)
     if a.dtype.kind != "f":
         return True
-    # one read-only pass (a sum) when all is well; a closer look only when it is not finite
-    return math.isfinite(float(np.add.reduce(a, axis=None))) or bool(np.isfinite(a).all())
+    return all_finite(a)
 
 
 def _finite(v) -> bool:

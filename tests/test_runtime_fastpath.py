@@ -1,0 +1,238 @@
+"""The runtime's fast paths (issue 18) give what the plain paths give, bit for bit, and the same
+NaN/Inf reports."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import blockflow.run.lower as lower
+import blockflow.run.runtime as runtime
+from blockflow.compile.compiler import compile_project
+from blockflow.errors import NumericsError
+from blockflow.run.runtime import all_finite, run
+
+from diagrams import chain
+
+RNG = np.random.default_rng(18)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("size", [0, 1, 8, 16383, 16384, 100_000, (1 << 18) + 1, 700_000])
+def test_all_finite_agrees_with_isfinite(dtype, size):
+    with np.errstate(over="ignore"):  # as the runtime's callers: a sum may overflow
+        _all_finite_cases(dtype, size)
+
+
+def _all_finite_cases(dtype, size):
+    v = RNG.normal(size=size).astype(dtype)
+    assert all_finite(v)
+    if size:
+        big = np.full(size, np.finfo(dtype).max, dtype)  # finite, but its sum overflows
+        assert all_finite(big)
+        for bad in (np.nan, np.inf, -np.inf):
+            for at in {0, size // 2, size - 1}:
+                w = v.copy()
+                w[at] = bad
+                assert not all_finite(w), (bad, at)
+                assert not all_finite(w.reshape(1, -1)[:, ::-1]), (bad, at)  # a strided view
+                assert not all_finite(np.asfortranarray(np.stack([w, v]).T)), (bad, at)
+
+
+def test_all_finite_of_non_floats_and_scalars():
+    assert all_finite(np.arange(5))
+    assert all_finite(np.float32(3.0)) and not all_finite(np.float32(np.nan))
+    assert all_finite(2.5) and not all_finite(float("inf"))
+
+
+def _elementwise_page(n):
+    """Every block whose forward is a bound ufunc, on n values, with a broadcast and a constant."""
+    return chain(("x", "Placeholder", {"shape": [n]}, None),
+                 ("b", "Placeholder", {"shape": [1]}, None),
+                 ("t", "Tanh", {}, {"x": "x"}),
+                 ("m", "Multiply", {}, {"x": "t", "y": np.float32(1.5)}),
+                 ("a", "Add", {}, {"x": "m", "y": "b"}),
+                 ("s", "Subtract", {}, {"x": "a", "y": "x"}),
+                 ("e", "Exp", {}, {"x": "s"}),
+                 ("d", "RealDiv", {}, {"x": "e", "y": "a"}),
+                 ("n", "Negate", {}, {"x": "d"}),
+                 ("sg", "Sigmoid", {}, {"x": "n"}),
+                 ("loss", "Sum", {}, {"input": "sg"}))
+
+
+def _results(monkeypatch, fast, project, feeds, **kw):
+    monkeypatch.setattr(lower, "BIND_UFUNCS", fast)
+    monkeypatch.setattr(lower, "DIRECT_KEYWORDS", fast)
+    monkeypatch.setattr(lower, "REUSE_BUFFERS", fast)
+    monkeypatch.setattr(lower, "ADD_IN_PLACE", fast)
+    monkeypatch.setattr(runtime, "KEEP_ARRAYS", fast)
+    program = compile_project(project)  # a new program: plans are cached per program
+    out = []
+    for record in (True, False, False):  # the second fast run writes into the first one's buffers
+        res = run(program, feeds, target="loss", record=record, **kw)
+        out.append((res.values, res.grads, res.variable_grads))
+    return program, out
+
+
+@pytest.mark.parametrize("n", [8, 50_000, 100_000])
+def test_bound_ufuncs_give_bit_identical_values_and_gradients(monkeypatch, n):
+    feeds = {"x": RNG.normal(size=n).astype(np.float32), "b": np.array([2.0], np.float32)}
+    project = _elementwise_page(n)
+    program, fast = _results(monkeypatch, True, project, feeds, wrt=["x", "b"])
+    plans = program.cache("plans").values()
+    ns = next(iter(plans)).fn.__globals__
+    assert ns[f"f{program.step('a').index}"] is np.add and ns[f"f{program.step('t').index}"] is np.tanh
+    fast_plan = [p for p in plans if not p.record][0]
+    # t, m, a, s, e, d: not n (Sigmoid, not a ufunc, reads it)
+    assert fast_plan.n_buffers == (6 if n >= lower.REUSE_MIN_SIZE else 0)
+    _, plain = _results(monkeypatch, False, project, feeds, wrt=["x", "b"])
+    for (fv, fg, fw), (pv, pg, pw) in zip(fast, plain):
+        for f, p in ((fv, pv), (fg, pg), (fw, pw)):
+            assert f.keys() == p.keys()
+            for k in f:
+                assert np.asarray(f[k]).tobytes() == np.asarray(p[k]).tobytes(), k
+
+
+def test_a_nan_in_a_large_bound_ufunc_is_named_as_before(monkeypatch):
+    # 50,000 values: the check takes the isfinite path; RealDiv's 0/0 is the first NaN
+    x = RNG.normal(size=50_000).astype(np.float32)
+    x[123] = 0.0
+    project = chain(("x", "Placeholder", {"shape": [50_000]}, None),
+                    ("d", "RealDiv", {}, {"x": "x", "y": "x"}),
+                    ("e", "Exp", {}, {"x": "d"}),
+                    ("loss", "Sum", {}, {"input": "e"}))
+    messages = []
+    for bind in (True, False):
+        monkeypatch.setattr(lower, "BIND_UFUNCS", bind)
+        program = compile_project(project)
+        for record in (True, False):
+            with pytest.raises(NumericsError) as info:
+                run(program, {"x": x}, target="loss", wrt=["x"], record=record)
+            messages.append((info.value.node, info.value.phase, str(info.value)))
+    assert messages[0][0].startswith("main/d ") and "NaN (1 of 50000 values)" in messages[0][2]
+    assert len(set(messages)) == 1
+
+
+def test_attrs_written_as_keywords_give_bit_identical_results(monkeypatch):
+    """Blocks with attrs (MatMul's transposes, Sum's keep_dims, the Placeholder's dtype and shape)
+    and vjps given ``needs``: the same numbers with the attrs in a functools.partial."""
+    project = chain(("x", "Placeholder", {"shape": [6, 4]}, None),
+                    ("W", "Placeholder", {"shape": [5, 4]}, None),
+                    ("m", "MatMul", {"transpose_b": True}, {"a": "x", "b": "W"}),
+                    ("r", "Relu", {}, {"features": "m"}),
+                    ("s", "Sum", {"keep_dims": True}, {"input": "r", "axis": np.int32(1)}),
+                    ("q", "Multiply", {}, {"x": "s", "y": "r"}),
+                    ("loss", "Mean", {}, {"input": "q"}))
+    feeds = {"x": RNG.normal(size=(6, 4)).astype(np.float32), "W": RNG.normal(size=(5, 4)).astype(np.float32)}
+    program, fast = _results(monkeypatch, True, project, feeds, wrt=["x", "W"])
+    source = next(iter(program.cache("plans").values())).source
+    assert "transpose_b=" in source and "needs=" in source and "partial" not in source
+    _, plain = _results(monkeypatch, False, project, feeds, wrt=["x", "W"])
+    for (fv, fg, fw), (pv, pg, pw) in zip(fast, plain):
+        for f, p in ((fv, pv), (fg, pg), (fw, pw)):
+            assert f.keys() == p.keys()
+            for k in f:
+                assert np.asarray(f[k]).tobytes() == np.asarray(p[k]).tobytes(), k
+
+
+def test_kept_buffers_never_reach_the_caller(monkeypatch):
+    """A second run writes into the arrays the first one kept; nothing the first returned changes,
+    and no returned array is a kept one."""
+    monkeypatch.setattr(runtime, "KEEP_ARRAYS", True)
+    n = 100_000
+    program = compile_project(_elementwise_page(n))
+    first_feeds = {"x": RNG.normal(size=n).astype(np.float32), "b": np.array([2.0], np.float32)}
+    first = run(program, first_feeds, target="loss", wrt=["x", "b"], record=False, fetch=["sg", "e"])
+    kept = {k: np.array(v, copy=True) for k, v in {**first.values, **first.variable_grads}.items()}
+    second = run(program, {"x": RNG.normal(size=n).astype(np.float32), "b": np.array([-1.0], np.float32)},
+                 target="loss", wrt=["x", "b"], record=False, fetch=["sg", "e"])
+    for k, v in {**first.values, **first.variable_grads}.items():
+        assert np.asarray(v).tobytes() == kept[k].tobytes(), k
+    plan = [p for p in program.cache("plans").values() if p.n_buffers][0]
+    buffers = [b for bufs in plan.buffers for b in bufs if b is not None]
+    assert buffers
+    returned = [np.asarray(v) for r in (first, second) for v in (*r.values.values(), *r.variable_grads.values())]
+    assert not any(np.shares_memory(b, v) for b in buffers for v in returned)
+
+
+def test_a_large_gradient_sum_is_added_in_place_with_the_same_result(monkeypatch):
+    """x feeds three blocks: its cotangent is summed twice, the second time into the first sum's
+    array; a broadcast part (Sum's view) is added as before."""
+    n = 100_000
+    project = chain(("x", "Placeholder", {"shape": [n]}, None),
+                    ("e", "Exp", {}, {"x": "x"}),
+                    ("t", "Tanh", {}, {"x": "x"}),
+                    ("m", "Multiply", {}, {"x": "e", "y": "t"}),
+                    ("a", "Add", {}, {"x": "m", "y": "x"}),
+                    ("loss", "Sum", {}, {"input": "a"}))
+    feeds = {"x": RNG.normal(size=n).astype(np.float32)}
+    program, fast = _results(monkeypatch, True, project, feeds, wrt=["x"])
+    source = [p for p in program.cache("plans").values() if not p.record][0].source
+    assert "_iadd(" in source
+    _, plain = _results(monkeypatch, False, project, feeds, wrt=["x"])
+    for (_, _, fw), (_, _, pw) in zip(fast, plain):
+        assert fw["x"].tobytes() == pw["x"].tobytes()
+
+
+def _vjp_parts(name, *args, **kw):
+    from blockflow.registry import default_registry
+    spec = default_registry()[name]
+    assert getattr(spec.vjp, "fresh_result", False), name
+    return spec, [p for p in spec.vjp(*args, **kw) if p is not None]
+
+
+@pytest.mark.parametrize("case", ["Exp", "Tanh", "Sigmoid", "Softplus", "Relu", "Softmax", "Multiply",
+                                  "RealDiv", "MatMul"])
+def test_vjps_marked_fresh_return_new_arrays_one_per_input(case):
+    """What lower._accumulate relies on to add into a vjp's result in place."""
+    x = RNG.normal(size=(4, 5)).astype(np.float32)
+    g = RNG.normal(size=(4, 5)).astype(np.float32)
+    if case in ("Multiply", "RealDiv"):
+        from blockflow.registry import default_registry
+        for y in (x, RNG.normal(size=(4, 5)).astype(np.float32) + 3, np.float32(2.0)):
+            out = default_registry()[case].forward(x, y)
+            spec, parts = _vjp_parts(case, g, out, x, y, needs=(True, np.ndim(y) > 0))
+            _assert_fresh(parts, [g, out, x, y])
+        return
+    if case == "MatMul":
+        w = RNG.normal(size=(5, 3)).astype(np.float32)
+        gm = RNG.normal(size=(4, 3)).astype(np.float32)
+        spec, parts = _vjp_parts(case, gm, x @ w, x, w, transpose_a=False, transpose_b=False, needs=(True, True))
+        _assert_fresh(parts, [gm, x, w])
+        return
+    from blockflow.registry import default_registry
+    out = default_registry()[case].forward(x)
+    spec, parts = _vjp_parts(case, g, out, x)
+    _assert_fresh(parts, [g, out, x])
+
+
+def _assert_fresh(parts, inputs):
+    arrays = [p for p in parts if isinstance(p, np.ndarray)]
+    for i, p in enumerate(arrays):
+        assert not any(np.shares_memory(p, a) for a in inputs if isinstance(a, np.ndarray))
+        assert not any(np.shares_memory(p, q) for q in arrays[i + 1:])
+
+
+def test_a_plan_keeps_its_arrays_once_two_runs_in_a_row_fault(monkeypatch):
+    n = 100_000
+    faults = iter(range(0, 10**9, 10**6))  # every run "faults" a million pages
+    monkeypatch.setattr(runtime, "_faults", lambda: next(faults))
+    program = compile_project(_elementwise_page(n))
+    feeds = {"x": RNG.normal(size=n).astype(np.float32), "b": np.array([2.0], np.float32)}
+    results = []
+    for _ in range(6):  # two runs to warm up, two faulting, then two that keep
+        results.append(run(program, feeds, target="loss", wrt=["x"], record=False).variable_grads["x"])
+    plan = next(iter(program.cache("plans").values()))
+    assert plan.keep_arrays and plan.buffers and all(isinstance(b, np.ndarray) for b in plan.buffers[0])
+    assert len({r.tobytes() for r in results}) == 1
+
+
+def test_a_plan_that_does_not_fault_keeps_nothing():
+    n = 100_000
+    program = compile_project(_elementwise_page(n))
+    plan = None
+    for _ in range(3):
+        run(program, {"x": RNG.normal(size=n).astype(np.float32), "b": np.array([2.0], np.float32)},
+            target="loss", wrt=["x"], record=False)
+        plan = next(iter(program.cache("plans").values()))
+        plan.count_faults(0)
+    assert plan.n_buffers and not plan.keep_arrays and not plan.buffers
