@@ -2,19 +2,24 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 
 from blockflow import __version__
 from blockflow.arrayout import JSON_FULL_VALUES
-from blockflow.cli.cmd_blocks import cmd_blocks
-from blockflow.cli.cmd_check import cmd_check
 from blockflow.cli.cmd_export import add_export
 from blockflow.cli.cmd_import import add_import
-from blockflow.cli.cmd_layers import cmd_layers
-from blockflow.cli.cmd_run import cmd_run
-from blockflow.cli.cmd_train import cmd_train
 from blockflow.cli.exits import EXIT_CODES
 from blockflow.datafiles import SPLITS
 from blockflow.run.settings import OPTIMIZERS
+
+
+def _command(name: str):
+    """``blockflow.cli.NAME.NAME``, imported when the command runs: a command's module (and what
+    it imports) is loaded for that command only, not for every start of the command line."""
+    def command(args) -> int:
+        return getattr(importlib.import_module(f"blockflow.cli.{name}"), name)(args)
+    command.__name__ = command.__qualname__ = name
+    return command
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,7 +60,7 @@ def _add_run(sub) -> None:
                    help=f"with --json, every value of arrays of more than {JSON_FULL_VALUES:,} values "
                         f"(otherwise summarised)")
     _budget_option(p)
-    p.set_defaults(func=cmd_run)
+    p.set_defaults(func=_command("cmd_run"))
 
 
 def _add_check(sub) -> None:
@@ -68,7 +73,7 @@ def _add_check(sub) -> None:
                    help="also check each page's gradients of its loss (or of NODE) against central "
                         "differences, in float64; exit 1 when a check fails")
     _budget_option(p)
-    p.set_defaults(func=cmd_check)
+    p.set_defaults(func=_command("cmd_check"))
 
 
 def _add_train(sub) -> None:
@@ -99,7 +104,7 @@ def _add_train(sub) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable history")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     _budget_option(p)
-    p.set_defaults(func=cmd_train)
+    p.set_defaults(func=_command("cmd_train"))
 
 
 def _add_blocks(sub) -> None:
@@ -107,7 +112,7 @@ def _add_blocks(sub) -> None:
     p.add_argument("--markdown", action="store_true", help="the block reference as Markdown (docs/blocks.md)")
     p.add_argument("--output", "-o", help="write the Markdown here instead of standard output")
     p.add_argument("--json", action="store_true", help="machine-readable catalogue")
-    p.set_defaults(func=cmd_blocks)
+    p.set_defaults(func=_command("cmd_blocks"))
 
 
 def _add_layers(sub) -> None:
@@ -119,7 +124,7 @@ def _add_layers(sub) -> None:
     p.add_argument("--update", nargs="+", metavar="NAME", help="make these composites of the project "
                    "the library's newer version ('all': every outdated one); instances keep their parameters")
     p.add_argument("--save", metavar="OUT", help="where --update writes the project")
-    p.set_defaults(func=cmd_layers)
+    p.set_defaults(func=_command("cmd_layers"))
 
 
 def _budget_option(p) -> None:

@@ -1,0 +1,179 @@
+"""What starting the command line imports (issue 18: `blockflow run` of a sample within 0.25 s).
+
+The timing itself is benchmarks/run.py's (j) `startup`; these tests hold the imports that made
+it: no Qt, no optional engine, and a command loads its own module only. And the quicker reading
+of a block function's parameters (spec/declare.py) gives what inspect.signature gives."""
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from blockflow.spec import declare
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "sample_projects" / "stable_softmax.bflow.json"
+
+#: never imported by the command line's start or by `run`, `check`, `blocks`
+HEAVY = ("PySide6", "shiboken6", "pyqtgraph", "torch", "onnx", "onnxruntime", "sklearn", "jsonschema", "scipy")
+#: what `blockflow run` has no use for: the other commands and the layers they alone reach
+NOT_FOR_RUN = ("blockflow.cli.cmd_train", "blockflow.cli.cmd_layers", "blockflow.cli.cmd_check",
+               "blockflow.cli.cmd_blocks", "blockflow.io.library", "blockflow.run.training",
+               "blockflow.run.gradcheck", "blockflow.export", "blockflow.importing", "blockflow.gui.main_window")
+
+
+def _modules_after(args: list[str], entry: str = "from blockflow.gui.app import main") -> tuple[int, set]:
+    """Run the ``blockflow`` console script's entry point with ``args`` in a fresh interpreter;
+    its exit code and the modules it had imported."""
+    code = (f"import sys, io, json, contextlib\n{entry}\n"
+            f"out = io.StringIO()\n"
+            f"with contextlib.redirect_stdout(out):\n"
+            f"    code = main({args!r})\n"
+            f"print(json.dumps([code, sorted(sys.modules)]))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr
+    code, modules = json.loads(r.stdout.splitlines()[-1])
+    return code, set(modules)
+
+
+def _roots(modules) -> set:
+    return {m.split(".")[0] for m in modules}
+
+
+@pytest.mark.parametrize("args", [["run", str(SAMPLE)], ["check", str(SAMPLE)], ["blocks", "--json"], ["--version"]],
+                         ids=["run", "check", "blocks", "version"])
+def test_the_command_line_imports_no_qt_and_no_optional_engine(args):
+    if args == ["--version"]:    # argparse exits: the imports of the start alone
+        code = ("import sys, json\nfrom blockflow.gui import app\n"
+                "print(json.dumps(sorted(sys.modules)))\n")
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+        modules = set(json.loads(r.stdout))
+    else:
+        code, modules = _modules_after(args)
+        assert code == 0
+    assert not _roots(modules) & set(HEAVY), sorted(_roots(modules) & set(HEAVY))
+
+
+def test_run_imports_only_its_own_command():
+    code, modules = _modules_after(["run", str(SAMPLE)])
+    assert code == 0 and "blockflow.cli.cmd_run" in modules
+    loaded = sorted(m for m in modules for unwanted in NOT_FOR_RUN if m == unwanted or m.startswith(unwanted + "."))
+    assert not loaded, loaded
+
+
+def test_python_dash_m_blockflow_imports_no_qt():
+    code, modules = _modules_after(["run", str(SAMPLE)], entry="from blockflow.cli import main")
+    assert code == 0 and not _roots(modules) & set(HEAVY)
+
+
+def test_the_package_names_are_still_there():
+    import blockflow.cli as cli
+
+    for name in cli.__all__:
+        assert getattr(cli, name) is not None, name
+    assert set(cli.__all__) <= set(dir(cli))
+    with pytest.raises(AttributeError):
+        cli.no_such_name  # noqa: B018
+
+
+# ------------------------------------------------------------------ declare's parameter reading
+
+
+def _by_inspect(fn):
+    """The reading _check_signature made before: inspect.signature's parameters."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return [], [], declare._UNINSPECTABLE
+    pos, kw = [], []
+    for p in sig.parameters.values():
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            pos.append(p.name)
+        elif p.kind == p.KEYWORD_ONLY:
+            kw.append(p.name)
+        else:
+            return pos, kw, p.name
+    return pos, kw, None
+
+
+def _every_block_function():
+    from blockflow_blocks import all_blocks
+
+    for spec in all_blocks():
+        for fn in (spec.infer, spec.forward, spec.vjp, spec.initial):
+            if callable(fn):
+                yield spec.name, fn
+
+
+def test_every_block_function_reads_as_inspect_reads_it():
+    seen = 0
+    for name, fn in _every_block_function():
+        assert declare._parameters(fn) == _by_inspect(fn), (name, fn)
+        seen += 1
+    assert seen > 300
+
+
+def _plain(a, b, /, c, *, k, scope=None):
+    return a
+
+
+def _star(a, *rest, k):
+    return a
+
+
+def _bare_star(a, *, k):
+    return a
+
+
+def _kwargs(a, *, k, **more):
+    return a
+
+
+def _both(a, *args, k=1, **kw):
+    return a
+
+
+@functools.wraps(_plain)
+def _wrapped(*args, **kwargs):
+    return _plain(*args, **kwargs)
+
+
+def _signed(x, y):
+    return x
+
+
+_signed.__signature__ = inspect.Signature([inspect.Parameter("x", inspect.Parameter.POSITIONAL_OR_KEYWORD)])
+
+
+class _Callable:
+    def __call__(self, a, *, k):
+        return a
+
+
+@pytest.mark.parametrize("fn", [_plain, _star, _bare_star, _kwargs, _both, _wrapped, _signed, _Callable(),
+                                functools.partial(_plain, 1), lambda x, *, k: x, staticmethod(_plain), len, print],
+                         ids=lambda f: getattr(f, "__name__", type(f).__name__))
+def test_parameters_read_as_inspect_reads_them(fn):
+    assert declare._parameters(fn) == _by_inspect(fn)
+
+
+def test_a_bad_signature_is_still_named():
+    from blockflow.spec import BlockDeclarationError, Input, Output, block
+
+    with pytest.raises(BlockDeclarationError, match=r"must not take \*args or \*\*kwargs \(parameter 'rest'\)"):
+        @block("StarBlock", category="test")
+        class StarBlock:
+            """A block whose forward takes *rest."""
+            inputs = (Input("x"),)
+            outputs = (Output("y"),)
+
+            def infer(x):
+                return x
+
+            def forward(x, *rest):
+                return x
