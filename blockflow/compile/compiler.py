@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import gc
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 
 from blockflow.compile.flatten import COMPOSITE_INPUT, COMPOSITE_OUTPUT, Hierarchy, flatten
@@ -21,6 +21,9 @@ from blockflow.datafiles import DataFiles
 from blockflow.project import Edge, Page, Project, split_port
 from blockflow.registry import Registry, default_registry
 from blockflow.spec import SCOPE_PORT, BlockSpec
+
+if TYPE_CHECKING:     # networkx is imported where a graph is built: it was a third of a
+    import networkx as nx   # command's start-up and 19 MiB (docs/performance.md)
 
 __all__ = ["compile_project", "compile_page", "project_files"]
 
@@ -260,6 +263,8 @@ class _Compiler:
         order = deps.order()
         if order is not None:
             return order
+        import networkx as nx
+
         graph = deps.graph()
         in_cycle: set[str] = set()
         for comp in nx.strongly_connected_components(graph):

@@ -9,7 +9,11 @@ the schedule (and every slot number after it) is the same; the DiGraph itself
 """
 from __future__ import annotations
 
-import networkx as nx
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:     # networkx is imported where a graph is built: it was a third of a
+    import networkx as nx   # command's start-up and 19 MiB (docs/performance.md)
+
 
 __all__ = ["Dependencies"]
 
@@ -46,6 +50,8 @@ class Dependencies:
 
     def graph(self) -> nx.DiGraph:
         """The node-level DiGraph, as the compiler built it before (same node and arc order)."""
+        import networkx as nx
+
         graph = nx.DiGraph()
         graph.add_nodes_from(self.nodes)
         succ = self.succ

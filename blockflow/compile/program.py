@@ -7,8 +7,8 @@ gradpaths.py's, which this module calls (gradpaths.py never imports this one bac
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 
 from blockflow.compile.flatten import Hierarchy, Instance
@@ -18,6 +18,9 @@ from blockflow.errors import CompileError, ProjectError
 from blockflow.project import Edge, Page, port_text, split_port_text
 from blockflow.spec import BlockSpec, TensorType
 from blockflow.variables import VariableValues
+
+if TYPE_CHECKING:     # networkx is imported where a graph is built: it was a third of a
+    import networkx as nx   # command's start-up and 19 MiB (docs/performance.md)
 
 __all__ = ["Diagnostic", "Program", "Step", "Slot"]
 
@@ -139,6 +142,8 @@ class Program:
     @property
     def graph(self) -> nx.DiGraph:
         """The node-level dependency graph (one arc per pair of wired nodes)."""
+        import networkx as nx
+
         if not isinstance(self._graph, nx.DiGraph):
             self._graph = self._graph()
         return self._graph
