@@ -209,3 +209,50 @@ def test_ungrouping_units_and_nodes_keeps_the_numbers():
     restructure(project, plan_ungroup(project, page.name, conv, program=compile_project(project)))
     after = run(compile_project(project), {ph: x}, fetch=[mark], record=False).value(mark)
     np.testing.assert_array_equal(before, after)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "grouping mixes a seed per instance into each Dropout's attrs (seed 987090683 in blk1, 631495252 in "
+    "blk2) and _weights_as_params drops the seed of Variables only: units alike but for their weights "
+    "that hold a Dropout (training off) never share a definition, so two such units give 2 composites"))
+def test_units_with_a_dropout_share_a_definition(tmp_path):
+    rng = np.random.default_rng(7)
+    nodes, inits, inp = [], [], "x"
+    for s in ("blk1", "blk2"):
+        nodes += [helper.make_node("MatMul", [inp, f"{s}/W"], [f"{s}/mm"], name=f"{s}/matmul"),
+                  helper.make_node("Dropout", [f"{s}/mm"], [f"{s}/out"], name=f"{s}/drop", ratio=0.5)]
+        inits.append(numpy_helper.from_array(_f32(rng, 4, 4), f"{s}/W"))
+        inp = f"{s}/out"
+    nodes.append(helper.make_node("Identity", [inp], ["y"], name="final"))
+    graph = helper.make_graph(nodes, "g", [_vi("x", [2, 4])], [_vi("y", [2, 4])], initializer=inits)
+    path = tmp_path / "drop.onnx"
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)]).SerializeToString())
+    project, report = _agree(path, {"x": _f32(rng, 2, 4)})
+    page = project.pages[0]
+    assert report.groups == 2
+    assert page.nodes["blk1"].block == page.nodes["blk2"].block
+
+
+def test_integer_weights_and_nested_scopes(tmp_path):
+    rng = np.random.default_rng(8)
+    nodes, inits, inp = [], [], "x"
+    for s in ("blk1", "blk2"):
+        nodes += [helper.make_node("Mul", [inp, f"{s}/W"], [f"{s}/mm"], name=f"{s}/mul"),
+                  helper.make_node("Add", [f"{s}/mm", f"{s}/b"], [f"{s}/out"], name=f"{s}/add")]
+        inits += [numpy_helper.from_array(rng.integers(-3, 3, (2, 4)).astype(np.int32), f"{s}/W"),
+                  numpy_helper.from_array(rng.integers(-3, 3, (4,)).astype(np.int32), f"{s}/b")]
+        inp = f"{s}/out"
+    nodes.append(helper.make_node("Identity", [inp], ["y"], name="final"))
+    ints = [helper.make_tensor_value_info(n, TensorProto.INT32, [2, 4]) for n in ("x", "y")]
+    path = _save(tmp_path, nodes, ints[:1], ints[1:], inits, "ints.onnx")
+    _agree(path, {"x": rng.integers(-3, 3, (2, 4)).astype(np.int32)})
+    nodes, inits, inp = [], [], "x"
+    for s in ("enc/layer1/attn", "enc/layer1/ffn", "enc/layer2/attn", "enc/layer2/ffn"):
+        nodes += [helper.make_node("MatMul", [inp, f"{s}/W"], [f"{s}/mm"], name=f"{s}/matmul"),
+                  helper.make_node("Tanh", [f"{s}/mm"], [f"{s}/out"], name=f"{s}/tanh")]
+        inits.append(numpy_helper.from_array(_f32(rng, 4, 4), f"{s}/W"))
+        inp = f"{s}/out"
+    nodes.append(helper.make_node("Identity", [inp], ["y"], name="final"))
+    path = _save(tmp_path, nodes, [_vi("x", [2, 4])], [_vi("y", [2, 4])], inits, "nested.onnx")
+    project, report = _agree(path, {"x": _f32(rng, 2, 4)})
+    assert report.groups == 2 and report.composites == 1
