@@ -256,3 +256,24 @@ def test_integer_weights_and_nested_scopes(tmp_path):
     path = _save(tmp_path, nodes, [_vi("x", [2, 4])], [_vi("y", [2, 4])], inits, "nested.onnx")
     project, report = _agree(path, {"x": _f32(rng, 2, 4)})
     assert report.groups == 2 and report.composites == 1
+
+
+def test_training_instances_of_one_definition_trains_each_its_own_weights(tmp_path):
+    from blockflow.run.training import TrainConfig, Trainer, train_steps, training_program
+
+    rng = np.random.default_rng(9)
+    path = _dense_chain(tmp_path, ["blk1", "blk2", "blk3"], rng)
+    x = _f32(rng, 2, 4)
+    losses, trained = {}, {}
+    for group in ("composites", "frames"):
+        project, report = import_onnx(path, group=group)
+        (ph,) = report.inputs.values()
+        trainer = Trainer(training_program(project), TrainConfig(steps=4, optimizer="sgd"), feeds={ph: x})
+        losses[group] = [r.loss for r in train_steps(trainer, 4).steps]
+        trained[group] = [trainer.values[k] for k in sorted(trainer.values)]
+    grouped = import_onnx(path)[0]
+    assert len({n.block for n in grouped.pages[0].nodes.values() if composite_name(n.block)}) == 1
+    assert losses["composites"] == losses["frames"] and len(trained["composites"]) == 6
+    # the same trained values (their ids differ: blk1/W_1_b in an instance, blk1.W on the page)
+    key = lambda a: (a.shape, a.tobytes())  # noqa: E731
+    assert sorted(map(key, trained["composites"])) == sorted(map(key, trained["frames"]))

@@ -56,3 +56,60 @@ def test_an_import_ending_after_the_window_closed_opens_nothing(qtbot, tmp_path,
     window.wait_for_import()
     assert window.document.project is before
     assert not window.autosaver.autosave_now()
+
+
+def test_ungrouping_imported_instances_in_the_editor_keeps_the_numbers(qtbot, tmp_path, no_modal):
+    import numpy as np
+
+    from blockflow.compile.compiler import compile_project
+    from blockflow.composite import composite_name
+    from blockflow.run.runtime import run
+
+    window = make_window(qtbot, tmp_path)
+    assert window.import_onnx_model(MODEL) is True
+    window.wait_for_import()
+    doc = window.document
+    report = window.last_import_report
+    (ph,) = report.inputs.values()
+    (mark,) = report.outputs.values()
+    rng = np.random.default_rng(0)
+    for diagram in doc.project.diagrams():      # the light model's weights are all 0.02
+        for node in diagram.nodes.values():
+            for key, value in list(node.attrs.items()):
+                if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+                    node.attrs[key] = rng.uniform(0.01, 0.03, value.shape).astype(value.dtype)
+    x = rng.random((1, 3, 224, 224), dtype=np.float32)
+
+    def output():
+        return run(compile_project(doc.project), {ph: x}, fetch=[mark], record=False).value(mark)
+    before = output()
+    page = doc.project.pages[0]
+    inner = doc.ungroup("fire5", page.name)
+    assert "fire5" not in page.nodes and inner
+    conv = next(n for n in inner if (composite_name(page.nodes[n].block) or "").startswith("Conv"))
+    doc.ungroup(conv, page.name)
+    np.testing.assert_array_equal(before, output())
+    doc.undo_stack.undo()
+    doc.undo_stack.undo()
+    assert composite_name(doc.project.pages[0].nodes["fire5"].block)
+    np.testing.assert_array_equal(before, output())
+
+
+def test_an_import_asked_twice_runs_once_and_a_refusal_keeps_edits(qtbot, tmp_path, no_modal):
+    from onnx import TensorProto, helper
+
+    window = make_window(qtbot, tmp_path)
+    doc = window.document
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    graph = helper.make_graph([helper.make_node("Unique", ["x"], ["y"], name="u")], "g", [x], [y])
+    path = tmp_path / "m.onnx"
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
+    project = doc.project
+    assert window.import_onnx_model(str(path)) is True
+    assert window.import_onnx_model(MODEL) is False
+    doc.add_node("Relu", (40.0, 40.0))
+    window.wait_for_import()
+    assert len(no_modal) == 1 and "Unique" in no_modal[0][1]
+    assert doc.project is project and any(n.block == "Relu" for n in project.pages[0].nodes.values())
+    assert not window.import_running()
