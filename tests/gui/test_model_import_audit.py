@@ -113,3 +113,48 @@ def test_an_import_asked_twice_runs_once_and_a_refusal_keeps_edits(qtbot, tmp_pa
     assert len(no_modal) == 1 and "Unique" in no_modal[0][1]
     assert doc.project is project and any(n.block == "Relu" for n in project.pages[0].nodes.values())
     assert not window.import_running()
+
+
+def test_training_an_imported_project_in_the_editor_keeps_each_instances_weights_and_reset(qtbot, tmp_path,
+                                                                                        no_modal):
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    from blockflow.run.training import TrainConfig, Trainer, train_steps, training_program
+
+    rng = np.random.default_rng(0)
+    nodes, inits, inp = [], [], "x"
+    for s in ("block1", "block2", "block3"):     # units with a nested node composite (Conv and its bias)
+        nodes += [helper.make_node("Conv", [inp, f"{s}/w", f"{s}/c"], [f"{s}/h"], name=f"{s}/conv", pads=[1, 1, 1, 1]),
+                  helper.make_node("Tanh", [f"{s}/h"], [f"{s}/out"], name=f"{s}/tanh")]
+        inits += [numpy_helper.from_array(rng.standard_normal((2, 2, 3, 3)).astype(np.float32), f"{s}/w"),
+                  numpy_helper.from_array(rng.standard_normal(2).astype(np.float32), f"{s}/c")]
+        inp = f"{s}/out"
+    nodes.append(helper.make_node("Identity", [inp], ["y"], name="final"))
+    vi = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 2, 5, 5]) for n in ("x", "y")]
+    graph = helper.make_graph(nodes, "g", vi[:1], vi[1:], initializer=inits)
+    path = tmp_path / "m.onnx"
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
+    window = make_window(qtbot, tmp_path)
+    assert window.import_onnx_model(str(path)) is True
+    window.wait_for_import()
+    doc = window.document
+    (ph,) = window.last_import_report.inputs.values()
+    x = rng.standard_normal((1, 2, 5, 5)).astype(np.float32)
+
+    def first_values():
+        program = doc.program(doc.project.pages[0].name)
+        return {v: np.array(program.variable_values[v]) for v in sorted(program.trainable)}
+    imported = first_values()
+    assert len(imported) == 6
+    trainer = Trainer(training_program(doc.project), TrainConfig(steps=3, optimizer="sgd"), feeds={ph: x})
+    train_steps(trainer, 3)
+    assert doc.apply_training(trainer.state_updates(), 3) == []
+    trained = first_values()
+    for v in imported:
+        np.testing.assert_array_equal(trained[v], trainer.values[v])
+        assert not np.array_equal(trained[v], imported[v])
+    doc.reset_variables()
+    again = first_values()
+    for v in imported:
+        np.testing.assert_array_equal(again[v], imported[v])
