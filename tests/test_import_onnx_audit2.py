@@ -300,3 +300,17 @@ def test_units_whose_stripped_name_is_taken_by_a_port_share_a_definition(tmp_pat
     page = project.pages[0]
     assert report.groups == 3
     assert page.nodes["blk2"].block == page.nodes["blk3"].block
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "_variables_named_by_reader renames a Variable whose name is a real word or letter (onnx_names' "
+    "_GENERIC matches 'W', 'b', 'Weights', any capitalised word): the model's blk1/W and blk1/b, "
+    "'blk1.W' and 'blk1.b' framed, are 'matmul_b' and 'b_1_y' in the definition (named after their "
+    "readers' ports), names the model never used"))
+def test_a_weight_named_by_the_model_keeps_its_name_in_the_definition(tmp_path):
+    rng = np.random.default_rng(11)
+    path = _dense_chain(tmp_path, ["blk1", "blk2"], rng)
+    project, _ = import_onnx(path)
+    comp = project.composites[composite_name(project.pages[0].nodes["blk1"].block)]
+    variables = {nid for nid, n in comp.page.nodes.items() if n.block == "Variable"}
+    assert "W" in variables, variables
