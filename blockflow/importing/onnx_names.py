@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-__all__ = ["node_names", "float_constants", "shared_prefix", "is_generic"]
+__all__ = ["node_names", "float_constants", "shared_prefix", "is_numbered"]
 
 #: a name that says nothing about the layer: empty, or letters then a number (n12, r3, Conv_3)
 _GENERIC = re.compile(r"^(?:[A-Za-z]{0,3}|[A-Z][A-Za-z]*_?)\d*$")
@@ -20,9 +20,13 @@ _PARAM_TAIL = re.compile(r"(?:[_.](?:w|b|s|weight|bias|kernel|gamma|beta|scale|r
                          re.IGNORECASE)
 
 
-def is_generic(name: str) -> bool:
-    """Whether ``name`` says nothing about a layer (``n12``, ``r3``, ``Conv_3``)."""
-    return bool(_GENERIC.match(name.rsplit("/", 1)[-1]))
+#: a value's name an exporter numbered (r217, n12, Conv_3, 42), not one the model's author gave (W, b)
+_NUMBERED = re.compile(r"^(?:[A-Za-z]{1,3}\d{2,}|[a-z]\d|[A-Z][A-Za-z]*_\d+|\d+)$")
+
+
+def is_numbered(name: str) -> bool:
+    """Whether ``name`` (its last scope) is a number an exporter gave rather than a name."""
+    return bool(_NUMBERED.match(name.rsplit("/", 1)[-1].rsplit(".", 1)[-1]))
 
 
 def _param_stem(name: str) -> str:

@@ -23,7 +23,7 @@ from blockflow.composite import (INPUT_BLOCK, OUTPUT_BLOCK, PARAM_REF, block_nam
                                  composite_name_problem, rename_composite)
 from blockflow.errors import ProjectError
 from blockflow.importing.onnx_layout import LOSS_FRAME
-from blockflow.importing.onnx_names import is_generic
+from blockflow.importing.onnx_names import is_numbered
 from blockflow.project import split_port, valid_node_id
 from blockflow.spec import Attr
 
@@ -63,10 +63,12 @@ def nodes_as_composites(project, page, registry, program, origin: dict, ops: lis
             plan = plan_group(project, page.name, ids, name, program=types, registry=registry)
         except ProjectError:
             continue
+        seeds = _seeds(page, ids)
         restructure(project, plan)
+        _seeds_back(project.composites[name], seeds)
         inst = _renamed_instance(page, plan.focus, min(blocks, key=len))
         comp = project.composites[name]
-        _drop_unit_name(page, inst, comp, inst, set())
+        _drop_unit_name(page, inst, comp, inst, set(), last_segment=True)
         _weights_as_params(comp, page.nodes[inst])
         _open_sizes(comp)
         moved.update(dict.fromkeys(ids, inst))
@@ -110,6 +112,28 @@ def order_by_use(project, page) -> None:
     project.composites = {**{n: project.composites[n] for n in order}, **project.composites}
 
 
+_NO_SEED = object()
+
+
+def _seeds(page, ids) -> dict:
+    return {nid: page.nodes[nid].attrs.get("seed", _NO_SEED) for nid in ids}
+
+
+def _seeds_back(comp, seeds: dict) -> None:
+    """The blocks' own seeds, which Group mixed with the instance's id (so that a page's random
+    draws stay the same when it is regrouped): an import has no draws to keep (random ops are
+    refused; Dropout at inference draws nothing), and per-instance seeds would keep alike units
+    from sharing a definition."""
+    for nid, seed in seeds.items():
+        node = comp.page.nodes.get(nid)
+        if node is None or composite_name(node.block) is not None:
+            continue
+        attrs = {k: v for k, v in node.attrs.items() if k != "seed"}
+        if seed is not _NO_SEED:
+            attrs["seed"] = seed
+        node.attrs = attrs
+
+
 def _renamed_instance(page, inst: str, want: str) -> str:
     if want != inst and page.rename_problem(inst, want) == "":
         page.rename_node(inst, want)
@@ -149,7 +173,9 @@ def _group(project, page, frame, registry, program, keys) -> tuple[str, str, str
         plan = plan_group(project, page.name, ids, name, program=program, registry=registry)
     except ProjectError:
         return None
+    seeds = _seeds(page, ids)
     restructure(project, plan)
+    _seeds_back(project.composites[name], seeds)
     page.frames = [f for f in page.frames if f is not frame and f.blocks != frame.blocks]
     comp = project.composites[name]
     comp.page.frames = []        # the unit's own frame: the definition is the unit
@@ -160,22 +186,36 @@ def _group(project, page, frame, registry, program, keys) -> tuple[str, str, str
     return inst, name, key
 
 
-def _drop_unit_name(page, inst: str, comp, key: str, others: set) -> None:
+def _drop_unit_name(page, inst: str, comp, key: str, others: set, last_segment: bool = False) -> None:
     """Inner ids, labels and port names without the unit's name: ``res3_1_branch2a`` ->
     ``branch2a`` (a port renamed, the page's wires to the instance ``inst`` follow it). A block
     named after another unit (``others``: a branch without weights, named after what it reads)
-    is named after its op instead."""
+    is named after its op instead. ``last_segment``: a name in a scope (``u1.W``, a node's weight
+    named in its unit) keeps its last part."""
     instance = page.nodes[inst]
     is_port = {nid: n.block in (INPUT_BLOCK, OUTPUT_BLOCK) for nid, n in comp.page.nodes.items()}
-    for nid in [n for n, port in is_port.items() if not port]:
+    blocks = [nid for nid, port in is_port.items() if not port]
+    wanted = {}
+    for nid in blocks:
         node = comp.page.nodes[nid]
         new = _inner(nid, key)
+        if new == nid and last_segment and "." in nid and nid != key:   # a weight named in its unit
+            new = _inner(nid, nid.rsplit(".", 1)[0])
         if new == nid and (nid == key or any(_inner(nid, k) != nid for k in others)):
-            new = _free(re.sub(r"_\d+$", "", composite_name(node.block) or node.block).lower(), comp.page.nodes)
-        if new != nid and comp.page.rename_problem(nid, new) == "":
-            comp.page.rename_node(nid, new)
-            instance.state = {_renamed_key(k, nid, new): v for k, v in instance.state.items()}
+            new = re.sub(r"_\d+$", "", composite_name(node.block) or node.block).lower()
+        wanted[nid] = new
         node.label = _inner(node.label, key) if node.label.startswith(key) else node.label
+    # In two steps, so that a name one block gives up is free for another, and a name two want
+    # (or a port has) goes to the first in the page's order: alike units get alike names
+    for i, nid in enumerate(blocks):
+        comp.page.rename_node(nid, f"_renaming_{i}")
+    taken = {nid for nid, port in is_port.items() if port}
+    for i, nid in enumerate(blocks):
+        new = _free(wanted[nid], taken) if valid_node_id(wanted[nid]) else _free(nid, taken)
+        taken.add(new)
+        comp.page.rename_node(f"_renaming_{i}", new)
+        if new != nid:
+            instance.state = {_renamed_key(k, nid, new): v for k, v in instance.state.items()}
     _variables_named_by_reader(comp, instance)
     # the ports after the blocks, whose names they would otherwise take; a lone output is "output"
     outputs = [n for n, port in is_port.items() if port and comp.page.nodes[n].block == OUTPUT_BLOCK]
@@ -200,7 +240,7 @@ def _variables_named_by_reader(comp, instance) -> None:
     for e in comp.page.edges:
         readers[e.src].append(e)
     for nid in list(comp.page.nodes):
-        if comp.page.nodes[nid].block != "Variable" or not is_generic(nid) or len(readers[nid]) != 1:
+        if comp.page.nodes[nid].block != "Variable" or not is_numbered(nid) or len(readers[nid]) != 1:
             continue
         (e,) = readers[nid]
         new = _free(f"{e.dst}_{split_port(e.dst_port)[0]}", comp.page.nodes)

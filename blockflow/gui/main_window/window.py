@@ -150,6 +150,7 @@ class MainWindow(FilesMixin, CompositesMixin, ModelExportMixin, ModelImportMixin
 
     def closeEvent(self, event):
         if self.maybe_save():
+            self.abandon_import()             # a model read for a closed window opens nowhere
             self.train_panel.shutdown()
             self.autosaver.discard()          # a clean close: nothing to recover
             self.save_settings()
