@@ -250,13 +250,12 @@ def softmax_elem_project(n):
     return p
 
 
-def bench_softmax_elem(repeats, timeit_pair, n=1_000_000):
+def softmax_case(n):
+    """The feeds of both softmax benchmarks (run.py's (b) and softmax-elem) and the step by hand:
+    the loss sum(softmax(x) * w) and its gradient in x."""
     rng = np.random.default_rng(1)
     x = rng.normal(size=n).astype(np.float32) * 3
     w = rng.normal(size=n).astype(np.float32)
-    program = compile_project(softmax_elem_project(n))
-    program.raise_for_errors()
-    feeds = {"x": x, "w": w}
 
     def hand():
         z = x - x.max()
@@ -265,6 +264,13 @@ def bench_softmax_elem(repeats, timeit_pair, n=1_000_000):
         loss = (p * w).sum()
         gx = p * (w - (w * p).sum())
         return loss, gx
+    return {"x": x, "w": w}, hand
+
+
+def bench_softmax_elem(repeats, timeit_pair, n=1_000_000):
+    program = compile_project(softmax_elem_project(n))
+    program.raise_for_errors()
+    feeds, hand = softmax_case(n)
 
     def ours():
         return run(program, feeds, target="Sum_1", wrt=["x"], record=False)

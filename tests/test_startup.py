@@ -87,19 +87,7 @@ def test_the_package_names_are_still_there():
 
 def _by_inspect(fn):
     """The reading _check_signature made before: inspect.signature's parameters."""
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return [], [], declare._UNINSPECTABLE
-    pos, kw = [], []
-    for p in sig.parameters.values():
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
-            pos.append(p.name)
-        elif p.kind == p.KEYWORD_ONLY:
-            kw.append(p.name)
-        else:
-            return pos, kw, p.name
-    return pos, kw, None
+    return declare._parameters_by_inspect(fn)
 
 
 def _every_block_function():

@@ -137,6 +137,12 @@ def _parameters(fn) -> tuple[list, list, object]:
         if code.co_flags & _CO_VARARGS:      # *args comes before the keyword-only parameters
             return pos, [], names[n_pos + n_kw]
         return pos, kw, names[n_pos + n_kw] if code.co_flags & _CO_VARKEYWORDS else None
+    return _parameters_by_inspect(fn)
+
+
+def _parameters_by_inspect(fn) -> tuple[list, list, object]:
+    """_parameters' reading through inspect.signature: for anything but a plain function (a
+    wrapped one, a partial, a callable object), and the reference the tests hold it to."""
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
