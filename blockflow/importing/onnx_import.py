@@ -144,7 +144,7 @@ def _as_composites(project, page, importer, registry, program, ops) -> None:
         page.frames = [replace(f, blocks=tuple(dict.fromkeys(moved.get(b, b) for b in f.blocks))) for f in frames]
         program = _check_compiles(project, source)
     if report.groups:
-        report.groups, report.composites = units_as_composites(project, page, registry, program, source)
+        report.groups = units_as_composites(project, page, registry, program, source)
     report.composites = len(project.composites)
     if project.composites:
         # compiled again: the check that grouping kept a working diagram, and the types the

@@ -141,9 +141,9 @@ def _renamed_instance(page, inst: str, want: str) -> str:
     return inst
 
 
-def units_as_composites(project, page, registry, program, source: str) -> tuple[int, int]:
+def units_as_composites(project, page, registry, program, source: str) -> int:
     """Make each framed unit of the imported ``page`` an instance of a composite (``program``: the
-    page compiled, for the ports' types); (units, composites made)."""
+    page compiled, for the ports' types); the number of units made instances."""
     units = [f for f in page.frames if f.title != LOSS_FRAME]
     made = []
     # last unit first: a unit's Inputs are typed from the blocks feeding it, which the program
@@ -160,7 +160,7 @@ def units_as_composites(project, page, registry, program, source: str) -> tuple[
         f"{os.path.basename(str(source))}, made a composite by the import"
         f"{' (one definition: they differ only in their weights)' if shared else ''}. Its parameters are "
         f"the first values of its Variables: each instance gives its own weights, and Reset gives them back."))
-    return len(made), len({page.nodes[inst].block for inst, _name, _key in made})
+    return len(made)
 
 
 def _group(project, page, frame, registry, program, keys) -> tuple[str, str, str] | None:
