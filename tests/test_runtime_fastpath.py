@@ -236,3 +236,30 @@ def test_a_plan_that_does_not_fault_keeps_nothing():
         plan = next(iter(program.cache("plans").values()))
         plan.count_faults(0)
     assert plan.n_buffers and not plan.keep_arrays and not plan.buffers
+
+
+def test_a_repeated_run_finds_its_plan_and_checks_what_changes():
+    """A kind of run seen before skips resolving its target and wrt (runtime._plan_for), but
+    what it is given each time (feeds, variables, a gradient seed's shape) is still checked,
+    and a wrong target or wrt is refused every time."""
+    from blockflow.errors import FeedError, RunError
+    program = compile_project(_elementwise_page(50))
+    feeds = {"x": RNG.normal(size=50).astype(np.float32), "b": np.float32([0.5])}
+    first = run(program, feeds, target="loss", wrt=frozenset({"x"}), record=False)
+    again = run(program, feeds, target="loss", wrt=frozenset({"x"}), record=False)
+    assert len(program.cache("runs")) == 1 and len(program.cache("plans")) == 1
+    np.testing.assert_array_equal(first.variable_grads["x"], again.variable_grads["x"])
+    for _ in range(2):
+        with pytest.raises(RunError, match="not on page"):
+            run(program, feeds, target="loss", wrt=frozenset({"nope"}), record=False)
+        with pytest.raises(RunError, match="not a scalar"):
+            run(program, feeds, target="e", record=False)
+        with pytest.raises(FeedError, match="'z'"):
+            run(program, {**feeds, "z": 1.0}, target="loss", wrt=frozenset({"x"}), record=False)
+        with pytest.raises(RunError, match="gradient seed has shape"):
+            run(program, feeds, target="e", grad_seed=np.ones(3, np.float32), record=False)
+    seeded = run(program, feeds, target="e", grad_seed=np.ones(50, np.float32), wrt=frozenset({"x"}), record=False)
+    assert seeded.variable_grads["x"].shape == (50,)
+    bad = {**feeds, "x": np.full(50, np.nan, np.float32)}
+    with pytest.raises(NumericsError):
+        run(program, bad, target="loss", wrt=frozenset({"x"}), record=False)

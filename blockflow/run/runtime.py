@@ -118,12 +118,7 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
     program.raise_for_errors()
     if split not in SPLITS:
         raise RunError(f"split must be one of {', '.join(SPLITS)}, not {split!r}")
-    t_slot = None if target is None else program.resolve_target(None if target is _LOSS else target)
-    if t_slot is not None and wrt is None and not record:
-        wrt = program.trainable
-    fetch_slots = tuple(program.resolve_target(f) for f in (fetch or ()))
-    _check_target(program, t_slot, grad_seed)
-    wrt = _checked_wrt(program, wrt)
+    t_slot, wrt, plan = _plan_for(program, fetch, target, grad_seed, wrt, record)
     if variables:
         unknown = sorted(n for n in variables if getattr(program.spec_of(n), "role", None) != "variable")
         if unknown:
@@ -133,11 +128,6 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
         budget, source = memory_budget_of(memory_budget)
     except ValueError as exc:
         raise RunError(f"memory budget: {exc}") from None
-    key = (fetch_slots, t_slot, wrt, record, grad_seed is not None)
-    plans = program.cache("plans")
-    plan = plans.get(key)
-    if plan is None:
-        plan = plans[key] = _new_plan(program, fetch_slots, t_slot, key[2], record)
     feed_list = plan.feed_inputs(feeds)
     # Every array of the run is checked before anything is allocated (the walk is cached per
     # feed-shape signature); during the run the guard counts what blocks reserve.
@@ -148,6 +138,34 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
                             commit, feeds, wrt, step, split, run_seed)
     finally:
         allocation_guard.reset(token)
+
+
+def _plan_for(program: Program, fetch, target, grad_seed, wrt, record):
+    """(target slot, wrt as a frozenset or None, plan) for a kind of run, checked.
+
+    A kind seen before (the same target, wrt and record, no fetch) is found in one look-up: a
+    training step or the editor's repeated run does not resolve and check it again."""
+    simple = not fetch and (wrt is None or type(wrt) is frozenset) and (
+        target is None or target is _LOSS or type(target) is str)
+    if simple:
+        seen_key = (target, wrt, record, grad_seed is None)
+        seen = program.cache("runs").get(seen_key)
+        if seen is not None:
+            return seen
+    t_slot = None if target is None else program.resolve_target(None if target is _LOSS else target)
+    if t_slot is not None and wrt is None and not record:
+        wrt = program.trainable
+    fetch_slots = tuple(program.resolve_target(f) for f in (fetch or ()))
+    _check_target(program, t_slot, grad_seed)
+    wrt = _checked_wrt(program, wrt)
+    key = (fetch_slots, t_slot, wrt, record, grad_seed is not None)
+    plans = program.cache("plans")
+    plan = plans.get(key)
+    if plan is None:
+        plan = plans[key] = _new_plan(program, fetch_slots, t_slot, wrt, record)
+    if simple:
+        program.cache("runs")[seen_key] = (t_slot, wrt, plan)
+    return t_slot, wrt, plan
 
 
 def _check_target(program: Program, t_slot, grad_seed) -> None:
@@ -168,11 +186,11 @@ def _check_target(program: Program, t_slot, grad_seed) -> None:
 
 def _checked_wrt(program: Program, wrt):
     """``wrt`` as a frozenset of node ids on the page (None stays None)."""
-    if wrt is None or isinstance(wrt, frozenset):
+    if wrt is None:
         return wrt
     if isinstance(wrt, str):
         raise RunError(f"wrt must be a collection of node ids, not the string {wrt!r}")
-    wrt = frozenset(wrt)
+    wrt = frozenset(wrt)  # a frozenset is checked too: _plan_for checks a kind of run once
     unknown = sorted(n for n in wrt if program.step(n) is None)
     if unknown:
         raise RunError(f"wrt names nodes that are not on page '{program.page_name}': {', '.join(unknown)}")
@@ -421,15 +439,15 @@ class _Plan:
 
     def package(self, out) -> RunResult:
         values, grads, edges, updates = out
-        res = RunResult(self.program, target=self.target_key, paths=self.paths)
-        res.values = dict(zip(self.value_keys, values))
-        res.grads = dict(zip(self.grad_keys, grads))
-        if self.edge_list:
-            res.edge_grads = dict(zip(self.edge_list, edges))
+        grads = dict(zip(self.grad_keys, grads))
+        wanted = {}
         for node, key in self.wanted_keys:
-            g = res.grads.get(key)
+            g = grads.get(key)
             if g is not None:
-                res.variable_grads[node] = g
+                wanted[node] = g
+        res = RunResult(self.program, dict(zip(self.value_keys, values)), grads,
+                        dict(zip(self.edge_list, edges)) if self.edge_list else {}, wanted, {},
+                        self.target_key, self.paths)
         for st, changed in zip(self.update_steps, updates):
             targets = dict(st.refs)
             for name, value in changed.items():
