@@ -273,3 +273,27 @@ def test_random_streams_are_the_same_numbers_as_before():
         0.2116663829111527, 0.5882094884439646, 0.2943727913227213]
     assert stream_generator(stream_hash("layer/é"), 7, 12, 99).integers(0, 1 << 30, 3).tolist() == [
         462354575, 43928336, 138305295]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_sigmoid_capped_after_gives_the_bits_of_capping_first(dtype):
+    """Sigmoid caps exp's argument after the fact (a comparison pass instead of np.minimum's):
+    the same bits as 1 / (1 + exp(min(-x, cap))), with NaN, infinities, the cap and numbers."""
+    from blocks.math_unary import _EXP_ARG_MAX, _sigmoid
+
+    def capped_first(x):
+        e = np.exp(np.minimum(np.negative(x), _EXP_ARG_MAX[np.dtype(dtype)]))
+        return np.reciprocal(e + np.dtype(dtype).type(1))
+
+    cap = float(_EXP_ARG_MAX[np.dtype(dtype)])
+    edges = [np.nan, np.inf, -np.inf, 0.0, -0.0, -cap, -cap * 1.0001, -cap * 0.9999, cap, 1e4, -1e4]
+    for n in (0, 1, 5, 64, 1000, 50_000):
+        for scale in (1, 30, 300):
+            x = (RNG.normal(size=n) * scale).astype(dtype)
+            x[: min(n, len(edges))] = np.array(edges[:n], dtype)
+            np.testing.assert_array_equal(_sigmoid(x), capped_first(x))
+            np.testing.assert_array_equal(_sigmoid(x[::-2]), capped_first(x[::-2]))
+    for v in (0.3, -1e4, np.nan):
+        number = np.dtype(dtype).type(v)
+        assert repr(_sigmoid(number)) == repr(capped_first(number))
+        np.testing.assert_array_equal(_sigmoid(np.asarray(number)), capped_first(np.asarray(number)))
