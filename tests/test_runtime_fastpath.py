@@ -297,3 +297,48 @@ def test_sigmoid_capped_after_gives_the_bits_of_capping_first(dtype):
         number = np.dtype(dtype).type(v)
         assert repr(_sigmoid(number)) == repr(capped_first(number))
         np.testing.assert_array_equal(_sigmoid(np.asarray(number)), capped_first(np.asarray(number)))
+
+
+@pytest.mark.parametrize("made_once", [True, False])
+def test_a_run_ignores_numpy_errors_and_gives_the_callers_state_back(monkeypatch, made_once):
+    """A run sets numpy's "ignore" error state made once (numpy 2's context variable), or enters
+    np.errstate where that is missing (numpy 1.x): no warning or FloatingPointError from a block
+    that overflows, the NaN/Inf check still names it, and the caller's state is back after."""
+    import warnings
+    if not made_once:
+        monkeypatch.setattr(runtime, "_ERRSTATE", None)
+    program = compile_project(_elementwise_page(8))
+    feeds = {"x": np.full(8, 100.0, np.float32), "b": np.float32([0.5])}
+    before = np.geterr()
+    with np.errstate(all="raise"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        inside = np.geterr()
+        with pytest.raises(NumericsError, match=r"\(Exp\)"):
+            run(program, {"x": np.full(8, 100.0, np.float32), "b": np.float32([1e30])}, target="loss",
+                wrt=frozenset({"x"}), record=False)
+        assert np.geterr() == inside
+        ok = run(program, {**feeds, "x": np.zeros(8, np.float32)}, target="loss", wrt=frozenset({"x"}),
+                 record=False)
+        assert np.isfinite(ok.variable_grads["x"]).all() and np.geterr() == inside
+    assert np.geterr() == before
+
+
+def test_a_run_sees_variables_changed_between_runs():
+    """A plan keeps the list of Variable values it was given while VariableValues.version stays:
+    a value stored, reset to pending or removed in between is what the next run reads."""
+    from diagrams import chain as make
+    project = make(("x", "Placeholder", {"shape": [3]}, None),
+                   ("W", "Variable", {"shape": [3], "initializer": "ones"}, None),
+                   ("m", "Multiply", {}, {"x": "x", "y": "W:ref"}),
+                   ("loss", "Sum", {}, {"input": "m"}))
+    project.pages[0].loss = "loss"
+    program = compile_project(project)
+    feeds = {"x": np.float32([1, 2, 3])}
+    loss = lambda: float(run(program, feeds, fetch=["loss"], record=False).value("loss"))  # noqa: E731
+    assert loss() == 6.0 and loss() == 6.0
+    program.variable_values["W"] = np.float32([2, 2, 2])
+    assert loss() == 12.0
+    spec = program.step("W").spec
+    program.variable_values.add_pending("W", spec, {**program.step("W").attrs, "initializer": "zeros"},
+                                        program.slot(program.slot_of("W", "ref")).type, "W")
+    assert loss() == 0.0

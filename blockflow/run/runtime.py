@@ -32,6 +32,16 @@ from blockflow.spec import AllocationError, ShapeError, TensorType, allocation_g
 
 __all__ = ["RunResult", "all_finite", "run", "run_forward", "run_backward"]
 
+# numpy 2 keeps its error state in a context variable: a run sets an "ignore everything" state
+# made once, where np.errstate builds one on every entry (a cold run spent 6 us there); numpy
+# 1.x has no such variable and gets np.errstate (tests/test_runtime_fastpath.py checks both).
+try:
+    from numpy._core._multiarray_umath import _make_extobj
+    from numpy._core._ufunc_config import _extobj_contextvar as _ERRSTATE
+    _IGNORE_ALL = _make_extobj(all="ignore")
+except ImportError:
+    _ERRSTATE = _IGNORE_ALL = None
+
 _finite = all_finite
 
 
@@ -207,12 +217,19 @@ def _run_planned(program, plan, guard, feed_list, variables, t_slot, grad_seed, 
         if seed.ndim != ttype.rank or any(d is not None and d != n for d, n in zip(ttype.shape, seed.shape)):
             raise RunError(f"the gradient seed has shape {list(seed.shape)} but the target "
                            f"{_slot_name(program, t_slot)} is {ttype}")
-    # one errstate for the run and its check (entering one costs a few us, on a run of 20)
-    with np.errstate(all="ignore"):
+    data = plan.last_data
+    if data.step != step or data.split != split or data.seed != run_seed:
+        data = plan.last_data = DataRequest(step, split, run_seed)
+    # one error state for the run and its check, numpy's "ignore everything" made once
+    token = _ERRSTATE.set(_IGNORE_ALL) if _ERRSTATE is not None else None
+    errstate = np.errstate(all="ignore") if token is None else None
+    if errstate is not None:
+        errstate.__enter__()
+    try:
         buffers = plan.take_buffers()
         faults = _faults() if buffers is None and plan.n_buffers else None
         try:
-            out = plan.fn(var_list, feed_list, seed, DataRequest(step, split, run_seed), guard,
+            out = plan.fn(var_list, feed_list, seed, data, guard,
                           buffers if buffers is not None else [None] * plan.n_buffers)
         finally:
             if buffers is not None:
@@ -222,6 +239,11 @@ def _run_planned(program, plan, guard, feed_list, variables, t_slot, grad_seed, 
         result = plan.package(out)
         if check_numerics:
             plan.check(result, out, variables, feeds, grad_seed, wrt, step, split, run_seed)
+    finally:
+        if token is not None:
+            _ERRSTATE.reset(token)
+        else:
+            errstate.__exit__(None, None, None)
     if commit and result.state_updates:
         plan.commit(result)
     return result
@@ -293,6 +315,12 @@ class _Plan:
         self.feed_steps = [st for st in fwd if st.role == "placeholder"]
         self.feed_dtypes = [slots[st.outputs[0]].type.dtype for st in self.feed_steps]
         self.saved_feeds: dict = {}
+        #: (Placeholder id, dtype) in F's order, for feed_inputs' common case
+        self.feed_spec = tuple((st.node, dtype) for st, dtype in zip(self.feed_steps, self.feed_dtypes))
+        #: (VariableValues.version, the Variables' values in V's order) of the last run
+        self.last_variables = None
+        #: the last run's DataRequest, used again while the step, split and seed stay
+        self.last_data = DataRequest()
         self.state_slots = sorted({s for st in fwd for s in _step_sources(st)
                                    if s is not None and slots[s].state})
         #: where each state slot's value is kept: (Variable node, key) in program.slot_values
@@ -369,6 +397,18 @@ class _Plan:
 
     def variable_inputs(self, variables):
         program = self.program
+        if not variables and not self.state_keys:
+            # the same list while no Variable's value changed (the generated code only reads it)
+            known = self.last_variables
+            store = program.variable_values
+            if known is not None and known[0] == store.version:
+                return known[1]
+            try:
+                values = store.many(self.var_nodes)
+            except KeyError:
+                values = [self._variable(st) for st in self.var_steps]
+            self.last_variables = (store.version, values)
+            return values
         states = [program.slot_values[key] for key in self.state_keys]
         if not variables:
             try:
@@ -399,6 +439,17 @@ class _Plan:
             raise self._memory_error(st, exc, "forward", "making its first value") from None
 
     def feed_inputs(self, feeds):
+        if feeds and type(feeds) is dict and len(feeds) == len(self.feed_spec):
+            # The common case: a value of the Placeholder's dtype for each of this run's
+            # Placeholders and nothing else (as many names as it has, all of them found).
+            out = []
+            for name, dtype in self.feed_spec:
+                value = feeds.get(name)
+                if type(value) is not np.ndarray or value.dtype is not dtype:
+                    break
+                out.append(value)
+            else:
+                return out
         program = self.program
         feeds = feeds or {}
         for name in feeds:
