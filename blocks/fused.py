@@ -68,7 +68,7 @@ def product_sum(a, b, shape, unbroadcast, divide_by=None):
 
     With ``divide_by`` (a value of one element), ``a`` is an array nobody else holds and is first
     divided by it in place: ``a`` then holds ``a / divide_by`` and the sum is of that times ``b``."""
-    if not fusable(a, b, shape):
+    if a.size < _FUSE_MIN_SIZE or not fusable(a, b, shape):  # the size first: tiny ops pay one test
         if divide_by is not None:
             np.true_divide(a, divide_by, out=a)
         return unbroadcast(a * b, shape)

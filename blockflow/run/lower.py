@@ -122,6 +122,7 @@ def lower(program: Program, *, fwd, bwd, paths, target, fetch, record, wanted_gr
                             ((f"g{t}", new(t, "the gradient seed")),), -1))
         if SHARE_GRADIENTS and not record and w.shares:
             w.shared = w.shared_cotangents(paths, bwd, t)
+            w.protected |= {f"g{y}" for y, _ in w.shared.values()}  # read again to scale the shares
         w.wanted = {s for _, s in wanted_grads}
         grad_written = w.backward(paths, bwd, {t}, "g", edge_names if record else None)
     if record:
@@ -170,7 +171,8 @@ class _Writer:
         self.buffers: dict[int, int] = {}
         #: cotangent names holding an array no other name or caller can see (see _accumulate)
         self.owned: set = set()
-        #: cotangent names read after their step's vjp (the gradients the run returns)
+        #: cotangent names read after their step's vjp (the gradients the run returns, those
+        #: that scale a Gradients block's: shared)
         self.protected: set = set()
         #: {output slot: input slot whose array it is written into} (overwrite.in_place_slots)
         self.in_place: dict = {}
@@ -465,7 +467,8 @@ class _Writer:
         """The cotangent name whose array a step's vjp may write its gradient into (its
         ``into_g`` variant), or None: the step has one output, of a fixed large shape, whose
         cotangent the plan alone holds (``owned``) and nobody reads after this vjp (a cotangent
-        is read by its step's vjp only, unless the run returns it: ``protected``)."""
+        is read by its step's vjp only, unless the run returns it or scales shared cotangents
+        by it: ``protected``)."""
         # Not inside a Gradients block: the run's backward may read its cotangents later, scaled
         # (shared_cotangents, decided after the block's backward is written).
         if not VJP_INTO_G or gp != "g" or len(st.outputs) != 1 or getattr(st.spec.vjp, "into_g", None) is None:
