@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["DOT_GRADIENT_SUMS", "FUSE_PRODUCT_SUMS", "fusable", "into_g_position", "product_sum",
+__all__ = ["DOT_GRADIENT_SUMS", "FUSE_MIN_SIZE", "FUSE_PRODUCT_SUMS", "fusable", "into_g_position", "product_sum",
            "sum_of_product", "tree_sum", "writable_like"]
 
 #: sum products without writing them out (off: the product written out, then summed; the tests
@@ -36,7 +36,7 @@ DOT_GRADIENT_SUMS = True
 #: took 1077, 997, 635, 548 and 589 us, the product written out and summed 701 us
 _LEAF = 1 << 18
 #: below this many values the product's array is small and the tree's Python costs more than it
-_FUSE_MIN_SIZE = 1 << 15
+FUSE_MIN_SIZE = 1 << 15
 #: dtypes numpy sums by the same pairwise tree in their own precision (float16 is summed in float32)
 _TREE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -55,7 +55,7 @@ def fusable(a, b, shape) -> bool:
     """Whether ``unbroadcast(a * b, shape)`` is one sum over every value of two contiguous arrays
     of one shape and dtype that numpy sums by its pairwise tree."""
     return (FUSE_PRODUCT_SUMS and type(a) is np.ndarray and type(b) is np.ndarray and a.shape == b.shape
-            and a.size >= _FUSE_MIN_SIZE and a.dtype == b.dtype and a.dtype in _TREE_DTYPES
+            and a.size >= FUSE_MIN_SIZE and a.dtype == b.dtype and a.dtype in _TREE_DTYPES
             and len(shape) <= a.ndim and all(d == 1 for d in shape)
             and a.flags.c_contiguous and b.flags.c_contiguous)
 
@@ -68,7 +68,7 @@ def product_sum(a, b, shape, unbroadcast, divide_by=None):
 
     With ``divide_by`` (a value of one element), ``a`` is an array nobody else holds and is first
     divided by it in place: ``a`` then holds ``a / divide_by`` and the sum is of that times ``b``."""
-    if a.size < _FUSE_MIN_SIZE or not fusable(a, b, shape):  # the size first: tiny ops pay one test
+    if a.size < FUSE_MIN_SIZE or not fusable(a, b, shape):  # the size first: tiny ops pay one test
         if divide_by is not None:
             np.true_divide(a, divide_by, out=a)
         return unbroadcast(a * b, shape)

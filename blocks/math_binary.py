@@ -15,7 +15,7 @@ from blockflow.spec import Input, InputList, Output, ShapeError, TensorType, blo
 from .common import (ONE, ZERO, binary_infer, broadcast_or_none, check_arithmetic, declare, fmt_shape,
                      merge_shapes, negate_fresh)
 from .folding import fold
-from .fused import into_g_position, product_sum, writable_like
+from .fused import FUSE_MIN_SIZE, into_g_position, product_sum, writable_like
 
 
 # The factories below declare their blocks as math_ops, from this module (their source).
@@ -104,6 +104,9 @@ class Multiply:
     forward.ufunc = np.multiply  # what the operator calls; the runtime binds it directly (run/lower.py)
 
     def vjp(g, out, x, y, *, needs):
+        if g.size < FUSE_MIN_SIZE:  # the tiny ops' path: no frame more than before
+            return (unbroadcast(g * y, x.shape) if needs[0] else None,
+                    unbroadcast(g * x, y.shape) if needs[1] else None)
         return (product_sum(g, y, x.shape, unbroadcast) if needs[0] else None,
                 product_sum(g, x, y.shape, unbroadcast) if needs[1] else None)
 

@@ -23,7 +23,7 @@ def _spec(name):
 def small_leaves(monkeypatch):
     """Pieces of at most 256 values: every size below is cut many times, at every depth."""
     monkeypatch.setattr(fused, "_LEAF", 256)
-    monkeypatch.setattr(fused, "_FUSE_MIN_SIZE", 1)
+    monkeypatch.setattr(fused, "FUSE_MIN_SIZE", 1)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -83,7 +83,7 @@ def test_product_sum_divides_in_place_first(monkeypatch, dot):
 
 
 def test_nothing_is_fused_for_float16_ints_or_strided_arrays(monkeypatch):
-    monkeypatch.setattr(fused, "_FUSE_MIN_SIZE", 1)
+    monkeypatch.setattr(fused, "FUSE_MIN_SIZE", 1)
     a = np.ones(100, np.float16)
     assert not fused.fusable(a, a, ())
     i = np.arange(100, dtype=np.int32)
