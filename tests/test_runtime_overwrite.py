@@ -317,3 +317,61 @@ def test_a_run_that_fits_only_in_place_is_not_refused(monkeypatch):
     run(program, feeds, target="loss", wrt=["x"], record=False)
     walk = _plan(program).memory.walk_for(1 << 40, "test", 0, (((n,), (n,)),))
     run(program, feeds, target="loss", wrt=["x"], record=False, memory_budget=walk.peak + 1024)
+
+
+# ------------------------------------------------------------------------------ random diagrams
+
+_UNARY = ("Exp", "Negate", "Tanh", "Sigmoid", "StopGradient", "Square")
+_BINARY = ("Add", "Subtract", "Multiply", "RealDiv")
+
+
+def _random_page(seed, n):
+    """A random diagram of elementwise blocks over two feeds, with full sums (of products too) and a
+    broadcast scalar or two: every value may be read by several blocks, before or after others."""
+    rng = np.random.default_rng(seed)
+    specs = [("x", "Placeholder", {"shape": [n]}, None), ("w", "Placeholder", {"shape": [n]}, None)]
+    full, scalars = ["x", "w"], []
+    for i in range(int(rng.integers(6, 14))):
+        nid = f"v{i}"
+        kind = rng.random()
+        if kind < 0.3:
+            block = str(rng.choice(_UNARY))
+            port = "input" if block == "StopGradient" else "x"
+            specs.append((nid, block, {}, {port: str(rng.choice(full))}))
+            full.append(nid)
+        elif kind < 0.8:
+            block = str(rng.choice(_BINARY))
+            a = str(rng.choice(full))
+            b = str(rng.choice(full + scalars)) if scalars and rng.random() < 0.3 else str(rng.choice(full))
+            if rng.random() < 0.5:
+                a, b = b, a
+            if a in scalars and b in scalars:
+                b = str(rng.choice(full))
+            specs.append((nid, block, {}, {"x": a, "y": b}))
+            full.append(nid)
+        else:
+            specs.append((nid, "Sum", {}, {"input": str(rng.choice(full[2:] or full))}))
+            scalars.append(nid)
+    # the loss: a sum of a product of the last value with w, plus every scalar
+    specs.append(("p", "Multiply", {}, {"x": full[-1], "y": "w"}))
+    specs.append(("loss0", "Sum", {}, {"input": "p"}))
+    last = "loss0"
+    for k, sc in enumerate(scalars):
+        specs.append((f"acc{k}", "Add", {}, {"x": last, "y": sc}))
+        last = f"acc{k}"
+    fetch = [str(v) for v in rng.choice(full[2:], size=min(2, len(full) - 2), replace=False)] if rng.random() < 0.5 else []
+    return chain(*specs), last, fetch
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_diagrams_give_the_plain_paths_bits(monkeypatch, seed):
+    n = 40_000  # over the in-place and the fused sums' sizes
+    project, loss, fetch = _random_page(seed, n)
+    rng = np.random.default_rng(seed + 100)
+    feeds = {"x": (rng.normal(size=n) * 0.3).astype(np.float32), "w": (rng.random(n) + 0.5).astype(np.float32)}
+    keep = {k: v.copy() for k, v in feeds.items()}
+    wrt = [["x"], ["x", "w"], ["w"]][seed % 3]
+    with np.errstate(all="ignore"):
+        _check(monkeypatch, project, feeds, target=loss, wrt=wrt, fetch=fetch, check_numerics=False)
+    for k in feeds:
+        assert feeds[k].tobytes() == keep[k].tobytes()
