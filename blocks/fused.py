@@ -63,8 +63,8 @@ def fusable(a, b, shape) -> bool:
 def product_sum(a, b, shape, unbroadcast, divide_by=None):
     """``unbroadcast(a * b, shape)`` for a gradient, without the product's array when ``shape``
     sums every value (a gradient for a scalar, or a [1, 1] tensor, broadcast over the other):
-    one np.dot (DOT_GRADIENT_SUMS: not numpy's pairwise sum, so not the same bits; within a few
-    units in the last place of it), else numpy's own tree a piece at a time (the same bits).
+    one np.dot (DOT_GRADIENT_SUMS: BLAS's order of summing, not numpy's pairwise tree, so other
+    bits, different by rounding only), else numpy's own tree a piece at a time (the same bits).
 
     With ``divide_by`` (a value of one element), ``a`` is an array nobody else holds and is first
     divided by it in place: ``a`` then holds ``a / divide_by`` and the sum is of that times ``b``."""
