@@ -2,7 +2,8 @@
 
 One module per kind of block: the math_ops blocks are in math_*.py (math_unary, math_binary,
 ...), the array_ops ones in array_*.py, the nn_ops ones in nn_*.py. common.py, conv_groups.py,
-folding.py, window_geometry.py and windows.py hold no block: they are what the block modules share.
+folding.py, fused.py, window_geometry.py and windows.py hold no block: they are what the block
+modules share.
 
 Imports only blockflow.spec and numpy (checked by import-linter).
 """

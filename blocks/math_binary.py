@@ -15,6 +15,7 @@ from blockflow.spec import Input, InputList, Output, ShapeError, TensorType, blo
 from .common import (ONE, ZERO, binary_infer, broadcast_or_none, check_arithmetic, declare, fmt_shape,
                      merge_shapes, negate_fresh)
 from .folding import fold
+from .fused import FUSE_MIN_SIZE, into_g_position, product_sum, writable_like
 
 
 # The factories below declare their blocks as math_ops, from this module (their source).
@@ -50,6 +51,8 @@ class Add:
         return (unbroadcast(g, x.shape) if needs[0] else None,
                 unbroadcast(g, y.shape) if needs[1] else None)
 
+    vjp.reads = ()  # no value, only shapes (run/lower.py may overwrite x, y and z: overwrite.py)
+
 
 @block("Subtract", category="math_ops", aliases=("Sub",))
 class Subtract:
@@ -76,6 +79,8 @@ class Subtract:
         return (unbroadcast(g, x.shape) if needs[0] else None,
                 np.negative(unbroadcast(g, y.shape)) if needs[1] else None)
 
+    vjp.reads = ()  # no value, only shapes (as Add's)
+
 
 @block("Multiply", category="math_ops", aliases=("Mul",))
 class Multiply:
@@ -99,10 +104,33 @@ class Multiply:
     forward.ufunc = np.multiply  # what the operator calls; the runtime binds it directly (run/lower.py)
 
     def vjp(g, out, x, y, *, needs):
-        return (unbroadcast(g * y, x.shape) if needs[0] else None,
-                unbroadcast(g * x, y.shape) if needs[1] else None)
+        if g.size < FUSE_MIN_SIZE:  # the tiny ops' path: no frame more than before
+            return (unbroadcast(g * y, x.shape) if needs[0] else None,
+                    unbroadcast(g * x, y.shape) if needs[1] else None)
+        return (product_sum(g, y, x.shape, unbroadcast) if needs[0] else None,
+                product_sum(g, x, y.shape, unbroadcast) if needs[1] else None)
 
     vjp.fresh_result = True  # new arrays, one per input (run/lower.py, _accumulate)
+    vjp.reads = ("x", "y")  # the values it reads: not out (run/lower.py, _in_place_slots)
+
+    def vjp_into_g(g, out, x, y, *, needs):
+        # g is the run's alone: the first needed input of out's shape and dtype (the rule the
+        # memory plan counts by: run/memplan.py, parts_into) gets its gradient in g's array, the other
+        # one computed first, while g still holds the cotangent
+        pos = into_g_position(out, (x, y), needs)
+        if pos is not None and writable_like(g, out):
+            other = y if pos == 0 else x
+            if np.result_type(g, other) == g.dtype:
+                if pos == 0:
+                    gy = product_sum(g, x, y.shape, unbroadcast) if needs[1] else None
+                    return np.multiply(g, y, out=g), gy
+                gx = product_sum(g, y, x.shape, unbroadcast) if needs[0] else None
+                return gx, np.multiply(g, x, out=g)
+        return Multiply.vjp(g, out, x, y, needs=needs)
+
+    vjp_into_g.fresh_result = True
+    vjp_into_g.reads = vjp.reads
+    vjp.into_g = vjp_into_g
 
 
 @block("RealDiv", category="math_ops", aliases=("Div", "divide"))
@@ -130,19 +158,41 @@ class RealDiv:
     forward.ufunc = np.true_divide  # what the operator calls; the runtime binds it directly (run/lower.py)
 
     def vjp(g, out, x, y, *, needs):
-        gx = gy = None
         q = g / y  # dz/dx = 1/y, and dz/dy = -x/y**2 = -(1/y) * z
-        if needs[0]:
-            gx = unbroadcast(q, x.shape)
-        if needs[1]:
-            if needs[0]:
-                q = q * out
-            else:
-                q *= out  # q is fresh and has out's shape
-            gy = np.negative(unbroadcast(q, y.shape))
-        return gx, gy
+        return _realdiv_parts(q, out, x, y, needs)
 
     vjp.fresh_result = True  # new arrays, one per input (run/lower.py, _accumulate)
+    vjp.reads = ("y", "out")  # the values it reads: not x (run/lower.py, _in_place_slots)
+
+    def vjp_into_g(g, out, x, y, *, needs):
+        # g is the run's alone: q = g / y is written into it, and is dx when x has out's shape
+        # and dtype, else dy when y has (into_g_position, the rule the memory plan counts by)
+        if not writable_like(g, out) or np.result_type(g, y) != g.dtype:
+            return RealDiv.vjp(g, out, x, y, needs=needs)
+        if needs[1] and y.size == 1 and y.shape != out.shape and (not needs[0] or x.shape == out.shape):
+            # dy sums q * z over everything: q is made a piece at a time with that sum
+            gy = negate_fresh(product_sum(g, out, y.shape, unbroadcast, divide_by=y))
+            return (g if needs[0] else None), gy
+        return _realdiv_parts(np.true_divide(g, y, out=g), out, x, y, needs)
+
+    vjp_into_g.fresh_result = True
+    vjp_into_g.reads = vjp.reads
+    vjp.into_g = vjp_into_g
+
+
+def _realdiv_parts(q, out, x, y, needs):
+    """(dx, dy) from q = g / y, an array of out's shape that nobody else holds."""
+    gx = gy = None
+    if needs[0]:
+        gx = unbroadcast(q, x.shape)
+    if needs[1]:
+        if gx is q or y.shape != out.shape:
+            # q is dx's array, or dy is a sum (then a piece of the product at a time)
+            gy = negate_fresh(product_sum(q, out, y.shape, unbroadcast))
+        else:
+            q *= out
+            gy = negate_fresh(q)
+    return gx, gy
 
 
 @block("AddN", category="math_ops")

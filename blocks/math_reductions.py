@@ -12,6 +12,7 @@ import numpy as np
 from blockflow.spec import Attr, Input, Output, ShapeError, TensorType, block, normalize_axis, reduce_shape
 
 from .common import BOOL, FLOAT_NAMES, ONE, declare, like, single_int
+from .fused import fusable, sum_of_product
 
 
 # The factories below declare their blocks as math_ops, from this module (their source).
@@ -36,6 +37,8 @@ _VIEW_MIN_SIZE = 4096
 
 def _spread(g, x, axes, keep_dims):
     """The cotangent ``g`` of a reduction of ``x`` over ``axes``, repeated to x's shape."""
+    if x.size >= _VIEW_MIN_SIZE and np.size(g) == 1:
+        return _repeated(g, x.shape)
     if not keep_dims and axes is not None:
         g = g.reshape(_kept_shape(x.shape, axes))
     if x.size >= _VIEW_MIN_SIZE:
@@ -43,6 +46,16 @@ def _spread(g, x, axes, keep_dims):
     out = np.empty(x.shape, x.dtype)
     out[...] = g
     return out
+
+
+def _repeated(g, shape):
+    """The one value of ``g`` as a read-only array of ``shape`` (every stride 0): what
+    np.broadcast_to makes, without its Python layers (a few us a call, as much as the rest of a
+    reduction's gradient)."""
+    g = np.asarray(g)
+    view = np.ndarray(shape, g.dtype, g, 0, (0,) * len(shape))
+    view.flags.writeable = False
+    return view
 
 
 def _kept_shape(shape, axes):
@@ -112,6 +125,19 @@ class Sum:
 
     def vjp(g, out, x, axis, *, keep_dims):
         return (_spread(g, x, _axes(axis, x.ndim), keep_dims), None)
+
+    vjp.reads = ()  # x's shape and dtype only, no value (run/overwrite.py)
+
+    def of_product(a, b, axis, *, keep_dims):
+        # Sum.forward(a * b, ...), what the runtime calls for a Multiply only this Sum reads
+        # (run/overwrite.py, product_sums): bit for bit, without the product's array when the
+        # sum is over every value
+        if axis is None and fusable(a, b, ()):
+            total = sum_of_product(a, b)
+            return np.reshape(total, (1,) * a.ndim) if keep_dims else total
+        return Sum.forward(a * b, axis, keep_dims=keep_dims)
+
+    forward.of_product = of_product
 
 
 @block("Mean", category="math_ops", aliases=("ReduceMean", "reduce_mean"))

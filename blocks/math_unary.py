@@ -13,6 +13,7 @@ import numpy as np
 from blockflow.spec import Attr, Input, Output, TensorType, block
 
 from .common import ONE, declare, like, negate_fresh, typed
+from .fused import writable_like
 
 
 # The factories below declare their blocks as math_ops, from this module (their source).
@@ -67,6 +68,7 @@ def _times(deriv):
 
 Negate = _unary("Negate", np.negative, lambda g, out, x: (np.negative(g),), dtype="number",
                 aliases=("Neg", "negative"), rule="dx = −g", doc="""Elementwise ``-x``.""")
+Negate.vjp.reads = ()  # no value of x or y (run/overwrite.py)
 
 
 def _square_vjp(g, out, x):
@@ -88,9 +90,20 @@ def _exp_vjp(g, out, x):
     return (g * out,)
 
 
+def _exp_vjp_into_g(g, out, x):
+    if writable_like(g, out):  # the run's own cotangent: the gradient in its array
+        return (np.multiply(g, out, out=g),)
+    return (g * out,)
+
+
 # The vjps marked fresh_result return new arrays, one per input, never an input or a view of
-# one: the runtime may add into them in place (run/lower.py, _accumulate).
-_exp_vjp.fresh_result = True
+# one: the runtime may add into them in place (run/lower.py, _accumulate). ``reads`` names the
+# arguments whose values a vjp reads (here not x, which the runtime may then overwrite:
+# run/lower.py, _in_place_slots); ``into_g`` is the variant the runtime calls with a cotangent
+# that it alone holds.
+_exp_vjp.fresh_result = _exp_vjp_into_g.fresh_result = True
+_exp_vjp.reads = _exp_vjp_into_g.reads = ("out",)
+_exp_vjp.into_g = _exp_vjp_into_g
 
 
 Exp = _unary("Exp", np.exp, _exp_vjp, rule="dx = g · y", doc="""
@@ -110,6 +123,7 @@ def _tanh_vjp(g, out, x):
 
 
 _tanh_vjp.fresh_result = True
+_tanh_vjp.reads = ("out",)
 
 
 Tanh = _unary("Tanh", np.tanh, _tanh_vjp, rule="dx = g · (1 − y²)", doc="""Elementwise hyperbolic tangent.""")

@@ -10,6 +10,7 @@ import numpy as np
 from blockflow.spec import Input, Output, ShapeError, TensorType, block
 
 from .common import reduce_max, reduce_min
+from .fused import writable_like
 
 
 # Largest row sum of exp(x) the unshifted fast path takes (see exp_rows): 1/tiny, far enough
@@ -116,6 +117,19 @@ class Softmax:
         return (buf,)
 
     vjp.fresh_result = True  # a new array (run/lower.py, _accumulate)
+    vjp.reads = ("out",)  # not logits (run/lower.py, _in_place_slots)
+
+    def vjp_into_g(g, out, logits):
+        # the run's own cotangent: the same passes, written into its array
+        if not writable_like(g, out):
+            return Softmax.vjp(g, out, logits)
+        np.subtract(g, np.einsum("...j,...j->...", g, out)[..., None], out=g)
+        g *= out
+        return (g,)
+
+    vjp_into_g.fresh_result = True
+    vjp_into_g.reads = vjp.reads
+    vjp.into_g = vjp_into_g
 
 
 @block("LogSoftmax", category="nn_ops")

@@ -7,6 +7,7 @@ import pytest
 
 import blockflow.run.lower as lower
 import blockflow.run.runtime as runtime
+import blockflow_blocks.fused as fused
 from blockflow.compile.compiler import compile_project
 from blockflow.errors import NumericsError
 from blockflow.run.runtime import all_finite, run
@@ -60,10 +61,11 @@ def _elementwise_page(n):
 
 
 def _results(monkeypatch, fast, project, feeds, **kw):
-    monkeypatch.setattr(lower, "BIND_UFUNCS", fast)
-    monkeypatch.setattr(lower, "DIRECT_KEYWORDS", fast)
-    monkeypatch.setattr(lower, "REUSE_BUFFERS", fast)
-    monkeypatch.setattr(lower, "ADD_IN_PLACE", fast)
+    for switch in ("BIND_UFUNCS", "DIRECT_KEYWORDS", "REUSE_BUFFERS", "ADD_IN_PLACE", "VJP_INTO_G", "FORWARD_IN_PLACE",
+                   "SUM_OF_PRODUCTS", "BOUND_SEED"):
+        monkeypatch.setattr(lower, switch, fast)
+    monkeypatch.setattr(fused, "FUSE_PRODUCT_SUMS", fast)
+    monkeypatch.setattr(fused, "DOT_GRADIENT_SUMS", False)  # changes the bits: tests/test_fused_grads.py
     monkeypatch.setattr(runtime, "KEEP_ARRAYS", fast)
     program = compile_project(project)  # a new program: plans are cached per program
     out = []
@@ -82,8 +84,12 @@ def test_bound_ufuncs_give_bit_identical_values_and_gradients(monkeypatch, n):
     ns = next(iter(plans)).fn.__globals__
     assert ns[f"f{program.step('a').index}"] is np.add and ns[f"f{program.step('t').index}"] is np.tanh
     fast_plan = [p for p in plans if not p.record][0]
-    # t, m, a, s, e, d: not n (Sigmoid, not a ufunc, reads it)
-    assert fast_plan.n_buffers == (6 if n >= lower.REUSE_MIN_SIZE else 0)
+    # t, m, s, d: not n (Sigmoid, not a ufunc, reads it); a is written into m's array and e into
+    # s's (nothing reads m or s again: overwrite.in_place_slots)
+    assert fast_plan.n_buffers == (4 if n >= lower.REUSE_MIN_SIZE else 0)
+    if n >= lower.IN_PLACE_MIN_SIZE:
+        m, s = program.step("m").outputs[0], program.step("s").outputs[0]
+        assert f"out=s{m})" in fast_plan.source and f"out=s{s})" in fast_plan.source
     _, plain = _results(monkeypatch, False, project, feeds, wrt=["x", "b"])
     for (fv, fg, fw), (pv, pg, pw) in zip(fast, plain):
         for f, p in ((fv, pv), (fg, pg), (fw, pw)):

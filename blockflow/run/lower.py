@@ -19,8 +19,9 @@ import numpy as np
 from blockflow.compile.gradpaths import GradientPaths
 from blockflow.compile.program import Program, Step
 from blockflow.project import Edge
-from blockflow.run.memplan import RESIDENT, Line, MemoryPlan, alias, new, value_dependent
+from blockflow.run.memplan import RESIDENT, Line, MemoryPlan, alias, new, parts_into, value_dependent
 from blockflow.run.memplan import parts as memparts
+from blockflow.run.overwrite import in_place_slots, product_sums, reusable_slots
 from blockflow.spec import TensorType
 
 __all__ = ["KeptArrays", "Lowered", "lower", "parts_of_updates"]
@@ -34,6 +35,22 @@ DIRECT_KEYWORDS = True
 REUSE_BUFFERS = True
 #: add a large gradient into a vjp's own new array (off: ``a + b``, a new array)
 ADD_IN_PLACE = True
+#: call a vjp's ``into_g`` variant when the run alone holds its cotangent: the gradient is
+#: written into the cotangent's array (off: the plain vjp, new arrays)
+VJP_INTO_G = True
+#: write an elementwise step's result into an input's array when nothing reads that input again
+#: (overwrite.in_place_slots; off: a new array)
+FORWARD_IN_PLACE = True
+#: compute a sum over every value of a product that nothing else reads from its factors, a
+#: piece at a time (overwrite.product_sums; off: the product written out, then summed)
+SUM_OF_PRODUCTS = True
+#: seed a gradient with a copy of a ones array bound once (off: np.ones_like of the target)
+BOUND_SEED = True
+#: the smallest value (in elements) written in place: below it numpy's call costs more than the
+#: memory saved
+IN_PLACE_MIN_SIZE = 1 << 12
+#: the largest seed bound as a ones array (a copy of a larger one costs what np.ones_like does)
+_SEED_MAX_SIZE = 1 << 12
 #: let the run's backward take a Gradients block's cotangents, scaled, where they are its own
 #: (see _Writer.shared_cotangents; off: the backward computes them again)
 SHARE_GRADIENTS = True
@@ -83,17 +100,29 @@ def lower(program: Program, *, fwd, bwd, paths, target, fetch, record, wanted_gr
     handler, random streams and cursor names.
     """
     w = _Writer(program, fail, rng)
-    if REUSE_BUFFERS and not record:
-        w.reusable = _reusable_slots(program, fwd, set(fetch) | ({target} if target is not None else set()))
+    returned = set(fetch) | ({target} if target is not None else set())
+    if not record:
+        if SUM_OF_PRODUCTS:
+            w.fused = product_sums(program, fwd, returned, bind=BIND_UFUNCS, min_size=IN_PLACE_MIN_SIZE)
+        fused = list(w.fused.values())
+        if FORWARD_IN_PLACE:
+            w.in_place = in_place_slots(program, fwd, returned, bind=BIND_UFUNCS, min_size=IN_PLACE_MIN_SIZE,
+                                        fused=fused)
+        if REUSE_BUFFERS:
+            w.reusable = reusable_slots(program, fwd, returned, w.in_place, bind=BIND_UFUNCS, min_size=REUSE_MIN_SIZE,
+                                        max_bytes=REUSE_MAX_BYTES, nbytes=_nbytes, fused=fused)
+        # the gradients the caller gets are never written into
+        w.protected = {f"g{s}" for _, s in wanted_grads}
     update_names = w.forward(fwd, var_steps, feed_steps, state_slots)
     edge_names: list[tuple[str, Edge]] = []
     grad_written: set[int] = set()
     if target is not None:
         t = target
-        w.lines.append(Line(f"_n = -1; g{t} = G0 if G0 is not None else _ones(s{t})", {f"s{t}"}, {f"g{t}"},
+        w.lines.append(Line(f"_n = -1; g{t} = G0 if G0 is not None else {w.ones(t)}", {f"s{t}"}, {f"g{t}"},
                             ((f"g{t}", new(t, "the gradient seed")),), -1))
         if SHARE_GRADIENTS and not record and w.shares:
             w.shared = w.shared_cotangents(paths, bwd, t)
+            w.protected |= {f"g{y}" for y, _ in w.shared.values()}  # read again to scale the shares
         w.wanted = {s for _, s in wanted_grads}
         grad_written = w.backward(paths, bwd, {t}, "g", edge_names if record else None)
     if record:
@@ -137,11 +166,19 @@ class _Writer:
                          "_FILES": program.files, "_iadd": _iadd, "_keep": _keep}
         self.lines: list[Line] = []  # code, names read and written, what they hold, the step cursor
         self.prevented_by_gradients = None
-        #: slots whose arrays are kept across runs (_reusable_slots), and the buffer index of each
+        #: slots whose arrays are kept across runs (overwrite.reusable_slots), and the buffer index of each
         self.reusable: set = set()
         self.buffers: dict[int, int] = {}
         #: cotangent names holding an array no other name or caller can see (see _accumulate)
         self.owned: set = set()
+        #: cotangent names read after their step's vjp (the gradients the run returns, those
+        #: that scale a Gradients block's: shared)
+        self.protected: set = set()
+        #: {output slot: input slot whose array it is written into} (overwrite.in_place_slots)
+        self.in_place: dict = {}
+        #: {Sum step index: the Multiply step whose product it sums} (overwrite.product_sums)
+        self.fused: dict = {}
+        self._unmade = None
         #: what each Gradients block differentiated: (step index, its ys slot, its cotangents'
         #: prefix, its GradientPaths, the slots it wrote a cotangent for)
         self.shares: list = []
@@ -149,6 +186,16 @@ class _Writer:
         #: block's scaled (shared_cotangents); the slots whose gradients the run returns
         self.shared: dict = {}
         self.wanted: set = set()
+
+    def ones(self, slot) -> str:
+        """Code for a gradient seed of ones shaped like ``slot``'s value: a copy of a ones array
+        bound once when its type is fully known (np.ones_like of a numpy scalar costs ~5 us)."""
+        t = self.slots[slot].type
+        if not BOUND_SEED or None in t.shape or math.prod(t.shape) > _SEED_MAX_SIZE:
+            return f"_ones(s{slot})"
+        name = f"o{slot}"
+        self.ns[name] = np.ones(t.shape, t.dtype)
+        return f"{name}.copy()"
 
     def arg(self, slot):
         """(expression, names read) for reading a slot: a local, or a constant bound in ns."""
@@ -201,9 +248,21 @@ class _Writer:
                 args = ", ".join([f"F[{feed_index[st.index]}]"] + kw)
                 lines.append(Line(f"_n = {st.index}; {outs[0]} = {fname}({args})",
                                   set(), set(outs), ((outs[0], RESIDENT),), st.index))
+            elif st.index in self.unmade:
+                # a product only a sum reads, made there from its factors: its name holds the first
+                # factor, whose shape and dtype it has (no vjp reads its value: overwrite.product_sums)
+                a, reads = self.arg(st.flat_input(0))
+                lines.append(Line(f"{outs[0]} = {a}", reads, set(outs), ((outs[0], alias(a) if reads else RESIDENT),)))
             else:
                 self._block_call(st, update_names)
         return update_names
+
+    @property
+    def unmade(self) -> set:
+        """The indices of the Multiply steps whose product is never written out."""
+        if self._unmade is None:
+            self._unmade = {m.index for m in self.fused.values()}
+        return self._unmade
 
     def _bind_forward(self, st: Step) -> tuple[str, list]:
         """(the name a step's forward is bound to, the keyword arguments to call it with)."""
@@ -241,6 +300,12 @@ class _Writer:
         fname, kw = self._bind_forward(st)
         outs = [f"s{o}" for o in st.outputs]
         parts, reads = self.call_args(st)
+        m = self.fused.get(st.index)
+        if m is not None:  # the sum of a product from its factors
+            fname = f"f{st.index}p"
+            self.ns[fname] = st.spec.forward.of_product
+            factors, reads = self.call_args(m)
+            parts = factors + parts[1:]
         parts += kw
         if "rng" in st.spec.forward_context:
             parts.append(f"rng=_R({st.index}, D)")
@@ -250,13 +315,18 @@ class _Writer:
             parts.append("files=_FILES")
         target = _struct_expr(st, "s", lambda o: True, assign=True) if outs else "_"
         keep = ""
-        if len(st.outputs) == 1 and st.outputs[0] in self.reusable:
+        binds = [(f"s{o}", new(o, f"output '{slots[o].port}'")) for o in st.outputs]
+        if len(st.outputs) == 1 and st.outputs[0] in self.in_place:
+            # nothing reads the input's value again: the result goes into its array
+            src = f"s{self.in_place[st.outputs[0]]}"
+            parts.append(f"out={src}")
+            binds = [(outs[0], alias(src))]
+        elif len(st.outputs) == 1 and st.outputs[0] in self.reusable:
             # the first run makes the array (with numpy's own dtype and shape), later runs write into it
             k = self.buffers.setdefault(st.outputs[0], len(self.buffers))
             parts.append(f"out=B[{k}]")
             keep = f"; B[{k}] = B[{k}] if B[{k}] is not None else _keep({target}, B)"
         writes = set(outs)
-        binds = [(f"s{o}", new(o, f"output '{slots[o].port}'")) for o in st.outputs]
         if st.refs:
             target = f"({target}, u{st.index})"
             writes.add(f"u{st.index}")
@@ -377,7 +447,8 @@ class _Writer:
         if "needs" in spec.vjp_context:
             kw["needs"] = _needs_by_input(st, needs_flat)
         bname = f"b{st.index}_{len(self.ns)}"
-        self.ns[bname], kwparts = self._keywords(spec.vjp, kw, bname)
+        into_g = self._into_g(st, gp)
+        self.ns[bname], kwparts = self._keywords(spec.vjp if into_g is None else spec.vjp.into_g, kw, bname)
         parts += kwparts
         r = f"{gp}r{st.index}"
         at = -2 - st.index
@@ -387,9 +458,28 @@ class _Writer:
                 decl = spec.inputs[pos]
                 port = decl.port(idx) if idx is not None else decl.name
                 made.append(((pos, idx), st.flat_input(j), f"the gradient of input '{port}'"))
+        held = memparts(made) if into_g is None else parts_into(made, into_g, st.outputs[0])
         self.lines.append(Line(f"_n = {at}; {r} = {bname}({gexpr}, {oexpr}, {', '.join(parts)})",
-                               reads, {r}, ((r, memparts(made)),), at))
+                               reads, {r}, ((r, held),), at))
         return r
+
+    def _into_g(self, st: Step, gp) -> str | None:
+        """The cotangent name whose array a step's vjp may write its gradient into (its
+        ``into_g`` variant), or None: the step has one output, of a fixed large shape, whose
+        cotangent the plan alone holds (``owned``) and nobody reads after this vjp (a cotangent
+        is read by its step's vjp only, unless the run returns it or scales shared cotangents
+        by it: ``protected``)."""
+        # Not inside a Gradients block: the run's backward may read its cotangents later, scaled
+        # (shared_cotangents, decided after the block's backward is written).
+        if not VJP_INTO_G or gp != "g" or len(st.outputs) != 1 or getattr(st.spec.vjp, "into_g", None) is None:
+            return None
+        o = st.outputs[0]
+        name, t = f"{gp}{o}", self.slots[o].type
+        if name not in self.owned or name in self.protected or None in t.shape \
+                or math.prod(t.shape) < IN_PLACE_MIN_SIZE:
+            return None
+        self.owned.discard(name)  # its array is the vjp's now
+        return name
 
     def _accumulate(self, st: Step, j: int, r: str, gp, grad_written, edge_names) -> None:
         """Add the vjp's part for flat input ``j`` to its source slot's cotangent (kept under a
@@ -441,7 +531,7 @@ class _Writer:
                 seed, reads = self.arg(seeds_in[i])
                 held = alias(seed) if reads else RESIDENT
             else:
-                seed, reads, held = f"_ones(s{y})", {f"s{y}"}, made
+                seed, reads, held = self.ones(y), {f"s{y}"}, made
             name = f"{gp}{y}"
             if y in seeded:
                 lines.append(Line(f"_n = {st.index}; {name} = {name} + {seed}", reads | {name}, {name},
@@ -518,43 +608,6 @@ def _iadd(a, b):
             and a.flags.writeable:
         return np.add(a, b, out=a)
     return a + b
-
-
-def _bound_ufunc(st: Step) -> bool:
-    """Whether the plan calls this step's ufunc itself (see _Writer._bind_forward)."""
-    return (BIND_UFUNCS and getattr(st.spec.forward, "ufunc", None) is not None and not st.attrs
-            and not st.spec.forward_context and not st.refs)
-
-
-def _reusable_slots(program: Program, fwd, returned: set) -> set:
-    """The slots whose arrays a plan can keep and overwrite in the next run.
-
-    A value qualifies when its step's forward is a bound ufunc (it can write into ``out=``), its
-    shape is fixed and large, the run does not return it, and no block can hand it on: every
-    block reading it (forward, and its vjp) is a bound ufunc or a block whose forward says
-    ``fresh_result`` (Sum, Mean), whose results and gradients are new arrays (or the cotangent),
-    never a view of an input. So no array the caller gets back, now or later, is a kept buffer.
-    """
-    slots = program.slots
-    readers: dict[int, list] = {}
-    for st in program.steps:
-        for j in range(len(st.in_edges)):
-            readers.setdefault(st.flat_input(j), []).append(st)
-    out, total = set(), 0
-    for st in fwd:
-        if not _bound_ufunc(st) or len(st.outputs) != 1:
-            continue
-        o = st.outputs[0]
-        t = slots[o].type
-        if o in returned or slots[o].state or None in t.shape or math.prod(t.shape) < REUSE_MIN_SIZE:
-            continue
-        if not all(_bound_ufunc(r) or getattr(r.spec.forward, "fresh_result", False) for r in readers.get(o, ())):
-            continue
-        total += _nbytes(t)
-        if total > REUSE_MAX_BYTES:
-            break
-        out.add(o)
-    return out
 
 
 def _needs_by_input(st: Step, needs_flat) -> tuple:

@@ -36,8 +36,8 @@ from blockflow.budget import ENV_VAR, format_size
 from blockflow.errors import MemoryLimitError
 from blockflow.spec import MAX_TENSOR_BYTES, AllocationError, TensorType
 
-__all__ = ["Line", "RESIDENT", "new", "parts", "alias", "MemoryPlan", "RunGuard", "value_dependent",
-           "concrete_types"]
+__all__ = ["Line", "RESIDENT", "new", "parts", "parts_into", "alias", "MemoryPlan", "RunGuard",
+           "value_dependent", "concrete_types"]
 
 #: One line of a plan's code: ``binds`` is ((name, effect), ...) for the names it binds, ``at``
 #: the step cursor while it runs (a step index; -1 the gradient seed; -2-i step i's vjp), ``frees``
@@ -56,6 +56,13 @@ def new(slot: int, label: str) -> tuple:
 def parts(items) -> tuple:
     """The name holds a vjp's result: a new array per ``(part, slot, label)``."""
     return ("parts", tuple(items))
+
+
+def parts_into(items, name: str, out_slot: int) -> tuple:
+    """The name holds the result of a vjp's ``into_g`` variant, called with the cotangent
+    ``name`` of ``out_slot``: like :func:`parts`, but the first part whose input has the output's
+    shape and dtype (blocks/fused.py, into_g_position) is the cotangent's array, not a new one."""
+    return ("into", tuple(items), name, out_slot)
 
 
 def alias(name: str, part=None) -> tuple:
@@ -220,7 +227,11 @@ class MemoryPlan:
                 continue
             items = ((None, effect[1], effect[2]),) if kind == "new" else effect[1]
             held_parts = {}
+            into = _into_part(effect, types, ledger) if kind == "into" else None
             for part, slot, label in items:
+                if into is not None and part == into[0]:
+                    held_parts[part] = into[1]  # the cotangent's array: nothing new
+                    continue
                 size = nbytes(types[slot])
                 if size is None:
                     size = 0
@@ -237,6 +248,21 @@ class MemoryPlan:
     def _fail(self, at, message):
         node, phase = self.where(at)
         raise MemoryLimitError(node, message, phase)
+
+
+def _into_part(effect, types, ledger: "_Ledger"):
+    """(part, buffer) for the part of an ``into_g`` vjp's result written into its cotangent's
+    array, or None: the first part whose input's type has the output's shape and dtype."""
+    _, items, name, out_slot = effect
+    held = ledger.holds.get(name, {})
+    if len(held) != 1:  # the cotangent holds no counted array (or the parts of several)
+        return None
+    want = types[out_slot]
+    for part, slot, _ in items:
+        t = types[slot]
+        if None not in t.shape and t.shape == want.shape and t.dtype == want.dtype:
+            return part, next(iter(held.values()))
+    return None
 
 
 _RAISE = f"raise it with --memory-budget SIZE or the {ENV_VAR} environment variable (docs/limits.md)"
