@@ -374,3 +374,22 @@ def test_softplus_of_float32_is_within_half_an_ulp_and_as_logaddexp_at_the_edges
         np.testing.assert_array_equal(forward(grid[:, ::2]), np.logaddexp(grid[:, ::2], np.float32(0)))
         for v in (np.float32(0.5), np.float64(0.5), np.float16([0.5, -3.0]), np.float64([0.5, 1e3])):
             assert repr(forward(v)) == repr(np.logaddexp(v, np.asarray(0, np.asarray(v).dtype)))
+
+
+def test_all_finite_many_agrees_with_all_finite():
+    from blockflow.run.numerics import all_finite_many
+    arrays = [RNG.normal(size=s).astype(d) for s, d in (((3, 4), "float32"), (7, "float64"), (5, "float16"),
+                                                        ((), "float32"), (0, "float32"), (4, "int32"))]
+    arrays += [np.float32(2.5), 3.0, np.asfortranarray(RNG.normal(size=(3, 5)))]
+    assert all_finite_many(arrays[:4], arrays[4:]) and all_finite_many([], [])
+    for i, a in enumerate(arrays):
+        for bad in (np.nan, np.inf, -np.inf):
+            if np.asarray(a).dtype.kind != "f" or np.size(a) == 0:
+                continue
+            if isinstance(a, np.ndarray):
+                b = np.array(a, copy=True, order="K")
+                b[(-1,) * b.ndim] = bad
+            else:
+                b = type(a)(bad)
+            changed = arrays[:i] + [b] + arrays[i + 1:]
+            assert not all_finite_many(changed[:3], changed[3:]), (i, bad)

@@ -26,7 +26,7 @@ from blockflow.compile.program import Program, Step
 from blockflow.datafiles import SPLITS, DataRequest
 from blockflow.errors import BlockExecutionError, FeedError, MemoryLimitError, NumericsError, RunError
 from blockflow.run.lower import KeptArrays, lower
-from blockflow.run.numerics import all_finite, what_is_not_finite as _what
+from blockflow.run.numerics import all_finite, all_finite_many, what_is_not_finite as _what
 from blockflow.run.memplan import RunGuard
 from blockflow.spec import AllocationError, ShapeError, TensorType, allocation_guard, fit_dtype
 
@@ -583,7 +583,7 @@ class _Plan:
         """Raise NumericsError naming the first node whose output (or gradient) is not finite."""
         values, grads, _, _ = out
         if not self.record:
-            if all(_finite(v) for v in values) and all(_finite(g) for g in grads):
+            if all_finite_many(values, grads):
                 return
             # Something went wrong: replay recording everything; its check raises, naming where it started.
             guard = allocation_guard.get()
