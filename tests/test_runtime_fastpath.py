@@ -393,3 +393,23 @@ def test_all_finite_many_agrees_with_all_finite():
                 b = type(a)(bad)
             changed = arrays[:i] + [b] + arrays[i + 1:]
             assert not all_finite_many(changed[:3], changed[3:]), (i, bad)
+
+
+def test_a_large_product_with_a_transposed_right_operand_gives_the_same_bits(monkeypatch):
+    """MatMul computes a large ``a @ bᵀ`` as ``(b @ aᵀ)ᵀ`` copied to C order: the same values
+    (each element the same sum), a C-ordered result, forward (transpose_b) and backward."""
+    import blocks.math_matmul as mm
+    a = RNG.normal(size=(64, 256)).astype(np.float32)
+    w = RNG.normal(size=(300, 256)).astype(np.float32)
+    g = RNG.normal(size=(64, 300)).astype(np.float32)
+    results = {}
+    for swap in (False, True):
+        monkeypatch.setattr(mm, "SWAP_TRANSPOSED", swap)
+        fwd = mm.MatMul.forward(a, w, transpose_a=False, transpose_b=True)
+        ga, gb = mm.MatMul.vjp(g, fwd, a, w.T.copy(), transpose_a=False, transpose_b=False, needs=(True, True))
+        results[swap] = (fwd, ga, gb)
+        assert fwd.flags.c_contiguous and ga.flags.c_contiguous
+    for plain, swapped in zip(results[False], results[True]):
+        np.testing.assert_array_equal(swapped, plain)
+    small = mm.MatMul.forward(a[:4, :8], w[:5, :8], transpose_a=False, transpose_b=True)
+    np.testing.assert_array_equal(small, a[:4, :8] @ w[:5, :8].T)
