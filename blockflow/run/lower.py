@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import keyword
 import math
-import mmap
 from dataclasses import dataclass
 from functools import partial
 
@@ -19,9 +18,11 @@ import numpy as np
 from blockflow.compile.gradpaths import GradientPaths
 from blockflow.compile.program import Program, Step
 from blockflow.project import Edge
+from blockflow.run.kept import KeptArrays, add_into, keep_array
 from blockflow.run.memplan import RESIDENT, Line, MemoryPlan, alias, new, parts_into, value_dependent
 from blockflow.run.memplan import parts as memparts
 from blockflow.run.overwrite import in_place_slots, product_sums, reusable_slots
+from blockflow.run.shared_grads import shared_cotangents
 from blockflow.spec import TensorType
 
 __all__ = ["KeptArrays", "Lowered", "lower", "parts_of_updates"]
@@ -163,7 +164,7 @@ class _Writer:
         self.program = program
         self.slots = program.slots
         self.ns: dict = {"_fail": fail, "_ones": np.ones_like, "_zeros": np.zeros_like, "_R": rng,
-                         "_FILES": program.files, "_iadd": _iadd, "_keep": _keep}
+                         "_FILES": program.files, "_iadd": add_into, "_keep": keep_array}
         self.lines: list[Line] = []  # code, names read and written, what they hold, the step cursor
         self.prevented_by_gradients = None
         #: slots whose arrays are kept across runs (overwrite.reusable_slots), and the buffer index of each
@@ -373,65 +374,9 @@ class _Writer:
         self.owned.add(f"g{o}")  # a product is a new array
 
     def shared_cotangents(self, paths, bwd, target) -> dict:
-        """The slots whose cotangent in the run's backward is a Gradients block's times one number.
-
-        A Gradients block on a scalar ``L`` (seeded with ones) has computed, during the forward,
-        ``h(s) = dL/ds`` for the slots ``s`` between its xs and ``L``. When the run's gradient
-        reaches ``s`` only through ``L`` (every wire out of ``s`` that carries the run's gradient
-        carries the block's, and the other way round, into a step whose outputs all qualify),
-        linearity gives ``g(s) = g(L) * h(s)``: one product instead of the backward through the
-        same blocks again (FGSM's clean loss: the tf.gradients of the input and the training
-        step's gradient share that pass, as a hand-written numpy step does). The product is the
-        same number as the repeated pass where ``g(L)`` is a power of two, and otherwise differs
-        only in rounding."""
-        slots, steps = self.slots, self.program.steps
-        written = self._cotangents_written(paths, bwd, target)
-        readers: dict[int, list] = {}
-        for st in steps:
-            for j in range(len(st.in_edges)):
-                src = st.flat_input(j)
-                if src is not None:
-                    readers.setdefault(src, []).append((st, j))
-        out: dict = {}
-        for index, y, prefix, inner, inner_written in self.shares:
-            if y not in written or y == target or slots[y].type.shape != ():
-                continue
-            dtype = slots[y].type.dtype
-            mine = {y}
-            for st in reversed(steps[:index]):
-                for o in st.outputs:
-                    if (o in inner_written and o in written and o != target and slots[o].type.dtype == dtype
-                            and self._only_through(o, index, paths, inner, readers, written, inner_written, mine)):
-                        mine.add(o)
-            mine.discard(y)
-            if mine & out.keys():   # two Gradients blocks over the same slots: share neither
-                return {}
-            out.update((o, (y, prefix)) for o in mine)
-        return out
-
-    @staticmethod
-    def _only_through(o, index, paths, inner, readers, written, inner_written, mine) -> bool:
-        """Whether the run's gradient and the Gradients block's (before step ``index``) leave
-        slot ``o`` along the same wires, into steps whose cotangents are all in ``mine``."""
-        for st, j in readers.get(o, ()):
-            outer = bool(paths.needs.get((st.index, j)))
-            if outer != (st.index < index and bool(inner.needs.get((st.index, j)))):
-                return False
-            if outer and not all((o2 in written) == (o2 in inner_written) and (o2 not in written or o2 in mine)
-                                 for o2 in st.outputs):
-                return False
-        return True
-
-    @staticmethod
-    def _cotangents_written(paths, bwd, target) -> set:
-        """The slots the run's backward gives a cotangent (as backward() will, without sharing)."""
-        written = {target}
-        for st in bwd:
-            if any(o in written for o in st.outputs):
-                for j in range(len(st.in_edges)):
-                    if paths.needs.get((st.index, j)):
-                        written.add(st.flat_input(j))
-        return written
+        """The slots whose cotangent in the run's backward is a Gradients block's times one
+        number (shared_grads.shared_cotangents)."""
+        return shared_cotangents(self.program, self.shares, paths, bwd, target)
 
     def _vjp_call(self, st: Step, gp, grad_written, needs_flat) -> str:
         """The line calling a block's vjp; returns the name of its result (one part per input)."""
@@ -573,41 +518,6 @@ class _Writer:
         exec(compile(source, f"<blockflow plan {self.program.page_name}>", "exec"), self.ns)
         at_line = {len(head) + 1 + k: line.at for k, line in enumerate(body) if line.at is not None}
         return self.ns["_run"], source, body, at_line
-
-
-_HUGE = 2 << 20
-
-
-class KeptArrays(list):
-    """The arrays a plan keeps for its runs to write into (a plain list of Nones keeps none)."""
-
-
-def _keep(a, into):
-    """An array like ``a`` for later runs to write into when ``into`` keeps arrays (else None),
-    in memory of its own (an anonymous map):
-    kept arrays taken from malloc's heap would change where every other array of the process
-    falls, and which of them glibc gives back to the kernel and faults in again. Aligned to 2 MB
-    and advised as huge pages where the system has them, as numpy does for its large arrays
-    (with 4 kB pages the same softmax ran 1.2-1.5x slower: TLB misses)."""
-    if type(into) is not KeptArrays or type(a) is not np.ndarray:
-        return None
-    m = mmap.mmap(-1, a.nbytes + _HUGE)
-    if hasattr(mmap, "MADV_HUGEPAGE"):
-        try:
-            m.madvise(mmap.MADV_HUGEPAGE)
-        except OSError:
-            pass
-    start = np.frombuffer(m, np.uint8, count=1).ctypes.data
-    offset = -start % _HUGE
-    return np.frombuffer(m, dtype=a.dtype, count=a.size, offset=offset).reshape(a.shape)
-
-
-def _iadd(a, b):
-    """``a + b``, into ``a``'s array when that gives the same array (same shape and dtype)."""
-    if type(a) is np.ndarray and type(b) is np.ndarray and a.shape == b.shape and a.dtype == b.dtype \
-            and a.flags.writeable:
-        return np.add(a, b, out=a)
-    return a + b
 
 
 def _needs_by_input(st: Step, needs_flat) -> tuple:

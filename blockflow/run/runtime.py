@@ -9,7 +9,6 @@ Must not import PySide6 or the block library.
 from __future__ import annotations
 
 import gc
-import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,11 +25,13 @@ from blockflow.compile.program import Program, Step
 from blockflow.datafiles import SPLITS, DataRequest
 from blockflow.errors import BlockExecutionError, FeedError, MemoryLimitError, NumericsError, RunError
 from blockflow.run.lower import KeptArrays, lower
+from blockflow.run.plan_inputs import PlanInputs
+from blockflow.run.streams import stream_generator, stream_hash
 from blockflow.run.numerics import all_finite, all_finite_many, what_is_not_finite as _what
 from blockflow.run.memplan import RunGuard
-from blockflow.spec import AllocationError, ShapeError, TensorType, allocation_guard, fit_dtype
+from blockflow.spec import AllocationError, ShapeError, TensorType, allocation_guard
 
-__all__ = ["RunResult", "all_finite", "run", "run_forward", "run_backward"]
+__all__ = ["RunResult", "all_finite", "run", "run_forward", "run_backward", "stream_generator", "stream_hash"]
 
 # numpy 2 keeps its error state in a context variable: a run sets an "ignore everything" state
 # made once, where np.errstate builds one on every entry (a cold run spent 6 us there); numpy
@@ -297,7 +298,7 @@ def _wanted_grads(fwd, paths, wrt) -> list:
             and (wrt is None or st.node in wrt)]
 
 
-class _Plan:
+class _Plan(PlanInputs):
     """Straight-line code for one kind of run, generated once per Program and key."""
 
     def __init__(self, program: Program, fetch, target, wrt, record):
@@ -394,99 +395,6 @@ class _Plan:
         self._faulting_runs = self._faulting_runs + 1 if faults > self._fault_limit else 0
         if self._faulting_runs >= 2:
             self.keep_arrays = True
-
-    def variable_inputs(self, variables):
-        program = self.program
-        if not variables and not self.state_keys:
-            # the same list while no Variable's value changed (the generated code only reads it)
-            known = self.last_variables
-            store = program.variable_values
-            if known is not None and known[0] == store.version:
-                return known[1]
-            try:
-                values = store.many(self.var_nodes)
-            except KeyError:
-                values = [self._variable(st) for st in self.var_steps]
-            self.last_variables = (store.version, values)
-            return values
-        states = [program.slot_values[key] for key in self.state_keys]
-        if not variables:
-            try:
-                return program.variable_values.many(self.var_nodes) + states
-            except KeyError:
-                return [self._variable(st) for st in self.var_steps] + states
-        out = []
-        for st in self.var_steps:
-            value = None if variables is None else variables.get(st.node)
-            if value is None:
-                value = self._variable(st)
-            else:
-                want = program.slot(st.outputs[0]).type
-                value = np.asarray(value)
-                if value.shape != want.shape:
-                    raise RunError(f"value given for Variable {program.full_name(st.node)} has shape "
-                                   f"{list(value.shape)}, the Variable is {want}")
-                value = value.astype(want.dtype, copy=False)
-            out.append(value)
-        return out + states
-
-    def _variable(self, st) -> np.ndarray:
-        """The program's value of a Variable, drawn from its initializer if this is its first run
-        (under the run's guard: its first value counts against the budget)."""
-        try:
-            return self.program.variable_values[st.node]
-        except (AllocationError, MemoryError) as exc:
-            raise self._memory_error(st, exc, "forward", "making its first value") from None
-
-    def feed_inputs(self, feeds):
-        if feeds and type(feeds) is dict and len(feeds) == len(self.feed_spec):
-            # The common case: a value of the Placeholder's dtype for each of this run's
-            # Placeholders and nothing else (as many names as it has, all of them found).
-            out = []
-            for name, dtype in self.feed_spec:
-                value = feeds.get(name)
-                if type(value) is not np.ndarray or value.dtype is not dtype:
-                    break
-                out.append(value)
-            else:
-                return out
-        program = self.program
-        feeds = feeds or {}
-        for name in feeds:
-            st = program.step(name)
-            if st is None or st.role != "placeholder":
-                known = ", ".join(s.node for s in program.steps if s.role == "placeholder") or "none"
-                raise FeedError(f"there is no Placeholder '{name}' on page '{program.page_name}' "
-                                f"(Placeholders: {known})")
-        out = []
-        for st, dtype in zip(self.feed_steps, self.feed_dtypes):
-            value = feeds.get(st.node)
-            if value is None:
-                value = program.feeds.get(st.node)
-                if value is not None:   # a saved feed is converted once per plan
-                    known = self.saved_feeds.get(st.node)
-                    if known is None or known[0] is not value:
-                        known = self.saved_feeds[st.node] = (value, self._fit_feed(st, value, dtype))
-                    value = known[1]
-            elif type(value) is not np.ndarray or (value.dtype is not dtype and value.dtype != dtype):
-                value = self._fit_feed(st, value, dtype)
-            if value is None:
-                t = program.slot(st.outputs[0]).type
-                raise FeedError(f"Placeholder {program.full_name(st.node)} ({t}) has no feed: pass one "
-                                f"or save a feed in the project")
-            out.append(value)
-        return out
-
-    def _fit_feed(self, st, value, dtype) -> np.ndarray:
-        """A feed as the Placeholder's dtype; a number that does not fit it is an error (1000 for
-        an int8, 1.7 for an int32), not a silent wrap."""
-        if type(value) is np.ndarray and value.dtype == dtype:
-            return value
-        try:
-            return fit_dtype(value, dtype)
-        except (ValueError, TypeError) as exc:
-            t = self.program.slot(st.outputs[0]).type
-            raise FeedError(f"feed for Placeholder {self.program.full_name(st.node)} ({t}): {exc}") from None
 
     def package(self, out) -> RunResult:
         values, grads, edges, updates = out
@@ -622,34 +530,6 @@ class _Plan:
             if not _finite(g):
                 raise NumericsError(f"{program.full_name(key[0])}", key[1], _what(g) + " (summed over its wires)",
                                     "backward")
-
-
-# A block's random stream is keyed by everything that tells it apart: its whole id, its seed, the
-# step and the run's seed. They are written down unambiguously (the id with its length in front,
-# then the numbers in decimal) and hashed with SHA-256; the 256-bit digest is the whole entropy of
-# a SeedSequence with a 256-bit pool, whose mixing is a bijection of entropy that fits the pool, and
-# whose first words seed PCG64's state bijectively. Two keys share a stream only if they share a
-# SHA-256 digest (no such pair is known). CRC32, used before, is 32 bits and linear: equal
-# checksums for distinct ids are easy to make and turn up by chance among ~10^5 ids.
-_STREAM_TAG = b"blockflow random stream\0"
-
-
-def stream_hash(node: str):
-    """The id part of a block's stream key, hashed once per block."""
-    data = node.encode("utf-8", "surrogatepass")
-    return hashlib.sha256(_STREAM_TAG + len(data).to_bytes(8, "little") + data)
-
-
-def stream_generator(base, seed: int, step: int, run_seed: int) -> np.random.Generator:
-    """The generator for the block whose :func:`stream_hash` is ``base``, at ``seed``, ``step``
-    and ``run_seed``."""
-    h = base.copy()
-    h.update(f"{int(seed)},{int(step)},{int(run_seed)}".encode("ascii"))
-    # The digest's words as a uint32 array, not a list of ints: the same entropy, and SeedSequence
-    # takes an array as it is instead of converting int by int (2 against 9 us, a third of a
-    # stream's making, paid by every random block on every run).
-    entropy = np.frombuffer(h.digest(), dtype="<u4")
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy, pool_size=8)))
 
 
 def _step_sources(st: Step):

@@ -1,0 +1,111 @@
+"""What a run plan is handed: its Variables' values and its feeds, checked and converted once
+(runtime._Plan takes these methods from PlanInputs).
+
+Must not import PySide6 or the block library.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from blockflow.errors import FeedError, RunError
+from blockflow.spec import AllocationError, fit_dtype
+
+__all__ = ["PlanInputs"]
+
+
+class PlanInputs:
+    """The inputs side of runtime._Plan: V (Variables, then slot state) and F (feeds) in the
+    order the generated code reads them."""
+
+    def variable_inputs(self, variables):
+        program = self.program
+        if not variables and not self.state_keys:
+            # the same list while no Variable's value changed (the generated code only reads it)
+            known = self.last_variables
+            store = program.variable_values
+            if known is not None and known[0] == store.version:
+                return known[1]
+            try:
+                values = store.many(self.var_nodes)
+            except KeyError:
+                values = [self._variable(st) for st in self.var_steps]
+            self.last_variables = (store.version, values)
+            return values
+        states = [program.slot_values[key] for key in self.state_keys]
+        if not variables:
+            try:
+                return program.variable_values.many(self.var_nodes) + states
+            except KeyError:
+                return [self._variable(st) for st in self.var_steps] + states
+        out = []
+        for st in self.var_steps:
+            value = None if variables is None else variables.get(st.node)
+            if value is None:
+                value = self._variable(st)
+            else:
+                want = program.slot(st.outputs[0]).type
+                value = np.asarray(value)
+                if value.shape != want.shape:
+                    raise RunError(f"value given for Variable {program.full_name(st.node)} has shape "
+                                   f"{list(value.shape)}, the Variable is {want}")
+                value = value.astype(want.dtype, copy=False)
+            out.append(value)
+        return out + states
+
+    def _variable(self, st) -> np.ndarray:
+        """The program's value of a Variable, drawn from its initializer if this is its first run
+        (under the run's guard: its first value counts against the budget)."""
+        try:
+            return self.program.variable_values[st.node]
+        except (AllocationError, MemoryError) as exc:
+            raise self._memory_error(st, exc, "forward", "making its first value") from None
+
+    def feed_inputs(self, feeds):
+        if feeds and type(feeds) is dict and len(feeds) == len(self.feed_spec):
+            # The common case: a value of the Placeholder's dtype for each of this run's
+            # Placeholders and nothing else (as many names as it has, all of them found).
+            out = []
+            for name, dtype in self.feed_spec:
+                value = feeds.get(name)
+                if type(value) is not np.ndarray or value.dtype is not dtype:
+                    break
+                out.append(value)
+            else:
+                return out
+        program = self.program
+        feeds = feeds or {}
+        for name in feeds:
+            st = program.step(name)
+            if st is None or st.role != "placeholder":
+                known = ", ".join(s.node for s in program.steps if s.role == "placeholder") or "none"
+                raise FeedError(f"there is no Placeholder '{name}' on page '{program.page_name}' "
+                                f"(Placeholders: {known})")
+        out = []
+        for st, dtype in zip(self.feed_steps, self.feed_dtypes):
+            value = feeds.get(st.node)
+            if value is None:
+                value = program.feeds.get(st.node)
+                if value is not None:   # a saved feed is converted once per plan
+                    known = self.saved_feeds.get(st.node)
+                    if known is None or known[0] is not value:
+                        known = self.saved_feeds[st.node] = (value, self._fit_feed(st, value, dtype))
+                    value = known[1]
+            elif type(value) is not np.ndarray or (value.dtype is not dtype and value.dtype != dtype):
+                value = self._fit_feed(st, value, dtype)
+            if value is None:
+                t = program.slot(st.outputs[0]).type
+                raise FeedError(f"Placeholder {program.full_name(st.node)} ({t}) has no feed: pass one "
+                                f"or save a feed in the project")
+            out.append(value)
+        return out
+
+    def _fit_feed(self, st, value, dtype) -> np.ndarray:
+        """A feed as the Placeholder's dtype; a number that does not fit it is an error (1000 for
+        an int8, 1.7 for an int32), not a silent wrap."""
+        if type(value) is np.ndarray and value.dtype == dtype:
+            return value
+        try:
+            return fit_dtype(value, dtype)
+        except (ValueError, TypeError) as exc:
+            t = self.program.slot(st.outputs[0]).type
+            raise FeedError(f"feed for Placeholder {self.program.full_name(st.node)} ({t}): {exc}") from None
