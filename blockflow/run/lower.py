@@ -18,6 +18,7 @@ import numpy as np
 from blockflow.compile.gradpaths import GradientPaths
 from blockflow.compile.program import Program, Step
 from blockflow.project import Edge
+from blockflow.run.certify import certify_product
 from blockflow.run.kept import KeptArrays, add_into, keep_array
 from blockflow.run.memplan import RESIDENT, Line, MemoryPlan, alias, new, parts_into, value_dependent
 from blockflow.run.memplan import parts as memparts
@@ -55,6 +56,9 @@ _SEED_MAX_SIZE = 1 << 12
 #: let the run's backward take a Gradients block's cotangents, scaled, where they are its own
 #: (see _Writer.shared_cotangents; off: the backward computes them again)
 SHARE_GRADIENTS = True
+#: let a checked run skip reading a Variable's gradient made by one large matrix product, when
+#: its operands certify it finite (run/certify.py; off: every returned gradient is read)
+CERTIFY_PRODUCTS = True
 #: the smallest value (in elements) worth a kept buffer: below it malloc reuses freed memory
 #: anyway; above it a fresh array is fresh pages, faulted in and zeroed by the kernel every run
 REUSE_MIN_SIZE = 1 << 16
@@ -90,7 +94,7 @@ class Lowered:
 
 
 def lower(program: Program, *, fwd, bwd, paths, target, fetch, record, wanted_grads, var_steps,
-          feed_steps, state_slots, fail, rng, where) -> Lowered:
+          feed_steps, state_slots, fail, rng, where, check=False) -> Lowered:
     """Generate and compile the function for one kind of run.
 
     ``fwd``/``bwd``: the steps to run forward, and backward (in reverse order); ``paths``: the
@@ -98,7 +102,8 @@ def lower(program: Program, *, fwd, bwd, paths, target, fetch, record, wanted_gr
     value and each wire's gradient, else only ``fetch``, the target and the ``wanted_grads``
     ((node, slot) pairs); ``var_steps``/``feed_steps``/``state_slots``: the order of V and F;
     ``fail(n, exc, locals)``, ``rng(index, data)`` and ``where(at)`` are the plan's failure
-    handler, random streams and cursor names.
+    handler, random streams and cursor names. ``check``: the runs will check their results for
+    NaN/Inf (certificates may stand for reading some gradients: ``certified``).
     """
     w = _Writer(program, fail, rng)
     returned = set(fetch) | ({target} if target is not None else set())
@@ -132,7 +137,8 @@ def lower(program: Program, *, fwd, bwd, paths, target, fetch, record, wanted_gr
     else:
         value_slots = sorted(set(fetch) | ({target} if target is not None else set()))
         grad_slots = [s for _, s in wanted_grads]
-    fn, source, body, at_line = w.compile(value_slots, grad_slots, edge_names, update_names, record)
+    certified = w.certificates(grad_slots) if check and CERTIFY_PRODUCTS and not record else {}
+    fn, source, body, at_line = w.compile(value_slots, grad_slots, edge_names, update_names, record, certified)
     slots = program.slots
     key = lambda i: (slots[i].node, slots[i].port)  # noqa: E731
     memory = MemoryPlan(program, body, _fixed_inputs(program, var_steps, state_slots, w.ns),
@@ -187,6 +193,9 @@ class _Writer:
         #: block's scaled (shared_cotangents); the slots whose gradients the run returns
         self.shared: dict = {}
         self.wanted: set = set()
+        #: {slot: (step, flat input, index of its vjp's line)} for cotangents that are one vjp's
+        #: part, never summed (certificates)
+        self.sole: dict = {}
 
     def ones(self, slot) -> str:
         """Code for a gradient seed of ones shaped like ``slot``'s value: a copy of a ones array
@@ -406,6 +415,7 @@ class _Writer:
         held = memparts(made) if into_g is None else parts_into(made, into_g, st.outputs[0])
         self.lines.append(Line(f"_n = {at}; {r} = {bname}({gexpr}, {oexpr}, {', '.join(parts)})",
                                reads, {r}, ((r, held),), at))
+        self.vjp_line = len(self.lines) - 1
         return r
 
     def _into_g(self, st: Step, gp) -> str | None:
@@ -449,8 +459,11 @@ class _Writer:
                                                     f"'{slot.node}:{slot.port}'")),), -2 - st.index))
             if edge_names is None and ADD_IN_PLACE:
                 self.owned.add(name)  # a sum is a new array
+            self.sole.pop(src, None)
         else:
             grad_written.add(src)
+            if gp == "g" and edge_names is None:
+                self.sole[src] = (st, j, self.vjp_line)
             self.lines.append(Line(f"{name} = {expr}", {read}, {name}, ((name, held),)))
             # Only the part of a vjp whose results are new arrays, one per input, is the plan's
             # alone; anything else may be another cotangent's array (Add hands g on), and a
@@ -500,14 +513,44 @@ class _Writer:
 
     # ---------------------------------------------------------------------------- compile
 
-    def compile(self, value_slots, grad_slots, edge_names, update_names, record):
+    def certificates(self, grad_slots) -> dict:
+        """Lines certifying returned gradients finite from their product's operands: {slot: name}.
+
+        A gradient qualifies when it is one MatMul vjp's part, never summed, of a fixed shape
+        larger than twice its operands (the other input and the cotangent) together; the line
+        goes right after that vjp, while both are alive."""
+        out, inserts = {}, []
+        for s in grad_slots:
+            sole = self.sole.get(s)
+            if sole is None or sole[0].spec.name != "MatMul":
+                continue
+            st, j, at = sole
+            pos = st.in_edges[j][0]
+            other, o = st.inputs[1 - pos], st.outputs[0]
+            sizes = [self.slots[i].type.shape for i in (s, other, o)]
+            if other is None or any(None in shape for shape in sizes):
+                continue
+            size, other_size, g_size = (math.prod(shape) for shape in sizes)
+            if 2 * (other_size + g_size) >= size:
+                continue
+            x, reads = self.arg(other)
+            out[s] = f"k{s}"
+            inserts.append((at + 1, Line(f"k{s} = _cert({x}, g{o})", reads | {f"g{o}"}, {f"k{s}"})))
+        for at, line in sorted(inserts, key=lambda item: -item[0]):
+            self.lines.insert(at, line)
+        self.ns["_cert"] = certify_product
+        return out
+
+    def compile(self, value_slots, grad_slots, edge_names, update_names, record, certified=None):
         """(the function, its source, the lines of its body, {source line: step cursor})."""
+        certified = certified or {}
         returned = ({f"s{s}" for s in value_slots} | {f"g{s}" for s in grad_slots} | {n for n, _ in edge_names}
-                    | {n for n, _ in update_names})
+                    | {n for n, _ in update_names} | set(certified.values()))
         ret = ("return (" + "".join(f"s{s}, " for s in value_slots) + "), ("
                + "".join(f"g{s}, " for s in grad_slots) + "), ("
                + "".join(f"{n}, " for n, _ in edge_names) + "), ("
-               + "".join(f"{n}, " for n, _ in update_names) + ")")
+               + "".join(f"{n}, " for n, _ in update_names) + "), ("
+               + "".join(f"{certified.get(s, 'False')}, " for s in grad_slots) + ")")
         body = self.lines if record else _with_frees(self.lines, returned)
         # _n is the step running (the cursor): the failure handler names its block; the run's
         # allocation guard finds it from the line a block was called from (see memplan.RunGuard).

@@ -129,7 +129,7 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
     program.raise_for_errors()
     if split not in SPLITS:
         raise RunError(f"split must be one of {', '.join(SPLITS)}, not {split!r}")
-    t_slot, wrt, plan = _plan_for(program, fetch, target, grad_seed, wrt, record)
+    t_slot, wrt, plan = _plan_for(program, fetch, target, grad_seed, wrt, record, check_numerics)
     if variables:
         unknown = sorted(n for n in variables if getattr(program.spec_of(n), "role", None) != "variable")
         if unknown:
@@ -151,7 +151,7 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
         allocation_guard.reset(token)
 
 
-def _plan_for(program: Program, fetch, target, grad_seed, wrt, record):
+def _plan_for(program: Program, fetch, target, grad_seed, wrt, record, check=True):
     """(target slot, wrt as a frozenset or None, plan) for a kind of run, checked.
 
     A kind seen before (the same target, wrt and record, no fetch) is found in one look-up: a
@@ -159,7 +159,7 @@ def _plan_for(program: Program, fetch, target, grad_seed, wrt, record):
     simple = not fetch and (wrt is None or type(wrt) is frozenset) and (
         target is None or target is _LOSS or type(target) is str)
     if simple:
-        seen_key = (target, wrt, record, grad_seed is None)
+        seen_key = (target, wrt, record, grad_seed is None, check)
         seen = program.cache("runs").get(seen_key)
         if seen is not None:
             return seen
@@ -169,11 +169,12 @@ def _plan_for(program: Program, fetch, target, grad_seed, wrt, record):
     fetch_slots = tuple(program.resolve_target(f) for f in (fetch or ()))
     _check_target(program, t_slot, grad_seed)
     wrt = _checked_wrt(program, wrt)
-    key = (fetch_slots, t_slot, wrt, record, grad_seed is not None)
+    # a checked run that does not record may certify some gradients finite (run/certify.py)
+    key = (fetch_slots, t_slot, wrt, record, grad_seed is not None, bool(check) and not record)
     plans = program.cache("plans")
     plan = plans.get(key)
     if plan is None:
-        plan = plans[key] = _new_plan(program, fetch_slots, t_slot, wrt, record)
+        plan = plans[key] = _new_plan(program, fetch_slots, t_slot, wrt, record, key[5])
     if simple:
         program.cache("runs")[seen_key] = (t_slot, wrt, plan)
     return t_slot, wrt, plan
@@ -250,13 +251,13 @@ def _run_planned(program, plan, guard, feed_list, variables, t_slot, grad_seed, 
     return result
 
 
-def _new_plan(program, fetch_slots, t_slot, wrt, record) -> "_Plan":
+def _new_plan(program, fetch_slots, t_slot, wrt, record, check=False) -> "_Plan":
     # Generating a plan makes many small objects and frees none: the cyclic collector would rescan
     # the growing heap again and again (as in compile_page), so it waits until the plan is made.
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _Plan(program, fetch_slots, t_slot, wrt, record)
+        return _Plan(program, fetch_slots, t_slot, wrt, record, check)
     finally:
         if enabled:
             gc.enable()
@@ -301,7 +302,7 @@ def _wanted_grads(fwd, paths, wrt) -> list:
 class _Plan(PlanInputs):
     """Straight-line code for one kind of run, generated once per Program and key."""
 
-    def __init__(self, program: Program, fetch, target, wrt, record):
+    def __init__(self, program: Program, fetch, target, wrt, record, check=False):
         self.program = program
         self.fetch = fetch
         self.target = target
@@ -334,7 +335,8 @@ class _Plan(PlanInputs):
         self.wanted_grads = _wanted_grads(fwd, paths, wrt)
         code = lower(program, fwd=fwd, bwd=bwd, paths=paths, target=target, fetch=fetch, record=record,
                      wanted_grads=self.wanted_grads, var_steps=self.var_steps, feed_steps=self.feed_steps,
-                     state_slots=self.state_slots, fail=self._fail, rng=self._rng, where=self._where)
+                     state_slots=self.state_slots, fail=self._fail, rng=self._rng, where=self._where,
+                     check=check)
         if code.prevented_by_gradients is not None:
             node, prevented = code.prevented_by_gradients
             raise RunError(self._prevent_message(prevented, f"{program.full_name(node)} (Gradients)"))
@@ -397,7 +399,7 @@ class _Plan(PlanInputs):
             self.keep_arrays = True
 
     def package(self, out) -> RunResult:
-        values, grads, edges, updates = out
+        values, grads, edges, updates, _ = out
         grads = dict(zip(self.grad_keys, grads))
         wanted = {}
         for node, key in self.wanted_keys:
@@ -489,9 +491,11 @@ class _Plan(PlanInputs):
 
     def check(self, result: RunResult, out, variables, feeds, grad_seed, wrt, step, split="train", run_seed=0):
         """Raise NumericsError naming the first node whose output (or gradient) is not finite."""
-        values, grads, _, _ = out
+        values, grads, _, _, certified = out
         if not self.record:
-            if all_finite_many(values, grads):
+            # a gradient its product's operands certified finite is not read again
+            unsure = grads if not any(certified) else [g for g, sure in zip(grads, certified) if not sure]
+            if all_finite_many(values, unsure):
                 return
             # Something went wrong: replay recording everything; its check raises, naming where it started.
             guard = allocation_guard.get()
