@@ -19,12 +19,12 @@ from blockflow.compile.gradpaths import GradientPaths
 from blockflow.compile.program import Program, Step
 from blockflow.project import Edge
 from blockflow.run.certify import certify_product
+from blockflow.run.code_parts import needs_by_input, nbytes, parts_of_updates, struct_expr, with_frees
 from blockflow.run.kept import KeptArrays, add_into, keep_array
 from blockflow.run.memplan import RESIDENT, Line, MemoryPlan, alias, new, parts_into, value_dependent
 from blockflow.run.memplan import parts as memparts
 from blockflow.run.overwrite import in_place_slots, product_sums, reusable_slots
 from blockflow.run.shared_grads import shared_cotangents
-from blockflow.spec import TensorType
 
 __all__ = ["KeptArrays", "Lowered", "lower", "parts_of_updates"]
 
@@ -116,7 +116,7 @@ def lower(program: Program, *, fwd, bwd, paths, target, fetch, record, wanted_gr
                                         fused=fused)
         if REUSE_BUFFERS:
             w.reusable = reusable_slots(program, fwd, returned, w.in_place, bind=BIND_UFUNCS, min_size=REUSE_MIN_SIZE,
-                                        max_bytes=REUSE_MAX_BYTES, nbytes=_nbytes, fused=fused)
+                                        max_bytes=REUSE_MAX_BYTES, nbytes=nbytes, fused=fused)
         # the gradients the caller gets are never written into
         w.protected = {f"g{s}" for _, s in wanted_grads}
     update_names = w.forward(fwd, var_steps, feed_steps, state_slots)
@@ -144,7 +144,7 @@ def lower(program: Program, *, fwd, bwd, paths, target, fetch, record, wanted_gr
     memory = MemoryPlan(program, body, _fixed_inputs(program, var_steps, state_slots, w.ns),
                         [(st.outputs[0], f"the feed of {program.full_name(st.node)}") for st in feed_steps],
                         where, fn.__code__, at_line)
-    return Lowered(fn, len(w.buffers), [_nbytes(slots[o].type) for o in w.buffers], source, memory,
+    return Lowered(fn, len(w.buffers), [nbytes(slots[o].type) for o in w.buffers], source, memory,
                    value_slots, grad_slots, [key(i) for i in value_slots],
                    [key(i) for i in grad_slots], [(node, key(i)) for node, i in wanted_grads],
                    None if target is None else key(target), [e for _, e in edge_names],
@@ -155,9 +155,9 @@ def _fixed_inputs(program, var_steps, state_slots, ns):
     """What every run of this kind is handed, as (label, bytes): Variables, slot state, constants."""
     slots = program.slots
     fixed = [(f"the Variable {program.full_name(st.node)} {slots[st.outputs[0]].type}",
-              _nbytes(slots[st.outputs[0]].type)) for st in var_steps]
+              nbytes(slots[st.outputs[0]].type)) for st in var_steps]
     fixed += [(f"the state {program.full_name(slots[s].node)}.{slots[s].port} {slots[s].type}",
-               _nbytes(slots[s].type)) for s in state_slots]
+               nbytes(slots[s].type)) for s in state_slots]
     fixed.append(("the constants", sum(getattr(v, "nbytes", 0) for k, v in ns.items()
                                        if k[0] in "ck" and k[1:2].isdigit())))
     return fixed
@@ -323,7 +323,7 @@ class _Writer:
             parts.append("data=D")
         if "files" in st.spec.forward_context:
             parts.append("files=_FILES")
-        target = _struct_expr(st, "s", lambda o: True, assign=True) if outs else "_"
+        target = struct_expr(st, "s", lambda o: True, assign=True) if outs else "_"
         keep = ""
         binds = [(f"s{o}", new(o, f"output '{slots[o].port}'")) for o in st.outputs]
         if len(st.outputs) == 1 and st.outputs[0] in self.in_place:
@@ -391,15 +391,15 @@ class _Writer:
         """The line calling a block's vjp; returns the name of its result (one part per input)."""
         spec = st.spec
         reads = {f"{gp}{o}" for o in st.outputs if o in grad_written} | {f"s{o}" for o in st.outputs}
-        gexpr = _struct_expr(st, gp, grad_written.__contains__)
-        oexpr = _struct_expr(st, "s", lambda o: True)
+        gexpr = struct_expr(st, gp, grad_written.__contains__)
+        oexpr = struct_expr(st, "s", lambda o: True)
         parts, r2 = self.call_args(st)
         if "rng" in spec.vjp_context:
             parts.append(f"rng=_R({st.index}, D)")
         reads |= r2
         kw = dict(st.attrs)
         if "needs" in spec.vjp_context:
-            kw["needs"] = _needs_by_input(st, needs_flat)
+            kw["needs"] = needs_by_input(st, needs_flat)
         bname = f"b{st.index}_{len(self.ns)}"
         into_g = self._into_g(st, gp)
         self.ns[bname], kwparts = self._keywords(spec.vjp if into_g is None else spec.vjp.into_g, kw, bname)
@@ -452,7 +452,7 @@ class _Writer:
             slot = self.slots[src]
             # A sum of large cotangents goes into the first one's array when the plan alone holds
             # it (_iadd checks shapes and dtypes at run time): a pass over fresh pages saved.
-            add = (f"_iadd({name}, {expr})" if name in self.owned and _nbytes(slot.type) >= REUSE_MIN_SIZE * 4
+            add = (f"_iadd({name}, {expr})" if name in self.owned and nbytes(slot.type) >= REUSE_MIN_SIZE * 4
                    else f"{name} + {expr}")
             self.lines.append(Line(f"{name} = {add}", {name, read}, {name},
                                    ((name, new(src, f"the gradient summed over the wires of "
@@ -551,7 +551,7 @@ class _Writer:
                + "".join(f"{n}, " for n, _ in edge_names) + "), ("
                + "".join(f"{n}, " for n, _ in update_names) + "), ("
                + "".join(f"{certified.get(s, 'False')}, " for s in grad_slots) + ")")
-        body = self.lines if record else _with_frees(self.lines, returned)
+        body = self.lines if record else with_frees(self.lines, returned)
         # _n is the step running (the cursor): the failure handler names its block; the run's
         # allocation guard finds it from the line a block was called from (see memplan.RunGuard).
         head = ["def _run(V, F, G0, D, _G, B):", "    _n = -1", "    try:"]
@@ -561,72 +561,3 @@ class _Writer:
         exec(compile(source, f"<blockflow plan {self.program.page_name}>", "exec"), self.ns)
         at_line = {len(head) + 1 + k: line.at for k, line in enumerate(body) if line.at is not None}
         return self.ns["_run"], source, body, at_line
-
-
-def _needs_by_input(st: Step, needs_flat) -> tuple:
-    """Per declared input, whether it needs a cotangent (a tuple of them for an InputList)."""
-    needs = []
-    j = 0
-    for src in st.inputs:
-        if isinstance(src, tuple):
-            needs.append(tuple(needs_flat[j:j + len(src)]))
-            j += len(src)
-        elif src is None:
-            needs.append(False)
-        else:
-            needs.append(needs_flat[j])
-            j += 1
-    return tuple(needs)
-
-
-def _struct_expr(st: Step, prefix: str, present, assign: bool = False) -> str:
-    """Code for a step's outputs shaped as the block returns them: an OutputList is a list."""
-    parts = []
-    for entry in st.out_struct:
-        if isinstance(entry, tuple):
-            items = [f"{prefix}{o}" if present(o) else "None" for o in entry]
-            parts.append(("(" if assign else "[") + ", ".join(items) + ("," if len(items) == 1 else "")
-                         + (")" if assign else "]"))
-        else:
-            parts.append(f"{prefix}{entry}" if present(entry) else "None")
-    if len(parts) == 1:
-        return parts[0]
-    return "(" + ", ".join(parts) + ")"
-
-
-def _with_frees(lines, returned):
-    """Insert ``del`` statements after the last use of every local that is not returned."""
-    last: dict[str, int] = {}
-    for i, line in enumerate(lines):
-        reads, writes = line.reads, line.writes
-        for name in writes:
-            last[name] = max(last.get(name, i), i)
-        for name in reads:
-            last[name] = i
-    frees: dict[int, list[str]] = {}
-    for name, i in last.items():
-        if name not in returned:
-            frees.setdefault(i, []).append(name)
-    out = []
-    for i, line in enumerate(lines):
-        out.append(line)
-        if i in frees:
-            names = tuple(sorted(frees[i]))
-            out.append(Line("del " + ", ".join(names), set(), set(), frees=names))
-    return out
-
-
-def _nbytes(t: TensorType) -> int:
-    """Bytes of a tensor of type ``t`` (0 while a size is unknown)."""
-    shape = t.shape
-    return 0 if None in shape else math.prod(shape) * t.dtype.itemsize
-
-
-def parts_of_updates(st: Step, slots) -> tuple:
-    """What a state-updating block's updates hold: a new value per ref input (the Variable's, its
-    slots'), counted as new arrays even where a block returns its output again."""
-    items = []
-    for pos, decl in enumerate(st.spec.inputs):
-        if decl.ref and st.inputs[pos] is not None:
-            items.append((decl.name, st.inputs[pos], f"the new value of '{decl.name}'"))
-    return memparts(items)
