@@ -32,3 +32,20 @@ def test_a_compile_gives_what_it_gave(project, page, request):
 
 def test_every_recorded_page_is_compiled():
     assert {p.id for p in _pages()} == set(RECORDED)
+
+
+def test_slots_and_steps_made_fast_are_the_frozen_classes():
+    import dataclasses
+
+    from blockflow.compile.program import Slot, Step, make_slot, make_step
+    from blockflow.spec import TensorType
+
+    t = TensorType((4,), "float32")
+    s = make_slot(3, "n", "y", t, True, False)
+    assert type(s) is Slot and s == s and s != Slot(3, "n", "y", t, True, False)   # eq by identity
+    assert repr(s) == repr(Slot(3, "n", "y", t, True, False))
+    step = make_step(0, "n", None, {}, (1,), (None,), (3,), ((0, None, None),), (3,), (0,), ())
+    assert type(step) is Step and step.flat_input(0) == 1 and step.out_decl == (0,)
+    for obj, field in ((s, "index"), (step, "inputs")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(obj, field, 0)

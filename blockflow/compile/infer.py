@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from blockflow.compile.program import Slot, Step
+from blockflow.compile.program import Slot, Step, make_slot, make_step
 from blockflow.datafiles import DataFileError
 from blockflow.compile.dimensions import Dimensions
 from blockflow.compile.dtypes import check_dtypes
@@ -41,6 +41,20 @@ class _Inputs:
         self.static.append(static)
 
 
+_UNPLANNED = object()
+
+
+class _Plain:
+    """A block spec whose blocks _infer_plain types: (position, name) of its inputs, its output
+    names, and the Step tuples all its steps share."""
+
+    __slots__ = ("inputs", "outputs", "static", "out_decl", "placeholder")
+
+    def __init__(self, inputs, outputs, static, out_decl, placeholder):
+        self.inputs, self.outputs, self.static = inputs, outputs, static
+        self.out_decl, self.placeholder = out_decl, placeholder
+
+
 class Inference:
     """The tables a compile builds while typing nodes in order (slots, steps, ...)."""
 
@@ -61,6 +75,10 @@ class Inference:
         self._typed: dict = {}
         self._dtypes_ok: set = set()    # (spec, input dtypes...) that check_dtypes passed
         self._tuples: dict = {}
+        self._plans: dict = {}          # spec -> _Plain, or None: its blocks take the general path
+        #: (spec, id of its attrs dict, ids of its input types) -> output types (_infer_plain)
+        self._typed_by_id: dict = {}
+        self._keep_alive: list = []     # the types those ids are of, so that no id is reused
         self.slots: list[Slot] = []
         self.port_slots: dict[tuple[str, str], int] = {}
         self.steps: list[Step] = []
@@ -105,6 +123,11 @@ class Inference:
         if nid in self.deferred and not self._resolve_attrs(nid, spec):
             failed.add(nid)
             return
+        plan = self._plans.get(spec, _UNPLANNED)
+        if plan is _UNPLANNED:
+            plan = self._plans[spec] = self._plan(spec)
+        if plan is not None and nid not in self.dims.binders and self._infer_plain(nid, spec, plan):
+            return
         got = self._inputs(nid, node, spec)
         if got is None or not self._dtypes_fit(nid, spec, got):
             return
@@ -124,7 +147,7 @@ class Inference:
         # most steps have no static input and one plain output: their tuples are shared
         static = self._shared(static) if all(v is None for v in static) else tuple(static)
         struct = outputs if out_struct == out_slots else tuple(out_struct)
-        step = Step(len(self.steps), nid, spec, self.attrs[nid], tuple(got.inputs), static,
+        step = make_step(len(self.steps), nid, spec, self.attrs[nid], tuple(got.inputs), static,
                     outputs, tuple(got.in_edges), struct, self._shared(out_decl), tuple(got.refs))
         self.steps.append(step)
         self.step_by_node[nid] = step
@@ -135,6 +158,69 @@ class Inference:
                 report.warn(nid, None, f"updates {target[1]}'s {target[0]} as {self.updaters[target]} does; "
                                        f"the later one in the schedule wins")
             self.updaters[target] = nid
+
+    def _plan(self, spec) -> "_Plain | None":
+        """What typing a block of ``spec`` by the plain path needs, or None when its blocks always
+        take the general one (lists in or out, static or state inputs, Variables, file readers)."""
+        if spec.refs or spec.infer_context or spec.role == "variable":
+            return None
+        if any(d.variadic or d.static or d.ref for d in spec.inputs) or any(d.variadic for d in spec.outputs):
+            return None
+        n_in, n_out = len(spec.inputs), len(spec.outputs)
+        return _Plain(tuple((pos, d.name) for pos, d in enumerate(spec.inputs)),
+                      tuple(d.name for d in spec.outputs), self._shared((None,) * n_in),
+                      self._shared(range(n_out)), spec.role == "placeholder")
+
+    def _infer_plain(self, nid, spec, plan) -> bool:
+        """Type a block whose every input is wired from a typed output (most blocks of a big
+        page) with what the general path would give, in fewer steps; False, with nothing done,
+        when it is not such a block (an inline or missing input, a wire from a port its source
+        lacks: the general path reports it).
+
+        A block whose spec, attrs dict and input type objects are those of one typed before is
+        typed by one look-up: that block's dtypes passed their check and its infer gave these
+        outputs (the general path's look-ups, by content, would say the same)."""
+        fed, port_slots, slots = self.fed, self.port_slots, self.slots
+        inputs, args, in_edges, ids = [], [], [], [spec, id(self.attrs[nid])]
+        for pos, name in plan.inputs:
+            e = fed.get((nid, name))
+            if e is None:
+                return False
+            idx = port_slots.get((e.src, e.src_port))
+            if idx is None:
+                return False
+            t = slots[idx].type
+            inputs.append(idx)
+            args.append(t)
+            in_edges.append((pos, None, e))
+            ids.append(id(t))
+        ids = tuple(ids)
+        outs = self._typed_by_id.get(ids)
+        if outs is None:
+            got = _Inputs()
+            got.args, got.inputs, got.static, got.in_edges = args, inputs, list(plan.static), in_edges
+            if not self._dtypes_fit(nid, spec, got):
+                return True
+            outs = self._call_infer(nid, spec, args)
+            if outs is None:
+                return True
+            if all(t.value is None for t in args):   # a known value is looked up by content never
+                self._typed_by_id[ids] = outs
+                self._keep_alive.append(args)
+        outputs = []
+        for name, t in zip(plan.outputs, outs):
+            idx = len(slots)
+            slots.append(make_slot(idx, nid, name, t))
+            port_slots[(nid, name)] = idx
+            outputs.append(idx)
+        if plan.placeholder and nid in self.page.feeds:
+            self.feeds[nid] = read_only(np.asarray(self.page.feeds[nid]))
+        outputs = tuple(outputs)
+        step = make_step(len(self.steps), nid, spec, self.attrs[nid], tuple(inputs), plan.static, outputs,
+                    tuple(in_edges), outputs, plan.out_decl, ())
+        self.steps.append(step)
+        self.step_by_node[nid] = step
+        return True
 
     def _shared(self, items) -> tuple:
         """One tuple object for equal tuples of small hashable things (Nones, indices)."""
@@ -294,7 +380,7 @@ class Inference:
             self.report.error(nid, port, f"input '{port}' is not connected and has no inline value")
             return None
         idx = len(slots)
-        slots.append(Slot(idx, nid, port, t, const=True))
+        slots.append(make_slot(idx, nid, port, t, True))
         return idx, t
 
     def _ref_slot(self, nid, node, spec, decl, var_node):
@@ -318,7 +404,7 @@ class Inference:
             return None
         self.slot_values[(var_node, key)] = read_only(value)
         idx = len(slots)
-        slots.append(Slot(idx, var_node, key, TensorType(shape, var_type.dtype), state=True))
+        slots.append(make_slot(idx, var_node, key, TensorType(shape, var_type.dtype), False, True))
         return idx, (key, var_node)
 
     def _first_state(self, nid, node, spec, decl, var_node, key, want: TensorType):
@@ -410,7 +496,7 @@ class Inference:
             for i, tt in enumerate(t if decl.variadic else (t,)):
                 port = decl.port(i) if decl.variadic else decl.name
                 idx = len(slots)
-                slots.append(Slot(idx, nid, port, tt))
+                slots.append(make_slot(idx, nid, port, tt))
                 self.port_slots[(nid, port)] = idx
                 out_slots.append(idx)
                 out_decl.append(k)
