@@ -34,16 +34,21 @@ class GradientPaths:
         self.targets = targets
         self.wrt = wrt
         steps = program.steps if upto is None else program.steps[:upto]
-        sweep = _BackwardSweep(program.slots, targets)
+        sweep = _BackwardSweep(program.slots, targets, len(program.steps))
+        visit = sweep.visit
         for step in reversed(steps):
-            sweep.visit(step)
+            visit(step)
         live = _live_slots(steps, len(program.slots), sweep.passes, wrt, wrt_slots)
         self.live = live
         self.strict = sweep.strict
         self._summarize(program, sweep, live)
 
     def _summarize(self, program, sweep: "_BackwardSweep", live: bytearray) -> None:
-        """The answers, from the backward sweep's marks and the forward sweep's live slots."""
+        """The answers, from the backward sweep's marks and the forward sweep's live slots.
+
+        Each wire into a step is met once by the sweep (one wire feeds one input), in the order
+        the answers list them; an Edge hashes in Python (a dataclass), so each is hashed about
+        once here, where a dict keyed by wires used to hash it six times."""
         slots, strict, cutters = program.slots, sweep.strict, sweep.cutters
         #: PreventGradient blocks the gradient would have to pass through (an error to run)
         self.prevented = tuple(
@@ -51,17 +56,26 @@ class GradientPaths:
             if any(live[st.flat_input(j)] and slots[st.flat_input(j)].type.is_float
                    for j in range(len(st.in_edges)) if st.flat_input(j) is not None))
         #: (step index, flat input index) -> True when a cotangent must be computed for it
-        self.needs = {k: v and bool(live[program.steps[k[0]].flat_input(k[1])])
-                      for k, v in sweep.passes.items()}
-        self.slots = frozenset(i for i in range(len(slots)) if strict[i] and live[i])
-        self.flows = frozenset(e for e, s in sweep.edge_strict.items()
-                               if s and live[program.slot_of(e.src, e.src_port)])
+        self.needs = needs = {}
+        flows, cut_reasons, met = [], {}, set()
+        for index, j, src, edge, is_strict, c in zip(*sweep.met):
+            needs[(index, j)] = is_strict and bool(live[src])
+            if edge is None:
+                continue
+            met.add(id(edge))
+            if is_strict:
+                if live[src]:
+                    flows.append(edge)
+            else:
+                cut_reasons[edge] = tuple(sorted(c))
+        self.slots = frozenset(i for i, (s, v) in enumerate(zip(strict, live)) if s and v)
+        self.flows = frozenset(flows)
         #: why each cut wire is cut: {edge: ((node, reason), ...)}
-        self.cut_reasons = {e: tuple(sorted(sweep.edge_cut[e])) for e, s in sweep.edge_strict.items() if not s}
-        self.cut = {e: tuple(sorted({node for node, _ in why})) for e, why in self.cut_reasons.items()}
-        known = set(sweep.edge_strict)
-        self.unreached = frozenset(e for e in program.typed_wires() if e not in known)
-        sources = [s for s in program.steps if s.role in ("variable", "placeholder")]
+        self.cut_reasons = cut_reasons
+        self.cut = {e: tuple(sorted({node for node, _ in why})) for e, why in cut_reasons.items()}
+        # the typed wires are the Edge objects the steps' in_edges hold (the compile's own)
+        self.unreached = frozenset(e for e in program.typed_wires() if id(e) not in met)
+        sources = [s for s in program.steps if s.spec.role in ("variable", "placeholder")]
         self.sources = tuple(s.node for s in sources if strict[s.outputs[0]])
         self.cut_sources = {s.node: tuple(sorted({n for n, _ in cutters[s.outputs[0]]})) for s in sources
                             if not strict[s.outputs[0]] and cutters[s.outputs[0]] is not None}
@@ -77,22 +91,36 @@ class GradientPaths:
         return "leads to the target but to no node gradients are wanted for"
 
 
+_NONE = frozenset()
+
+
+def _union(a: frozenset, b: frozenset) -> frozenset:
+    """``a | b``, without a new set when one side holds the other's all (most are empty)."""
+    if not b or a is b:
+        return a
+    return b if not a else a | b
+
+
 class _BackwardSweep:
     """Marks, from the targets backwards, which slots the gradient reaches: ``strict`` where it
     really flows, ``cutters`` (the blocks in the way, with reasons) where it only would."""
 
-    def __init__(self, slots, targets):
+    def __init__(self, slots, targets, n_steps: int):
         self.slots = slots
         n = len(slots)
         self.strict = bytearray(n)
         self.cutters: list = [None] * n  # None: not even relaxed-reachable; else frozenset of cutters
         for t in targets:
             self.strict[t] = 1
-            self.cutters[t] = frozenset()
-        self.edge_strict: dict[Edge, bool] = {}
-        self.edge_cut: dict[Edge, frozenset] = {}
-        #: (step index, flat input index) -> True when gradient strictly passes into that input
-        self.passes: dict[tuple[int, int], bool] = {}
+            self.cutters[t] = _NONE
+        #: per step index, per flat input: True when gradient strictly passes into that input
+        #: (None for a step no gradient reaches, or an unwired input)
+        self.passes: list = [None] * n_steps
+        #: per wired input of each step the sweep reached, in the order it met them: the step
+        #: index, the flat input, its source slot, its Edge or None, whether gradient strictly
+        #: passes, the cutters met; six lists, not a tuple each: fewer objects for the collector
+        #: to scan (a tuple each took 100k-block paths into a full collection)
+        self.met = ([], [], [], [], [], [])
         self.prevent_hits: list = []
 
     def visit(self, step) -> None:
@@ -103,44 +131,49 @@ class _BackwardSweep:
         if spec.gradient == "prevent" and any(self.strict[o] for o in step.outputs):
             self.prevent_hits.append(step)
         slots, strict, cutters = self.slots, self.strict, self.cutters
-        for j, (pos, _, edge) in enumerate(step.in_edges):
-            src = step.flat_input(j)
+        m_index, m_j, m_src, m_edge, m_strict, m_cut = self.met
+        vjp, inputs, decls, index = spec.gradient == "vjp", step.inputs, spec.inputs, step.index
+        passes = self.passes[index] = [None] * len(step.in_edges)
+        for j, (pos, k, edge) in enumerate(step.in_edges):
+            src = inputs[pos] if k is None else inputs[pos][k]
             if src is None:
                 continue
-            decl = spec.inputs[pos]
-            ok = spec.gradient == "vjp" and decl.differentiable and slots[src].type.is_float
+            decl = decls[pos]
+            ok = vjp and decl.differentiable and slots[src].type.is_float
             is_strict = out_strict and ok
             c = out_cut if ok else out_cut | {(step.node, cut_reason(spec, decl, slots[src]))}
-            self.passes[(step.index, j)] = is_strict
-            if edge is not None:
-                self.edge_strict[edge] = self.edge_strict.get(edge, False) or is_strict
-                self.edge_cut[edge] = c
+            passes[j] = is_strict
+            m_index.append(index)
+            m_j.append(j)
+            m_src.append(src)
+            m_edge.append(edge)
+            m_strict.append(is_strict)
+            m_cut.append(c)
             if is_strict:
                 strict[src] = 1
-            cutters[src] = c if cutters[src] is None else cutters[src] | c
+            had = cutters[src]
+            cutters[src] = c if had is None else _union(had, c)
 
     def _outputs(self, step):
         """(does gradient strictly leave through an output, the cutters met on the way to its
         outputs or None when no output leads to a target)."""
-        spec, slots = step.spec, self.slots
+        spec, slots, cutters = step.spec, self.slots, self.cutters
         out_strict = False
         out_cut = None
         for k, o in enumerate(step.outputs):
-            if self.cutters[o] is None:
+            c = cutters[o]
+            if c is None:
                 continue
             decl_out = spec.outputs[step.out_decl[k]]
-            differentiable = decl_out.differentiable and slots[o].type.is_float
+            is_float = slots[o].type.is_float
+            differentiable = decl_out.differentiable and is_float
             if self.strict[o] and differentiable and spec.gradient == "vjp":
                 out_strict = True
-            if differentiable:
-                extra = frozenset()
-            elif not slots[o].type.is_float:
-                extra = frozenset({(step.node, f"its output '{slots[o].port}' is {slots[o].type.dtype.name}, "
-                                               f"which carries no gradient")})
-            else:
-                extra = frozenset({(step.node, f"its output '{slots[o].port}' is not differentiable")})
-            c = self.cutters[o] | extra
-            out_cut = c if out_cut is None else out_cut | c
+            if not differentiable:
+                why = (f"its output '{slots[o].port}' is {slots[o].type.dtype.name}, which carries no gradient"
+                       if not is_float else f"its output '{slots[o].port}' is not differentiable")
+                c = c | {(step.node, why)}
+            out_cut = c if out_cut is None else _union(out_cut, c)
         return out_strict, out_cut
 
 
@@ -155,8 +188,8 @@ def _live_slots(steps, n: int, passes, wrt, wrt_slots) -> bytearray:
             for o in step.outputs:
                 live[o] = 1
             continue
-        if any(passes.get((step.index, j)) and live[step.flat_input(j)]
-               for j in range(len(step.in_edges))):
+        p = passes[step.index]
+        if p is not None and any(p[j] and live[step.flat_input(j)] for j in range(len(p))):
             for o in step.outputs:
                 live[o] = 1
     return live
