@@ -58,16 +58,18 @@ class _Plain:
 class Inference:
     """The tables a compile builds while typing nodes in order (slots, steps, ...)."""
 
-    def __init__(self, page, files, report, specs, attrs, fed: dict[tuple[str, str], Edge],
+    def __init__(self, page, files, report, ids, specs, attrs, fed: dict[tuple[str, str], Edge],
                  binders=None, deferred=None):
         """``report``: what records problems (``error(node, port, message)``, ``warn``, and the
-        ``failed`` set of nodes); ``specs``/``attrs``: the nodes whose block is known, with their
-        checked attrs; ``fed``: the good wires by (destination node, input port); ``binders``:
+        ``failed`` set of nodes); ``ids``: the page's node ids by block number (page order);
+        ``specs``/``attrs``: by block number, each block's spec and checked attrs (None for an
+        unknown block); ``fed``: the good wires by (destination node, input port); ``binders``:
         the composites' Input blocks, {flat id: instance}, whose types bind the instance's named
         dimensions; ``deferred``: nodes whose raw attrs use those dimensions (checked here)."""
         self.page, self.files, self.report = page, files, report
         self.dims = Dimensions(binders or {}, report, page)
         self.deferred = deferred or {}
+        self.ids, self.nodes = ids, list(page.nodes.values())
         self.specs, self.attrs, self.fed = specs, attrs, fed
         #: (spec, id of its attrs dict, input types) -> output types: the blocks of every instance
         #: of a composite share one attrs dict (compiler._check_blocks), so an instance typed
@@ -89,13 +91,22 @@ class Inference:
         self.feeds: dict[str, np.ndarray] = {}
         #: Variables whose value is stored in the project
         self.stored: set[str] = set()
-        self.fed_ports: dict[str, list[str]] = {}
-        for dst, port in fed:
-            self.fed_ports.setdefault(dst, []).append(port)
+        self._fed_ports: dict[str, list[str]] | None = None
+
+    @property
+    def fed_ports(self) -> dict[str, list[str]]:
+        """{node: its wired input ports}: made when first asked (a page with a problem, a list
+        input), since a clean page's plain blocks never need it."""
+        if self._fed_ports is None:
+            self._fed_ports = {}
+            for dst, port in self.fed:
+                self._fed_ports.setdefault(dst, []).append(port)
+        return self._fed_ports
 
     def infer_all(self, order) -> None:
-        for nid in order:
-            self.infer_node(nid)
+        """Type every block, in ``order`` (block numbers)."""
+        for i in order:
+            self.infer_node(i)
 
     def edge_types(self) -> dict[Edge, TensorType]:
         """The type each good wire carries, for wires into nodes that compiled."""
@@ -106,53 +117,56 @@ class Inference:
                 types[e] = self.slots[idx].type
         return types
 
-    def infer_node(self, nid: str) -> None:
-        """Type one node and add its step; on a problem, report it and mark the node failed."""
-        report, spec, failed = self.report, self.specs.get(nid), self.report.failed
+    def infer_node(self, i: int) -> None:
+        """Type block number ``i`` and add its step; on a problem, report it and mark the node
+        failed."""
+        nid, spec, report, failed = self.ids[i], self.specs[i], self.report, self.report.failed
         if spec is None:
             failed.add(nid)
             return
-        node = self.page.nodes[nid]
-        fed, fed_ports = self.fed, self.fed_ports.get(nid, ())
-        if failed and (nid in failed or any(fed[(nid, port)].src in failed for port in fed_ports)):
-            # Its own problem, or one upstream, is reported already; what is wrong with its
-            # inputs is still worth saying now, so that every problem shows at once.
+        if failed:
+            fed, fed_ports = self.fed, self.fed_ports.get(nid, ())
+            if nid in failed or any(fed[(nid, port)].src in failed for port in fed_ports):
+                # Its own problem, or one upstream, is reported already; what is wrong with its
+                # inputs is still worth saying now, so that every problem shows at once.
+                failed.add(nid)
+                self._check_inputs_present(nid, self.nodes[i], spec, fed_ports)
+                return
+        if self.deferred and nid in self.deferred and not self._resolve_attrs(i, nid, spec):
             failed.add(nid)
-            self._check_inputs_present(nid, node, spec, fed_ports)
             return
-        if nid in self.deferred and not self._resolve_attrs(nid, spec):
-            failed.add(nid)
-            return
+        attrs = self.attrs[i]
         plan = self._plans.get(spec, _UNPLANNED)
         if plan is _UNPLANNED:
             plan = self._plans[spec] = self._plan(spec)
-        if plan is not None and nid not in self.dims.binders and self._infer_plain(nid, spec, plan):
+        if plan is not None and nid not in self.dims.binders and self._infer_plain(nid, spec, plan, attrs):
             return
+        node = self.nodes[i]
         got = self._inputs(nid, node, spec)
         if got is None or not self._dtypes_fit(nid, spec, got):
             return
-        outs = self._call_infer(nid, spec, got.args)
+        outs = self._call_infer(nid, spec, got.args, attrs)
         if outs is None:
             return
         if spec.role == "variable":
-            mismatch = _declared_shape_mismatch(node, spec, self.attrs[nid], outs[0])
+            mismatch = _declared_shape_mismatch(node, spec, attrs, outs[0])
             if mismatch:
                 report.error(nid, None, mismatch)
                 return
         out_slots, out_struct, out_decl = self._add_outputs(nid, spec, outs)
-        if spec.role in ("variable", "placeholder") and not self._keep_value(nid, node, spec, outs):
+        if spec.role in ("variable", "placeholder") and not self._keep_value(nid, node, spec, outs, attrs):
             return
         outputs = tuple(out_slots)
         static = got.static
         # most steps have no static input and one plain output: their tuples are shared
         static = self._shared(static) if all(v is None for v in static) else tuple(static)
         struct = outputs if out_struct == out_slots else tuple(out_struct)
-        step = make_step(len(self.steps), nid, spec, self.attrs[nid], tuple(got.inputs), static,
+        step = make_step(len(self.steps), nid, spec, attrs, tuple(got.inputs), static,
                     outputs, tuple(got.in_edges), struct, self._shared(out_decl), tuple(got.refs))
         self.steps.append(step)
         self.step_by_node[nid] = step
         if nid in self.dims.binders:
-            self.dims.bind(nid, self.attrs[nid], outs[0])
+            self.dims.bind(nid, attrs, outs[0])
         for _, target in got.refs:
             if target in self.updaters:
                 report.warn(nid, None, f"updates {target[1]}'s {target[0]} as {self.updaters[target]} does; "
@@ -171,7 +185,7 @@ class Inference:
                       tuple(d.name for d in spec.outputs), self._shared((None,) * n_in),
                       self._shared(range(n_out)), spec.role == "placeholder")
 
-    def _infer_plain(self, nid, spec, plan) -> bool:
+    def _infer_plain(self, nid, spec, plan, attrs) -> bool:
         """Type a block whose every input is wired from a typed output (most blocks of a big
         page) with what the general path would give, in fewer steps; False, with nothing done,
         when it is not such a block (an inline or missing input, a wire from a port its source
@@ -181,7 +195,7 @@ class Inference:
         typed by one look-up: that block's dtypes passed their check and its infer gave these
         outputs (the general path's look-ups, by content, would say the same)."""
         fed, port_slots, slots = self.fed, self.port_slots, self.slots
-        inputs, args, in_edges, ids = [], [], [], [spec, id(self.attrs[nid])]
+        inputs, args, in_edges, ids = [], [], [], [spec, id(attrs)]
         for pos, name in plan.inputs:
             e = fed.get((nid, name))
             if e is None:
@@ -201,7 +215,7 @@ class Inference:
             got.args, got.inputs, got.static, got.in_edges = args, inputs, list(plan.static), in_edges
             if not self._dtypes_fit(nid, spec, got):
                 return True
-            outs = self._call_infer(nid, spec, args)
+            outs = self._call_infer(nid, spec, args, attrs)
             if outs is None:
                 return True
             if all(t.value is None for t in args):   # a known value is looked up by content never
@@ -216,7 +230,7 @@ class Inference:
         if plan.placeholder and nid in self.page.feeds:
             self.feeds[nid] = read_only(np.asarray(self.page.feeds[nid]))
         outputs = tuple(outputs)
-        step = make_step(len(self.steps), nid, spec, self.attrs[nid], tuple(inputs), plan.static, outputs,
+        step = make_step(len(self.steps), nid, spec, attrs, tuple(inputs), plan.static, outputs,
                     tuple(in_edges), outputs, plan.out_decl, ())
         self.steps.append(step)
         self.step_by_node[nid] = step
@@ -250,7 +264,7 @@ class Inference:
             self._dtypes_ok.add(key)
         return ok
 
-    def _resolve_attrs(self, nid, spec) -> bool:
+    def _resolve_attrs(self, i, nid, spec) -> bool:
         """Put the sizes of the dimensions a node's attrs name in them, and check the attrs."""
         raw = self.deferred[nid]
         try:
@@ -263,7 +277,7 @@ class Inference:
             self.report.error(nid, None, problem)
         if problems:
             return False
-        self.attrs[nid] = {k: read_only(v) if isinstance(v, np.ndarray) else v for k, v in values.items()}
+        self.attrs[i] = {k: read_only(v) if isinstance(v, np.ndarray) else v for k, v in values.items()}
         return True
 
     # ------------------------------------------------------------------------------ inputs
@@ -449,9 +463,8 @@ class Inference:
 
     # ----------------------------------------------------------------------------- outputs
 
-    def _call_infer(self, nid, spec, args):
+    def _call_infer(self, nid, spec, args, attrs):
         """The block's output types, checked (None when its infer refused or misbehaved: reported)."""
-        attrs = self.attrs[nid]
         key = _memo_key(spec, attrs, args)
         if key is not None:
             outs = self._typed.get(key)
@@ -504,13 +517,13 @@ class Inference:
             out_struct.append(tuple(group) if decl.variadic else group[0])
         return out_slots, out_struct, out_decl
 
-    def _keep_value(self, nid, node, spec, outs) -> bool:
+    def _keep_value(self, nid, node, spec, outs, attrs) -> bool:
         """Take a Variable's stored value (or arrange its first one) or a Placeholder's saved feed;
         False when a stored value does not fit its type (reported)."""
         if spec.role == "variable":
             value = node.state.get("value")
             if value is None:   # drawn when a run first needs it, never while compiling
-                self.variable_values.add_pending(nid, spec, self.attrs[nid], outs[0], f"{self.page.scope}/{nid}")
+                self.variable_values.add_pending(nid, spec, attrs, outs[0], f"{self.page.scope}/{nid}")
             elif value.shape != outs[0].shape or value.dtype != outs[0].dtype:
                 self.report.error(nid, None, f"stored value is {TensorType.of(value)} but the Variable is "
                                              f"declared {outs[0]}")
