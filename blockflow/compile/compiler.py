@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from blockflow.compile.flatten import COMPOSITE_INPUT, COMPOSITE_OUTPUT, Hierarchy, flatten
-from blockflow.compile.infer import Inference, read_only
+from blockflow.compile.infer import Inference, Wires, read_only
 from blockflow.compile.ordering import Dependencies
 from blockflow.compile.program import Diagnostic, Program
 from blockflow.datafiles import DataFiles
@@ -181,6 +181,7 @@ class _Compiler:
         (``self.ids``, ``self.index``): a 100k-block page's dicts keyed by id are far larger than
         the cache, and each look-up in one cost 4-5x one in a small table."""
         ids = self.ids = list(self.page.nodes)
+        self.nodes = list(self.page.nodes.values())
         self.index = {nid: i for i, nid in enumerate(ids)}
         specs: list = [None] * len(ids)
         attrs: list = [None] * len(ids)
@@ -225,11 +226,12 @@ class _Compiler:
                     self.error(nid, port, f"{spec.name} has no input '{port}' for the inline value")
         return specs, attrs
 
-    def _check_wires(self, specs) -> tuple[dict[tuple[str, str], Edge], list]:
-        """The good wires by (destination node, input port): both ends exist, one wire per input;
-        and each one's (source, destination) block numbers."""
-        page, index, nodes = self.page, self.index, self.page.nodes
-        fed: dict[tuple[str, str], Edge] = {}
+    def _check_wires(self, specs) -> tuple[Wires, list]:
+        """The good wires (both ends exist, one wire per input), and each one's (source,
+        destination) block numbers."""
+        page, index, nodes = self.page, self.index, self.nodes
+        fed = Wires(index, len(self.ids))
+        into = fed.into
         arcs: list = []
         for e in page.edges:
             si, di = index.get(e.src), index.get(e.dst)
@@ -244,13 +246,15 @@ class _Compiler:
                 ok = self._check_end(e, e.dst, e.dst_port, False, specs) and ok
                 if not ok:
                     continue
-            key = (e.dst, e.dst_port)
-            if key in fed:
-                self.error(e.dst, e.dst_port, f"input is fed by two wires: {fed[key]} and {e}", fail=False)
-                continue
-            if nodes[e.dst].inputs and e.dst_port in nodes[e.dst].inputs:
+            if into[di] is not None:
+                first = fed.find(di, e.dst_port)
+                if first is not None:
+                    self.error(e.dst, e.dst_port, f"input is fed by two wires: {first} and {e}", fail=False)
+                    continue
+            inline = nodes[di].inputs
+            if inline and e.dst_port in inline:
                 self.warn(e.dst, e.dst_port, "input is wired, so its inline value is ignored")
-            fed[key] = e
+            fed.add(e, di)
             arcs.append((si, di))
         return fed, arcs
 

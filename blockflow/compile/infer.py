@@ -55,15 +55,52 @@ class _Plain:
         self.out_decl, self.placeholder = out_decl, placeholder
 
 
+class Wires:
+    """The good wires of a page (both ends exist, one wire per input), by the block number of
+    the block each goes into, and in page order (compiler._check_wires makes it): a wire is
+    found in its block's short list, not in a dict of every wire keyed by (node, port)."""
+
+    __slots__ = ("index", "into", "good")
+
+    def __init__(self, index: dict, n: int):
+        self.index = index
+        self.into: list = [None] * n     # per block number: the wires into it, or None
+        self.good: list = []
+
+    def find(self, i: int, port: str):
+        """The wire into block number ``i``'s ``port``, or None."""
+        for e in self.into[i] or ():
+            if e.dst_port == port:
+                return e
+        return None
+
+    def add(self, e, i: int) -> None:
+        into = self.into[i]
+        if into is None:
+            self.into[i] = [e]
+        else:
+            into.append(e)
+        self.good.append(e)
+
+    def get(self, key):
+        """The wire into ``(node, port)``, or None."""
+        i = self.index.get(key[0])
+        return None if i is None else self.find(i, key[1])
+
+    def ports(self, nid) -> list:
+        """The wired input ports of ``nid``, in page order."""
+        i = self.index.get(nid)
+        return [e.dst_port for e in self.into[i] or ()] if i is not None else []
+
+
 class Inference:
     """The tables a compile builds while typing nodes in order (slots, steps, ...)."""
 
-    def __init__(self, page, files, report, ids, specs, attrs, fed: dict[tuple[str, str], Edge],
-                 binders=None, deferred=None):
+    def __init__(self, page, files, report, ids, specs, attrs, fed: Wires, binders=None, deferred=None):
         """``report``: what records problems (``error(node, port, message)``, ``warn``, and the
         ``failed`` set of nodes); ``ids``: the page's node ids by block number (page order);
         ``specs``/``attrs``: by block number, each block's spec and checked attrs (None for an
-        unknown block); ``fed``: the good wires by (destination node, input port); ``binders``:
+        unknown block); ``fed``: the good wires; ``binders``:
         the composites' Input blocks, {flat id: instance}, whose types bind the instance's named
         dimensions; ``deferred``: nodes whose raw attrs use those dimensions (checked here)."""
         self.page, self.files, self.report = page, files, report
@@ -91,17 +128,6 @@ class Inference:
         self.feeds: dict[str, np.ndarray] = {}
         #: Variables whose value is stored in the project
         self.stored: set[str] = set()
-        self._fed_ports: dict[str, list[str]] | None = None
-
-    @property
-    def fed_ports(self) -> dict[str, list[str]]:
-        """{node: its wired input ports}: made when first asked (a page with a problem, a list
-        input), since a clean page's plain blocks never need it."""
-        if self._fed_ports is None:
-            self._fed_ports = {}
-            for dst, port in self.fed:
-                self._fed_ports.setdefault(dst, []).append(port)
-        return self._fed_ports
 
     def infer_all(self, order) -> None:
         """Type every block, in ``order`` (block numbers)."""
@@ -111,9 +137,9 @@ class Inference:
     def edge_types(self) -> dict[Edge, TensorType]:
         """The type each good wire carries, for wires into nodes that compiled."""
         types = {}
-        for (dst, _), e in self.fed.items():
+        for e in self.fed.good:
             idx = self.port_slots.get((e.src, e.src_port))
-            if idx is not None and dst not in self.report.failed:
+            if idx is not None and e.dst not in self.report.failed:
                 types[e] = self.slots[idx].type
         return types
 
@@ -125,12 +151,12 @@ class Inference:
             failed.add(nid)
             return
         if failed:
-            fed, fed_ports = self.fed, self.fed_ports.get(nid, ())
-            if nid in failed or any(fed[(nid, port)].src in failed for port in fed_ports):
+            wired = self.fed.into[i] or ()
+            if nid in failed or any(e.src in failed for e in wired):
                 # Its own problem, or one upstream, is reported already; what is wrong with its
                 # inputs is still worth saying now, so that every problem shows at once.
                 failed.add(nid)
-                self._check_inputs_present(nid, self.nodes[i], spec, fed_ports)
+                self._check_inputs_present(nid, self.nodes[i], spec, [e.dst_port for e in wired])
                 return
         if self.deferred and nid in self.deferred and not self._resolve_attrs(i, nid, spec):
             failed.add(nid)
@@ -139,7 +165,7 @@ class Inference:
         plan = self._plans.get(spec, _UNPLANNED)
         if plan is _UNPLANNED:
             plan = self._plans[spec] = self._plan(spec)
-        if plan is not None and nid not in self.dims.binders and self._infer_plain(nid, spec, plan, attrs):
+        if plan is not None and nid not in self.dims.binders and self._infer_plain(i, nid, spec, plan, attrs):
             return
         node = self.nodes[i]
         got = self._inputs(nid, node, spec)
@@ -185,7 +211,7 @@ class Inference:
                       tuple(d.name for d in spec.outputs), self._shared((None,) * n_in),
                       self._shared(range(n_out)), spec.role == "placeholder")
 
-    def _infer_plain(self, nid, spec, plan, attrs) -> bool:
+    def _infer_plain(self, i, nid, spec, plan, attrs) -> bool:
         """Type a block whose every input is wired from a typed output (most blocks of a big
         page) with what the general path would give, in fewer steps; False, with nothing done,
         when it is not such a block (an inline or missing input, a wire from a port its source
@@ -194,11 +220,16 @@ class Inference:
         A block whose spec, attrs dict and input type objects are those of one typed before is
         typed by one look-up: that block's dtypes passed their check and its infer gave these
         outputs (the general path's look-ups, by content, would say the same)."""
-        fed, port_slots, slots = self.fed, self.port_slots, self.slots
+        port_slots, slots = self.port_slots, self.slots
+        wired = self.fed.into[i] or ()
+        if len(wired) != len(plan.inputs):
+            return False     # an input is not wired (each wire goes to a declared input, one each)
         inputs, args, in_edges, ids = [], [], [], [spec, id(attrs)]
         for pos, name in plan.inputs:
-            e = fed.get((nid, name))
-            if e is None:
+            for e in wired:
+                if e.dst_port == name:
+                    break
+            else:
                 return False
             idx = port_slots.get((e.src, e.src_port))
             if idx is None:
@@ -326,7 +357,7 @@ class Inference:
     def _variadic_input(self, got, pos, nid, node, decl) -> bool:
         """An InputList: its ports must fill up in order from 0, at least ``min_count`` of them."""
         error = self.report.error
-        indices = [i for base, i in map(split_port, self.fed_ports.get(nid, ())) if base == decl.name]
+        indices = [i for base, i in map(split_port, self.fed.ports(nid)) if base == decl.name]
         inline_idx = sorted(split_port(p)[1] for p in node.inputs if split_port(p)[0] == decl.name)
         present = sorted(set(indices) | set(inline_idx))
         if present != list(range(len(present))):
