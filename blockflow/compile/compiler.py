@@ -127,7 +127,8 @@ class _Compiler:
         self._check_loss(typed.port_slots)
         self.diags.sort(key=lambda d: (d.severity != "error", d.node or "", d.port or ""))
         program = Program(self.page, typed.steps, typed.slots, self.diags, deps.graph, edge_types,
-                          typed.port_slots, typed.variable_values, typed.feeds, typed.slot_values)
+                          typed.port_slots, typed.variable_values, typed.feeds, typed.slot_values,
+                          typed.step_by_node, typed.variable_steps)
         program.files = self.files
         program.stored_variables = frozenset(typed.stored)
         program.hierarchy = self.hierarchy

@@ -60,37 +60,48 @@ class Wires:
     the block each goes into, and in page order (compiler._check_wires makes it): a wire is
     found in its block's short list, not in a dict of every wire keyed by (node, port)."""
 
-    __slots__ = ("index", "into", "good")
+    __slots__ = ("index", "into", "good", "slot")
 
     def __init__(self, index: dict, n: int):
         self.index = index
-        self.into: list = [None] * n     # per block number: the wires into it, or None
+        #: per block number: the places in ``good`` of the wires into it, or None
+        self.into: list = [None] * n
         self.good: list = []
+        #: per wire of ``good``: the slot it carries, once the typing of its block found it
+        #: (None: not found there; edge_types looks it up)
+        self.slot: list = []
 
     def find(self, i: int, port: str):
         """The wire into block number ``i``'s ``port``, or None."""
-        for e in self.into[i] or ():
-            if e.dst_port == port:
-                return e
+        good = self.good
+        for g in self.into[i] or ():
+            if good[g].dst_port == port:
+                return good[g]
         return None
 
     def add(self, e, i: int) -> None:
-        into = self.into[i]
+        into, g = self.into[i], len(self.good)
         if into is None:
-            self.into[i] = [e]
+            self.into[i] = [g]
         else:
-            into.append(e)
+            into.append(g)
         self.good.append(e)
+        self.slot.append(None)
 
     def get(self, key):
         """The wire into ``(node, port)``, or None."""
         i = self.index.get(key[0])
         return None if i is None else self.find(i, key[1])
 
+    def wires_into(self, i: int) -> list:
+        """The wires into block number ``i``, in page order."""
+        good = self.good
+        return [good[g] for g in self.into[i] or ()]
+
     def ports(self, nid) -> list:
         """The wired input ports of ``nid``, in page order."""
         i = self.index.get(nid)
-        return [e.dst_port for e in self.into[i] or ()] if i is not None else []
+        return [e.dst_port for e in self.wires_into(i)] if i is not None else []
 
 
 class Inference:
@@ -122,6 +133,7 @@ class Inference:
         self.port_slots: dict[tuple[str, str], int] = {}
         self.steps: list[Step] = []
         self.step_by_node: dict[str, Step] = {}
+        self.variable_steps: list[Step] = []
         self.slot_values: dict[tuple[str, str], np.ndarray] = {}
         self.updaters: dict[tuple, str] = {}
         self.variable_values = VariableValues()
@@ -137,10 +149,12 @@ class Inference:
     def edge_types(self) -> dict[Edge, TensorType]:
         """The type each good wire carries, for wires into nodes that compiled."""
         types = {}
-        for e in self.fed.good:
-            idx = self.port_slots.get((e.src, e.src_port))
-            if idx is not None and e.dst not in self.report.failed:
-                types[e] = self.slots[idx].type
+        failed, slots, port_slots = self.report.failed, self.slots, self.port_slots
+        for e, idx in zip(self.fed.good, self.fed.slot):
+            if idx is None:
+                idx = port_slots.get((e.src, e.src_port))
+            if idx is not None and (not failed or e.dst not in failed):
+                types[e] = slots[idx].type
         return types
 
     def infer_node(self, i: int) -> None:
@@ -151,7 +165,7 @@ class Inference:
             failed.add(nid)
             return
         if failed:
-            wired = self.fed.into[i] or ()
+            wired = self.fed.wires_into(i)
             if nid in failed or any(e.src in failed for e in wired):
                 # Its own problem, or one upstream, is reported already; what is wrong with its
                 # inputs is still worth saying now, so that every problem shows at once.
@@ -191,6 +205,8 @@ class Inference:
                     outputs, tuple(got.in_edges), struct, self._shared(out_decl), tuple(got.refs))
         self.steps.append(step)
         self.step_by_node[nid] = step
+        if spec.role == "variable":
+            self.variable_steps.append(step)
         if nid in self.dims.binders:
             self.dims.bind(nid, attrs, outs[0])
         for _, target in got.refs:
@@ -220,13 +236,14 @@ class Inference:
         A block whose spec, attrs dict and input type objects are those of one typed before is
         typed by one look-up: that block's dtypes passed their check and its infer gave these
         outputs (the general path's look-ups, by content, would say the same)."""
-        port_slots, slots = self.port_slots, self.slots
+        port_slots, slots, good, wire_slot = self.port_slots, self.slots, self.fed.good, self.fed.slot
         wired = self.fed.into[i] or ()
         if len(wired) != len(plan.inputs):
             return False     # an input is not wired (each wire goes to a declared input, one each)
         inputs, args, in_edges, ids = [], [], [], [spec, id(attrs)]
         for pos, name in plan.inputs:
-            for e in wired:
+            for g in wired:
+                e = good[g]
                 if e.dst_port == name:
                     break
             else:
@@ -234,6 +251,7 @@ class Inference:
             idx = port_slots.get((e.src, e.src_port))
             if idx is None:
                 return False
+            wire_slot[g] = idx     # what the wire carries, whatever types the block
             t = slots[idx].type
             inputs.append(idx)
             args.append(t)

@@ -131,7 +131,9 @@ class Program:
     """
 
     def __init__(self, page: Page, steps, slots, diagnostics, graph, edge_types, port_slots,
-                 variable_values, feeds, slot_values=None):
+                 variable_values, feeds, slot_values=None, step_of=None, variables=None):
+        """``step_of``: {node: step}, and ``variables``: the Variables' steps, when the compile
+        has them at hand (made from ``steps`` when not)."""
         self.page_name = page.name
         self.scope = page.scope
         self.loss = page.loss_target()
@@ -153,10 +155,12 @@ class Program:
         self.variable_values: VariableValues = variable_values
         self.slot_values: dict[tuple[str, str], np.ndarray] = slot_values or {}
         self.feeds: dict[str, np.ndarray] = feeds
-        self.step_of: dict[str, Step] = {s.node: s for s in self.steps}   # compile/'s own: ask step()
+        #: compile/'s own: ask step()
+        self.step_of: dict[str, Step] = {s.node: s for s in self.steps} if step_of is None else step_of
+        if variables is None:
+            variables = [s for s in self.steps if s.role == "variable"]
         #: the Variables optimizers may change (what training differentiates for by default)
-        self.trainable = frozenset(s.node for s in self.steps
-                                   if s.role == "variable" and s.attrs.get("trainable", True))
+        self.trainable = frozenset(s.node for s in variables if s.attrs.get("trainable", True))
         self._ok = not any(d.severity == "error" for d in self.diagnostics)
         self._caches: dict[str, dict] = {}
         self._targets: dict[str, int] = {}
