@@ -34,7 +34,7 @@ class GradientPaths:
         self.targets = targets
         self.wrt = wrt
         steps = program.steps if upto is None else program.steps[:upto]
-        sweep = _BackwardSweep(program.slots, targets, len(program.steps))
+        sweep = _BackwardSweep(program.slots, targets, len(program.steps), _float_slots(program))
         visit = sweep.visit
         for step in reversed(steps):
             visit(step)
@@ -47,8 +47,9 @@ class GradientPaths:
         """The answers, from the backward sweep's marks and the forward sweep's live slots.
 
         Each wire into a step is met once by the sweep (one wire feeds one input), in the order
-        the answers list them; an Edge hashes in Python (a dataclass), so each is hashed about
-        once here, where a dict keyed by wires used to hash it six times."""
+        the answers list them. An Edge hashes in Python (a dataclass, ~0.2 us at 100k blocks),
+        so only the wires the sweep met are hashed, once; the unreached ones are the typed wires
+        less those, by set operations that reuse the hashes the wire-type table holds."""
         slots, strict, cutters = program.slots, sweep.strict, sweep.cutters
         #: PreventGradient blocks the gradient would have to pass through (an error to run)
         self.prevented = tuple(
@@ -57,15 +58,13 @@ class GradientPaths:
                    for j in range(len(st.in_edges)) if st.flat_input(j) is not None))
         #: (step index, flat input index) -> True when a cotangent must be computed for it
         self.needs = needs = {}
-        flows, cut_reasons, met = [], {}, set()
+        flows, cut_reasons, unwanted = [], {}, []
         for index, j, src, edge, is_strict, c in zip(*sweep.met):
             needs[(index, j)] = is_strict and bool(live[src])
             if edge is None:
                 continue
-            met.add(id(edge))
             if is_strict:
-                if live[src]:
-                    flows.append(edge)
+                (flows if live[src] else unwanted).append(edge)
             else:
                 cut_reasons[edge] = tuple(sorted(c))
         self.slots = frozenset(i for i, (s, v) in enumerate(zip(strict, live)) if s and v)
@@ -73,8 +72,10 @@ class GradientPaths:
         #: why each cut wire is cut: {edge: ((node, reason), ...)}
         self.cut_reasons = cut_reasons
         self.cut = {e: tuple(sorted({node for node, _ in why})) for e, why in cut_reasons.items()}
-        # the typed wires are the Edge objects the steps' in_edges hold (the compile's own)
-        self.unreached = frozenset(e for e in program.typed_wires() if id(e) not in met)
+        met = set(self.flows)
+        met.update(cut_reasons)
+        met.update(unwanted)
+        self.unreached = frozenset(set(program.edge_types).difference(met))
         sources = [s for s in program.steps if s.spec.role in ("variable", "placeholder")]
         self.sources = tuple(s.node for s in sources if strict[s.outputs[0]])
         self.cut_sources = {s.node: tuple(sorted({n for n, _ in cutters[s.outputs[0]]})) for s in sources
@@ -105,8 +106,8 @@ class _BackwardSweep:
     """Marks, from the targets backwards, which slots the gradient reaches: ``strict`` where it
     really flows, ``cutters`` (the blocks in the way, with reasons) where it only would."""
 
-    def __init__(self, slots, targets, n_steps: int):
-        self.slots = slots
+    def __init__(self, slots, targets, n_steps: int, floats: bytes):
+        self.slots, self.floats = slots, floats
         n = len(slots)
         self.strict = bytearray(n)
         self.cutters: list = [None] * n  # None: not even relaxed-reachable; else frozenset of cutters
@@ -130,7 +131,7 @@ class _BackwardSweep:
         spec = step.spec
         if spec.gradient == "prevent" and any(self.strict[o] for o in step.outputs):
             self.prevent_hits.append(step)
-        slots, strict, cutters = self.slots, self.strict, self.cutters
+        slots, strict, cutters, floats = self.slots, self.strict, self.cutters, self.floats
         m_index, m_j, m_src, m_edge, m_strict, m_cut = self.met
         vjp, inputs, decls, index = spec.gradient == "vjp", step.inputs, spec.inputs, step.index
         passes = self.passes[index] = [None] * len(step.in_edges)
@@ -139,7 +140,7 @@ class _BackwardSweep:
             if src is None:
                 continue
             decl = decls[pos]
-            ok = vjp and decl.differentiable and slots[src].type.is_float
+            ok = vjp and decl.differentiable and floats[src] == 1
             is_strict = out_strict and ok
             c = out_cut if ok else out_cut | {(step.node, cut_reason(spec, decl, slots[src]))}
             passes[j] = is_strict
@@ -157,7 +158,7 @@ class _BackwardSweep:
     def _outputs(self, step):
         """(does gradient strictly leave through an output, the cutters met on the way to its
         outputs or None when no output leads to a target)."""
-        spec, slots, cutters = step.spec, self.slots, self.cutters
+        spec, slots, cutters, floats = step.spec, self.slots, self.cutters, self.floats
         out_strict = False
         out_cut = None
         for k, o in enumerate(step.outputs):
@@ -165,7 +166,7 @@ class _BackwardSweep:
             if c is None:
                 continue
             decl_out = spec.outputs[step.out_decl[k]]
-            is_float = slots[o].type.is_float
+            is_float = floats[o] == 1
             differentiable = decl_out.differentiable and is_float
             if self.strict[o] and differentiable and spec.gradient == "vjp":
                 out_strict = True
@@ -175,6 +176,17 @@ class _BackwardSweep:
                 c = c | {(step.node, why)}
             out_cut = c if out_cut is None else _union(out_cut, c)
         return out_strict, out_cut
+
+
+def _float_slots(program) -> bytes:
+    """Per slot, 1 when its dtype is a float: the sweep asks for each wire, and a byte string
+    is what a 100k-block program's scattered Slot objects are not, in the cache. Made once
+    per program."""
+    cache = program.cache("gradpaths")
+    floats = cache.get("floats")
+    if floats is None:
+        floats = cache["floats"] = bytes([s.type.dtype.kind == "f" for s in program.slots])
+    return floats
 
 
 def _live_slots(steps, n: int, passes, wrt, wrt_slots) -> bytearray:
