@@ -117,9 +117,9 @@ class _Compiler:
         for p in self.hierarchy.problems:
             self.error(p.node, p.port, p.message)
         specs, attrs = self._check_blocks()
-        fed, arcs = self._check_wires(specs)
+        fed, succ = self._check_wires(specs)
         binders = self._binders()
-        deps = self._dependencies(arcs, binders, specs, attrs)
+        deps = self._dependencies(succ, binders, specs, attrs)
         typed = Inference(self.page, self.files, self, self.ids, specs, attrs, fed, binders, self.deferred)
         typed.infer_all(self._order(deps))
         edge_types = typed.edge_types()   # before the loss check, which may fail a node that compiled
@@ -134,15 +134,22 @@ class _Compiler:
         program.hierarchy = self.hierarchy
         return program
 
-    def _dependencies(self, arcs, binders, specs, attrs) -> Dependencies:
-        """The wires' arcs (by block number) and the dimension arcs, for the schedule."""
+    def _dependencies(self, succ, binders, specs, attrs) -> Dependencies:
+        """The schedule's arcs: the wires' (``succ``, by block number) then the dimension arcs."""
         index, ids = self.index, self.ids
         dims = self._dimension_arcs(binders)
         if all(u in index and v in index for u, v in dims):
-            return Dependencies.numbered(ids, arcs + [(index[u], index[v]) for u, v in dims])
+            for u, v in dims:
+                u = index[u]
+                if succ[u] is None:
+                    succ[u] = [index[v]]
+                else:
+                    succ[u].append(index[v])
+            return Dependencies.successors(ids, succ)
         # An arc to a block left out (the Variable of an instance that reads another's): it is
         # scheduled, as networkx added it, and fails there as a block of no known kind.
-        deps = Dependencies(ids, [(ids[u], ids[v]) for u, v in arcs] + list(dims))
+        arcs = [(ids[u], ids[v]) for u, vs in enumerate(succ) for v in vs or ()]
+        deps = Dependencies(ids, arcs + list(dims))
         for nid in deps.nodes[len(ids):]:
             index[nid] = len(ids)
             ids.append(nid)
@@ -186,6 +193,7 @@ class _Compiler:
         self.index = {nid: i for i, nid in enumerate(ids)}
         specs: list = [None] * len(ids)
         attrs: list = [None] * len(ids)
+        self.inline: set[int] = set()    # the blocks given inline inputs
         unexpanded, waiting = self.hierarchy.unexpanded, self.hierarchy.dim_nodes
         # The blocks of every instance of a composite share their node's attrs dict (flatten.py),
         # and most blocks drawn on a big page have attrs equal to many others' (a Tanh has none):
@@ -193,6 +201,8 @@ class _Compiler:
         checked: dict = {}
         for i, node in enumerate(self.page.nodes.values()):
             nid = ids[i]
+            if node.inputs:
+                self.inline.add(i)
             if unexpanded and nid in unexpanded:     # an instance that could not be flattened: reported
                 self.failed.add(nid)
                 continue
@@ -228,12 +238,12 @@ class _Compiler:
         return specs, attrs
 
     def _check_wires(self, specs) -> tuple[Wires, list]:
-        """The good wires (both ends exist, one wire per input), and each one's (source,
-        destination) block numbers."""
-        page, index, nodes = self.page, self.index, self.nodes
+        """The good wires (both ends exist, one wire per input), and per block number the
+        numbers of the blocks its good wires go to, in page order (None for none)."""
+        page, index, nodes, inline = self.page, self.index, self.nodes, self.inline
         fed = Wires(index, len(self.ids))
         into = fed.into
-        arcs: list = []
+        succ: list = [None] * len(self.ids)
         for e in page.edges:
             si, di = index.get(e.src), index.get(e.dst)
             src = specs[si] if si is not None else None
@@ -252,12 +262,14 @@ class _Compiler:
                 if first is not None:
                     self.error(e.dst, e.dst_port, f"input is fed by two wires: {first} and {e}", fail=False)
                     continue
-            inline = nodes[di].inputs
-            if inline and e.dst_port in inline:
+            if di in inline and e.dst_port in nodes[di].inputs:
                 self.warn(e.dst, e.dst_port, "input is wired, so its inline value is ignored")
             fed.add(e, di)
-            arcs.append((si, di))
-        return fed, arcs
+            if succ[si] is None:
+                succ[si] = [di]
+            else:
+                succ[si].append(di)
+        return fed, succ
 
     def _check_end(self, e: Edge, nid: str, port: str, outgoing: bool, specs) -> bool:
         """Whether one end of wire ``e`` names a node on the page and a port of the right kind."""

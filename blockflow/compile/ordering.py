@@ -37,14 +37,14 @@ class Dependencies:
         self._build(nodes, [(index[u], index[v]) for u, v in arcs])
 
     @classmethod
-    def numbered(cls, nodes: list, arcs) -> "Dependencies":
-        """``nodes``: node ids in page order; ``arcs``: (src, dst) pairs of their numbers."""
+    def successors(cls, nodes: list, succ: list) -> "Dependencies":
+        """``nodes``: node ids in page order; ``succ``: per node number, the numbers its arcs go
+        to in the order they were drawn (None for none; the lists are sorted here, in place)."""
         self = cls.__new__(cls)
-        self._build(nodes, arcs)
+        self._sort(nodes, succ)
         return self
 
     def _build(self, nodes: list, arcs) -> None:
-        self.nodes = tuple(nodes)
         succ: list = [None] * len(nodes)
         for u, v in arcs:
             found = succ[u]
@@ -52,6 +52,10 @@ class Dependencies:
                 succ[u] = [v]
             else:
                 found.append(v)
+        self._sort(nodes, succ)
+
+    def _sort(self, nodes: list, succ: list) -> None:
+        self.nodes = tuple(nodes)
         key = nodes.__getitem__
         for vs in succ:
             if vs is not None and len(vs) > 1:
