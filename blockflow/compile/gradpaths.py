@@ -6,6 +6,8 @@ these, so the import goes one way only (program -> gradpaths) and the two module
 """
 from __future__ import annotations
 
+import gc
+
 from blockflow.project import Edge
 from blockflow.spec import BlockSpec
 
@@ -33,15 +35,23 @@ class GradientPaths:
         self.target = targets[0]
         self.targets = targets
         self.wrt = wrt
-        steps = program.steps if upto is None else program.steps[:upto]
-        sweep = _BackwardSweep(program.slots, targets, len(program.steps), _float_slots(program))
-        visit = sweep.visit
-        for step in reversed(steps):
-            visit(step)
-        live = _live_slots(steps, len(program.slots), sweep.passes, wrt, wrt_slots)
-        self.live = live
-        self.strict = sweep.strict
-        self._summarize(program, sweep, live)
+        # As a compile does (compiler.compile_page): many small objects, no cycle among them, so
+        # the collector waits instead of rescanning the growing lists and tables
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            steps = program.steps if upto is None else program.steps[:upto]
+            sweep = _BackwardSweep(program.slots, targets, len(program.steps), _float_slots(program))
+            visit = sweep.visit
+            for step in reversed(steps):
+                visit(step)
+            live = _live_slots(steps, len(program.slots), sweep.passes, wrt, wrt_slots)
+            self.live = live
+            self.strict = sweep.strict
+            self._summarize(program, sweep, live)
+        finally:
+            if enabled:
+                gc.enable()
 
     def _summarize(self, program, sweep: "_BackwardSweep", live: bytearray) -> None:
         """The answers, from the backward sweep's marks and the forward sweep's live slots.
