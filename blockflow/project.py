@@ -89,7 +89,7 @@ class Node:
                 and dicts_of_arrays_equal(self.state, other.state))
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, init=False)
 class Edge:
     """A wire from an output port to an input port on the same page."""
 
@@ -104,8 +104,14 @@ class Edge:
     dst: str
     dst_port: str
 
-    def __post_init__(self):
-        object.__setattr__(self, "_hash", hash((self.src, self.src_port, self.dst, self.dst_port)))
+    def __init__(self, src: str, src_port: str, dst: str, dst_port: str):
+        # the slots' own setters: a frozen dataclass's __init__ goes through object.__setattr__
+        # per field (1.2 us an edge; flattening 1,000 instances makes 30,000 of them)
+        _SET_SRC(self, src)
+        _SET_SRC_PORT(self, src_port)
+        _SET_DST(self, dst)
+        _SET_DST_PORT(self, dst_port)
+        _SET_HASH(self, hash((src, src_port, dst, dst_port)))
 
     def __hash__(self):
         return self._hash
@@ -115,6 +121,10 @@ class Edge:
 
     def __str__(self):
         return f"{self.src}.{self.src_port} -> {self.dst}.{self.dst_port}"
+
+
+_SET_SRC, _SET_SRC_PORT, _SET_DST, _SET_DST_PORT, _SET_HASH = (
+    Edge.src.__set__, Edge.src_port.__set__, Edge.dst.__set__, Edge.dst_port.__set__, Edge._hash.__set__)
 
 
 class _Unset:

@@ -179,7 +179,7 @@ class Inference:
         plan = self._plans.get(spec, _UNPLANNED)
         if plan is _UNPLANNED:
             plan = self._plans[spec] = self._plan(spec)
-        if plan is not None and nid not in self.dims.binders and self._infer_plain(i, nid, spec, plan, attrs):
+        if plan is not None and self._infer_plain(i, nid, spec, plan, attrs):
             return
         node = self.nodes[i]
         got = self._inputs(nid, node, spec)
@@ -283,6 +283,8 @@ class Inference:
                     tuple(in_edges), outputs, plan.out_decl, ())
         self.steps.append(step)
         self.step_by_node[nid] = step
+        if nid in self.dims.binders:   # a composite's Input or Output: its named dimensions
+            self.dims.bind(nid, attrs, outs[0])
         return True
 
     def _shared(self, items) -> tuple:
