@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from blockflow.compile.flatten import COMPOSITE_INPUT, COMPOSITE_OUTPUT, Hierarchy, flatten
-from blockflow.compile.infer import Inference, Wires, read_only
+from blockflow.compile.infer import Inference, read_only
+from blockflow.compile.wires import Wires
 from blockflow.compile.ordering import Dependencies
 from blockflow.compile.program import Diagnostic, Program
 from blockflow.datafiles import DataFiles

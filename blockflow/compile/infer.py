@@ -12,11 +12,14 @@ from blockflow.compile.program import Slot, Step, make_slot, make_step
 from blockflow.datafiles import DataFileError
 from blockflow.compile.dimensions import Dimensions
 from blockflow.compile.dtypes import check_dtypes
+from blockflow.compile.inferred import check_infer_result
+from blockflow.compile.inferred import too_big as check_too_big
+from blockflow.compile.wires import Wires
 from blockflow.project import Edge, split_port
-from blockflow.spec import MAX_TENSOR_BYTES, ShapeError, TensorType, shape_text
+from blockflow.spec import ShapeError, TensorType, shape_text
 from blockflow.variables import VariableValues
 
-__all__ = ["Inference", "read_only"]
+__all__ = ["Inference", "Wires", "read_only"]
 
 def read_only(a):
     """A view of a project's array that a run cannot write through (results share memory)."""
@@ -53,55 +56,6 @@ class _Plain:
     def __init__(self, inputs, outputs, static, out_decl, placeholder):
         self.inputs, self.outputs, self.static = inputs, outputs, static
         self.out_decl, self.placeholder = out_decl, placeholder
-
-
-class Wires:
-    """The good wires of a page (both ends exist, one wire per input), by the block number of
-    the block each goes into, and in page order (compiler._check_wires makes it): a wire is
-    found in its block's short list, not in a dict of every wire keyed by (node, port)."""
-
-    __slots__ = ("index", "into", "good", "slot")
-
-    def __init__(self, index: dict, n: int):
-        self.index = index
-        #: per block number: the places in ``good`` of the wires into it, or None
-        self.into: list = [None] * n
-        self.good: list = []
-        #: per wire of ``good``: the slot it carries, once the typing of its block found it
-        #: (None: not found there; edge_types looks it up)
-        self.slot: list = []
-
-    def find(self, i: int, port: str):
-        """The wire into block number ``i``'s ``port``, or None."""
-        good = self.good
-        for g in self.into[i] or ():
-            if good[g].dst_port == port:
-                return good[g]
-        return None
-
-    def add(self, e, i: int) -> None:
-        into, g = self.into[i], len(self.good)
-        if into is None:
-            self.into[i] = [g]
-        else:
-            into.append(g)
-        self.good.append(e)
-        self.slot.append(None)
-
-    def get(self, key):
-        """The wire into ``(node, port)``, or None."""
-        i = self.index.get(key[0])
-        return None if i is None else self.find(i, key[1])
-
-    def wires_into(self, i: int) -> list:
-        """The wires into block number ``i``, in page order."""
-        good = self.good
-        return [good[g] for g in self.into[i] or ()]
-
-    def ports(self, nid) -> list:
-        """The wired input ports of ``nid``, in page order."""
-        i = self.index.get(nid)
-        return [e.dst_port for e in self.wires_into(i)] if i is not None else []
 
 
 class Inference:
@@ -540,11 +494,11 @@ class Inference:
             error(nid, None, f"{spec.name}.infer failed: {type(exc).__name__}: {exc}")
             return None
         outs = result if isinstance(result, tuple) and len(spec.outputs) != 1 else (result,)
-        problem = _check_infer_result(spec, outs, attrs, args)
+        problem = check_infer_result(spec, outs, attrs, args)
         if problem:
             error(nid, None, f"{spec.name}.infer returned {result!r}: {problem}")
             return None
-        too_big = _too_big(spec, outs)
+        too_big = check_too_big(spec, outs)
         if too_big:
             error(nid, too_big[0], too_big[1])
             return None
@@ -618,49 +572,3 @@ def _declared_shape_mismatch(node, spec, attrs, out) -> str | None:
     if len(declared) == len(out.shape) and all(d is None or d == n for d, n in zip(declared, out.shape)):
         return None
     return f"its initial value is {out} but its shape attr says {shape_text(declared)}"
-
-
-def _check_infer_result(spec, outs, attrs, args) -> str | None:
-    """What is wrong with the types a block's infer returned, or None."""
-    if len(outs) != len(spec.outputs):
-        return f"expected {len(spec.outputs)} output type(s)"
-    for decl, t in zip(spec.outputs, outs):
-        if not decl.variadic:
-            if not isinstance(t, TensorType):
-                return f"output '{decl.name}' is not a TensorType"
-            continue
-        if decl.count in attrs:
-            want = attrs[decl.count]
-        else:
-            pos = next(i for i, p in enumerate(spec.inputs) if p.name == decl.count)
-            want = len(args[pos])
-        if not isinstance(t, list) or len(t) != want or not all(isinstance(x, TensorType) for x in t):
-            return f"output list '{decl.name}' must be a list of {want} TensorType(s)"
-    return None
-
-
-# MAX_TENSOR_BYTES (from the block API, which checks intermediates against it too) bounds the
-# inferred size of every output: a Variable's first value, a Fill, a dataset are refused at
-# compile time, before anything is allocated.
-def _too_big(spec, outs):
-    """(port, message) for the first output whose known size exceeds MAX_TENSOR_BYTES."""
-    for decl, t in zip(spec.outputs, outs):
-        for i, tt in enumerate(t if decl.variadic else (t,)):
-            n = tt.size
-            if n is None:
-                continue
-            nbytes = n * tt.dtype.itemsize
-            if nbytes > MAX_TENSOR_BYTES:
-                port = decl.port(i) if decl.variadic else decl.name
-                return port, (f"output '{port}' would be {tt} ({_gib(nbytes)}); the limit "
-                              f"for one tensor is {MAX_TENSOR_BYTES / 1024 ** 3:.0f} GiB")
-    return None
-
-
-def _gib(nbytes: int) -> str:
-    """A size in GiB for a message; sizes are exact ints (a parameter may be 10**400), which
-    a float division cannot take beyond 1.8e308."""
-    gib = nbytes // 1024 ** 3
-    if gib < 10 ** 18:
-        return f"{nbytes / 1024 ** 3:,.1f} GiB"
-    return f"about 10^{len(str(gib)) - 1} GiB"
