@@ -7,6 +7,8 @@ these, so the import goes one way only (program -> gradpaths) and the two module
 from __future__ import annotations
 
 import gc
+from itertools import compress
+from operator import and_
 
 from blockflow.project import Edge
 from blockflow.spec import BlockSpec
@@ -41,11 +43,11 @@ class GradientPaths:
         gc.disable()
         try:
             steps = program.steps if upto is None else program.steps[:upto]
-            sweep = _BackwardSweep(program.slots, targets, len(program.steps), _float_slots(program))
+            sweep = _BackwardSweep(program.slots, targets, program.steps, _float_slots(program))
             visit = sweep.visit
             for step in reversed(steps):
                 visit(step)
-            live = _live_slots(steps, len(program.slots), sweep.passes, wrt, wrt_slots)
+            live = _live_slots(steps, len(program.slots), sweep, wrt, wrt_slots)
             self.live = live
             self.strict = sweep.strict
             self._summarize(program, sweep, live)
@@ -77,7 +79,7 @@ class GradientPaths:
                 (flows if live[src] else unwanted).append(edge)
             else:
                 cut_reasons[edge] = tuple(sorted(c))
-        self.slots = frozenset(i for i, (s, v) in enumerate(zip(strict, live)) if s and v)
+        self.slots = frozenset(compress(range(len(strict)), map(and_, strict, live)))
         self.flows = frozenset(flows)
         #: why each cut wire is cut: {edge: ((node, reason), ...)}
         self.cut_reasons = cut_reasons
@@ -116,17 +118,14 @@ class _BackwardSweep:
     """Marks, from the targets backwards, which slots the gradient reaches: ``strict`` where it
     really flows, ``cutters`` (the blocks in the way, with reasons) where it only would."""
 
-    def __init__(self, slots, targets, n_steps: int, floats: bytes):
-        self.slots, self.floats = slots, floats
+    def __init__(self, slots, targets, steps, floats: bytes):
+        self.slots, self.floats, self.steps = slots, floats, steps
         n = len(slots)
         self.strict = bytearray(n)
         self.cutters: list = [None] * n  # None: not even relaxed-reachable; else frozenset of cutters
         for t in targets:
             self.strict[t] = 1
             self.cutters[t] = _NONE
-        #: per step index, per flat input: True when gradient strictly passes into that input
-        #: (None for a step no gradient reaches, or an unwired input)
-        self.passes: list = [None] * n_steps
         #: per wired input of each step the sweep reached, in the order it met them: the step
         #: index, the flat input, its source slot, its Edge or None, whether gradient strictly
         #: passes, the cutters met; six lists, not a tuple each: fewer objects for the collector
@@ -144,7 +143,6 @@ class _BackwardSweep:
         slots, strict, cutters, floats = self.slots, self.strict, self.cutters, self.floats
         m_index, m_j, m_src, m_edge, m_strict, m_cut = self.met
         vjp, inputs, decls, index = spec.gradient == "vjp", step.inputs, spec.inputs, step.index
-        passes = self.passes[index] = [None] * len(step.in_edges)
         for j, (pos, k, edge) in enumerate(step.in_edges):
             src = inputs[pos] if k is None else inputs[pos][k]
             if src is None:
@@ -153,7 +151,6 @@ class _BackwardSweep:
             ok = vjp and decl.differentiable and floats[src] == 1
             is_strict = out_strict and ok
             c = out_cut if ok else out_cut | {(step.node, cut_reason(spec, decl, slots[src]))}
-            passes[j] = is_strict
             m_index.append(index)
             m_j.append(j)
             m_src.append(src)
@@ -199,12 +196,27 @@ def _float_slots(program) -> bytes:
     return floats
 
 
-def _live_slots(steps, n: int, passes, wrt, wrt_slots) -> bytearray:
+def _passes(sweep, n_steps: int) -> list:
+    """Per step index, per flat input: True when gradient strictly passes into that input (None
+    for a step no gradient reaches, or an unwired input). Only a question with ``wrt`` asks: for
+    every node, all is live."""
+    passes: list = [None] * n_steps
+    m_index, m_j, _, _, m_strict, _ = sweep.met
+    for index, j, is_strict in zip(m_index, m_j, m_strict):
+        p = passes[index]
+        if p is None:
+            p = passes[index] = [None] * len(sweep.steps[index].in_edges)
+        p[j] = is_strict
+    return passes
+
+
+def _live_slots(steps, n: int, sweep, wrt, wrt_slots) -> bytearray:
     """Forward sweep: which slots depend, through differentiable inputs, on a wanted node."""
     live = bytearray(n)
     for i in wrt_slots or ():
         live[i] = 1
     everything = wrt is None and wrt_slots is None
+    passes = None if everything else _passes(sweep, len(sweep.steps))
     for step in steps:
         if everything or (wrt is not None and step.node in wrt):
             for o in step.outputs:
