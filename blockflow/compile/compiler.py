@@ -200,6 +200,7 @@ class _Compiler:
         # and most blocks drawn on a big page have attrs equal to many others' (a Tanh has none):
         # checked once, and one checked dict for all of them, which infer.py's look-up keys on.
         checked: dict = {}
+        known: dict = {}     # block name -> spec (the registry asked once a name)
         for i, node in enumerate(self.page.nodes.values()):
             nid = ids[i]
             if node.inputs:
@@ -207,7 +208,9 @@ class _Compiler:
             if unexpanded and nid in unexpanded:     # an instance that could not be flattened: reported
                 self.failed.add(nid)
                 continue
-            spec = self.registry.get(node.block)
+            spec = known.get(node.block, known)
+            if spec is known:
+                spec = known[node.block] = self.registry.get(node.block)
             if spec is None:
                 alias = self.registry.resolve_alias(node.block)
                 hint = f" (did you mean '{alias}'?)" if alias else ""
@@ -217,8 +220,11 @@ class _Compiler:
             if waiting and nid in waiting:
                 self.deferred[nid] = node.attrs
                 continue
-            key = attrs_key(node.attrs)
-            key = id(node.attrs) if key is None else (node.block, key)
+            if node.attrs:
+                key = attrs_key(node.attrs)
+                key = id(node.attrs) if key is None else (node.block, key)
+            else:
+                key = node.block     # no attrs (most blocks): the block name says it all
             hit = checked.get(key)
             if hit is not None and hit[0] is spec:
                 values, problems = hit[1], hit[2]
@@ -231,12 +237,17 @@ class _Compiler:
             for attr, problem in problems:
                 self.error(nid, None, problem)
             attrs[i] = values
-            for port in node.inputs:
-                name, idx = split_port(port)
-                decl = spec.input_map.get(name)
-                if decl is None or (idx is not None) != decl.variadic:
-                    self.error(nid, port, f"{spec.name} has no input '{port}' for the inline value")
+            if node.inputs:
+                self._check_inline(nid, node, spec)
         return specs, attrs
+
+    def _check_inline(self, nid, node, spec) -> None:
+        """Each inline value must be for an input the block has."""
+        for port in node.inputs:
+            name, idx = split_port(port)
+            decl = spec.input_map.get(name)
+            if decl is None or (idx is not None) != decl.variadic:
+                self.error(nid, port, f"{spec.name} has no input '{port}' for the inline value")
 
     def _check_wires(self, specs) -> tuple[Wires, list]:
         """The good wires (both ends exist, one wire per input), and per block number the
