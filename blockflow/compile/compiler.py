@@ -254,14 +254,14 @@ class _Compiler:
         numbers of the blocks its good wires go to, in page order (None for none)."""
         page, index, nodes, inline = self.page, self.index, self.nodes, self.inline
         fed = Wires(index, len(self.ids))
-        into = fed.into
+        into, good, add_good, add_slot = fed.into, fed.good, fed.good.append, fed.slot.append
         succ: list = [None] * len(self.ids)
         for e in page.edges:
-            si, di = index.get(e.src), index.get(e.dst)
+            si, di, dst_port = index.get(e.src), index.get(e.dst), e.dst_port
             src = specs[si] if si is not None else None
             dst = specs[di] if di is not None else None
             out = src.output_map.get(e.src_port) if src is not None else None
-            inp = dst.input_map.get(e.dst_port) if dst is not None else None
+            inp = dst.input_map.get(dst_port) if dst is not None else None
             # A wire between plain ports of two known blocks is fine; only the rest (most wires
             # are the former, and big pages have many) goes through the checks that say why not.
             if out is None or out.variadic or inp is None or inp.variadic:
@@ -269,14 +269,20 @@ class _Compiler:
                 ok = self._check_end(e, e.dst, e.dst_port, False, specs) and ok
                 if not ok:
                     continue
-            if into[di] is not None:
-                first = fed.find(di, e.dst_port)
+            wired = into[di]
+            if wired is not None:
+                first = fed.find(di, dst_port)
                 if first is not None:
-                    self.error(e.dst, e.dst_port, f"input is fed by two wires: {first} and {e}", fail=False)
+                    self.error(e.dst, dst_port, f"input is fed by two wires: {first} and {e}", fail=False)
                     continue
-            if di in inline and e.dst_port in nodes[di].inputs:
-                self.warn(e.dst, e.dst_port, "input is wired, so its inline value is ignored")
-            fed.add(e, di)
+            if di in inline and dst_port in nodes[di].inputs:
+                self.warn(e.dst, dst_port, "input is wired, so its inline value is ignored")
+            if wired is None:     # Wires.add, written out: this loop runs once a wire
+                into[di] = [len(good)]
+            else:
+                wired.append(len(good))
+            add_good(e)
+            add_slot(None)
             if succ[si] is None:
                 succ[si] = [di]
             else:
