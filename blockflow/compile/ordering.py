@@ -58,8 +58,17 @@ class Dependencies:
         self.nodes = tuple(nodes)
         key = nodes.__getitem__
         for vs in succ:
-            if vs is not None and len(vs) > 1:
-                # networkx visits a node's children in the order their arcs were added: sorted
+            if vs is None or len(vs) == 1:
+                continue
+            # networkx visits a node's children in the order their arcs were added: sorted by
+            # id, each once (two, the most common, compared without a set and a sort)
+            if len(vs) == 2:
+                a, b = vs
+                if a == b:
+                    del vs[1]
+                elif nodes[a] > nodes[b]:
+                    vs.reverse()
+            else:
                 vs[:] = sorted(set(vs), key=key)
         self._succ = succ
 
