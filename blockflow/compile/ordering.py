@@ -57,8 +57,12 @@ class Dependencies:
     def _sort(self, nodes: list, succ: list) -> None:
         self.nodes = tuple(nodes)
         key = nodes.__getitem__
+        self._indegree = indegree = [0] * len(succ)
         for vs in succ:
-            if vs is None or len(vs) == 1:
+            if vs is None:
+                continue
+            if len(vs) == 1:
+                indegree[vs[0]] += 1
                 continue
             # networkx visits a node's children in the order their arcs were added: sorted by
             # id, each once (two, the most common, compared without a set and a sort)
@@ -70,6 +74,8 @@ class Dependencies:
                     vs.reverse()
             else:
                 vs[:] = sorted(set(vs), key=key)
+            for v in vs:
+                indegree[v] += 1
         self._succ = succ
 
     @property
@@ -99,12 +105,7 @@ class Dependencies:
 
     def numbered_order(self) -> list[int] | None:
         """``order()`` by node number."""
-        succ = self._succ
-        indegree = [0] * len(succ)
-        for vs in succ:
-            if vs is not None:
-                for v in vs:
-                    indegree[v] += 1
+        succ, indegree = self._succ, list(self._indegree)
         # networkx's generations: the nodes of in-degree 0 in page order, then each generation's
         # children in the order their last parent in it releases them
         zero = [n for n, d in enumerate(indegree) if d == 0]
