@@ -254,7 +254,7 @@ class _Compiler:
         numbers of the blocks its good wires go to, in page order (None for none)."""
         page, index, nodes, inline = self.page, self.index, self.nodes, self.inline
         fed = Wires(index, len(self.ids))
-        into, good, add_good, add_slot = fed.into, fed.good, fed.good.append, fed.slot.append
+        into, good, add_good, add_type = fed.into, fed.good, fed.good.append, fed.type.append
         succ: list = [None] * len(self.ids)
         for e in page.edges:
             si, di, dst_port = index.get(e.src), index.get(e.dst), e.dst_port
@@ -282,7 +282,7 @@ class _Compiler:
             else:
                 wired.append(len(good))
             add_good(e)
-            add_slot(None)
+            add_type(None)
             if succ[si] is None:
                 succ[si] = [di]
             else:

@@ -104,11 +104,15 @@ class Inference:
         """The type each good wire carries, for wires into nodes that compiled."""
         types = {}
         failed, slots, port_slots = self.report.failed, self.slots, self.port_slots
-        for e, idx in zip(self.fed.good, self.fed.slot):
-            if idx is None:
+        good, known = self.fed.good, self.fed.type
+        if not failed and all(known):    # a page that compiled, every block typed plainly (a type is truthy)
+            return dict(zip(good, known))
+        for e, t in zip(good, known):
+            if t is None:
                 idx = port_slots.get((e.src, e.src_port))
-            if idx is not None and (not failed or e.dst not in failed):
-                types[e] = slots[idx].type
+                t = None if idx is None else slots[idx].type
+            if t is not None and (not failed or e.dst not in failed):
+                types[e] = t
         return types
 
     def infer_node(self, i: int) -> None:
@@ -190,7 +194,7 @@ class Inference:
         A block whose spec, attrs dict and input type objects are those of one typed before is
         typed by one look-up: that block's dtypes passed their check and its infer gave these
         outputs (the general path's look-ups, by content, would say the same)."""
-        port_slots, slots, good, wire_slot = self.port_slots, self.slots, self.fed.good, self.fed.slot
+        port_slots, slots, good, wire_type = self.port_slots, self.slots, self.fed.good, self.fed.type
         wired = self.fed.into[i] or ()
         if len(wired) != len(plan.inputs):
             return False     # an input is not wired (each wire goes to a declared input, one each)
@@ -205,8 +209,8 @@ class Inference:
             idx = port_slots.get((e.src, e.src_port))
             if idx is None:
                 return False
-            wire_slot[g] = idx     # what the wire carries, whatever types the block
             t = slots[idx].type
+            wire_type[g] = t     # what the wire carries, whatever types the block
             inputs.append(idx)
             args.append(t)
             in_edges.append((pos, None, e))

@@ -10,16 +10,16 @@ class Wires:
     the block each goes into, and in page order (compiler._check_wires makes it): a wire is
     found in its block's short list, not in a dict of every wire keyed by (node, port)."""
 
-    __slots__ = ("index", "into", "good", "slot")
+    __slots__ = ("index", "into", "good", "type")
 
     def __init__(self, index: dict, n: int):
         self.index = index
         #: per block number: the places in ``good`` of the wires into it, or None
         self.into: list = [None] * n
         self.good: list = []
-        #: per wire of ``good``: the slot it carries, once the typing of its block found it
+        #: per wire of ``good``: the type it carries, once the typing of its block found it
         #: (None: not found there; edge_types looks it up)
-        self.slot: list = []
+        self.type: list = []
 
     def find(self, i: int, port: str):
         """The wire into block number ``i``'s ``port``, or None."""
@@ -36,7 +36,7 @@ class Wires:
         else:
             into.append(g)
         self.good.append(e)
-        self.slot.append(None)
+        self.type.append(None)
 
     def get(self, key):
         """The wire into ``(node, port)``, or None."""
