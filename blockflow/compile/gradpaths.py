@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import gc
 from itertools import compress
-from operator import and_
+from operator import and_, not_
 
 from blockflow.project import Edge
 from blockflow.spec import BlockSpec
@@ -68,25 +68,24 @@ class GradientPaths:
             st.node for st in sweep.prevent_hits
             if any(live[st.flat_input(j)] and slots[st.flat_input(j)].type.is_float
                    for j in range(len(st.in_edges)) if st.flat_input(j) is not None))
+        # per wire met, in C loops (tens of thousands on a big page): whether its source is live,
+        # whether gradient strictly passes and its source is live (flows, and needs a cotangent)
+        m_index, m_j, m_src, m_edge, m_strict, m_cut = sweep.met
+        src_live = list(map(live.__getitem__, m_src))
+        needed = list(map(bool, map(and_, m_strict, src_live)))
         #: (step index, flat input index) -> True when a cotangent must be computed for it
-        self.needs = needs = {}
-        flows, cut_reasons, unwanted = [], {}, []
-        for index, j, src, edge, is_strict, c in zip(*sweep.met):
-            needs[(index, j)] = is_strict and bool(live[src])
-            if edge is None:
-                continue
-            if is_strict:
-                (flows if live[src] else unwanted).append(edge)
-            else:
-                cut_reasons[edge] = tuple(sorted(c))
+        self.needs = dict(zip(zip(m_index, m_j), needed))
         self.slots = frozenset(compress(range(len(strict)), map(and_, strict, live)))
-        self.flows = frozenset(flows)
+        self.flows = frozenset(compress(m_edge, needed)) - _NO_EDGE
         #: why each cut wire is cut: {edge: ((node, reason), ...)}
-        self.cut_reasons = cut_reasons
+        self.cut_reasons = cut_reasons = {m_edge[k]: tuple(sorted(m_cut[k]))
+                                          for k in compress(range(len(m_strict)), map(not_, m_strict))
+                                          if m_edge[k] is not None}
         self.cut = {e: tuple(sorted({node for node, _ in why})) for e, why in cut_reasons.items()}
         met = set(self.flows)
         met.update(cut_reasons)
-        met.update(unwanted)
+        met.update(compress(m_edge, map(and_, m_strict, map(not_, src_live))))   # strict, not wanted
+        met.discard(None)
         self.unreached = frozenset(set(program.edge_types).difference(met))
         sources = [s for s in program.steps if s.spec.role in ("variable", "placeholder")]
         self.sources = tuple(s.node for s in sources if strict[s.outputs[0]])
@@ -105,6 +104,7 @@ class GradientPaths:
 
 
 _NONE = frozenset()
+_NO_EDGE = frozenset({None})   # an input fed no wire (an inline value, a state slot)
 
 
 def _union(a: frozenset, b: frozenset) -> frozenset:
