@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from blockflow.composite import (DIM_REF, INPUT_BLOCK, MAX_NESTING, OUTPUT_BLOCK, PARAM_REF, SHARE_ATTR,
+from blockflow.composite import (DIM_REF, INPUT_BLOCK, MAX_NESTING, OUTPUT_BLOCK, PARAM_REF, PREFIX, SHARE_ATTR,
                                  composite_name, substitute)
 from blockflow.project import Edge, Node, Page, port_text, split_port_text
 from blockflow.spec import AttrError
@@ -525,7 +525,8 @@ def _plain_page(page: Page) -> bool:
     """No instance on the page and no parameter or dimension reference in its attrs (one pass:
     a big page's nodes are read once)."""
     for n in page.nodes.values():
-        if composite_name(n.block):
+        block = n.block
+        if type(block) is str and block.startswith(PREFIX) and composite_name(block):
             return False
         if n.attrs and any(_ref_inside(v) for v in n.attrs.values()):
             return False

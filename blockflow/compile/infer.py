@@ -96,9 +96,15 @@ class Inference:
         self.stored: set[str] = set()
 
     def infer_all(self, order) -> None:
-        """Type every block, in ``order`` (block numbers)."""
+        """Type every block, in ``order`` (block numbers). While no block failed, a plain block
+        goes straight to the plain path (infer_node's first checks would pass it there)."""
+        ids, specs, attrs, plans, failed = self.ids, self.specs, self.attrs, self._plans, self.report.failed
+        deferred, plain = self.deferred, self._infer_plain
         for i in order:
-            self.infer_node(i)
+            plan = plans.get(specs[i])
+            if (plan is None or failed or deferred and ids[i] in deferred
+                    or not plain(i, ids[i], specs[i], plan, attrs[i])):
+                self.infer_node(i)
 
     def edge_types(self) -> dict[Edge, TensorType]:
         """The type each good wire carries, for wires into nodes that compiled."""
