@@ -132,8 +132,19 @@ class _BackwardSweep:
         #: to scan (a tuple each took 100k-block paths into a full collection)
         self.met = ([], [], [], [], [], [])
         self.prevent_hits: list = []
+        self._inputs_differentiable: dict = {}
+
+    def _differentiable(self, spec) -> tuple:
+        """Per declared input of ``spec``: its ``differentiable`` (a property), once per spec."""
+        found = self._inputs_differentiable.get(spec)
+        if found is None:
+            found = self._inputs_differentiable[spec] = tuple(d.differentiable for d in spec.inputs)
+        return found
 
     def visit(self, step) -> None:
+        outputs = step.outputs
+        if len(outputs) == 1 and self.cutters[outputs[0]] is None:
+            return     # no output leads to a target (what _outputs would say, the common case)
         out_strict, out_cut = self._outputs(step)
         if out_cut is None:
             return
@@ -143,12 +154,13 @@ class _BackwardSweep:
         slots, strict, cutters, floats = self.slots, self.strict, self.cutters, self.floats
         m_index, m_j, m_src, m_edge, m_strict, m_cut = self.met
         vjp, inputs, decls, index = spec.gradient == "vjp", step.inputs, spec.inputs, step.index
+        passing = self._differentiable(spec)
         for j, (pos, k, edge) in enumerate(step.in_edges):
             src = inputs[pos] if k is None else inputs[pos][k]
             if src is None:
                 continue
             decl = decls[pos]
-            ok = vjp and decl.differentiable and floats[src] == 1
+            ok = vjp and passing[pos] and floats[src] == 1
             is_strict = out_strict and ok
             c = out_cut if ok else out_cut | {(step.node, cut_reason(spec, decl, slots[src]))}
             m_index.append(index)
