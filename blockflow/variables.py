@@ -47,8 +47,12 @@ class VariableValues(MutableMapping):
         self._values: dict[str, np.ndarray] = {}
         self._pending: dict[str, _Pending] = {}
         self._order: dict[str, None] = {}
+        #: changes with every value stored, drawn or removed: a run keeps the list of values it
+        #: was given while it is the same (runtime._Plan.variable_inputs)
+        self.version = 0
 
     def add_pending(self, node: str, spec: BlockSpec, attrs: dict, ttype: TensorType, name: str) -> None:
+        self.version += 1
         self._values.pop(node, None)
         self._pending[node] = _Pending(spec, attrs, ttype, name)
         self._order[node] = None
@@ -83,9 +87,11 @@ class VariableValues(MutableMapping):
             value.flags.writeable = False
         self._values[node] = value
         del self._pending[node]
+        self.version += 1
         return value
 
     def __setitem__(self, node: str, value) -> None:
+        self.version += 1
         self._values[node] = value
         self._pending.pop(node, None)
         self._order[node] = None
@@ -93,6 +99,7 @@ class VariableValues(MutableMapping):
     def __delitem__(self, node: str) -> None:
         if node not in self._order:
             raise KeyError(node)
+        self.version += 1
         self._values.pop(node, None)
         self._pending.pop(node, None)
         del self._order[node]

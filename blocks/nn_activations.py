@@ -183,7 +183,11 @@ class Softplus:
         return np.logaddexp(features, ZERO[features.dtype])
 
     def vjp(g, out, features):
-        t = np.exp(features - out)
+        t = np.subtract(features, out)
+        if type(t) is np.ndarray:  # exp in place: one fresh array, not two
+            np.exp(t, out=t)
+        else:
+            t = np.exp(t)
         t *= g
         return (t,)
 

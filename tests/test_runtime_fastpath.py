@@ -236,3 +236,109 @@ def test_a_plan_that_does_not_fault_keeps_nothing():
         plan = next(iter(program.cache("plans").values()))
         plan.count_faults(0)
     assert plan.n_buffers and not plan.keep_arrays and not plan.buffers
+
+
+def test_a_repeated_run_finds_its_plan_and_checks_what_changes():
+    """A kind of run seen before skips resolving its target and wrt (runtime._plan_for), but
+    what it is given each time (feeds, variables, a gradient seed's shape) is still checked,
+    and a wrong target or wrt is refused every time."""
+    from blockflow.errors import FeedError, RunError
+    program = compile_project(_elementwise_page(50))
+    feeds = {"x": RNG.normal(size=50).astype(np.float32), "b": np.float32([0.5])}
+    first = run(program, feeds, target="loss", wrt=frozenset({"x"}), record=False)
+    again = run(program, feeds, target="loss", wrt=frozenset({"x"}), record=False)
+    assert len(program.cache("runs")) == 1 and len(program.cache("plans")) == 1
+    np.testing.assert_array_equal(first.variable_grads["x"], again.variable_grads["x"])
+    for _ in range(2):
+        with pytest.raises(RunError, match="not on page"):
+            run(program, feeds, target="loss", wrt=frozenset({"nope"}), record=False)
+        with pytest.raises(RunError, match="not a scalar"):
+            run(program, feeds, target="e", record=False)
+        with pytest.raises(FeedError, match="'z'"):
+            run(program, {**feeds, "z": 1.0}, target="loss", wrt=frozenset({"x"}), record=False)
+        with pytest.raises(RunError, match="gradient seed has shape"):
+            run(program, feeds, target="e", grad_seed=np.ones(3, np.float32), record=False)
+    seeded = run(program, feeds, target="e", grad_seed=np.ones(50, np.float32), wrt=frozenset({"x"}), record=False)
+    assert seeded.variable_grads["x"].shape == (50,)
+    bad = {**feeds, "x": np.full(50, np.nan, np.float32)}
+    with pytest.raises(NumericsError):
+        run(program, bad, target="loss", wrt=frozenset({"x"}), record=False)
+
+
+def test_random_streams_are_the_same_numbers_as_before():
+    """stream_generator hands SeedSequence the digest as a uint32 array (faster than the list of
+    ints it was given before): the same streams, pinned here so that saved runs stay reproducible."""
+    from blockflow.run.runtime import stream_generator, stream_hash
+    assert stream_generator(stream_hash("h0"), 1, 0, 0).random(3).tolist() == [
+        0.2116663829111527, 0.5882094884439646, 0.2943727913227213]
+    assert stream_generator(stream_hash("layer/é"), 7, 12, 99).integers(0, 1 << 30, 3).tolist() == [
+        462354575, 43928336, 138305295]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_sigmoid_capped_after_gives_the_bits_of_capping_first(dtype):
+    """Sigmoid caps exp's argument after the fact (a comparison pass instead of np.minimum's):
+    the same bits as 1 / (1 + exp(min(-x, cap))), with NaN, infinities, the cap and numbers."""
+    from blocks.math_unary import _EXP_ARG_MAX, _sigmoid
+
+    def capped_first(x):
+        e = np.exp(np.minimum(np.negative(x), _EXP_ARG_MAX[np.dtype(dtype)]))
+        return np.reciprocal(e + np.dtype(dtype).type(1))
+
+    cap = float(_EXP_ARG_MAX[np.dtype(dtype)])
+    edges = [np.nan, np.inf, -np.inf, 0.0, -0.0, -cap, -cap * 1.0001, -cap * 0.9999, cap, 1e4, -1e4]
+    for n in (0, 1, 5, 64, 1000, 50_000):
+        for scale in (1, 30, 300):
+            x = (RNG.normal(size=n) * scale).astype(dtype)
+            x[: min(n, len(edges))] = np.array(edges[:n], dtype)
+            np.testing.assert_array_equal(_sigmoid(x), capped_first(x))
+            np.testing.assert_array_equal(_sigmoid(x[::-2]), capped_first(x[::-2]))
+    for v in (0.3, -1e4, np.nan):
+        number = np.dtype(dtype).type(v)
+        assert repr(_sigmoid(number)) == repr(capped_first(number))
+        np.testing.assert_array_equal(_sigmoid(np.asarray(number)), capped_first(np.asarray(number)))
+
+
+@pytest.mark.parametrize("made_once", [True, False])
+def test_a_run_ignores_numpy_errors_and_gives_the_callers_state_back(monkeypatch, made_once):
+    """A run sets numpy's "ignore" error state made once (numpy 2's context variable), or enters
+    np.errstate where that is missing (numpy 1.x): no warning or FloatingPointError from a block
+    that overflows, the NaN/Inf check still names it, and the caller's state is back after."""
+    import warnings
+    if not made_once:
+        monkeypatch.setattr(runtime, "_ERRSTATE", None)
+    program = compile_project(_elementwise_page(8))
+    feeds = {"x": np.full(8, 100.0, np.float32), "b": np.float32([0.5])}
+    before = np.geterr()
+    with np.errstate(all="raise"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        inside = np.geterr()
+        with pytest.raises(NumericsError, match=r"\(Exp\)"):
+            run(program, {"x": np.full(8, 100.0, np.float32), "b": np.float32([1e30])}, target="loss",
+                wrt=frozenset({"x"}), record=False)
+        assert np.geterr() == inside
+        ok = run(program, {**feeds, "x": np.zeros(8, np.float32)}, target="loss", wrt=frozenset({"x"}),
+                 record=False)
+        assert np.isfinite(ok.variable_grads["x"]).all() and np.geterr() == inside
+    assert np.geterr() == before
+
+
+def test_a_run_sees_variables_changed_between_runs():
+    """A plan keeps the list of Variable values it was given while VariableValues.version stays:
+    a value stored, reset to pending or removed in between is what the next run reads."""
+    from diagrams import chain as make
+    project = make(("x", "Placeholder", {"shape": [3]}, None),
+                   ("W", "Variable", {"shape": [3], "initializer": "ones"}, None),
+                   ("m", "Multiply", {}, {"x": "x", "y": "W:ref"}),
+                   ("loss", "Sum", {}, {"input": "m"}))
+    project.pages[0].loss = "loss"
+    program = compile_project(project)
+    feeds = {"x": np.float32([1, 2, 3])}
+    loss = lambda: float(run(program, feeds, fetch=["loss"], record=False).value("loss"))  # noqa: E731
+    assert loss() == 6.0 and loss() == 6.0
+    program.variable_values["W"] = np.float32([2, 2, 2])
+    assert loss() == 12.0
+    spec = program.step("W").spec
+    program.variable_values.add_pending("W", spec, {**program.step("W").attrs, "initializer": "zeros"},
+                                        program.slot(program.slot_of("W", "ref")).type, "W")
+    assert loss() == 0.0

@@ -34,6 +34,9 @@ DIRECT_KEYWORDS = True
 REUSE_BUFFERS = True
 #: add a large gradient into a vjp's own new array (off: ``a + b``, a new array)
 ADD_IN_PLACE = True
+#: let the run's backward take a Gradients block's cotangents, scaled, where they are its own
+#: (see _Writer.shared_cotangents; off: the backward computes them again)
+SHARE_GRADIENTS = True
 #: the smallest value (in elements) worth a kept buffer: below it malloc reuses freed memory
 #: anyway; above it a fresh array is fresh pages, faulted in and zeroed by the kernel every run
 REUSE_MIN_SIZE = 1 << 16
@@ -89,6 +92,9 @@ def lower(program: Program, *, fwd, bwd, paths, target, fetch, record, wanted_gr
         t = target
         w.lines.append(Line(f"_n = -1; g{t} = G0 if G0 is not None else _ones(s{t})", {f"s{t}"}, {f"g{t}"},
                             ((f"g{t}", new(t, "the gradient seed")),), -1))
+        if SHARE_GRADIENTS and not record and w.shares:
+            w.shared = w.shared_cotangents(paths, bwd, t)
+        w.wanted = {s for _, s in wanted_grads}
         grad_written = w.backward(paths, bwd, {t}, "g", edge_names if record else None)
     if record:
         value_slots = [o for st in fwd for o in st.outputs]
@@ -136,6 +142,13 @@ class _Writer:
         self.buffers: dict[int, int] = {}
         #: cotangent names holding an array no other name or caller can see (see _accumulate)
         self.owned: set = set()
+        #: what each Gradients block differentiated: (step index, its ys slot, its cotangents'
+        #: prefix, its GradientPaths, the slots it wrote a cotangent for)
+        self.shares: list = []
+        #: {slot: (ys slot, prefix)} whose cotangent in the run's backward is the Gradients
+        #: block's scaled (shared_cotangents); the slots whose gradients the run returns
+        self.shared: dict = {}
+        self.wanted: set = set()
 
     def arg(self, slot):
         """(expression, names read) for reading a slot: a local, or a constant bound in ns."""
@@ -261,17 +274,94 @@ class _Writer:
         ``{gp}{slot}`` for the ``seeded`` slots; returns the slots that got a cotangent. With
         ``edge_names`` each wire's share is kept under a name of its own (the editor shows it)."""
         grad_written = set(seeded)
+        shared = self.shared if gp == "g" and edge_names is None else {}
         for st in bwd:
-            if not any(o in grad_written for o in st.outputs):
-                continue
-            needs_flat = [bool(paths.needs.get((st.index, j))) for j in range(len(st.in_edges))]
+            needs_flat = [bool(paths.needs.get((st.index, j))) and st.flat_input(j) not in shared
+                          for j in range(len(st.in_edges))]
             if not any(needs_flat):
+                continue
+            for o in st.outputs:
+                if o in shared and o not in grad_written:
+                    self._scaled_share(o, st.index, grad_written)
+            if not any(o in grad_written for o in st.outputs):
                 continue
             r = self._vjp_call(st, gp, grad_written, needs_flat)
             for j, (pos, idx, edge) in enumerate(st.in_edges):
                 if needs_flat[j]:
                     self._accumulate(st, j, r, gp, grad_written, edge_names)
+        for o in sorted(self.wanted & shared.keys() - grad_written):  # a Placeholder's, a Variable's
+            self._scaled_share(o, -1, grad_written)
         return grad_written
+
+    def _scaled_share(self, o: int, producer: int, grad_written) -> None:
+        """``g{o} = g{L} * {prefix}{o}``: the run's cotangent of ``o`` from the Gradients block's."""
+        y, prefix = self.shared[o]
+        self.lines.append(Line(f"g{o} = g{y} * {prefix}{o}", {f"g{y}", f"{prefix}{o}"}, {f"g{o}"},
+                               ((f"g{o}", new(o, f"the gradient of '{self.slots[o].node}:{self.slots[o].port}'")),),
+                               -2 - producer if producer >= 0 else -1))
+        grad_written.add(o)
+        self.owned.add(f"g{o}")  # a product is a new array
+
+    def shared_cotangents(self, paths, bwd, target) -> dict:
+        """The slots whose cotangent in the run's backward is a Gradients block's times one number.
+
+        A Gradients block on a scalar ``L`` (seeded with ones) has computed, during the forward,
+        ``h(s) = dL/ds`` for the slots ``s`` between its xs and ``L``. When the run's gradient
+        reaches ``s`` only through ``L`` (every wire out of ``s`` that carries the run's gradient
+        carries the block's, and the other way round, into a step whose outputs all qualify),
+        linearity gives ``g(s) = g(L) * h(s)``: one product instead of the backward through the
+        same blocks again (FGSM's clean loss: the tf.gradients of the input and the training
+        step's gradient share that pass, as a hand-written numpy step does). The product is the
+        same number as the repeated pass where ``g(L)`` is a power of two, and otherwise differs
+        only in rounding."""
+        slots, steps = self.slots, self.program.steps
+        written = self._cotangents_written(paths, bwd, target)
+        readers: dict[int, list] = {}
+        for st in steps:
+            for j in range(len(st.in_edges)):
+                src = st.flat_input(j)
+                if src is not None:
+                    readers.setdefault(src, []).append((st, j))
+        out: dict = {}
+        for index, y, prefix, inner, inner_written in self.shares:
+            if y not in written or y == target or slots[y].type.shape != ():
+                continue
+            dtype = slots[y].type.dtype
+            mine = {y}
+            for st in reversed(steps[:index]):
+                for o in st.outputs:
+                    if (o in inner_written and o in written and o != target and slots[o].type.dtype == dtype
+                            and self._only_through(o, index, paths, inner, readers, written, inner_written, mine)):
+                        mine.add(o)
+            mine.discard(y)
+            if mine & out.keys():   # two Gradients blocks over the same slots: share neither
+                return {}
+            out.update((o, (y, prefix)) for o in mine)
+        return out
+
+    @staticmethod
+    def _only_through(o, index, paths, inner, readers, written, inner_written, mine) -> bool:
+        """Whether the run's gradient and the Gradients block's (before step ``index``) leave
+        slot ``o`` along the same wires, into steps whose cotangents are all in ``mine``."""
+        for st, j in readers.get(o, ()):
+            outer = bool(paths.needs.get((st.index, j)))
+            if outer != (st.index < index and bool(inner.needs.get((st.index, j)))):
+                return False
+            if outer and not all((o2 in written) == (o2 in inner_written) and (o2 not in written or o2 in mine)
+                                 for o2 in st.outputs):
+                return False
+        return True
+
+    @staticmethod
+    def _cotangents_written(paths, bwd, target) -> set:
+        """The slots the run's backward gives a cotangent (as backward() will, without sharing)."""
+        written = {target}
+        for st in bwd:
+            if any(o in written for o in st.outputs):
+                for j in range(len(st.in_edges)):
+                    if paths.needs.get((st.index, j)):
+                        written.add(st.flat_input(j))
+        return written
 
     def _vjp_call(self, st: Step, gp, grad_written, needs_flat) -> str:
         """The line calling a block's vjp; returns the name of its result (one part per input)."""
@@ -362,6 +452,8 @@ class _Writer:
         bwd = [s for s in reversed(program.steps[:st.index])
                if s.spec.gradient == "vjp" and any(paths.needs.get((s.index, j)) for j in range(len(s.in_edges)))]
         written = self.backward(paths, bwd, seeded, gp, None)
+        if len(ys) == 1 and not seeds_in:
+            self.shares.append((st.index, ys[0], gp, paths, frozenset(written)))
         slots = program.slots
         for x, o in zip(xs, st.outputs):
             if x in written:

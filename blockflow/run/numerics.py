@@ -10,11 +10,13 @@ import numpy as np
 __all__ = ["all_finite", "what_is_not_finite"]
 
 
-# From this many elements on, np.isfinite(v).all() (a vectorised test and a byte per element)
-# is faster than a sum: 81 against 160 us on 1e6 float32, 21 against 34 us on 200k; below it,
-# the sum's lower call overhead wins. Its byte per element is written in pieces of _CHUNK into
-# one small buffer: on a 512 MiB result a whole mask was 128 MiB more at the run's peak.
-_ISFINITE_MIN_SIZE = 16384
+# The test is a dot product of the values with themselves: one BLAS pass that reads the array
+# and writes nothing, so 1.5x faster than np.isfinite(v).all() (13 against 20 us on 200k float32)
+# and 1.7x faster than a sum even on 256 values. A NaN or an Inf anywhere makes it NaN or +Inf;
+# when it is not finite, finite values may have overflowed (squares over ~1e19 in float32), so
+# np.isfinite decides, its byte per element written in pieces of _CHUNK into one small buffer (on
+# a 512 MiB result a whole mask was 128 MiB more at the run's peak).
+_BLAS_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 _CHUNK = 1 << 18
 
 
@@ -24,23 +26,25 @@ def all_finite(v) -> bool:
         if isinstance(v, (float, np.floating)):  # a loss: numpy's reductions return scalars
             return math.isfinite(v)
         v = np.asarray(v)
-    kind = v.dtype.kind
-    if kind not in "fc":
+    dtype = v.dtype
+    if dtype in _BLAS_DTYPES and (v.flags.c_contiguous or v.flags.f_contiguous):
+        flat = v.ravel(order="K")  # a view: no copy
+        if math.isfinite(np.dot(flat, flat)):
+            return True
+        return _all_finite_in_pieces(flat)
+    if dtype.kind not in "fc":
         return True
-    if kind == "f" and v.size >= _ISFINITE_MIN_SIZE:
-        if v.size <= _CHUNK:
-            return bool(np.isfinite(v).all())
-        if v.flags.c_contiguous or v.flags.f_contiguous:
-            return _all_finite_in_pieces(v.ravel(order="K"))  # a view: no copy
     # A sum is one read-only pass; only when it is not finite do we look closer (it may overflow).
     # Callers silence numpy's overflow warnings around it.
-    if math.isfinite(float(np.add.reduce(v, axis=None))):
+    if math.isfinite(float(abs(np.add.reduce(v, axis=None)))):
         return True
+    if dtype.kind == "f" and (v.flags.c_contiguous or v.flags.f_contiguous):
+        return _all_finite_in_pieces(v.ravel(order="K"))
     return bool(np.isfinite(v).all())
 
 
 def _all_finite_in_pieces(flat) -> bool:
-    mask = np.empty(_CHUNK, dtype=bool)
+    mask = np.empty(min(_CHUNK, flat.size), dtype=bool)
     for start in range(0, flat.size, _CHUNK):
         part = flat[start:start + _CHUNK]
         if not np.isfinite(part, out=mask[:part.size]).all():

@@ -32,6 +32,16 @@ from blockflow.spec import AllocationError, ShapeError, TensorType, allocation_g
 
 __all__ = ["RunResult", "all_finite", "run", "run_forward", "run_backward"]
 
+# numpy 2 keeps its error state in a context variable: a run sets an "ignore everything" state
+# made once, where np.errstate builds one on every entry (a cold run spent 6 us there); numpy
+# 1.x has no such variable and gets np.errstate (tests/test_runtime_fastpath.py checks both).
+try:
+    from numpy._core._multiarray_umath import _make_extobj
+    from numpy._core._ufunc_config import _extobj_contextvar as _ERRSTATE
+    _IGNORE_ALL = _make_extobj(all="ignore")
+except ImportError:
+    _ERRSTATE = _IGNORE_ALL = None
+
 _finite = all_finite
 
 
@@ -118,12 +128,7 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
     program.raise_for_errors()
     if split not in SPLITS:
         raise RunError(f"split must be one of {', '.join(SPLITS)}, not {split!r}")
-    t_slot = None if target is None else program.resolve_target(None if target is _LOSS else target)
-    if t_slot is not None and wrt is None and not record:
-        wrt = program.trainable
-    fetch_slots = tuple(program.resolve_target(f) for f in (fetch or ()))
-    _check_target(program, t_slot, grad_seed)
-    wrt = _checked_wrt(program, wrt)
+    t_slot, wrt, plan = _plan_for(program, fetch, target, grad_seed, wrt, record)
     if variables:
         unknown = sorted(n for n in variables if getattr(program.spec_of(n), "role", None) != "variable")
         if unknown:
@@ -133,11 +138,6 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
         budget, source = memory_budget_of(memory_budget)
     except ValueError as exc:
         raise RunError(f"memory budget: {exc}") from None
-    key = (fetch_slots, t_slot, wrt, record, grad_seed is not None)
-    plans = program.cache("plans")
-    plan = plans.get(key)
-    if plan is None:
-        plan = plans[key] = _new_plan(program, fetch_slots, t_slot, key[2], record)
     feed_list = plan.feed_inputs(feeds)
     # Every array of the run is checked before anything is allocated (the walk is cached per
     # feed-shape signature); during the run the guard counts what blocks reserve.
@@ -148,6 +148,34 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
                             commit, feeds, wrt, step, split, run_seed)
     finally:
         allocation_guard.reset(token)
+
+
+def _plan_for(program: Program, fetch, target, grad_seed, wrt, record):
+    """(target slot, wrt as a frozenset or None, plan) for a kind of run, checked.
+
+    A kind seen before (the same target, wrt and record, no fetch) is found in one look-up: a
+    training step or the editor's repeated run does not resolve and check it again."""
+    simple = not fetch and (wrt is None or type(wrt) is frozenset) and (
+        target is None or target is _LOSS or type(target) is str)
+    if simple:
+        seen_key = (target, wrt, record, grad_seed is None)
+        seen = program.cache("runs").get(seen_key)
+        if seen is not None:
+            return seen
+    t_slot = None if target is None else program.resolve_target(None if target is _LOSS else target)
+    if t_slot is not None and wrt is None and not record:
+        wrt = program.trainable
+    fetch_slots = tuple(program.resolve_target(f) for f in (fetch or ()))
+    _check_target(program, t_slot, grad_seed)
+    wrt = _checked_wrt(program, wrt)
+    key = (fetch_slots, t_slot, wrt, record, grad_seed is not None)
+    plans = program.cache("plans")
+    plan = plans.get(key)
+    if plan is None:
+        plan = plans[key] = _new_plan(program, fetch_slots, t_slot, wrt, record)
+    if simple:
+        program.cache("runs")[seen_key] = (t_slot, wrt, plan)
+    return t_slot, wrt, plan
 
 
 def _check_target(program: Program, t_slot, grad_seed) -> None:
@@ -168,11 +196,11 @@ def _check_target(program: Program, t_slot, grad_seed) -> None:
 
 def _checked_wrt(program: Program, wrt):
     """``wrt`` as a frozenset of node ids on the page (None stays None)."""
-    if wrt is None or isinstance(wrt, frozenset):
+    if wrt is None:
         return wrt
     if isinstance(wrt, str):
         raise RunError(f"wrt must be a collection of node ids, not the string {wrt!r}")
-    wrt = frozenset(wrt)
+    wrt = frozenset(wrt)  # a frozenset is checked too: _plan_for checks a kind of run once
     unknown = sorted(n for n in wrt if program.step(n) is None)
     if unknown:
         raise RunError(f"wrt names nodes that are not on page '{program.page_name}': {', '.join(unknown)}")
@@ -189,12 +217,19 @@ def _run_planned(program, plan, guard, feed_list, variables, t_slot, grad_seed, 
         if seed.ndim != ttype.rank or any(d is not None and d != n for d, n in zip(ttype.shape, seed.shape)):
             raise RunError(f"the gradient seed has shape {list(seed.shape)} but the target "
                            f"{_slot_name(program, t_slot)} is {ttype}")
-    # one errstate for the run and its check (entering one costs a few us, on a run of 20)
-    with np.errstate(all="ignore"):
+    data = plan.last_data
+    if data.step != step or data.split != split or data.seed != run_seed:
+        data = plan.last_data = DataRequest(step, split, run_seed)
+    # one error state for the run and its check, numpy's "ignore everything" made once
+    token = _ERRSTATE.set(_IGNORE_ALL) if _ERRSTATE is not None else None
+    errstate = np.errstate(all="ignore") if token is None else None
+    if errstate is not None:
+        errstate.__enter__()
+    try:
         buffers = plan.take_buffers()
         faults = _faults() if buffers is None and plan.n_buffers else None
         try:
-            out = plan.fn(var_list, feed_list, seed, DataRequest(step, split, run_seed), guard,
+            out = plan.fn(var_list, feed_list, seed, data, guard,
                           buffers if buffers is not None else [None] * plan.n_buffers)
         finally:
             if buffers is not None:
@@ -204,6 +239,11 @@ def _run_planned(program, plan, guard, feed_list, variables, t_slot, grad_seed, 
         result = plan.package(out)
         if check_numerics:
             plan.check(result, out, variables, feeds, grad_seed, wrt, step, split, run_seed)
+    finally:
+        if token is not None:
+            _ERRSTATE.reset(token)
+        else:
+            errstate.__exit__(None, None, None)
     if commit and result.state_updates:
         plan.commit(result)
     return result
@@ -275,6 +315,12 @@ class _Plan:
         self.feed_steps = [st for st in fwd if st.role == "placeholder"]
         self.feed_dtypes = [slots[st.outputs[0]].type.dtype for st in self.feed_steps]
         self.saved_feeds: dict = {}
+        #: (Placeholder id, dtype) in F's order, for feed_inputs' common case
+        self.feed_spec = tuple((st.node, dtype) for st, dtype in zip(self.feed_steps, self.feed_dtypes))
+        #: (VariableValues.version, the Variables' values in V's order) of the last run
+        self.last_variables = None
+        #: the last run's DataRequest, used again while the step, split and seed stay
+        self.last_data = DataRequest()
         self.state_slots = sorted({s for st in fwd for s in _step_sources(st)
                                    if s is not None and slots[s].state})
         #: where each state slot's value is kept: (Variable node, key) in program.slot_values
@@ -351,6 +397,18 @@ class _Plan:
 
     def variable_inputs(self, variables):
         program = self.program
+        if not variables and not self.state_keys:
+            # the same list while no Variable's value changed (the generated code only reads it)
+            known = self.last_variables
+            store = program.variable_values
+            if known is not None and known[0] == store.version:
+                return known[1]
+            try:
+                values = store.many(self.var_nodes)
+            except KeyError:
+                values = [self._variable(st) for st in self.var_steps]
+            self.last_variables = (store.version, values)
+            return values
         states = [program.slot_values[key] for key in self.state_keys]
         if not variables:
             try:
@@ -381,6 +439,17 @@ class _Plan:
             raise self._memory_error(st, exc, "forward", "making its first value") from None
 
     def feed_inputs(self, feeds):
+        if feeds and type(feeds) is dict and len(feeds) == len(self.feed_spec):
+            # The common case: a value of the Placeholder's dtype for each of this run's
+            # Placeholders and nothing else (as many names as it has, all of them found).
+            out = []
+            for name, dtype in self.feed_spec:
+                value = feeds.get(name)
+                if type(value) is not np.ndarray or value.dtype is not dtype:
+                    break
+                out.append(value)
+            else:
+                return out
         program = self.program
         feeds = feeds or {}
         for name in feeds:
@@ -421,15 +490,15 @@ class _Plan:
 
     def package(self, out) -> RunResult:
         values, grads, edges, updates = out
-        res = RunResult(self.program, target=self.target_key, paths=self.paths)
-        res.values = dict(zip(self.value_keys, values))
-        res.grads = dict(zip(self.grad_keys, grads))
-        if self.edge_list:
-            res.edge_grads = dict(zip(self.edge_list, edges))
+        grads = dict(zip(self.grad_keys, grads))
+        wanted = {}
         for node, key in self.wanted_keys:
-            g = res.grads.get(key)
+            g = grads.get(key)
             if g is not None:
-                res.variable_grads[node] = g
+                wanted[node] = g
+        res = RunResult(self.program, dict(zip(self.value_keys, values)), grads,
+                        dict(zip(self.edge_list, edges)) if self.edge_list else {}, wanted, {},
+                        self.target_key, self.paths)
         for st, changed in zip(self.update_steps, updates):
             targets = dict(st.refs)
             for name, value in changed.items():
@@ -576,7 +645,10 @@ def stream_generator(base, seed: int, step: int, run_seed: int) -> np.random.Gen
     and ``run_seed``."""
     h = base.copy()
     h.update(f"{int(seed)},{int(step)},{int(run_seed)}".encode("ascii"))
-    entropy = np.frombuffer(h.digest(), dtype="<u4").tolist()
+    # The digest's words as a uint32 array, not a list of ints: the same entropy, and SeedSequence
+    # takes an array as it is instead of converting int by int (2 against 9 us, a third of a
+    # stream's making, paid by every random block on every run).
+    entropy = np.frombuffer(h.digest(), dtype="<u4")
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy, pool_size=8)))
 
 
