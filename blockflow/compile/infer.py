@@ -19,7 +19,7 @@ from blockflow.project import Edge, split_port
 from blockflow.spec import ShapeError, TensorType, shape_text
 from blockflow.variables import VariableValues
 
-__all__ = ["Inference", "Wires", "read_only"]
+__all__ = ["Inference", "read_only"]
 
 def read_only(a):
     """A view of a project's array that a run cannot write through (results share memory)."""
