@@ -168,7 +168,7 @@ class Softplus:
     """Smooth rectifier: ``log(1 + exp(features))``, computed without overflow.
 
     Accurate over the whole range: ``features`` for large inputs, ``exp(features)`` for very
-    negative ones. The gradient is ``sigmoid(features)``, computed as
+    negative ones; float32 values are worked in float64 and rounded once (within half an ulp). The gradient is ``sigmoid(features)``, computed as
     ``exp(features - activations)``, which neither overflows nor underflows early.
     """
 
@@ -180,6 +180,9 @@ class Softplus:
         return like(features)
 
     def forward(features):
+        if (type(features) is np.ndarray and features.dtype == np.float32 and features.ndim
+                and features.flags.c_contiguous):
+            return _softplus_float32(features)
         return np.logaddexp(features, ZERO[features.dtype])
 
     def vjp(g, out, features):
@@ -192,6 +195,31 @@ class Softplus:
         return (t,)
 
     vjp.fresh_result = True  # new arrays, one per input (run/lower.py, _accumulate)
+
+
+#: values of float64 work at a time in _softplus_float32 (two such arrays, 1 MiB)
+_SOFTPLUS_PIECE = 1 << 16
+
+
+def _softplus_float32(x):
+    """``max(x, 0) + log1p(exp(-|x|))`` worked in float64 and rounded once to float32: within
+    half an ulp of the exact value everywhere, where np.logaddexp's float32 loop is within 1.4,
+    and 3x faster (numpy's vector exp and log1p against a scalar libm call per value: 28 against
+    88 us on 64x128). The float64 work goes in pieces of _SOFTPLUS_PIECE values, so a large
+    input needs no more than 1 MiB besides its result."""
+    out = np.empty(x.shape, np.float32)
+    flat_out = out.reshape(-1)
+    flat = x.reshape(-1)  # a view: the caller gives a C-ordered array
+    for start in range(0, flat.size, _SOFTPLUS_PIECE):
+        t = flat[start:start + _SOFTPLUS_PIECE].astype(np.float64)
+        kept = np.maximum(t, 0.0)
+        np.abs(t, out=t)
+        np.negative(t, out=t)
+        np.exp(t, out=t)
+        np.log1p(t, out=t)
+        t += kept
+        flat_out[start:start + _SOFTPLUS_PIECE] = t
+    return out
 
 
 @block("Softsign", category="nn_ops")
