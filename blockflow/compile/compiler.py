@@ -15,6 +15,7 @@ import numpy as np
 
 from blockflow.compile.flatten import COMPOSITE_INPUT, COMPOSITE_OUTPUT, Hierarchy, flatten
 from blockflow.compile.infer import Inference, read_only
+from blockflow.compile.wires import Wires
 from blockflow.compile.ordering import Dependencies
 from blockflow.compile.program import Diagnostic, Program
 from blockflow.datafiles import DataFiles
@@ -117,22 +118,45 @@ class _Compiler:
         for p in self.hierarchy.problems:
             self.error(p.node, p.port, p.message)
         specs, attrs = self._check_blocks()
-        fed = self._check_wires(specs)
+        fed, succ = self._check_wires(specs)
         binders = self._binders()
-        deps = Dependencies(self.page.nodes, [(e.src, e.dst) for e in fed.values()]
-                            + list(self._dimension_arcs(binders)))
-        typed = Inference(self.page, self.files, self, specs, attrs, fed, binders, self.deferred)
+        deps = self._dependencies(succ, binders, specs, attrs)
+        typed = Inference(self.page, self.files, self, self.ids, specs, attrs, fed, binders, self.deferred)
         typed.infer_all(self._order(deps))
         edge_types = typed.edge_types()   # before the loss check, which may fail a node that compiled
         self._check_saved_feeds(specs)
         self._check_loss(typed.port_slots)
         self.diags.sort(key=lambda d: (d.severity != "error", d.node or "", d.port or ""))
         program = Program(self.page, typed.steps, typed.slots, self.diags, deps.graph, edge_types,
-                          typed.port_slots, typed.variable_values, typed.feeds, typed.slot_values)
+                          typed.port_slots, typed.variable_values, typed.feeds, typed.slot_values,
+                          typed.step_by_node, typed.variable_steps)
         program.files = self.files
         program.stored_variables = frozenset(typed.stored)
         program.hierarchy = self.hierarchy
         return program
+
+    def _dependencies(self, succ, binders, specs, attrs) -> Dependencies:
+        """The schedule's arcs: the wires' (``succ``, by block number) then the dimension arcs."""
+        index, ids = self.index, self.ids
+        dims = self._dimension_arcs(binders)
+        if all(u in index and v in index for u, v in dims):
+            for u, v in dims:
+                u = index[u]
+                if succ[u] is None:
+                    succ[u] = [index[v]]
+                else:
+                    succ[u].append(index[v])
+            return Dependencies.successors(ids, succ)
+        # An arc to a block left out (the Variable of an instance that reads another's): it is
+        # scheduled, as networkx added it, and fails there as a block of no known kind.
+        arcs = [(ids[u], ids[v]) for u, vs in enumerate(succ) for v in vs or ()]
+        deps = Dependencies(ids, arcs + list(dims))
+        for nid in deps.nodes[len(ids):]:
+            index[nid] = len(ids)
+            ids.append(nid)
+            specs.append(None)
+            attrs.append(None)
+        return deps
 
     def _binders(self) -> dict[str, str]:
         """The port blocks that bind (Inputs) or check (Outputs, typed after them) an instance's
@@ -158,31 +182,49 @@ class _Compiler:
         return [(src, nid) for nid, paths in self.hierarchy.dim_nodes.items()
                 for path in paths for src in by_instance.get(path, ()) if src != nid]
 
-    def _check_blocks(self) -> tuple[dict[str, BlockSpec], dict[str, dict]]:
-        """Each node's block spec and checked attrs (nodes of unknown blocks get neither)."""
-        specs: dict[str, BlockSpec] = {}
-        attrs: dict[str, dict] = {}
+    def _check_blocks(self) -> tuple[list, list]:
+        """Each node's block spec and checked attrs, by block number (page order; None for
+        nodes of unknown blocks, and attrs None for those whose attrs wait for dimensions).
+
+        From here on the compile keeps what it knows of a block in lists indexed by its number
+        (``self.ids``, ``self.index``): a 100k-block page's dicts keyed by id are far larger than
+        the cache, and each look-up in one cost 4-5x one in a small table."""
+        ids = self.ids = list(self.page.nodes)
+        self.nodes = list(self.page.nodes.values())
+        self.index = {nid: i for i, nid in enumerate(ids)}
+        specs: list = [None] * len(ids)
+        attrs: list = [None] * len(ids)
+        self.inline: set[int] = set()    # the blocks given inline inputs
         unexpanded, waiting = self.hierarchy.unexpanded, self.hierarchy.dim_nodes
         # The blocks of every instance of a composite share their node's attrs dict (flatten.py),
         # and most blocks drawn on a big page have attrs equal to many others' (a Tanh has none):
         # checked once, and one checked dict for all of them, which infer.py's look-up keys on.
         checked: dict = {}
-        for nid, node in self.page.nodes.items():
-            if nid in unexpanded:     # an instance that could not be flattened: reported
+        known: dict = {}     # block name -> spec (the registry asked once a name)
+        for i, node in enumerate(self.page.nodes.values()):
+            nid = ids[i]
+            if node.inputs:
+                self.inline.add(i)
+            if unexpanded and nid in unexpanded:     # an instance that could not be flattened: reported
                 self.failed.add(nid)
                 continue
-            spec = self.registry.get(node.block)
+            spec = known.get(node.block, known)
+            if spec is known:
+                spec = known[node.block] = self.registry.get(node.block)
             if spec is None:
                 alias = self.registry.resolve_alias(node.block)
                 hint = f" (did you mean '{alias}'?)" if alias else ""
                 self.error(nid, None, f"unknown block '{node.block}'{hint}; it is kept as a placeholder")
                 continue
-            specs[nid] = spec
-            if nid in waiting:
+            specs[i] = spec
+            if waiting and nid in waiting:
                 self.deferred[nid] = node.attrs
                 continue
-            key = attrs_key(node.attrs)
-            key = id(node.attrs) if key is None else (node.block, key)
+            if node.attrs:
+                key = attrs_key(node.attrs)
+                key = id(node.attrs) if key is None else (node.block, key)
+            else:
+                key = node.block     # no attrs (most blocks): the block name says it all
             hit = checked.get(key)
             if hit is not None and hit[0] is spec:
                 values, problems = hit[1], hit[2]
@@ -194,22 +236,32 @@ class _Compiler:
                 checked[key] = (spec, values, problems)
             for attr, problem in problems:
                 self.error(nid, None, problem)
-            attrs[nid] = values
-            for port in node.inputs:
-                name, idx = split_port(port)
-                decl = spec.input_map.get(name)
-                if decl is None or (idx is not None) != decl.variadic:
-                    self.error(nid, port, f"{spec.name} has no input '{port}' for the inline value")
+            attrs[i] = values
+            if node.inputs:
+                self._check_inline(nid, node, spec)
         return specs, attrs
 
-    def _check_wires(self, specs) -> dict[tuple[str, str], Edge]:
-        """The good wires by (destination node, input port): both ends exist, one wire per input."""
-        page = self.page
-        fed: dict[tuple[str, str], Edge] = {}
+    def _check_inline(self, nid, node, spec) -> None:
+        """Each inline value must be for an input the block has."""
+        for port in node.inputs:
+            name, idx = split_port(port)
+            decl = spec.input_map.get(name)
+            if decl is None or (idx is not None) != decl.variadic:
+                self.error(nid, port, f"{spec.name} has no input '{port}' for the inline value")
+
+    def _check_wires(self, specs) -> tuple[Wires, list]:
+        """The good wires (both ends exist, one wire per input), and per block number the
+        numbers of the blocks its good wires go to, in page order (None for none)."""
+        page, index, nodes, inline = self.page, self.index, self.nodes, self.inline
+        fed = Wires(index, len(self.ids))
+        into, good, add_good, add_type = fed.into, fed.good, fed.good.append, fed.type.append
+        succ: list = [None] * len(self.ids)
         for e in page.edges:
-            src, dst = specs.get(e.src), specs.get(e.dst)
+            si, di, dst_port = index.get(e.src), index.get(e.dst), e.dst_port
+            src = specs[si] if si is not None else None
+            dst = specs[di] if di is not None else None
             out = src.output_map.get(e.src_port) if src is not None else None
-            inp = dst.input_map.get(e.dst_port) if dst is not None else None
+            inp = dst.input_map.get(dst_port) if dst is not None else None
             # A wire between plain ports of two known blocks is fine; only the rest (most wires
             # are the former, and big pages have many) goes through the checks that say why not.
             if out is None or out.variadic or inp is None or inp.variadic:
@@ -217,14 +269,25 @@ class _Compiler:
                 ok = self._check_end(e, e.dst, e.dst_port, False, specs) and ok
                 if not ok:
                     continue
-            key = (e.dst, e.dst_port)
-            if key in fed:
-                self.error(e.dst, e.dst_port, f"input is fed by two wires: {fed[key]} and {e}", fail=False)
-                continue
-            if e.dst_port in page.nodes[e.dst].inputs:
-                self.warn(e.dst, e.dst_port, "input is wired, so its inline value is ignored")
-            fed[key] = e
-        return fed
+            wired = into[di]
+            if wired is not None:
+                first = fed.find(di, dst_port)
+                if first is not None:
+                    self.error(e.dst, dst_port, f"input is fed by two wires: {first} and {e}", fail=False)
+                    continue
+            if di in inline and dst_port in nodes[di].inputs:
+                self.warn(e.dst, dst_port, "input is wired, so its inline value is ignored")
+            if wired is None:     # Wires.add, written out: this loop runs once a wire
+                into[di] = [len(good)]
+            else:
+                wired.append(len(good))
+            add_good(e)
+            add_type(None)
+            if succ[si] is None:
+                succ[si] = [di]
+            else:
+                succ[si].append(di)
+        return fed, succ
 
     def _check_end(self, e: Edge, nid: str, port: str, outgoing: bool, specs) -> bool:
         """Whether one end of wire ``e`` names a node on the page and a port of the right kind."""
@@ -234,7 +297,7 @@ class _Compiler:
         if port == SCOPE_PORT:
             self.error(nid, port, "the scope port is automatic and cannot be wired", fail=False)
             return False
-        spec = specs.get(nid)
+        spec = specs[self.index[nid]]
         if spec is None:
             return True  # unknown block: already reported
         if outgoing:
@@ -258,9 +321,10 @@ class _Compiler:
             return False
         return True
 
-    def _order(self, deps: Dependencies) -> list[str]:
-        """The schedule: a topological order; the members of a cycle are reported and go last."""
-        order = deps.order()
+    def _order(self, deps: Dependencies) -> list[int]:
+        """The schedule, by block number: a topological order; the members of a cycle are
+        reported and go last."""
+        order = deps.numbered_order()
         if order is not None:
             return order
         import networkx as nx
@@ -283,13 +347,15 @@ class _Compiler:
             in_cycle |= comp
         acyclic = graph.subgraph([n for n in graph if n not in in_cycle])
         # Cycle members come last: they cannot be typed, but their inputs are still checked.
-        return list(nx.topological_sort(acyclic)) + [n for n in self.page.nodes if n in in_cycle]
+        index = self.index
+        return [index[n] for n in nx.topological_sort(acyclic)] + [
+            i for i, n in enumerate(self.ids) if n in in_cycle]
 
     def _check_saved_feeds(self, specs) -> None:
         page = self.page
         for nid in page.feeds:
-            spec = specs.get(nid)
-            if nid in page.nodes and spec is not None and spec.role != "placeholder":
+            spec = specs[self.index[nid]] if nid in page.nodes else None
+            if spec is not None and spec.role != "placeholder":
                 self.warn(nid, None, f"has a saved feed but is a {spec.name}, not a Placeholder")
 
     def _check_loss(self, port_slots) -> None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from blockflow.composite import (DIM_REF, INPUT_BLOCK, MAX_NESTING, OUTPUT_BLOCK, PARAM_REF, SHARE_ATTR,
+from blockflow.composite import (DIM_REF, INPUT_BLOCK, MAX_NESTING, OUTPUT_BLOCK, PARAM_REF, PREFIX, SHARE_ATTR,
                                  composite_name, substitute)
 from blockflow.project import Edge, Node, Page, port_text, split_port_text
 from blockflow.spec import AttrError
@@ -453,7 +453,7 @@ def _ref_inside(value) -> bool:
 
 def flatten(page: Page, composites: dict, registry) -> tuple[Page, Hierarchy]:
     """The flat page of ``page`` (``page`` itself when it has no instance) and its Hierarchy."""
-    if not any(composite_name(n.block) for n in page.nodes.values()) and not _has_refs(page):
+    if _plain_page(page):
         return page, Hierarchy()
     f = _Flattener(page, composites or {}, registry)
     size = flat_size(page, composites or {})
@@ -521,8 +521,16 @@ def flat_size(page: Page, composites: dict) -> int:
     return total
 
 
-def _has_refs(page: Page) -> bool:
-    return any(_ref_inside(v) for n in page.nodes.values() for v in n.attrs.values())
+def _plain_page(page: Page) -> bool:
+    """No instance on the page and no parameter or dimension reference in its attrs (one pass:
+    a big page's nodes are read once)."""
+    for n in page.nodes.values():
+        block = n.block
+        if type(block) is str and block.startswith(PREFIX) and composite_name(block):
+            return False
+        if n.attrs and any(_ref_inside(v) for v in n.attrs.values()):
+            return False
+    return True
 
 
 def _flat_ref(ref: str | None, h: Hierarchy) -> str | None:

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from blockflow.compile.program import Slot, Step
+from blockflow.compile.program import Slot, Step, make_slot, make_step
 from blockflow.datafiles import DataFileError
 from blockflow.compile.dimensions import Dimensions
 from blockflow.compile.dtypes import check_dtypes
+from blockflow.compile.inferred import check_infer_result
+from blockflow.compile.inferred import too_big as check_too_big
+from blockflow.compile.wires import Wires
 from blockflow.project import Edge, split_port
-from blockflow.spec import MAX_TENSOR_BYTES, ShapeError, TensorType, shape_text
+from blockflow.spec import ShapeError, TensorType, shape_text
 from blockflow.variables import VariableValues
 
 __all__ = ["Inference", "read_only"]
@@ -41,19 +44,34 @@ class _Inputs:
         self.static.append(static)
 
 
+_UNPLANNED = object()
+
+
+class _Plain:
+    """A block spec whose blocks _infer_plain types: (position, name) of its inputs, its output
+    names, and the Step tuples all its steps share."""
+
+    __slots__ = ("inputs", "outputs", "static", "out_decl", "placeholder")
+
+    def __init__(self, inputs, outputs, static, out_decl, placeholder):
+        self.inputs, self.outputs, self.static = inputs, outputs, static
+        self.out_decl, self.placeholder = out_decl, placeholder
+
+
 class Inference:
     """The tables a compile builds while typing nodes in order (slots, steps, ...)."""
 
-    def __init__(self, page, files, report, specs, attrs, fed: dict[tuple[str, str], Edge],
-                 binders=None, deferred=None):
+    def __init__(self, page, files, report, ids, specs, attrs, fed: Wires, binders=None, deferred=None):
         """``report``: what records problems (``error(node, port, message)``, ``warn``, and the
-        ``failed`` set of nodes); ``specs``/``attrs``: the nodes whose block is known, with their
-        checked attrs; ``fed``: the good wires by (destination node, input port); ``binders``:
+        ``failed`` set of nodes); ``ids``: the page's node ids by block number (page order);
+        ``specs``/``attrs``: by block number, each block's spec and checked attrs (None for an
+        unknown block); ``fed``: the good wires; ``binders``:
         the composites' Input blocks, {flat id: instance}, whose types bind the instance's named
         dimensions; ``deferred``: nodes whose raw attrs use those dimensions (checked here)."""
         self.page, self.files, self.report = page, files, report
         self.dims = Dimensions(binders or {}, report, page)
         self.deferred = deferred or {}
+        self.ids, self.nodes = ids, list(page.nodes.values())
         self.specs, self.attrs, self.fed = specs, attrs, fed
         #: (spec, id of its attrs dict, input types) -> output types: the blocks of every instance
         #: of a composite share one attrs dict (compiler._check_blocks), so an instance typed
@@ -61,80 +79,177 @@ class Inference:
         self._typed: dict = {}
         self._dtypes_ok: set = set()    # (spec, input dtypes...) that check_dtypes passed
         self._tuples: dict = {}
+        self._plans: dict = {}          # spec -> _Plain, or None: its blocks take the general path
+        #: (spec, id of its attrs dict, ids of its input types) -> output types (_infer_plain)
+        self._typed_by_id: dict = {}
+        self._keep_alive: list = []     # the types those ids are of, so that no id is reused
         self.slots: list[Slot] = []
         self.port_slots: dict[tuple[str, str], int] = {}
         self.steps: list[Step] = []
         self.step_by_node: dict[str, Step] = {}
+        self.variable_steps: list[Step] = []
         self.slot_values: dict[tuple[str, str], np.ndarray] = {}
         self.updaters: dict[tuple, str] = {}
         self.variable_values = VariableValues()
         self.feeds: dict[str, np.ndarray] = {}
         #: Variables whose value is stored in the project
         self.stored: set[str] = set()
-        self.fed_ports: dict[str, list[str]] = {}
-        for dst, port in fed:
-            self.fed_ports.setdefault(dst, []).append(port)
 
     def infer_all(self, order) -> None:
-        for nid in order:
-            self.infer_node(nid)
+        """Type every block, in ``order`` (block numbers). While no block failed, a plain block
+        goes straight to the plain path (infer_node's first checks would pass it there)."""
+        ids, specs, attrs, plans, failed = self.ids, self.specs, self.attrs, self._plans, self.report.failed
+        deferred, plain = self.deferred, self._infer_plain
+        for i in order:
+            plan = plans.get(specs[i])
+            if (plan is None or failed or deferred and ids[i] in deferred
+                    or not plain(i, ids[i], specs[i], plan, attrs[i])):
+                self.infer_node(i)
 
     def edge_types(self) -> dict[Edge, TensorType]:
         """The type each good wire carries, for wires into nodes that compiled."""
         types = {}
-        for (dst, _), e in self.fed.items():
-            idx = self.port_slots.get((e.src, e.src_port))
-            if idx is not None and dst not in self.report.failed:
-                types[e] = self.slots[idx].type
+        failed, slots, port_slots = self.report.failed, self.slots, self.port_slots
+        good, known = self.fed.good, self.fed.type
+        if not failed and all(known):    # a page that compiled, every block typed plainly (a type is truthy)
+            return dict(zip(good, known))
+        for e, t in zip(good, known):
+            if t is None:
+                idx = port_slots.get((e.src, e.src_port))
+                t = None if idx is None else slots[idx].type
+            if t is not None and (not failed or e.dst not in failed):
+                types[e] = t
         return types
 
-    def infer_node(self, nid: str) -> None:
-        """Type one node and add its step; on a problem, report it and mark the node failed."""
-        report, spec, failed = self.report, self.specs.get(nid), self.report.failed
+    def infer_node(self, i: int) -> None:
+        """Type block number ``i`` and add its step; on a problem, report it and mark the node
+        failed."""
+        nid, spec, report, failed = self.ids[i], self.specs[i], self.report, self.report.failed
         if spec is None:
             failed.add(nid)
             return
-        node = self.page.nodes[nid]
-        fed, fed_ports = self.fed, self.fed_ports.get(nid, ())
-        if failed and (nid in failed or any(fed[(nid, port)].src in failed for port in fed_ports)):
-            # Its own problem, or one upstream, is reported already; what is wrong with its
-            # inputs is still worth saying now, so that every problem shows at once.
+        if failed:
+            wired = self.fed.wires_into(i)
+            if nid in failed or any(e.src in failed for e in wired):
+                # Its own problem, or one upstream, is reported already; what is wrong with its
+                # inputs is still worth saying now, so that every problem shows at once.
+                failed.add(nid)
+                self._check_inputs_present(nid, self.nodes[i], spec, [e.dst_port for e in wired])
+                return
+        if self.deferred and nid in self.deferred and not self._resolve_attrs(i, nid, spec):
             failed.add(nid)
-            self._check_inputs_present(nid, node, spec, fed_ports)
             return
-        if nid in self.deferred and not self._resolve_attrs(nid, spec):
-            failed.add(nid)
+        attrs = self.attrs[i]
+        plan = self._plans.get(spec, _UNPLANNED)
+        if plan is _UNPLANNED:
+            plan = self._plans[spec] = self._plan(spec)
+        if plan is not None and self._infer_plain(i, nid, spec, plan, attrs):
             return
+        node = self.nodes[i]
         got = self._inputs(nid, node, spec)
         if got is None or not self._dtypes_fit(nid, spec, got):
             return
-        outs = self._call_infer(nid, spec, got.args)
+        outs = self._call_infer(nid, spec, got.args, attrs)
         if outs is None:
             return
         if spec.role == "variable":
-            mismatch = _declared_shape_mismatch(node, spec, self.attrs[nid], outs[0])
+            mismatch = _declared_shape_mismatch(node, spec, attrs, outs[0])
             if mismatch:
                 report.error(nid, None, mismatch)
                 return
         out_slots, out_struct, out_decl = self._add_outputs(nid, spec, outs)
-        if spec.role in ("variable", "placeholder") and not self._keep_value(nid, node, spec, outs):
+        if spec.role in ("variable", "placeholder") and not self._keep_value(nid, node, spec, outs, attrs):
             return
         outputs = tuple(out_slots)
         static = got.static
         # most steps have no static input and one plain output: their tuples are shared
         static = self._shared(static) if all(v is None for v in static) else tuple(static)
         struct = outputs if out_struct == out_slots else tuple(out_struct)
-        step = Step(len(self.steps), nid, spec, self.attrs[nid], tuple(got.inputs), static,
+        step = make_step(len(self.steps), nid, spec, attrs, tuple(got.inputs), static,
                     outputs, tuple(got.in_edges), struct, self._shared(out_decl), tuple(got.refs))
         self.steps.append(step)
         self.step_by_node[nid] = step
+        if spec.role == "variable":
+            self.variable_steps.append(step)
         if nid in self.dims.binders:
-            self.dims.bind(nid, self.attrs[nid], outs[0])
+            self.dims.bind(nid, attrs, outs[0])
         for _, target in got.refs:
             if target in self.updaters:
                 report.warn(nid, None, f"updates {target[1]}'s {target[0]} as {self.updaters[target]} does; "
                                        f"the later one in the schedule wins")
             self.updaters[target] = nid
+
+    def _plan(self, spec) -> "_Plain | None":
+        """What typing a block of ``spec`` by the plain path needs, or None when its blocks always
+        take the general one (lists in or out, static or state inputs, Variables, file readers)."""
+        if spec.refs or spec.infer_context or spec.role == "variable":
+            return None
+        if any(d.variadic or d.static or d.ref for d in spec.inputs) or any(d.variadic for d in spec.outputs):
+            return None
+        n_in, n_out = len(spec.inputs), len(spec.outputs)
+        return _Plain(tuple((pos, d.name) for pos, d in enumerate(spec.inputs)),
+                      tuple(d.name for d in spec.outputs), self._shared((None,) * n_in),
+                      self._shared(range(n_out)), spec.role == "placeholder")
+
+    def _infer_plain(self, i, nid, spec, plan, attrs) -> bool:
+        """Type a block whose every input is wired from a typed output (most blocks of a big
+        page) with what the general path would give, in fewer steps; False, with nothing done,
+        when it is not such a block (an inline or missing input, a wire from a port its source
+        lacks: the general path reports it).
+
+        A block whose spec, attrs dict and input type objects are those of one typed before is
+        typed by one look-up: that block's dtypes passed their check and its infer gave these
+        outputs (the general path's look-ups, by content, would say the same)."""
+        port_slots, slots, good, wire_type = self.port_slots, self.slots, self.fed.good, self.fed.type
+        wired = self.fed.into[i] or ()
+        if len(wired) != len(plan.inputs):
+            return False     # an input is not wired (each wire goes to a declared input, one each)
+        inputs, args, in_edges, ids = [], [], [], [spec, id(attrs)]
+        for pos, name in plan.inputs:
+            for g in wired:
+                e = good[g]
+                if e.dst_port == name:
+                    break
+            else:
+                return False
+            idx = port_slots.get((e.src, e.src_port))
+            if idx is None:
+                return False
+            t = slots[idx].type
+            wire_type[g] = t     # what the wire carries, whatever types the block
+            inputs.append(idx)
+            args.append(t)
+            in_edges.append((pos, None, e))
+            ids.append(id(t))
+        ids = tuple(ids)
+        outs = self._typed_by_id.get(ids)
+        if outs is None:
+            got = _Inputs()
+            got.args, got.inputs, got.static, got.in_edges = args, inputs, list(plan.static), in_edges
+            if not self._dtypes_fit(nid, spec, got):
+                return True
+            outs = self._call_infer(nid, spec, args, attrs)
+            if outs is None:
+                return True
+            if all(t.value is None for t in args):   # a known value is looked up by content never
+                self._typed_by_id[ids] = outs
+                self._keep_alive.append(args)
+        outputs = []
+        for name, t in zip(plan.outputs, outs):
+            idx = len(slots)
+            slots.append(make_slot(idx, nid, name, t))
+            port_slots[(nid, name)] = idx
+            outputs.append(idx)
+        if plan.placeholder and nid in self.page.feeds:
+            self.feeds[nid] = read_only(np.asarray(self.page.feeds[nid]))
+        outputs = tuple(outputs)
+        step = make_step(len(self.steps), nid, spec, attrs, tuple(inputs), plan.static, outputs,
+                    tuple(in_edges), outputs, plan.out_decl, ())
+        self.steps.append(step)
+        self.step_by_node[nid] = step
+        if nid in self.dims.binders:   # a composite's Input or Output: its named dimensions
+            self.dims.bind(nid, attrs, outs[0])
+        return True
 
     def _shared(self, items) -> tuple:
         """One tuple object for equal tuples of small hashable things (Nones, indices)."""
@@ -164,7 +279,7 @@ class Inference:
             self._dtypes_ok.add(key)
         return ok
 
-    def _resolve_attrs(self, nid, spec) -> bool:
+    def _resolve_attrs(self, i, nid, spec) -> bool:
         """Put the sizes of the dimensions a node's attrs name in them, and check the attrs."""
         raw = self.deferred[nid]
         try:
@@ -177,7 +292,7 @@ class Inference:
             self.report.error(nid, None, problem)
         if problems:
             return False
-        self.attrs[nid] = {k: read_only(v) if isinstance(v, np.ndarray) else v for k, v in values.items()}
+        self.attrs[i] = {k: read_only(v) if isinstance(v, np.ndarray) else v for k, v in values.items()}
         return True
 
     # ------------------------------------------------------------------------------ inputs
@@ -226,7 +341,7 @@ class Inference:
     def _variadic_input(self, got, pos, nid, node, decl) -> bool:
         """An InputList: its ports must fill up in order from 0, at least ``min_count`` of them."""
         error = self.report.error
-        indices = [i for base, i in map(split_port, self.fed_ports.get(nid, ())) if base == decl.name]
+        indices = [i for base, i in map(split_port, self.fed.ports(nid)) if base == decl.name]
         inline_idx = sorted(split_port(p)[1] for p in node.inputs if split_port(p)[0] == decl.name)
         present = sorted(set(indices) | set(inline_idx))
         if present != list(range(len(present))):
@@ -294,7 +409,7 @@ class Inference:
             self.report.error(nid, port, f"input '{port}' is not connected and has no inline value")
             return None
         idx = len(slots)
-        slots.append(Slot(idx, nid, port, t, const=True))
+        slots.append(make_slot(idx, nid, port, t, True))
         return idx, t
 
     def _ref_slot(self, nid, node, spec, decl, var_node):
@@ -318,7 +433,7 @@ class Inference:
             return None
         self.slot_values[(var_node, key)] = read_only(value)
         idx = len(slots)
-        slots.append(Slot(idx, var_node, key, TensorType(shape, var_type.dtype), state=True))
+        slots.append(make_slot(idx, var_node, key, TensorType(shape, var_type.dtype), False, True))
         return idx, (key, var_node)
 
     def _first_state(self, nid, node, spec, decl, var_node, key, want: TensorType):
@@ -363,9 +478,8 @@ class Inference:
 
     # ----------------------------------------------------------------------------- outputs
 
-    def _call_infer(self, nid, spec, args):
+    def _call_infer(self, nid, spec, args, attrs):
         """The block's output types, checked (None when its infer refused or misbehaved: reported)."""
-        attrs = self.attrs[nid]
         key = _memo_key(spec, attrs, args)
         if key is not None:
             outs = self._typed.get(key)
@@ -390,11 +504,11 @@ class Inference:
             error(nid, None, f"{spec.name}.infer failed: {type(exc).__name__}: {exc}")
             return None
         outs = result if isinstance(result, tuple) and len(spec.outputs) != 1 else (result,)
-        problem = _check_infer_result(spec, outs, attrs, args)
+        problem = check_infer_result(spec, outs, attrs, args)
         if problem:
             error(nid, None, f"{spec.name}.infer returned {result!r}: {problem}")
             return None
-        too_big = _too_big(spec, outs)
+        too_big = check_too_big(spec, outs)
         if too_big:
             error(nid, too_big[0], too_big[1])
             return None
@@ -410,7 +524,7 @@ class Inference:
             for i, tt in enumerate(t if decl.variadic else (t,)):
                 port = decl.port(i) if decl.variadic else decl.name
                 idx = len(slots)
-                slots.append(Slot(idx, nid, port, tt))
+                slots.append(make_slot(idx, nid, port, tt))
                 self.port_slots[(nid, port)] = idx
                 out_slots.append(idx)
                 out_decl.append(k)
@@ -418,13 +532,13 @@ class Inference:
             out_struct.append(tuple(group) if decl.variadic else group[0])
         return out_slots, out_struct, out_decl
 
-    def _keep_value(self, nid, node, spec, outs) -> bool:
+    def _keep_value(self, nid, node, spec, outs, attrs) -> bool:
         """Take a Variable's stored value (or arrange its first one) or a Placeholder's saved feed;
         False when a stored value does not fit its type (reported)."""
         if spec.role == "variable":
             value = node.state.get("value")
             if value is None:   # drawn when a run first needs it, never while compiling
-                self.variable_values.add_pending(nid, spec, self.attrs[nid], outs[0], f"{self.page.scope}/{nid}")
+                self.variable_values.add_pending(nid, spec, attrs, outs[0], f"{self.page.scope}/{nid}")
             elif value.shape != outs[0].shape or value.dtype != outs[0].dtype:
                 self.report.error(nid, None, f"stored value is {TensorType.of(value)} but the Variable is "
                                              f"declared {outs[0]}")
@@ -468,49 +582,3 @@ def _declared_shape_mismatch(node, spec, attrs, out) -> str | None:
     if len(declared) == len(out.shape) and all(d is None or d == n for d, n in zip(declared, out.shape)):
         return None
     return f"its initial value is {out} but its shape attr says {shape_text(declared)}"
-
-
-def _check_infer_result(spec, outs, attrs, args) -> str | None:
-    """What is wrong with the types a block's infer returned, or None."""
-    if len(outs) != len(spec.outputs):
-        return f"expected {len(spec.outputs)} output type(s)"
-    for decl, t in zip(spec.outputs, outs):
-        if not decl.variadic:
-            if not isinstance(t, TensorType):
-                return f"output '{decl.name}' is not a TensorType"
-            continue
-        if decl.count in attrs:
-            want = attrs[decl.count]
-        else:
-            pos = next(i for i, p in enumerate(spec.inputs) if p.name == decl.count)
-            want = len(args[pos])
-        if not isinstance(t, list) or len(t) != want or not all(isinstance(x, TensorType) for x in t):
-            return f"output list '{decl.name}' must be a list of {want} TensorType(s)"
-    return None
-
-
-# MAX_TENSOR_BYTES (from the block API, which checks intermediates against it too) bounds the
-# inferred size of every output: a Variable's first value, a Fill, a dataset are refused at
-# compile time, before anything is allocated.
-def _too_big(spec, outs):
-    """(port, message) for the first output whose known size exceeds MAX_TENSOR_BYTES."""
-    for decl, t in zip(spec.outputs, outs):
-        for i, tt in enumerate(t if decl.variadic else (t,)):
-            n = tt.size
-            if n is None:
-                continue
-            nbytes = n * tt.dtype.itemsize
-            if nbytes > MAX_TENSOR_BYTES:
-                port = decl.port(i) if decl.variadic else decl.name
-                return port, (f"output '{port}' would be {tt} ({_gib(nbytes)}); the limit "
-                              f"for one tensor is {MAX_TENSOR_BYTES / 1024 ** 3:.0f} GiB")
-    return None
-
-
-def _gib(nbytes: int) -> str:
-    """A size in GiB for a message; sizes are exact ints (a parameter may be 10**400), which
-    a float division cannot take beyond 1.8e308."""
-    gib = nbytes // 1024 ** 3
-    if gib < 10 ** 18:
-        return f"{nbytes / 1024 ** 3:,.1f} GiB"
-    return f"about 10^{len(str(gib)) - 1} GiB"

@@ -19,34 +19,70 @@ __all__ = ["Dependencies"]
 
 
 class Dependencies:
-    """The nodes of a page (in page order) and the arcs between them, deduplicated."""
+    """The nodes of a page (in page order) and the arcs between them, deduplicated; kept by node
+    number (a node's place in ``nodes``), lists where a 100k-block page's dicts keyed by id
+    would not fit any cache."""
 
     def __init__(self, nodes, arcs):
-        """``nodes``: node ids in page order; ``arcs``: (src, dst) pairs, both ends among them."""
-        self.nodes = tuple(nodes)
-        succ: dict[str, list] = {}
-        known = set(self.nodes)
-        stray: list = []
+        """``nodes``: node ids in page order; ``arcs``: (src, dst) pairs of ids (an end not among
+        ``nodes`` is added, as networkx adds it)."""
+        nodes = list(nodes)
+        index = {n: i for i, n in enumerate(nodes)}
+        stray = sorted((u, v) for u, v in arcs if u not in index or v not in index)
+        for u, v in stray:   # networkx adds an arc's missing ends as it meets them in the sorted arcs
+            for n in (u, v):
+                if n not in index:
+                    index[n] = len(nodes)
+                    nodes.append(n)
+        self._build(nodes, [(index[u], index[v]) for u, v in arcs])
+
+    @classmethod
+    def successors(cls, nodes: list, succ: list) -> "Dependencies":
+        """``nodes``: node ids in page order; ``succ``: per node number, the numbers its arcs go
+        to in the order they were drawn (None for none; the lists are sorted here, in place)."""
+        self = cls.__new__(cls)
+        self._sort(nodes, succ)
+        return self
+
+    def _build(self, nodes: list, arcs) -> None:
+        succ: list = [None] * len(nodes)
         for u, v in arcs:
-            if u not in known or v not in known:
-                stray.append((u, v))
-            found = succ.get(u)
+            found = succ[u]
             if found is None:
                 succ[u] = [v]
             else:
                 found.append(v)
-        for u, vs in succ.items():
-            if len(vs) > 1:
-                # networkx visits a node's children in the order their arcs were added: sorted
-                vs[:] = sorted(set(vs))
-        self.succ = succ
-        if stray:   # networkx adds an arc's missing ends as it meets them in the sorted arcs
-            extra = {}
-            for u, v in sorted(stray):
-                for n in (u, v):
-                    if n not in known:
-                        extra[n] = None
-            self.nodes += tuple(extra)
+        self._sort(nodes, succ)
+
+    def _sort(self, nodes: list, succ: list) -> None:
+        self.nodes = tuple(nodes)
+        key = nodes.__getitem__
+        self._indegree = indegree = [0] * len(succ)
+        for vs in succ:
+            if vs is None:
+                continue
+            if len(vs) == 1:
+                indegree[vs[0]] += 1
+                continue
+            # networkx visits a node's children in the order their arcs were added: sorted by
+            # id, each once (two, the most common, compared without a set and a sort)
+            if len(vs) == 2:
+                a, b = vs
+                if a == b:
+                    del vs[1]
+                elif nodes[a] > nodes[b]:
+                    vs.reverse()
+            else:
+                vs[:] = sorted(set(vs), key=key)
+            for v in vs:
+                indegree[v] += 1
+        self._succ = succ
+
+    @property
+    def succ(self) -> dict:
+        """{node: its successors}, for the nodes that have any."""
+        nodes = self.nodes
+        return {nodes[u]: [nodes[v] for v in vs] for u, vs in enumerate(self._succ) if vs is not None}
 
     def graph(self) -> nx.DiGraph:
         """The node-level DiGraph, as the compiler built it before (same node and arc order)."""
@@ -61,20 +97,26 @@ class Dependencies:
     def order(self) -> list[str] | None:
         """``list(nx.topological_sort(self.graph()))``, or None when there is a cycle (a node
         that reaches itself, a self-arc included)."""
-        succ = self.succ
-        indegree = dict.fromkeys(self.nodes, 0)
-        for vs in succ.values():
-            for v in vs:
-                indegree[v] += 1
+        order = self.numbered_order()
+        if order is None:
+            return None
+        nodes = self.nodes
+        return [nodes[i] for i in order]
+
+    def numbered_order(self) -> list[int] | None:
+        """``order()`` by node number."""
+        succ, indegree = self._succ, list(self._indegree)
         # networkx's generations: the nodes of in-degree 0 in page order, then each generation's
         # children in the order their last parent in it releases them
-        zero = [n for n, d in indegree.items() if d == 0]
-        order: list[str] = []
-        empty = ()
+        zero = [n for n, d in enumerate(indegree) if d == 0]
+        order: list[int] = []
         while zero:
             generation, zero = zero, []
             for node in generation:
-                for child in succ.get(node, empty):
+                children = succ[node]
+                if children is None:
+                    continue
+                for child in children:
                     d = indegree[child] - 1
                     indegree[child] = d
                     if d == 0:

@@ -93,6 +93,36 @@ class Step:
         return src[idx] if idx is not None else src
 
 
+# A frozen dataclass fills each field through object.__setattr__: 0.7 us a Slot and 1.2 us a
+# Step, a third of typing a block. The compile makes them through twins with the same slots,
+# filled by plain assignments and then given the frozen class (the same layout, so Python allows
+# it): 0.24 and 0.35 us, the same objects, frozen from then on.
+class _SlotTwin:
+    __slots__ = Slot.__slots__
+
+
+class _StepTwin:
+    __slots__ = Step.__slots__
+
+
+def make_slot(index, node, port, type, const=False, state=False, _new=object.__new__) -> Slot:
+    """``Slot(index, node, port, type, const, state)``, made faster (see above)."""
+    s = _new(_SlotTwin)
+    s.index, s.node, s.port, s.type, s.const, s.state = index, node, port, type, const, state
+    s.__class__ = Slot
+    return s
+
+
+def make_step(index, node, spec, attrs, inputs, static, outputs, in_edges, out_struct, out_decl, refs,
+              _new=object.__new__) -> Step:
+    """``Step(...)`` with every field given, made faster (see make_slot)."""
+    s = _new(_StepTwin)
+    s.index, s.node, s.spec, s.attrs, s.inputs, s.static = index, node, spec, attrs, inputs, static
+    s.outputs, s.in_edges, s.out_struct, s.out_decl, s.refs = outputs, in_edges, out_struct, out_decl, refs
+    s.__class__ = Step
+    return s
+
+
 class Program:
     """A compiled page: a flat, deterministic schedule of steps over numbered slots.
 
@@ -101,7 +131,9 @@ class Program:
     """
 
     def __init__(self, page: Page, steps, slots, diagnostics, graph, edge_types, port_slots,
-                 variable_values, feeds, slot_values=None):
+                 variable_values, feeds, slot_values=None, step_of=None, variables=None):
+        """``step_of``: {node: step}, and ``variables``: the Variables' steps, when the compile
+        has them at hand (made from ``steps`` when not)."""
         self.page_name = page.name
         self.scope = page.scope
         self.loss = page.loss_target()
@@ -123,10 +155,12 @@ class Program:
         self.variable_values: VariableValues = variable_values
         self.slot_values: dict[tuple[str, str], np.ndarray] = slot_values or {}
         self.feeds: dict[str, np.ndarray] = feeds
-        self.step_of: dict[str, Step] = {s.node: s for s in self.steps}   # compile/'s own: ask step()
+        #: compile/'s own: ask step()
+        self.step_of: dict[str, Step] = {s.node: s for s in self.steps} if step_of is None else step_of
+        if variables is None:
+            variables = [s for s in self.steps if s.role == "variable"]
         #: the Variables optimizers may change (what training differentiates for by default)
-        self.trainable = frozenset(s.node for s in self.steps
-                                   if s.role == "variable" and s.attrs.get("trainable", True))
+        self.trainable = frozenset(s.node for s in variables if s.attrs.get("trainable", True))
         self._ok = not any(d.severity == "error" for d in self.diagnostics)
         self._caches: dict[str, dict] = {}
         self._targets: dict[str, int] = {}
