@@ -21,7 +21,7 @@ def _pages():
             yield pytest.param(project, page.name, id=f"{name}/{page.name}")
 
 
-@pytest.mark.parametrize("project, page", _pages())
+@pytest.mark.parametrize("project, page", list(_pages()))
 def test_a_compile_gives_what_it_gave(project, page, request):
     key = request.node.callspec.id
     got = fingerprint(compile_project(project, page))
