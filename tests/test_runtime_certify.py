@@ -56,9 +56,9 @@ def test_a_certified_product_is_finite_in_every_orientation(dtype):
 
 
 def _layer():
-    """A first layer whose weights' gradient (64x40) is larger than its input and cotangent."""
-    project = chain(("x", "Placeholder", {"shape": [6, 64]}, None),
-                    ("W", "Variable", {"shape": [64, 40], "initializer": "glorot_uniform", "seed": 5}, None),
+    """A first layer whose weights' gradient (256x80) is larger than its input and cotangent."""
+    project = chain(("x", "Placeholder", {"shape": [6, 256]}, None),
+                    ("W", "Variable", {"shape": [256, 80], "initializer": "glorot_uniform", "seed": 5}, None),
                     ("mm", "MatMul", {}, {"a": "x", "b": "W:ref"}),
                     ("t", "Tanh", {}, {"x": "mm"}),
                     ("loss", "Sum", {}, {"input": "t"}))
@@ -81,7 +81,7 @@ def _runs(monkeypatch, feeds):
 
 
 def test_a_certified_gradient_is_the_same_and_not_read(monkeypatch):
-    feeds = {"x": RNG.normal(size=(6, 64)).astype(np.float32)}
+    feeds = {"x": RNG.normal(size=(6, 256)).astype(np.float32)}
     (plain, plain_src), (certified, src) = _runs(monkeypatch, feeds)
     assert "_cert(" in src and "_cert(" not in plain_src
     np.testing.assert_array_equal(certified.variable_grads["W"], plain.variable_grads["W"])
@@ -91,7 +91,7 @@ def test_a_certified_gradient_is_the_same_and_not_read(monkeypatch):
 def test_a_bad_input_is_reported_as_without_the_certificate(monkeypatch, value):
     """NaN, Inf, or values whose products overflow: the certificate refuses, the gradient is
     read, and the report names the same block and port as a run without certificates."""
-    x = RNG.normal(size=(6, 64)).astype(np.float32)
+    x = RNG.normal(size=(6, 256)).astype(np.float32)
     x[2, 7] = value
     if value == 1e30:
         x[:, :] = 1e30 * np.sign(x)   # the product overflows in mm already
@@ -107,13 +107,13 @@ def test_a_bad_input_is_reported_as_without_the_certificate(monkeypatch, value):
 def test_an_overflow_is_reported_as_without_the_certificate(monkeypatch):
     """Finite operands whose products overflow (x of 1e10 through a Multiply by 1e30): the
     certificate's bound refuses, and the report is the one a run without certificates gives."""
-    project = chain(("x", "Placeholder", {"shape": [6, 64]}, None),
-                    ("W", "Variable", {"shape": [64, 40], "initializer": "glorot_uniform", "seed": 5}, None),
+    project = chain(("x", "Placeholder", {"shape": [6, 256]}, None),
+                    ("W", "Variable", {"shape": [256, 80], "initializer": "glorot_uniform", "seed": 5}, None),
                     ("mm", "MatMul", {}, {"a": "x", "b": "W:ref"}),
                     ("big", "Multiply", {}, {"x": "mm", "y": np.float32(1e30)}),
                     ("loss", "Sum", {}, {"input": "big"}))
     project.pages[0].loss = "loss"
-    x = np.full((6, 64), 1e10, np.float32)
+    x = np.full((6, 256), 1e10, np.float32)
     messages = []
     for certify in (False, True):
         monkeypatch.setattr(lower, "CERTIFY_PRODUCTS", certify)
@@ -128,12 +128,12 @@ def test_an_overflow_is_reported_as_without_the_certificate(monkeypatch):
 def test_unchecked_runs_and_summed_gradients_carry_no_certificate():
     project = _layer()
     program = compile_project(project)
-    feeds = {"x": RNG.normal(size=(6, 64)).astype(np.float32)}
+    feeds = {"x": RNG.normal(size=(6, 256)).astype(np.float32)}
     run(program, feeds, target="loss", record=False, check_numerics=False)
     assert all("_cert(" not in p.source for p in program.cache("plans").values())
     # W read by two products: its gradient is a sum, read as before
-    twice = chain(("x", "Placeholder", {"shape": [6, 64]}, None),
-                  ("W", "Variable", {"shape": [64, 40], "initializer": "glorot_uniform", "seed": 5}, None),
+    twice = chain(("x", "Placeholder", {"shape": [6, 256]}, None),
+                  ("W", "Variable", {"shape": [256, 80], "initializer": "glorot_uniform", "seed": 5}, None),
                   ("mm", "MatMul", {}, {"a": "x", "b": "W:ref"}),
                   ("mm2", "MatMul", {}, {"a": "x", "b": "W:ref"}),
                   ("both", "Add", {}, {"x": "mm", "y": "mm2"}),

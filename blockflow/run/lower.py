@@ -59,6 +59,8 @@ SHARE_GRADIENTS = True
 #: let a checked run skip reading a Variable's gradient made by one large matrix product, when
 #: its operands certify it finite (run/certify.py; off: every returned gradient is read)
 CERTIFY_PRODUCTS = True
+#: the smallest gradient worth a certificate (below, reading it costs less than two dot calls)
+CERTIFY_MIN_SIZE = 1 << 14
 #: the smallest value (in elements) worth a kept buffer: below it malloc reuses freed memory
 #: anyway; above it a fresh array is fresh pages, faulted in and zeroed by the kernel every run
 REUSE_MIN_SIZE = 1 << 16
@@ -517,7 +519,7 @@ class _Writer:
         """Lines certifying returned gradients finite from their product's operands: {slot: name}.
 
         A gradient qualifies when it is one MatMul vjp's part, never summed, of a fixed shape
-        larger than twice its operands (the other input and the cotangent) together; the line
+        larger than its operands (the other input and the cotangent) together; the line
         goes right after that vjp, while both are alive."""
         out, inserts = {}, []
         for s in grad_slots:
@@ -531,7 +533,7 @@ class _Writer:
             if other is None or any(None in shape for shape in sizes):
                 continue
             size, other_size, g_size = (math.prod(shape) for shape in sizes)
-            if 2 * (other_size + g_size) >= size:
+            if other_size + g_size >= size or size < CERTIFY_MIN_SIZE:
                 continue
             x, reads = self.arg(other)
             out[s] = f"k{s}"
