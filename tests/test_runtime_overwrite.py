@@ -191,16 +191,7 @@ def test_a_product_with_a_second_reader_is_written_out(monkeypatch):
 
 
 def test_softmax_of_elementary_blocks_writes_its_gradients_in_place(monkeypatch):
-    project = chain(("x", "Placeholder", {"shape": [N]}, None),
-                    ("w", "Placeholder", {"shape": [N]}, None),
-                    ("m", "Max", {}, {"input": "x"}),
-                    ("sg", "StopGradient", {}, {"input": "m"}),
-                    ("s", "Subtract", {}, {"x": "x", "y": "sg"}),
-                    ("e", "Exp", {}, {"x": "s"}),
-                    ("z", "Sum", {}, {"input": "e"}),
-                    ("d", "RealDiv", {}, {"x": "e", "y": "z"}),
-                    ("p", "Multiply", {}, {"x": "d", "y": "w"}),
-                    ("loss", "Sum", {}, {"input": "p"}))
+    project = _elementary_softmax(N)
     feeds = _feeds("x", "w")
     program = _check(monkeypatch, project, feeds, target="loss", wrt=["x", "w"])
     plan = _plan(program)
