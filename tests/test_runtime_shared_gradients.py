@@ -118,3 +118,43 @@ def test_a_recording_run_shares_nothing_and_agrees(monkeypatch):
     assert " * h" not in plan.source
     for name in ("W", "b"):
         np.testing.assert_array_equal(recorded.variable_grads[name], quick.variable_grads[name])
+
+
+@pytest.mark.parametrize("case", range(24))
+def test_random_pages_around_a_gradients_block_agree_with_and_without_sharing(monkeypatch, case):
+    """Random pages: a two-layer net's scalar loss L, a Gradients block of L for a random choice
+    of xs, and a run's loss that scales L and may also read the net's inner values directly
+    (which must then keep their own backward). Sharing on and off give the same gradients: the
+    same bits when the scale is a power of two, else within rounding."""
+    rng = np.random.default_rng(1000 + case)
+    scale = float(rng.choice([0.5, 2.0, 0.3, -1.25]))
+    xs = sorted(rng.choice(["x", "W1:ref", "a1", "h2"], size=rng.integers(1, 3), replace=False))
+    specs = [("x", "Placeholder", {"shape": [4, 5]}, None),
+             ("W1", "Variable", {"shape": [5, 6], "initializer": "glorot_uniform", "seed": 1}, None),
+             ("W2", "Variable", {"shape": [6, 3], "initializer": "glorot_uniform", "seed": 2}, None),
+             ("h1", "MatMul", {}, {"a": "x", "b": "W1:ref"}),
+             ("a1", "Tanh", {}, {"x": "h1"}),
+             ("h2", "MatMul", {}, {"a": "a1", "b": "W2:ref"}),
+             ("a2", "Sigmoid", {}, {"x": "h2"}),
+             ("L", "Sum", {}, {"input": "a2"}),
+             ("g", "Gradients", {}, {"ys[0]": "L", **{f"xs[{i}]": v for i, v in enumerate(xs)}}),
+             ("scaled", "Multiply", {}, {"x": "L", "y": np.float32(scale)})]
+    last = "scaled"
+    for k, inner in enumerate(v for v in ("a1", "h2", "a2") if rng.random() < 0.4):
+        specs += [(f"direct{k}", "Sum", {}, {"input": inner}),
+                  (f"plus{k}", "Add", {}, {"x": last, "y": f"direct{k}"})]
+        last = f"plus{k}"
+    if rng.random() < 0.5:   # the Gradients block's result used, cut from the run's gradient
+        specs += [("cut", "StopGradient", {}, {"input": "g:dx[0]"}), ("m", "Sum", {}, {"input": "cut"}),
+                  ("with_cut", "Add", {}, {"x": last, "y": "m"})]
+        last = "with_cut"
+    specs.append(("loss", "Identity", {}, {"input": last}))
+    project = chain(*specs, feeds={"x": rng.normal(size=(4, 5)).astype(np.float32)})
+    project.pages[0].loss = "loss"
+    (plain, _), (shared, _) = _both_ways(monkeypatch, project, wrt=frozenset({"W1", "W2", "x"}))
+    for name in ("W1", "W2", "x"):
+        if scale in (0.5, 2.0):
+            np.testing.assert_array_equal(shared.variable_grads[name], plain.variable_grads[name], err_msg=name)
+        else:
+            np.testing.assert_allclose(shared.variable_grads[name], plain.variable_grads[name], rtol=2e-6,
+                                       atol=1e-7, err_msg=name)
