@@ -13,6 +13,7 @@ from .common import check_arithmetic, fmt_shape
 
 #: compute a large ``a @ bᵀ`` as ``(b @ aᵀ)ᵀ`` copied to C order (see _product)
 SWAP_TRANSPOSED = True
+_FLOAT32 = np.dtype(np.float32)
 _SWAP_MIN_WORK = 1 << 21   # multiply-adds; below it the copy costs more than the product gains
 
 
@@ -21,9 +22,12 @@ def _product(a, b):
     transposed C-ordered matrix (``g @ Wᵀ``, the gradient going back through a layer) runs
     faster as its transpose, ``(b.T @ a.T).T``, which reads the large operand in its own order:
     even with the copy back to C order (an F-ordered result slowed the blocks after it), g @ W2ᵀ
-    at 64x256x256 takes 103 us against 113, and 306 against 340 at 64x256x784. Each element is
-    the same sum (the same bits with this OpenBLAS; tests/test_runtime_fastpath.py)."""
+    at 64x256x256 takes 103 us against 113, and 306 against 340 at 64x256x784. Only float32:
+    there each element is the same sum (the same bits with this OpenBLAS, over some 200 shapes;
+    tests/test_runtime_fastpath.py, tests/test_audit18.py); in float64 OpenBLAS's kernels for the
+    two layouts round differently (94 of 200 shapes differed in the last bits)."""
     if (SWAP_TRANSPOSED and type(a) is np.ndarray and type(b) is np.ndarray and a.ndim == 2 and b.ndim == 2
+            and a.dtype == _FLOAT32 and b.dtype == _FLOAT32
             and a.flags.c_contiguous and b.flags.f_contiguous and not b.flags.c_contiguous
             and a.shape[0] * a.shape[1] * b.shape[1] >= _SWAP_MIN_WORK):
         return np.matmul(b.T, a.T).T.copy()

@@ -369,10 +369,6 @@ def test_the_swapped_product_gives_the_same_bits_in_float32(monkeypatch):
         assert plain == swapped, (m, k, n)
 
 
-@pytest.mark.xfail(strict=True, reason="blocks/math_matmul.py _product: (b @ a.T).T is not bit-identical to "
-                   "a @ b.T for float64 with this OpenBLAS (0.3.31, Haswell kernels, one thread or more): a float64 MatMul with "
-                   "transpose_b, and the vjp g @ W.T, change in the last bits with SWAP_TRANSPOSED on; the "
-                   "docstring promises the same bits")
 def test_the_swapped_product_gives_the_same_bits_in_float64(monkeypatch):
     plain, swapped = _swap_both_ways(monkeypatch, "float64", 73, 1014, 338)   # under conftest: one BLAS thread
     assert plain[0][("mm", "product")] == swapped[0][("mm", "product")]
@@ -677,12 +673,6 @@ def _transposed_page():
                  ("loss", "Sum", {}, {"input": "e"}))
 
 
-@pytest.mark.xfail(strict=True, reason="kept buffers (runtime.KEEP_ARRAYS / lower.REUSE_BUFFERS): kept.keep_array "
-                   "makes every kept array C-ordered, but numpy gives an elementwise step on a transposed view "
-                   "its result in F order; from the second run on the step writes into the C-ordered kept "
-                   "array and the Sum after it adds in another order: Transpose -> Sin -> Sum gives a loss "
-                   "that differs in the last bit from the first run's and from KEEP_ARRAYS off (and KEEP_ARRAYS "
-                   "None turns it on mid-training after page faults)")
 def test_a_kept_buffer_gives_a_transposed_steps_sum_the_same_bits(monkeypatch):
     x = np.random.default_rng(35).normal(size=(200, 350)).astype(F32)
     losses = {}

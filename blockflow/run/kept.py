@@ -36,7 +36,12 @@ def keep_array(a, into):
             pass
     start = np.frombuffer(m, np.uint8, count=1).ctypes.data
     offset = -start % _HUGE
-    return np.frombuffer(m, dtype=a.dtype, count=a.size, offset=offset).reshape(a.shape)
+    flat = np.frombuffer(m, dtype=a.dtype, count=a.size, offset=offset)
+    # In a's own layout: a ufunc of a transposed view gives an F-ordered result, and a Sum after
+    # it adds in memory order, so a C-ordered kept array would change the sum's last bits.
+    order = sorted(range(a.ndim), key=lambda i: -abs(a.strides[i]))
+    kept = flat.reshape([a.shape[i] for i in order]).transpose(np.argsort(order))
+    return kept
 
 
 def add_into(a, b):
