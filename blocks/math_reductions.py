@@ -193,9 +193,37 @@ def _extremum(name, ufunc, example):
         """
     rule = (f"dinput = g routed to the entries equal to the {name.lower()}, split evenly among ties "
             f"(g / their count each); 0 elsewhere")
+    reduce = ufunc.reduce
+    lowest = ufunc is np.maximum
+
+    def forward(x, axis, *, keep_dims):
+        axes = _axes(axis, x.ndim)
+        try:
+            return reduce(x, axis=axes, keepdims=keep_dims)
+        except ValueError:
+            if x.size:
+                raise
+            # over no values at all TensorFlow gives the identity: the dtype's lowest value for
+            # a max (-inf for floats), its highest for a min
+            return reduce(x, axis=axes, keepdims=keep_dims, initial=_extreme_of(x.dtype, lowest))
+
+    doc += f"""
+        Over no values (an axis of size 0) the result is the identity, as in TensorFlow:
+        {"-inf (the lowest value of an integer dtype)" if lowest else "inf (the highest value of an integer dtype)"}.
+        """
     return _declare(name, doc, (f"Reduce{name}", f"reduce_{name.lower()}"), inputs=_REDUCE_INPUTS,
                     outputs=(Output("output"),), attrs=_KEEP_DIMS, infer=_reduce_infer,
-                    forward=_ufunc_reduce(ufunc), vjp=vjp, grad_rule=rule)
+                    forward=forward, vjp=vjp, grad_rule=rule)
+
+
+def _extreme_of(dtype, lowest: bool):
+    """The lowest (or highest) value of ``dtype``: an identity of max (or min)."""
+    if dtype.kind == "f":
+        return -np.inf if lowest else np.inf
+    if dtype.kind == "b":
+        return not lowest
+    info = np.iinfo(dtype)
+    return info.min if lowest else info.max
 
 
 Max = _extremum("Max", np.maximum, "the max of [1, 3, 3]")

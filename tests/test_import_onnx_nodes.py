@@ -469,14 +469,7 @@ NOT_PASSING = _listed(
 )
 
 #: cases of constant_input_cases() that do not pass with those inputs made constants, and why
-CONSTANT_NOT_PASSING = {
-    "test_reduce_max_empty_set": "blockflow's Max block raises on an empty reduction where ONNX gives -inf "
-                                 "(TF gives its reduction's identity): the block's to settle",
-    "test_reduce_log_sum_exp_empty_set": "blockflow's Max block (of the largest finite entry) raises on the "
-                                         "empty reduction, where ONNX gives -inf",
-    "test_reduce_min_empty_set": "blockflow's Min block raises on an empty reduction where ONNX gives +inf "
-                                 "(TF gives its reduction's identity): the block's to settle",
-}
+CONSTANT_NOT_PASSING: dict = {}
 
 OUTCOMES = ("refused", "rejected", "differs", "error", "needs-block")
 

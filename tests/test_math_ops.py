@@ -13,6 +13,7 @@ from blockflow.compile.compiler import compile_project
 from blockflow.run.gradcheck import check_block
 from blockflow.registry import Registry
 from blockflow.run.runtime import run
+from blockflow.errors import NumericsError
 from blockflow.spec import ShapeError, TensorType
 from blockflow_blocks import all_blocks
 from blockflow_blocks.math_unary import _erf64
@@ -715,3 +716,30 @@ def test_einsum_through_the_compiler_and_runtime():
                 ("e", "Einsum", {"equation": "ij,jk->ik"}, {"inputs[0]": "x"}))
     program = compile_project(bad)
     assert not program.ok and any("names 2 input(s) but 1 are wired" in str(d) for d in program.errors)
+
+
+@pytest.mark.parametrize("name, lowest", [("Max", True), ("Min", False)])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "uint8"])
+def test_an_extremum_over_no_values_is_the_identity_as_in_tensorflow(name, lowest, dtype):
+    """tf.reduce_max of nothing is the dtype's lowest value (-inf for floats), reduce_min its
+    highest; a page runs forward and backward over an axis of size 0. (With the runtime's NaN/Inf
+    checks on, a float's infinity is reported, naming the block.)"""
+    from diagrams import chain
+    dt = np.dtype(dtype)
+    want = (-np.inf if lowest else np.inf) if dt.kind == "f" else (np.iinfo(dt).min if lowest else np.iinfo(dt).max)
+    project = chain(("x", "Placeholder", {"shape": [3, 0], "dtype": dtype}, None),
+                    ("r", name, {}, {"input": "x", "axis": np.int32(1)}))
+    program = compile_project(project)
+    out = run(program, {"x": np.empty((3, 0), dt)}, fetch=["r"], record=False, check_numerics=False).value("r")
+    np.testing.assert_array_equal(out, np.full(3, want, dt))
+    if dt.kind == "f":
+        project = chain(("x", "Placeholder", {"shape": [3, 0], "dtype": dtype}, None),
+                        ("r", name, {}, {"input": "x", "axis": np.int32(1)}),
+                        ("ok", "Maximum" if lowest else "Minimum", {}, {"x": "r", "y": np.asarray(0, dt)}),
+                        ("loss", "Sum", {}, {"input": "ok"}))
+        project.pages[0].loss = "loss"
+        result = run(compile_project(project), {"x": np.empty((3, 0), dt)}, target="loss", wrt=["x"],
+                     check_numerics=False)
+        assert result.variable_grads["x"].shape == (3, 0)
+        with pytest.raises(NumericsError, match=rf"main/r \({name}\) produced Inf"):
+            run(program, {"x": np.empty((3, 0), dt)}, fetch=["r"], record=False)
