@@ -28,7 +28,7 @@ from blockflow.run.lower import KeptArrays, lower
 from blockflow.run.plan_inputs import PlanInputs
 from blockflow.run.streams import stream_generator, stream_hash
 from blockflow.run.numerics import all_finite, all_finite_many, what_is_not_finite as _what
-from blockflow.run.memplan import RunGuard
+from blockflow.run.packer import make_finite_test, make_packer
 from blockflow.spec import AllocationError, ShapeError, TensorType, allocation_guard
 
 __all__ = ["RunResult", "all_finite", "run", "run_forward", "run_backward", "stream_generator", "stream_hash"]
@@ -44,6 +44,10 @@ except ImportError:
     _ERRSTATE = _IGNORE_ALL = None
 
 _finite = all_finite
+
+#: plans build their results and test them for NaN/Inf with code written for their keys
+#: (packer.py); False: the general loops (tests compare the two)
+GENERATED_PACKERS = True
 
 
 @dataclass
@@ -142,13 +146,14 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
     feed_list = plan.feed_inputs(feeds)
     # Every array of the run is checked before anything is allocated (the walk is cached per
     # feed-shape signature); during the run the guard counts what blocks reserve.
-    guard = RunGuard(plan.memory, budget, source, held_bytes, (tuple(f.shape for f in feed_list),))
+    guard = plan.take_guard(budget, source, held_bytes, feed_list)
     token = allocation_guard.set(guard)
     try:
         return _run_planned(program, plan, guard, feed_list, variables, t_slot, grad_seed, check_numerics,
                             commit, feeds, wrt, step, split, run_seed)
     finally:
         allocation_guard.reset(token)
+        plan.guards.append(guard)
 
 
 def _plan_for(program: Program, fetch, target, grad_seed, wrt, record, check=True):
@@ -238,7 +243,7 @@ def _run_planned(program, plan, guard, feed_list, variables, t_slot, grad_seed, 
                 plan.buffers.append(buffers)
         if faults is not None:
             plan.count_faults(_faults() - faults)
-        result = plan.package(out)
+        result = plan.pack(out)
         if check_numerics:
             plan.check(result, out, variables, feeds, grad_seed, wrt, step, split, run_seed)
     finally:
@@ -345,12 +350,23 @@ class _Plan(PlanInputs):
         #: sets of kept output arrays, one per run in progress (lower.REUSE_BUFFERS): a run takes
         #: one (a new one when another thread's run holds them all) and puts it back
         self.buffers: list = []
+        #: allocation guards of finished runs, for the next ones (take_guard)
+        self.guards: list = []
         #: whether runs keep them (see take_buffers), and how many runs in a row faulted
         self.keep_arrays = KEEP_ARRAYS is True
         self._faulting_runs = self._runs = 0
         self._fault_limit = sum(a for a in code.buffer_bytes) // 16384
         self.value_keys, self.grad_keys, self.wanted_keys = code.value_keys, code.grad_keys, code.wanted_keys
         self.target_key, self.edge_list, self.update_steps = code.target_key, code.edge_list, code.update_steps
+        #: out -> RunResult; written out for the plan's keys where the run returns no wire
+        #: gradients and no state updates (packer.py), else the general package
+        self.pack = self.package
+        self.finite = None
+        if GENERATED_PACKERS and not record:
+            if not self.edge_list and not self.update_steps:
+                self.pack = make_packer(RunResult, program, self.value_keys, self.grad_keys, self.wanted_keys,
+                                        self.target_key, self.paths)
+            self.finite = make_finite_test(len(self.value_keys), len(self.grad_keys))
 
     def _prevent_message(self, nodes, what) -> str:
         program = self.program
@@ -494,8 +510,10 @@ class _Plan(PlanInputs):
         values, grads, _, _, certified = out
         if not self.record:
             # a gradient its product's operands certified finite is not read again
-            unsure = grads if not any(certified) else [g for g, sure in zip(grads, certified) if not sure]
-            if all_finite_many(values, unsure):
+            if self.finite is not None:
+                if self.finite(out):
+                    return
+            elif all_finite_many(values, [g for g, sure in zip(grads, certified) if not sure]):
                 return
             # Something went wrong: replay recording everything; its check raises, naming where it started.
             guard = allocation_guard.get()
