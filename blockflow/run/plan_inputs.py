@@ -5,6 +5,8 @@ Must not import PySide6 or the block library.
 """
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from blockflow.errors import FeedError, RunError
@@ -12,6 +14,8 @@ from blockflow.run.memplan import RunGuard
 from blockflow.spec import AllocationError, fit_dtype
 
 __all__ = ["PlanInputs"]
+
+_SHAPE = operator.attrgetter("shape")
 
 
 class PlanInputs:
@@ -66,7 +70,7 @@ class PlanInputs:
         back in ``self.guards``, restarted, else a new one (whose walk is looked up by those
         arguments: a cold run spent ~4 us making it). A run puts its guard back when it ends;
         runs in several threads each take their own."""
-        key = (tuple([f.shape for f in feed_list]),)
+        key = (tuple(map(_SHAPE, feed_list)),)
         try:
             guard = self.guards.pop()
         except IndexError:
