@@ -286,6 +286,14 @@ class _Writer:
         ufunc = getattr(fn, "ufunc", None)
         if BIND_UFUNCS and ufunc is not None and not st.attrs and not st.spec.forward_context:
             fn = ufunc
+        # A block whose forward, for some attrs, is one numpy function of its inputs (MatMul
+        # without transposes: np.matmul) says which through ``forward.direct(attrs)``.
+        direct = getattr(fn, "direct", None)
+        if BIND_UFUNCS and direct is not None and not st.spec.forward_context:
+            called = direct(st.attrs)
+            if called is not None:
+                self.ns[fname] = called
+                return fname, []
         fn, kw = self._keywords(fn, st.attrs, fname)
         self.ns[fname] = fn
         return fname, kw
