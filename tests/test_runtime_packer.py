@@ -90,6 +90,9 @@ def test_the_finite_test_reads_every_uncertified_array_and_skips_certified_ones(
     bad[1, 2] = np.nan
     assert finite(((np.float32(1.0), ok), (ok, ok, ok), (), (), (False, False, False)))
     assert not finite(((np.float32(np.inf), ok), (ok, ok, ok), (), (), (False, False, False)))
+    for scalar in (float("nan"), np.float64(-np.inf), np.float16(np.nan), np.array(np.nan, np.float32)):
+        assert not finite(((scalar, ok), (ok, ok, ok), (), (), (False, False, False)))
+    assert finite(((np.float16(2.0), np.array(3.0)), (ok, ok, ok), (), (), (False, False, False)))
     assert not finite(((1.0, bad), (ok, ok, ok), (), (), (False, False, False)))
     for i in range(3):
         grads = [ok, ok, ok]
