@@ -133,7 +133,10 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
     program.raise_for_errors()
     if split not in SPLITS:
         raise RunError(f"split must be one of {', '.join(SPLITS)}, not {split!r}")
-    t_slot, wrt, plan = _plan_for(program, fetch, target, grad_seed, wrt, record, check_numerics)
+    # a kind of run seen before (no fetch; the target by name) is found in one look-up
+    seen = None if fetch or type(target) is not str or (wrt is not None and type(wrt) is not frozenset) \
+        else program.cache("runs").get((target, wrt, record, grad_seed is None, check_numerics))
+    t_slot, wrt, plan = seen or _plan_for(program, fetch, target, grad_seed, wrt, record, check_numerics)
     if variables:
         unknown = sorted(n for n in variables if getattr(program.spec_of(n), "role", None) != "variable")
         if unknown:
