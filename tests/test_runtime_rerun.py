@@ -160,3 +160,14 @@ def test_feeds_are_checked_before_the_plan_reads_them(monkeypatch, lane):
                                        f"the Placeholder expects {expects}")
         with pytest.raises(FeedError, match="expected numbers for float32"):
             run(program, {"x": np.full(good, "a")}, target="loss", record=False)
+
+
+def test_a_plan_made_without_written_out_results_takes_the_short_way_too(monkeypatch):
+    monkeypatch.setattr(runtime, "GENERATED_PACKERS", False)
+    program = compile_project(_layer())
+    x = np.ones((4, 30), np.float32)
+    first = run(program, {"x": x}, target="loss", record=False)
+    again = run(program, {"x": x}, target="loss", record=False)
+    assert again.value("loss").tobytes() == first.value("loss").tobytes()
+    with pytest.raises(NumericsError):
+        run(program, {"x": np.full((4, 30), np.nan, np.float32)}, target="loss", record=False)

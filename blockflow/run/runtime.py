@@ -215,7 +215,7 @@ def _rerun(program: Program, plan: "_Plan", wrt, feeds, check, step, split, run_
         try:
             out = plan.fn(var_list, feed_list, None, data, guard, [])
             result = plan.pack(out)
-            if check and not plan.finite(out):
+            if check and (plan.finite is None or not plan.finite(out)):
                 plan.check(result, out, None, feeds, None, wrt, step, split, run_seed)
         finally:
             _ERRSTATE.reset(errors)
