@@ -35,8 +35,15 @@ ROOT = HERE.parent
 
 # ------------------------------------------------------------------------------- outcomes
 def _arrays(mapping):
-    return [(k, type(v).__name__, np.asarray(v).dtype.str, np.shape(v), np.asarray(v).tobytes())
+    return [(k, type(v).__name__, np.asarray(v).dtype.str, np.shape(v), np.asarray(v).tobytes(), _flags(v))
             for k, v in mapping.items()]
+
+
+def _flags(v):
+    """Whether an array can be written through, and its layout (a caller may rely on either)."""
+    if type(v) is not np.ndarray:
+        return None
+    return v.flags.writeable, v.flags.c_contiguous, v.flags.f_contiguous
 
 
 def _outcome(fn):
@@ -426,7 +433,61 @@ def _order_scenarios():
                 for w in (frozenset(["idx", "P", "p2"]), frozenset(["idx"]), frozenset(["idx", "P", "p2"]), None)
                 for r in (False, False, True)]
 
-    return {"order_gather_wrt": gather_wrt, "order_unreachable_wrt": unreachable_wrt, "order_descent": descent, "order_blobs": blobs(None), "order_blobs_16k": blobs("16K"), "order_blobs_15k": blobs("15K"),
+    def aliasing():
+        res = []
+        for make, feed_name, shape in ((_layer, "x", (4, 30)), (_broadcast, "x", (4, 3)),
+                                       (lambda: _typed("float64"), "x", (4, 3))):
+            program = compile_project(make())
+            dtype = np.float64 if make().pages[0].nodes["x"].attrs.get("dtype") == "float64" else F32
+            x = _rng(33).normal(size=shape).astype(dtype)
+            for record in (False, False, True):
+                try:
+                    r = run(program, {feed_name: x}, target="loss", record=record, wrt=frozenset([feed_name]))
+                except Exception as exc:  # noqa: BLE001
+                    res.append(("error", type(exc).__name__, str(exc)))
+                    continue
+                res.append(sorted((str(k), bool(np.shares_memory(x, v))) for k, v in
+                                  list(r.values.items()) + list(r.variable_grads.items()) if isinstance(v, np.ndarray)))
+        return res
+
+    def fetches():
+        program = compile_project(_layer())
+        x = _rng(32).normal(size=(4, 30)).astype(F32)
+        res = []
+        for fetch in (["t", "x", "W", "mm"], ["loss", "loss", "t:y", "t"], ["b:ref", "add"], ["nope"], ["x:nope"]):
+            for target in ("loss", None):
+                for record in (False, False, True):
+                    res.append(_outcome(lambda: run(program, {"x": x}, fetch=fetch, target=target, record=record)))
+        return res
+
+    def scratch_sequence(env):
+        def scen():
+            saved = dict(_SCRATCH)
+            program = _scratch_program()
+            res = []
+            if env:
+                os.environ["BLOCKFLOW_MEMORY_BUDGET"] = "1M"
+            kw = {} if env else {"memory_budget": "1M"}
+            try:
+                for settings in ({}, dict(reserve=600_000, what="a", **{"raise": ValueError("boom")}),
+                                 dict(reserve=600_000, what="b"), dict(reserve=900_000, what="c", **{"raise": MemoryError("x")}),
+                                 dict(reserve=2_000_000, what="d"), dict(reserve=500_000, what="e"),
+                                 dict(reserve=0, **{"raise": FloatingPointError("fpe")}), dict(reserve=0, **{"raise": RuntimeError()}),
+                                 {}):
+                    _SCRATCH.clear()
+                    _SCRATCH.update(reserve=0, what="scratch", **{"raise": None})
+                    _SCRATCH.update(settings)
+                    for record in (False, False, True):
+                        res.append(_outcome(lambda: run(program, {"x": _X43}, target="loss", record=record, **kw)))
+            finally:
+                os.environ.pop("BLOCKFLOW_MEMORY_BUDGET", None)
+                _SCRATCH.clear()
+                _SCRATCH.update(saved)
+            return res
+        return scen
+
+    return {"order_aliasing": aliasing, "order_scratch_env": scratch_sequence(True), "order_scratch_argument": scratch_sequence(False),
+            "order_fetches": fetches, "order_gather_wrt": gather_wrt, "order_unreachable_wrt": unreachable_wrt, "order_descent": descent, "order_blobs": blobs(None), "order_blobs_16k": blobs("16K"), "order_blobs_15k": blobs("15K"),
             "order_blobs_env_16k": blobs(None, "16K"), "order_blobs_env_15k": blobs(None, "15K"),
             "order_blobs_env_12k": blobs(None, "12K"), "order_blobs_env_6k": blobs(None, "6000"),
             "order_blobs_6k": blobs("6000"), "order_blobs_7900": blobs(7900), "order_blobs_env_7900": blobs(None, "7900"),
@@ -483,7 +544,8 @@ def _budget_scenarios():
             return res
         return scen
 
-    return {"budget_nan_replay": nan_replay(["2K", "3K", "4K", "5K", "6K", "8K", "12K"]), "budget_env": with_env([None, "1K", None, "abc", "", "1G", "2K", None]),
+    return {"budget_env_odd": with_env(["1e400", "-1", "0", "  ", "inf", "nan", "1.5G", "9" * 40, "1K ", " 2G", "0x10"]),
+            "budget_nan_replay": nan_replay(["2K", "3K", "4K", "5K", "6K", "8K", "12K"]), "budget_env": with_env([None, "1K", None, "abc", "", "1G", "2K", None]),
             "budget_argument": argument, "budget_held": held}
 
 
@@ -591,7 +653,7 @@ def _describe(a, b):
 
 def _short(o):
     if isinstance(o, tuple) and o and o[0] == "result":
-        return "result " + repr([(k, t, d, s) for k, t, d, s, _ in o[1]])[:300]
+        return "result " + repr([(k, t, d, s, f) for k, t, d, s, _, f in o[1]])[:300]
     return repr(o)[:400]
 
 
