@@ -85,8 +85,10 @@ class VariableValues(MutableMapping):
         if value.flags.writeable:   # shared with every run's results: nothing may write through it
             value = value.view()
             value.flags.writeable = False
-        self._values[node] = value
-        del self._pending[node]
+        # Two threads' first runs may both draw it: the first stored is the one every run reads
+        # (dict.setdefault and pop are single steps under the GIL).
+        value = self._values.setdefault(node, value)
+        self._pending.pop(node, None)
         self.version += 1
         return value
 

@@ -115,12 +115,24 @@ class PlanInputs:
                 t = program.slot(st.outputs[0]).type
                 raise FeedError(f"Placeholder {program.full_name(st.node)} ({t}) has no feed: pass one "
                                 f"or save a feed in the project")
-            out.append(self._fitted(st, value))
+            out.append(value)
+        return out
+
+    def fitted_feeds(self, feed_list) -> list:
+        """The feeds as their Placeholders' own forward passes them (the shape checked, open sizes
+        allowed), called where the plan's first steps used to call it, so that a run with several
+        faults reports the same one first: the plan's code reads F as it is (lower.py). A feed of
+        its Placeholder's fixed shape is taken without a call."""
+        out = feed_list
+        for i, ((_, _, shape), value) in enumerate(zip(self.feed_spec, feed_list)):
+            if type(value) is not np.ndarray or value.shape != shape:
+                if out is feed_list:
+                    out = list(feed_list)
+                out[i] = self._fitted(self.feed_steps[i], value)
         return out
 
     def _fitted(self, st, value) -> np.ndarray:
-        """A feed checked by its Placeholder's own forward (its shape, open sizes allowed): the
-        plan's code reads F as it is (lower.py)."""
+        """A feed checked by its Placeholder's own forward, its errors named as a failing step's."""
         try:
             return st.spec.forward(value, **st.attrs)
         except (AllocationError, MemoryError) as exc:

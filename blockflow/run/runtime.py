@@ -140,7 +140,7 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
     seen = None if fetch or type(target) is not str or (wrt is not None and type(wrt) is not frozenset) \
         else program.cache("runs").get((target, wrt, record, grad_seed is None, check_numerics))
     if (seen is not None and FAST_LANE and not record and grad_seed is None and not variables
-            and memory_budget is None and not held_bytes):
+            and memory_budget is None and type(held_bytes) is int and not held_bytes):
         result = _rerun(program, seen[2], seen[1], feeds, check_numerics, step, split, run_seed)
         if result is not None:
             return result
@@ -296,6 +296,7 @@ def _run_planned(program, plan, guard, feed_list, variables, t_slot, grad_seed, 
     data = plan.last_data
     if data.step != step or data.split != split or data.seed != run_seed:
         data = plan.last_data = DataRequest(step, split, run_seed)
+    feed_list = plan.fitted_feeds(feed_list)
     # one error state for the run and its check, numpy's "ignore everything" made once
     token = _ERRSTATE.set(_IGNORE_ALL) if _ERRSTATE is not None else None
     errstate = np.errstate(all="ignore") if token is None else None
