@@ -125,11 +125,11 @@ class _Compiler:
         typed.infer_all(self._order(deps))
         edge_types = typed.edge_types()   # before the loss check, which may fail a node that compiled
         self._check_saved_feeds(specs)
-        self._check_loss(typed.port_slots)
+        self._check_loss(typed.port_slot)
         self.diags.sort(key=lambda d: (d.severity != "error", d.node or "", d.port or ""))
         program = Program(self.page, typed.steps, typed.slots, self.diags, deps.graph, edge_types,
-                          typed.port_slots, typed.variable_values, typed.feeds, typed.slot_values,
-                          typed.step_by_node, typed.variable_steps)
+                          (self.index, typed.step_at, typed.outs_at), typed.variable_values, typed.feeds,
+                          typed.slot_values, typed.variable_steps)
         program.files = self.files
         program.stored_variables = frozenset(typed.stored)
         program.hierarchy = self.hierarchy
@@ -254,7 +254,7 @@ class _Compiler:
         numbers of the blocks its good wires go to, in page order (None for none)."""
         page, index, nodes, inline = self.page, self.index, self.nodes, self.inline
         fed = Wires(index, len(self.ids))
-        into, good, add_good, add_type = fed.into, fed.good, fed.good.append, fed.type.append
+        into, good, add_good, add_type, add_src = fed.into, fed.good, fed.good.append, fed.type.append, fed.src.append
         succ: list = [None] * len(self.ids)
         for e in page.edges:
             si, di, dst_port = index.get(e.src), index.get(e.dst), e.dst_port
@@ -282,6 +282,7 @@ class _Compiler:
             else:
                 wired.append(len(good))
             add_good(e)
+            add_src(si)
             add_type(None)
             if succ[si] is None:
                 succ[si] = [di]
@@ -358,13 +359,13 @@ class _Compiler:
             if spec is not None and spec.role != "placeholder":
                 self.warn(nid, None, f"has a saved feed but is a {spec.name}, not a Placeholder")
 
-    def _check_loss(self, port_slots) -> None:
+    def _check_loss(self, port_slot) -> None:
         page = self.page
         if page.loss:
             lnode, lport = page.loss_target()
             if lnode not in page.nodes:
                 self.error(None, None, f"the page's loss names a node '{lnode}' that is not on the page")
-            elif lnode not in self.failed and lport and (lnode, lport) not in port_slots:
+            elif lnode not in self.failed and lport and port_slot(lnode, lport) is None:
                 self.error(lnode, lport, f"the page's loss names an output '{lport}' that does not exist")
 
 

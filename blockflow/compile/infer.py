@@ -84,9 +84,13 @@ class Inference:
         self._typed_by_id: dict = {}
         self._keep_alive: list = []     # the types those ids are of, so that no id is reused
         self.slots: list[Slot] = []
-        self.port_slots: dict[tuple[str, str], int] = {}
+        # What a block gave, by block number: the output slots it numbered (what the Program's
+        # port_slots, {(node, port): slot}, is made of when first asked) and its step (step_of).
+        # A 100k-block page's dicts keyed by id are out of every cache, where a block's wires come
+        # from blocks near it in page order, whose entries in these lists are in the cache.
+        self.outs_at: list = [None] * len(ids)
+        self.step_at: list = [None] * len(ids)
         self.steps: list[Step] = []
-        self.step_by_node: dict[str, Step] = {}
         self.variable_steps: list[Step] = []
         self.slot_values: dict[tuple[str, str], np.ndarray] = {}
         self.updaters: dict[tuple, str] = {}
@@ -109,13 +113,13 @@ class Inference:
     def edge_types(self) -> dict[Edge, TensorType]:
         """The type each good wire carries, for wires into nodes that compiled."""
         types = {}
-        failed, slots, port_slots = self.report.failed, self.slots, self.port_slots
-        good, known = self.fed.good, self.fed.type
+        failed, slots, port_slot = self.report.failed, self.slots, self._port_slot
+        good, known, src = self.fed.good, self.fed.type, self.fed.src
         if not failed and all(known):    # a page that compiled, every block typed plainly (a type is truthy)
             return dict(zip(good, known))
-        for e, t in zip(good, known):
+        for e, t, si in zip(good, known, src):
             if t is None:
-                idx = port_slots.get((e.src, e.src_port))
+                idx = port_slot(si, e.src_port)
                 t = None if idx is None else slots[idx].type
             if t is not None and (not failed or e.dst not in failed):
                 types[e] = t
@@ -157,7 +161,7 @@ class Inference:
             if mismatch:
                 report.error(nid, None, mismatch)
                 return
-        out_slots, out_struct, out_decl = self._add_outputs(nid, spec, outs)
+        out_slots, out_struct, out_decl = self._add_outputs(i, nid, spec, outs)
         if spec.role in ("variable", "placeholder") and not self._keep_value(nid, node, spec, outs, attrs):
             return
         outputs = tuple(out_slots)
@@ -168,7 +172,7 @@ class Inference:
         step = make_step(len(self.steps), nid, spec, attrs, tuple(got.inputs), static,
                     outputs, tuple(got.in_edges), struct, self._shared(out_decl), tuple(got.refs))
         self.steps.append(step)
-        self.step_by_node[nid] = step
+        self.step_at[i] = step
         if spec.role == "variable":
             self.variable_steps.append(step)
         if nid in self.dims.binders:
@@ -200,7 +204,7 @@ class Inference:
         A block whose spec, attrs dict and input type objects are those of one typed before is
         typed by one look-up: that block's dtypes passed their check and its infer gave these
         outputs (the general path's look-ups, by content, would say the same)."""
-        port_slots, slots, good, wire_type = self.port_slots, self.slots, self.fed.good, self.fed.type
+        slots, good, wire_type, src, outs_at = self.slots, self.fed.good, self.fed.type, self.fed.src, self.outs_at
         wired = self.fed.into[i] or ()
         if len(wired) != len(plan.inputs):
             return False     # an input is not wired (each wire goes to a declared input, one each)
@@ -212,10 +216,17 @@ class Inference:
                     break
             else:
                 return False
-            idx = port_slots.get((e.src, e.src_port))
-            if idx is None:
+            outs = outs_at[src[g]]    # the source's output slots: near block i in page order
+            if outs is None:
                 return False
-            t = slots[idx].type
+            port = e.src_port
+            for idx in outs:
+                s = slots[idx]
+                if s.port == port:
+                    break
+            else:
+                return False
+            t = s.type
             wire_type[g] = t     # what the wire carries, whatever types the block
             inputs.append(idx)
             args.append(t)
@@ -238,18 +249,35 @@ class Inference:
         for name, t in zip(plan.outputs, outs):
             idx = len(slots)
             slots.append(make_slot(idx, nid, name, t))
-            port_slots[(nid, name)] = idx
             outputs.append(idx)
         if plan.placeholder and nid in self.page.feeds:
             self.feeds[nid] = read_only(np.asarray(self.page.feeds[nid]))
-        outputs = tuple(outputs)
+        outs_at[i] = outputs = tuple(outputs)
         step = make_step(len(self.steps), nid, spec, attrs, tuple(inputs), plan.static, outputs,
                     tuple(in_edges), outputs, plan.out_decl, ())
         self.steps.append(step)
-        self.step_by_node[nid] = step
+        self.step_at[i] = step
         if nid in self.dims.binders:   # a composite's Input or Output: its named dimensions
             self.dims.bind(nid, attrs, outs[0])
         return True
+
+    def _port_slot(self, i: int, port: str):
+        """The slot of block number ``i``'s output ``port``, or None (not typed, or no such port)."""
+        slots = self.slots
+        for idx in self.outs_at[i] or ():
+            if slots[idx].port == port:
+                return idx
+        return None
+
+    def port_slot(self, nid: str, port: str):
+        """The slot of ``nid``'s output ``port``, or None."""
+        i = self.fed.index.get(nid)
+        return None if i is None else self._port_slot(i, port)
+
+    def _step_of(self, nid: str):
+        """The step of ``nid``, or None when it has none (yet)."""
+        i = self.fed.index.get(nid)
+        return None if i is None else self.step_at[i]
 
     def _shared(self, items) -> tuple:
         """One tuple object for equal tuples of small hashable things (Nones, indices)."""
@@ -321,7 +349,7 @@ class Inference:
         input (None when it is not a Variable: reported)."""
         first = spec.refs[0]
         e = self.fed.get((nid, first))
-        src = self.step_by_node.get(e.src) if e is not None else None
+        src = self._step_of(e.src) if e is not None else None
         if src is None or src.role != "variable":
             self.report.error(nid, first, f"input '{first}' must be wired straight from a Variable: it is "
                                           f"the state {spec.name} updates")
@@ -388,12 +416,13 @@ class Inference:
 
     def _input_slot(self, nid, node, decl, port):
         """(slot index or None, TensorType or None) for one input port; None when it cannot be fed."""
-        slots, port_slots = self.slots, self.port_slots
+        slots = self.slots
         e = self.fed.get((nid, port))
         if e is not None:
-            idx = port_slots.get((e.src, e.src_port))
+            si = self.fed.index[e.src]
+            idx = self._port_slot(si, e.src_port)
             if idx is None:
-                n = sum(1 for (node_id, _) in port_slots if node_id == e.src)
+                n = len(self.outs_at[si] or ())
                 self.report.error(nid, port, f"wire {e} starts at '{e.src_port}', which {e.src} does not have "
                                              f"(it has {n} output{'s' if n != 1 else ''})")
                 return None
@@ -417,15 +446,18 @@ class Inference:
         error, slots = self.report.error, self.slots
         e = self.fed.get((nid, decl.name))
         if e is not None:
-            src = self.step_by_node.get(e.src)
+            src = self._step_of(e.src)
             if src is None or src.role != "variable":
                 error(nid, decl.name, f"input '{decl.name}' must be wired straight from a Variable")
                 return None
-            return self.port_slots[(e.src, e.src_port)], ("value", e.src)
+            idx = self._port_slot(self.fed.index[e.src], e.src_port)
+            if idx is None:
+                raise KeyError((e.src, e.src_port))   # as the dict look-up it replaced did
+            return idx, ("value", e.src)
         if decl.slot is None:
             error(nid, decl.name, f"input '{decl.name}' must be wired from a Variable")
             return None
-        var_type = slots[self.step_by_node[var_node].outputs[0]].type
+        var_type = slots[self._step_of(var_node).outputs[0]].type
         shape = var_type.shape if decl.slot == "like" else ()
         key = f"{nid}.{decl.name}"
         value = self._first_state(nid, node, spec, decl, var_node, key, TensorType(shape, var_type.dtype))
@@ -459,7 +491,7 @@ class Inference:
         """The compile-time value of an input (inline, a wired Const, or its default), or None."""
         e = self.fed.get((nid, name))
         if e is not None:
-            idx = self.port_slots.get((e.src, e.src_port))
+            idx = self._port_slot(self.fed.index[e.src], e.src_port)
             return None if idx is None else self.slots[idx].type.value
         if name in node.inputs:
             return node.inputs[name]
@@ -514,22 +546,24 @@ class Inference:
             return None
         return outs
 
-    def _add_outputs(self, nid, spec, outs):
+    def _add_outputs(self, i, nid, spec, outs):
         """Number the output slots: (flat slots, per declared output a slot or a tuple of them,
         per flat slot its declared output)."""
         slots = self.slots
         out_slots, out_struct, out_decl = [], [], []
         for k, (decl, t) in enumerate(zip(spec.outputs, outs)):
             group = []
-            for i, tt in enumerate(t if decl.variadic else (t,)):
-                port = decl.port(i) if decl.variadic else decl.name
+            for j, tt in enumerate(t if decl.variadic else (t,)):
+                port = decl.port(j) if decl.variadic else decl.name
                 idx = len(slots)
                 slots.append(make_slot(idx, nid, port, tt))
-                self.port_slots[(nid, port)] = idx
                 out_slots.append(idx)
                 out_decl.append(k)
                 group.append(idx)
             out_struct.append(tuple(group) if decl.variadic else group[0])
+        # numbered even when the block then fails (a Variable's stored value of the wrong type):
+        # its ports stay typed, as they were in the port_slots dict this replaced
+        self.outs_at[i] = tuple(out_slots)
         return out_slots, out_struct, out_decl
 
     def _keep_value(self, nid, node, spec, outs, attrs) -> bool:
