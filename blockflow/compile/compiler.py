@@ -16,7 +16,7 @@ import numpy as np
 from blockflow.compile.flatten import COMPOSITE_INPUT, COMPOSITE_OUTPUT, Hierarchy, flatten
 from blockflow.compile.infer import Inference, read_only
 from blockflow.compile.wires import Wires
-from blockflow.compile.ordering import Dependencies
+from blockflow.compile.ordering import Dependencies, insert_child
 from blockflow.compile.program import Diagnostic, Program
 from blockflow.datafiles import DataFiles
 from blockflow.project import Edge, Page, Project, split_port
@@ -118,9 +118,9 @@ class _Compiler:
         for p in self.hierarchy.problems:
             self.error(p.node, p.port, p.message)
         specs, attrs = self._check_blocks()
-        fed, succ = self._check_wires(specs)
+        fed, succ, indegree = self._check_wires(specs)
         binders = self._binders()
-        deps = self._dependencies(succ, binders, specs, attrs)
+        deps = self._dependencies(succ, indegree, binders, specs, attrs)
         typed = Inference(self.page, self.files, self, self.ids, specs, attrs, fed, binders, self.deferred)
         typed.infer_all(self._order(deps))
         edge_types = typed.edge_types()   # before the loss check, which may fail a node that compiled
@@ -135,10 +135,13 @@ class _Compiler:
         program.hierarchy = self.hierarchy
         return program
 
-    def _dependencies(self, succ, binders, specs, attrs) -> Dependencies:
-        """The schedule's arcs: the wires' (``succ``, by block number) then the dimension arcs."""
+    def _dependencies(self, succ, indegree, binders, specs, attrs) -> Dependencies:
+        """The schedule's arcs: the wires' (``succ``, by block number, each list sorted as the
+        schedule visits children, with ``indegree``) then the dimension arcs."""
         index, ids = self.index, self.ids
         dims = self._dimension_arcs(binders)
+        if not dims:
+            return Dependencies.sorted_successors(ids, succ, indegree)
         if all(u in index and v in index for u, v in dims):
             for u, v in dims:
                 u = index[u]
@@ -161,12 +164,12 @@ class _Compiler:
     def _binders(self) -> dict[str, str]:
         """The port blocks that bind (Inputs) or check (Outputs, typed after them) an instance's
         named dimensions: {flat id: instance}. A definition compiled on its own binds its own
-        (instance "")."""
+        (instance "": the page's port blocks _check_blocks met)."""
         h = self.hierarchy
         out = {flat: path for path, inst in h.instances.items()
                for flat in (*inst.inputs.values(), *inst.outputs.values())}
-        for nid, node in self.page.nodes.items():
-            if "/" not in nid and node.block in (COMPOSITE_INPUT, COMPOSITE_OUTPUT):
+        for nid in self.port_blocks:
+            if "/" not in nid:
                 out[nid] = ""
         return out
 
@@ -195,6 +198,7 @@ class _Compiler:
         specs: list = [None] * len(ids)
         attrs: list = [None] * len(ids)
         self.inline: set[int] = set()    # the blocks given inline inputs
+        self.port_blocks: list[str] = []   # a composite's Input and Output blocks, in page order
         unexpanded, waiting = self.hierarchy.unexpanded, self.hierarchy.dim_nodes
         # The blocks of every instance of a composite share their node's attrs dict (flatten.py),
         # and most blocks drawn on a big page have attrs equal to many others' (a Tanh has none):
@@ -208,9 +212,12 @@ class _Compiler:
             if unexpanded and nid in unexpanded:     # an instance that could not be flattened: reported
                 self.failed.add(nid)
                 continue
-            spec = known.get(node.block, known)
+            block = node.block
+            spec = known.get(block, known)
             if spec is known:
-                spec = known[node.block] = self.registry.get(node.block)
+                spec = known[block] = self.registry.get(block)
+            if block in _PORT_BLOCKS:    # read here, not in a pass of its own over the nodes
+                self.port_blocks.append(nid)
             if spec is None:
                 alias = self.registry.resolve_alias(node.block)
                 hint = f" (did you mean '{alias}'?)" if alias else ""
@@ -249,13 +256,20 @@ class _Compiler:
             if decl is None or (idx is not None) != decl.variadic:
                 self.error(nid, port, f"{spec.name} has no input '{port}' for the inline value")
 
-    def _check_wires(self, specs) -> tuple[Wires, list]:
-        """The good wires (both ends exist, one wire per input), and per block number the
-        numbers of the blocks its good wires go to, in page order (None for none)."""
+    def _check_wires(self, specs) -> tuple[Wires, list, list]:
+        """The good wires (both ends exist, one wire per input); per block number the numbers
+        of the blocks its good wires go to, each once, in the order the schedule visits them
+        (by id; None for none); and per block number how many blocks' wires go into it.
+
+        The children are put in order here, as each wire is met: its destination's id is at
+        hand, and so are its siblings' (near it in page order), where a pass of its own
+        afterwards would read every id again from memory no cache holds on a big page."""
         page, index, nodes, inline = self.page, self.index, self.nodes, self.inline
         fed = Wires(index, len(self.ids))
         into, good, add_good, add_type, add_src = fed.into, fed.good, fed.good.append, fed.type.append, fed.src.append
-        succ: list = [None] * len(self.ids)
+        ids = self.ids
+        succ: list = [None] * len(ids)
+        indegree = [0] * len(ids)
         for e in page.edges:
             si, di, dst_port = index.get(e.src), index.get(e.dst), e.dst_port
             src = specs[si] if si is not None else None
@@ -284,11 +298,16 @@ class _Compiler:
             add_good(e)
             add_src(si)
             add_type(None)
-            if succ[si] is None:
+            kids = succ[si]
+            if kids is None:
                 succ[si] = [di]
-            else:
-                succ[si].append(di)
-        return fed, succ
+                indegree[di] += 1
+            elif e.dst > ids[kids[-1]]:     # the common case: after its siblings
+                kids.append(di)
+                indegree[di] += 1
+            elif insert_child(kids, di, ids):
+                indegree[di] += 1
+        return fed, succ, indegree
 
     def _check_end(self, e: Edge, nid: str, port: str, outgoing: bool, specs) -> bool:
         """Whether one end of wire ``e`` names a node on the page and a port of the right kind."""
@@ -369,6 +388,7 @@ class _Compiler:
                 self.error(lnode, lport, f"the page's loss names an output '{lport}' that does not exist")
 
 
+_PORT_BLOCKS = frozenset({COMPOSITE_INPUT, COMPOSITE_OUTPUT})
 _ATOMS = frozenset({str, int, bool, type(None)})
 
 
