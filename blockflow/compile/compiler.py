@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from blockflow.compile.flatten import COMPOSITE_INPUT, COMPOSITE_OUTPUT, Hierarchy, flatten
+from blockflow.compile.flatten import COMPOSITE_INPUT, COMPOSITE_OUTPUT, Hierarchy, flatten, ref_inside
+from blockflow.composite import composite_name
 from blockflow.compile.infer import Inference, read_only
 from blockflow.compile.wires import Wires
 from blockflow.compile.ordering import Dependencies, insert_child
@@ -58,8 +59,11 @@ def compile_page(page: Page, registry: Registry | None = None, files: DataFiles 
     gc.disable()
     try:
         registry = registry or default_registry()
-        flat, hierarchy = flatten(page, composites, registry)
-        program = _Compiler(flat, registry, files, hierarchy).run()
+        try:   # most pages have no instance to flatten: _check_blocks finds out as it reads them
+            program = _Compiler(page, registry, files, unflattened=True).run()
+        except _NotFlat:
+            flat, hierarchy = flatten(page, composites, registry)
+            program = _Compiler(flat, registry, files, hierarchy).run()
         _promote_if_big()
         return program
     finally:
@@ -91,11 +95,19 @@ def _promote_if_big() -> None:
     gc.unfreeze()
 
 
+class _NotFlat(Exception):
+    """The page has an instance or a parameter reference: it must be flattened first."""
+
+
 class _Compiler:
     """One compile of one page: collects the diagnostics and the nodes that failed."""
 
     def __init__(self, page: Page, registry: Registry, files: DataFiles | None = None,
-                 hierarchy: Hierarchy | None = None):
+                 hierarchy: Hierarchy | None = None, unflattened: bool = False):
+        """``unflattened``: ``page`` was not given to flatten.py, which returns a page with no
+        instance and no parameter or dimension reference as it is; _check_blocks raises _NotFlat
+        on the first node that is one or has one (one pass over a big page's nodes, not two)."""
+        self.unflattened = unflattened
         self.page = page
         self.registry = registry
         self.files = files
@@ -215,10 +227,14 @@ class _Compiler:
             block = node.block
             spec = known.get(block, known)
             if spec is known:
+                if self.unflattened and composite_name(block):
+                    raise _NotFlat
                 spec = known[block] = self.registry.get(block)
             if block in _PORT_BLOCKS:    # read here, not in a pass of its own over the nodes
                 self.port_blocks.append(nid)
             if spec is None:
+                if self.unflattened and node.attrs and any(map(ref_inside, node.attrs.values())):
+                    raise _NotFlat
                 alias = self.registry.resolve_alias(node.block)
                 hint = f" (did you mean '{alias}'?)" if alias else ""
                 self.error(nid, None, f"unknown block '{node.block}'{hint}; it is kept as a placeholder")
@@ -229,7 +245,12 @@ class _Compiler:
                 continue
             if node.attrs:
                 key = attrs_key(node.attrs)
-                key = id(node.attrs) if key is None else (node.block, key)
+                if key is None:   # not plain values: maybe a reference (a plain key holds none)
+                    if self.unflattened and any(map(ref_inside, node.attrs.values())):
+                        raise _NotFlat
+                    key = id(node.attrs)
+                else:
+                    key = (node.block, key)
             else:
                 key = node.block     # no attrs (most blocks): the block name says it all
             hit = checked.get(key)

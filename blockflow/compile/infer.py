@@ -250,14 +250,17 @@ class Inference:
             idx = len(slots)
             slots.append(make_slot(idx, nid, name, t))
             outputs.append(idx)
-        if plan.placeholder and nid in self.page.feeds:
+        # (an empty table is asked nothing: hashing nid reads its string, out of the cache on a
+        # big page, for each block)
+        if plan.placeholder and self.page.feeds and nid in self.page.feeds:
             self.feeds[nid] = read_only(np.asarray(self.page.feeds[nid]))
         outs_at[i] = outputs = tuple(outputs)
         step = make_step(len(self.steps), nid, spec, attrs, tuple(inputs), plan.static, outputs,
                     tuple(in_edges), outputs, plan.out_decl, ())
         self.steps.append(step)
         self.step_at[i] = step
-        if nid in self.dims.binders:   # a composite's Input or Output: its named dimensions
+        binders = self.dims.binders
+        if binders and nid in binders:   # a composite's Input or Output: its named dimensions
             self.dims.bind(nid, attrs, outs[0])
         return True
 
