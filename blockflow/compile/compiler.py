@@ -133,7 +133,8 @@ class _Compiler:
         fed, succ, indegree = self._check_wires(specs)
         binders = self._binders()
         deps = self._dependencies(succ, indegree, binders, specs, attrs)
-        typed = Inference(self.page, self.files, self, self.ids, specs, attrs, fed, binders, self.deferred)
+        typed = Inference(self.page, self.files, self, self.ids, specs, attrs, fed, binders, self.deferred,
+                          self.numbers)
         typed.infer_all(self._order(deps))
         edge_types = typed.edge_types()   # before the loss check, which may fail a node that compiled
         self._check_saved_feeds(specs)
@@ -206,7 +207,10 @@ class _Compiler:
         the cache, and each look-up in one cost 4-5x one in a small table."""
         ids = self.ids = list(self.page.nodes)
         self.nodes = list(self.page.nodes.values())
-        self.index = {nid: i for i, nid in enumerate(ids)}
+        # the ints 0..n-1 made once and shared: block numbers here, and the wires', slots' and
+        # steps' numbers below n later (new memory for each was 32 bytes a number)
+        self.numbers = numbers = list(range(len(ids)))
+        self.index = dict(zip(ids, numbers))
         specs: list = [None] * len(ids)
         attrs: list = [None] * len(ids)
         self.inline: set[int] = set()    # the blocks given inline inputs
@@ -288,7 +292,8 @@ class _Compiler:
         page, index, nodes, inline = self.page, self.index, self.nodes, self.inline
         fed = Wires(index, len(self.ids))
         into, good, add_good, add_type, add_src = fed.into, fed.good, fed.good.append, fed.type.append, fed.src.append
-        ids = self.ids
+        ids, numbers = self.ids, self.numbers
+        n = len(numbers)
         succ: list = [None] * len(ids)
         indegree = [0] * len(ids)
         for e in page.edges:
@@ -312,10 +317,13 @@ class _Compiler:
                     continue
             if di in inline and dst_port in nodes[di].inputs:
                 self.warn(e.dst, dst_port, "input is wired, so its inline value is ignored")
+            g = len(good)
+            if g < n:
+                g = numbers[g]
             if wired is None:     # Wires.add, written out: this loop runs once a wire
-                into[di] = [len(good)]
+                into[di] = [g]
             else:
-                wired.append(len(good))
+                wired.append(g)
             add_good(e)
             add_src(si)
             add_type(None)

@@ -61,17 +61,18 @@ class _Plain:
 class Inference:
     """The tables a compile builds while typing nodes in order (slots, steps, ...)."""
 
-    def __init__(self, page, files, report, ids, specs, attrs, fed: Wires, binders=None, deferred=None):
+    def __init__(self, page, files, report, ids, specs, attrs, fed: Wires, binders=None, deferred=None,
+                 numbers=()):
         """``report``: what records problems (``error(node, port, message)``, ``warn``, and the
         ``failed`` set of nodes); ``ids``: the page's node ids by block number (page order);
         ``specs``/``attrs``: by block number, each block's spec and checked attrs (None for an
-        unknown block); ``fed``: the good wires; ``binders``:
+        unknown block); ``fed``: the good wires; ``numbers``: the ints 0..n-1 (shared); ``binders``:
         the composites' Input blocks, {flat id: instance}, whose types bind the instance's named
         dimensions; ``deferred``: nodes whose raw attrs use those dimensions (checked here)."""
         self.page, self.files, self.report = page, files, report
         self.dims = Dimensions(binders or {}, report, page)
         self.deferred = deferred or {}
-        self.ids, self.nodes = ids, list(page.nodes.values())
+        self.ids, self.nodes, self.numbers = ids, list(page.nodes.values()), numbers
         self.specs, self.attrs, self.fed = specs, attrs, fed
         #: (spec, id of its attrs dict, input types) -> output types: the blocks of every instance
         #: of a composite share one attrs dict (compiler._check_blocks), so an instance typed
@@ -252,8 +253,11 @@ class Inference:
                 self._typed_by_id[ids] = outs
                 self._keep_alive.append(args)
         outputs = []
+        numbers = self.numbers
         for name, t in zip(plan.outputs, outs):
             idx = len(slots)
+            if idx < len(numbers):
+                idx = numbers[idx]     # an int made once, not one more object (see compiler)
             slots.append(make_slot(idx, nid, name, t))
             outputs.append(idx)
         # (an empty table is asked nothing: hashing nid reads its string, out of the cache on a
@@ -261,8 +265,9 @@ class Inference:
         if plan.placeholder and self.page.feeds and nid in self.page.feeds:
             self.feeds[nid] = read_only(np.asarray(self.page.feeds[nid]))
         outs_at[i] = outputs = tuple(outputs)
-        step = make_step(len(self.steps), nid, spec, attrs, tuple(inputs), plan.static, outputs,
-                    tuple(in_edges), outputs, plan.out_decl, ())
+        k = len(self.steps)
+        step = make_step(numbers[k] if k < len(numbers) else k, nid, spec, attrs, tuple(inputs), plan.static,
+                         outputs, tuple(in_edges), outputs, plan.out_decl, ())
         self.steps.append(step)
         self.step_at[i] = step
         binders = self.dims.binders
