@@ -201,24 +201,19 @@ class _Compiler:
     def _check_blocks(self) -> tuple[list, list]:
         """Each node's block spec and checked attrs, by block number (page order; None for
         nodes of unknown blocks, and attrs None for those whose attrs wait for dimensions).
-
-        From here on the compile keeps what it knows of a block in lists indexed by its number
-        (``self.ids``, ``self.index``): a 100k-block page's dicts keyed by id are far larger than
-        the cache, and each look-up in one cost 4-5x one in a small table."""
+        From here on the compile keeps what it knows of a block in lists by its number
+        (``self.ids``, ``self.index``): a 100k-block page's dicts keyed by id are out of the cache."""
         ids = self.ids = list(self.page.nodes)
         self.nodes = list(self.page.nodes.values())
-        # the ints 0..n-1 made once and shared: block numbers here, and the wires', slots' and
-        # steps' numbers below n later (new memory for each was 32 bytes a number)
+        # the ints 0..n-1 made once, shared by block, wire, slot and step numbers (32 bytes each)
         self.numbers = numbers = list(range(len(ids)))
         self.index = dict(zip(ids, numbers))
-        specs: list = [None] * len(ids)
-        attrs: list = [None] * len(ids)
+        specs, attrs = [None] * len(ids), [None] * len(ids)
         self.inline: set[int] = set()    # the blocks given inline inputs
-        self.port_blocks: list[str] = []   # a composite's Input and Output blocks, in page order
+        self.port_blocks: list[str] = []   # a composite's Input and Output blocks
         unexpanded, waiting = self.hierarchy.unexpanded, self.hierarchy.dim_nodes
-        # The blocks of every instance of a composite share their node's attrs dict (flatten.py),
-        # and most blocks drawn on a big page have attrs equal to many others' (a Tanh has none):
-        # checked once, and one checked dict for all of them, which infer.py's look-up keys on.
+        # Blocks of equal attrs (every instance's, flatten.py; most drawn blocks: a Tanh has none)
+        # are checked once and share one checked dict, which infer.py's look-up keys on.
         checked: dict = {}
         known: dict = {}     # block name -> spec (the registry asked once a name)
         for i, node in enumerate(self.page.nodes.values()):
@@ -237,11 +232,7 @@ class _Compiler:
             if block in _PORT_BLOCKS:    # read here, not in a pass of its own over the nodes
                 self.port_blocks.append(nid)
             if spec is None:
-                if self.unflattened and node.attrs and any(map(ref_inside, node.attrs.values())):
-                    raise _NotFlat
-                alias = self.registry.resolve_alias(node.block)
-                hint = f" (did you mean '{alias}'?)" if alias else ""
-                self.error(nid, None, f"unknown block '{node.block}'{hint}; it is kept as a placeholder")
+                self._unknown_block(nid, node)
                 continue
             specs[i] = spec
             if waiting and nid in waiting:
@@ -249,12 +240,7 @@ class _Compiler:
                 continue
             if node.attrs:
                 key = attrs_key(node.attrs)
-                if key is None:   # not plain values: maybe a reference (a plain key holds none)
-                    if self.unflattened and any(map(ref_inside, node.attrs.values())):
-                        raise _NotFlat
-                    key = id(node.attrs)
-                else:
-                    key = (node.block, key)
+                key = self._own_key(node.attrs) if key is None else (block, key)
             else:
                 key = node.block     # no attrs (most blocks): the block name says it all
             hit = checked.get(key)
@@ -272,6 +258,20 @@ class _Compiler:
             if node.inputs:
                 self._check_inline(nid, node, spec)
         return specs, attrs
+
+    def _unknown_block(self, nid, node) -> None:
+        if self.unflattened and node.attrs and any(map(ref_inside, node.attrs.values())):
+            raise _NotFlat
+        alias = self.registry.resolve_alias(node.block)
+        hint = f" (did you mean '{alias}'?)" if alias else ""
+        self.error(nid, None, f"unknown block '{node.block}'{hint}; it is kept as a placeholder")
+
+    def _own_key(self, attrs: dict) -> int:
+        """The checked-attrs key of attrs that are not all plain values (checked on their own);
+        they may hold a reference, which a plain key never does."""
+        if self.unflattened and any(map(ref_inside, attrs.values())):
+            raise _NotFlat
+        return id(attrs)
 
     def _check_inline(self, nid, node, spec) -> None:
         """Each inline value must be for an input the block has."""

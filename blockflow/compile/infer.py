@@ -12,14 +12,15 @@ from blockflow.compile.program import Slot, Step, make_slot, make_step
 from blockflow.datafiles import DataFileError
 from blockflow.compile.dimensions import Dimensions
 from blockflow.compile.dtypes import check_dtypes
-from blockflow.compile.inferred import check_infer_result
+from blockflow.compile.inferred import check_infer_result, declared_shape_mismatch, memo_key
 from blockflow.compile.inferred import too_big as check_too_big
 from blockflow.compile.wires import Wires
 from blockflow.project import Edge, split_port
-from blockflow.spec import ShapeError, TensorType, shape_text
+from blockflow.spec import ShapeError, TensorType
 from blockflow.variables import VariableValues
 
 __all__ = ["Inference", "read_only"]
+
 
 def read_only(a):
     """A view of a project's array that a run cannot write through (results share memory)."""
@@ -111,10 +112,8 @@ class Inference:
             if (plan is None or failed or deferred and ids[i] in deferred
                     or not plain(i, ids[i], specs[i], plan, attrs[i])):
                 self.infer_node(i)
-            # Only a block's own typing reads the wires into it: freed now, the memory of its
-            # list (and of the wires' numbers) is where the next blocks' Slots and Steps go,
-            # already in the cache, instead of new memory the system must map (a 100k-block
-            # page: ~140 bytes a block of ~530; benchmarks/README.md, "Compile")
+            # Only a block's own typing reads its wire list: freed, its memory takes the next
+            # blocks' Slots and Steps, in the cache, not new memory the system must map in
             into[i] = None
 
     def edge_types(self) -> dict[Edge, TensorType]:
@@ -164,7 +163,7 @@ class Inference:
         if outs is None:
             return
         if spec.role == "variable":
-            mismatch = _declared_shape_mismatch(node, spec, attrs, outs[0])
+            mismatch = declared_shape_mismatch(node, spec, attrs, outs[0])
             if mismatch:
                 report.error(nid, None, mismatch)
                 return
@@ -203,14 +202,10 @@ class Inference:
                       self._shared(range(n_out)), spec.role == "placeholder")
 
     def _infer_plain(self, i, nid, spec, plan, attrs) -> bool:
-        """Type a block whose every input is wired from a typed output (most blocks of a big
-        page) with what the general path would give, in fewer steps; False, with nothing done,
-        when it is not such a block (an inline or missing input, a wire from a port its source
-        lacks: the general path reports it).
-
+        """Type a block whose every input is wired from a typed output (most blocks of a big page)
+        as the general path would; False, with nothing done, for any other (it reports why).
         A block whose spec, attrs dict and input type objects are those of one typed before is
-        typed by one look-up: that block's dtypes passed their check and its infer gave these
-        outputs (the general path's look-ups, by content, would say the same)."""
+        typed by one look-up: that block's dtypes passed their check and its infer gave these."""
         slots, good, wire_type, src, outs_at = self.slots, self.fed.good, self.fed.type, self.fed.src, self.outs_at
         wired = self.fed.into[i] or ()
         if len(wired) != len(plan.inputs):
@@ -242,16 +237,9 @@ class Inference:
         ids = tuple(ids)
         outs = self._typed_by_id.get(ids)
         if outs is None:
-            got = _Inputs()
-            got.args, got.inputs, got.static, got.in_edges = args, inputs, list(plan.static), in_edges
-            if not self._dtypes_fit(nid, spec, got):
-                return True
-            outs = self._call_infer(nid, spec, args, attrs)
+            outs = self._plain_miss(nid, spec, plan, attrs, ids, args, inputs, in_edges)
             if outs is None:
-                return True
-            if all(t.value is None for t in args):   # a known value is looked up by content never
-                self._typed_by_id[ids] = outs
-                self._keep_alive.append(args)
+                return True      # reported
         outputs = []
         numbers = self.numbers
         for name, t in zip(plan.outputs, outs):
@@ -260,8 +248,7 @@ class Inference:
                 idx = numbers[idx]     # an int made once, not one more object (see compiler)
             slots.append(make_slot(idx, nid, name, t))
             outputs.append(idx)
-        # (an empty table is asked nothing: hashing nid reads its string, out of the cache on a
-        # big page, for each block)
+        # (an empty table is asked nothing: hashing nid reads its string, out of the cache)
         if plan.placeholder and self.page.feeds and nid in self.page.feeds:
             self.feeds[nid] = read_only(np.asarray(self.page.feeds[nid]))
         outs_at[i] = outputs = tuple(outputs)
@@ -274,6 +261,19 @@ class Inference:
         if binders and nid in binders:   # a composite's Input or Output: its named dimensions
             self.dims.bind(nid, attrs, outs[0])
         return True
+
+    def _plain_miss(self, nid, spec, plan, attrs, ids, args, inputs, in_edges):
+        """The output types of a plain block no look-up knew: its dtypes checked and its infer
+        called, as the general path does (None when either refused: reported)."""
+        got = _Inputs()
+        got.args, got.inputs, got.static, got.in_edges = args, inputs, list(plan.static), in_edges
+        if not self._dtypes_fit(nid, spec, got):
+            return None
+        outs = self._call_infer(nid, spec, args, attrs)
+        if outs is not None and all(t.value is None for t in args):   # a known value: by content only
+            self._typed_by_id[ids] = outs
+            self._keep_alive.append(args)
+        return outs
 
     def _port_slot(self, i: int, port: str):
         """The slot of block number ``i``'s output ``port``, or None (not typed, or no such port)."""
@@ -526,7 +526,7 @@ class Inference:
 
     def _call_infer(self, nid, spec, args, attrs):
         """The block's output types, checked (None when its infer refused or misbehaved: reported)."""
-        key = _memo_key(spec, attrs, args)
+        key = memo_key(spec, attrs, args)
         if key is not None:
             outs = self._typed.get(key)
             if outs is not None:
@@ -598,35 +598,3 @@ class Inference:
             self.feeds[nid] = read_only(np.asarray(self.page.feeds[nid]))
         return True
 
-
-def _memo_key(spec, attrs, args):
-    """What a block's inferred types depend on, when it can be a dict key: the spec, its attrs
-    dict (by identity: the dicts are alive and unchanged while the compile runs) and the input
-    types without known values. None when an input is a static value, a constant or its infer
-    reads files."""
-    if spec.infer_context:
-        return None
-    parts = []
-    for a in args:
-        if a is None:
-            parts.append(None)
-        elif type(a) is TensorType:
-            if a.value is not None:
-                return None
-            parts.append((a.shape, a.dtype))
-        elif type(a) is list and all(type(t) is TensorType and t.value is None for t in a):
-            parts.append(tuple((t.shape, t.dtype) for t in a))
-        else:
-            return None
-    return spec, id(attrs), tuple(parts)
-
-
-def _declared_shape_mismatch(node, spec, attrs, out) -> str | None:
-    """A Variable whose ``shape`` attr is given must have that shape, whatever its initial
-    value says (its initializer would otherwise decide the shape silently)."""
-    if "shape" not in node.attrs or "shape" not in spec.attr_map:
-        return None
-    declared = attrs["shape"]
-    if len(declared) == len(out.shape) and all(d is None or d == n for d, n in zip(declared, out.shape)):
-        return None
-    return f"its initial value is {out} but its shape attr says {shape_text(declared)}"
