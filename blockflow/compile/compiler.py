@@ -155,6 +155,7 @@ class _Compiler:
         dims = self._dimension_arcs(binders)
         if not dims:
             return Dependencies.sorted_successors(ids, succ, indegree)
+        succ = [[vs] if type(vs) is int else vs for vs in succ]   # lists, as _sort takes them
         if all(u in index and v in index for u, v in dims):
             for u, v in dims:
                 u = index[u]
@@ -328,9 +329,13 @@ class _Compiler:
             add_src(si)
             add_type(None)
             kids = succ[si]
-            if kids is None:
-                succ[si] = [di]
+            if kids is None:       # one child: its number, no list (most blocks have one or two)
+                succ[si] = di
                 indegree[di] += 1
+            elif type(kids) is int:
+                if kids != di:
+                    succ[si] = [kids, di] if e.dst > ids[kids] else [di, kids]
+                    indegree[di] += 1
             elif e.dst > ids[kids[-1]]:     # the common case: after its siblings
                 kids.append(di)
                 indegree[di] += 1

@@ -57,7 +57,8 @@ class Dependencies:
     @classmethod
     def sorted_successors(cls, nodes: list, succ: list, indegree: list) -> "Dependencies":
         """As ``successors``, for lists already sorted by id and deduplicated (compiler.py
-        does it as it checks the wires), with each node's in-degree."""
+        does it as it checks the wires), with each node's in-degree; a node with one successor
+        may have its number in place of a list."""
         self = cls.__new__(cls)
         self.nodes = tuple(nodes)
         self._succ, self._indegree = succ, indegree
@@ -101,7 +102,8 @@ class Dependencies:
     def succ(self) -> dict:
         """{node: its successors}, for the nodes that have any."""
         nodes = self.nodes
-        return {nodes[u]: [nodes[v] for v in vs] for u, vs in enumerate(self._succ) if vs is not None}
+        return {nodes[u]: [nodes[vs]] if type(vs) is int else [nodes[v] for v in vs]
+                for u, vs in enumerate(self._succ) if vs is not None}
 
     def graph(self) -> nx.DiGraph:
         """The node-level DiGraph, as the compiler built it before (same node and arc order)."""
@@ -134,6 +136,12 @@ class Dependencies:
             for node in generation:
                 children = succ[node]
                 if children is None:
+                    continue
+                if type(children) is int:    # one child (see sorted_successors)
+                    d = indegree[children] - 1
+                    indegree[children] = d
+                    if d == 0:
+                        zero.append(children)
                     continue
                 for child in children:
                     d = indegree[child] - 1
