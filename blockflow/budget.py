@@ -142,12 +142,13 @@ def _environ_get(name: str):
     methods, key encoding and decoding of os.environ cost a run ~8 us when cold."""
     data = getattr(os.environ, "_data", None)
     if type(data) is dict and os.name == "posix":
-        raw = data.get(_ENCODED.get(name) or _ENCODED.setdefault(name, os.fsencode(name)))
+        key = _ENV_KEY if name == ENV_VAR else os.fsencode(name)
+        raw = data.get(key)
         return None if raw is None else os.fsdecode(raw)
     return os.environ.get(name)
 
 
-_ENCODED: dict = {}
+_ENV_KEY = os.fsencode(ENV_VAR)
 
 
 def memory_budget(explicit=None) -> tuple[int, str]:
@@ -159,6 +160,8 @@ def memory_budget(explicit=None) -> tuple[int, str]:
         return _process, "set with --memory-budget"
     global _env_cache
     text = _environ_get(ENV_VAR)
+    if text is None:
+        return (_default if _default is not None else default_budget()), _DEFAULT_SOURCE
     if text:
         if _env_cache[0] != text:
             try:
@@ -166,4 +169,7 @@ def memory_budget(explicit=None) -> tuple[int, str]:
             except ValueError as exc:
                 raise ValueError(f"{ENV_VAR}: {exc}") from None
         return _env_cache[1], f"from {ENV_VAR}"
-    return default_budget(), "the default: half of the memory this process may use"
+    return default_budget(), _DEFAULT_SOURCE
+
+
+_DEFAULT_SOURCE = "the default: half of the memory this process may use"

@@ -23,6 +23,15 @@ BOOL = np.dtype(bool)
 # The ufunc reductions themselves (``reduce_min(x, axis=None)``): the array methods add a Python
 # layer per call.
 reduce_min, reduce_max = np.minimum.reduce, np.maximum.reduce
+# np.einsum without its Python layers (argument checks, __array_function__ dispatch): what
+# np.einsum calls when not asked to optimize, so the same sums in the same order.
+try:
+    from numpy._core.multiarray import c_einsum as einsum
+except ImportError:  # numpy 1.x
+    try:
+        from numpy.core.multiarray import c_einsum as einsum
+    except ImportError:
+        einsum = np.einsum
 
 
 def typed(value):

@@ -48,8 +48,10 @@ class Add:
     forward.ufunc = np.add  # what the operator calls; the runtime binds it directly (run/lower.py)
 
     def vjp(g, out, x, y, *, needs):
-        return (unbroadcast(g, x.shape) if needs[0] else None,
-                unbroadcast(g, y.shape) if needs[1] else None)
+        # an input of g's own shape takes g as it is: unbroadcast's first test, without its call
+        gs = g.shape
+        return ((g if x.shape == gs else unbroadcast(g, x.shape)) if needs[0] else None,
+                (g if y.shape == gs else unbroadcast(g, y.shape)) if needs[1] else None)
 
     vjp.reads = ()  # no value, only shapes (run/lower.py may overwrite x, y and z: overwrite.py)
 

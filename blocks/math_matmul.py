@@ -72,6 +72,9 @@ class MatMul:
             return _product(a, b.T)
         return np.matmul(a.T if transpose_a else a, b.T if transpose_b else b)
 
+    # without transposes the forward is np.matmul itself: the runtime calls it directly
+    forward.direct = lambda attrs: None if attrs["transpose_a"] or attrs["transpose_b"] else np.matmul
+
     def vjp(g, out, a, b, *, transpose_a, transpose_b, needs):
         # TensorFlow's _MatMulGrad; the transposes are views that BLAS reads directly.
         ga = gb = None

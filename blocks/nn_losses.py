@@ -9,7 +9,7 @@ import numpy as np
 
 from blockflow.spec import Input, Output, ShapeError, TensorType, block
 
-from .common import ONE, ZERO, fmt_shape, reduce_max, reduce_min, shared_batch, typed
+from .common import ONE, ZERO, einsum, fmt_shape, reduce_max, reduce_min, shared_batch, typed
 from .nn_softmax import exp_rows, log_softmax
 
 
@@ -67,7 +67,7 @@ class SoftmaxCrossEntropyWithLogits:
         # sums below do not cancel and a loss close to 0 keeps its relative accuracy.
         nlp = np.subtract(hi, features)
         nlp += lo
-        loss = np.einsum("ij,ij->i", labels, nlp)
+        loss = einsum("ij,ij->i", labels, nlp)
         e /= s
         e -= labels
         return loss, e

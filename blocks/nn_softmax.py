@@ -9,7 +9,7 @@ import numpy as np
 
 from blockflow.spec import Input, Output, ShapeError, TensorType, block
 
-from .common import reduce_max, reduce_min
+from .common import einsum, reduce_max, reduce_min
 from .fused import writable_like
 
 
@@ -50,10 +50,11 @@ def exp_rows(x, log=True):
     checks, since numpy's per-call overhead dominates: they take the shifted formula directly.
     """
     if 0 < x.size <= _SMALL:
-        hi = x.max(axis=-1, keepdims=True)
+        # the ufuncs' reductions, as x.max and e.sum make them, without the methods' Python layer
+        hi = reduce_max(x, axis=-1, keepdims=True)
         e = np.subtract(x, hi)
         np.exp(e, out=e)
-        s = e.sum(axis=-1, keepdims=True)
+        s = _add_reduce(e, axis=-1, keepdims=True)
         return e, s, hi, np.log(s)
     with np.errstate(over="ignore", under="ignore"):
         e = np.exp(x)
@@ -71,6 +72,9 @@ def exp_rows(x, log=True):
         np.exp(e, out=e)
     s = e.sum(axis=-1, keepdims=True)
     return e, s, hi, np.log(s)
+
+
+_add_reduce = np.add.reduce
 
 
 def log_softmax(x):
@@ -112,7 +116,7 @@ class Softmax:
     def vjp(g, out, logits):
         # gx = out * (g - sum(g * out)) in three passes: the row dot products are read without
         # writing the products out, then one buffer is written and scaled in place.
-        buf = np.subtract(g, np.einsum("...j,...j->...", g, out)[..., None])
+        buf = np.subtract(g, einsum("...j,...j->...", g, out)[..., None])
         buf *= out
         return (buf,)
 
@@ -123,7 +127,7 @@ class Softmax:
         # the run's own cotangent: the same passes, written into its array
         if not writable_like(g, out):
             return Softmax.vjp(g, out, logits)
-        np.subtract(g, np.einsum("...j,...j->...", g, out)[..., None], out=g)
+        np.subtract(g, einsum("...j,...j->...", g, out)[..., None], out=g)
         g *= out
         return (g,)
 

@@ -255,7 +255,7 @@ def test_check_numerics_alternating_raises_every_checked_time():
 # ------------------------------------------------------------------- NaN/Inf and certificates
 def _layer(extra=None):
     specs = [("x", "Placeholder", {"shape": [6, 256]}, None),
-             ("W", "Variable", {"shape": [256, 80], "initializer": "glorot_uniform", "seed": 5}, None),
+             ("W", "Variable", {"shape": [256, 160], "initializer": "glorot_uniform", "seed": 5}, None),
              ("mm", "MatMul", {}, {"a": "x", "b": "W:ref"})]
     specs += extra or [("t", "Tanh", {}, {"x": "mm"}), ("loss", "Sum", {}, {"input": "t"})]
     project = chain(*specs)
@@ -269,6 +269,8 @@ def _certified_both_ways(monkeypatch, project, feeds, variables=None):
         monkeypatch.setattr(lower, "CERTIFY_PRODUCTS", certify)
         program = compile_project(project)
         out.append(_outcome(lambda: run(program, feeds, target="loss", record=False, variables=variables)))
+        sources = [p.source for p in program.cache("plans").values() if not p.record]
+        assert not sources or any("_cert(" in src for src in sources) == certify   # the case is exercised
         fresh = compile_project(project)   # the recorded run: what the editor reports
         rec = _outcome(lambda: run(fresh, feeds, target="loss", record=True, variables=variables))
         if isinstance(rec[0], str):
@@ -313,7 +315,7 @@ def test_a_certified_product_in_float64_and_transposed_reports_as_without(monkey
         trans = {"transpose_a": True} if wires["a"] == "xt" else {"transpose_b": True}
         project = chain(("x", "Placeholder", {"shape": [256, 6], "dtype": "float64"}, None),
                         ("xt", "Identity", {}, {"input": "x"}),
-                        ("W", "Variable", {"shape": [256, 80] if wires["a"] == "xt" else [80, 256],
+                        ("W", "Variable", {"shape": [256, 160] if wires["a"] == "xt" else [160, 256],
                                            "initializer": "glorot_uniform", "seed": 5, "dtype": "float64"}, None),
                         ("mm", "MatMul", trans, wires),
                         ("t", "Tanh", {}, {"x": "mm"}),

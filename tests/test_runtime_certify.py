@@ -56,9 +56,9 @@ def test_a_certified_product_is_finite_in_every_orientation(dtype):
 
 
 def _layer():
-    """A first layer whose weights' gradient (256x80) is larger than its input and cotangent."""
+    """A first layer whose weights' gradient (256x160) is larger than its input and cotangent."""
     project = chain(("x", "Placeholder", {"shape": [6, 256]}, None),
-                    ("W", "Variable", {"shape": [256, 80], "initializer": "glorot_uniform", "seed": 5}, None),
+                    ("W", "Variable", {"shape": [256, 160], "initializer": "glorot_uniform", "seed": 5}, None),
                     ("mm", "MatMul", {}, {"a": "x", "b": "W:ref"}),
                     ("t", "Tanh", {}, {"x": "mm"}),
                     ("loss", "Sum", {}, {"input": "t"}))
@@ -108,7 +108,7 @@ def test_an_overflow_is_reported_as_without_the_certificate(monkeypatch):
     """Finite operands whose products overflow (x of 1e10 through a Multiply by 1e30): the
     certificate's bound refuses, and the report is the one a run without certificates gives."""
     project = chain(("x", "Placeholder", {"shape": [6, 256]}, None),
-                    ("W", "Variable", {"shape": [256, 80], "initializer": "glorot_uniform", "seed": 5}, None),
+                    ("W", "Variable", {"shape": [256, 160], "initializer": "glorot_uniform", "seed": 5}, None),
                     ("mm", "MatMul", {}, {"a": "x", "b": "W:ref"}),
                     ("big", "Multiply", {}, {"x": "mm", "y": np.float32(1e30)}),
                     ("loss", "Sum", {}, {"input": "big"}))
@@ -133,7 +133,7 @@ def test_unchecked_runs_and_summed_gradients_carry_no_certificate():
     assert all("_cert(" not in p.source for p in program.cache("plans").values())
     # W read by two products: its gradient is a sum, read as before
     twice = chain(("x", "Placeholder", {"shape": [6, 256]}, None),
-                  ("W", "Variable", {"shape": [256, 80], "initializer": "glorot_uniform", "seed": 5}, None),
+                  ("W", "Variable", {"shape": [256, 160], "initializer": "glorot_uniform", "seed": 5}, None),
                   ("mm", "MatMul", {}, {"a": "x", "b": "W:ref"}),
                   ("mm2", "MatMul", {}, {"a": "x", "b": "W:ref"}),
                   ("both", "Add", {}, {"x": "mm", "y": "mm2"}),

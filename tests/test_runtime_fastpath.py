@@ -75,6 +75,15 @@ def _results(monkeypatch, fast, project, feeds, **kw):
     return program, out
 
 
+def _assert_same_bits(fast, plain):
+    """The runs' values, gradients and Variable gradients: the same keys, the same bytes."""
+    for (fv, fg, fw), (pv, pg, pw) in zip(fast, plain):
+        for f, p in ((fv, pv), (fg, pg), (fw, pw)):
+            assert f.keys() == p.keys()
+            for k in f:
+                assert np.asarray(f[k]).tobytes() == np.asarray(p[k]).tobytes(), k
+
+
 @pytest.mark.parametrize("n", [8, 50_000, 100_000])
 def test_bound_ufuncs_give_bit_identical_values_and_gradients(monkeypatch, n):
     feeds = {"x": RNG.normal(size=n).astype(np.float32), "b": np.array([2.0], np.float32)}
@@ -91,11 +100,7 @@ def test_bound_ufuncs_give_bit_identical_values_and_gradients(monkeypatch, n):
         m, s = program.step("m").outputs[0], program.step("s").outputs[0]
         assert f"out=s{m})" in fast_plan.source and f"out=s{s})" in fast_plan.source
     _, plain = _results(monkeypatch, False, project, feeds, wrt=["x", "b"])
-    for (fv, fg, fw), (pv, pg, pw) in zip(fast, plain):
-        for f, p in ((fv, pv), (fg, pg), (fw, pw)):
-            assert f.keys() == p.keys()
-            for k in f:
-                assert np.asarray(f[k]).tobytes() == np.asarray(p[k]).tobytes(), k
+    _assert_same_bits(fast, plain)
 
 
 def test_a_nan_in_a_large_bound_ufunc_is_named_as_before(monkeypatch):
@@ -133,11 +138,7 @@ def test_attrs_written_as_keywords_give_bit_identical_results(monkeypatch):
     source = next(iter(program.cache("plans").values())).source
     assert "transpose_b=" in source and "needs=" in source and "partial" not in source
     _, plain = _results(monkeypatch, False, project, feeds, wrt=["x", "W"])
-    for (fv, fg, fw), (pv, pg, pw) in zip(fast, plain):
-        for f, p in ((fv, pv), (fg, pg), (fw, pw)):
-            assert f.keys() == p.keys()
-            for k in f:
-                assert np.asarray(f[k]).tobytes() == np.asarray(p[k]).tobytes(), k
+    _assert_same_bits(fast, plain)
 
 
 def test_kept_buffers_never_reach_the_caller(monkeypatch):
@@ -413,3 +414,23 @@ def test_a_large_product_with_a_transposed_right_operand_gives_the_same_bits(mon
         np.testing.assert_array_equal(swapped, plain)
     small = mm.MatMul.forward(a[:4, :8], w[:5, :8], transpose_a=False, transpose_b=True)
     np.testing.assert_array_equal(small, a[:4, :8] @ w[:5, :8].T)
+
+
+def test_matmul_without_transposes_calls_np_matmul_with_the_same_bits(monkeypatch):
+    """forward.direct: a MatMul without transposes is bound to np.matmul itself; the others keep
+    the block's forward; the values and gradients are the bits of the block's own forward."""
+    project = chain(("x", "Placeholder", {"shape": [5, 7]}, None),
+                    ("W", "Variable", {"shape": [7, 6], "initializer": "glorot_uniform", "seed": 1}, None),
+                    ("V", "Variable", {"shape": [4, 6], "initializer": "glorot_uniform", "seed": 2}, None),
+                    ("plain", "MatMul", {}, {"a": "x", "b": "W:ref"}),
+                    ("tb", "MatMul", {"transpose_b": True}, {"a": "plain", "b": "V:ref"}),
+                    ("ta", "MatMul", {"transpose_a": True}, {"a": "tb", "b": "tb"}),
+                    ("loss", "Sum", {}, {"input": "ta"}))
+    project.pages[0].loss = "loss"
+    feeds = {"x": RNG.normal(size=(5, 7)).astype(np.float32)}
+    program, fast = _results(monkeypatch, True, project, feeds)
+    ns = next(iter(program.cache("plans").values())).fn.__globals__
+    assert ns[f"f{program.step('plain').index}"] is np.matmul
+    assert ns[f"f{program.step('tb').index}"] is not np.matmul and ns[f"f{program.step('ta').index}"] is not np.matmul
+    _, plain = _results(monkeypatch, False, project, feeds)
+    _assert_same_bits(fast, plain)

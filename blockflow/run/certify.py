@@ -18,6 +18,8 @@ import math
 
 import numpy as np
 
+from blockflow.run.numerics import DOT
+
 __all__ = ["certify_product"]
 
 # a quarter of the largest number: room for the rounding of the norms and of BLAS's sums
@@ -34,5 +36,5 @@ def certify_product(x, g) -> bool:
     if safe is None or g.dtype != x.dtype or not (x.flags.c_contiguous and g.flags.c_contiguous):
         return False
     fx, fg = x.ravel(), g.ravel()
-    xx, gg = float(np.dot(fx, fx)), float(np.dot(fg, fg))
+    xx, gg = float(DOT(fx, fx)), float(DOT(fg, fg))
     return math.isfinite(xx) and math.isfinite(gg) and math.sqrt(xx) * math.sqrt(gg) < safe

@@ -59,8 +59,10 @@ SHARE_GRADIENTS = True
 #: let a checked run skip reading a Variable's gradient made by one large matrix product, when
 #: its operands certify it finite (run/certify.py; off: every returned gradient is read)
 CERTIFY_PRODUCTS = True
-#: the smallest gradient worth a certificate (below, reading it costs less than two dot calls)
-CERTIFY_MIN_SIZE = 1 << 14
+#: a certificate's own cost, in elements read: its call and two dots cost what reading 32k more
+#: values does (8 us for 66k operands against 16 to read the 200k-value gradient they vouch
+#: for; a 65k gradient from 32k of operands was no cheaper certified: 6.0 against 5.4 us)
+CERTIFY_OVERHEAD = 1 << 15
 #: the smallest value (in elements) worth a kept buffer: below it malloc reuses freed memory
 #: anyway; above it a fresh array is fresh pages, faulted in and zeroed by the kernel every run
 REUSE_MIN_SIZE = 1 << 16
@@ -286,6 +288,14 @@ class _Writer:
         ufunc = getattr(fn, "ufunc", None)
         if BIND_UFUNCS and ufunc is not None and not st.attrs and not st.spec.forward_context:
             fn = ufunc
+        # A block whose forward, for some attrs, is one numpy function of its inputs (MatMul
+        # without transposes: np.matmul) says which through ``forward.direct(attrs)``.
+        direct = getattr(fn, "direct", None)
+        if BIND_UFUNCS and direct is not None and not st.spec.forward_context:
+            called = direct(st.attrs)
+            if called is not None:
+                self.ns[fname] = called
+                return fname, []
         fn, kw = self._keywords(fn, st.attrs, fname)
         self.ns[fname] = fn
         return fname, kw
@@ -519,7 +529,8 @@ class _Writer:
         """Lines certifying returned gradients finite from their product's operands: {slot: name}.
 
         A gradient qualifies when it is one MatMul vjp's part, never summed, of a fixed shape
-        larger than its operands (the other input and the cotangent) together; the line
+        larger than its operands (the other input and the cotangent) together by more than a
+        certificate's own cost (CERTIFY_OVERHEAD); the line
         goes right after that vjp, while both are alive."""
         out, inserts = {}, []
         for s in grad_slots:
@@ -533,7 +544,7 @@ class _Writer:
             if other is None or any(None in shape for shape in sizes):
                 continue
             size, other_size, g_size = (math.prod(shape) for shape in sizes)
-            if other_size + g_size >= size or size < CERTIFY_MIN_SIZE:
+            if other_size + g_size + CERTIFY_OVERHEAD >= size:
                 continue
             x, reads = self.arg(other)
             out[s] = f"k{s}"

@@ -276,13 +276,23 @@ class RunGuard:
     code the block was called from (on the stack), so the hot loop pays nothing for it.
     :meth:`seen` takes the outputs of a value-dependent step and walks the rest again."""
 
-    __slots__ = ("plan", "walk", "budget", "source", "held", "key", "_at", "_extra")
+    __slots__ = ("plan", "walk", "budget", "source", "held", "key", "_at", "_extra", "_first")
 
     def __init__(self, plan: MemoryPlan, budget: int, source: str, held: int, key: tuple):
         self.plan, self.budget, self.source, self.held, self.key = plan, budget, source, held, key
         self.walk = plan.walk_for(budget, source, held, key)
         self._at = None
         self._extra = {}
+        self._first = (key, self.walk)   # what restart goes back to (seen moves both on)
+
+    def restart(self, budget: int, source: str, held: int, key: tuple) -> bool:
+        """Make this guard, kept from an earlier run, as new for a run with these arguments;
+        False, changing nothing, when they differ from the ones it was made for."""
+        first_key, first_walk = self._first
+        if budget != self.budget or held != self.held or source != self.source or key != first_key:
+            return False
+        self.key, self.walk, self._at, self._extra = first_key, first_walk, None, {}
+        return True
 
     def step(self):
         """The cursor of the step running now (None outside the generated code: a Variable's

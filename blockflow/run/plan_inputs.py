@@ -5,12 +5,17 @@ Must not import PySide6 or the block library.
 """
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from blockflow.errors import FeedError, RunError
+from blockflow.run.memplan import RunGuard
 from blockflow.spec import AllocationError, fit_dtype
 
 __all__ = ["PlanInputs"]
+
+_SHAPE = operator.attrgetter("shape")
 
 
 class PlanInputs:
@@ -59,6 +64,20 @@ class PlanInputs:
             return self.program.variable_values[st.node]
         except (AllocationError, MemoryError) as exc:
             raise self._memory_error(st, exc, "forward", "making its first value") from None
+
+    def take_guard(self, budget: int, source: str, held: int, feed_list) -> RunGuard:
+        """The run's allocation guard: one an earlier run of the same budget and feed shapes put
+        back in ``self.guards``, restarted, else a new one (whose walk is looked up by those
+        arguments: a cold run spent ~4 us making it). A run puts its guard back when it ends;
+        runs in several threads each take their own."""
+        key = (tuple(map(_SHAPE, feed_list)),)
+        try:
+            guard = self.guards.pop()
+        except IndexError:
+            guard = None
+        if guard is not None and guard.restart(budget, source, held, key):
+            return guard
+        return RunGuard(self.memory, budget, source, held, key)
 
     def feed_inputs(self, feeds):
         if feeds and type(feeds) is dict and len(feeds) == len(self.feed_spec):

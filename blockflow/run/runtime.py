@@ -18,18 +18,18 @@ try:
 except ImportError:  # Windows
     _resource = None
 
-from blockflow.budget import format_size
 from blockflow.budget import memory_budget as memory_budget_of
 from blockflow.compile.gradpaths import GradientPaths
 from blockflow.compile.program import Program, Step
 from blockflow.datafiles import SPLITS, DataRequest
-from blockflow.errors import BlockExecutionError, FeedError, MemoryLimitError, NumericsError, RunError
+from blockflow.errors import MemoryLimitError, NumericsError, RunError
 from blockflow.run.lower import KeptArrays, lower
+from blockflow.run.plan_failures import PlanFailures
 from blockflow.run.plan_inputs import PlanInputs
 from blockflow.run.streams import stream_generator, stream_hash
 from blockflow.run.numerics import all_finite, all_finite_many, what_is_not_finite as _what
-from blockflow.run.memplan import RunGuard
-from blockflow.spec import AllocationError, ShapeError, TensorType, allocation_guard
+from blockflow.run.packer import make_finite_test, make_packer
+from blockflow.spec import allocation_guard
 
 __all__ = ["RunResult", "all_finite", "run", "run_forward", "run_backward", "stream_generator", "stream_hash"]
 
@@ -44,6 +44,13 @@ except ImportError:
     _ERRSTATE = _IGNORE_ALL = None
 
 _finite = all_finite
+
+#: plans build their results and test them for NaN/Inf with code written for their keys
+#: (packer.py); False: the general loops (tests compare the two)
+GENERATED_PACKERS = True
+#: a repeated run takes _rerun's short way where it can (False: always the general path; tests
+#: compare the two)
+FAST_LANE = True
 
 
 @dataclass
@@ -129,26 +136,93 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
     program.raise_for_errors()
     if split not in SPLITS:
         raise RunError(f"split must be one of {', '.join(SPLITS)}, not {split!r}")
-    t_slot, wrt, plan = _plan_for(program, fetch, target, grad_seed, wrt, record, check_numerics)
+    # a kind of run seen before (no fetch; the target by name) is found in one look-up
+    seen = None if fetch or type(target) is not str or (wrt is not None and type(wrt) is not frozenset) \
+        else program.cache("runs").get((target, wrt, record, grad_seed is None, check_numerics))
+    if (seen is not None and FAST_LANE and not record and grad_seed is None and not variables
+            and memory_budget is None and not held_bytes):
+        result = _rerun(program, seen[2], seen[1], feeds, check_numerics, step, split, run_seed)
+        if result is not None:
+            return result
+    t_slot, wrt, plan = seen or _plan_for(program, fetch, target, grad_seed, wrt, record, check_numerics)
     if variables:
-        unknown = sorted(n for n in variables if getattr(program.spec_of(n), "role", None) != "variable")
-        if unknown:
-            raise RunError(f"values given for Variables that are not on page '{program.page_name}': "
-                           f"{', '.join(unknown)}")
-    try:
-        budget, source = memory_budget_of(memory_budget)
-    except ValueError as exc:
-        raise RunError(f"memory budget: {exc}") from None
+        _check_variables(program, variables)
+    budget, source = _budget(memory_budget)
     feed_list = plan.feed_inputs(feeds)
     # Every array of the run is checked before anything is allocated (the walk is cached per
     # feed-shape signature); during the run the guard counts what blocks reserve.
-    guard = RunGuard(plan.memory, budget, source, held_bytes, (tuple(f.shape for f in feed_list),))
+    guard = plan.take_guard(budget, source, held_bytes, feed_list)
     token = allocation_guard.set(guard)
     try:
         return _run_planned(program, plan, guard, feed_list, variables, t_slot, grad_seed, check_numerics,
                             commit, feeds, wrt, step, split, run_seed)
     finally:
         allocation_guard.reset(token)
+        plan.guards.append(guard)
+
+
+def _check_variables(program: Program, variables: dict) -> None:
+    unknown = sorted(n for n in variables if getattr(program.spec_of(n), "role", None) != "variable")
+    if unknown:
+        raise RunError(f"values given for Variables that are not on page '{program.page_name}': "
+                       f"{', '.join(unknown)}")
+
+
+def _budget(memory_budget) -> tuple[int, str]:
+    try:
+        return memory_budget_of(memory_budget)
+    except ValueError as exc:
+        raise RunError(f"memory budget: {exc}") from None
+
+
+def _rerun(program: Program, plan: "_Plan", wrt, feeds, check, step, split, run_seed) -> RunResult | None:
+    """run() for a kind of run seen before that records nothing and is given no fetch, gradient
+    seed, Variables, budget or held bytes, on a plan that keeps no arrays and updates no state (a
+    training step, a benchmark's step, the CLI's run): the same work, with the steps between the
+    call and the plan's code written inline. None, having done nothing, when the feeds, the budget
+    or numpy ask for the general path (which then says what is wrong).
+
+    Why: right after a large numpy step, whose arrays have pushed the interpreter's objects out
+    of the CPU caches, each Python call costs a few cache misses; the general path's dozen calls
+    cost an MLP step about 15 us more (1.5 %, measured interleaved: benchmarks/README.md)."""
+    if plan.n_buffers or plan.update_steps or _ERRSTATE is None or type(feeds) is not dict:
+        return None
+    try:
+        budget, source = memory_budget_of(None)
+    except ValueError:
+        return None
+    spec = plan.feed_spec
+    if len(feeds) != len(spec):
+        return None
+    feed_list = []
+    for name, dtype in spec:    # PlanInputs.feed_inputs' common case
+        value = feeds.get(name)
+        if type(value) is not np.ndarray or value.dtype is not dtype:
+            return None
+        feed_list.append(value)
+    guard = plan.take_guard(budget, source, 0, feed_list)
+    token = allocation_guard.set(guard)
+    try:
+        known = plan.last_variables
+        if known is not None and known[0] == program.variable_values.version and not plan.state_keys:
+            var_list = known[1]
+        else:
+            var_list = plan.variable_inputs(None)
+        data = plan.last_data
+        if data.step != step or data.split != split or data.seed != run_seed:
+            data = plan.last_data = DataRequest(step, split, run_seed)
+        errors = _ERRSTATE.set(_IGNORE_ALL)
+        try:
+            out = plan.fn(var_list, feed_list, None, data, guard, [])
+            result = plan.pack(out)
+            if check and not plan.finite(out):
+                plan.check(result, out, None, feeds, None, wrt, step, split, run_seed)
+        finally:
+            _ERRSTATE.reset(errors)
+    finally:
+        allocation_guard.reset(token)
+        plan.guards.append(guard)
+    return result
 
 
 def _plan_for(program: Program, fetch, target, grad_seed, wrt, record, check=True):
@@ -238,8 +312,9 @@ def _run_planned(program, plan, guard, feed_list, variables, t_slot, grad_seed, 
                 plan.buffers.append(buffers)
         if faults is not None:
             plan.count_faults(_faults() - faults)
-        result = plan.package(out)
-        if check_numerics:
+        result = plan.pack(out)
+        # the written-out test first (packer.py); check itself only when it fails or is not there
+        if check_numerics and (plan.finite is None or not plan.finite(out)):
             plan.check(result, out, variables, feeds, grad_seed, wrt, step, split, run_seed)
     finally:
         if token is not None:
@@ -299,7 +374,7 @@ def _wanted_grads(fwd, paths, wrt) -> list:
             and (wrt is None or st.node in wrt)]
 
 
-class _Plan(PlanInputs):
+class _Plan(PlanInputs, PlanFailures):
     """Straight-line code for one kind of run, generated once per Program and key."""
 
     def __init__(self, program: Program, fetch, target, wrt, record, check=False):
@@ -345,21 +420,23 @@ class _Plan(PlanInputs):
         #: sets of kept output arrays, one per run in progress (lower.REUSE_BUFFERS): a run takes
         #: one (a new one when another thread's run holds them all) and puts it back
         self.buffers: list = []
+        #: allocation guards of finished runs, for the next ones (take_guard)
+        self.guards: list = []
         #: whether runs keep them (see take_buffers), and how many runs in a row faulted
         self.keep_arrays = KEEP_ARRAYS is True
         self._faulting_runs = self._runs = 0
         self._fault_limit = sum(a for a in code.buffer_bytes) // 16384
         self.value_keys, self.grad_keys, self.wanted_keys = code.value_keys, code.grad_keys, code.wanted_keys
         self.target_key, self.edge_list, self.update_steps = code.target_key, code.edge_list, code.update_steps
-
-    def _prevent_message(self, nodes, what) -> str:
-        program = self.program
-        bits = []
-        for node in nodes:
-            msg = program.step(node).attrs.get("message") or ""
-            bits.append(f"{program.full_name(node)}" + (f" ({msg})" if msg else ""))
-        return (f"{what} would have to pass through {', '.join(bits)}: PreventGradient forbids "
-                f"differentiating through it")
+        #: out -> RunResult; written out for the plan's keys where the run returns no wire
+        #: gradients and no state updates (packer.py), else the general package
+        self.pack = self.package
+        self.finite = None
+        if GENERATED_PACKERS and not record:
+            if not self.edge_list and not self.update_steps:
+                self.pack = make_packer(RunResult, program, self.value_keys, self.grad_keys, self.wanted_keys,
+                                        self.target_key, self.paths)
+            self.finite = make_finite_test(len(self.value_keys), len(self.grad_keys))
 
     def _rng(self, index: int, data: DataRequest) -> np.random.Generator:
         """The random stream of one block in one run: fixed by its id, its seed, the step and the
@@ -434,68 +511,15 @@ class _Plan(PlanInputs):
                 else:
                     program.slot_values[(node, key)] = value
 
-    # --------------------------------------------------------------------------- failures
-    def _where(self, at) -> tuple[str, str]:
-        """(block, phase) for a step cursor of the generated code."""
-        if at is None or at == -1:
-            t = self.program.slot(self.target) if self.target is not None else None
-            return ("the gradient seed" + (f" of {self.program.full_name(t.node)}:{t.port}" if t else ""),
-                    "backward")
-        st = self.program.steps[at if at >= 0 else -2 - at]
-        return f"{self.program.full_name(st.node)} ({st.spec.name})", "forward" if at >= 0 else "backward"
-
-    def _memory_error(self, st, exc, phase, doing="") -> MemoryLimitError:
-        """A block's allocation refused (spec.reserve) or failed (numpy's MemoryError), as one error."""
-        name = f"{self.program.full_name(st.node)} ({st.spec.name})"
-        if isinstance(exc, AllocationError):
-            return MemoryLimitError(name, f"{doing + ': ' if doing else ''}{exc}", phase)
-        budget = memory_budget_of(None)[0] if allocation_guard.get() is None else allocation_guard.get().budget
-        return MemoryLimitError(name, f"{doing + ': ' if doing else ''}the system refused memory the block asked "
-                                      f"for ({exc}); the run's memory budget ({format_size(budget)}) is more "
-                                      f"than this process can get: lower it with --memory-budget SIZE or "
-                                      f"BLOCKFLOW_MEMORY_BUDGET (docs/limits.md)", phase)
-
-    def _fail(self, n, exc, local):
-        program = self.program
-        if isinstance(exc, RunError):
-            raise exc
-        if n == -1:
-            if isinstance(exc, (AllocationError, MemoryError)):
-                raise MemoryLimitError(self._where(-1)[0], str(exc) or "out of memory", "backward") from None
-            raise RunError(f"the gradient seed does not fit the target: {exc}") from exc
-        phase = "forward" if n >= 0 else "backward"
-        st = program.steps[n if n >= 0 else -2 - n]
-        name = program.full_name(st.node)
-        if isinstance(exc, (AllocationError, MemoryError)):
-            raise self._memory_error(st, exc, phase) from None
-        if st.role == "placeholder":
-            raise FeedError(f"feed for Placeholder {name} does not fit: {exc}") from None
-        shapes = []
-        for pos, decl in enumerate(st.spec.inputs):
-            src = st.inputs[pos]
-            srcs = src if isinstance(src, tuple) else (src,)
-            for k, s in enumerate(srcs):
-                port = decl.port(k) if decl.variadic else decl.name
-                if st.static[pos] is not None:
-                    v = st.static[pos]
-                elif s is None:
-                    continue
-                elif program.slot(s).const:
-                    v = program.slot(s).type.value
-                else:
-                    v = local.get(f"s{s}")
-                if v is not None:
-                    shapes.append(f"{port} {TensorType.of(v).describe()}")
-        msg = str(exc) if isinstance(exc, ShapeError) else f"{type(exc).__name__}: {exc}"
-        raise BlockExecutionError(f"{name} ({st.spec.name})", msg, ", ".join(shapes), phase) from exc
-
     def check(self, result: RunResult, out, variables, feeds, grad_seed, wrt, step, split="train", run_seed=0):
         """Raise NumericsError naming the first node whose output (or gradient) is not finite."""
         values, grads, _, _, certified = out
         if not self.record:
             # a gradient its product's operands certified finite is not read again
-            unsure = grads if not any(certified) else [g for g, sure in zip(grads, certified) if not sure]
-            if all_finite_many(values, unsure):
+            if self.finite is not None:
+                if self.finite(out):
+                    return
+            elif all_finite_many(values, [g for g, sure in zip(grads, certified) if not sure]):
                 return
             # Something went wrong: replay recording everything; its check raises, naming where it started.
             guard = allocation_guard.get()

@@ -151,14 +151,18 @@ def unbroadcast(g, shape):
     if g.shape == shape:
         return g
     lead = g.ndim - len(shape)
+    # np.add.reduce is what ndarray.sum calls, without its Python layer (the same sums)
     if lead and g.shape[lead:] == shape:  # the common bias case: only leading axes to sum
-        return g.sum(axis=tuple(range(lead)))
+        return _add_reduce(g, axis=tuple(range(lead)))
     axes = tuple(range(lead)) + tuple(
         i + lead for i, d in enumerate(shape) if d == 1 and g.shape[i + lead] != 1
     )
     if axes:
-        g = g.sum(axis=axes, keepdims=True)
+        g = _add_reduce(g, axis=axes, keepdims=True)
     return g.reshape(shape)
+
+
+_add_reduce = np.add.reduce
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,0 +1,137 @@
+"""A repeated run's short way (runtime._rerun) gives what the general path gives, and leaves to
+it every case it does not handle: other feeds, a budget from the environment, NaN, state."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import blockflow.budget as budget
+import blockflow.run.runtime as runtime
+from blockflow.compile.compiler import compile_project
+from blockflow.errors import FeedError, MemoryLimitError, NumericsError, RunError
+from blockflow.io.project_io import load_project
+from blockflow.run.runtime import run
+
+from diagrams import chain
+
+SAMPLES = sorted((Path(__file__).parent.parent / "sample_projects").glob("*.bflow.json"))
+RNG = np.random.default_rng(8)
+
+
+def _outcome(fn):
+    try:
+        res = fn()
+    except Exception as exc:   # the message is what the user sees: compared as text
+        return type(exc).__name__, str(exc)
+    return {name: {k: np.asarray(v).tobytes() for k, v in getattr(res, name).items()}
+            for name in ("values", "grads", "variable_grads")}
+
+
+def _both(monkeypatch, make_program, calls):
+    """For each lane setting, a fresh program run through ``calls`` (each a function of the
+    program): their outcomes, and how many runs took the short way."""
+    taken = []
+    real = runtime._rerun
+
+    def counting(*args):
+        res = real(*args)
+        taken.append(res is not None)
+        return res
+
+    monkeypatch.setattr(runtime, "_rerun", counting)
+    out = []
+    for lane in (True, False):
+        monkeypatch.setattr(runtime, "FAST_LANE", lane)
+        program = make_program()
+        out.append([_outcome(lambda: call(program)) for call in calls])
+    return out, sum(taken)
+
+
+def _layer():
+    project = chain(("x", "Placeholder", {"shape": [4, 30]}, None),
+                    ("W", "Variable", {"shape": [30, 9], "initializer": "glorot_uniform", "seed": 2}, None),
+                    ("b", "Variable", {"shape": [9]}, None),
+                    ("mm", "MatMul", {}, {"a": "x", "b": "W:ref"}),
+                    ("add", "Add", {}, {"x": "mm", "y": "b:ref"}),
+                    ("t", "Tanh", {}, {"x": "add"}),
+                    ("loss", "Mean", {}, {"input": "t"}))
+    project.pages[0].loss = "loss"
+    return project
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name.split(".")[0])
+def test_samples_run_the_same_either_way(monkeypatch, path):
+    project = load_project(path)
+    loss = project.pages[0].loss
+    if loss is None:
+        pytest.skip("no loss")
+    # as a caller's own arrays (a file's "<f4" is float32 by equality, not identity: the short
+    # way leaves such a feed to the general path)
+    feeds = {k: np.asarray(v).astype(np.asarray(v).dtype.name) for k, v in project.pages[0].feeds.items()}
+    calls = [lambda p, s=s, f=f: run(p, f, target=loss, record=False, step=s)
+             for s in (0, 1) for f in (None, feeds)]
+    (lane, general), taken = _both(monkeypatch, lambda: compile_project(project), calls)
+    assert lane == general
+    assert taken, "no run took the short way"
+
+
+def test_a_step_takes_the_short_way_and_gives_the_same_bits(monkeypatch):
+    x = RNG.normal(size=(4, 30)).astype(np.float32)
+    calls = [lambda p: run(p, {"x": x}, target="loss", record=False)] * 3
+    calls.append(lambda p: run(p, {"x": x}, target="loss", record=False, check_numerics=False))
+    calls.append(lambda p: run(p, {"x": x}, target="loss", record=False, check_numerics=False))
+    (lane, general), taken = _both(monkeypatch, lambda: compile_project(_layer()), calls)
+    assert lane == general and taken == 3   # the first run of each kind makes its plan
+
+
+def _variables_changed(program):
+    program.variable_values["W"] = np.full((30, 9), 0.5, np.float32)
+    return run(program, {"x": np.ones((4, 30), np.float32)}, target="loss", record=False)
+
+
+HOSTILE = {
+    "a feed of another dtype": lambda p: run(p, {"x": np.ones((4, 30))}, target="loss", record=False),
+    "a feed of another shape": lambda p: run(p, {"x": np.ones((5, 30), np.float32)}, target="loss", record=False),
+    "a list feed": lambda p: run(p, {"x": [[1.0] * 30] * 4}, target="loss", record=False),
+    "an unknown feed": lambda p: run(p, {"x": np.ones((4, 30), np.float32), "y": 1}, target="loss", record=False),
+    "no feeds": lambda p: run(p, None, target="loss", record=False),
+    "NaN in a feed": lambda p: run(p, {"x": np.full((4, 30), np.nan, np.float32)}, target="loss", record=False),
+    "Inf in a feed": lambda p: run(p, {"x": np.full((4, 30), np.inf, np.float32)}, target="loss", record=False),
+    "a bad split": lambda p: run(p, {"x": np.ones((4, 30), np.float32)}, target="loss", record=False, split="x"),
+    "Variables changed": _variables_changed,
+    "a small budget": lambda p: run(p, {"x": np.ones((4, 30), np.float32)}, target="loss", record=False,
+                                    memory_budget="1K"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_what_the_short_way_does_not_handle_is_reported_as_before(monkeypatch, case):
+    good = lambda p: run(p, {"x": np.ones((4, 30), np.float32)}, target="loss", record=False)  # noqa: E731
+    calls = [good, good, HOSTILE[case], good]
+    (lane, general), _ = _both(monkeypatch, lambda: compile_project(_layer()), calls)
+    assert lane == general
+    if case.startswith(("NaN", "Inf")):
+        assert lane[2][0] == NumericsError.__name__
+    if case in ("a bad split", "a small budget"):
+        assert lane[2][0] in (RunError.__name__, MemoryLimitError.__name__)
+    if case == "an unknown feed":
+        assert lane[2][0] == FeedError.__name__
+
+
+@pytest.mark.parametrize("text", ["2G", "1K", "not a size", ""])
+def test_a_budget_from_the_environment_is_read_on_every_run(monkeypatch, text):
+    good = lambda p: run(p, {"x": np.ones((4, 30), np.float32)}, target="loss", record=False)  # noqa: E731
+
+    def with_env(p):
+        monkeypatch.setenv(budget.ENV_VAR, text)
+        try:
+            return good(p)
+        finally:
+            monkeypatch.delenv(budget.ENV_VAR)
+
+    (lane, general), _ = _both(monkeypatch, lambda: compile_project(_layer()), [good, good, with_env, good])
+    assert lane == general
+    if text in ("1K", "not a size"):
+        assert isinstance(lane[2], tuple)
