@@ -87,23 +87,28 @@ def test_a_page_that_needs_flattening_is_flattened(where, monkeypatch):
 @pytest.mark.parametrize("project, page", RECORDED)
 def test_the_answers_by_block_number_are_the_dicts_answers(project, page):
     program = compile_project(project, page)
+    names = sorted(set(project.page(page).nodes) | {s.node for s in program.slots} | {"nope", ""})
+    asked = [(node, port) for node in names
+             for port in sorted({s.port for s in program.slots if s.node == node} |
+                                {"output", "y", "z", "nope", None}, key=str)]
+    # by number first: once port_slots is made, _slot_index answers from it
+    steps = {node: program.step(node) for node in names}
+    slots = {key: program._slot_index(*key) for key in asked}
+    types = {key: program.port_type(*key) for key in asked if program.instance(key[0]) is None}
+    outputs = {node: program.output_ports(node) for node in names if steps[node] is not None}
+    assert program._port_slots is None and program._step_of is None
     step_of, port_slots = program.step_of, program.port_slots
     assert list(step_of) == [s.node for s in program.steps]
-    names = set(project.page(page).nodes) | {s.node for s in program.slots} | {"nope", ""}
-    for node in sorted(names):
-        assert program.step(node) is step_of.get(node)
-        step = step_of.get(node)
-        ports = {p for n, p in port_slots if n == node} | {"output", "y", "z", "nope", None}
-        if step is not None:
-            ports |= {o.name for o in step.spec.outputs}
-        for port in sorted(ports, key=str):
-            assert program._slot_index(node, port) == port_slots.get((node, port))
-            want = port_slots.get((node, port))
-            if program.instance(node) is None:
-                assert program.port_type(node, port) == (None if want is None else program.slots[want].type)
-        if step is not None and program.instance(node) is None:
-            assert program.output_ports(node) == [program.slots[o].port for o in step.outputs]
-            assert program.spec_of(node) is step.spec
+    for node in names:
+        assert steps[node] is step_of.get(node)
+        if steps[node] is not None and program.instance(node) is None:
+            assert outputs[node] == [program.slots[o].port for o in steps[node].outputs]
+            assert program.spec_of(node) is steps[node].spec
+    for key in asked:
+        want = port_slots.get(key)
+        assert slots[key] == want and program._slot_index(*key) == want
+        if key in types:
+            assert types[key] == (None if want is None else program.slots[want].type)
 
 
 def test_a_failed_variable_s_output_is_still_typed(monkeypatch):

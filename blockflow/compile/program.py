@@ -263,7 +263,10 @@ class Program:
         return None if i is None else self._step_at[i]
 
     def _slot_index(self, node: str, port) -> int | None:
-        """``port_slots.get((node, port))``, from the block numbers."""
+        """``port_slots.get((node, port))``, from the block numbers (or the dict, once someone
+        made it: one look-up where the numbers take three on a big page)."""
+        if self._port_slots is not None:
+            return self._port_slots.get((node, port))
         i = self._index.get(node)
         if i is None:
             return None
