@@ -135,3 +135,39 @@ def test_a_budget_from_the_environment_is_read_on_every_run(monkeypatch, text):
     assert lane == general
     if text in ("1K", "not a size"):
         assert isinstance(lane[2], tuple)
+
+
+@pytest.mark.parametrize("lane", [True, False])
+def test_feeds_are_checked_before_the_plan_reads_them(monkeypatch, lane):
+    """The plan reads F as it is: the feed's shape is checked by the Placeholder's own forward
+    before the run (open sizes allowed), with the message a run's failing step gave."""
+    monkeypatch.setattr(runtime, "FAST_LANE", lane)
+    open_batch = chain(("x", "Placeholder", {"shape": [-1, 30]}, None),
+                       ("W", "Variable", {"shape": [30, 9], "initializer": "glorot_uniform", "seed": 2}, None),
+                       ("mm", "MatMul", {}, {"a": "x", "b": "W:ref"}),
+                       ("loss", "Mean", {}, {"input": "mm"}))
+    open_batch.pages[0].loss = "loss"
+    for project, good, bad, expects in ((_layer(), (4, 30), (5, 30), "[4,30]"), (open_batch, (7, 30), (7, 31), "[?,30]")):
+        program = compile_project(project)
+        for _ in range(3):
+            res = run(program, {"x": np.ones(good, np.float32)}, target="loss", record=False)
+            assert np.isfinite(res.value("loss"))
+        assert "F[0]" in [p.source for p in program.cache("plans").values()][0]
+        for feed in (np.ones(bad, np.float32), np.ones(bad).tolist()):
+            with pytest.raises(FeedError) as info:
+                run(program, {"x": feed}, target="loss", record=False)
+            assert str(info.value) == (f"feed for Placeholder main/x does not fit: feed has shape {list(bad)}, "
+                                       f"the Placeholder expects {expects}")
+        with pytest.raises(FeedError, match="expected numbers for float32"):
+            run(program, {"x": np.full(good, "a")}, target="loss", record=False)
+
+
+def test_a_plan_made_without_written_out_results_takes_the_short_way_too(monkeypatch):
+    monkeypatch.setattr(runtime, "GENERATED_PACKERS", False)
+    program = compile_project(_layer())
+    x = np.ones((4, 30), np.float32)
+    first = run(program, {"x": x}, target="loss", record=False)
+    again = run(program, {"x": x}, target="loss", record=False)
+    assert again.value("loss").tobytes() == first.value("loss").tobytes()
+    with pytest.raises(NumericsError):
+        run(program, {"x": np.full((4, 30), np.nan, np.float32)}, target="loss", record=False)

@@ -257,11 +257,9 @@ class _Writer:
                 lines.append(Line(f"{outs[0]} = V[{var_index[st.index]}]", set(), set(outs), ((outs[0], RESIDENT),)))
             elif st.role == "gradients":
                 self.gradients_block(st)
-            elif st.role == "placeholder":   # the feed, converted to the Placeholder's dtype already
-                fname, kw = self._bind_forward(st)
-                args = ", ".join([f"F[{feed_index[st.index]}]"] + kw)
-                lines.append(Line(f"_n = {st.index}; {outs[0]} = {fname}({args})",
-                                  set(), set(outs), ((outs[0], RESIDENT),), st.index))
+            elif st.role == "placeholder":   # the feed, of the Placeholder's dtype and shape already
+                lines.append(Line(f"{outs[0]} = F[{feed_index[st.index]}]", set(), set(outs),
+                                  ((outs[0], RESIDENT),), st.index))
             elif st.index in self.unmade:
                 # a product only a sum reads, made there from its factors: its name holds the first
                 # factor, whose shape and dtype it has (no vjp reads its value: overwrite.product_sums)

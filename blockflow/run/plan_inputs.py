@@ -84,9 +84,9 @@ class PlanInputs:
             # The common case: a value of the Placeholder's dtype for each of this run's
             # Placeholders and nothing else (as many names as it has, all of them found).
             out = []
-            for name, dtype in self.feed_spec:
+            for name, dtype, shape in self.feed_spec:
                 value = feeds.get(name)
-                if type(value) is not np.ndarray or value.dtype is not dtype:
+                if type(value) is not np.ndarray or value.dtype is not dtype or value.shape != shape:
                     break
                 out.append(value)
             else:
@@ -115,8 +115,18 @@ class PlanInputs:
                 t = program.slot(st.outputs[0]).type
                 raise FeedError(f"Placeholder {program.full_name(st.node)} ({t}) has no feed: pass one "
                                 f"or save a feed in the project")
-            out.append(value)
+            out.append(self._fitted(st, value))
         return out
+
+    def _fitted(self, st, value) -> np.ndarray:
+        """A feed checked by its Placeholder's own forward (its shape, open sizes allowed): the
+        plan's code reads F as it is (lower.py)."""
+        try:
+            return st.spec.forward(value, **st.attrs)
+        except (AllocationError, MemoryError) as exc:
+            raise self._memory_error(st, exc, "forward") from None
+        except Exception as exc:   # what the forward raised, as a run's failing step reported it
+            raise FeedError(f"feed for Placeholder {self.program.full_name(st.node)} does not fit: {exc}") from None
 
     def _fit_feed(self, st, value, dtype) -> np.ndarray:
         """A feed as the Placeholder's dtype; a number that does not fit it is an error (1000 for

@@ -195,9 +195,9 @@ def _rerun(program: Program, plan: "_Plan", wrt, feeds, check, step, split, run_
     if len(feeds) != len(spec):
         return None
     feed_list = []
-    for name, dtype in spec:    # PlanInputs.feed_inputs' common case
+    for name, dtype, shape in spec:    # PlanInputs.feed_inputs' common case
         value = feeds.get(name)
-        if type(value) is not np.ndarray or value.dtype is not dtype:
+        if type(value) is not np.ndarray or value.dtype is not dtype or value.shape != shape:
             return None
         feed_list.append(value)
     guard = plan.take_guard(budget, source, 0, feed_list)
@@ -215,7 +215,7 @@ def _rerun(program: Program, plan: "_Plan", wrt, feeds, check, step, split, run_
         try:
             out = plan.fn(var_list, feed_list, None, data, guard, [])
             result = plan.pack(out)
-            if check and not plan.finite(out):
+            if check and (plan.finite is None or not plan.finite(out)):
                 plan.check(result, out, None, feeds, None, wrt, step, split, run_seed)
         finally:
             _ERRSTATE.reset(errors)
@@ -392,8 +392,10 @@ class _Plan(PlanInputs, PlanFailures):
         self.feed_steps = [st for st in fwd if st.role == "placeholder"]
         self.feed_dtypes = [slots[st.outputs[0]].type.dtype for st in self.feed_steps]
         self.saved_feeds: dict = {}
-        #: (Placeholder id, dtype) in F's order, for feed_inputs' common case
-        self.feed_spec = tuple((st.node, dtype) for st, dtype in zip(self.feed_steps, self.feed_dtypes))
+        #: (Placeholder id, dtype, shape) in F's order, for feed_inputs' common case; the shape is
+        #: None where the Placeholder leaves a size open (its feeds take the general check)
+        self.feed_spec = tuple((st.node, dtype, _fixed(slots[st.outputs[0]].type.shape))
+                               for st, dtype in zip(self.feed_steps, self.feed_dtypes))
         #: (VariableValues.version, the Variables' values in V's order) of the last run
         self.last_variables = None
         #: the last run's DataRequest, used again while the step, split and seed stay
@@ -558,6 +560,11 @@ class _Plan(PlanInputs, PlanFailures):
             if not _finite(g):
                 raise NumericsError(f"{program.full_name(key[0])}", key[1], _what(g) + " (summed over its wires)",
                                     "backward")
+
+
+def _fixed(shape: tuple):
+    """``shape`` when every size is known, else None."""
+    return None if None in shape else shape
 
 
 def _step_sources(st: Step):
