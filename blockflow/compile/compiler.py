@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from blockflow.compile.flatten import COMPOSITE_INPUT, COMPOSITE_OUTPUT, Hierarchy, flatten
+from blockflow.compile.flatten import COMPOSITE_INPUT, COMPOSITE_OUTPUT, Hierarchy, flatten, ref_inside
+from blockflow.composite import composite_name
 from blockflow.compile.infer import Inference, read_only
 from blockflow.compile.wires import Wires
-from blockflow.compile.ordering import Dependencies
+from blockflow.compile.ordering import Dependencies, insert_child
 from blockflow.compile.program import Diagnostic, Program
 from blockflow.datafiles import DataFiles
 from blockflow.project import Edge, Page, Project, split_port
@@ -58,8 +59,11 @@ def compile_page(page: Page, registry: Registry | None = None, files: DataFiles 
     gc.disable()
     try:
         registry = registry or default_registry()
-        flat, hierarchy = flatten(page, composites, registry)
-        program = _Compiler(flat, registry, files, hierarchy).run()
+        try:   # most pages have no instance to flatten: _check_blocks finds out as it reads them
+            program = _Compiler(page, registry, files, unflattened=True).run()
+        except _NotFlat:
+            flat, hierarchy = flatten(page, composites, registry)
+            program = _Compiler(flat, registry, files, hierarchy).run()
         _promote_if_big()
         return program
     finally:
@@ -91,11 +95,19 @@ def _promote_if_big() -> None:
     gc.unfreeze()
 
 
+class _NotFlat(Exception):
+    """The page has an instance or a parameter reference: it must be flattened first."""
+
+
 class _Compiler:
     """One compile of one page: collects the diagnostics and the nodes that failed."""
 
     def __init__(self, page: Page, registry: Registry, files: DataFiles | None = None,
-                 hierarchy: Hierarchy | None = None):
+                 hierarchy: Hierarchy | None = None, unflattened: bool = False):
+        """``unflattened``: ``page`` was not given to flatten.py, which returns a page with no
+        instance and no parameter or dimension reference as it is; _check_blocks raises _NotFlat
+        on the first node that is one or has one (one pass over a big page's nodes, not two)."""
+        self.unflattened = unflattened
         self.page = page
         self.registry = registry
         self.files = files
@@ -118,27 +130,32 @@ class _Compiler:
         for p in self.hierarchy.problems:
             self.error(p.node, p.port, p.message)
         specs, attrs = self._check_blocks()
-        fed, succ = self._check_wires(specs)
+        fed, succ, indegree = self._check_wires(specs)
         binders = self._binders()
-        deps = self._dependencies(succ, binders, specs, attrs)
-        typed = Inference(self.page, self.files, self, self.ids, specs, attrs, fed, binders, self.deferred)
+        deps = self._dependencies(succ, indegree, binders, specs, attrs)
+        typed = Inference(self.page, self.files, self, self.ids, specs, attrs, fed, binders, self.deferred,
+                          self.numbers)
         typed.infer_all(self._order(deps))
         edge_types = typed.edge_types()   # before the loss check, which may fail a node that compiled
         self._check_saved_feeds(specs)
-        self._check_loss(typed.port_slots)
+        self._check_loss(typed.port_slot)
         self.diags.sort(key=lambda d: (d.severity != "error", d.node or "", d.port or ""))
         program = Program(self.page, typed.steps, typed.slots, self.diags, deps.graph, edge_types,
-                          typed.port_slots, typed.variable_values, typed.feeds, typed.slot_values,
-                          typed.step_by_node, typed.variable_steps)
+                          (self.index, typed.step_at, typed.outs_at), typed.variable_values, typed.feeds,
+                          typed.slot_values, typed.variable_steps)
         program.files = self.files
         program.stored_variables = frozenset(typed.stored)
         program.hierarchy = self.hierarchy
         return program
 
-    def _dependencies(self, succ, binders, specs, attrs) -> Dependencies:
-        """The schedule's arcs: the wires' (``succ``, by block number) then the dimension arcs."""
+    def _dependencies(self, succ, indegree, binders, specs, attrs) -> Dependencies:
+        """The schedule's arcs: the wires' (``succ``, by block number, each list sorted as the
+        schedule visits children, with ``indegree``) then the dimension arcs."""
         index, ids = self.index, self.ids
         dims = self._dimension_arcs(binders)
+        if not dims:
+            return Dependencies.sorted_successors(ids, succ, indegree)
+        succ = [[vs] if type(vs) is int else vs for vs in succ]   # lists, as _sort takes them
         if all(u in index and v in index for u, v in dims):
             for u, v in dims:
                 u = index[u]
@@ -161,12 +178,12 @@ class _Compiler:
     def _binders(self) -> dict[str, str]:
         """The port blocks that bind (Inputs) or check (Outputs, typed after them) an instance's
         named dimensions: {flat id: instance}. A definition compiled on its own binds its own
-        (instance "")."""
+        (instance "": the page's port blocks _check_blocks met)."""
         h = self.hierarchy
         out = {flat: path for path, inst in h.instances.items()
                for flat in (*inst.inputs.values(), *inst.outputs.values())}
-        for nid, node in self.page.nodes.items():
-            if "/" not in nid and node.block in (COMPOSITE_INPUT, COMPOSITE_OUTPUT):
+        for nid in self.port_blocks:
+            if "/" not in nid:
                 out[nid] = ""
         return out
 
@@ -185,20 +202,19 @@ class _Compiler:
     def _check_blocks(self) -> tuple[list, list]:
         """Each node's block spec and checked attrs, by block number (page order; None for
         nodes of unknown blocks, and attrs None for those whose attrs wait for dimensions).
-
-        From here on the compile keeps what it knows of a block in lists indexed by its number
-        (``self.ids``, ``self.index``): a 100k-block page's dicts keyed by id are far larger than
-        the cache, and each look-up in one cost 4-5x one in a small table."""
+        From here on the compile keeps what it knows of a block in lists by its number
+        (``self.ids``, ``self.index``): a 100k-block page's dicts keyed by id are out of the cache."""
         ids = self.ids = list(self.page.nodes)
         self.nodes = list(self.page.nodes.values())
-        self.index = {nid: i for i, nid in enumerate(ids)}
-        specs: list = [None] * len(ids)
-        attrs: list = [None] * len(ids)
+        # the ints 0..n-1 made once, shared by block, wire, slot and step numbers (32 bytes each)
+        self.numbers = numbers = list(range(len(ids)))
+        self.index = dict(zip(ids, numbers))
+        specs, attrs = [None] * len(ids), [None] * len(ids)
         self.inline: set[int] = set()    # the blocks given inline inputs
+        self.port_blocks: list[str] = []   # a composite's Input and Output blocks
         unexpanded, waiting = self.hierarchy.unexpanded, self.hierarchy.dim_nodes
-        # The blocks of every instance of a composite share their node's attrs dict (flatten.py),
-        # and most blocks drawn on a big page have attrs equal to many others' (a Tanh has none):
-        # checked once, and one checked dict for all of them, which infer.py's look-up keys on.
+        # Blocks of equal attrs (every instance's, flatten.py; most drawn blocks: a Tanh has none)
+        # are checked once and share one checked dict, which infer.py's look-up keys on.
         checked: dict = {}
         known: dict = {}     # block name -> spec (the registry asked once a name)
         for i, node in enumerate(self.page.nodes.values()):
@@ -208,13 +224,16 @@ class _Compiler:
             if unexpanded and nid in unexpanded:     # an instance that could not be flattened: reported
                 self.failed.add(nid)
                 continue
-            spec = known.get(node.block, known)
+            block = node.block
+            spec = known.get(block, known)
             if spec is known:
-                spec = known[node.block] = self.registry.get(node.block)
+                if self.unflattened and composite_name(block):
+                    raise _NotFlat
+                spec = known[block] = self.registry.get(block)
+            if block in _PORT_BLOCKS:    # read here, not in a pass of its own over the nodes
+                self.port_blocks.append(nid)
             if spec is None:
-                alias = self.registry.resolve_alias(node.block)
-                hint = f" (did you mean '{alias}'?)" if alias else ""
-                self.error(nid, None, f"unknown block '{node.block}'{hint}; it is kept as a placeholder")
+                self._unknown_block(nid, node)
                 continue
             specs[i] = spec
             if waiting and nid in waiting:
@@ -222,7 +241,7 @@ class _Compiler:
                 continue
             if node.attrs:
                 key = attrs_key(node.attrs)
-                key = id(node.attrs) if key is None else (node.block, key)
+                key = self._own_key(node.attrs) if key is None else (block, key)
             else:
                 key = node.block     # no attrs (most blocks): the block name says it all
             hit = checked.get(key)
@@ -241,6 +260,20 @@ class _Compiler:
                 self._check_inline(nid, node, spec)
         return specs, attrs
 
+    def _unknown_block(self, nid, node) -> None:
+        if self.unflattened and node.attrs and any(map(ref_inside, node.attrs.values())):
+            raise _NotFlat
+        alias = self.registry.resolve_alias(node.block)
+        hint = f" (did you mean '{alias}'?)" if alias else ""
+        self.error(nid, None, f"unknown block '{node.block}'{hint}; it is kept as a placeholder")
+
+    def _own_key(self, attrs: dict) -> int:
+        """The checked-attrs key of attrs that are not all plain values (checked on their own);
+        they may hold a reference, which a plain key never does."""
+        if self.unflattened and any(map(ref_inside, attrs.values())):
+            raise _NotFlat
+        return id(attrs)
+
     def _check_inline(self, nid, node, spec) -> None:
         """Each inline value must be for an input the block has."""
         for port in node.inputs:
@@ -249,13 +282,21 @@ class _Compiler:
             if decl is None or (idx is not None) != decl.variadic:
                 self.error(nid, port, f"{spec.name} has no input '{port}' for the inline value")
 
-    def _check_wires(self, specs) -> tuple[Wires, list]:
-        """The good wires (both ends exist, one wire per input), and per block number the
-        numbers of the blocks its good wires go to, in page order (None for none)."""
+    def _check_wires(self, specs) -> tuple[Wires, list, list]:
+        """The good wires (both ends exist, one wire per input); per block number the numbers
+        of the blocks its good wires go to, each once, in the order the schedule visits them
+        (by id; None for none); and per block number how many blocks' wires go into it.
+
+        The children are put in order here, as each wire is met: its destination's id is at
+        hand, and so are its siblings' (near it in page order), where a pass of its own
+        afterwards would read every id again from memory no cache holds on a big page."""
         page, index, nodes, inline = self.page, self.index, self.nodes, self.inline
         fed = Wires(index, len(self.ids))
-        into, good, add_good, add_type = fed.into, fed.good, fed.good.append, fed.type.append
-        succ: list = [None] * len(self.ids)
+        into, good, add_good, add_type, add_src = fed.into, fed.good, fed.good.append, fed.type.append, fed.src.append
+        ids, numbers = self.ids, self.numbers
+        n = len(numbers)
+        succ: list = [None] * len(ids)
+        indegree = [0] * len(ids)
         for e in page.edges:
             si, di, dst_port = index.get(e.src), index.get(e.dst), e.dst_port
             src = specs[si] if si is not None else None
@@ -277,17 +318,30 @@ class _Compiler:
                     continue
             if di in inline and dst_port in nodes[di].inputs:
                 self.warn(e.dst, dst_port, "input is wired, so its inline value is ignored")
+            g = len(good)
+            if g < n:
+                g = numbers[g]
             if wired is None:     # Wires.add, written out: this loop runs once a wire
-                into[di] = [len(good)]
+                into[di] = [g]
             else:
-                wired.append(len(good))
+                wired.append(g)
             add_good(e)
+            add_src(si)
             add_type(None)
-            if succ[si] is None:
-                succ[si] = [di]
-            else:
-                succ[si].append(di)
-        return fed, succ
+            kids = succ[si]
+            if kids is None:       # one child: its number, no list (most blocks have one or two)
+                succ[si] = di
+                indegree[di] += 1
+            elif type(kids) is int:
+                if kids != di:
+                    succ[si] = [kids, di] if e.dst > ids[kids] else [di, kids]
+                    indegree[di] += 1
+            elif e.dst > ids[kids[-1]]:     # the common case: after its siblings
+                kids.append(di)
+                indegree[di] += 1
+            elif insert_child(kids, di, ids):
+                indegree[di] += 1
+        return fed, succ, indegree
 
     def _check_end(self, e: Edge, nid: str, port: str, outgoing: bool, specs) -> bool:
         """Whether one end of wire ``e`` names a node on the page and a port of the right kind."""
@@ -358,16 +412,17 @@ class _Compiler:
             if spec is not None and spec.role != "placeholder":
                 self.warn(nid, None, f"has a saved feed but is a {spec.name}, not a Placeholder")
 
-    def _check_loss(self, port_slots) -> None:
+    def _check_loss(self, port_slot) -> None:
         page = self.page
         if page.loss:
             lnode, lport = page.loss_target()
             if lnode not in page.nodes:
                 self.error(None, None, f"the page's loss names a node '{lnode}' that is not on the page")
-            elif lnode not in self.failed and lport and (lnode, lport) not in port_slots:
+            elif lnode not in self.failed and lport and port_slot(lnode, lport) is None:
                 self.error(lnode, lport, f"the page's loss names an output '{lport}' that does not exist")
 
 
+_PORT_BLOCKS = frozenset({COMPOSITE_INPUT, COMPOSITE_OUTPUT})
 _ATOMS = frozenset({str, int, bool, type(None)})
 
 

@@ -131,7 +131,7 @@ class _Diagram:
                 self.nodes.append((nid, node, name, False, _NO_SEED))
                 is_instance.add(nid)
                 continue
-            refs = any(_ref_inside(v) for v in node.attrs.values())
+            refs = any(ref_inside(v) for v in node.attrs.values())
             spec = registry.get(node.block)
             seeded = spec is not None and "seed" in spec.attr_map
             if spec is not None and spec.role == "variable":
@@ -308,7 +308,7 @@ class _Flattener:
                     ok = False
                     continue
                 given = p.default
-            if _ref_inside(given):
+            if ref_inside(given):
                 given = substitute(given, lambda kind, n: lookup(kind, n, flat))
             if _has_dim(given):
                 values[p.name] = given   # checked once the dimension is known
@@ -445,10 +445,11 @@ def _states_by_path(state: dict) -> dict:
     return out
 
 
-def _ref_inside(value) -> bool:
+def ref_inside(value) -> bool:
+    """Whether an attr value is or holds a parameter or dimension reference."""
     if type(value) is dict:
         return len(value) == 1 and next(iter(value)) in (PARAM_REF, DIM_REF)
-    return isinstance(value, (list, tuple)) and any(_ref_inside(x) for x in value)
+    return isinstance(value, (list, tuple)) and any(ref_inside(x) for x in value)
 
 
 def flatten(page: Page, composites: dict, registry) -> tuple[Page, Hierarchy]:
@@ -528,7 +529,7 @@ def _plain_page(page: Page) -> bool:
         block = n.block
         if type(block) is str and block.startswith(PREFIX) and composite_name(block):
             return False
-        if n.attrs and any(_ref_inside(v) for v in n.attrs.values()):
+        if n.attrs and any(ref_inside(v) for v in n.attrs.values()):
             return False
     return True
 

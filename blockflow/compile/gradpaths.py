@@ -73,10 +73,10 @@ class GradientPaths:
         m_index, m_j, m_src, m_edge, m_strict, m_cut = sweep.met
         src_live = list(map(live.__getitem__, m_src))
         needed = list(map(bool, map(and_, m_strict, src_live)))
-        #: (step index, flat input index) -> True when a cotangent must be computed for it
-        self.needs = dict(zip(zip(m_index, m_j), needed))
+        self._needs = (m_index, m_j, needed)
         self.slots = frozenset(compress(range(len(strict)), map(and_, strict, live)))
-        self.flows = frozenset(compress(m_edge, needed)) - _NO_EDGE
+        # (an Edge is truthy: filter drops only the Nones, without a second set made by a "-")
+        self.flows = frozenset(filter(None, compress(m_edge, needed)))
         #: why each cut wire is cut: {edge: ((node, reason), ...)}
         self.cut_reasons = cut_reasons = {m_edge[k]: tuple(sorted(m_cut[k]))
                                           for k in compress(range(len(m_strict)), map(not_, m_strict))
@@ -86,11 +86,24 @@ class GradientPaths:
         met.update(cut_reasons)
         met.update(compress(m_edge, map(and_, m_strict, map(not_, src_live))))   # strict, not wanted
         met.discard(None)
-        self.unreached = frozenset(set(program.edge_types).difference(met))
+        self.unreached = frozenset(program.edge_types).difference(met)   # from the table's hashes
         sources = [s for s in program.steps if s.spec.role in ("variable", "placeholder")]
         self.sources = tuple(s.node for s in sources if strict[s.outputs[0]])
         self.cut_sources = {s.node: tuple(sorted({n for n, _ in cutters[s.outputs[0]]})) for s in sources
                             if not strict[s.outputs[0]] and cutters[s.outputs[0]] is not None}
+
+    @property
+    def needs(self) -> dict:
+        """(step index, flat input index) -> True when a cotangent must be computed for it, for
+        each wired input the sweep met, in the order it met them. Made when first asked (a
+        run's plan asks; the editor's view of the paths does not): a tuple key and an entry
+        for each input the gradient reaches."""
+        found = self.__dict__.get("_needs_dict")
+        if found is None:
+            m_index, m_j, needed = self._needs
+            found = self._needs_dict = dict(zip(zip(m_index, m_j), needed))
+            self._needs = None
+        return found
 
     def reason(self, edge: Edge) -> str:
         """Why gradient does or does not flow along ``edge``, in words."""
@@ -104,7 +117,6 @@ class GradientPaths:
 
 
 _NONE = frozenset()
-_NO_EDGE = frozenset({None})   # an input fed no wire (an inline value, a state slot)
 
 
 def _union(a: frozenset, b: frozenset) -> frozenset:

@@ -12,14 +12,15 @@ from blockflow.compile.program import Slot, Step, make_slot, make_step
 from blockflow.datafiles import DataFileError
 from blockflow.compile.dimensions import Dimensions
 from blockflow.compile.dtypes import check_dtypes
-from blockflow.compile.inferred import check_infer_result
+from blockflow.compile.inferred import check_infer_result, declared_shape_mismatch, memo_key
 from blockflow.compile.inferred import too_big as check_too_big
 from blockflow.compile.wires import Wires
 from blockflow.project import Edge, split_port
-from blockflow.spec import ShapeError, TensorType, shape_text
+from blockflow.spec import ShapeError, TensorType
 from blockflow.variables import VariableValues
 
 __all__ = ["Inference", "read_only"]
+
 
 def read_only(a):
     """A view of a project's array that a run cannot write through (results share memory)."""
@@ -61,17 +62,18 @@ class _Plain:
 class Inference:
     """The tables a compile builds while typing nodes in order (slots, steps, ...)."""
 
-    def __init__(self, page, files, report, ids, specs, attrs, fed: Wires, binders=None, deferred=None):
+    def __init__(self, page, files, report, ids, specs, attrs, fed: Wires, binders=None, deferred=None,
+                 numbers=()):
         """``report``: what records problems (``error(node, port, message)``, ``warn``, and the
         ``failed`` set of nodes); ``ids``: the page's node ids by block number (page order);
         ``specs``/``attrs``: by block number, each block's spec and checked attrs (None for an
-        unknown block); ``fed``: the good wires; ``binders``:
+        unknown block); ``fed``: the good wires; ``numbers``: the ints 0..n-1 (shared); ``binders``:
         the composites' Input blocks, {flat id: instance}, whose types bind the instance's named
         dimensions; ``deferred``: nodes whose raw attrs use those dimensions (checked here)."""
         self.page, self.files, self.report = page, files, report
         self.dims = Dimensions(binders or {}, report, page)
         self.deferred = deferred or {}
-        self.ids, self.nodes = ids, list(page.nodes.values())
+        self.ids, self.nodes, self.numbers = ids, list(page.nodes.values()), numbers
         self.specs, self.attrs, self.fed = specs, attrs, fed
         #: (spec, id of its attrs dict, input types) -> output types: the blocks of every instance
         #: of a composite share one attrs dict (compiler._check_blocks), so an instance typed
@@ -84,9 +86,13 @@ class Inference:
         self._typed_by_id: dict = {}
         self._keep_alive: list = []     # the types those ids are of, so that no id is reused
         self.slots: list[Slot] = []
-        self.port_slots: dict[tuple[str, str], int] = {}
+        # What a block gave, by block number: the output slots it numbered (what the Program's
+        # port_slots, {(node, port): slot}, is made of when first asked) and its step (step_of).
+        # A 100k-block page's dicts keyed by id are out of every cache, where a block's wires come
+        # from blocks near it in page order, whose entries in these lists are in the cache.
+        self.outs_at: list = [None] * len(ids)
+        self.step_at: list = [None] * len(ids)
         self.steps: list[Step] = []
-        self.step_by_node: dict[str, Step] = {}
         self.variable_steps: list[Step] = []
         self.slot_values: dict[tuple[str, str], np.ndarray] = {}
         self.updaters: dict[tuple, str] = {}
@@ -99,23 +105,27 @@ class Inference:
         """Type every block, in ``order`` (block numbers). While no block failed, a plain block
         goes straight to the plain path (infer_node's first checks would pass it there)."""
         ids, specs, attrs, plans, failed = self.ids, self.specs, self.attrs, self._plans, self.report.failed
-        deferred, plain = self.deferred, self._infer_plain
+        deferred, plain, into = self.deferred, self._infer_plain, self.fed.into
+        into.extend([None] * (len(ids) - len(into)))    # blocks the schedule's arcs added
         for i in order:
             plan = plans.get(specs[i])
             if (plan is None or failed or deferred and ids[i] in deferred
                     or not plain(i, ids[i], specs[i], plan, attrs[i])):
                 self.infer_node(i)
+            # Only a block's own typing reads its wire list: freed, its memory takes the next
+            # blocks' Slots and Steps, in the cache, not new memory the system must map in
+            into[i] = None
 
     def edge_types(self) -> dict[Edge, TensorType]:
         """The type each good wire carries, for wires into nodes that compiled."""
         types = {}
-        failed, slots, port_slots = self.report.failed, self.slots, self.port_slots
-        good, known = self.fed.good, self.fed.type
+        failed, slots, port_slot = self.report.failed, self.slots, self._port_slot
+        good, known, src = self.fed.good, self.fed.type, self.fed.src
         if not failed and all(known):    # a page that compiled, every block typed plainly (a type is truthy)
             return dict(zip(good, known))
-        for e, t in zip(good, known):
+        for e, t, si in zip(good, known, src):
             if t is None:
-                idx = port_slots.get((e.src, e.src_port))
+                idx = port_slot(si, e.src_port)
                 t = None if idx is None else slots[idx].type
             if t is not None and (not failed or e.dst not in failed):
                 types[e] = t
@@ -153,11 +163,11 @@ class Inference:
         if outs is None:
             return
         if spec.role == "variable":
-            mismatch = _declared_shape_mismatch(node, spec, attrs, outs[0])
+            mismatch = declared_shape_mismatch(node, spec, attrs, outs[0])
             if mismatch:
                 report.error(nid, None, mismatch)
                 return
-        out_slots, out_struct, out_decl = self._add_outputs(nid, spec, outs)
+        out_slots, out_struct, out_decl = self._add_outputs(i, nid, spec, outs)
         if spec.role in ("variable", "placeholder") and not self._keep_value(nid, node, spec, outs, attrs):
             return
         outputs = tuple(out_slots)
@@ -168,7 +178,7 @@ class Inference:
         step = make_step(len(self.steps), nid, spec, attrs, tuple(got.inputs), static,
                     outputs, tuple(got.in_edges), struct, self._shared(out_decl), tuple(got.refs))
         self.steps.append(step)
-        self.step_by_node[nid] = step
+        self.step_at[i] = step
         if spec.role == "variable":
             self.variable_steps.append(step)
         if nid in self.dims.binders:
@@ -192,15 +202,11 @@ class Inference:
                       self._shared(range(n_out)), spec.role == "placeholder")
 
     def _infer_plain(self, i, nid, spec, plan, attrs) -> bool:
-        """Type a block whose every input is wired from a typed output (most blocks of a big
-        page) with what the general path would give, in fewer steps; False, with nothing done,
-        when it is not such a block (an inline or missing input, a wire from a port its source
-        lacks: the general path reports it).
-
+        """Type a block whose every input is wired from a typed output (most blocks of a big page)
+        as the general path would; False, with nothing done, for any other (it reports why).
         A block whose spec, attrs dict and input type objects are those of one typed before is
-        typed by one look-up: that block's dtypes passed their check and its infer gave these
-        outputs (the general path's look-ups, by content, would say the same)."""
-        port_slots, slots, good, wire_type = self.port_slots, self.slots, self.fed.good, self.fed.type
+        typed by one look-up: that block's dtypes passed their check and its infer gave these."""
+        slots, good, wire_type, src, outs_at = self.slots, self.fed.good, self.fed.type, self.fed.src, self.outs_at
         wired = self.fed.into[i] or ()
         if len(wired) != len(plan.inputs):
             return False     # an input is not wired (each wire goes to a declared input, one each)
@@ -212,10 +218,17 @@ class Inference:
                     break
             else:
                 return False
-            idx = port_slots.get((e.src, e.src_port))
-            if idx is None:
+            outs = outs_at[src[g]]    # the source's output slots: near block i in page order
+            if outs is None:
                 return False
-            t = slots[idx].type
+            port = e.src_port
+            for idx in outs:
+                s = slots[idx]
+                if s.port == port:
+                    break
+            else:
+                return False
+            t = s.type
             wire_type[g] = t     # what the wire carries, whatever types the block
             inputs.append(idx)
             args.append(t)
@@ -224,32 +237,61 @@ class Inference:
         ids = tuple(ids)
         outs = self._typed_by_id.get(ids)
         if outs is None:
-            got = _Inputs()
-            got.args, got.inputs, got.static, got.in_edges = args, inputs, list(plan.static), in_edges
-            if not self._dtypes_fit(nid, spec, got):
-                return True
-            outs = self._call_infer(nid, spec, args, attrs)
+            outs = self._plain_miss(nid, spec, plan, attrs, ids, args, inputs, in_edges)
             if outs is None:
-                return True
-            if all(t.value is None for t in args):   # a known value is looked up by content never
-                self._typed_by_id[ids] = outs
-                self._keep_alive.append(args)
+                return True      # reported
         outputs = []
+        numbers = self.numbers
         for name, t in zip(plan.outputs, outs):
             idx = len(slots)
+            if idx < len(numbers):
+                idx = numbers[idx]     # an int made once, not one more object (see compiler)
             slots.append(make_slot(idx, nid, name, t))
-            port_slots[(nid, name)] = idx
             outputs.append(idx)
-        if plan.placeholder and nid in self.page.feeds:
+        # (an empty table is asked nothing: hashing nid reads its string, out of the cache)
+        if plan.placeholder and self.page.feeds and nid in self.page.feeds:
             self.feeds[nid] = read_only(np.asarray(self.page.feeds[nid]))
-        outputs = tuple(outputs)
-        step = make_step(len(self.steps), nid, spec, attrs, tuple(inputs), plan.static, outputs,
-                    tuple(in_edges), outputs, plan.out_decl, ())
+        outs_at[i] = outputs = tuple(outputs)
+        k = len(self.steps)
+        step = make_step(numbers[k] if k < len(numbers) else k, nid, spec, attrs, tuple(inputs), plan.static,
+                         outputs, tuple(in_edges), outputs, plan.out_decl, ())
         self.steps.append(step)
-        self.step_by_node[nid] = step
-        if nid in self.dims.binders:   # a composite's Input or Output: its named dimensions
+        self.step_at[i] = step
+        binders = self.dims.binders
+        if binders and nid in binders:   # a composite's Input or Output: its named dimensions
             self.dims.bind(nid, attrs, outs[0])
         return True
+
+    def _plain_miss(self, nid, spec, plan, attrs, ids, args, inputs, in_edges):
+        """The output types of a plain block no look-up knew: its dtypes checked and its infer
+        called, as the general path does (None when either refused: reported)."""
+        got = _Inputs()
+        got.args, got.inputs, got.static, got.in_edges = args, inputs, list(plan.static), in_edges
+        if not self._dtypes_fit(nid, spec, got):
+            return None
+        outs = self._call_infer(nid, spec, args, attrs)
+        if outs is not None and all(t.value is None for t in args):   # a known value: by content only
+            self._typed_by_id[ids] = outs
+            self._keep_alive.append(args)
+        return outs
+
+    def _port_slot(self, i: int, port: str):
+        """The slot of block number ``i``'s output ``port``, or None (not typed, or no such port)."""
+        slots = self.slots
+        for idx in self.outs_at[i] or ():
+            if slots[idx].port == port:
+                return idx
+        return None
+
+    def port_slot(self, nid: str, port: str):
+        """The slot of ``nid``'s output ``port``, or None."""
+        i = self.fed.index.get(nid)
+        return None if i is None else self._port_slot(i, port)
+
+    def _step_of(self, nid: str):
+        """The step of ``nid``, or None when it has none (yet)."""
+        i = self.fed.index.get(nid)
+        return None if i is None else self.step_at[i]
 
     def _shared(self, items) -> tuple:
         """One tuple object for equal tuples of small hashable things (Nones, indices)."""
@@ -321,7 +363,7 @@ class Inference:
         input (None when it is not a Variable: reported)."""
         first = spec.refs[0]
         e = self.fed.get((nid, first))
-        src = self.step_by_node.get(e.src) if e is not None else None
+        src = self._step_of(e.src) if e is not None else None
         if src is None or src.role != "variable":
             self.report.error(nid, first, f"input '{first}' must be wired straight from a Variable: it is "
                                           f"the state {spec.name} updates")
@@ -388,12 +430,13 @@ class Inference:
 
     def _input_slot(self, nid, node, decl, port):
         """(slot index or None, TensorType or None) for one input port; None when it cannot be fed."""
-        slots, port_slots = self.slots, self.port_slots
+        slots = self.slots
         e = self.fed.get((nid, port))
         if e is not None:
-            idx = port_slots.get((e.src, e.src_port))
+            si = self.fed.index[e.src]
+            idx = self._port_slot(si, e.src_port)
             if idx is None:
-                n = sum(1 for (node_id, _) in port_slots if node_id == e.src)
+                n = len(self.outs_at[si] or ())
                 self.report.error(nid, port, f"wire {e} starts at '{e.src_port}', which {e.src} does not have "
                                              f"(it has {n} output{'s' if n != 1 else ''})")
                 return None
@@ -417,15 +460,18 @@ class Inference:
         error, slots = self.report.error, self.slots
         e = self.fed.get((nid, decl.name))
         if e is not None:
-            src = self.step_by_node.get(e.src)
+            src = self._step_of(e.src)
             if src is None or src.role != "variable":
                 error(nid, decl.name, f"input '{decl.name}' must be wired straight from a Variable")
                 return None
-            return self.port_slots[(e.src, e.src_port)], ("value", e.src)
+            idx = self._port_slot(self.fed.index[e.src], e.src_port)
+            if idx is None:
+                raise KeyError((e.src, e.src_port))   # as the dict look-up it replaced did
+            return idx, ("value", e.src)
         if decl.slot is None:
             error(nid, decl.name, f"input '{decl.name}' must be wired from a Variable")
             return None
-        var_type = slots[self.step_by_node[var_node].outputs[0]].type
+        var_type = slots[self._step_of(var_node).outputs[0]].type
         shape = var_type.shape if decl.slot == "like" else ()
         key = f"{nid}.{decl.name}"
         value = self._first_state(nid, node, spec, decl, var_node, key, TensorType(shape, var_type.dtype))
@@ -459,7 +505,7 @@ class Inference:
         """The compile-time value of an input (inline, a wired Const, or its default), or None."""
         e = self.fed.get((nid, name))
         if e is not None:
-            idx = self.port_slots.get((e.src, e.src_port))
+            idx = self._port_slot(self.fed.index[e.src], e.src_port)
             return None if idx is None else self.slots[idx].type.value
         if name in node.inputs:
             return node.inputs[name]
@@ -480,7 +526,7 @@ class Inference:
 
     def _call_infer(self, nid, spec, args, attrs):
         """The block's output types, checked (None when its infer refused or misbehaved: reported)."""
-        key = _memo_key(spec, attrs, args)
+        key = memo_key(spec, attrs, args)
         if key is not None:
             outs = self._typed.get(key)
             if outs is not None:
@@ -514,22 +560,24 @@ class Inference:
             return None
         return outs
 
-    def _add_outputs(self, nid, spec, outs):
+    def _add_outputs(self, i, nid, spec, outs):
         """Number the output slots: (flat slots, per declared output a slot or a tuple of them,
         per flat slot its declared output)."""
         slots = self.slots
         out_slots, out_struct, out_decl = [], [], []
         for k, (decl, t) in enumerate(zip(spec.outputs, outs)):
             group = []
-            for i, tt in enumerate(t if decl.variadic else (t,)):
-                port = decl.port(i) if decl.variadic else decl.name
+            for j, tt in enumerate(t if decl.variadic else (t,)):
+                port = decl.port(j) if decl.variadic else decl.name
                 idx = len(slots)
                 slots.append(make_slot(idx, nid, port, tt))
-                self.port_slots[(nid, port)] = idx
                 out_slots.append(idx)
                 out_decl.append(k)
                 group.append(idx)
             out_struct.append(tuple(group) if decl.variadic else group[0])
+        # numbered even when the block then fails (a Variable's stored value of the wrong type):
+        # its ports stay typed, as they were in the port_slots dict this replaced
+        self.outs_at[i] = tuple(out_slots)
         return out_slots, out_struct, out_decl
 
     def _keep_value(self, nid, node, spec, outs, attrs) -> bool:
@@ -550,35 +598,3 @@ class Inference:
             self.feeds[nid] = read_only(np.asarray(self.page.feeds[nid]))
         return True
 
-
-def _memo_key(spec, attrs, args):
-    """What a block's inferred types depend on, when it can be a dict key: the spec, its attrs
-    dict (by identity: the dicts are alive and unchanged while the compile runs) and the input
-    types without known values. None when an input is a static value, a constant or its infer
-    reads files."""
-    if spec.infer_context:
-        return None
-    parts = []
-    for a in args:
-        if a is None:
-            parts.append(None)
-        elif type(a) is TensorType:
-            if a.value is not None:
-                return None
-            parts.append((a.shape, a.dtype))
-        elif type(a) is list and all(type(t) is TensorType and t.value is None for t in a):
-            parts.append(tuple((t.shape, t.dtype) for t in a))
-        else:
-            return None
-    return spec, id(attrs), tuple(parts)
-
-
-def _declared_shape_mismatch(node, spec, attrs, out) -> str | None:
-    """A Variable whose ``shape`` attr is given must have that shape, whatever its initial
-    value says (its initializer would otherwise decide the shape silently)."""
-    if "shape" not in node.attrs or "shape" not in spec.attr_map:
-        return None
-    declared = attrs["shape"]
-    if len(declared) == len(out.shape) and all(d is None or d == n for d, n in zip(declared, out.shape)):
-        return None
-    return f"its initial value is {out} but its shape attr says {shape_text(declared)}"

@@ -1,10 +1,11 @@
 """Checks of what a block's ``infer`` returned (infer.py calls them): the right number and kind of
-types, and no output bigger than one tensor may be."""
+types, no output bigger than one tensor may be, a Variable's declared shape; and what those
+types depend on (``memo_key``)."""
 from __future__ import annotations
 
-from blockflow.spec import MAX_TENSOR_BYTES, TensorType
+from blockflow.spec import MAX_TENSOR_BYTES, TensorType, shape_text
 
-__all__ = ["check_infer_result", "too_big"]
+__all__ = ["check_infer_result", "declared_shape_mismatch", "memo_key", "too_big"]
 
 
 def check_infer_result(spec, outs, attrs, args) -> str | None:
@@ -51,3 +52,36 @@ def _gib(nbytes: int) -> str:
     if gib < 10 ** 18:
         return f"{nbytes / 1024 ** 3:,.1f} GiB"
     return f"about 10^{len(str(gib)) - 1} GiB"
+
+
+def memo_key(spec, attrs, args):
+    """What a block's inferred types depend on, when it can be a dict key: the spec, its attrs
+    dict (by identity: the dicts are alive and unchanged while the compile runs) and the input
+    types without known values. None when an input is a static value, a constant or its infer
+    reads files."""
+    if spec.infer_context:
+        return None
+    parts = []
+    for a in args:
+        if a is None:
+            parts.append(None)
+        elif type(a) is TensorType:
+            if a.value is not None:
+                return None
+            parts.append((a.shape, a.dtype))
+        elif type(a) is list and all(type(t) is TensorType and t.value is None for t in a):
+            parts.append(tuple((t.shape, t.dtype) for t in a))
+        else:
+            return None
+    return spec, id(attrs), tuple(parts)
+
+
+def declared_shape_mismatch(node, spec, attrs, out) -> str | None:
+    """A Variable whose ``shape`` attr is given must have that shape, whatever its initial
+    value says (its initializer would otherwise decide the shape silently)."""
+    if "shape" not in node.attrs or "shape" not in spec.attr_map:
+        return None
+    declared = attrs["shape"]
+    if len(declared) == len(out.shape) and all(d is None or d == n for d, n in zip(declared, out.shape)):
+        return None
+    return f"its initial value is {out} but its shape attr says {shape_text(declared)}"

@@ -9,13 +9,23 @@ the schedule (and every slot number after it) is the same; the DiGraph itself
 """
 from __future__ import annotations
 
+import bisect
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:     # networkx is imported where a graph is built: it was a third of a
     import networkx as nx   # command's start-up and 19 MiB (docs/performance.md)
 
 
-__all__ = ["Dependencies"]
+__all__ = ["Dependencies", "insert_child"]
+
+
+def insert_child(kids: list, v: int, nodes) -> bool:
+    """Put child ``v`` in ``kids`` (numbers, sorted by their ids in ``nodes``) in its place;
+    False when it is there already (two wires between the same blocks make one arc)."""
+    if v in kids:
+        return False
+    bisect.insort(kids, v, key=nodes.__getitem__)
+    return True
 
 
 class Dependencies:
@@ -42,6 +52,16 @@ class Dependencies:
         to in the order they were drawn (None for none; the lists are sorted here, in place)."""
         self = cls.__new__(cls)
         self._sort(nodes, succ)
+        return self
+
+    @classmethod
+    def sorted_successors(cls, nodes: list, succ: list, indegree: list) -> "Dependencies":
+        """As ``successors``, for lists already sorted by id and deduplicated (compiler.py
+        does it as it checks the wires), with each node's in-degree; a node with one successor
+        may have its number in place of a list."""
+        self = cls.__new__(cls)
+        self.nodes = tuple(nodes)
+        self._succ, self._indegree = succ, indegree
         return self
 
     def _build(self, nodes: list, arcs) -> None:
@@ -82,7 +102,8 @@ class Dependencies:
     def succ(self) -> dict:
         """{node: its successors}, for the nodes that have any."""
         nodes = self.nodes
-        return {nodes[u]: [nodes[v] for v in vs] for u, vs in enumerate(self._succ) if vs is not None}
+        return {nodes[u]: [nodes[vs]] if type(vs) is int else [nodes[v] for v in vs]
+                for u, vs in enumerate(self._succ) if vs is not None}
 
     def graph(self) -> nx.DiGraph:
         """The node-level DiGraph, as the compiler built it before (same node and arc order)."""
@@ -115,6 +136,12 @@ class Dependencies:
             for node in generation:
                 children = succ[node]
                 if children is None:
+                    continue
+                if type(children) is int:    # one child (see sorted_successors)
+                    d = indegree[children] - 1
+                    indegree[children] = d
+                    if d == 0:
+                        zero.append(children)
                     continue
                 for child in children:
                     d = indegree[child] - 1

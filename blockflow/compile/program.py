@@ -130,10 +130,11 @@ class Program:
     (types of whatever compiled) but not run.
     """
 
-    def __init__(self, page: Page, steps, slots, diagnostics, graph, edge_types, port_slots,
-                 variable_values, feeds, slot_values=None, step_of=None, variables=None):
-        """``step_of``: {node: step}, and ``variables``: the Variables' steps, when the compile
-        has them at hand (made from ``steps`` when not)."""
+    def __init__(self, page: Page, steps, slots, diagnostics, graph, edge_types, by_number,
+                 variable_values, feeds, slot_values=None, variables=None):
+        """``by_number``: (node id -> block number, per block number its step or None, per block
+        number its output slots or None), what the compile kept (infer.py); ``variables``: the
+        Variables' steps, when the compile has them at hand (made from ``steps`` when not)."""
         self.page_name = page.name
         self.scope = page.scope
         self.loss = page.loss_target()
@@ -148,15 +149,16 @@ class Program:
         #: port_type(), typed_ports() and step() instead (tests/test_compiler.py checks that
         #: nothing else reads them)
         self.edge_types: dict[Edge, TensorType] = edge_types
-        self.port_slots: dict[tuple[str, str], int] = port_slots
+        # A node's step and output slots are found by its block number, in the compile's lists:
+        # no dict keyed by id or (id, port) is built for them (see port_slots and step_of)
+        self._index, self._step_at, self._outs_at = by_number
+        self._port_slots = self._step_of = None
         #: the live state of a run sequence: Variable values by node (a Variable without a stored
         #: value gets its first value when first read), and blocks' slot state (optimizer
         #: moments...) by (Variable node, key); runs that update state change them
         self.variable_values: VariableValues = variable_values
         self.slot_values: dict[tuple[str, str], np.ndarray] = slot_values or {}
         self.feeds: dict[str, np.ndarray] = feeds
-        #: compile/'s own: ask step()
-        self.step_of: dict[str, Step] = {s.node: s for s in self.steps} if step_of is None else step_of
         if variables is None:
             variables = [s for s in self.steps if s.role == "variable"]
         #: the Variables optimizers may change (what training differentiates for by default)
@@ -181,6 +183,28 @@ class Program:
         if not isinstance(self._graph, nx.DiGraph):
             self._graph = self._graph()
         return self._graph
+
+    # Built when first asked, not by the compile: two dicts keyed by id, of a 100k-block page's
+    # size, whose every insertion is a cache miss (docs/performance.md, "Compiling big pages");
+    # the questions below answer from the block numbers instead.
+    @property
+    def port_slots(self) -> dict[tuple[str, str], int]:
+        """compile/'s own (ask port_type(), slot_of()): {(node, output port): slot}, in slot
+        order; a block's outputs are numbered even when it then failed (its stored value did
+        not fit), so they are here though it has no step."""
+        found = self._port_slots
+        if found is None:
+            found = self._port_slots = {(s.node, s.port): s.index for s in self.slots
+                                        if not (s.const or s.state)}
+        return found
+
+    @property
+    def step_of(self) -> dict[str, Step]:
+        """compile/'s own (ask step()): {node: its step}, in schedule order."""
+        found = self._step_of
+        if found is None:
+            found = self._step_of = {s.node: s for s in self.steps}
+        return found
 
     @property
     def errors(self) -> list[Diagnostic]:
@@ -235,11 +259,26 @@ class Program:
 
     def step(self, node: str) -> Step | None:
         """The compiled step of ``node``, or None when the node did not compile (or is not here)."""
-        return self.step_of.get(node)
+        i = self._index.get(node)
+        return None if i is None else self._step_at[i]
+
+    def _slot_index(self, node: str, port) -> int | None:
+        """``port_slots.get((node, port))``, from the block numbers (or the dict, once someone
+        made it: one look-up where the numbers take three on a big page)."""
+        if self._port_slots is not None:
+            return self._port_slots.get((node, port))
+        i = self._index.get(node)
+        if i is None:
+            return None
+        slots = self.slots
+        for idx in self._outs_at[i] or ():
+            if slots[idx].port == port:
+                return idx
+        return None
 
     def spec_of(self, node: str) -> BlockSpec | None:
         """The block spec ``node`` compiled with, or None when it did not compile."""
-        step = self.step_of.get(node)
+        step = self.step(node)
         return None if step is None else step.spec
 
     def slot(self, index: int) -> Slot:
@@ -248,7 +287,7 @@ class Program:
     def port_type(self, node: str, port: str) -> TensorType | None:
         """The inferred type of ``node``'s output ``port``, or None when it was not inferred
         (``node`` may be an instance: the type of its output ``port``)."""
-        index = self.port_slots.get(self._port_node(node, port))
+        index = self._slot_index(*self._port_node(node, port))
         return None if index is None else self.slots[index].type
 
     def wire_type(self, edge: Edge) -> TensorType | None:
@@ -273,8 +312,8 @@ class Program:
         an instance's output ports when ``node`` is one)."""
         inst = self.hierarchy.instances.get(node) if self.hierarchy.instances else None
         if inst is not None:
-            return [p for p, flat in inst.outputs.items() if flat in self.step_of]
-        step = self.step_of.get(node)
+            return [p for p, flat in inst.outputs.items() if self.step(flat) is not None]
+        step = self.step(node)
         return [] if step is None else [self.slots[o].port for o in step.outputs]
 
     def target_slot(self, target=None) -> Slot:
@@ -299,14 +338,14 @@ class Program:
         """The slot of ``node``'s output ``port`` (its first output when port is None; an
         instance's output port when ``node`` is one)."""
         node, port = self._port_node(node, port)
-        step = self.step_of.get(node)
+        step = self.step(node)
         if step is None:
             raise ProjectError(f"page '{self.page_name}' has no compiled node '{node}'")
         if port is None:
             if not step.outputs:
                 raise ProjectError(f"{self.full_name(node)} has no outputs")
             return step.outputs[0]
-        idx = self.port_slots.get((node, port))
+        idx = self._slot_index(node, port)
         if idx is None:
             names = ", ".join(o.name for o in step.spec.outputs)
             raise ProjectError(f"{self.full_name(node)} ({step.spec.name}) has no output '{port}' (outputs: {names})")

@@ -10,13 +10,15 @@ class Wires:
     the block each goes into, and in page order (compiler._check_wires makes it): a wire is
     found in its block's short list, not in a dict of every wire keyed by (node, port)."""
 
-    __slots__ = ("index", "into", "good", "type")
+    __slots__ = ("index", "into", "good", "src", "type")
 
     def __init__(self, index: dict, n: int):
         self.index = index
         #: per block number: the places in ``good`` of the wires into it, or None
         self.into: list = [None] * n
         self.good: list = []
+        #: per wire of ``good``: the block number it comes from
+        self.src: list = []
         #: per wire of ``good``: the type it carries, once the typing of its block found it
         #: (None: not found there; edge_types looks it up)
         self.type: list = []
@@ -29,13 +31,14 @@ class Wires:
                 return good[g]
         return None
 
-    def add(self, e, i: int) -> None:
+    def add(self, e, i: int, si: int) -> None:
         into, g = self.into[i], len(self.good)
         if into is None:
             self.into[i] = [g]
         else:
             into.append(g)
         self.good.append(e)
+        self.src.append(si)
         self.type.append(None)
 
     def get(self, key):
