@@ -200,7 +200,13 @@ def _rerun(program: Program, plan: "_Plan", wrt, feeds, check, step, split, run_
         if type(value) is not np.ndarray or value.dtype is not dtype or value.shape != shape:
             return None
         feed_list.append(value)
-    guard = plan.take_guard(budget, source, 0, feed_list)
+    # the feeds have the Placeholders' fixed shapes: the guard's key is the plan's own
+    try:
+        guard = plan.guards.pop()
+    except IndexError:    # none kept, or another thread's run took it
+        guard = None
+    if guard is None or not guard.restart(budget, source, 0, plan.fixed_feed_key):
+        guard = plan.take_guard(budget, source, 0, feed_list)
     token = allocation_guard.set(guard)
     try:
         known = plan.last_variables
@@ -397,6 +403,8 @@ class _Plan(PlanInputs, PlanFailures):
         #: None where the Placeholder leaves a size open (its feeds take the general check)
         self.feed_spec = tuple((st.node, dtype, _fixed(slots[st.outputs[0]].type.shape))
                                for st, dtype in zip(self.feed_steps, self.feed_dtypes))
+        #: the allocation guard's key for feeds of exactly those shapes (take_guard's key)
+        self.fixed_feed_key = (tuple(shape for _, _, shape in self.feed_spec),)
         #: (VariableValues.version, the Variables' values in V's order) of the last run
         self.last_variables = None
         #: the last run's DataRequest, used again while the step, split and seed stay
