@@ -349,3 +349,44 @@ def test_nothing_outside_compile_reads_the_compilers_lookup_tables():
              for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
              if pattern.search(line)]
     assert not found, "\n".join(found)
+
+
+_CYCLES_SCRIPT = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from diagrams import chain
+from blockflow.compile.compiler import compile_project
+nodes = [(f"n{i}", "Add", {}, None) for i in range(12)] + [("tail", "Identity", {}, None)]
+# more blocks outside the cycles than in them: networkx's views then iterate the members' set
+rest = [(f"r{i}", "Identity", {}, {"input": f"r{i - 1}" if i else "x"}) for i in range(40)]
+p = chain(("x", "Placeholder", {"shape": [2]}, None), *nodes, *rest)
+pg = p.pages[0]
+for i in range(12):   # a ring with chords: several cycles through every member
+    pg.connect(f"n{(i + 1) % 12}", "z", f"n{i}", "x")
+    pg.connect(f"n{(i + 5) % 12}" if i % 3 else "x", "z" if i % 3 else "output", f"n{i}", "y")
+pg.connect("n3", "z", "tail", "input")
+program = compile_project(p)
+print([str(d) for d in program.errors])
+print([s.node for s in program.steps])
+"""
+
+
+def test_cycle_messages_and_the_schedule_do_not_depend_on_the_hash_seed(tmp_path):
+    """The cycle a message names, and the order of the rest, are the same in every process
+    (networkx's subgraph views iterate small node sets in hash order)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "cycles.py"
+    script.write_text(_CYCLES_SCRIPT)
+    outs = set()
+    for seed in ("0", "1", "2", "3", "17", "123"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        got = subprocess.run([sys.executable, str(script), str(Path(__file__).parent)], env=env,
+                             capture_output=True, text=True, timeout=120)
+        assert got.returncode == 0, got.stderr
+        outs.add(got.stdout)
+    assert len(outs) == 1, outs
+    assert "is part of a cycle" in outs.pop()

@@ -1,7 +1,8 @@
 """The compiler: turns one page of a Project into a frozen Program, or diagnostics saying why not.
 
-The driver: it checks blocks, attrs and wires, orders the steps deterministically (networkx),
-has infer.py type every node in that order, and checks what needs the types (saved feeds, the
+The driver: it checks blocks, attrs and wires, orders the steps deterministically (by block
+number, ordering.py; networkx only when a cycle must be found and named), has infer.py type
+every node in that order, and checks what needs the types (saved feeds, the
 loss). What it produces is in program.py; gradient reachability in gradpaths.py. It must not
 import PySide6 or the block library (blocks come from a Registry).
 """
@@ -390,8 +391,7 @@ class _Compiler:
                 (only,) = comp
                 if not graph.has_edge(only, only):
                     continue
-            sub = graph.subgraph(comp)
-            cycle = [u for u, _ in nx.find_cycle(sub)]
+            cycle = [u for u, _ in nx.find_cycle(_induced(nx, graph, comp))]
             if len(cycle) > 8:
                 names = " -> ".join(cycle[:6]) + f" -> ... ({len(cycle)} blocks) -> {cycle[0]}"
             else:
@@ -399,7 +399,7 @@ class _Compiler:
             for nid in (n for n in self.page.nodes if n in comp):
                 self.error(nid, None, f"is part of a cycle: {names}")
             in_cycle |= comp
-        acyclic = graph.subgraph([n for n in graph if n not in in_cycle])
+        acyclic = _induced(nx, graph, set(graph).difference(in_cycle))
         # Cycle members come last: they cannot be typed, but their inputs are still checked.
         index = self.index
         return [index[n] for n in nx.topological_sort(acyclic)] + [
@@ -452,3 +452,14 @@ def _plain(value, depth=0):
         items = tuple(_plain(v, depth + 1) for v in value)
         return None if None in items else (t, items)
     return None
+
+
+def _induced(nx, graph, keep):
+    """``graph`` on the nodes in ``keep`` as a graph of its own, its nodes and edges in
+    ``graph``'s order: a networkx subgraph view iterates a small node set in the set's order,
+    which is the hash seed's, so the cycle a message names and the order cycles leave changed
+    from one process to the next."""
+    sub = nx.DiGraph()
+    sub.add_nodes_from(n for n in graph if n in keep)
+    sub.add_edges_from((u, v) for u, v in graph.edges if u in keep and v in keep)
+    return sub
