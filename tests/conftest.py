@@ -48,3 +48,21 @@ def _automatic_gc_outside_the_editor(request):
     yield
     if not was:
         gc.disable()
+
+
+@pytest.fixture
+def short_ways(monkeypatch):
+    """A list that gets, for every run that tried the runtime's short way (runtime._rerun),
+    whether it took it."""
+    import blockflow.run.runtime as runtime
+
+    taken = []
+    real = runtime._rerun
+
+    def counting(*args):
+        res = real(*args)
+        taken.append(res is not None)
+        return res
+
+    monkeypatch.setattr(runtime, "_rerun", counting)
+    return taken

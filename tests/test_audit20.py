@@ -699,18 +699,10 @@ def _all_outcomes():
     return {name: scen() for name, scen in scenarios().items()}
 
 
-def test_the_short_way_and_the_written_results_agree_with_the_general_loops(monkeypatch):
+def test_the_short_way_and_the_written_results_agree_with_the_general_loops(monkeypatch, short_ways):
     """Every scenario with FAST_LANE and GENERATED_PACKERS each on and off gives the same keys in
     the same order, types, dtypes, bits and messages; the short way was taken."""
-    taken = []
-    real = runtime._rerun
-
-    def counting(*args):
-        res = real(*args)
-        taken.append(res is not None)
-        return res
-
-    monkeypatch.setattr(runtime, "_rerun", counting)
+    taken = short_ways
     outs = {}
     for lane in (False, True):
         for packers in (False, True):

@@ -29,18 +29,10 @@ def _outcome(fn):
             for name in ("values", "grads", "variable_grads")}
 
 
-def _both(monkeypatch, make_program, calls):
+def _both(monkeypatch, make_program, calls, taken):
     """For each lane setting, a fresh program run through ``calls`` (each a function of the
-    program): their outcomes, and how many runs took the short way."""
-    taken = []
-    real = runtime._rerun
-
-    def counting(*args):
-        res = real(*args)
-        taken.append(res is not None)
-        return res
-
-    monkeypatch.setattr(runtime, "_rerun", counting)
+    program): their outcomes, and how many runs took the short way (``taken``: the short_ways
+    fixture)."""
     out = []
     for lane in (True, False):
         monkeypatch.setattr(runtime, "FAST_LANE", lane)
@@ -62,7 +54,7 @@ def _layer():
 
 
 @pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name.split(".")[0])
-def test_samples_run_the_same_either_way(monkeypatch, path):
+def test_samples_run_the_same_either_way(monkeypatch, path, short_ways):
     project = load_project(path)
     loss = project.pages[0].loss
     if loss is None:
@@ -72,17 +64,17 @@ def test_samples_run_the_same_either_way(monkeypatch, path):
     feeds = {k: np.asarray(v).astype(np.asarray(v).dtype.name) for k, v in project.pages[0].feeds.items()}
     calls = [lambda p, s=s, f=f: run(p, f, target=loss, record=False, step=s)
              for s in (0, 1) for f in (None, feeds)]
-    (lane, general), taken = _both(monkeypatch, lambda: compile_project(project), calls)
+    (lane, general), taken = _both(monkeypatch, lambda: compile_project(project), calls, short_ways)
     assert lane == general
     assert taken, "no run took the short way"
 
 
-def test_a_step_takes_the_short_way_and_gives_the_same_bits(monkeypatch):
+def test_a_step_takes_the_short_way_and_gives_the_same_bits(monkeypatch, short_ways):
     x = RNG.normal(size=(4, 30)).astype(np.float32)
     calls = [lambda p: run(p, {"x": x}, target="loss", record=False)] * 3
     calls.append(lambda p: run(p, {"x": x}, target="loss", record=False, check_numerics=False))
     calls.append(lambda p: run(p, {"x": x}, target="loss", record=False, check_numerics=False))
-    (lane, general), taken = _both(monkeypatch, lambda: compile_project(_layer()), calls)
+    (lane, general), taken = _both(monkeypatch, lambda: compile_project(_layer()), calls, short_ways)
     assert lane == general and taken == 3   # the first run of each kind makes its plan
 
 
@@ -107,10 +99,10 @@ HOSTILE = {
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE))
-def test_what_the_short_way_does_not_handle_is_reported_as_before(monkeypatch, case):
+def test_what_the_short_way_does_not_handle_is_reported_as_before(monkeypatch, case, short_ways):
     good = lambda p: run(p, {"x": np.ones((4, 30), np.float32)}, target="loss", record=False)  # noqa: E731
     calls = [good, good, HOSTILE[case], good]
-    (lane, general), _ = _both(monkeypatch, lambda: compile_project(_layer()), calls)
+    (lane, general), _ = _both(monkeypatch, lambda: compile_project(_layer()), calls, short_ways)
     assert lane == general
     if case.startswith(("NaN", "Inf")):
         assert lane[2][0] == NumericsError.__name__
@@ -121,7 +113,7 @@ def test_what_the_short_way_does_not_handle_is_reported_as_before(monkeypatch, c
 
 
 @pytest.mark.parametrize("text", ["2G", "1K", "not a size", ""])
-def test_a_budget_from_the_environment_is_read_on_every_run(monkeypatch, text):
+def test_a_budget_from_the_environment_is_read_on_every_run(monkeypatch, text, short_ways):
     good = lambda p: run(p, {"x": np.ones((4, 30), np.float32)}, target="loss", record=False)  # noqa: E731
 
     def with_env(p):
@@ -131,7 +123,8 @@ def test_a_budget_from_the_environment_is_read_on_every_run(monkeypatch, text):
         finally:
             monkeypatch.delenv(budget.ENV_VAR)
 
-    (lane, general), _ = _both(monkeypatch, lambda: compile_project(_layer()), [good, good, with_env, good])
+    (lane, general), _ = _both(monkeypatch, lambda: compile_project(_layer()), [good, good, with_env, good],
+                               short_ways)
     assert lane == general
     if text in ("1K", "not a size"):
         assert isinstance(lane[2], tuple)
