@@ -439,8 +439,12 @@ class _Plan(PlanInputs, PlanFailures):
         self._fault_limit = sum(a for a in code.buffer_bytes) // 16384
         self.value_keys, self.grad_keys, self.wanted_keys = code.value_keys, code.grad_keys, code.wanted_keys
         self.target_key, self.edge_list, self.update_steps = code.target_key, code.edge_list, code.update_steps
-        #: out -> RunResult; written out for the plan's keys where the run returns no wire
-        #: gradients and no state updates (packer.py), else the general package
+        self._result_code(program, record)
+
+    def _result_code(self, program: Program, record) -> None:
+        """``pack`` (out -> RunResult) and ``finite`` (out -> bool, None for the general check),
+        written out for the plan's keys where the run records nothing (packer.py); ``pack`` is the
+        general package where the run returns wire gradients or state updates."""
         self.pack = self.package
         self.finite = None
         if GENERATED_PACKERS and not record:
