@@ -24,6 +24,21 @@ def chain(*specs, page="main", feeds=None):
     return project
 
 
+def dense_layer(n=4, k=30, m=9, loss="Mean", bias_init=None):
+    """x [n, k] -> MatMul by W [k, m] -> Add b [m] -> Tanh -> ``loss`` (a reduction over every
+    value), the page's loss; W is seeded glorot_uniform, b zeros unless ``bias_init``."""
+    bias = {"shape": [m]} if bias_init is None else {"shape": [m], "initializer": bias_init, "seed": 3}
+    project = chain(("x", "Placeholder", {"shape": [n, k]}, None),
+                    ("W", "Variable", {"shape": [k, m], "initializer": "glorot_uniform", "seed": 2}, None),
+                    ("b", "Variable", bias, None),
+                    ("mm", "MatMul", {}, {"a": "x", "b": "W:ref"}),
+                    ("add", "Add", {}, {"x": "mm", "y": "b:ref"}),
+                    ("t", "Tanh", {}, {"x": "add"}),
+                    ("loss", loss, {}, {"input": "t"}))
+    project.pages[0].loss = "loss"
+    return project
+
+
 def _first_output(page, nid):
     spec = default_registry().get(page.nodes[nid].block)
     return spec.outputs[0].name if spec is not None else "output"

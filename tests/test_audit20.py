@@ -64,6 +64,7 @@ def _outcome(fn):
 
 # ------------------------------------------------------------------------------- pages
 def _layer(k=30, n=4, m=9):
+    # written out, not diagrams.dense_layer: the child importing ce6800c's tree imports its diagrams
     project = chain(("x", "Placeholder", {"shape": [n, k]}, None),
                     ("W", "Variable", {"shape": [k, m], "initializer": "glorot_uniform", "seed": 2}, None),
                     ("b", "Variable", {"shape": [m], "initializer": "glorot_uniform", "seed": 3}, None),

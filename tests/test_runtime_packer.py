@@ -14,7 +14,7 @@ from blockflow.io.project_io import load_project
 from blockflow.run.packer import make_finite_test, make_packer
 from blockflow.run.runtime import RunResult, run
 
-from diagrams import chain
+from diagrams import dense_layer
 
 SAMPLES = sorted((Path(__file__).parent.parent / "sample_projects").glob("*.bflow.json"))
 
@@ -58,16 +58,8 @@ def test_every_sample_gives_the_same_result_either_way(monkeypatch, path):
         _same(generated, general)
 
 
-def _layer(bad=None):
-    project = chain(("x", "Placeholder", {"shape": [4, 300]}, None),
-                    ("W", "Variable", {"shape": [300, 90], "initializer": "glorot_uniform", "seed": 2}, None),
-                    ("b", "Variable", {"shape": [90]}, None),
-                    ("mm", "MatMul", {}, {"a": "x", "b": "W:ref"}),
-                    ("add", "Add", {}, {"x": "mm", "y": "b:ref"}),
-                    ("t", "Tanh", {}, {"x": "add"}),
-                    ("loss", "Sum", {}, {"input": "t"}))
-    project.pages[0].loss = "loss"
-    return project
+def _layer():
+    return dense_layer(4, 300, 90, loss="Sum")
 
 
 @pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf, 1e38])

@@ -14,7 +14,7 @@ from blockflow.errors import FeedError, MemoryLimitError, NumericsError, RunErro
 from blockflow.io.project_io import load_project
 from blockflow.run.runtime import run
 
-from diagrams import chain
+from diagrams import chain, dense_layer
 
 SAMPLES = sorted((Path(__file__).parent.parent / "sample_projects").glob("*.bflow.json"))
 RNG = np.random.default_rng(8)
@@ -42,15 +42,7 @@ def _both(monkeypatch, make_program, calls, taken):
 
 
 def _layer():
-    project = chain(("x", "Placeholder", {"shape": [4, 30]}, None),
-                    ("W", "Variable", {"shape": [30, 9], "initializer": "glorot_uniform", "seed": 2}, None),
-                    ("b", "Variable", {"shape": [9]}, None),
-                    ("mm", "MatMul", {}, {"a": "x", "b": "W:ref"}),
-                    ("add", "Add", {}, {"x": "mm", "y": "b:ref"}),
-                    ("t", "Tanh", {}, {"x": "add"}),
-                    ("loss", "Mean", {}, {"input": "t"}))
-    project.pages[0].loss = "loss"
-    return project
+    return dense_layer()
 
 
 @pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name.split(".")[0])
