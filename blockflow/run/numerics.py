@@ -74,7 +74,6 @@ def finite_fast(v, _dot=DOT, _isfinite=math.isfinite, _blas=BLAS_DTYPES) -> bool
     return all_finite(v)
 
 
-
 def _all_finite_in_pieces(flat) -> bool:
     mask = np.empty(min(_CHUNK, flat.size), dtype=bool)
     for start in range(0, flat.size, _CHUNK):

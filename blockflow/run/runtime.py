@@ -183,8 +183,8 @@ def _rerun(program: Program, plan: "_Plan", wrt, feeds, check, step, split, run_
     or numpy ask for the general path (which then says what is wrong).
 
     Why: right after a large numpy step, whose arrays have pushed the interpreter's objects out
-    of the CPU caches, each Python call costs a few cache misses; the general path's dozen calls
-    cost an MLP step about 15 us more (1.5 %, measured interleaved: benchmarks/README.md)."""
+    of the CPU caches, each Python call costs a few cache misses; the general path's calls cost
+    an MLP step 3-5 us more (measured interleaved in one process: benchmarks/README.md)."""
     if plan.n_buffers or plan.update_steps or _ERRSTATE is None or type(feeds) is not dict:
         return None
     try:
