@@ -323,9 +323,11 @@ class _Compiler:
             if g < n:
                 g = numbers[g]
             if wired is None:     # Wires.add, written out: this loop runs once a wire
-                into[di] = [g]
+                into[di] = g
+            elif type(wired) is int:
+                into[di] = (wired, g)
             else:
-                wired.append(g)
+                into[di] = wired + (g,)
             add_good(e)
             add_src(si)
             add_type(None)
