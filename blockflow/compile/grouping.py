@@ -136,8 +136,8 @@ def _group_refusal(project: Project, page, ids: list) -> None:
                                f"or neither")
     between = _outside_between(page, chosen)
     if between is not None:
-        raise ProjectError(f"{between} is on a path from the selected blocks back into them: the "
-                           f"group's instance would feed itself through it. Select it too, or fewer blocks")
+        raise ProjectError(f"{between} lies between selected blocks: the group would feed itself "
+                           f"through it; select it too, or fewer blocks")
 
 
 def _outside_between(page, chosen: set) -> str | None:

@@ -118,7 +118,7 @@ def test_ctrl_g_refuses_a_selection_that_would_feed_itself_and_says_why(qtbot, t
     view.setFocus()
     qtbot.keyClick(view.viewport(), Qt.Key_G, Qt.ControlModifier)
     assert window.statusBar().currentMessage().startswith(
-        "cannot group: d1 is on a path from the selected blocks back into them")
+        "cannot group: d1 lies between selected blocks: the group would feed itself")
     assert doc.project.diagrams() == start.diagrams() and list(doc.project.composites) == ["Dense"]
     assert doc.undo_stack.count() == steps
 
