@@ -91,6 +91,7 @@ class MatMul:
         return ga, gb
 
     vjp.fresh_result = True  # new arrays, one per input (run/lower.py, _accumulate)
+    vjp.reads = ("a", "b")  # not out, which the runtime may then overwrite (run/overwrite.py)
 
 
 @block("BatchMatMul", category="math_ops", aliases=("BatchMatMulV2",))

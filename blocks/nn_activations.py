@@ -11,6 +11,7 @@ import numpy as np
 from blockflow.spec import DTYPE_NAMES, Attr, Input, Output, ShapeError, TensorType, block, reserve
 
 from .common import ONE, ZERO, like, no_bool, typed
+from .fused import writable_like
 from .math_unary import one_plus_erf
 
 # Relu6's cap typed like its input (see common.ONE); Relu6 takes integer tensors too.
@@ -49,10 +50,25 @@ class Relu:
     def forward(features):
         return np.maximum(features, ZERO[features.dtype])
 
+    def forward_with_out(features, *, out):
+        return np.maximum(features, ZERO[features.dtype], out=out)
+
+    # the variant the runtime calls to write the result into an input's array that nothing
+    # reads again (run/overwrite.py, writes_out)
+    forward.with_out = forward_with_out
+    forward.fresh_result = True
+
     def vjp(g, out, features):
         return (g * (out > 0),)
 
-    vjp.fresh_result = True  # new arrays, one per input (run/lower.py, _accumulate)
+    def vjp_into_g(g, out, features):
+        if writable_like(g, out):  # the run's own cotangent: the gradient in its array
+            return (np.multiply(g, out > 0, out=g),)
+        return (g * (out > 0),)
+
+    vjp.fresh_result = vjp_into_g.fresh_result = True  # new arrays, one per input (run/lower.py, _accumulate)
+    vjp.reads = vjp_into_g.reads = ("out",)  # not features, which the runtime may overwrite
+    vjp.into_g = vjp_into_g
 
 
 @block("Relu6", category="nn_ops")

@@ -226,6 +226,50 @@ def test_hostile_names_stay_names_and_the_model_runs():
     assert "import os" not in graph.name and graph.name.isidentifier()
 
 
+def test_an_instance_keeps_its_scope_in_node_and_value_names_and_runs_in_one_stretch():
+    """Nested instances (an MLP of Dense layers, one of them named 'if', a keyword) export with
+    node and value names ``scope/inner`` made of identifiers, the graph's inputs and outputs plain
+    identifiers, and each instance's nodes one stretch of the graph (its weight's preparation,
+    ``bias_used``, next to its layer rather than first with the schedule's sources)."""
+    from blockflow.composite import Composite, block_name
+    from blockflow.project import Project
+
+    project = Project()
+    project.composites["Dense"] = _library_layers()["Dense"]()     # its bias goes through bias_used
+    mlp = Composite("MLP", doc="two Dense layers")
+    mp = mlp.page
+    mp.add_node("Input", id="x", attrs={"name": "x", "dtype": "float32", "shape": [-1, 3]})
+    mp.add_node(block_name("Dense"), id="if", attrs={"units": 4, "activation": "relu"})
+    mp.add_node(block_name("Dense"), id="out-layer", attrs={"units": 2})
+    mp.add_node("Output", id="y", attrs={"name": "y"})
+    mp.connect("x", "output", "if", "x")
+    mp.connect("if", "y", "out-layer", "x")
+    mp.connect("out-layer", "y", "y", "input")
+    project.composites["MLP"] = mlp
+    page = project.add_page("main")
+    page.add_node("Placeholder", id="X", attrs={"dtype": "float32", "shape": [5, 3]})
+    page.add_node(block_name("MLP"), id="net")
+    page.add_node("Tanh", id="head")
+    page.connect("X", "output", "net", "x")
+    page.connect("net", "y", "head", "x")
+    feeds = {"X": np.random.default_rng(3).standard_normal((5, 3)).astype(np.float32)}
+    model = compare_with_ort(project, feeds, ["head:y"], rtol=1e-6, atol=1e-7)
+    graph = model.graph
+    ident = r"[A-Za-z_][A-Za-z0-9_]{0,80}"
+    scoped = re.compile(rf"^{ident}(/{ident})*$")
+    inner = [n.name for n in graph.node] + [v for n in graph.node for v in n.output] + [t.name for t in graph.initializer]
+    assert all(scoped.match(n) for n in inner), [n for n in inner if not scoped.match(n)]
+    io = [i.name for i in graph.input] + [o.name for o in graph.output]
+    assert io == ["X", "head_y"]
+    names = [n.name for n in graph.node]
+    scopes = [n.rsplit("/", 1)[0] if "/" in n else "" for n in names]
+    assert {"net/if_", "net/out_layer"} <= set(scopes), names
+    for scope in ("net/if_", "net/out_layer"):       # one stretch each
+        at = [i for i, s in enumerate(scopes) if s == scope]
+        assert at == list(range(at[0], at[-1] + 1)), names
+    assert names[-1].startswith("head")
+
+
 def test_every_refused_block_is_listed_at_once():
     from diagrams import chain
 

@@ -234,6 +234,20 @@ def test_names_boundary_refuses_what_it_cannot_write():
         literal(object())
 
 
+def test_scoped_names_are_identifiers_joined_by_slashes():
+    """ONNX node and value names keep an instance's scopes; each scope is still an identifier,
+    whatever the text (a hostile id, an empty scope, a scope that is a keyword)."""
+    from blockflow.export.names import Names, scoped_identifier
+
+    for text in HOSTILE_TEXT + HOSTILE_IDS + ["a//b", "/lead", "trail/", "if/class/x.y", "d1/MatMul_1"]:
+        name = scoped_identifier(text)
+        assert name.isascii() and all(part.isidentifier() for part in name.split("/")), (text, name)
+    assert scoped_identifier("d1/MatMul_1") == "d1/MatMul_1"
+    assert scoped_identifier("if/x.y") == "if_/x_y"
+    names = Names(make=scoped_identifier)
+    assert [names.fresh("d1/x.y"), names.fresh("d1/x-y"), names.fresh("d1_x_y")] == ["d1/x_y", "d1/x_y_2", "d1_x_y"]
+
+
 def test_a_page_that_does_not_compile_is_refused_with_its_errors():
     from diagrams import chain
 

@@ -141,6 +141,29 @@ def test_ungroup_then_group_again_keeps_ids_free_and_state():
     np.testing.assert_allclose(loss1, loss0, rtol=1e-6)
 
 
+def test_a_selection_a_block_outside_reads_and_feeds_is_refused():
+    """mm and act selected, ba (between them) not: the instance would feed ba and read it back,
+    a cycle. Refused naming ba, before anything changes; mm, ba and act together are fine, as is
+    a selection whose outside readers lead elsewhere (mm and ba: act reads them, feeds the loss)."""
+    project = raw_mlp()
+    before = copy.deepcopy(project)
+    with pytest.raises(ProjectError, match="ba lies between selected blocks: the group would feed itself"):
+        plan_group(project, "main", ["mm", "act"], "G")
+    assert project == before
+    # a longer way round: mm -> ba -> (outside) -> act, with a second outside block on the way
+    p = project.page("main")
+    p.add_node("Identity", id="via")
+    p.edges = [e for e in p.edges if not (e.src == "ba" and e.dst == "act")]
+    p.connect("ba", "output", "via", "input")
+    p.connect("via", "output", "act", "features")
+    with pytest.raises(ProjectError, match="via lies between selected blocks"):
+        plan_group(project, "main", ["mm", "act"], "G")
+    with pytest.raises(ProjectError, match="via lies between selected blocks"):
+        plan_group(project, "main", ["mm", "ba", "act"], "G")
+    for ids in (["mm", "ba", "via", "act"], ["mm", "ba"], ["act", "loss"]):
+        plan_group(project, "main", ids, "G")
+
+
 def test_refusals_name_what_and_why():
     project = mlp_project(share=True)
     with pytest.raises(ProjectError, match="d1b uses the Variables of d1"):

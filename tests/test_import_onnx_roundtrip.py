@@ -52,3 +52,24 @@ def test_a_sample_page_exported_and_imported_runs_to_the_same_values(path, page)
             np.testing.assert_allclose(value, expect, rtol=1e-6, atol=1e-7, err_msg=text)
         else:
             np.testing.assert_array_equal(value, expect, err_msg=text)
+
+
+def test_a_page_of_instances_exported_for_inference_imports_as_instances_again():
+    """The digits CNN's prediction, exported as a user would for inference, keeps each layer's
+    scope in its ONNX names (conv1/Conv2D, conv1/bias_used...), so its import makes each layer
+    an instance again, named as on the page, and computes the same logits."""
+    project = load_project(SAMPLES / "digits_cnn.bflow.json")
+    program = compile_project(project, "cnn")
+    model = export_onnx(project, "cnn", outputs=["logits"], program=program)
+    imported, report = import_model(read_onnx_bytes(model.SerializeToString(), "digits_cnn.onnx"), "back")
+    assert list(imported.composites) == ["conv1", "conv2", "logits"]
+    page = imported.pages[0]
+    assert [page.nodes[n].block for n in ("conv1", "conv2", "logits")] == ["@conv1", "@conv2", "@logits"]
+    ours = run(program, {}, split="all", record=True, check_numerics=False)
+    props = {p.key: p.value for p in model.metadata_props}
+    feeds = {report.inputs[name]: _value(ours, props[f"input:{name}"]) for name in report.inputs}
+    back = compile_project(imported)
+    got = run(back, feeds, split="all", record=True, check_numerics=False)
+    (name, marker), = report.outputs.items()
+    np.testing.assert_allclose(np.asarray(got.value(marker)), _value(ours, props[f"output:{name}"]),
+                               rtol=1e-5, atol=1e-6)

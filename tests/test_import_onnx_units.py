@@ -168,3 +168,36 @@ def test_a_model_without_units_imports_as_before(tmp_path):
     assert not project.composites and report.composites == 0
     assert [n.block for n in project.pages[0].nodes.values()][:3] == ["Placeholder", "Relu", "Negate"]
     assert not project.pages[0].frames[:-1]
+
+
+def test_a_unit_that_a_block_outside_it_feeds_back_stays_on_the_page(tmp_path):
+    """Scope unit's nodes run in one stretch, but the unscoped 'middle' between them reads
+    unit/second and feeds unit/third (and other/fifth, so it is no branch of unit): as an
+    instance, unit would feed itself through middle.
+    Group refuses it, so unit's blocks stay on the page, and the import ends with a page that
+    runs (it used to stop with networkx's "Graph contains a cycle" from the layout); scope other
+    is still an instance."""
+    from onnx import TensorProto, helper
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="unit/first"),
+             helper.make_node("Neg", ["a"], ["b"], name="unit/second"),
+             helper.make_node("Exp", ["b"], ["m"], name="middle"),
+             helper.make_node("Add", ["b", "m"], ["c"], name="unit/third"),
+             helper.make_node("Tanh", ["c"], ["d"], name="other/fourth"),
+             helper.make_node("Add", ["d", "m"], ["e"], name="other/fifth"),
+             helper.make_node("Sigmoid", ["e"], ["y"], name="other/sixth")]
+    graph = helper.make_graph(nodes, "g", [x], [y])
+    path = tmp_path / "m.onnx"
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
+    project, report = import_onnx(path)
+    page = project.pages[0]
+    assert report.groups == 1 and list(project.composites) == ["other"]
+    assert {"unit.first", "unit.second", "middle", "unit.third"} <= set(page.nodes), sorted(page.nodes)
+    program = compile_project(project)
+    assert program.ok, [str(d) for d in program.errors]
+    xv = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    b = -np.maximum(xv, 0)
+    expect = 1 / (1 + np.exp(-(np.tanh(b + np.exp(b)) + np.exp(b))))
+    out = run(program, {"x": xv}, record=True).value(report.outputs["y"])
+    np.testing.assert_allclose(out, expect, rtol=1e-6)

@@ -137,6 +137,61 @@ def test_a_value_a_vjp_reads_is_not_overwritten(monkeypatch):
     assert f"out=s{program.step('s').outputs[0]})" not in _plan(program).source
 
 
+def _relu_layers(n=64, k=96, m=80, relu_readers=()):
+    """x -> MatMul W1 -> Add b1 -> Relu -> MatMul W2 -> Add b2 -> Relu -> Mean (the page's loss);
+    ``relu_readers`` adds blocks reading the first Relu's input or output as well."""
+    specs = [("x", "Placeholder", {"shape": [n, k]}, None),
+             ("W1", "Variable", {"shape": [k, m], "initializer": "glorot_uniform", "seed": 1}, None),
+             ("b1", "Variable", {"shape": [m], "initializer": "glorot_uniform", "seed": 2}, None),
+             ("W2", "Variable", {"shape": [m, m], "initializer": "glorot_uniform", "seed": 3}, None),
+             ("b2", "Variable", {"shape": [m], "initializer": "glorot_uniform", "seed": 4}, None),
+             ("mm1", "MatMul", {}, {"a": "x", "b": "W1:ref"}),
+             ("add1", "Add", {}, {"x": "mm1", "y": "b1:ref"}),
+             ("r1", "Relu", {}, {"features": "add1"}),
+             ("mm2", "MatMul", {}, {"a": "r1", "b": "W2:ref"}),
+             ("add2", "Add", {}, {"x": "mm2", "y": "b2:ref"}),
+             ("r2", "Relu", {}, {"features": "add2"})]
+    last = "r2"
+    for i, (block, src) in enumerate(relu_readers):
+        specs.append((f"extra{i}", block, {}, {"x": src, "y": last}))
+        last = f"extra{i}"
+    specs.append(("loss", "Mean", {}, {"input": last}))
+    project = chain(*specs)
+    project.pages[0].loss = "loss"
+    return project
+
+
+def _line(program, node):
+    return next(li for li in _plan(program).source.splitlines() if f"_n = {program.step(node).index};" in li)
+
+
+def test_dense_relu_layers_write_bias_and_relu_into_the_products_array(monkeypatch):
+    """MatMul's result is a new array, and neither MatMul's vjp nor Add's reads it: the bias is
+    added into it, and Relu (through its forward's out= variant) writes there too; Relu's vjp
+    writes its gradient into its cotangent's array. The bits are the plain path's."""
+    feeds = {"x": RNG.normal(size=(64, 96)).astype(np.float32)}
+    keep = feeds["x"].copy()
+    program = _check(monkeypatch, _relu_layers(), feeds, target="loss")
+    mm1, add1 = program.step("mm1").outputs[0], program.step("add1").outputs[0]
+    assert f"out=s{mm1})" in _line(program, "add1")
+    assert f"out=s{add1})" in _line(program, "r1")
+    assert "out=" not in _line(program, "mm2")  # a product is never written into its operand
+    names = {getattr(v, "__qualname__", "") for v in _plan(program).fn.__globals__.values()}
+    assert {"Relu.forward_with_out", "Relu.vjp_into_g"} <= names
+    assert feeds["x"].tobytes() == keep.tobytes()
+
+
+@pytest.mark.parametrize("reader", ["add1", "r1"])
+def test_a_relu_input_or_output_read_again_is_not_overwritten(monkeypatch, reader):
+    """A Multiply reading add1 (or r1) after the layers, whose vjp reads that value: nothing
+    writes into it (with add1 read again, Relu makes a new array)."""
+    feeds = {"x": RNG.normal(size=(64, 96)).astype(np.float32)}
+    program = _check(monkeypatch, _relu_layers(relu_readers=[("Multiply", reader)]), feeds, target="loss")
+    assert f"out=s{program.step(reader).outputs[0]})" not in _plan(program).source
+    if reader == "add1":
+        assert "out=" not in _line(program, "r1")
+
+
 def test_feeds_variables_and_constants_are_never_written(monkeypatch):
     project = chain(("x", "Placeholder", {"shape": [N]}, None),
                     ("W", "Variable", {"shape": [N], "initializer": "random_normal", "seed": 3}, None),
@@ -312,7 +367,8 @@ def test_a_run_that_fits_only_in_place_is_not_refused(monkeypatch):
 
 # ------------------------------------------------------------------------------ random diagrams
 
-_UNARY = ("Exp", "Negate", "Tanh", "Sigmoid", "StopGradient", "Square")
+_UNARY = ("Exp", "Negate", "Tanh", "Sigmoid", "StopGradient", "Square", "Relu")
+_UNARY_PORT = {"StopGradient": "input", "Relu": "features"}
 _BINARY = ("Add", "Subtract", "Multiply", "RealDiv")
 
 
@@ -327,7 +383,7 @@ def _random_page(seed, n):
         kind = rng.random()
         if kind < 0.3:
             block = str(rng.choice(_UNARY))
-            port = "input" if block == "StopGradient" else "x"
+            port = _UNARY_PORT.get(block, "x")
             specs.append((nid, block, {}, {port: str(rng.choice(full))}))
             full.append(nid)
         elif kind < 0.8:

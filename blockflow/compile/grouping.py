@@ -134,6 +134,32 @@ def _group_refusal(project: Project, page, ids: list) -> None:
         if nid not in chosen and node.attrs.get(SHARE_ATTR) in chosen:
             raise ProjectError(f"{nid} uses the Variables of {node.attrs[SHARE_ATTR]}: select both, "
                                f"or neither")
+    between = _outside_between(page, chosen)
+    if between is not None:
+        raise ProjectError(f"{between} lies between selected blocks: the group would feed itself "
+                           f"through it; select it too, or fewer blocks")
+
+
+def _outside_between(page, chosen: set) -> str | None:
+    """A block outside ``chosen`` on a path from a chosen block back to a chosen block (of those
+    that feed a chosen block, the first in page order), or None when there is none (the
+    selection is convex)."""
+    succ: dict[str, list] = {}
+    for e in page.edges:
+        succ.setdefault(e.src, []).append(e.dst)
+    # the outside blocks a chosen block reaches through outside blocks only
+    reached = {d for n in chosen for d in succ.get(n, ()) if d not in chosen}
+    todo = list(reached)
+    while todo:
+        for d in succ.get(todo.pop(), ()):
+            if d not in chosen and d not in reached:
+                reached.add(d)
+                todo.append(d)
+    back = [n for n in reached if any(d in chosen for d in succ.get(n, ()))]
+    if not back:
+        return None
+    order = {nid: i for i, nid in enumerate(page.nodes)}
+    return min(back, key=lambda n: order.get(n, len(order)))
 
 
 def _port_decl(program, level: str, src: str, port: str, open_sizes: bool = False) -> dict:

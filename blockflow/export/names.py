@@ -13,7 +13,7 @@ import re
 
 import numpy as np
 
-__all__ = ["Names", "identifier", "literal", "comment_text"]
+__all__ = ["Names", "identifier", "scoped_identifier", "literal", "comment_text"]
 
 _NOT_IDENT = re.compile(r"[^0-9A-Za-z_]+")
 #: names the generated files use themselves, never given to a value
@@ -38,19 +38,27 @@ def identifier(text: str, fallback: str = "v") -> str:
     return name
 
 
+def scoped_identifier(text: str, fallback: str = "v") -> str:
+    """:func:`identifier` of each ``/``-separated scope of ``text``, joined by ``/``
+    (``d1/MatMul_1`` stays ``d1/MatMul_1``, ``d 1/if`` becomes ``d_1/if_``): the names of ONNX
+    nodes, whose scopes are how viewers and importers (blockflow's own) see a model's units."""
+    return "/".join(identifier(part, fallback) for part in str(text).split("/"))
+
+
 class Names:
     """Unique identifiers in one scope: the same text asked twice gets the same name, two texts
-    that sanitise alike get ``_2``, ``_3``..."""
+    that sanitise alike get ``_2``, ``_3``... ``make`` sanitises (identifier, scoped_identifier)."""
 
-    def __init__(self, taken=()):
+    def __init__(self, taken=(), make=identifier):
         self._taken = set(taken)
         self._given: dict = {}
+        self._make = make
 
     def __call__(self, key, text: str | None = None, fallback: str = "v") -> str:
         found = self._given.get(key)
         if found is not None:
             return found
-        base = identifier(key if text is None else text, fallback)
+        base = self._make(key if text is None else text, fallback)
         name, n = base, 1
         while name in self._taken:
             n += 1

@@ -31,7 +31,7 @@ import numpy as np
 from blockflow.compile.compiler import compile_project
 from blockflow.compile.program import Program, Step
 from blockflow.optional import need
-from blockflow.export.names import Names, comment_text, identifier
+from blockflow.export.names import Names, comment_text, identifier, scoped_identifier
 from blockflow.export.onnx_lowering import OnnxCall, Unsupported, onnx_dtype, onnx_lowering_table
 from blockflow.export.errors import ExportError
 from blockflow.export.lowering import call_fields, check_compiled, refuse_unlowered
@@ -165,8 +165,10 @@ class _GraphBuilder:
         self.out_slots = out_slots
         self.opset = opset
         self.table = onnx_lowering_table()
-        self.values = Names()
-        self.node_names = Names()
+        # values and nodes keep an instance's scope (d1/MatMul_1): near_their_readers; the graph's
+        # inputs and outputs are plain identifiers, the names a caller feeds and reads
+        self.values = Names(make=scoped_identifier)
+        self.node_names = Names(make=scoped_identifier)  # an instance's blocks keep its scope
         self.nodes: list = []
         self.initializers: list = []
         self.inputs: list = []
@@ -184,7 +186,7 @@ class _GraphBuilder:
                     self.read.update(src if isinstance(src, tuple) else () if src is None else (src,))
         # the outputs' names are given first, so they read as the nodes they come from
         labels = labels or [self._port_label(s) for s in out_slots]
-        self.out_names = [self.values(("out", i), text) for i, text in enumerate(labels)]
+        self.out_names = [self.values(("out", i), identifier(text)) for i, text in enumerate(labels)]
 
     def _port_label(self, slot: int) -> str:
         s = self.program.slot(slot)
@@ -194,12 +196,13 @@ class _GraphBuilder:
     # ------------------------------------------------------------------ what lowerings call
 
     def value_hint(self, call: OnnxCall) -> str:
-        return identifier(call.node)
+        return scoped_identifier(call.node)
 
     def node(self, call: OnnxCall, op_type: str, inputs: list, outputs: int, hint: str, attrs: dict):
-        base = identifier(call.node) + (f"_{hint}" if hint else "")
+        suffix = f"_{hint}" if hint else ""
+        base = scoped_identifier(call.node) + suffix
         outs = [self.values.fresh(base) for _ in range(outputs)]
-        name = self.node_names.fresh(base)
+        name = self.node_names.fresh(call.node + suffix)
         made = self.onnx.helper.make_node(op_type, ["" if i is None else i for i in inputs], outs,
                                           name=name, **{k: _plain(v) for k, v in attrs.items()})
         self.nodes.append(made)
@@ -223,6 +226,7 @@ class _GraphBuilder:
                               f"in a way ONNX cannot do exactly", self.problems)
         outputs = self._graph_outputs()
         self._prune({o.name for o in outputs})
+        self.nodes = near_their_readers(self.nodes, {i.name for i in self.inputs})
         helper = self.onnx.helper
         graph = helper.make_graph(self.nodes, identifier(self.program.page_name, "page"), self.inputs,
                                   outputs, self.initializers,
@@ -300,7 +304,7 @@ class _GraphBuilder:
 
     def _graph_input(self, slot: int, text: str) -> None:
         t = self.program.slot(slot).type
-        name = self.values(("slot", slot), text)
+        name = self.values(("slot", slot), identifier(text))
         try:
             elem = onnx_dtype(t.dtype)
         except Unsupported as exc:
@@ -395,3 +399,47 @@ def _lower_widened(lowering, call: OnnxCall):
     result = lowering(widened)
     result = [result] if isinstance(result, str) else list(result)
     return [call.cast(r, t.dtype) if _narrow(t) else r for r, t in zip(result, call.out_types)]
+
+
+def near_their_readers(nodes: list, graph_inputs: set) -> list:
+    """``nodes`` (in a valid order) with each node that no graph input reaches (a weight's own
+    preparation: an instance's ``bias_used``, a constant's Cast) moved to just before its first
+    reader. The schedule runs such nodes first, away from their layer; beside it, each
+    instance's nodes stay one run under its scope, which viewers and importers group by (an
+    import makes them a composite again: docs/export.md)."""
+    varying = set(graph_inputs)
+    producer, deferred = {}, set()
+    for k, n in enumerate(nodes):
+        if any(i in varying for i in n.input):
+            varying.update(n.output)
+        else:
+            deferred.add(k)
+        producer.update((o, k) for o in n.output)
+    placed, out = set(), []
+
+    def place(k):    # a deferred node's inputs are deferred nodes' outputs or initializers
+        todo = [(k, False)]
+        while todo:
+            j, ready = todo.pop()
+            if j in placed:
+                continue
+            if ready:
+                placed.add(j)
+                out.append(nodes[j])
+                continue
+            todo.append((j, True))
+            todo.extend((producer[i], False) for i in reversed(nodes[j].input)
+                        if i in producer and producer[i] in deferred and producer[i] not in placed)
+
+    for k, n in enumerate(nodes):
+        if k in deferred:
+            continue
+        for i in n.input:
+            j = producer.get(i)
+            if j is not None and j in deferred:
+                place(j)
+        placed.add(k)
+        out.append(n)
+    for k in sorted(deferred):    # read by no node: a graph output, placed last as before
+        place(k)
+    return out

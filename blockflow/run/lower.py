@@ -23,7 +23,7 @@ from blockflow.run.code_parts import needs_by_input, nbytes, parts_of_updates, s
 from blockflow.run.kept import KeptArrays, add_into, keep_array
 from blockflow.run.memplan import RESIDENT, Line, MemoryPlan, alias, new, parts_into, value_dependent
 from blockflow.run.memplan import parts as memparts
-from blockflow.run.overwrite import in_place_slots, product_sums, reusable_slots
+from blockflow.run.overwrite import bound_ufunc, in_place_slots, product_sums, reusable_slots
 from blockflow.run.shared_grads import shared_cotangents
 
 __all__ = ["KeptArrays", "Lowered", "lower", "parts_of_updates"]
@@ -339,6 +339,8 @@ class _Writer:
         if len(st.outputs) == 1 and st.outputs[0] in self.in_place:
             # nothing reads the input's value again: the result goes into its array
             src = f"s{self.in_place[st.outputs[0]]}"
+            if not bound_ufunc(st, BIND_UFUNCS):  # a block's own variant taking out= (writes_out)
+                self.ns[fname] = st.spec.forward.with_out
             parts.append(f"out={src}")
             binds = [(outs[0], alias(src))]
         elif len(st.outputs) == 1 and st.outputs[0] in self.reusable:

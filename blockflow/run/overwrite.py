@@ -27,6 +27,27 @@ def bound_ufunc(st: Step, bind: bool) -> bool:
             and not st.spec.forward_context and not st.refs)
 
 
+def writes_out(st: Step, bind: bool) -> bool:
+    """Whether the plan may hand this step an ``out=`` array for its one result: a bound ufunc,
+    or a block whose forward has a variant taking ``out`` (``forward.with_out``: Relu,
+    np.maximum against a zero it picks by dtype; lower._Writer._block_call calls it)."""
+    if bound_ufunc(st, bind):
+        return True
+    return (getattr(st.spec.forward, "with_out", None) is not None and not st.attrs
+            and not st.spec.forward_context and not st.refs)
+
+
+def makes_new_array(st: Step, bind: bool) -> bool:
+    """Whether the step's result is an array the plan made for it (never a Variable, a feed, a
+    constant, state or a view): a step written with ``out=``, or one bound to a numpy function
+    that returns a new array (lower._Writer._bind_forward: MatMul without transposes)."""
+    if writes_out(st, bind):
+        return True
+    direct = getattr(st.spec.forward, "direct", None)
+    return (bind and direct is not None and not st.spec.forward_context and not st.refs
+            and direct(st.attrs) is not None)
+
+
 def _fresh_reader(st: Step, bind: bool) -> bool:
     """A reader whose results are new arrays, never a view of what it read."""
     return bound_ufunc(st, bind) or getattr(st.spec.forward, "fresh_result", False)
@@ -88,8 +109,8 @@ def in_place_slots(program: Program, fwd, returned: set, *, bind: bool, min_size
     """{output slot: input slot} for the elementwise steps that may write their result into an
     input's array (``out=`` that input): forward, a chain ``exp(x - m)`` makes one array, not two.
 
-    The input qualifies when its array is a new one the plan made (its step is a bound ufunc:
-    never a Variable, a feed, a constant, state or a view), of the output's fixed shape and
+    The writing step is a bound ufunc or a forward that takes ``out`` (writes_out). The input
+    qualifies when its array is a new one the plan made (makes_new_array), of the output's fixed shape and
     dtype and at least ``min_size`` values; the run does not return it; every other block that
     reads it runs before and makes new arrays of it (so no view of it is left), and no vjp
     reads its value (neither its own step's vjp as ``out``, nor any reader's as an input).
@@ -106,7 +127,7 @@ def in_place_slots(program: Program, fwd, returned: set, *, bind: bool, min_size
     readers = _readers(program)
     out: dict[int, int] = {}
     for st in fwd:
-        if not bound_ufunc(st, bind) or len(st.outputs) != 1 or st.outputs[0] in untouchable:
+        if not writes_out(st, bind) or len(st.outputs) != 1 or st.outputs[0] in untouchable:
             continue
         t = slots[st.outputs[0]].type
         if None in t.shape or math.prod(t.shape) < min_size:
@@ -118,7 +139,7 @@ def in_place_slots(program: Program, fwd, returned: set, *, bind: bool, min_size
             p = producer.get(s)
             if (src.const or src.state or s in returned or s in untouchable
                     or src.type.shape != t.shape or src.type.dtype != t.dtype
-                    or p is None or p.index not in order or not bound_ufunc(p, bind) or len(p.outputs) != 1
+                    or p is None or p.index not in order or not makes_new_array(p, bind) or len(p.outputs) != 1
                     or _vjp_reads(p.spec, "out")):
                 continue
             if all(not _vjp_reads(r.spec, port)

@@ -106,6 +106,23 @@ def test_ctrl_g_groups_the_selection_and_ctrl_shift_g_ungroups_computing_the_sam
     assert set(view.diagram_scene().node_items) == {"X", "d1", "d2", "loss"}
 
 
+def test_ctrl_g_refuses_a_selection_that_would_feed_itself_and_says_why(qtbot, tmp_path, monkeypatch):
+    """X and d2 selected, d1 between them not: the instance would feed d1 and read it back."""
+    window = make_window(qtbot, tmp_path)
+    doc, view = window.document, window.view
+    start, steps = copy.deepcopy(doc.project), doc.undo_stack.count()
+    monkeypatch.setattr("blockflow.gui.canvas.editing.QInputDialog.getText",
+                        lambda *a, **k: ("Pair", True))
+    click_node(qtbot, view, "X")
+    click_node(qtbot, view, "d2", Qt.ControlModifier)
+    view.setFocus()
+    qtbot.keyClick(view.viewport(), Qt.Key_G, Qt.ControlModifier)
+    assert window.statusBar().currentMessage().startswith(
+        "cannot group: d1 lies between selected blocks: the group would feed itself")
+    assert doc.project.diagrams() == start.diagrams() and list(doc.project.composites) == ["Dense"]
+    assert doc.undo_stack.count() == steps
+
+
 def test_render_closed_and_opened(qtbot, tmp_path):
     window = make_window(qtbot, tmp_path)
     window.grab().save(str(tmp_path / "closed.png"))
