@@ -322,10 +322,8 @@ class _Compiler:
             g = len(good)
             if g < n:
                 g = numbers[g]
-            if wired is None:     # Wires.add, written out: this loop runs once a wire
-                into[di] = [g]
-            else:
-                wired.append(g)
+            # Wires.add, written out: this loop runs once a wire
+            into[di] = g if wired is None else (wired, g) if type(wired) is int else wired + (g,)
             add_good(e)
             add_src(si)
             add_type(None)

@@ -207,7 +207,8 @@ class Inference:
         A block whose spec, attrs dict and input type objects are those of one typed before is
         typed by one look-up: that block's dtypes passed their check and its infer gave these."""
         slots, good, wire_type, src, outs_at = self.slots, self.fed.good, self.fed.type, self.fed.src, self.outs_at
-        wired = self.fed.into[i] or ()
+        wired = self.fed.into[i]     # one wire's place, a tuple of them, or None (wires.py)
+        wired = wired if type(wired) is tuple else () if wired is None else (wired,)
         if len(wired) != len(plan.inputs):
             return False     # an input is not wired (each wire goes to a declared input, one each)
         inputs, args, in_edges, ids = [], [], [], [spec, id(attrs)]
@@ -234,8 +235,7 @@ class Inference:
             args.append(t)
             in_edges.append((pos, None, e))
             ids.append(id(t))
-        ids = tuple(ids)
-        outs = self._typed_by_id.get(ids)
+        outs = self._typed_by_id.get(ids := tuple(ids))
         if outs is None:
             outs = self._plain_miss(nid, spec, plan, attrs, ids, args, inputs, in_edges)
             if outs is None:

@@ -14,7 +14,9 @@ class Wires:
 
     def __init__(self, index: dict, n: int):
         self.index = index
-        #: per block number: the places in ``good`` of the wires into it, or None
+        #: per block number: the place in ``good`` of the wire into it, or a tuple of the places
+        #: of the wires into it (two or more), or None. No list a block: a 100k-block page's
+        #: lists, each an object and an item array, were 0.2-0.4 us a block of new memory
         self.into: list = [None] * n
         self.good: list = []
         #: per wire of ``good``: the block number it comes from
@@ -26,17 +28,19 @@ class Wires:
     def find(self, i: int, port: str):
         """The wire into block number ``i``'s ``port``, or None."""
         good = self.good
-        for g in self.into[i] or ():
+        for g in self.of(i):
             if good[g].dst_port == port:
                 return good[g]
         return None
 
+    def of(self, i: int) -> tuple:
+        """The places in ``good`` of the wires into block number ``i``, in page order."""
+        w = self.into[i]
+        return w if type(w) is tuple else () if w is None else (w,)
+
     def add(self, e, i: int, si: int) -> None:
         into, g = self.into[i], len(self.good)
-        if into is None:
-            self.into[i] = [g]
-        else:
-            into.append(g)
+        self.into[i] = g if into is None else (into, g) if type(into) is int else into + (g,)
         self.good.append(e)
         self.src.append(si)
         self.type.append(None)
@@ -49,7 +53,7 @@ class Wires:
     def wires_into(self, i: int) -> list:
         """The wires into block number ``i``, in page order."""
         good = self.good
-        return [good[g] for g in self.into[i] or ()]
+        return [good[g] for g in self.of(i)]
 
     def ports(self, nid) -> list:
         """The wired input ports of ``nid``, in page order."""
