@@ -1,17 +1,23 @@
 """How a run plan names what went wrong: the block and phase at a step cursor of its generated
 code, a failed block's error with its inputs' shapes, a refused allocation, a gradient that
-PreventGradient forbids (runtime._Plan takes these methods from PlanFailures).
+PreventGradient forbids (runtime._Plan takes these methods from PlanFailures); and the checks
+of a kind of run (its target, its wrt) that name what they refuse.
 
 Must not import PySide6 or the block library.
 """
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from blockflow.budget import format_size
 from blockflow.budget import memory_budget as memory_budget_of
 from blockflow.errors import BlockExecutionError, FeedError, MemoryLimitError, RunError
 from blockflow.spec import AllocationError, ShapeError, TensorType, allocation_guard
 
-__all__ = ["PlanFailures"]
+if TYPE_CHECKING:
+    from blockflow.compile.program import Program
+
+__all__ = ["PlanFailures", "check_target", "checked_wrt", "slot_name"]
 
 
 class PlanFailures:
@@ -79,3 +85,38 @@ class PlanFailures:
                     shapes.append(f"{port} {TensorType.of(v).describe()}")
         msg = str(exc) if isinstance(exc, ShapeError) else f"{type(exc).__name__}: {exc}"
         raise BlockExecutionError(f"{name} ({st.spec.name})", msg, ", ".join(shapes), phase) from exc
+
+
+# ------------------------------------------------------------ a kind of run, checked once
+def slot_name(program: Program, slot: int) -> str:
+    s = program.slot(slot)
+    return f"{program.full_name(s.node)}:{s.port}"
+
+
+def check_target(program: Program, t_slot, grad_seed) -> None:
+    """The slot to differentiate must be a float, and a scalar unless a gradient seed gives the
+    cotangent; a seed needs a target."""
+    if t_slot is None:
+        if grad_seed is not None:
+            raise RunError("a gradient seed was given but no gradient target")
+        return
+    ttype = program.slot(t_slot).type
+    if not ttype.is_float:
+        raise RunError(f"the gradient target {slot_name(program, t_slot)} is {ttype}; only float "
+                       f"values can be differentiated")
+    if grad_seed is None and ttype.size != 1:
+        raise RunError(f"the gradient target {slot_name(program, t_slot)} is {ttype}, not a scalar: "
+                       f"give a gradient seed of its shape or pick a scalar target")
+
+
+def checked_wrt(program: Program, wrt):
+    """``wrt`` as a frozenset of node ids on the page (None stays None)."""
+    if wrt is None:
+        return wrt
+    if isinstance(wrt, str):
+        raise RunError(f"wrt must be a collection of node ids, not the string {wrt!r}")
+    wrt = frozenset(wrt)  # a frozenset is checked too: _plan_for checks a kind of run once
+    unknown = sorted(n for n in wrt if program.step(n) is None)
+    if unknown:
+        raise RunError(f"wrt names nodes that are not on page '{program.page_name}': {', '.join(unknown)}")
+    return wrt

@@ -11,6 +11,7 @@ import numpy as np
 
 from blockflow.errors import FeedError, RunError
 from blockflow.run.memplan import RunGuard
+from blockflow.run.shaped import MAX_SHAPED, fits, shaped_types
 from blockflow.spec import AllocationError, fit_dtype
 
 __all__ = ["PlanInputs"]
@@ -150,3 +151,38 @@ class PlanInputs:
         except (ValueError, TypeError) as exc:
             t = self.program.slot(st.outputs[0]).type
             raise FeedError(f"feed for Placeholder {self.program.full_name(st.node)} ({t}): {exc}") from None
+
+    # ----------------------------------------------------------- plans per feed-shape signature
+    def open_signatures(self, wanted: bool, slots, make) -> dict | None:
+        """{feed shapes: plan written for them} for a plan whose feeds leave sizes open (None
+        otherwise: ``wanted`` false, or every feed's shape fixed); ``make(types)`` writes one."""
+        if not wanted or all(shape is not None for _, _, shape in self.feed_spec):
+            return None
+        self._declared = [slots[st.outputs[0]].type.shape for st in self.feed_steps]
+        self._make_shaped = make
+        return {}
+
+    def shaped_for(self, feed_list):
+        """The plan written for these feeds' shapes (made on first use, at most MAX_SHAPED), or
+        this one: a feed its Placeholder would not pass as it is, or too many signatures."""
+        key = tuple(map(_SHAPE, feed_list)) if all(type(v) is np.ndarray for v in feed_list) else None
+        plan = self.shaped.get(key)
+        if plan is None:
+            if key is None or len(self.shaped) >= MAX_SHAPED or not fits(self._declared, self.feed_dtypes, feed_list):
+                return self
+            feed_slots = [st.outputs[0] for st in self.feed_steps]
+            try:
+                plan = self._make_shaped(shaped_types(self.program, feed_slots, feed_list))
+            except Exception:   # noqa: BLE001 - this plan computes the same; it says what is wrong
+                plan = self
+            plan = self.shaped.setdefault(key, plan)
+        return plan
+
+    def shaped_seen(self, feeds):
+        """For a repeated run's short way: the plan already written for the shapes of ``feeds``
+        (a dict of arrays), or None."""
+        try:
+            key = tuple(feeds[name].shape for name, _, _ in self.feed_spec)
+        except (KeyError, AttributeError, TypeError):
+            return None
+        return self.shaped.get(key) if len(feeds) == len(self.feed_spec) else None

@@ -24,11 +24,12 @@ from blockflow.compile.program import Program, Step
 from blockflow.datafiles import SPLITS, DataRequest
 from blockflow.errors import MemoryLimitError, NumericsError, RunError
 from blockflow.run.lower import KeptArrays, lower
-from blockflow.run.plan_failures import PlanFailures
+from blockflow.run.plan_failures import PlanFailures, check_target, checked_wrt, slot_name
 from blockflow.run.plan_inputs import PlanInputs
 from blockflow.run.streams import stream_generator, stream_hash
 from blockflow.run.numerics import all_finite, all_finite_many, what_is_not_finite as _what
 from blockflow.run.packer import make_finite_test, make_packer
+from blockflow.run.shaped import ShapedProgram
 from blockflow.spec import allocation_guard
 
 __all__ = ["RunResult", "all_finite", "run", "run_forward", "run_backward", "stream_generator", "stream_hash"]
@@ -51,6 +52,8 @@ GENERATED_PACKERS = True
 #: a repeated run takes _rerun's short way where it can (False: always the general path; tests
 #: compare the two)
 FAST_LANE = True
+#: write a plan again for each feed-shape signature of a page with open sizes (run/shaped.py)
+SHAPED_PLANS = True
 
 
 @dataclass
@@ -149,8 +152,9 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
         _check_variables(program, variables)
     budget, source = _budget(memory_budget)
     feed_list = plan.feed_inputs(feeds)
-    # Every array of the run is checked before anything is allocated (the walk is cached per
-    # feed-shape signature); during the run the guard counts what blocks reserve.
+    if plan.shaped is not None:     # open sizes: the plan written for these feeds' shapes
+        plan = plan.shaped_for(feed_list)
+    # every array is checked before it is made (the walk cached per feed-shape signature)
     guard = plan.take_guard(budget, source, held_bytes, feed_list)
     token = allocation_guard.set(guard)
     try:
@@ -185,6 +189,8 @@ def _rerun(program: Program, plan: "_Plan", wrt, feeds, check, step, split, run_
     Why: right after a large numpy step, whose arrays have pushed the interpreter's objects out
     of the CPU caches, each Python call costs a few cache misses; the general path's calls cost
     an MLP step 3-5 us more (measured interleaved in one process: benchmarks/README.md)."""
+    if plan.shaped is not None and (plan := plan.shaped_seen(feeds)) is None:
+        return None
     if plan.n_buffers or plan.update_steps or _ERRSTATE is None or type(feeds) is not dict:
         return None
     try:
@@ -247,8 +253,8 @@ def _plan_for(program: Program, fetch, target, grad_seed, wrt, record, check=Tru
     if t_slot is not None and wrt is None and not record:
         wrt = program.trainable
     fetch_slots = tuple(program.resolve_target(f) for f in (fetch or ()))
-    _check_target(program, t_slot, grad_seed)
-    wrt = _checked_wrt(program, wrt)
+    check_target(program, t_slot, grad_seed)
+    wrt = checked_wrt(program, wrt)
     # a checked run that does not record may certify some gradients finite (run/certify.py)
     key = (fetch_slots, t_slot, wrt, record, grad_seed is not None, bool(check) and not record)
     plans = program.cache("plans")
@@ -260,35 +266,6 @@ def _plan_for(program: Program, fetch, target, grad_seed, wrt, record, check=Tru
     return t_slot, wrt, plan
 
 
-def _check_target(program: Program, t_slot, grad_seed) -> None:
-    """The slot to differentiate must be a float, and a scalar unless a gradient seed gives the
-    cotangent; a seed needs a target."""
-    if t_slot is None:
-        if grad_seed is not None:
-            raise RunError("a gradient seed was given but no gradient target")
-        return
-    ttype = program.slot(t_slot).type
-    if not ttype.is_float:
-        raise RunError(f"the gradient target {_slot_name(program, t_slot)} is {ttype}; only float "
-                       f"values can be differentiated")
-    if grad_seed is None and ttype.size != 1:
-        raise RunError(f"the gradient target {_slot_name(program, t_slot)} is {ttype}, not a scalar: "
-                       f"give a gradient seed of its shape or pick a scalar target")
-
-
-def _checked_wrt(program: Program, wrt):
-    """``wrt`` as a frozenset of node ids on the page (None stays None)."""
-    if wrt is None:
-        return wrt
-    if isinstance(wrt, str):
-        raise RunError(f"wrt must be a collection of node ids, not the string {wrt!r}")
-    wrt = frozenset(wrt)  # a frozenset is checked too: _plan_for checks a kind of run once
-    unknown = sorted(n for n in wrt if program.step(n) is None)
-    if unknown:
-        raise RunError(f"wrt names nodes that are not on page '{program.page_name}': {', '.join(unknown)}")
-    return wrt
-
-
 def _run_planned(program, plan, guard, feed_list, variables, t_slot, grad_seed, check_numerics, commit,
                  feeds, wrt, step, split, run_seed) -> RunResult:
     var_list = plan.variable_inputs(variables)
@@ -298,7 +275,7 @@ def _run_planned(program, plan, guard, feed_list, variables, t_slot, grad_seed, 
         seed = np.asarray(grad_seed, dtype=ttype.dtype)
         if seed.ndim != ttype.rank or any(d is not None and d != n for d, n in zip(ttype.shape, seed.shape)):
             raise RunError(f"the gradient seed has shape {list(seed.shape)} but the target "
-                           f"{_slot_name(program, t_slot)} is {ttype}")
+                           f"{slot_name(program, t_slot)} is {ttype}")
     data = plan.last_data
     if data.step != step or data.split != split or data.seed != run_seed:
         data = plan.last_data = DataRequest(step, split, run_seed)
@@ -333,21 +310,16 @@ def _run_planned(program, plan, guard, feed_list, variables, t_slot, grad_seed, 
     return result
 
 
-def _new_plan(program, fetch_slots, t_slot, wrt, record, check=False) -> "_Plan":
+def _new_plan(program, fetch_slots, t_slot, wrt, record, check=False, types=None) -> "_Plan":
     # Generating a plan makes many small objects and frees none: the cyclic collector would rescan
     # the growing heap again and again (as in compile_page), so it waits until the plan is made.
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _Plan(program, fetch_slots, t_slot, wrt, record, check)
+        return _Plan(program, fetch_slots, t_slot, wrt, record, check, types)
     finally:
         if enabled:
             gc.enable()
-
-
-def _slot_name(program: Program, slot: int) -> str:
-    s = program.slot(slot)
-    return f"{program.full_name(s.node)}:{s.port}"
 
 
 def _forward_steps(steps, fetch, target, record) -> list:
@@ -384,12 +356,14 @@ def _wanted_grads(fwd, paths, wrt) -> list:
 class _Plan(PlanInputs, PlanFailures):
     """Straight-line code for one kind of run, generated once per Program and key."""
 
-    def __init__(self, program: Program, fetch, target, wrt, record, check=False):
+    def __init__(self, program: Program, fetch, target, wrt, record, check=False, types=None):
         self.program = program
         self.fetch = fetch
         self.target = target
         self.record = record
-        slots = program.slots
+        # ``types``: a plan for one feed-shape signature sees them as the slots' (run/shaped.py)
+        seen_as = program if types is None else ShapedProgram(program, types)
+        slots = seen_as.slots
         paths = program.gradient_paths((slots[target].node, slots[target].port), wrt) \
             if target is not None else None
         self.paths = paths
@@ -415,11 +389,11 @@ class _Plan(PlanInputs, PlanFailures):
         self.state_keys = [(slots[s].node, slots[s].port) for s in self.state_slots]
         self._rng_ids: dict = {}
         if paths is not None and paths.prevented:
-            raise RunError(self._prevent_message(paths.prevented, "the gradient of " + _slot_name(program, target)))
+            raise RunError(self._prevent_message(paths.prevented, "the gradient of " + slot_name(program, target)))
         self.bwd = bwd = _backward_steps(fwd, paths)
         #: (node, slot) of variable/placeholder outputs with gradient
         self.wanted_grads = _wanted_grads(fwd, paths, wrt)
-        code = lower(program, fwd=fwd, bwd=bwd, paths=paths, target=target, fetch=fetch, record=record,
+        code = lower(seen_as, fwd=fwd, bwd=bwd, paths=paths, target=target, fetch=fetch, record=record,
                      wanted_grads=self.wanted_grads, var_steps=self.var_steps, feed_steps=self.feed_steps,
                      state_slots=self.state_slots, fail=self._fail, rng=self._rng, where=self._where,
                      check=check)
@@ -440,6 +414,8 @@ class _Plan(PlanInputs, PlanFailures):
         self.value_keys, self.grad_keys, self.wanted_keys = code.value_keys, code.grad_keys, code.wanted_keys
         self.target_key, self.edge_list, self.update_steps = code.target_key, code.edge_list, code.update_steps
         self._result_code(program, record)
+        self.shaped = self.open_signatures(SHAPED_PLANS and not record and types is None, slots, lambda t: _new_plan(
+            program, fetch, target, wrt, record, check, t))
 
     def _result_code(self, program: Program, record) -> None:
         """``pack`` (out -> RunResult) and ``finite`` (out -> bool, None for the general check),
