@@ -183,7 +183,8 @@ def plan_group(project: Project, diagram: str, node_ids, name: str, program=None
     ``program``: the diagram's compiled program (ids drawn at ``level`` in it) for the ports'
     dtypes and shapes; ``registry``: the blocks' default seeds (drawn the same numbers after)."""
     page = project.page(diagram)
-    ids = [n for n in page.nodes if n in set(node_ids)]
+    chosen = set(node_ids)
+    ids = [n for n in page.nodes if n in chosen]
     if not ids:
         raise ProjectError("select the blocks to group")
     problem = composite_name_problem(name)

@@ -58,5 +58,5 @@ def fits(declared, dtypes, feed_list) -> bool:
 
 def shaped_types(program, feed_slots, feed_list) -> list:
     """Every slot's type for feeds of these shapes (the blocks downstream inferred again)."""
-    given = {s: TensorType(value.shape, program.slots[s].type.dtype) for s, value in zip(feed_slots, feed_list)}
+    given = {s: TensorType(value.shape, program.slot(s).type.dtype) for s, value in zip(feed_slots, feed_list)}
     return concrete_types(program, given)
