@@ -934,9 +934,8 @@ def test_hostile_instance_ids_give_scoped_names_that_run():
         assert at == list(range(at[0], at[-1] + 1)), scopes
 
 
-@pytest.mark.xfail(strict=True, reason="instances whose ids sanitise alike (d-1, d.1, d_1) export under ONE "
-                   "scope d_1 (nodes d_1/MatMul_1, d_1/MatMul_1_2, ...): Names makes the full name unique, "
-                   "not the scope, so viewers and the re-import see one unit and no instance comes back")
+# instances whose ids sanitise alike shared one scope d_1 (the audit's finding); names.Scopes
+# gives each scope text its own identifier since the same day
 def test_instances_whose_ids_sanitise_alike_keep_distinct_scopes(tmp_path):
     from blockflow.importing.onnx_import import import_onnx
 

@@ -237,7 +237,7 @@ def test_names_boundary_refuses_what_it_cannot_write():
 def test_scoped_names_are_identifiers_joined_by_slashes():
     """ONNX node and value names keep an instance's scopes; each scope is still an identifier,
     whatever the text (a hostile id, an empty scope, a scope that is a keyword)."""
-    from blockflow.export.names import Names, scoped_identifier
+    from blockflow.export.names import Names, Scopes, scoped_identifier
 
     for text in HOSTILE_TEXT + HOSTILE_IDS + ["a//b", "/lead", "trail/", "if/class/x.y", "d1/MatMul_1"]:
         name = scoped_identifier(text)
@@ -246,6 +246,10 @@ def test_scoped_names_are_identifiers_joined_by_slashes():
     assert scoped_identifier("if/x.y") == "if_/x_y"
     names = Names(make=scoped_identifier)
     assert [names.fresh("d1/x.y"), names.fresh("d1/x-y"), names.fresh("d1_x_y")] == ["d1/x_y", "d1/x_y_2", "d1_x_y"]
+    # the export's scopes: one identifier a scope text, so instances d-1 and d.1 stay apart
+    names = Names(make=Scopes())
+    got = [names.fresh(t) for t in ("d-1/a", "d.1/a", "d-1/b", "d_1/a", "d-1/in/a", "d.1/in/a", "d_1")]
+    assert got == ["d_1/a", "d_1_2/a", "d_1/b", "d_1_3/a", "d_1/in_/a", "d_1_2/in_/a", "d_1"]
 
 
 def test_a_page_that_does_not_compile_is_refused_with_its_errors():

@@ -13,7 +13,7 @@ import re
 
 import numpy as np
 
-__all__ = ["Names", "identifier", "scoped_identifier", "literal", "comment_text"]
+__all__ = ["Names", "Scopes", "identifier", "scoped_identifier", "literal", "comment_text"]
 
 _NOT_IDENT = re.compile(r"[^0-9A-Za-z_]+")
 #: names the generated files use themselves, never given to a value
@@ -43,6 +43,35 @@ def scoped_identifier(text: str, fallback: str = "v") -> str:
     (``d1/MatMul_1`` stays ``d1/MatMul_1``, ``d 1/if`` becomes ``d_1/if_``): the names of ONNX
     nodes, whose scopes are how viewers and importers (blockflow's own) see a model's units."""
     return "/".join(identifier(part, fallback) for part in str(text).split("/"))
+
+
+class Scopes:
+    """:func:`scoped_identifier` with each scope unique for its text: instances ``d-1``, ``d.1``
+    and ``d_1`` are scopes ``d_1``, ``d_1_2`` and ``d_1_3`` (in the order first asked), so that
+    each keeps a unit of its own. Called like scoped_identifier (``Names(make=Scopes())``)."""
+
+    def __init__(self):
+        self._given: dict = {}     # a scope's text path -> its identifier
+        self._taken: dict = {}     # the identifiers taken inside one parent scope
+
+    def __call__(self, text: str, fallback: str = "v") -> str:
+        parts = str(text).split("/")
+        out: list = []
+        for i, part in enumerate(parts[:-1]):
+            key = tuple(parts[:i + 1])
+            name = self._given.get(key)
+            if name is None:
+                taken = self._taken.setdefault(tuple(out), set())
+                base = name = identifier(part, fallback)
+                n = 1
+                while name in taken:
+                    n += 1
+                    name = f"{base}_{n}"
+                taken.add(name)
+                self._given[key] = name
+            out.append(name)
+        out.append(identifier(parts[-1], fallback))
+        return "/".join(out)
 
 
 class Names:

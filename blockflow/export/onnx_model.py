@@ -31,7 +31,7 @@ import numpy as np
 from blockflow.compile.compiler import compile_project
 from blockflow.compile.program import Program, Step
 from blockflow.optional import need
-from blockflow.export.names import Names, comment_text, identifier, scoped_identifier
+from blockflow.export.names import Names, Scopes, comment_text, identifier
 from blockflow.export.onnx_lowering import OnnxCall, Unsupported, onnx_dtype, onnx_lowering_table
 from blockflow.export.errors import ExportError
 from blockflow.export.lowering import call_fields, check_compiled, refuse_unlowered
@@ -167,8 +167,9 @@ class _GraphBuilder:
         self.table = onnx_lowering_table()
         # values and nodes keep an instance's scope (d1/MatMul_1): near_their_readers; the graph's
         # inputs and outputs are plain identifiers, the names a caller feeds and reads
-        self.values = Names(make=scoped_identifier)
-        self.node_names = Names(make=scoped_identifier)  # an instance's blocks keep its scope
+        scopes = Scopes()      # one identifier a scope, for nodes and values alike
+        self.values = Names(make=scopes)
+        self.node_names = Names(make=scopes)  # an instance's blocks keep its scope
         self.nodes: list = []
         self.initializers: list = []
         self.inputs: list = []
@@ -196,12 +197,11 @@ class _GraphBuilder:
     # ------------------------------------------------------------------ what lowerings call
 
     def value_hint(self, call: OnnxCall) -> str:
-        return scoped_identifier(call.node)
+        return call.node     # made a name (its scopes unique) by self.values
 
     def node(self, call: OnnxCall, op_type: str, inputs: list, outputs: int, hint: str, attrs: dict):
         suffix = f"_{hint}" if hint else ""
-        base = scoped_identifier(call.node) + suffix
-        outs = [self.values.fresh(base) for _ in range(outputs)]
+        outs = [self.values.fresh(call.node + suffix) for _ in range(outputs)]
         name = self.node_names.fresh(call.node + suffix)
         made = self.onnx.helper.make_node(op_type, ["" if i is None else i for i in inputs], outs,
                                           name=name, **{k: _plain(v) for k, v in attrs.items()})
