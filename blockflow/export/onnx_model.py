@@ -404,9 +404,10 @@ def _lower_widened(lowering, call: OnnxCall):
 def near_their_readers(nodes: list, graph_inputs: set) -> list:
     """``nodes`` (in a valid order) with each node that no graph input reaches (a weight's own
     preparation: an instance's ``bias_used``, a constant's Cast) moved to just before its first
-    reader. The schedule runs such nodes first, away from their layer; beside it, each
-    instance's nodes stay one run under its scope, which viewers and importers group by (an
-    import makes them a composite again: docs/export.md)."""
+    reader, or before the run of its reader's scope when it belongs to another scope. The
+    schedule runs such nodes first, away from their layer; beside it, each instance's nodes stay
+    one run under its scope, which viewers and importers group by (an import makes them a
+    composite again: docs/export.md)."""
     varying = set(graph_inputs)
     producer, deferred = {}, set()
     for k, n in enumerate(nodes):
@@ -431,15 +432,32 @@ def near_their_readers(nodes: list, graph_inputs: set) -> list:
             todo.extend((producer[i], False) for i in reversed(nodes[j].input)
                         if i in producer and producer[i] in deferred and producer[i] not in placed)
 
-    for k, n in enumerate(nodes):
-        if k in deferred:
-            continue
-        for i in n.input:
-            j = producer.get(i)
-            if j is not None and j in deferred:
+    def deferred_inputs(k):
+        return [producer[i] for i in nodes[k].input if producer.get(i) in deferred]
+
+    varying_order = [k for k in range(len(nodes)) if k not in deferred]
+    start = 0
+    while start < len(varying_order):
+        # a run of nodes in one scope: what they read from other scopes is placed before it, so
+        # that the run is not cut (a page's constant read in the middle of an instance)
+        scope = _scope(nodes[varying_order[start]].name)
+        end = start
+        while end < len(varying_order) and _scope(nodes[varying_order[end]].name) == scope:
+            end += 1
+        for k in varying_order[start:end]:
+            for j in deferred_inputs(k):
+                if _scope(nodes[j].name) != scope:
+                    place(j)
+        for k in varying_order[start:end]:
+            for j in deferred_inputs(k):
                 place(j)
-        placed.add(k)
-        out.append(n)
+            placed.add(k)
+            out.append(nodes[k])
+        start = end
     for k in sorted(deferred):    # read by no node: a graph output, placed last as before
         place(k)
     return out
+
+
+def _scope(name: str) -> str:
+    return name.rsplit("/", 1)[0] if "/" in name else ""
