@@ -197,10 +197,10 @@ def _mlp_feeds(batch, seed=0):
             "y": np.eye(10, dtype=np.float32)[rng.integers(0, 10, batch)]}
 
 
-@pytest.mark.xfail(strict=True, reason="a memory budget the open plan refuses (MemoryLimitError at mm2) is "
-                   "accepted by the shaped plan, which writes in place: SHAPED_PLANS changes a run's outcome, "
-                   "not only its speed (the benign direction: shaped never needed more in 25 random pages)")
-def test_a_memory_budget_gives_the_same_outcome_with_and_without_shaped_plans(monkeypatch):
+def test_a_budget_between_the_two_plans_needs_runs_only_with_shaped_plans(monkeypatch):
+    """The audit's finding, kept as documented behaviour (docs/performance.md, "Plans per
+    feed-shape signature"): a shaped plan writes in place, so it may fit a memory budget the open
+    plan is refused, as a fixed-shape page's plan does; it then gives the open plan's bits."""
     def outcome(on, budget):
         monkeypatch.setattr(runtime, "SHAPED_PLANS", on)
         program = compile_project(_mlp())
@@ -213,8 +213,11 @@ def test_a_memory_budget_gives_the_same_outcome_with_and_without_shaped_plans(mo
             lo, hi = (lo, mid) if isinstance(outcome(on, mid), dict) else (mid + 1, hi)
         return lo
 
-    budget = min(least(True), least(False))
-    assert outcome(True, budget) == outcome(False, budget)
+    shaped_least, open_least = least(True), least(False)
+    assert shaped_least < open_least
+    assert outcome(True, shaped_least) == outcome(False, open_least)
+    refused = outcome(False, shaped_least)
+    assert not isinstance(refused, dict) and "MemoryLimitError" in str(refused)
 
 
 def test_a_memory_budget_never_needs_more_with_shaped_plans(monkeypatch):
