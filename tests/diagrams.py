@@ -59,3 +59,28 @@ def softmax_project(stable=True, x=(2.0, 1.0, 0.1, 3.0, -1.0), w=(1.0, 2.0, 3.0,
     project = chain(*specs, feeds={"x": np.asarray(x, np.float32)})
     project.pages[0].loss = "Sum_1"
     return project
+
+
+def open_mlp(n_in=96, hidden=80, n_out=10):
+    """x [-1, n_in] -> Dense+Relu -> Dense -> softmax cross-entropy with y [-1, n_out] -> Mean,
+    the page's loss: a batch left open, as users draw it (run/shaped.py's plans)."""
+    project = chain(("x", "Placeholder", {"shape": [-1, n_in]}, None),
+                    ("y", "Placeholder", {"shape": [-1, n_out]}, None),
+                    ("W1", "Variable", {"shape": [n_in, hidden], "initializer": "glorot_uniform", "seed": 1}, None),
+                    ("b1", "Variable", {"shape": [hidden], "initializer": "glorot_uniform", "seed": 2}, None),
+                    ("W2", "Variable", {"shape": [hidden, n_out], "initializer": "glorot_uniform", "seed": 3}, None),
+                    ("mm1", "MatMul", {}, {"a": "x", "b": "W1:ref"}),
+                    ("add1", "Add", {}, {"x": "mm1", "y": "b1:ref"}),
+                    ("r1", "Relu", {}, {"features": "add1"}),
+                    ("mm2", "MatMul", {}, {"a": "r1", "b": "W2:ref"}),
+                    ("ce", "SoftmaxCrossEntropyWithLogits", {}, {"features": "mm2", "labels": "y"}),
+                    ("loss", "Mean", {}, {"input": "ce:loss"}))
+    project.pages[0].loss = "loss"
+    return project
+
+
+def open_mlp_feeds(batch, n_in=96, n_out=10, seed=0):
+    """Feeds of ``batch`` rows for open_mlp: normal x, one-hot y (drawn from seed + batch)."""
+    rng = np.random.default_rng(seed + batch)
+    return {"x": rng.normal(size=(batch, n_in)).astype(np.float32),
+            "y": np.eye(n_out, dtype=np.float32)[rng.integers(0, n_out, batch)]}

@@ -22,7 +22,7 @@ from blockflow.project import Project
 from blockflow.registry import default_registry
 from blockflow.run.runtime import run
 
-from diagrams import chain
+from diagrams import chain, open_mlp, open_mlp_feeds
 
 REG = default_registry()
 K = 64   # a row of 64 values: 64 rows or more reach lower.IN_PLACE_MIN_SIZE (4,096)
@@ -175,26 +175,12 @@ def test_random_open_pages_give_the_open_plans_results(monkeypatch, seed, scale)
     assert on == off
 
 
-def _mlp(n_in=K, hidden=96, n_out=10):
-    project = chain(("x", "Placeholder", {"shape": [-1, n_in]}, None),
-                    ("y", "Placeholder", {"shape": [-1, n_out]}, None),
-                    ("W1", "Variable", {"shape": [n_in, hidden], "initializer": "glorot_uniform", "seed": 1}, None),
-                    ("b1", "Variable", {"shape": [hidden], "initializer": "glorot_uniform", "seed": 2}, None),
-                    ("W2", "Variable", {"shape": [hidden, n_out], "initializer": "glorot_uniform", "seed": 3}, None),
-                    ("mm1", "MatMul", {}, {"a": "x", "b": "W1:ref"}),
-                    ("add1", "Add", {}, {"x": "mm1", "y": "b1:ref"}),
-                    ("r1", "Relu", {}, {"features": "add1"}),
-                    ("mm2", "MatMul", {}, {"a": "r1", "b": "W2:ref"}),
-                    ("ce", "SoftmaxCrossEntropyWithLogits", {}, {"features": "mm2", "labels": "y"}),
-                    ("loss", "Mean", {}, {"input": "ce:loss"}))
-    project.pages[0].loss = "loss"
-    return project
+def _mlp():
+    return open_mlp(n_in=K, hidden=96)
 
 
 def _mlp_feeds(batch, seed=0):
-    rng = np.random.default_rng(seed + batch)
-    return {"x": rng.normal(size=(batch, K)).astype(np.float32),
-            "y": np.eye(10, dtype=np.float32)[rng.integers(0, 10, batch)]}
+    return open_mlp_feeds(batch, n_in=K, seed=seed)
 
 
 def test_a_budget_between_the_two_plans_needs_runs_only_with_shaped_plans(monkeypatch):

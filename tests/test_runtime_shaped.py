@@ -16,32 +16,17 @@ from blockflow.errors import FeedError, NumericsError
 from blockflow.io.project_io import load_project
 from blockflow.run.runtime import run
 
-from diagrams import chain
+from diagrams import chain, open_mlp, open_mlp_feeds
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_projects"
 
 
-def _mlp(n_in=96, hidden=80, n_out=10):
-    """x [-1, n_in] -> Dense+Relu -> Dense -> softmax cross-entropy with y [-1, n_out] -> Mean."""
-    project = chain(("x", "Placeholder", {"shape": [-1, n_in]}, None),
-                    ("y", "Placeholder", {"shape": [-1, n_out]}, None),
-                    ("W1", "Variable", {"shape": [n_in, hidden], "initializer": "glorot_uniform", "seed": 1}, None),
-                    ("b1", "Variable", {"shape": [hidden], "initializer": "glorot_uniform", "seed": 2}, None),
-                    ("W2", "Variable", {"shape": [hidden, n_out], "initializer": "glorot_uniform", "seed": 3}, None),
-                    ("mm1", "MatMul", {}, {"a": "x", "b": "W1:ref"}),
-                    ("add1", "Add", {}, {"x": "mm1", "y": "b1:ref"}),
-                    ("r1", "Relu", {}, {"features": "add1"}),
-                    ("mm2", "MatMul", {}, {"a": "r1", "b": "W2:ref"}),
-                    ("ce", "SoftmaxCrossEntropyWithLogits", {}, {"features": "mm2", "labels": "y"}),
-                    ("loss", "Mean", {}, {"input": "ce:loss"}))
-    project.pages[0].loss = "loss"
-    return project
+def _mlp():
+    return open_mlp()
 
 
-def _feeds(batch, seed=0, n_in=96, n_out=10):
-    rng = np.random.default_rng(seed + batch)
-    return {"x": rng.normal(size=(batch, n_in)).astype(np.float32),
-            "y": np.eye(n_out, dtype=np.float32)[rng.integers(0, n_out, batch)]}
+def _feeds(batch):
+    return open_mlp_feeds(batch)
 
 
 def _bits(res):
