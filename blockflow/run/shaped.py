@@ -12,7 +12,7 @@ block decides (a dataset's batch) stay open in it.
 The plan only sees a :class:`ShapedProgram`: the Program with those types. Everything else (the
 result's program, messages, the Variables) is the Program's own.
 
-Imports nothing of blockflow but compile/program.py and run/memplan.py.
+Imports nothing of blockflow but compile/program.py, run/memplan.py and spec.
 """
 from __future__ import annotations
 
