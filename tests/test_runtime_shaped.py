@@ -68,34 +68,37 @@ def test_more_signatures_than_kept_run_on_the_open_plan(monkeypatch):
     assert len(_open_plan(program).shaped) == shaped.MAX_SHAPED
 
 
-def test_a_feed_that_does_not_fit_is_refused_as_before(monkeypatch):
-    messages = []
+def _refusals(monkeypatch, batch, spoil, error):
+    """[(message, program)] with SHAPED_PLANS on, then off: a good run of ``batch`` rows, then
+    one whose feeds ``spoil`` changed, which must raise ``error``."""
+    out = []
     for on in (True, False):
         monkeypatch.setattr(runtime, "SHAPED_PLANS", on)
         program = compile_project(_mlp())
-        run(program, _feeds(4), target="loss", record=False)
-        bad = _feeds(4)
-        bad["x"] = bad["x"][:, :95]
-        with pytest.raises(FeedError) as info:
-            run(program, bad, target="loss", record=False)
-        messages.append(str(info.value))
-        if on:
-            assert list(_open_plan(program).shaped) == [((4, 96), (4, 10))]
-    assert messages[0] == messages[1] and "x" in messages[0]
+        run(program, _feeds(batch), target="loss", record=False)
+        feeds = _feeds(batch)
+        spoil(feeds)
+        with pytest.raises(error) as info:
+            run(program, feeds, target="loss", record=False)
+        out.append((str(info.value), program))
+    return out
+
+
+def test_a_feed_that_does_not_fit_is_refused_as_before(monkeypatch):
+    def narrower(feeds):
+        feeds["x"] = feeds["x"][:, :95]
+
+    (shaped_msg, program), (open_msg, _) = _refusals(monkeypatch, 4, narrower, FeedError)
+    assert list(_open_plan(program).shaped) == [((4, 96), (4, 10))]
+    assert shaped_msg == open_msg and "x" in shaped_msg
 
 
 def test_nan_in_a_shaped_plan_names_the_block_as_before(monkeypatch):
-    messages = []
-    for on in (True, False):
-        monkeypatch.setattr(runtime, "SHAPED_PLANS", on)
-        program = compile_project(_mlp())
-        run(program, _feeds(8), target="loss", record=False)
-        feeds = _feeds(8)
+    def infinite(feeds):
         feeds["x"][3, 5] = np.inf
-        with pytest.raises(NumericsError) as info:
-            run(program, feeds, target="loss", record=False)
-        messages.append(str(info.value))
-    assert messages[0] == messages[1]
+
+    (shaped_msg, _), (open_msg, _) = _refusals(monkeypatch, 8, infinite, NumericsError)
+    assert shaped_msg == open_msg
 
 
 def test_a_plan_that_cannot_be_written_leaves_the_open_plan(monkeypatch):
