@@ -11,29 +11,6 @@ from blockflow.spec import Attr, Input, Output, ShapeError, TensorType, block, b
 from .common import check_arithmetic, fmt_shape
 
 
-#: compute a large ``a @ bᵀ`` as ``(b @ aᵀ)ᵀ`` copied to C order (see _product)
-SWAP_TRANSPOSED = True
-_FLOAT32 = np.dtype(np.float32)
-_SWAP_MIN_WORK = 1 << 21   # multiply-adds; below it the copy costs more than the product gains
-
-
-def _product(a, b):
-    """``a @ b`` of two matrices. With OpenBLAS, a large product whose right operand is a
-    transposed C-ordered matrix (``g @ Wᵀ``, the gradient going back through a layer) runs
-    faster as its transpose, ``(b.T @ a.T).T``, which reads the large operand in its own order:
-    even with the copy back to C order (an F-ordered result slowed the blocks after it), g @ W2ᵀ
-    at 64x256x256 takes 103 us against 113, and 306 against 340 at 64x256x784. Only float32:
-    there each element is the same sum (the same bits with this OpenBLAS, over some 200 shapes;
-    tests/test_runtime_fastpath.py, tests/test_audit18.py); in float64 OpenBLAS's kernels for the
-    two layouts round differently (94 of 200 shapes differed in the last bits)."""
-    if (SWAP_TRANSPOSED and type(a) is np.ndarray and type(b) is np.ndarray and a.ndim == 2 and b.ndim == 2
-            and a.dtype == _FLOAT32 and b.dtype == _FLOAT32
-            and a.flags.c_contiguous and b.flags.f_contiguous and not b.flags.c_contiguous
-            and a.shape[0] * a.shape[1] * b.shape[1] >= _SWAP_MIN_WORK):
-        return np.matmul(b.T, a.T).T.copy()
-    return np.matmul(a, b)
-
-
 @block("MatMul", category="math_ops")
 class MatMul:
     """Matrix product ``a @ b`` of two 2-D tensors, optionally transposing either first.
@@ -68,8 +45,6 @@ class MatMul:
         return TensorType((m, n), a.dtype)
 
     def forward(a, b, *, transpose_a, transpose_b):
-        if transpose_b and not transpose_a:
-            return _product(a, b.T)
         return np.matmul(a.T if transpose_a else a, b.T if transpose_b else b)
 
     # without transposes the forward is np.matmul itself: the runtime calls it directly
@@ -80,7 +55,7 @@ class MatMul:
         ga = gb = None
         if not transpose_a:
             if needs[0]:
-                ga = g @ b if transpose_b else _product(g, b.T)
+                ga = g @ b if transpose_b else g @ b.T
             if needs[1]:
                 gb = g.T @ a if transpose_b else a.T @ g
         else:

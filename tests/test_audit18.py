@@ -13,7 +13,6 @@ import pytest
 import blockflow.run.lower as lower
 import blockflow.run.runtime as runtime
 import blockflow_blocks.fused as fused
-import blockflow_blocks.math_matmul as math_matmul
 from blockflow.compile.compiler import compile_project
 from blockflow.errors import NumericsError, RunError
 from blockflow.run.numerics import all_finite, all_finite_many
@@ -33,7 +32,6 @@ def _plain(monkeypatch):
         monkeypatch.setattr(lower, name, False)
     monkeypatch.setattr(fused, "FUSE_PRODUCT_SUMS", False)
     monkeypatch.setattr(runtime, "KEEP_ARRAYS", False)
-    monkeypatch.setattr(math_matmul, "SWAP_TRANSPOSED", False)
 
 
 def _outcome(fn):
@@ -339,42 +337,6 @@ def test_all_finite_many_agrees_with_isfinite_on_edges():
             assert all_finite(v) == want, v
             assert all_finite_many([v]) == want, v
             assert all_finite_many([np.ones(3, F32)], [v, np.ones(2)]) == want, v
-
-
-# ------------------------------------------------------------------------ MatMul's swap
-def _matmul_page(dtype, m, k, n):
-    project = chain(("x", "Placeholder", {"shape": [m, k], "dtype": dtype}, None),
-                    ("W", "Variable", {"shape": [n, k], "initializer": "glorot_uniform", "seed": 7, "dtype": dtype}, None),
-                    ("mm", "MatMul", {"transpose_b": True}, {"a": "x", "b": "W:ref"}),
-                    ("V", "Variable", {"shape": [n, k], "initializer": "glorot_uniform", "seed": 8, "dtype": dtype}, None),
-                    ("mm2", "MatMul", {}, {"a": "mm", "b": "V:ref"}),   # its vjp: g @ V.T
-                    ("t", "Tanh", {}, {"x": "mm2"}),
-                    ("loss", "Sum", {}, {"input": "t"}))
-    project.pages[0].loss = "loss"
-    return project
-
-
-def _swap_both_ways(monkeypatch, dtype, m, k, n):
-    x = RNG.normal(size=(m, k)).astype(dtype)
-    out = []
-    for swap in (False, True):
-        monkeypatch.setattr(math_matmul, "SWAP_TRANSPOSED", swap)
-        program = compile_project(_matmul_page(dtype, m, k, n))
-        out.append(_outcome(lambda: run(program, {"x": x}, target="loss", record=False,
-                                        wrt=frozenset({"x", "W", "V"}), fetch=["mm"])))
-    return out
-
-
-def test_the_swapped_product_gives_the_same_bits_in_float32(monkeypatch):
-    for m, k, n in ((64, 256, 256), (64, 256, 784), (127, 1047, 135), (33, 517, 129)):
-        plain, swapped = _swap_both_ways(monkeypatch, "float32", m, k, n)
-        assert plain == swapped, (m, k, n)
-
-
-def test_the_swapped_product_gives_the_same_bits_in_float64(monkeypatch):
-    plain, swapped = _swap_both_ways(monkeypatch, "float64", 73, 1014, 338)   # under conftest: one BLAS thread
-    assert plain[0][("mm", "product")] == swapped[0][("mm", "product")]
-    assert plain == swapped
 
 
 # ------------------------------------------------------------------ Sigmoid and Softplus
