@@ -41,6 +41,32 @@ def test_samples_are_what_the_script_makes():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def _one_array_sample(values, text="a page", dtype="float64", shape=None):
+    import json
+    return json.dumps({"text": text, "value": {"dtype": dtype, "shape": shape or [len(values)], "data": values}})
+
+
+def test_a_sample_may_differ_from_the_script_only_in_its_floats_last_bits():
+    """--check takes a float array within 1e-9 of its largest value (the BLAS kernel's rounding
+    of resnet_gradients' calibration), and nothing else: texts, shapes, dtypes, ints exact."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        from make_samples import same_sample
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    made = _one_array_sample([1.0, -0.5, 0.25])
+    assert same_sample(made, made)
+    assert same_sample(_one_array_sample([1.0, -0.5, 0.25 + 1e-12]), made)
+    assert same_sample(_one_array_sample([1.0 + 4e-16, -0.5, 0.25]), made)
+    assert not same_sample(_one_array_sample([1.0, -0.5, 0.25 + 1e-6]), made)
+    assert not same_sample(_one_array_sample([1.0, -0.5, 0.25], text="another page"), made)
+    assert not same_sample(_one_array_sample([1.0, -0.5, 0.25], dtype="float32"), made)
+    assert not same_sample(_one_array_sample([1.0, -0.5]), made)
+    assert not same_sample(_one_array_sample([1.0, -0.5, "NaN"]), made)
+    assert not same_sample(_one_array_sample([1.0, -0.5, float("nan")]), made)    # not the format's
+    assert not same_sample(_one_array_sample([1, 2, 4], dtype="int64"), _one_array_sample([1, 2, 3], dtype="int64"))
+
+
 def _softmax_vjp(x, w):
     x = x.astype(np.float64)
     p = np.exp(x - x.max())
