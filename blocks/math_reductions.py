@@ -42,7 +42,7 @@ def _spread(g, x, axes, keep_dims):
     if not keep_dims and axes is not None:
         g = g.reshape(_kept_shape(x.shape, axes))
     if x.size >= _VIEW_MIN_SIZE:
-        return np.broadcast_to(g, x.shape)
+        return _stretched(g, x.shape)
     out = np.empty(x.shape, x.dtype)
     out[...] = g
     return out
@@ -54,6 +54,19 @@ def _repeated(g, shape):
     reduction's gradient)."""
     g = np.asarray(g)
     view = np.ndarray(shape, g.dtype, g, 0, (0,) * len(shape))
+    view.flags.writeable = False
+    return view
+
+
+def _stretched(g, shape):
+    """``g`` (of ``shape`` but for sizes of 1) as a read-only view of ``shape``, its size-1 axes
+    stretched (stride 0): np.broadcast_to's view, made directly when ``g`` is a C-ordered array
+    (np.broadcast_to builds an nditer for it: 11 against 6 us, 53 against 32 right after a large
+    product, on an AMD EPYC machine)."""
+    if type(g) is not np.ndarray or not g.flags.c_contiguous or g.ndim != len(shape):
+        return np.broadcast_to(g, shape)
+    strides = tuple(0 if n == 1 else step for n, step in zip(g.shape, g.strides))
+    view = np.ndarray(shape, g.dtype, g, 0, strides)
     view.flags.writeable = False
     return view
 

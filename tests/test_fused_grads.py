@@ -124,6 +124,30 @@ def test_sum_spreads_its_gradient_as_a_read_only_view():
         assert np.all(gx == 2.5) and set(gx.strides) == {0}
 
 
+def test_a_reductions_gradient_over_some_axes_is_np_broadcast_tos_view():
+    """Sum's and Mean's gradient over some axes of a large input stretch the cotangent without
+    np.broadcast_to (math_reductions._stretched): the same values, shape and strides, read-only,
+    and still np.broadcast_to's for a cotangent that is not C-ordered."""
+    from blockflow_blocks.math_reductions import _stretched
+    rng = np.random.default_rng(3)
+    for shape, axes in (((64, 128), (1,)), ((64, 128), (0,)), ((8, 16, 40), (0, 2)), ((5000,), (0,))):
+        kept = tuple(1 if i in axes else n for i, n in enumerate(shape))
+        g = rng.normal(size=kept).astype(np.float32)
+        got, want = _stretched(g, shape), np.broadcast_to(g, shape)
+        assert got.shape == want.shape and got.strides == want.strides and got.dtype == want.dtype
+        assert got.tobytes() == want.tobytes() and not got.flags.writeable
+        for name in ("Sum", "Mean"):
+            x = np.ones(shape, np.float32)
+            out = _spec(name).forward(x, np.array(axes, np.int32), keep_dims=True)
+            (gx, _) = _spec(name).vjp(g, out, x, np.array(axes, np.int32), keep_dims=True)
+            scale = np.float32(1) if name == "Sum" else np.float32(x.size // out.size)
+            assert gx.tobytes() == np.broadcast_to(g if name == "Sum" else g / scale, shape).tobytes()
+    strided = rng.normal(size=(64, 2)).astype(np.float32)[:, :1]   # not C-ordered: broadcast_to's view
+    assert _stretched(strided, (64, 128)).tobytes() == np.broadcast_to(strided, (64, 128)).tobytes()
+    g = np.float32(2.0)
+    assert _stretched(g, (64, 128)).tobytes() == np.broadcast_to(g, (64, 128)).tobytes()
+
+
 # ----------------------------------------------------------------- gradients into their cotangent
 
 
