@@ -132,9 +132,11 @@ Tanh = _unary("Tanh", np.tanh, _tanh_vjp, rule="dx = g · (1 − y²)", doc="""E
 def _sigmoid(x):
     # 1 / (1 + exp(min(-x, cap))). np.minimum against a number is a slow pass (20 us on 50k
     # float32, against 4 for a comparison), and only x below -cap needs it: without such an x
-    # (the usual case) exp(-x) cannot overflow, and the same numbers come without it.
+    # (the usual case) exp(-x) cannot overflow, and the same numbers come without it. Whether
+    # there is one: the least value NaNs aside (np.fmin's reduction, one pass and no bool array:
+    # 6.3 against 13.3 us on 50k float32 for np.less(...).any(), the same answer).
     one = ONE[x.dtype]
-    if type(x) is np.ndarray and x.ndim and not np.less(x, _NEG_EXP_ARG_MAX[x.dtype]).any():
+    if type(x) is np.ndarray and x.ndim and x.size and not _FMIN(x, axis=None) < _NEG_EXP_ARG_MAX[x.dtype]:
         e = np.exp(np.negative(x))
         e += one
         return np.divide(one, e, out=e)
@@ -144,6 +146,7 @@ def _sigmoid(x):
 
 
 _NEG_EXP_ARG_MAX = {d: -m for d, m in _EXP_ARG_MAX.items()}
+_FMIN = np.fmin.reduce
 
 
 def _sigmoid_vjp(g, out, x):

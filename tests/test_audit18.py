@@ -367,6 +367,27 @@ def test_sigmoid_takes_the_same_numbers_with_or_without_its_cap(dtype):
         assert _sigmoid(np.zeros(shape, dtype)).shape == shape
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_sigmoid_decides_on_its_cap_as_a_comparison_of_every_value_would(dtype):
+    """_sigmoid asks whether any value is below the cap by the least value, NaNs aside
+    (np.fmin's reduction): the same choice as np.less(x, -cap).any(), with NaNs, infinities and
+    values just either side of the cap mixed in."""
+    from blockflow_blocks import math_unary
+    cap = math_unary._NEG_EXP_ARG_MAX[np.dtype(dtype)]
+    near = np.array([cap, np.nextafter(cap, dtype(0)), np.nextafter(cap, dtype(-np.inf))], dtype)
+    rng = np.random.default_rng(11)
+    with np.errstate(all="ignore"):
+        for trial in range(60):
+            x = (rng.normal(size=int(rng.integers(1, 40))) * 30).astype(dtype)
+            picks = rng.integers(0, 5, size=3)
+            extra = [near[picks[0] % 3], dtype(np.nan) if picks[1] % 2 else dtype(1), dtype(-np.inf) if picks[2] == 4 else dtype(0)]
+            x = rng.permutation(np.concatenate([x, np.array(extra, dtype)]))
+            below = bool(np.less(x, cap).any())
+            e = np.exp(np.minimum(np.negative(x), -cap) if below else np.negative(x))
+            want = np.reciprocal(e + math_unary.ONE[np.dtype(dtype)]) if below else math_unary.ONE[np.dtype(dtype)] / (e + math_unary.ONE[np.dtype(dtype)])
+            assert math_unary._sigmoid(x).tobytes() == want.astype(dtype).tobytes(), (trial, x)
+
+
 def test_softplus_float32_is_within_half_an_ulp_at_the_edges():
     from blockflow_blocks.nn_activations import Softplus, _softplus_float32
     rng = np.random.default_rng(7)
