@@ -239,15 +239,17 @@ def test_an_invalid_file_over_the_budget_is_still_refused_clearly(monkeypatch):
         assert "Traceback" not in str(info.value)
 
 
-def _cpu_pair(first, second, repeat=5) -> tuple[float, float]:
-    """The least CPU time of each of two functions, run alternately so that both see the same
-    machine (a loaded one slowed a pre-scan timed before its load 2x: 0.197 s against 0.098)."""
+def _cpu_pair(first, second, repeat=5, inner=1) -> tuple[float, float]:
+    """The least CPU time of each of two functions (a call, averaged over ``inner`` calls in a
+    row), run alternately so that both see the same machine (a loaded one slowed a pre-scan
+    timed before its load 2x: 0.197 s against 0.098)."""
     best = [float("inf"), float("inf")]
     for _ in range(repeat):
         for k, fn in enumerate((first, second)):
             t = time.process_time()
-            fn()
-            best[k] = min(best[k], time.process_time() - t)
+            for _ in range(inner):
+                fn()
+            best[k] = min(best[k], (time.process_time() - t) / inner)
     return best[0], best[1]
 
 
@@ -255,8 +257,11 @@ def test_the_pre_scan_costs_little_next_to_loading(tmp_path, monkeypatch):
     """A project of arrays (the usual big one) is counted in one fast pass; a dense diagram is
     counted again without its strings, which still costs less than a third of the load."""
     monkeypatch.setattr(rules, "LOAD_ALLOWANCE_BYTES", 0)   # as for a file of 100 MB or more
-    for name, builder, share in (("arrays", _weights, 0.15),
-                                 ("dense", lambda n: _dense(n, compact=True), 0.35)):
+    # the arrays' pre-scan takes 2-3 ms, 7-15 % of their load on an AMD EPYC machine, and 15.06 %
+    # once beside another test suite: it is timed over 8 calls in a row (the dense one's
+    # 130-200 ms need no more)
+    for name, builder, share, inner in (("arrays", _weights, 0.15, 8),
+                                        ("dense", lambda n: _dense(n, compact=True), 0.35, 1)):
         path = tmp_path / f"{name}.bflow.json"
         path.write_text(builder(4_000_000), encoding="utf-8")
         data = path.read_bytes()
@@ -265,7 +270,7 @@ def test_the_pre_scan_costs_little_next_to_loading(tmp_path, monkeypatch):
         def pre_scan():
             loadcost.check_parse_cost(text, loadcost.structure_counts(data), loadcost.LoadBudget(len(data)))
 
-        scan, load = _cpu_pair(pre_scan, lambda: io.load_project(path))
+        scan, load = _cpu_pair(pre_scan, lambda: io.load_project(path), inner=inner)
         print(f"{name}: pre-scan {scan:.3f} s of a {load:.3f} s load")
         assert scan <= share * load, (name, scan, load)
 
