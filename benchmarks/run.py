@@ -435,7 +435,7 @@ def blas_info() -> str:
 def machine_info() -> str:
     """The CPU's name and this interpreter's speed on a plain loop, printed first so that rows in
     seconds (compile, start-up) can be read across machines: the 100k-block compile with its
-    gradient paths took 0.74-0.83 s on the Intel machine of the twelfth session and 1.38 s on the
+    gradient paths took 0.74-0.83 s on the machine of the twelfth session and 1.38 s on the
     AMD EPYC one of the thirteenth (34 ns an iteration of this loop)."""
     name = platform.processor() or platform.machine()
     try:

@@ -778,7 +778,8 @@ SAMPLE_BUILDERS = {f.__name__: f for f in (
 
 #: how far a stored float may be from the one this machine computes (relative to the array's
 #: largest value): resnet_gradients calibrates its batch norms with float64 convolutions, whose
-#: last bits depend on the BLAS kernel the CPU gets (an AMD EPYC and an Intel machine differ)
+#: last bits depend on the BLAS kernel the CPU gets (an AMD EPYC machine's differ from those of
+#: the machine the file was written on)
 FLOAT_RTOL = 1e-9
 
 
