@@ -400,7 +400,11 @@ def test_softplus_float32_is_within_half_an_ulp_at_the_edges():
     exact = ref[finite].astype(F32)   # the float64 value rounded once
     with np.errstate(over="ignore"):
         ulp = np.spacing(np.abs(exact)).astype(np.float64)
-    assert (np.abs(got[finite].astype(np.float64) - ref[finite]) <= 0.5 * ulp + 1e-300).all()
+    # half an ulp of the float32 result, plus the float64 rounding of both ref and the kernel's own
+    # float64 value (numpy's exp and log1p are libm's or SIMD code, by CPU: a value that falls
+    # within a few float64 ulps of a float32 midpoint may round either way)
+    slack = np.abs(ref[finite]) * 1e-15
+    assert (np.abs(got[finite].astype(np.float64) - ref[finite]) <= 0.5 * ulp + slack + 1e-300).all()
     assert np.array_equal(got[~finite], ref[~finite].astype(F32), equal_nan=True)
     assert np.signbit(got).sum() == 0 or np.isnan(got[np.signbit(got)]).all()   # never -0.0
     # F order, strided, 0-d and empty inputs (np.logaddexp: documented within 1.4 ulp)

@@ -70,7 +70,8 @@ def compare_with_ort(project, feeds, outs, *, page=None, rtol=1e-10, atol=1e-12,
         assert value.dtype == expect.dtype, (text, value.dtype, expect.dtype)
         assert value.shape == expect.shape, (text, value.shape, expect.shape)
         if expect.dtype.kind in "fc":
-            scale = max(1.0, float(np.nanmax(np.abs(expect), initial=0.0))) if scaled else 1.0
+            finite = np.abs(expect[np.isfinite(expect)])   # an infinity would make atol infinite
+            scale = max(1.0, float(np.max(finite, initial=0.0))) if scaled else 1.0
             np.testing.assert_allclose(value, expect, rtol=rtol, atol=atol * scale, err_msg=text)
         else:
             np.testing.assert_array_equal(value, expect, err_msg=text)
@@ -96,7 +97,10 @@ def test_lowered_block_equals_the_runtime(name, case, case_id):
         project, feeds, outs = case_project(name, case, float64=False)
         if any(np.asarray(v).dtype == np.float64 for v in feeds.values()):
             pytest.skip(f"a float64 case of {op}, which ONNX Runtime runs in float32 only")
-        compare_with_ort(project, feeds, outs, rtol=2e-5, atol=2e-6)
+        # scaled: a convolution's value near 0 is a sum of terms as large as the output's largest
+        # (Conv2D-valid-s2-odd: 6e-7 apart at 0.028, outputs up to 12), rounded by MLAS's
+        # kernel for this CPU and by OpenBLAS's in other orders
+        compare_with_ort(project, feeds, outs, rtol=2e-5, atol=2e-6, scaled=True)
 
 
 def _one_op_model(op: str, dtype):

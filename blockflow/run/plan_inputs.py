@@ -6,6 +6,7 @@ Must not import PySide6 or the block library.
 from __future__ import annotations
 
 import operator
+import threading
 
 import numpy as np
 
@@ -17,6 +18,9 @@ from blockflow.spec import AllocationError, fit_dtype
 __all__ = ["PlanInputs"]
 
 _SHAPE = operator.attrgetter("shape")
+#: held while a new shaped plan is entered: threads that passed the size test together would
+#: otherwise each add theirs (a plan is written outside it, so plans are written in parallel)
+_SHAPED_LOCK = threading.Lock()
 
 
 class PlanInputs:
@@ -175,7 +179,10 @@ class PlanInputs:
                 plan = self._make_shaped(shaped_types(self.program, feed_slots, feed_list))
             except Exception:   # noqa: BLE001 - this plan computes the same; it says what is wrong
                 plan = self
-            plan = self.shaped.setdefault(key, plan)
+            with _SHAPED_LOCK:
+                if key not in self.shaped and len(self.shaped) >= MAX_SHAPED:
+                    return self     # other threads took the last places while this one wrote
+                plan = self.shaped.setdefault(key, plan)
         return plan
 
     def shaped_seen(self, feeds):
