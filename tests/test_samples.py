@@ -1,6 +1,7 @@
 """The sample projects: they load, compile, run, round-trip; the stable softmax teaches right."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -36,8 +37,10 @@ def test_sample_loads_compiles_runs_and_round_trips(path):
 
 
 def test_samples_are_what_the_script_makes():
+    # one BLAS thread, as the suite runs: with two on a 2-core machine the check took 58 s, not 11
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     proc = subprocess.run([sys.executable, str(ROOT / "tools" / "make_samples.py"), "--check"],
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
