@@ -383,6 +383,23 @@ def test_normalize_axis_errors(axis, rank, message):
         normalize_axis(axis, rank)
 
 
+@pytest.mark.parametrize("kind", [int, np.int8, np.int32, np.int64, np.uint8, np.uint64])
+def test_a_single_int_axis_means_what_a_one_element_list_means(kind):
+    # normalize_axis takes a short way for one int (issue 18): the same axes, the same errors
+    for rank in range(4):
+        for a in range(-5, 5):
+            if a < 0 and np.issubdtype(kind, np.unsignedinteger):
+                continue
+            try:
+                expected = normalize_axis([a], rank)
+            except ShapeError as exc:
+                with pytest.raises(ShapeError, match=f"^{exc}$"):
+                    normalize_axis(kind(a), rank)
+                continue
+            got = normalize_axis(kind(a), rank)
+            assert got == expected and all(type(x) is int for x in got)
+
+
 @pytest.mark.parametrize("shape, axis, keep, expected", [
     ((2, 3, 4), None, False, ()),
     ((2, 3, 4), None, True, (1, 1, 1)),

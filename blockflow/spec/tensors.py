@@ -126,6 +126,13 @@ def normalize_axis(axis, rank: int) -> tuple:
     """Axes as a sorted tuple of non-negative ints; ``None`` means every axis."""
     if axis is None:
         return tuple(range(rank))
+    if type(axis) is int or isinstance(axis, np.integer):
+        # One int axis, the common case (a reduction's wired or inline axis): the same answer
+        # without building an array, which is most of a small reduction's gradient call
+        a = int(axis)
+        if not -rank <= a < rank:
+            raise ShapeError(f"axis {a} is out of range for a tensor of rank {rank}")
+        return (a % rank if rank else 0,)
     axes = np.asarray(axis).reshape(-1).tolist()
     out = []
     for a in axes:
