@@ -120,6 +120,17 @@ def test_committed_block_reference_is_up_to_date():
         "docs/blocks.md is stale: run blockflow blocks --markdown --output docs/blocks.md"
 
 
+def test_the_named_commands_are_the_parsers_commands():
+    # the console script dispatches on COMMANDS without building the parser (issue 18): a command
+    # added to the parser but not named would be taken for a project file
+    import argparse
+
+    from blockflow.cli import COMMANDS, build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert tuple(sub.choices) == COMMANDS
+
+
 def test_console_entry_point_runs():
     proc = subprocess.run([sys.executable, "-m", "blockflow", "check", str(SAMPLE)],
                           capture_output=True, text=True, timeout=60)

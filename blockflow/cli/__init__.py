@@ -21,12 +21,12 @@ _WHERE = {
     "main": "entry", "build_parser": "parser", "CliError": "exits", "error_text": "output",
     "check_output_path": "inputs", "blocks_markdown": "cmd_blocks", "EXIT_CODES": "exits",
     "EXIT_OK": "exits", "EXIT_DIAGNOSTICS": "exits", "EXIT_USAGE": "exits", "EXIT_FILE": "exits",
-    "EXIT_RUN": "exits", "EXIT_INTERNAL": "exits",
+    "EXIT_RUN": "exits", "EXIT_INTERNAL": "exits", "COMMANDS": "parser",
 }
 
 __all__ = [
     "main", "build_parser", "CliError", "error_text", "check_output_path", "blocks_markdown", "EXIT_CODES",
-    "EXIT_OK", "EXIT_DIAGNOSTICS", "EXIT_USAGE", "EXIT_FILE", "EXIT_RUN", "EXIT_INTERNAL",
+    "EXIT_OK", "EXIT_DIAGNOSTICS", "EXIT_USAGE", "EXIT_FILE", "EXIT_RUN", "EXIT_INTERNAL", "COMMANDS",
 ]
 
 

@@ -13,6 +13,11 @@ from blockflow.datafiles import SPLITS
 from blockflow.run.settings import OPTIMIZERS
 
 
+#: the commands build_parser adds, in its order: what the console script (blockflow.gui.app) hands
+#: to the command line without building the parser to find out (a test checks they agree)
+COMMANDS = ("run", "check", "train", "blocks", "layers", "export", "import")
+
+
 def _command(name: str):
     """``blockflow.cli.NAME.NAME``, imported when the command runs: a command's module (and what
     it imports) is loaded for that command only, not for every start of the command line."""

@@ -34,9 +34,10 @@ blockflow.ownfiles (the side files of a save: its temporary, the backup) only.
 """
 from __future__ import annotations
 
+import importlib
+
 from blockflow.io.arrays import decode_array, encode_array
 from blockflow.io.reader import load_project, loads_project
-from blockflow.io.saving import BACKUP_SUFFIX, SaveResult, backup_path, save_project
 from blockflow.io.writer import dumps_library, dumps_project
 from blockflow.project import Project
 
@@ -47,9 +48,28 @@ __all__ = [
 ]
 
 
-def save_library(path, composites: dict, metadata: dict | None = None) -> SaveResult:
+# Saving's names are looked up when first used (PEP 562): a command that only loads (run, check)
+# does not import the saving machinery (blockflow.ownfiles and logging, 9 ms of a start).
+_SAVING = ("save_project", "SaveResult", "backup_path", "BACKUP_SUFFIX")
+
+
+def __getattr__(name: str):
+    if name not in _SAVING:
+        raise AttributeError(f"module 'blockflow.io.project_io' has no attribute {name!r}")
+    value = getattr(importlib.import_module("blockflow.io.saving"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted({*globals(), *__all__})
+
+
+def save_library(path, composites: dict, metadata: dict | None = None) -> "SaveResult":
     """Write ``composites`` ({name: Composite}, with every composite they use) to a library file:
     a project file with no pages, which File > Import Composites and ``load_library`` read."""
+    from blockflow.io.saving import save_project
+
     return save_project(Project([], dict(metadata or {}), dict(composites)), path, library=True)
 
 

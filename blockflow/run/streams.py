@@ -5,8 +5,6 @@ Must not import PySide6 or the block library.
 """
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 
 __all__ = ["stream_generator", "stream_hash"]
@@ -24,6 +22,9 @@ _STREAM_TAG = b"blockflow random stream\0"
 
 def stream_hash(node: str):
     """The id part of a block's stream key, hashed once per block."""
+    # imported here: loading OpenSSL took 3-10 ms of every start, and most pages draw nothing
+    import hashlib
+
     data = node.encode("utf-8", "surrogatepass")
     return hashlib.sha256(_STREAM_TAG + len(data).to_bytes(8, "little") + data)
 
