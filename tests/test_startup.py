@@ -21,11 +21,13 @@ SAMPLE = ROOT / "sample_projects" / "stable_softmax.bflow.json"
 
 #: never imported by the command line's start or by `run`, `check`, `blocks`
 HEAVY = ("PySide6", "shiboken6", "pyqtgraph", "torch", "onnx", "onnxruntime", "sklearn", "jsonschema", "scipy")
-#: what `blockflow run` has no use for: the other commands and the layers they alone reach, and
-#: networkx (a third of the start and 19 MiB; the compiler builds a graph only to name a cycle)
+#: what `blockflow run` has no use for: the other commands and the layers they alone reach,
+#: networkx (a third of the start and 19 MiB; the compiler builds a graph only to name a cycle),
+#: saving (blockflow.ownfiles and logging: 9 ms) and OpenSSL's hashes (3-10 ms: random streams only)
 NOT_FOR_RUN = ("networkx", "blockflow.cli.cmd_train", "blockflow.cli.cmd_layers", "blockflow.cli.cmd_check",
                "blockflow.cli.cmd_blocks", "blockflow.io.library", "blockflow.run.training",
-               "blockflow.run.gradcheck", "blockflow.export", "blockflow.importing", "blockflow.gui.main_window")
+               "blockflow.run.gradcheck", "blockflow.export", "blockflow.importing", "blockflow.gui.main_window",
+               "blockflow.io.saving", "blockflow.ownfiles", "logging", "hashlib", "_hashlib")
 
 
 def _modules_after(args: list[str], entry: str = "from blockflow.gui.app import main") -> tuple[int, set]:
