@@ -100,8 +100,9 @@ def test_declare_makes_a_block_as_a_class_statement_would():
 
 def test_all_blocks_reads_every_module_that_declares_blocks():
     import blockflow_blocks
+    from blockflow_blocks import catalog
 
-    listed = {m.__name__ for m in blockflow_blocks._MODULES}
+    listed = {f"blockflow_blocks.{m}" for m in catalog.MODULES}
     for info in pkgutil.iter_modules(blockflow_blocks.__path__):
         module = importlib.import_module(f"blockflow_blocks.{info.name}")
         declares = any(isinstance(v, BlockSpec) for v in vars(module).values())
