@@ -17,7 +17,7 @@ import pytest
 
 from blockflow.compile import compiler
 from blockflow.compile.compiler import attrs_key, compile_project
-from blockflow.compile.ordering import Dependencies
+from blockflow.compile.ordering import Dependencies, add_child
 from blockflow.project import Project
 
 
@@ -61,6 +61,22 @@ def test_the_order_and_the_graph_are_networkx_s(seed):
     assert list(new.nodes) == list(old.nodes)
     assert list(new.edges) == list(old.edges)
     assert [list(new.predecessors(v)) for v in nodes] == [list(old.predecessors(v)) for v in nodes]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_arcs_added_one_by_one_sort_as_the_whole_list_does(seed):
+    # the compiler adds a composite's dimension arcs to the wires' successors with add_child
+    rng = random.Random(seed)
+    n = rng.randrange(2, 200)
+    nodes = [f"n{rng.randrange(10 ** 6)}_{i}" for i in range(n)]
+    arcs = _random_arcs(rng, nodes, rng.randrange(0, 3 * n), acyclic=seed % 2 == 0)
+    index = {v: i for i, v in enumerate(nodes)}
+    succ, indegree = [None] * n, [0] * n
+    for u, v in arcs:
+        add_child(succ, indegree, index[u], index[v], nodes)
+    deps = Dependencies.sorted_successors(nodes, succ, indegree)
+    want = Dependencies(nodes, arcs)
+    assert deps.order() == want.order() and deps.succ == want.succ
 
 
 def test_a_self_arc_and_an_arc_to_a_node_not_listed_are_as_networkx_has_them():

@@ -16,7 +16,7 @@ if TYPE_CHECKING:     # networkx is imported where a graph is built: it was a th
     import networkx as nx   # command's start-up and 19 MiB (docs/performance.md)
 
 
-__all__ = ["Dependencies", "insert_child"]
+__all__ = ["Dependencies", "add_child", "insert_child"]
 
 
 def insert_child(kids: list, v: int, nodes) -> bool:
@@ -26,6 +26,23 @@ def insert_child(kids: list, v: int, nodes) -> bool:
         return False
     bisect.insort(kids, v, key=nodes.__getitem__)
     return True
+
+
+def add_child(succ: list, indegree: list, u: int, v: int, nodes) -> None:
+    """Add arc ``u -> v`` to ``succ`` (per node number: None, one child's number, or a list of
+    them sorted by their ids in ``nodes``) and count it in ``indegree``, once however often it is
+    added: what Dependencies.sorted_successors takes (compiler._check_wires does the same,
+    written out in its loop over every wire)."""
+    kids = succ[u]
+    if kids is None:
+        succ[u] = v
+        indegree[v] += 1
+    elif type(kids) is int:
+        if kids != v:
+            succ[u] = [kids, v] if nodes[v] > nodes[kids] else [v, kids]
+            indegree[v] += 1
+    elif insert_child(kids, v, nodes):
+        indegree[v] += 1
 
 
 class Dependencies:
