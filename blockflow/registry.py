@@ -27,28 +27,47 @@ LAYERS_ENTRY_POINT_GROUP = "blockflow.layers"
 
 
 class _Lazy:
-    """A lazy provider's part not imported yet: where it comes from and its blocks' names."""
+    """A lazy provider's part not imported yet: where it comes from, its blocks' names, whether
+    this thread is importing it now (a block asked for from inside its own part's import is not
+    there yet), and the error its import gave in a strict registry (raised again on each ask)."""
 
-    __slots__ = ("where", "load", "part", "names")
+    __slots__ = ("where", "load", "part", "names", "loading", "error")
 
     def __init__(self, where: str, load, part: str):
         self.where, self.load, self.part, self.names = where, load, part, []
+        self.loading, self.error = False, None
 
 
 class Registry:
-    """Block specs by name. A duplicate name is an error naming both places."""
+    """Block specs by name. A duplicate name is an error naming both places.
 
-    def __init__(self, specs: Iterable[BlockSpec] = ()):
+    ``strict`` (``from_entry_points``): a lazy part that fails to import, or declares other
+    blocks than its provider said, raises RegistryError on each ask; otherwise its blocks are
+    left out and the problem is added to ``problems`` (and passed to ``report``, when given)."""
+
+    def __init__(self, specs: Iterable[BlockSpec] = (), strict: bool = True, report=None):
         self._specs: dict[str, BlockSpec] = {}
         self._aliases: dict[str, str] = {}
-        #: blocks of lazy providers whose part is not imported yet: name -> its part
+        #: blocks of lazy providers whose part is not imported yet: name -> its part. A name
+        #: leaves it only once its spec is in _specs, so a reader checking _lazy, then _specs,
+        #: never misses a block another thread is importing.
         self._lazy: dict[str, _Lazy] = {}
-        # threads compiling at once may ask for the same part; it is added once
+        # threads compiling at once may ask for the same part: it is imported and added once
         self._lock = threading.RLock()
+        self.strict, self.report = strict, report
         #: problems met while loading plugins non-strictly: (entry point, message)
         self.problems: list[tuple[str, str]] = []
         for spec in specs:
             self.add(spec)
+
+    def __getstate__(self):     # a copy or a pickle gets a lock of its own
+        state = dict(self.__dict__)
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._lock = threading.RLock()
 
     def add(self, spec: BlockSpec) -> None:
         if not isinstance(spec, BlockSpec):
@@ -56,12 +75,15 @@ class Registry:
         with self._lock:
             if spec.name in self._lazy:
                 self._load(spec.name)
-            old = self._specs.get(spec.name)
-            if old is not None:
-                raise RegistryError(f"block '{spec.name}' is declared twice: in {old.source} and in {spec.source}")
-            self._specs[spec.name] = spec
-            for alias in spec.aliases:
-                self._aliases.setdefault(alias, spec.name)
+            self._add(spec)
+
+    def _add(self, spec: BlockSpec) -> None:
+        old = self._specs.get(spec.name)
+        if old is not None:
+            raise RegistryError(f"block '{spec.name}' is declared twice: in {old.source} and in {spec.source}")
+        self._specs[spec.name] = spec
+        for alias in spec.aliases:
+            self._aliases.setdefault(alias, spec.name)
 
     def add_lazy(self, where: str, blocks: dict, aliases: dict, load) -> None:
         """A lazy provider's blocks (``{name: part}``), each part imported by ``load(part)`` when
@@ -85,27 +107,59 @@ class Registry:
         """Import the part that declares ``name`` and add its blocks; the spec of ``name``."""
         with self._lock:
             entry = self._lazy.get(name)
-            if entry is None:            # another thread loaded it meanwhile
+            if entry is None or entry.loading:   # loaded by another thread meanwhile / being imported
                 return self._specs.get(name)
+            if entry.error is not None:
+                raise entry.error
+            entry.loading = True
+            try:
+                specs = self._import(entry)
+            finally:
+                entry.loading = False
+            if specs is None:
+                return None
+            for spec in specs:
+                self._add(spec)
             for n in entry.names:
                 del self._lazy[n]
-            try:
-                specs = list(entry.load(entry.part))
-            except Exception as exc:
-                raise RegistryError(f"block package '{entry.where}' failed to load its part "
-                                    f"'{entry.part}': {exc}") from exc
-            for spec in specs:
-                self.add(spec)
             return self._specs.get(name)
 
+    def _import(self, entry: _Lazy) -> list | None:
+        """The specs of a lazy part, checked against the names its provider gave; None when it
+        failed in a registry that is not strict (its blocks are then left out, and said so)."""
+        try:
+            specs = list(entry.load(entry.part))
+            problem = _part_mismatch(entry, specs)
+        except Exception as exc:
+            problem = f"failed to load its part '{entry.part}': {exc}"
+        if problem is None:
+            return specs
+        error = RegistryError(f"block package '{entry.where}' {problem}")
+        if self.strict:
+            entry.error = error
+            raise error
+        for n in entry.names:
+            del self._lazy[n]
+        self._aliases = {a: n for a, n in self._aliases.items() if n not in entry.names}
+        self._problem(entry.where, f"{problem}; its blocks {', '.join(entry.names)} were skipped")
+        return None
+
+    def _problem(self, where: str, message: str) -> None:
+        self.problems.append((where, message))
+        if self.report is not None:
+            self.report(where, message)
+
     def _load_all(self) -> None:
-        while self._lazy:
-            self._load(next(iter(self._lazy)))
+        with self._lock:
+            for entry in {id(e): e for e in self._lazy.values() if not e.loading}.values():
+                self._load(entry.names[0])
 
     def get(self, name: str) -> BlockSpec | None:
         spec = self._specs.get(name)
-        if spec is None and name in self._lazy:
-            spec = self._load(name)
+        if spec is None:
+            if name in self._lazy:
+                return self._load(name)
+            spec = self._specs.get(name)   # its part added by another thread since the first look
         return spec
 
     def __getitem__(self, name: str) -> BlockSpec:
@@ -115,11 +169,12 @@ class Registry:
         return spec
 
     def __contains__(self, name) -> bool:
-        return name in self._specs or name in self._lazy
+        return name in self._lazy or name in self._specs   # in this order: see _lazy
 
     def __iter__(self):
+        """Every block, by name (whatever order their parts were imported in)."""
         self._load_all()
-        return iter(list(self._specs.values()))
+        return iter(sorted(self._specs.values(), key=lambda s: s.name))
 
     def __len__(self):
         self._load_all()
@@ -144,9 +199,11 @@ class Registry:
         return out
 
     @classmethod
-    def from_entry_points(cls, strict: bool = True) -> "Registry":
-        """Load every installed block package. ``strict=False`` reports broken ones and skips them."""
-        reg = cls()
+    def from_entry_points(cls, strict: bool = True, report=None) -> "Registry":
+        """Load every installed block package. ``strict=False`` skips broken ones, adding each
+        problem to ``problems`` and passing it to ``report(entry point, message)`` as it is met:
+        at once, or for a lazy provider's part, when the part is first imported."""
+        reg = cls(strict=strict, report=report)
         for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
             where = f"{ep.name} = {ep.value}"
             try:
@@ -165,13 +222,27 @@ class Registry:
                     if isinstance(exc, RegistryError):
                         raise
                     raise RegistryError(f"block package '{where}' failed to load: {exc}") from exc
-                reg.problems.append((where, str(exc)))
+                reg._problem(where, f"failed to load, skipped: {exc}")
         return reg
 
 
 def _is_lazy(provider) -> bool:
     """Whether an entry point's provider says where its blocks are (see the module's docstring)."""
     return isinstance(getattr(provider, "blocks", None), dict) and callable(getattr(provider, "load", None))
+
+
+def _part_mismatch(entry: _Lazy, specs: list) -> str | None:
+    """What differs between the blocks a lazy part declares and the names its provider gave
+    (a stale catalog: blocks/catalog.py is written by tools/make_block_catalog.py), or None."""
+    declared = [s.name for s in specs if isinstance(s, BlockSpec)]
+    missing, extra = sorted(set(entry.names) - set(declared)), sorted(set(declared) - set(entry.names))
+    if not missing and not extra:
+        return None
+    said = "; ".join(x for x in (f"does not declare {', '.join(missing)}, which the catalog lists" if missing else "",
+                                 f"declares {', '.join(extra)}, which the catalog does not list" if extra else "")
+                     if x)
+    return (f"has a stale catalog: its part '{entry.part}' {said} "
+            f"(regenerate it: python tools/make_block_catalog.py)")
 
 
 _default: Registry | None = None

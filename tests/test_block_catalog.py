@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -88,39 +89,125 @@ def test_a_plugin_naming_a_lazy_block_is_refused_naming_both_places():
         other.add_lazy("core = blockflow_blocks:all_blocks", all_blocks.blocks, all_blocks.aliases, all_blocks.load)
 
 
-def test_a_part_that_fails_to_import_is_a_registry_error_naming_it():
-    def load(part):
-        raise ImportError(f"No module named 'broken_{part}'")
+def _failing(part):
+    raise ImportError(f"No module named 'broken_{part}'")
 
+
+def test_a_part_that_fails_to_import_is_a_registry_error_naming_it_each_time():
     reg = Registry()
-    reg.add_lazy("mine = mypkg:blocks", {"Broken": "bad_module"}, {}, load)
-    with pytest.raises(RegistryError, match=r"block package 'mine = mypkg:blocks' failed to load its part "
-                                            r"'bad_module': No module named 'broken_bad_module'"):
-        reg.get("Broken")
+    reg.add_lazy("mine = mypkg:blocks", {"Broken": "bad_module", "Also": "bad_module"}, {"Br": "Broken"}, _failing)
+    for name in ("Broken", "Also", "Broken"):
+        with pytest.raises(RegistryError, match=r"block package 'mine = mypkg:blocks' failed to load its part "
+                                                r"'bad_module': No module named 'broken_bad_module'"):
+            reg.get(name)
+    assert "Broken" in reg and reg.resolve_alias("Br") == "Broken"   # still what the provider says
 
 
-def test_threads_asking_at_once_load_each_part_once():
+def test_a_lenient_registry_skips_a_broken_part_says_so_and_keeps_the_rest():
+    said = []
+    reg = Registry(strict=False, report=lambda where, problem: said.append((where, problem)))
+    reg.add_lazy("mine = mypkg:blocks", {"Broken": "bad_module", "Fine": "good"}, {"Br": "Broken", "Fi": "Fine"},
+                 lambda part: _failing(part) if part == "bad_module" else [_plain_block("Fine")])
+    assert reg.get("Broken") is None and reg.get("Broken") is None    # the same answer on every ask
+    assert "Broken" not in reg and reg.resolve_alias("Br") is None
+    assert reg.get("Fine").name == "Fine" and reg.resolve_alias("Fi") == "Fine"
+    assert said == reg.problems == [("mine = mypkg:blocks", "failed to load its part 'bad_module': No module "
+                                     "named 'broken_bad_module'; its blocks Broken were skipped")]
+    assert reg.names() == ["Fine"]
+
+
+def test_a_stale_catalog_is_refused_naming_the_differences():
+    reg = Registry()
+    reg.add_lazy("mine = mypkg:blocks", {"Old": "part", "Kept": "part"}, {},
+                 lambda part: [_plain_block("Kept"), _plain_block("New")])
+    with pytest.raises(RegistryError, match=r"block package 'mine = mypkg:blocks' has a stale catalog: its part "
+                                            r"'part' does not declare Old, which the catalog lists; declares New, "
+                                            r"which the catalog does not list \(regenerate it: python "
+                                            r"tools/make_block_catalog.py\)"):
+        reg.get("Kept")
+    lenient = Registry(strict=False)
+    lenient.add_lazy("mine", {"Old": "part", "Kept": "part"}, {}, lambda part: [_plain_block("Kept")])
+    assert lenient.get("Kept") is None and "stale catalog" in lenient.problems[0][1]
+
+
+def test_a_block_asked_for_while_its_own_part_is_imported_is_not_there_yet():
+    reg = Registry()
+    seen = []
+
+    def load(part):
+        seen.append(reg.get("Inner"))     # a part's import asking for one of its own blocks
+        return [_plain_block("Inner")]
+
+    reg.add_lazy("mine", {"Inner": "part"}, {}, load)
+    assert reg.get("Inner").name == "Inner" and seen == [None]
+
+
+def test_a_registry_can_be_copied_and_pickled():
+    import copy
+    import pickle
+
+    reg = _lazy_registry()
+    assert reg.get("Exp") is not None
+    for other in (copy.deepcopy(Registry([_plain_block("Solo")])), pickle.loads(pickle.dumps(reg))):
+        assert other.names()
+
+
+def test_threads_asking_at_once_each_find_every_block():
+    # each part's import is slowed down: a thread asking for a block of a part another thread is
+    # importing must wait for it, not find it missing
     calls = []
 
     def load(part):
         calls.append(part)
+        time.sleep(0.002)
         return module_blocks(part)
 
     reg = Registry()
     reg.add_lazy("core", all_blocks.blocks, all_blocks.aliases, load)
     names = sorted(all_blocks.blocks)
-    errors = []
+    errors, found = [], []
 
-    def ask():
+    def ask(order):
         try:
-            for name in names:
-                assert reg.get(name) is not None
+            for name in order:
+                found.append(name in reg and reg.get(name) is not None)
         except Exception as exc:  # reported below: a thread's exception is otherwise lost
             errors.append(exc)
 
-    threads = [threading.Thread(target=ask) for _ in range(4)]
+    threads = [threading.Thread(target=ask, args=(names[k::2] + names[:k:2],)) for k in range(4)]
+    threads.append(threading.Thread(target=lambda: found.append(len(reg.names()) == len(names))))
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert not errors and sorted(calls) == sorted(set(catalog.MODULES))
+    assert not errors and all(found) and len(found) == sum(len(names[k::2] + names[:k:2]) for k in range(4)) + 1
+    assert sorted(calls) == sorted(set(catalog.MODULES))
+
+
+def test_the_command_line_warns_of_a_broken_part_when_it_meets_it(monkeypatch, capsys):
+    from importlib import metadata
+
+    from blockflow import registry as registry_module
+    from blockflow.cli import EXIT_OK, main
+
+    def provider():
+        raise AssertionError("a lazy provider is not called")
+
+    provider.blocks = {"Broken": "bad_module"}
+    provider.aliases = {}
+    provider.load = _failing
+
+    class Plugin:
+        name, value = "zplug", "zplug:provider"
+
+        def load(self):
+            return provider
+
+    real = metadata.entry_points
+    monkeypatch.setattr(registry_module.metadata, "entry_points",
+                        lambda group: [*real(group=group), Plugin()])
+    assert main(["blocks"]) == EXIT_OK
+    out, err = capsys.readouterr()
+    assert "StopGradient" in out and "Broken" not in out
+    assert err.strip() == ("blockflow: warning: block package zplug = zplug:provider: failed to load its part "
+                           "'bad_module': No module named 'broken_bad_module'; its blocks Broken were skipped")

@@ -30,28 +30,39 @@ block.
 '''
 
 
+def _package():
+    """blockflow_blocks, imported; a missing or unreadable catalog (deleted, or left with a merge
+    conflict's markers) is first replaced by one naming every module, so that it can be written
+    again from the modules themselves."""
+    try:
+        import blockflow_blocks
+    except (ImportError, SyntaxError) as exc:
+        modules = sorted(p.stem for p in CATALOG.parent.glob("*.py") if p.stem not in ("__init__", "catalog"))
+        print(f"{CATALOG} could not be read ({exc}); writing it again from the modules", file=sys.stderr)
+        CATALOG.write_text("MODULES = (%s)\nBLOCKS = {}\nALIASES = {}\n" % "".join(f"{m!r}, " for m in modules),
+                           encoding="utf-8")
+        import blockflow_blocks
+    return blockflow_blocks
+
+
 def library_modules() -> list[str]:
-    """The package's modules that declare blocks, in the order all_blocks reads them: the order
-    the catalog already gives, then any new module by name."""
+    """The package's modules that declare blocks, by name (the order all_blocks reads them)."""
     from blockflow.spec import BlockSpec
 
-    import blockflow_blocks
-    from blockflow_blocks import catalog
-
+    blockflow_blocks = _package()
     found = []
     for info in pkgutil.iter_modules(blockflow_blocks.__path__):
         module = importlib.import_module(f"blockflow_blocks.{info.name}")
         if info.name != "catalog" and any(isinstance(v, BlockSpec) for v in vars(module).values()):
             found.append(info.name)
-    kept = [m for m in catalog.MODULES if m in found]
-    return kept + sorted(set(found) - set(kept))
+    return sorted(found)
 
 
 def catalog_source() -> str:
     """The text blocks/catalog.py should hold."""
+    modules = library_modules()
     from blockflow_blocks import module_blocks
 
-    modules = library_modules()
     blocks, aliases = {}, {}
     for module in modules:
         for spec in module_blocks(module):
@@ -59,7 +70,7 @@ def catalog_source() -> str:
             for alias in spec.aliases:
                 aliases.setdefault(alias, spec.name)   # the first declaration wins, as Registry.add does
     q = json.dumps   # a name as a double-quoted literal, the repository's style
-    lines = [HEADER, "#: the modules that declare blocks, in the order all_blocks reads them",
+    lines = [HEADER, "#: the modules that declare blocks, by name: the order all_blocks reads them in",
              "MODULES = (", *(f"    {q(m)}," for m in modules), ")", "",
              "#: block name -> the module declaring it", "BLOCKS = {",
              *(f"    {q(name)}: {q(module)}," for name, module in blocks.items()), "}", "",

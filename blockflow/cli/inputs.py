@@ -17,13 +17,17 @@ def load(path: str):
 
 
 def registry():
-    """The installed blocks; a block package that fails to load is skipped with a warning."""
+    """The installed blocks; a block package (or a lazy package's part) that fails to load is
+    skipped with a warning."""
     from blockflow.registry import Registry
 
-    reg = Registry.from_entry_points(strict=False)
-    for where, problem in reg.problems:
-        print(f"blockflow: warning: block package {where} was skipped: {problem}", file=sys.stderr)
-    return reg
+    return Registry.from_entry_points(strict=False, report=_skipped)
+
+
+def _skipped(where: str, problem: str) -> None:
+    """A broken block package's warning, printed when it is met (a lazy package's part: when a
+    command first asks for one of its blocks)."""
+    print(f"blockflow: warning: block package {where}: {problem}", file=sys.stderr)
 
 
 def check_output_path(option: str, path: str) -> None:

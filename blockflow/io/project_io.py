@@ -34,8 +34,6 @@ blockflow.ownfiles (the side files of a save: its temporary, the backup) only.
 """
 from __future__ import annotations
 
-import importlib
-
 from blockflow.io.arrays import decode_array, encode_array
 from blockflow.io.reader import load_project, loads_project
 from blockflow.io.writer import dumps_library, dumps_project
@@ -56,7 +54,9 @@ _SAVING = ("save_project", "SaveResult", "backup_path", "BACKUP_SUFFIX")
 def __getattr__(name: str):
     if name not in _SAVING:
         raise AttributeError(f"module 'blockflow.io.project_io' has no attribute {name!r}")
-    value = getattr(importlib.import_module("blockflow.io.saving"), name)
+    from blockflow.io import saving   # a fixed module: nothing a file says chooses what is imported
+
+    value = getattr(saving, name)
     globals()[name] = value
     return value
 
@@ -68,9 +68,8 @@ def __dir__():
 def save_library(path, composites: dict, metadata: dict | None = None) -> "SaveResult":
     """Write ``composites`` ({name: Composite}, with every composite they use) to a library file:
     a project file with no pages, which File > Import Composites and ``load_library`` read."""
-    from blockflow.io.saving import save_project
-
-    return save_project(Project([], dict(metadata or {}), dict(composites)), path, library=True)
+    save = globals().get("save_project") or __getattr__("save_project")   # as patched, if it is
+    return save(Project([], dict(metadata or {}), dict(composites)), path, library=True)
 
 
 def load_library(path) -> tuple[dict, dict]:
