@@ -348,3 +348,26 @@ def test_a_long_resize_axis_imports_in_whole_arrays_and_computes_the_definition(
     where = np.clip((np.arange(1_000_000) + 0.5) / 500_000 - 0.5, 0, 1)
     assert y.shape == (1, 1, 1, 1_000_000)
     np.testing.assert_allclose(y[0, 0, 0], 1 + 2 * where, rtol=0, atol=1e-6)
+
+
+def _c64(name, values):
+    return numpy_helper.from_array(np.array(values, np.int64), name)
+
+
+@pytest.mark.parametrize("node, inits, says", [
+    (helper.make_node("Concat", ["x", "x"], ["y"], axis=99), [], "Concat's axis 99 is out of range"),
+    (helper.make_node("ReduceSum", ["x", "a"], ["y"]), [_c64("a", [5])], r"ReduceSum's axes \[5\]: axis 5 is out"),
+    (helper.make_node("Slice", ["x", "s", "e", "a"], ["y"]), [_c64("s", [0]), _c64("e", [1]), _c64("a", [7])],
+     r"Slice's axes \[7\]"),
+    (helper.make_node("Split", ["x"], ["y", "z"], axis=-3), [], "Split's axis -3 is out of range"),
+    (helper.make_node("Unsqueeze", ["x", "a"], ["y"]), [_c64("a", [0, 0])], r"Unsqueeze's axes \[0, 0\] name an axis twice"),
+    (helper.make_node("Gather", ["x", "i"], ["y"], axis=2), [_c64("i", [0])], "Gather's axis 2 is out"),
+])
+def test_an_axis_onnx_does_not_allow_is_refused_not_taken_modulo_the_rank(node, inits, says):
+    """Each of these imported and ran, computing something else: Concat along axis 99 of a rank-2
+    value concatenated along axis 1 (99 % 2), ReduceSum over axis 5 of a vector summed it all,
+    Slice on axis 7 sliced axis 0; onnx's shape inference and onnxruntime reject them all."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])
+    outs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in node.output]
+    with pytest.raises(ImportFailure, match=f"hostile.onnx: node '.*' \\({node.op_type}\\): {says}"):
+        _import(_model([node], [x], outs, inits))
