@@ -36,8 +36,8 @@ from blockflow import spec
 from blockflow.budget import ENV_VAR, format_size, memory_budget
 from blockflow.errors import BlockflowError
 
-__all__ = ["DataRequest", "DataFiles", "DataFileError", "MAX_DATA_FILE_BYTES", "MAX_DATA_BYTES",
-           "MAX_NPZ_MEMBERS", "SPLITS"]
+__all__ = ["DataRequest", "DataFiles", "DataFileError", "PickledArray", "MAX_DATA_FILE_BYTES", "MAX_DATA_BYTES",
+           "MAX_NPZ_MEMBERS", "SPLITS", "read_npy_file"]
 
 SPLITS = ("train", "test", "all")
 #: the largest data file read (a bigger one is refused with a message)
@@ -60,6 +60,10 @@ _TABLE_CHUNK = 1 << 16
 
 class DataFileError(BlockflowError, ValueError):
     """A data file cannot be used: where it is and what is wrong, in words."""
+
+
+class PickledArray(DataFileError):
+    """An .npy array of Python objects, which only unpickling could read."""
 
 
 @dataclass(frozen=True)
@@ -282,6 +286,14 @@ def _read_arrays(name: str, full: Path) -> dict:
     raise DataFileError(f"'{name}' is not a numpy file (an .npy array or an .npz archive of them)")
 
 
+def read_npy_file(f, name: str) -> np.ndarray:
+    """The array of the .npy file open as ``f`` (``name`` in messages), read as a dataset's is:
+    its header parsed, never unpickled, its size checked against the limits, the memory budget
+    and the file's length before anything of that size is allocated. DataFileError when it
+    cannot be read; the array is writable."""
+    return _read_npy(f, "its array", os.fstat(f.fileno()).st_size, _Total(name), name)
+
+
 def _read_npy(f, what: str, available: int, total: _Total, name: str) -> np.ndarray:
     """The array whose .npy header and data ``f`` holds (``available`` bytes at most, header
     included); ``what`` names it in messages. Its size is checked before it is allocated, and
@@ -344,7 +356,7 @@ def _npy_header(f, what: str, name: str):
         raise DataFileError(f"'{name}': {what} has an unknown dtype "
                             f"({fields['descr']!r:.100})") from None
     if dtype.hasobject:
-        raise DataFileError(f"'{name}': {what} is an array of Python objects: it cannot be read "
+        raise PickledArray(f"'{name}': {what} is an array of Python objects: it cannot be read "
                             f"without unpickling, which blockflow never does")
     if dtype.kind not in "biuf" or dtype.fields is not None or dtype.subdtype is not None:
         raise DataFileError(f"'{name}': {what} holds {dtype}, not numbers")

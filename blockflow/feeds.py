@@ -8,7 +8,8 @@ length into one array whose size is checked against the memory budget before it 
 inspector's (read_csv_table, below) reads a small table whole, accepting ``,``, ``;``, tab or
 space separators and ``#`` comments, and names the line and column of a bad cell.
 
-Loading never executes code (np.load with allow_pickle=False). Plain numpy: must not import Qt.
+Loading never executes code: an .npy is read by datafiles.read_npy_file, which parses its header as a
+literal and checks its size before allocating. Plain numpy: must not import Qt.
 """
 from __future__ import annotations
 
@@ -54,18 +55,25 @@ def read_feed_file(path, dtype: str, shape) -> np.ndarray:
 
 def read_npy(path) -> np.ndarray:
     """The array in the .npy file ``path``, never unpickling; OSError when it cannot be read,
-    FeedFileError when it holds no plain array."""
-    try:
-        arr = np.load(path, allow_pickle=False)
-    except (ValueError, EOFError) as exc:   # numpy's answers to a file that is not a .npy array
-        if "allow_pickle" in str(exc):
+    FeedFileError when it holds no plain array, or one larger than the limits or the memory
+    budget allow (judged from its header, before anything of that size is allocated)."""
+    from blockflow.datafiles import DataFileError, PickledArray, read_npy_file
+
+    name = Path(path).name
+    with open(path, "rb") as f:
+        start = f.read(6)
+        if start[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
+            raise FeedFileError("not a .npy array (a .npz archive? save one array with np.save)")
+        if start != b"\x93NUMPY":
+            raise FeedFileError("not a valid .npy file (" + ("it is empty)" if not start else "no .npy header)"))
+        f.seek(0)
+        try:
+            return read_npy_file(f, name)
+        except PickledArray:
             raise FeedFileError("it holds Python objects (pickled), which are never loaded: save a numeric "
                                 "array") from None
-        raise FeedFileError(f"not a valid .npy file ({exc})") from None
-    if not isinstance(arr, np.ndarray):
-        arr.close()
-        raise FeedFileError("not a .npy array (a .npz archive? save one array with np.save)")
-    return arr
+        except DataFileError as exc:   # its words name the file: the feed's caller does that
+            raise FeedFileError(str(exc).removeprefix(f"'{name}': ")) from None
 
 
 def read_csv_table(path) -> np.ndarray:

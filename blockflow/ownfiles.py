@@ -40,7 +40,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 __all__ = ["Placed", "OwnFileError", "write_own", "link_own", "create_temporary", "temporary_name", "temporary_stem",
-           "is_own", "forget", "remove_own", "withdraw", "variant", "name_problem", "state_dir",
+           "is_own", "taken", "forget", "remove_own", "withdraw", "variant", "name_problem", "state_dir",
            "MAX_VARIANTS", "LEDGER_MAX_FILES", "unlink_quietly", "fsync_dir"]
 
 log = logging.getLogger(__name__)
@@ -331,6 +331,14 @@ def is_own(path) -> bool:
     """Does ``path`` hold a file blockflow wrote on its own, unchanged since?"""
     with _ledger(write=False) as files:
         return _status(os.fspath(path), files) == "own"
+
+
+def taken(path) -> str:
+    """Why ``path`` is not free for blockflow's own file ("" when nothing is there or it holds
+    blockflow's own earlier file): "is a symbolic link", "is a file blockflow did not write", ..."""
+    with _ledger(write=False) as files:
+        status = _status(os.fspath(path), files)
+    return "" if status == "own" else status
 
 
 def forget(path) -> None:

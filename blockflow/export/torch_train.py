@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from blockflow.errors import BlockflowError
-from blockflow.export.files import _replace, write_text_file, write_torch_files
+from blockflow.export.files import check_side_files, values_path, write_side_file, write_torch_files
 from blockflow.optional import need
 from blockflow.export.names import comment_text, literal
 from blockflow.export.torch_data import PageData, page_data
@@ -164,16 +164,19 @@ def write_training_files(training: TrainingExport, path) -> list[Path]:
     if path.suffix != ".py" or path.stem in _SCRIPT_IMPORTS:
         raise ExportError(f"{path.name}: train.py imports the module beside it by its file name, which must "
                           f"end in .py and not be one of the modules train.py imports ({', '.join(sorted(_SCRIPT_IMPORTS))})")
-    written = write_torch_files(training.model, path)
     rows = {} if training.data.source is not None else training.data.rows   # train.py reads the file
     tensors = {**rows, **training.data.fixed}
+    script = path.with_name("train.py")
+    beside = [values_path(path)] if training.model.state else []
+    beside += [data_path(path)] if tensors else []
+    check_side_files(path, beside + [script])   # all before any is written: a refusal leaves nothing half done
+    written = write_torch_files(training.model, path)
     if tensors:
         torch = need("torch")
         state = {k: torch.from_numpy(np.array(v, copy=True)) for k, v in tensors.items()}
         target = data_path(path)
-        _replace(target, lambda fh: torch.save(state, fh))
+        write_side_file(target, lambda fh: torch.save(state, fh))
         written.append(target)
-    script = path.with_name("train.py")
-    write_text_file(script, training.script)
+    write_side_file(script, lambda fh: fh.write(training.script.encode("utf-8")))
     written.append(script)
     return written

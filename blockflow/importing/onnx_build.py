@@ -18,11 +18,16 @@ import numpy as np
 from blockflow.project import Page
 from blockflow.registry import Registry
 
-__all__ = ["Known", "Wire", "PageBuilder", "Unsupported", "node_id_from"]
+__all__ = ["Known", "Wire", "PageBuilder", "Unsupported", "Refused", "node_id_from"]
 
 
 class Unsupported(Exception):
     """This use of an op has no faithful mapping: the reason (the import lists every one)."""
+
+
+class Refused(Exception):
+    """This node breaks its op's definition or asks for more than an import may make (a size past
+    the limits): the reason. The import stops at once, naming the node."""
 
 
 @dataclass(frozen=True, eq=False)

@@ -18,7 +18,7 @@ from blockflow.budget import format_size, memory_budget
 from blockflow.compile.compiler import compile_page, compile_project
 from blockflow.composite import ProjectBlocks
 from blockflow.importing.errors import ImportFailure, UnsupportedOps
-from blockflow.importing.onnx_build import Known, PageBuilder, Unsupported, Wire, node_id_from
+from blockflow.importing.onnx_build import Known, PageBuilder, Refused, Unsupported, Wire, node_id_from
 from blockflow.importing.onnx_fold import FOLDERS, FoldRefused, fold
 from blockflow.importing.onnx_layout import LOSS_FRAME, lay_out, lay_out_again
 from blockflow.importing.onnx_mapping import Call, mapping_table
@@ -347,6 +347,8 @@ class _Importer:
             self.refuse(op, str(exc), node.label)
             self._fail_outputs(node)
             return
+        except Refused as exc:
+            raise ImportFailure(f"{self.model.source}: node '{node.label}' ({op}): {exc}") from None
         except ImportFailure:
             raise
         except Exception as exc:  # as above: the mappings check what they use, this is the net

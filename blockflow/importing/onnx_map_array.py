@@ -83,7 +83,7 @@ def transpose(call: Call):
 def concat(call: Call):
     ins = [call.input(i) for i in range(len(call.values)) if call.has(i)]
     rank = call.rank(0)
-    axis = call.attr("axis", 0) % rank
+    axis = call.axis(call.attr("axis", 0), rank, "Concat's axis")
     return call.block("Concat", values=ins, axis=call.const(axis, np.int32), typed=0)
 
 
@@ -101,7 +101,7 @@ def unsqueeze(call: Call):
         raise Unsupported("Unsqueeze without axes")
     rank = call.rank(0) + len(axes)
     y = call.input(0)
-    ordered = sorted(a % rank for a in axes)
+    ordered = sorted(call.axes(axes, rank, "Unsqueeze's axes"))
     for i, a in enumerate(ordered):
         last = i == len(ordered) - 1
         y = call.block("ExpandDims", input=y, axis=call.const(a, np.int32), hint="" if last else f"{i}",
@@ -112,7 +112,7 @@ def unsqueeze(call: Call):
 @maps("Squeeze", blocks="Squeeze", notes="the given axes, or every size-1 axis")
 def squeeze(call: Call):
     axes = _axes(call, "Squeeze")
-    attrs = {"axis": [] if axes is None else [a % call.rank(0) for a in axes]}
+    attrs = {"axis": [] if axes is None else call.axes(axes, call.rank(0), "Squeeze's axes")}
     return call.block("Squeeze", attrs, input=call.input(0), typed=0)
 
 
@@ -121,7 +121,7 @@ def squeeze(call: Call):
             "modulo the axis's size")
 def gather(call: Call):
     rank = call.rank(0)
-    axis = call.attr("axis", 0) % rank
+    axis = call.axis(call.attr("axis", 0), rank, "Gather's axis")
     shape = call.shape(0)
     size = shape[axis] if shape is not None else None
     idx = call.input(1)
@@ -151,7 +151,7 @@ def slice_(call: Call):
         starts, ends = call.ints(1, "Slice's starts"), call.ints(2, "Slice's ends")
         axes = call.ints(3, "Slice's axes") if call.has(3) else None
         steps = call.ints(4, "Slice's steps") if call.has(4) else None
-    axes = list(range(len(starts))) if axes is None else [a % rank for a in axes]
+    axes = list(range(len(starts))) if axes is None else call.axes(axes, rank, "Slice's axes")
     steps = [1] * len(starts) if steps is None else steps
     if 0 in steps:
         raise Unsupported("Slice with a step of 0")
@@ -175,7 +175,7 @@ def pad(call: Call):
     else:
         pads, mode = call.ints(1, "Pad's pads"), call.attr("mode", "constant")
         value = float(call.need_known(2, "Pad's constant_value").reshape(-1)[0]) if call.has(2) else 0.0
-        axes = [a % rank for a in call.ints(3, "Pad's axes")] if call.has(3) else list(range(rank))
+        axes = call.axes(call.ints(3, "Pad's axes"), rank, "Pad's axes") if call.has(3) else list(range(rank))
     if len(pads) != 2 * len(axes):
         raise Unsupported(f"Pad: {len(pads)} pads for {len(axes)} axes")
     if min(pads, default=0) < 0:
@@ -242,7 +242,7 @@ def tile(call: Call):
       "size) pieces of the size rounded up and a smaller last")
 def split(call: Call):
     rank = call.rank(0)
-    axis = call.attr("axis", 0) % rank
+    axis = call.axis(call.attr("axis", 0), rank, "Split's axis")
     n = len(call.node.outputs)
     if call.opset >= 13:
         sizes = call.ints(1, "Split's sizes") if call.has(1) else None
@@ -290,7 +290,7 @@ def size(call: Call):
             "sorted is one")
 def topk(call: Call):
     rank = call.rank(0)
-    axis = call.attr("axis", -1) % rank
+    axis = call.axis(call.attr("axis", -1), rank, "TopK's axis")
     k = call.attr("k") if call.opset < 10 else call.ints(1, "TopK's k")[0]
     smallest = not call.attr("largest", 1)
     dtype = call.dtype(0)

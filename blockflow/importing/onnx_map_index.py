@@ -41,7 +41,7 @@ def gather_elements(call: Call):
     rank = len(shape)
     if data_shape is None or len(data_shape) != rank:
         raise Unsupported("GatherElements of data whose rank is not the indices'")
-    axis = call.attr("axis", 0) % rank
+    axis = call.axis(call.attr("axis", 0), rank, "GatherElements' axis")
     size = data_shape[axis]
     if not isinstance(size, int):
         raise Unsupported("GatherElements along an axis of unknown size (a negative index counts from its end)")
@@ -255,7 +255,7 @@ def scatter_nd(call: Call):
 def scatter_elements(call: Call):
     shape = call.static_shape(1, call.node.op)
     rank = len(shape)
-    axis = call.attr("axis", 0) % rank
+    axis = call.axis(call.attr("axis", 0), rank, f"{call.node.op}'s axis")
     size = _leading_sizes(call, rank, call.node.op)[axis]
     idx = _from_end(call, call.input(1), size, "index", call.dtype(1))
     if not isinstance(idx, Known) and call.dtype(1) != np.int64:

@@ -172,7 +172,7 @@ def _reduce_axes(call: Call) -> list | None:
     if axes is None and call.attr("noop_with_empty_axes", 0):
         return []
     rank = call.rank(0)
-    return list(range(rank)) if axes is None else sorted(a % rank for a in axes)
+    return list(range(rank)) if axes is None else sorted(call.axes(axes, rank, f"{call.node.op}'s axes"))
 
 
 @maps(*_REDUCE, blocks="Sum, Mean, Max, Min, Prod (Square, Abs, Sqrt, Log around them; Any, All for "

@@ -14,7 +14,11 @@ import math
 
 import numpy as np
 
+from blockflow.budget import format_size, memory_budget
+from blockflow.importing.onnx_build import Refused
 from blockflow.importing.onnx_mapping import Call, Unsupported, maps
+from blockflow.io import rules
+from blockflow.spec.memory import MAX_TENSOR_BYTES
 
 _TRANSFORMS = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
                "tf_half_pixel_for_nn")
@@ -44,31 +48,42 @@ def _cubic(a: float, t):
                     np.where(t < 2, ((a * t - 5 * a) * t + 8 * a) * t - 4 * a, 0.0))
 
 
-def _antialiased(kind: str, ratio: float, scale: float, a: float) -> list:
+def _antialias_reach(kind: str, scale: float) -> int:
+    """The first tap's offset of antialias's kernel when shrinking by ``scale`` (its taps run
+    from it to ``1 - first``)."""
+    return math.floor(-(1 if kind == "linear" else 2) / min(scale, 1.0)) + 1
+
+
+def _taps(kind: str, scale: float, call: Call) -> int:
+    """How many input positions each output position weighs."""
+    if kind != "nearest" and call.attr("antialias", 0):
+        return 2 - 2 * _antialias_reach(kind, scale)
+    return 4 if kind == "cubic" else 2
+
+
+def _antialiased(kind: str, ratio: np.ndarray, scale: float, a: float) -> np.ndarray:
     """Antialias's taps when shrinking: the kernel stretched by 1 / scale, normalized."""
-    scale = min(scale, 1.0)
-    reach = 1 if kind == "linear" else 2
-    first = math.floor(-reach / scale) + 1
-    t = (np.arange(first, 2 - first) - ratio) * scale
+    first = _antialias_reach(kind, scale)
+    t = (np.arange(first, 2 - first)[None, :] - ratio[:, None]) * min(scale, 1.0)
     w = np.clip(1 - np.abs(t), 0, 1) if kind == "linear" else _cubic(a, t)
-    return list(w / w.sum())
+    return w / w.sum(axis=1, keepdims=True)
 
 
-def _weights(kind: str, ratio: float, scale: float, call: Call) -> list:
-    """The coefficients of the taps around a position ``ratio`` in (0, 1] past the tap before it."""
+def _weights(kind: str, ratio: np.ndarray, scale: float, call: Call) -> np.ndarray:
+    """The coefficients [positions, taps] of the taps around each position ``ratio`` in (0, 1]
+    past the tap before it (whole arrays: an axis may have millions of positions)."""
     if kind != "nearest" and call.attr("antialias", 0):
         return _antialiased(kind, ratio, scale, float(call.attr("cubic_coeff_a", -0.75)))
     if kind == "nearest":
-        if ratio == 1.0:
-            return [0.0, 1.0]
         rule = call.attr("nearest_mode", "round_prefer_floor")
         pick_right = {"round_prefer_floor": ratio > 0.5, "round_prefer_ceil": ratio >= 0.5,
-                      "floor": False, "ceil": True}[rule]
-        return [0.0, 1.0] if pick_right else [1.0, 0.0]
+                      "floor": np.zeros(ratio.shape, bool), "ceil": np.ones(ratio.shape, bool)}[rule]
+        pick_right = pick_right | (ratio == 1.0)
+        return np.stack([~pick_right, pick_right], axis=1).astype(np.float64)
     if kind == "linear":
-        return [1 - ratio, ratio]
+        return np.stack([1 - ratio, ratio], axis=1)
     a = float(call.attr("cubic_coeff_a", -0.75))
-    return list(_cubic(a, np.array([ratio + 1, ratio, 1 - ratio, 2 - ratio])))
+    return _cubic(a, np.stack([ratio + 1, ratio, 1 - ratio, 2 - ratio], axis=1))
 
 
 def axis_taps(call: Call, kind: str, size: int, out: int, scale: float) -> tuple:
@@ -76,7 +91,7 @@ def axis_taps(call: Call, kind: str, size: int, out: int, scale: float) -> tuple
     x = _source(call.attr("coordinate_transformation_mode", "half_pixel"), size, out, scale)
     base = np.floor(x)
     ratio = np.where(x == base, 1.0, x - base)
-    weight = np.array([_weights(kind, float(r), scale, call) for r in ratio], dtype=np.float64).reshape(out, -1)
+    weight = _weights(kind, ratio, scale, call).reshape(out, -1)
     n = weight.shape[1]
     # the n neighbours nearest x, the lower first on a tie (n is even, antialiased too)
     start = np.where(x == base, base - n // 2, base - n // 2 + 1).astype(np.int64)
@@ -86,6 +101,28 @@ def axis_taps(call: Call, kind: str, size: int, out: int, scale: float) -> tuple
         total = weight.sum(axis=1, keepdims=True)
         weight = weight / np.where(total == 0, 1.0, total)
     return np.clip(index, 0, size - 1), weight
+
+
+#: what importing one tap takes, measured: its index and weight, the blocks' constants made of
+#: them, the project and its compile check (a linear resize to 10 million positions: 1.6 GB)
+_TAP_BYTES = 80
+
+
+def _check_sizes(call: Call, kind: str, shape: tuple, out: list, scale: list, todo: list) -> None:
+    """Refuse, before anything is made, an output past the one-tensor limit, and taps (an index
+    and a weight per tap and output position) past the memory budget: a scale of 1e9 in a tiny
+    file must not make the import compute for hours."""
+    dtype = call.dtype(0) or np.dtype(np.float32)
+    elements = math.prod(out)
+    if elements * dtype.itemsize > MAX_TENSOR_BYTES or elements > rules.MAX_ARRAY_ELEMENTS:
+        raise Refused(f"its output would be {dtype.name}{list(out)} ({format_size(elements * dtype.itemsize)}); "
+                      f"the limit for one tensor is {format_size(MAX_TENSOR_BYTES)}")
+    budget, source = memory_budget()
+    taps = sum(out[a] * (1 if kind == "nearest" else _taps(kind, scale[a], call)) for a in todo)
+    if taps * _TAP_BYTES > budget:
+        raise Refused(f"its {taps:,} taps (an input position and a weight for each output position) would "
+                      f"take about {format_size(taps * _TAP_BYTES)} to import, more than the memory budget of "
+                      f"{format_size(budget)} ({source}; docs/limits.md)")
 
 
 def _resized_axis(call: Call, x, axis: int, rank: int, kind: str, size: int, out: int, scale: float, last: bool):
@@ -117,6 +154,8 @@ def _plan(call: Call, shape: tuple) -> tuple:
     scales = call.need_known(2, "Resize's scales") if call.has(2) else None
     sizes = call.need_known(3, "Resize's sizes") if call.has(3) else None
     if scales is not None and scales.size:
+        if not (np.isfinite(scales) & (scales > 0)).all():
+            raise Refused(f"its scales {scales.reshape(-1).tolist()} must be finite and positive")
         scale = [1.0] * rank
         for a, s in zip(axes, scales.reshape(-1).tolist()):
             scale[a] = float(np.float32(s))
@@ -157,6 +196,7 @@ def resize(call: Call):
     todo = [a for a in axes if not (math.isclose(scale[a], 1.0) and out[a] == shape[a])]
     if any(o <= 0 for o in out):
         raise Unsupported(f"Resize to an empty output {out}")
+    _check_sizes(call, kind, shape, out, scale, todo)
     x = call.input(0)
     if not todo:
         return call.block("Identity", input=x, typed=0)
@@ -177,10 +217,13 @@ def _upsample(call: Call, scales: np.ndarray, shape: tuple):
     """Nearest with whole scales: position i of an axis repeated s times copies i // s, which is
     where every coordinate transformation and rounding of the versions puts it."""
     s = [float(v) for v in np.asarray(scales).reshape(-1)]
+    if not all(math.isfinite(v) and v > 0 for v in s):
+        raise Refused(f"its scales {s} must be finite and positive")
     if call.attr("mode", "nearest") != "nearest" or len(s) != len(shape) or any(v < 1 or v != int(v) for v in s):
         raise Unsupported(f"{call.node.op} {call.attr('mode', 'nearest')} with scales {s}: only nearest with "
                           f"whole scales maps exactly")
     todo = [a for a, v in enumerate(s) if v != 1]
+    _check_sizes(call, "nearest", shape, [d * int(v) for d, v in zip(shape, s)], s, todo)
     x = call.input(0)
     if not todo:
         return call.block("Identity", input=x, typed=0)

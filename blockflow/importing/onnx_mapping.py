@@ -17,7 +17,7 @@ from typing import Callable
 
 import numpy as np
 
-from blockflow.importing.onnx_build import Known, PageBuilder, Unsupported, Wire, node_id_from
+from blockflow.importing.onnx_build import Known, PageBuilder, Refused, Unsupported, Wire, node_id_from
 from blockflow.importing.onnx_read import OnnxNode
 
 __all__ = ["Call", "Mapping", "maps", "mapping_table", "Unsupported"]
@@ -102,6 +102,25 @@ class Call:
         if a.dtype.kind not in "iu":
             raise Unsupported(f"{what} must be integers, got {a.dtype.name}")
         return [int(v) for v in a.reshape(-1)]
+
+    def axis(self, axis: int, rank: int, what: str) -> int:
+        """``axis`` of a rank-``rank`` value counted from 0 (-1 the last); Refused when it is out
+        of range, which ONNX's definitions do not allow (taking it modulo the rank would import
+        a model ONNX rejects as one computing something else)."""
+        if not -rank <= int(axis) < rank:
+            raise Refused(f"{what} {axis} is out of range for a value of rank {rank}")
+        return int(axis) % rank
+
+    def axes(self, axes, rank: int, what: str) -> list:
+        """Each of ``axes`` counted from 0, as :meth:`axis`; Refused when one is named twice."""
+        axes = [int(a) for a in axes]
+        bad = [a for a in axes if not -rank <= a < rank]
+        if bad:
+            raise Refused(f"{what} {axes}: axis {bad[0]} is out of range for a value of rank {rank}")
+        out = [a % rank for a in axes]
+        if len(set(out)) != len(out):
+            raise Refused(f"{what} {axes} name an axis twice")
+        return out
 
     def dtype(self, i: int) -> np.dtype | None:
         v = self.input(i)

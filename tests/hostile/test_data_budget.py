@@ -3,8 +3,9 @@ more than the budget is refused from its headers (`check` as well as `run`), and
 --feed is streamed into one array like a dataset's, never parsed into Python lists first."""
 from __future__ import annotations
 
+import numpy as np
 from hostile_kit import baseline_rss, changed_paths, run_cli, snapshot
-from test_loader_data_files import npz_bomb
+from test_loader_data_files import npz_bomb, raw_npy_header
 
 from blockflow.project import Project
 from blockflow.io.project_io import save_project
@@ -51,6 +52,37 @@ def test_a_csv_feed_is_streamed_into_one_array(tmp_path):
                 cap_bytes=1024 ** 3, cwd=tmp_path)
     r.assert_clean_message()
     assert r.returncode == 3 and "--feed x" in r.stderr and "more than the memory budget" in r.stderr, r.output
+
+
+def _open_sum_page(tmp_path):
+    project = Project()
+    page = project.add_page("main")
+    page.add_node("Placeholder", id="x", attrs={"shape": [-1], "dtype": "float64"})
+    page.add_node("Sum", id="s")
+    page.connect("x", "output", "s", "input")
+    save_project(project, tmp_path / "p.bflow.json")
+    return tmp_path / "p.bflow.json"
+
+
+def test_an_npy_feed_is_judged_from_its_header_before_it_is_allocated(tmp_path):
+    """A 100-byte .npy whose header claims 800 MB, and a real 64 MB one over a 20 MB budget: before,
+    np.load sized its buffer from the header (800 MB asked for, a MemoryError in a smaller
+    process) and read a feed of any size past the budget; now both are refused from the header,
+    as a dataset's .npy is (blockflow.datafiles)."""
+    header = "{'descr': '<f8', 'fortran_order': False, 'shape': (100000000,), }"
+    (tmp_path / "liar.npy").write_bytes(raw_npy_header(header + " " * (117 - len(header)) + "\n") + bytes(100))
+    np.save(tmp_path / "big.npy", np.zeros(8 * MiB))
+    path = _open_sum_page(tmp_path)
+    floor = baseline_rss()
+    for feed, extra, words in (("liar.npy", ("--memory-budget", "2G"), "800,000,000 bytes, but only 100 follow its header"),
+                               ("big.npy", ("--memory-budget", "20M"), "more than the memory budget of 20.0 MiB")):
+        r = run_cli("run", path, "--feed", f"x={feed}", *extra, cap_bytes=1024 ** 3, cwd=tmp_path)
+        r.assert_clean_message()
+        assert r.returncode == 3 and f"--feed x: cannot read {feed}: its array" in r.stderr, r.output
+        assert words in r.stderr, r.output
+        assert r.peak_rss < floor + 48 * MiB, (feed, r.peak_rss / MiB, floor / MiB)
+    r = run_cli("run", path, "--feed", "x=big.npy", cap_bytes=1024 ** 3, cwd=tmp_path)
+    assert r.returncode == 0 and "main/s:output" in r.stdout, r.output
 
 
 def test_train_options_have_the_ranges_of_a_projects_settings():

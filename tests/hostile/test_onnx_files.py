@@ -304,3 +304,70 @@ def test_gather_elements_over_an_open_batch_takes_along_the_last_axis_or_stops()
     with pytest.raises(RunError, match="Gather"):
         run(program, {report.inputs["data"]: d, report.inputs["idx"]: i[:2]}, fetch=[report.outputs["y"]],
             record=False)
+
+
+def _resize_model(scales, mode="linear", op="Resize", opset=13):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 1, 2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    sc = numpy_helper.from_array(np.array(scales, np.float32), "sc")
+    ins = ["x", "", "sc"] if op == "Resize" else ["x", "sc"]
+    return _model([helper.make_node(op, ins, ["y"], mode=mode)], [x], [y], [sc], opset=opset)
+
+
+@pytest.mark.parametrize("scales, says", [
+    ([1, 1, 1, 1e9], "output would be float32.*the limit for one tensor"),
+    ([1, 1, 1, 1e6], "taps .* more than the memory budget"),
+    ([1, 1, float("nan"), float("inf")], r"scales \[1.0, 1.0, nan, inf\] must be finite and positive"),
+])
+def test_a_resize_past_the_limits_is_refused_before_its_taps_are_made(monkeypatch, scales, says):
+    """Resize's taps were made position by position in Python before any size was checked: a
+    scale of 1e9 in a 200-byte file asked for 15 GiB (a MemoryError named 'does not fit the op's
+    definition'), 1e8 took 77 s and 16 GB; NaN scales were a ValueError."""
+    monkeypatch.setenv("BLOCKFLOW_MEMORY_BUDGET", "64M")
+    with pytest.raises(ImportFailure, match=f"node 'y' \\(Resize\\): .*{says}"):
+        _import(_resize_model(scales))
+
+
+def test_an_upsample_past_the_limits_is_refused_before_its_indices_are_made():
+    with pytest.raises(ImportFailure, match=r"node 'y' \(Upsample\): its output would be float32"):
+        _import(_resize_model([1, 1, 1, 1e9], "nearest", "Upsample", opset=9))
+    with pytest.raises(ImportFailure, match="must be finite and positive"):
+        _import(_resize_model([1, 1, 1, float("inf")], "nearest", "Upsample", opset=9))
+
+
+def test_a_long_resize_axis_imports_in_whole_arrays_and_computes_the_definition():
+    """A million output positions: 5 s position by position before, well under one now."""
+    import time
+    start = time.perf_counter()
+    project, report = _import(_resize_model([1, 1, 1, 500_000]))
+    assert time.perf_counter() - start < 3
+    x = np.array([[[[1.0, 3.0]]]], np.float32)
+    (y,) = [run(compile_project(project), {report.inputs["x"]: x}, fetch=[report.outputs["y"]],
+                record=False).value(report.outputs["y"])]
+    # half_pixel linear: position i falls at (i + 0.5) / scale - 0.5, the edges repeated
+    where = np.clip((np.arange(1_000_000) + 0.5) / 500_000 - 0.5, 0, 1)
+    assert y.shape == (1, 1, 1, 1_000_000)
+    np.testing.assert_allclose(y[0, 0, 0], 1 + 2 * where, rtol=0, atol=1e-6)
+
+
+def _c64(name, values):
+    return numpy_helper.from_array(np.array(values, np.int64), name)
+
+
+@pytest.mark.parametrize("node, inits, says", [
+    (helper.make_node("Concat", ["x", "x"], ["y"], axis=99), [], "Concat's axis 99 is out of range"),
+    (helper.make_node("ReduceSum", ["x", "a"], ["y"]), [_c64("a", [5])], r"ReduceSum's axes \[5\]: axis 5 is out"),
+    (helper.make_node("Slice", ["x", "s", "e", "a"], ["y"]), [_c64("s", [0]), _c64("e", [1]), _c64("a", [7])],
+     r"Slice's axes \[7\]"),
+    (helper.make_node("Split", ["x"], ["y", "z"], axis=-3), [], "Split's axis -3 is out of range"),
+    (helper.make_node("Unsqueeze", ["x", "a"], ["y"]), [_c64("a", [0, 0])], r"Unsqueeze's axes \[0, 0\] name an axis twice"),
+    (helper.make_node("Gather", ["x", "i"], ["y"], axis=2), [_c64("i", [0])], "Gather's axis 2 is out"),
+])
+def test_an_axis_onnx_does_not_allow_is_refused_not_taken_modulo_the_rank(node, inits, says):
+    """Each of these imported and ran, computing something else: Concat along axis 99 of a rank-2
+    value concatenated along axis 1 (99 % 2), ReduceSum over axis 5 of a vector summed it all,
+    Slice on axis 7 sliced axis 0; onnx's shape inference and onnxruntime reject them all."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])
+    outs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in node.output]
+    with pytest.raises(ImportFailure, match=f"hostile.onnx: node '.*' \\({node.op_type}\\): {says}"):
+        _import(_model([node], [x], outs, inits))
