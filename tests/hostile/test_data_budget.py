@@ -36,12 +36,7 @@ def test_a_csv_feed_is_streamed_into_one_array(tmp_path):
     """12 MB of one number per line (6 million rows): before, 1.7 GB and 10 s, or a MemoryError
     (exit 5) under a 1 GB cap; now the 48 MB array and little more."""
     (tmp_path / "feed.csv").write_text("0\n" * 6_000_000)
-    project = Project()
-    page = project.add_page("main")
-    page.add_node("Placeholder", id="x", attrs={"shape": [-1], "dtype": "float64"})
-    page.add_node("Sum", id="s")
-    page.connect("x", "output", "s", "input")
-    save_project(project, tmp_path / "p.bflow.json")
+    _open_sum_page(tmp_path)
     floor = baseline_rss()
     r = run_cli("run", tmp_path / "p.bflow.json", "--feed", "x=feed.csv", cap_bytes=1024 ** 3, cwd=tmp_path)
     r.assert_clean_message()
