@@ -70,6 +70,18 @@ def test_a_step_takes_the_short_way_and_gives_the_same_bits(monkeypatch, short_w
     assert lane == general and taken == 3   # the first run of each kind makes its plan
 
 
+def test_gradients_asked_for_by_a_list_take_the_short_way(monkeypatch, short_ways):
+    # wrt as a list, a tuple (in any order, with repeats) or a set: the same plan, the same bits
+    x = RNG.normal(size=(4, 30)).astype(np.float32)
+    calls = [lambda p, w=w: run(p, {"x": x}, target="loss", record=False, wrt=w)
+             for w in (["W", "x"], ("x", "W", "x"), frozenset({"W", "x"}), ["x", "W"])]
+    (lane, general), taken = _both(monkeypatch, lambda: compile_project(_layer()), calls, short_ways)
+    assert lane == general and lane[0] == lane[1] == lane[2] == lane[3] and taken == 3
+    bad = [lambda p: run(p, {"x": x}, target="loss", record=False, wrt=["x", "nowhere"])]
+    (lane, general), _ = _both(monkeypatch, lambda: compile_project(_layer()), bad, short_ways)
+    assert lane == general and lane[0][0] == RunError.__name__ and "nowhere" in lane[0][1]
+
+
 def _variables_changed(program):
     program.variable_values["W"] = np.full((30, 9), 0.5, np.float32)
     return run(program, {"x": np.ones((4, 30), np.float32)}, target="loss", record=False)
