@@ -211,6 +211,9 @@ class _Importer:
         for vi in m.inputs:
             self.env[vi.name] = self._placeholder(vi)
         self._one_producer_each()
+        if m.invalid is not None and m.invalid[0] is None:
+            raise ImportFailure(f"{m.source}: the model is not valid ONNX: onnx's shape inference says "
+                                f"'{m.invalid[1]}'")
         for node in m.nodes:
             self._node(node)
         if self.refused:
@@ -310,6 +313,25 @@ class _Importer:
         self.added = added
 
     def _node(self, node) -> None:
+        values = self._inputs(node)
+        op = node.op if not node.domain else f"{node.domain}:{node.op}"
+        invalid = self.model.invalid
+        if invalid is not None and invalid[0] == node.index:
+            invalid = ImportFailure(f"{self.model.source}: node '{node.label}' ({op}): the model is not valid "
+                                    f"ONNX: onnx's shape inference says '{invalid[1]}'")
+        else:
+            invalid = None
+        try:
+            self._place(node, values, op)
+        except (ImportFailure, Unsupported):
+            raise   # the import's own words, which name what is wrong more exactly than onnx's
+        except Exception as exc:  # a node its op's definition does not allow (too few inputs, ...)
+            raise invalid or self._malformed(node, op, exc) from None
+        if invalid is not None:   # mapped, or listed as unsupported: onnx's verdict stands
+            raise invalid
+
+    def _inputs(self, node) -> list:
+        """The values ``node`` reads (None for an input left out)."""
         values = []
         for name in node.inputs:
             if not name:
@@ -322,19 +344,19 @@ class _Importer:
                 raise ImportFailure(f"{self.model.source}: node '{node.label}' reads '{name}', which no "
                                     f"node, input or initializer makes")
             values.append(self.env[name])
-        op = node.op if not node.domain else f"{node.domain}:{node.op}"
+        return values
+
+    def _place(self, node, values, op) -> None:
+        """Fold ``node``, or map it to blocks, or list it as unsupported; what it makes goes in env.
+        A mapping's Refused stops the import naming the node; another exception is a node its
+        op's definition does not allow, left to the caller."""
         if any(v is _FAILED for v in values):
             if op not in self.table:
                 self.refuse(op, "no mapping", node.label)
             self._fail_outputs(node)
             return
-        try:
-            if self._fold(node, values) or self._fold_known_sizes(node, values):
-                return
-        except (ImportFailure, Unsupported):
-            raise
-        except Exception as exc:  # a node its op's definition does not allow (too few inputs, ...)
-            raise self._malformed(node, op, exc) from None
+        if self._fold(node, values) or self._fold_known_sizes(node, values):
+            return
         mapping = self.table.get(op)
         if mapping is None:
             self.refuse(op, "no mapping", node.label)
@@ -349,10 +371,6 @@ class _Importer:
             return
         except Refused as exc:
             raise ImportFailure(f"{self.model.source}: node '{node.label}' ({op}): {exc}") from None
-        except ImportFailure:
-            raise
-        except Exception as exc:  # as above: the mappings check what they use, this is the net
-            raise self._malformed(node, op, exc) from None
         outs = outs if isinstance(outs, list) else [outs]
         self.report.ops[op] += 1
         if op == "Shape" and not node.attrs.get("start") and node.attrs.get("end") is None:

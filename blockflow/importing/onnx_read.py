@@ -4,11 +4,14 @@ The file is parsed by the onnx package's protobuf reader; every tensor is checke
 against the project file's limits, its payload against its sizes, its dtype against those a
 project holds) before numpy sees it, and the model's tensors together must fit in the run memory
 budget. A tensor kept in an external file is refused: a model that names files could read any
-file on the machine. Shapes come from ONNX's own shape inference, run on the parsed model.
+file on the machine. Shapes come from ONNX's own shape inference, run on the parsed model in
+strict mode: where it finds the model breaks an op's definition, its reason is kept with the node
+it names (``OnnxModel.invalid``), and the import refuses the model there.
 """
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -90,6 +93,9 @@ class OnnxModel:
     initializers: dict      # name -> ndarray
     nodes: list             # OnnxNode, in the file's order
     types: dict             # value name -> ValueInfo (inputs, outputs and shape inference's)
+    #: (index of the node, or None for the graph, ONNX's reason) when ONNX's strict shape
+    #: inference finds the model invalid; None when it does not (or cannot run)
+    invalid: tuple | None = None
 
 
 def read_onnx(path) -> OnnxModel:
@@ -129,9 +135,31 @@ def read_onnx_bytes(data: bytes, source: str = "the model") -> OnnxModel:
     return _Reader(onnx, model, source).read()
 
 
-def _cut(text: str) -> str:
+def _cut(text: str, limit: int = MAX_NAME) -> str:
     text = "".join(ch if ch.isprintable() else "?" for ch in text)
-    return text if len(text) <= MAX_NAME else text[:MAX_NAME] + "..."
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+#: where ONNX's shape inference names the node it failed on (the copy it is given names each
+#: node by its index, so an unnamed node or a name used twice is found too)
+_FAILED_NODE = re.compile(r"\(op_type:[^,()]*, node name: #(\d+)\): (?:\[\w+\] )?([^\n]*)"
+                          r"|node name #(\d+)\. ([^\n]*)")
+#: longest reason quoted from ONNX
+MAX_REASON = 600
+
+
+def _inference_verdict(message: str) -> tuple | None:
+    """(node index or None, reason) from strict shape inference's error ``message``; None for an
+    error inside a function body onnx expands (MeanVarianceNormalization's body fails strict
+    inference in onnx 1.23 though ONNX's own test model of it is valid): the node's mapping
+    checks it as before."""
+    found = _FAILED_NODE.search(message)
+    if found is None:
+        return None, _cut(re.sub(r"^(?:\[\w+\] )+", "", message.strip().split("\n")[0]), MAX_REASON)
+    index, reason = (found.group(1), found.group(2)) if found.group(1) else (found.group(3), found.group(4))
+    if "(op_type:" in reason:
+        return None
+    return int(index), _cut(reason.strip(), MAX_REASON)
 
 
 class _Reader:
@@ -160,13 +188,14 @@ class _Reader:
         outputs = [self._value_info(v) for v in g.output]
         if not outputs:
             self.fail("", "the graph has no outputs: it computes nothing a project could show")
-        types = self._inferred_types()
+        types, invalid = self._inferred_types()
         types.update({v.name: v for v in inputs})
         types.update({v.name: v for v in outputs if v.dtype is not None})
         for name, arr in inits.items():
             types[name] = ValueInfo(name, arr.dtype, arr.shape)
         return OnnxModel(self.source, opset, _cut(self.model.producer_name), _cut(g.name),
-                         _cut(g.doc_string or self.model.doc_string), inputs, outputs, inits, nodes, types)
+                         _cut(g.doc_string or self.model.doc_string), inputs, outputs, inits, nodes, types,
+                         invalid)
 
     def _opset(self) -> int:
         found = {imp.domain: imp.version for imp in self.model.opset_import}
@@ -271,14 +300,24 @@ class _Reader:
         refused = "" if dtype or not tt.elem_type else _TYPE_NAMES.get(tt.elem_type, f"number {tt.elem_type}")
         return ValueInfo(v.name, np.dtype(dtype) if dtype else None, shape, refused)
 
-    def _inferred_types(self) -> dict:
-        """ONNX's shape inference of every value it can type; {} when it cannot run (the
-        mapping then says which value's shape it needed)."""
+    def _inferred_types(self) -> tuple:
+        """(ONNX's shape inference of every value it can type, its verdict): strict, so a node
+        that breaks its op's definition (a stride of 0, a Gemm of sizes that do not match) is
+        named with ONNX's reason (OnnxModel.invalid); the types are then those of a lenient
+        run. {} when it cannot run (the mapping then says which value's shape it needed)."""
+        infer, light = self.onnx.shape_inference, self._without_weights()
+        verdict = None
         try:
-            inferred = self.onnx.shape_inference.infer_shapes(self._without_weights(), data_prop=True)
+            inferred = infer.infer_shapes(light, strict_mode=True, data_prop=True)
+        except infer.InferenceError as exc:
+            verdict = _inference_verdict(str(exc))
+            try:
+                inferred = infer.infer_shapes(light, data_prop=True)
+            except Exception:
+                return {}, verdict
         except Exception:  # an inconsistent model: the mapping names what it lacks
-            return {}
-        return {v.name: self._value_info(v) for v in inferred.graph.value_info}
+            return {}, None
+        return {v.name: self._value_info(v) for v in inferred.graph.value_info}, verdict
 
     #: initializers larger than this go to shape inference as typed inputs, without their data
     INFER_WITH_DATA = 4096
@@ -296,6 +335,8 @@ class _Reader:
         g, lg = model.graph, light.graph
         lg.name = g.name
         lg.node.extend(g.node)
+        for i, n in enumerate(lg.node):   # how inference's messages name a node (_FAILED_NODE)
+            n.name = f"#{i}"
         lg.input.extend(g.input)
         lg.output.extend(g.output)
         lg.value_info.extend(g.value_info)

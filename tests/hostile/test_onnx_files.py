@@ -371,3 +371,41 @@ def test_an_axis_onnx_does_not_allow_is_refused_not_taken_modulo_the_rank(node, 
     outs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in node.output]
     with pytest.raises(ImportFailure, match=f"hostile.onnx: node '.*' \\({node.op_type}\\): {says}"):
         _import(_model([node], [x], outs, inits))
+
+
+def _f32(name, values):
+    return numpy_helper.from_array(np.array(values, np.float32), name)
+
+
+@pytest.mark.parametrize("node, shape, inits, says", [
+    (helper.make_node("Conv", ["x", "w"], ["y"], strides=[0, 1], name="conv"), [1, 3, 8, 8],
+     [_f32("w", np.ones((3, 3, 3, 3)))], "Attribute strides must only contain positive values"),
+    (helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[0, 0], name="pool"), [1, 3, 8, 8], [],
+     "Attribute kernel_shape must only contain positive values"),
+    (helper.make_node("Gemm", ["x", "b"], ["y"], name="gemm"), [2, 3], [_f32("b", np.ones((4, 5)))],
+     "Dimension mismatch"),
+    (helper.make_node("Einsum", ["x", "x"], ["y"], equation="ij,jk->iq", name="ein"), [2, 2], [],
+     "Equation output contains a label missing from the inputs"),
+    (helper.make_node("TopK", ["x", "k"], ["y", "i"], name="topk"), [2, 3], [_c64("k", [5])],
+     "Axis has less than the requested k elements"),
+])
+def test_a_node_onnx_finds_invalid_is_refused_blaming_the_model_not_the_import(node, shape, inits, says):
+    """Each of these was refused as 'the imported diagram does not compile (a bug in the import,
+    please report it)': onnx's strict shape inference now names the node and its reason."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)
+    outs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in node.output]
+    with pytest.raises(ImportFailure) as caught:
+        _import(_model([node], [x], outs, inits, opset=12 if node.op_type == "Einsum" else 13))
+    text = str(caught.value)
+    assert text.startswith(f"hostile.onnx: node '{node.name}' ({node.op_type}): the model is not valid ONNX: "
+                           f"onnx's shape inference says '")
+    assert says in text and "bug in the import" not in text
+
+
+def test_an_unnamed_invalid_node_is_named_by_its_label():
+    """The copy shape inference is given names each node by its index, so a node the model leaves
+    unnamed (onnx's own message then names none) is named as the import names it."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("MaxPool", ["r"], ["y"], kernel_shape=[0, 0])]
+    with pytest.raises(ImportFailure, match=r"node 'y' \(MaxPool\): the model is not valid ONNX"):
+        _import(_model(nodes, [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]))
