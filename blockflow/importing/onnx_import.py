@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
@@ -18,12 +19,12 @@ from blockflow.budget import format_size, memory_budget
 from blockflow.compile.compiler import compile_page, compile_project
 from blockflow.composite import ProjectBlocks
 from blockflow.importing.errors import ImportFailure, UnsupportedOps
-from blockflow.importing.onnx_build import Known, PageBuilder, Refused, Unsupported, Wire, node_id_from
+from blockflow.importing.onnx_build import Known, PageBuilder, Refused, Unsupported, Wire, check_tensor, node_id_from
 from blockflow.importing.onnx_fold import FOLDERS, FoldRefused, fold
 from blockflow.importing.onnx_layout import LOSS_FRAME, lay_out, lay_out_again
 from blockflow.importing.onnx_mapping import Call, mapping_table
 from blockflow.importing.onnx_names import float_constants, node_names, shared_prefix
-from blockflow.importing.onnx_read import DTYPES, OnnxModel, ValueInfo, read_onnx
+from blockflow.importing.onnx_read import DTYPES, OnnxModel, ValueInfo, cut_name, read_onnx
 from blockflow.importing.onnx_units import nodes_as_composites, order_by_use, units_as_composites
 from blockflow.io import rules
 from blockflow.project import Project
@@ -126,7 +127,7 @@ def import_model(model: OnnxModel, page_name: str = "model", registry: Registry 
     report = importer.report
     lay_out(page, importer.builder, stems, importer.added)
     report.groups = sum(f.title != LOSS_FRAME for f in page.frames)
-    program = _check_compiles(project, model.source)
+    program = _check_compiles(project, model.source, importer)
     if group == "composites":
         _as_composites(project, page, importer, registry, program, [n.op for n in model.nodes])
     page.text = _page_text(model, report, importer.added)
@@ -365,6 +366,7 @@ class _Importer:
         try:
             outs = mapping.fn(Call(node, values, self.builder, self.model.types, self.model.opset, self.read,
                                    self.names[node.index]))
+            self._check_outputs(node)   # after the mapping's own checks, whose words are more exact
         except Unsupported as exc:
             self.refuse(op, str(exc), node.label)
             self._fail_outputs(node)
@@ -380,6 +382,22 @@ class _Importer:
         for name, value in zip(node.outputs, outs):
             if name:
                 self.env[name] = value
+
+    def _check_outputs(self, node) -> None:
+        """Refused for an output onnx's shape inference sizes below 0 (a window larger than its
+        padded input: onnx infers the size without a word, onnxruntime stops when it runs) or
+        past the limits of one tensor (an Expand, Tile or Pad to 10^10 entries): not a diagram
+        that fails to compile, blamed on the import. (The blocks are made by then, but nothing
+        of the output's size: they hold sizes, not values.)"""
+        for name in node.outputs:
+            info = self.model.types.get(name) if name else None
+            if info is None or info.shape is None:
+                continue
+            if any(isinstance(d, int) and d < 0 for d in info.shape):
+                raise Refused(f"the model is not valid ONNX: onnx's shape inference gives its output "
+                              f"'{cut_name(name)}' the shape {list(info.shape)}, a size below 0")
+            if all(isinstance(d, int) for d in info.shape):
+                check_tensor(info.dtype, info.shape, f"its output '{cut_name(name)}'")
 
     def _fold(self, node, values) -> bool:
         """Fold ``node`` when every input is known (or, for Shape, when its input's shape is)."""
@@ -455,9 +473,21 @@ _LAYOUT_OPS = frozenset({"Transpose", "Identity", "Reshape", "Unsqueeze", "Squee
 _FAILED = Known(np.zeros(0), "(refused)")
 
 
-def _check_compiles(project: Project, source: str):
-    """The project's program; ImportFailure when it does not compile."""
+#: how the compile says a block's output is past the one-tensor limit (compile/inferred.py)
+_PAST_LIMIT = re.compile(r"would be .*; the limit for one tensor is")
+
+
+def _check_compiles(project: Project, source: str, importer: _Importer | None = None):
+    """The project's program; ImportFailure when it does not compile. A block past the limit of
+    one tensor is named with the ONNX node it was made for (the model is valid, its sizes past
+    what blockflow holds); anything else is a mapping that made a diagram that does not type."""
     program = compile_project(project)
+    past = [d for d in program.errors if _PAST_LIMIT.search(d.message)] if importer is not None else []
+    index = importer.builder.origin.get(past[0].node) if past else None
+    if index is not None:
+        node = importer.model.nodes[index]
+        raise ImportFailure(f"{source}: node '{node.label}' ({node.op}): its block '{past[0].node}': "
+                            f"{past[0].message}")
     if not program.ok:   # a mapping that made a diagram that does not type: a bug to report
         errors = "; ".join(str(d) for d in program.errors[:5])
         raise ImportFailure(f"{source}: the imported diagram does not compile (a bug in the import, "

@@ -23,7 +23,7 @@ from blockflow.io import rules
 from blockflow.optional import need
 
 __all__ = ["OnnxModel", "OnnxNode", "ValueInfo", "read_onnx", "read_onnx_bytes", "OLDEST_OPSET",
-           "DTYPES"]
+           "DTYPES", "cut_name", "MAX_NAME"]
 
 #: the oldest ai.onnx opset read (the onnx package's own test models are opset 9)
 OLDEST_OPSET = 9
@@ -135,7 +135,9 @@ def read_onnx_bytes(data: bytes, source: str = "the model") -> OnnxModel:
     return _Reader(onnx, model, source).read()
 
 
-def _cut(text: str, limit: int = MAX_NAME) -> str:
+def cut_name(text: str, limit: int = MAX_NAME) -> str:
+    """``text`` from the file as messages show it: unprintable characters as ``?``, at most
+    ``limit`` characters kept (MAX_NAME: a node's or a value's name), the rest said with "..."."""
     text = "".join(ch if ch.isprintable() else "?" for ch in text)
     return text if len(text) <= limit else text[:limit] + "..."
 
@@ -155,11 +157,11 @@ def _inference_verdict(message: str) -> tuple | None:
     checks it as before."""
     found = _FAILED_NODE.search(message)
     if found is None:
-        return None, _cut(re.sub(r"^(?:\[\w+\] )+", "", message.strip().split("\n")[0]), MAX_REASON)
+        return None, cut_name(re.sub(r"^(?:\[\w+\] )+", "", message.strip().split("\n")[0]), MAX_REASON)
     index, reason = (found.group(1), found.group(2)) if found.group(1) else (found.group(3), found.group(4))
     if "(op_type:" in reason:
         return None
-    return int(index), _cut(reason.strip(), MAX_REASON)
+    return int(index), cut_name(reason.strip(), MAX_REASON)
 
 
 class _Reader:
@@ -178,11 +180,11 @@ class _Reader:
             self.fail("", f"the graph has {len(g.node):,} nodes; the limit is {rules.MAX_NODES_PER_PAGE:,} "
                           f"(the limit of a project's page)")
         if len(g.sparse_initializer):
-            self.fail(f"sparse initializer '{_cut(g.sparse_initializer[0].values.name)}'",
+            self.fail(f"sparse initializer '{cut_name(g.sparse_initializer[0].values.name)}'",
                       "sparse tensors are not read; store it as a dense initializer")
         inits = {}
         for t in g.initializer:
-            inits[t.name] = self.tensor(t, f"initializer '{_cut(t.name)}'")
+            inits[t.name] = self.tensor(t, f"initializer '{cut_name(t.name)}'")
         nodes = [self._node(i, n) for i, n in enumerate(g.node)]
         inputs = [self._value_info(v) for v in g.input if v.name not in inits]
         outputs = [self._value_info(v) for v in g.output]
@@ -190,11 +192,13 @@ class _Reader:
             self.fail("", "the graph has no outputs: it computes nothing a project could show")
         types, invalid = self._inferred_types()
         types.update({v.name: v for v in inputs})
-        types.update({v.name: v for v in outputs if v.dtype is not None})
+        for v in outputs:   # inference's type of an output holds the declared one, and what it found
+            if v.dtype is not None and (v.name not in types or types[v.name].dtype is None):
+                types[v.name] = v
         for name, arr in inits.items():
             types[name] = ValueInfo(name, arr.dtype, arr.shape)
-        return OnnxModel(self.source, opset, _cut(self.model.producer_name), _cut(g.name),
-                         _cut(g.doc_string or self.model.doc_string), inputs, outputs, inits, nodes, types,
+        return OnnxModel(self.source, opset, cut_name(self.model.producer_name), cut_name(g.name),
+                         cut_name(g.doc_string or self.model.doc_string), inputs, outputs, inits, nodes, types,
                          invalid)
 
     def _opset(self) -> int:
@@ -255,10 +259,10 @@ class _Reader:
     # ------------------------------------------------------------------------- graph
 
     def _node(self, index: int, n) -> OnnxNode:
-        node = OnnxNode(index, n.op_type, n.domain if n.domain != "ai.onnx" else "", _cut(n.name),
+        node = OnnxNode(index, n.op_type, n.domain if n.domain != "ai.onnx" else "", cut_name(n.name),
                         tuple(n.input), tuple(n.output))
         for a in n.attribute:
-            node.attrs[a.name] = self._attr(a, f"node '{node.label}' attribute '{_cut(a.name)}'")
+            node.attrs[a.name] = self._attr(a, f"node '{node.label}' attribute '{cut_name(a.name)}'")
         return node
 
     def _attr(self, a, where: str):
@@ -296,7 +300,7 @@ class _Reader:
         shape = None
         if tt.HasField("shape"):
             shape = tuple(int(d.dim_value) if d.HasField("dim_value") else
-                          (_cut(d.dim_param) if d.dim_param else None) for d in tt.shape.dim)
+                          (cut_name(d.dim_param) if d.dim_param else None) for d in tt.shape.dim)
         refused = "" if dtype or not tt.elem_type else _TYPE_NAMES.get(tt.elem_type, f"number {tt.elem_type}")
         return ValueInfo(v.name, np.dtype(dtype) if dtype else None, shape, refused)
 
@@ -317,7 +321,8 @@ class _Reader:
                 return {}, verdict
         except Exception:  # an inconsistent model: the mapping names what it lacks
             return {}, None
-        return {v.name: self._value_info(v) for v in inferred.graph.value_info}, verdict
+        g = inferred.graph
+        return {v.name: self._value_info(v) for v in (*g.value_info, *g.output)}, verdict
 
     #: initializers larger than this go to shape inference as typed inputs, without their data
     INFER_WITH_DATA = 4096

@@ -3,6 +3,8 @@ message naming the file and what is wrong — never a traceback, never a file re
 names, never an allocation its sizes ask for past the limits (docs/import.md, docs/limits.md)."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -409,3 +411,57 @@ def test_an_unnamed_invalid_node_is_named_by_its_label():
     nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("MaxPool", ["r"], ["y"], kernel_shape=[0, 0])]
     with pytest.raises(ImportFailure, match=r"node 'y' \(MaxPool\): the model is not valid ONNX"):
         _import(_model(nodes, [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]))
+
+
+@pytest.mark.parametrize("node, x, inits, says", [
+    (helper.make_node("Expand", ["x", "s"], ["y"], name="exp"), [1, 1], [_c64("s", [100_000, 100_000])],
+     r"float32\[100000, 100000\] \(37.3 GiB\)"),
+    (helper.make_node("Tile", ["x", "r"], ["y"], name="tile"), [2, 2], [_c64("r", [50_000, 50_000])],
+     r"float32\[100000, 100000\] \(37.3 GiB\)"),
+    (helper.make_node("Pad", ["x", "p"], ["y"], name="pad"), [2, 2], [_c64("p", [0, 0, 100_000, 100_000])],
+     r"float32\[100002, 100002\] \(37.3 GiB\)"),
+    (helper.make_node("OneHot", ["i", "d", "v"], ["y"], name="oh"), None, [_c64("d", [100_000]), _f32("v", [0, 1])],
+     r"float32\[100000, 100000\] \(37.3 GiB\)"),
+    (helper.make_node("Conv", ["x", "w"], ["y"], pads=[50_000] * 4, name="conv"), [1, 3, 8, 8],
+     [_f32("w", np.ones((3, 3, 3, 3)))], r"float32\[1, 3, 100006, 100006\] \(111.8 GiB\)"),
+])
+def test_an_output_past_the_one_tensor_limit_is_refused_as_a_limit_not_a_bug(node, x, inits, says):
+    """Each was a diagram that did not compile, reported as 'a bug in the import': the model is
+    valid, its sizes past what a project holds."""
+    ins = ([helper.make_tensor_value_info("x", TensorProto.FLOAT, x)] if x else
+           [helper.make_tensor_value_info("i", TensorProto.INT64, [100_000])])
+    with pytest.raises(ImportFailure) as caught:
+        _import(_model([node], ins, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits))
+    assert re.match(f"hostile.onnx: node '{node.name}' \\({node.op_type}\\): its output 'y' would be {says}; "
+                    f"the limit for one tensor is 4.0 GiB$", str(caught.value)), str(caught.value)
+
+
+def test_a_block_a_node_makes_past_the_limit_is_named_with_its_node():
+    """AveragePool's padding is a Pad block before the pooling: 18 GiB though the output is 2x2."""
+    node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3, 3], pads=[0, 0, 70_000, 70_000],
+                            strides=[70_000, 70_000], name="ap")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 2, 2])
+    with pytest.raises(ImportFailure) as caught:
+        _import(_model([node], [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]))
+    assert str(caught.value).startswith("hostile.onnx: node 'ap' (AveragePool): its block 'ap_pad': output 'output' "
+                                        "would be float32[1,1,70002,70002] (18.3 GiB); the limit for one tensor")
+
+
+def test_a_window_larger_than_its_input_is_refused_as_invalid_onnx():
+    """onnx infers the size -91 without a word (onnxruntime stops when it runs the model); the
+    compile's message was blamed on the import."""
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[100, 100], name="pool")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])
+    with pytest.raises(ImportFailure, match=r"^hostile.onnx: node 'pool' \(MaxPool\): the model is not valid ONNX: "
+                                            r"onnx's shape inference gives its output 'y' the shape \[1, 3, -91, -91\]"):
+        _import(_model([node], [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]))
+
+
+def test_max_pool_padding_not_smaller_than_its_kernel_is_listed_as_unsupported():
+    """TensorFlow's pooling takes only pads smaller than the window; the compile refused the
+    diagram, reported as a bug in the import."""
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], pads=[0, 0, 3, 0], name="mp")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])
+    with pytest.raises(UnsupportedOps, match=r"MaxPool \(1 node: mp\): MaxPool with pads \[0, 0, 3, 0\] not all "
+                                             r"smaller than its kernel \[3, 3\]"):
+        _import(_model([node], [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]))
