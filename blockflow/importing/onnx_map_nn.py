@@ -323,10 +323,7 @@ def dropout(call: Call):
 
 def _softmax(call: Call, block: str):
     rank = call.rank(0)
-    axis = call.attr("axis", 1 if call.opset < 13 else -1)
-    if not -rank <= axis < rank:
-        raise Unsupported(f"axis {axis} is out of range for rank {rank}")
-    axis %= rank
+    axis = call.axis(call.attr("axis", 1 if call.opset < 13 else -1), rank, f"{call.node.op}'s axis")
     x = call.input(0)
     port = "logits"
     if axis == rank - 1:

@@ -144,7 +144,7 @@ def _plan(call: Call, shape: tuple) -> tuple:
     """(axes, output sizes, scales) as Resize's scales or sizes, axes and
     keep_aspect_ratio_policy decide them."""
     rank = len(shape)
-    axes = [a % rank for a in call.attr("axes", range(rank))]
+    axes = call.axes(call.attr("axes", range(rank)), rank, f"{call.node.op}'s axes")
     scales = call.need_known(2, "Resize's scales") if call.has(2) else None
     sizes = call.need_known(3, "Resize's sizes") if call.has(3) else None
     if scales is not None and scales.size:

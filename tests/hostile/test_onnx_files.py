@@ -465,3 +465,31 @@ def test_max_pool_padding_not_smaller_than_its_kernel_is_listed_as_unsupported()
     with pytest.raises(UnsupportedOps, match=r"MaxPool \(1 node: mp\): MaxPool with pads \[0, 0, 3, 0\] not all "
                                              r"smaller than its kernel \[3, 3\]"):
         _import(_model([node], [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]))
+
+
+@pytest.mark.parametrize("node, inits, opset, says", [
+    (helper.make_node("MeanVarianceNormalization", ["x"], ["y"], axes=[0, 2, 7]), [], 13,
+     r"MeanVarianceNormalization's axes \[0, 2, 7\]: axis 7 is out of range"),
+    (helper.make_node("MeanVarianceNormalization", ["x"], ["y"], axes=[0, 2, -2]), [], 13,
+     r"MeanVarianceNormalization's axes \[0, 2, -2\] name an axis twice"),
+    (helper.make_node("LpNormalization", ["x"], ["y"], axis=5), [], 13, "LpNormalization's axis 5 is out of range"),
+    (helper.make_node("RMSNormalization", ["x", "s"], ["y"], axis=9), [_f32("s", np.ones(4))], 23,
+     "RMSNormalization's axis 9 is out of range"),
+    (helper.make_node("LayerNormalization", ["x", "s"], ["y"], axis=4), [_f32("s", np.ones(4))], 17,
+     "LayerNormalization's axis 4 is out of range"),
+    (helper.make_node("Resize", ["x", "", "sc"], ["y"], axes=[7]), [_f32("sc", [2])], 18,
+     r"Resize's axes \[7\]: axis 7 is out of range"),
+    (helper.make_node("Resize", ["x", "", "sc"], ["y"], axes=[3, -1]), [_f32("sc", [2, 2])], 18,
+     r"Resize's axes \[3, -1\] name an axis twice"),
+    (helper.make_node("Softmax", ["x"], ["y"], axis=4), [], 13, "Softmax's axis 4 is out of range"),
+    (helper.make_node("ArgMax", ["x"], ["y"], axis=-5), [], 13, "ArgMax's axis -5 is out of range"),
+])
+def test_a_normalization_or_resize_axis_onnx_does_not_allow_is_refused(node, inits, opset, says):
+    """MeanVarianceNormalization over axes [0, 2, 7] of a rank-4 value took 7 as 3 and imported
+    (onnx's strict inference does not see into its function body); LpNormalization along axis 5
+    took 1; LayerNormalization, RMSNormalization, Softmax and ArgMax listed such an axis as an op
+    blockflow cannot map, as if the model were valid."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 3, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.INT64 if node.op_type == "ArgMax" else TensorProto.FLOAT, None)
+    with pytest.raises(ImportFailure, match=f"^hostile.onnx: node 'y' \\({node.op_type}\\): {says}"):
+        _import(_model([node], [x], [y], inits, opset=opset))
