@@ -184,7 +184,11 @@ class _Reader:
                       "sparse tensors are not read; store it as a dense initializer")
         inits = {}
         for t in g.initializer:
+            if t.name in inits:
+                self.fail(f"initializer '{cut_name(t.name)}'", "the graph has two initializers of that name (ONNX "
+                                                               "gives every value one definition)")
             inits[t.name] = self.tensor(t, f"initializer '{cut_name(t.name)}'")
+        self._check_inputs(inits)
         nodes = [self._node(i, n) for i, n in enumerate(g.node)]
         inputs = [self._value_info(v) for v in g.input if v.name not in inits]
         outputs = [self._value_info(v) for v in g.output]
@@ -200,6 +204,32 @@ class _Reader:
         return OnnxModel(self.source, opset, cut_name(self.model.producer_name), cut_name(g.name),
                          cut_name(g.doc_string or self.model.doc_string), inputs, outputs, inits, nodes, types,
                          invalid)
+
+    def _check_inputs(self, inits: dict) -> None:
+        """Refuse a graph input named twice (ONNX gives every value one definition; onnx's checker
+        and onnxruntime refuse the model), and an initializer of a graph input's name whose dtype
+        or shape is not the input's: it is the input's default value (IR.md), so of its type
+        (onnx's full check and onnxruntime refuse it). The import used the first input, or the
+        initializer, without a word."""
+        seen = set()
+        for v in self.graph.input:
+            where = f"graph input '{cut_name(v.name)}'"
+            if v.name in seen:
+                self.fail(where, "the graph has two inputs of that name (ONNX gives every value one definition)")
+            seen.add(v.name)
+            arr = inits.get(v.name)
+            info = self._value_info(v) if arr is not None else None
+            if info is None:
+                continue
+            dtype = info.dtype.name if info.dtype is not None else info.refused_type
+            if dtype and dtype != arr.dtype.name:
+                self.fail(where, f"it is {dtype}, but the initializer of that name (its default value) is "
+                                 f"{arr.dtype.name}")
+            shape = info.shape
+            if shape is not None and (len(shape) != arr.ndim or
+                                      any(isinstance(d, int) and d != n for d, n in zip(shape, arr.shape))):
+                self.fail(where, f"its shape is {list(shape)}, but the initializer of that name (its default "
+                                 f"value) is {list(arr.shape)}")
 
     def _opset(self) -> int:
         found = {imp.domain: imp.version for imp in self.model.opset_import}

@@ -493,3 +493,38 @@ def test_a_normalization_or_resize_axis_onnx_does_not_allow_is_refused(node, ini
     y = helper.make_tensor_value_info("y", TensorProto.INT64 if node.op_type == "ArgMax" else TensorProto.FLOAT, None)
     with pytest.raises(ImportFailure, match=f"^hostile.onnx: node 'y' \\({node.op_type}\\): {says}"):
         _import(_model([node], [x], [y], inits, opset=opset))
+
+
+def _add_w(inputs, inits):
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    return _model([helper.make_node("Add", ["x", "w"], ["y"])], inputs, [y], inits)
+
+
+_X2 = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+
+
+@pytest.mark.parametrize("inputs, inits, says", [
+    ([_X2, helper.make_tensor_value_info("x", TensorProto.FLOAT, [3]), helper.make_tensor_value_info("w", TensorProto.FLOAT, [2])],
+     [], "graph input 'x': the graph has two inputs of that name"),
+    ([_X2, helper.make_tensor_value_info("w", TensorProto.FLOAT, [3])], [_f32("w", [1, 2])],
+     r"graph input 'w': its shape is \[3\], but the initializer of that name \(its default value\) is \[2\]"),
+    ([_X2, helper.make_tensor_value_info("w", TensorProto.FLOAT, [1, 2])], [_f32("w", [1, 2])],
+     r"graph input 'w': its shape is \[1, 2\], but the initializer of that name \(its default value\) is \[2\]"),
+    ([_X2, helper.make_tensor_value_info("w", TensorProto.DOUBLE, [2])], [_f32("w", [1, 2])],
+     "graph input 'w': it is float64, but the initializer of that name .* is float32"),
+    ([_X2], [_f32("w", [1, 2]), _f32("w", [3, 4])], "initializer 'w': the graph has two initializers of that name"),
+])
+def test_an_input_named_twice_or_shadowed_by_an_initializer_of_another_type_is_refused(inputs, inits, says):
+    """A graph input named twice imported as the first of them; an initializer whose shape is not
+    the graph input's of that name (its default value, IR.md) replaced it without a word; of two
+    initializers of one name the last was kept. onnx's checker (full) and onnxruntime refuse all."""
+    with pytest.raises(ImportFailure, match=f"^hostile.onnx: {says}"):
+        _import(_add_w(inputs, inits))
+
+
+def test_an_initializer_of_a_graph_input_keeps_importing_when_the_types_agree():
+    """What exporters write (the initializers listed as inputs too, ResNet-50's test model among
+    them), open sizes included, still imports; the initializer is the value."""
+    w = helper.make_tensor_value_info("w", TensorProto.FLOAT, ["n"])
+    project, report = _import(_add_w([_X2, w], [_f32("w", [1, 2])]))
+    assert list(report.inputs) == ["x"]
