@@ -63,8 +63,8 @@ class ImportReport:
         made = f"{self.blocks} blocks ({self.variables} Variables holding {self.parameters:,} parameters), {grouped}"
         return [f"imported {self.source} (opset {self.opset}{', from ' + self.producer if self.producer else ''}): "
                 f"{self.onnx_nodes} ONNX nodes, {self.folded} folded into constants; {made}",
-                "inputs: " + ", ".join(f"{k} -> {v}" for k, v in self.inputs.items()),
-                "outputs: " + ", ".join(f"{k} -> {v}" for k, v in self.outputs.items())]
+                "inputs: " + ", ".join(f"{cut_name(k)} -> {v}" for k, v in self.inputs.items()),
+                "outputs: " + ", ".join(f"{cut_name(k)} -> {v}" for k, v in self.outputs.items())]
 
 
 #: how the units of a model are grouped: as composite instances (the default), or framed on one page
@@ -85,9 +85,9 @@ def _page_text(model: OnnxModel, report: ImportReport, added: list) -> str:
     source = os.path.basename(model.source)
     lines = [f"Imported from the ONNX model {source} (opset {model.opset}"
              + (f", made by {model.producer}" if model.producer else "") + ").",
-             "", "Inputs: " + ", ".join(f"{k} (Placeholder {v})" for k, v in report.inputs.items())
+             "", "Inputs: " + ", ".join(f"{cut_name(k)} (Placeholder {v})" for k, v in report.inputs.items())
              + ". Each has a stand-in feed (a ramp from 0 to 1) until you give it yours.",
-             "Outputs: " + ", ".join(f"{k} (marked by {v})" for k, v in report.outputs.items()) + "."]
+             "Outputs: " + ", ".join(f"{cut_name(k)} (marked by {v})" for k, v in report.outputs.items()) + "."]
     if report.composites:
         lines += ["", f"Each unit of the model (a name scope, or a repeated unit like ResNet's res3_1), and each "
                       f"ONNX node that takes several blocks (a Conv with a bias: Conv2D and BiasAdd), is an "
@@ -229,7 +229,7 @@ class _Importer:
         r.parameters = sum(int(np.prod(b.page.nodes[v].attrs["shape"])) for v in b.variables.values())
 
     def _placeholder(self, vi) -> Wire:
-        where = f"{self.model.source}: graph input '{vi.name}'"
+        where = f"{self.model.source}: graph input '{cut_name(vi.name)}'"
         if vi.refused_type:
             raise ImportFailure(f"{where} has dtype {vi.refused_type}, which a project does not hold "
                                 f"({', '.join(sorted(set(DTYPES.values())))})")
@@ -243,8 +243,7 @@ class _Importer:
                 raise ImportFailure(f"{where} has {math.prod(sizes):,} elements; the limit for one array is "
                                     f"{rules.MAX_ARRAY_ELEMENTS:,}")
         if vi.dtype is None or vi.shape is None:
-            raise ImportFailure(f"{self.model.source}: graph input '{vi.name}' has no tensor type with a "
-                                f"shape (its dtype or rank is unknown)")
+            raise ImportFailure(f"{where} has no tensor type with a shape (its dtype or rank is unknown)")
         shape = [d if isinstance(d, int) else -1 for d in vi.shape]
         symbolic = ", ".join(str(d) if d is not None else "?" for d in vi.shape)
         nid = self.builder.add("Placeholder", {}, {"dtype": vi.dtype.name, "shape": shape},
@@ -259,7 +258,7 @@ class _Importer:
     def _output(self, vi) -> None:
         value = self.env.get(vi.name)
         if value is None:
-            raise ImportFailure(f"{self.model.source}: graph output '{vi.name}' is made by no node")
+            raise ImportFailure(f"{self.model.source}: graph output '{cut_name(vi.name)}' is made by no node")
         base = node_id_from(vi.name, self.builder.strip)
         nid = self.builder.add("Identity", {"input": value}, {}, base + "_out", None,
                                label=f"output {vi.name}"[:120])
@@ -274,7 +273,7 @@ class _Importer:
                 if not name:
                     continue
                 if name in made:
-                    raise ImportFailure(f"{self.model.source}: node '{node.label}' writes '{name}', which "
+                    raise ImportFailure(f"{self.model.source}: node '{node.label}' writes '{cut_name(name)}', which "
                                         f"{'another node' if name not in self.env else 'a graph input or initializer'} "
                                         f"already makes (every value has one producer)")
                 made.add(name)
@@ -340,9 +339,9 @@ class _Importer:
                 continue
             if name not in self.env:
                 if any(name in n.outputs for n in self.model.nodes[node.index + 1:]):
-                    raise ImportFailure(f"{self.model.source}: node '{node.label}' reads '{name}' before the "
+                    raise ImportFailure(f"{self.model.source}: node '{node.label}' reads '{cut_name(name)}' before the "
                                         f"node that makes it (the graph is not in topological order)")
-                raise ImportFailure(f"{self.model.source}: node '{node.label}' reads '{name}', which no "
+                raise ImportFailure(f"{self.model.source}: node '{node.label}' reads '{cut_name(name)}', which no "
                                     f"node, input or initializer makes")
             values.append(self.env[name])
         return values

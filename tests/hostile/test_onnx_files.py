@@ -528,3 +528,29 @@ def test_an_initializer_of_a_graph_input_keeps_importing_when_the_types_agree():
     w = helper.make_tensor_value_info("w", TensorProto.FLOAT, ["n"])
     project, report = _import(_add_w([_X2, w], [_f32("w", [1, 2])]))
     assert list(report.inputs) == ["x"]
+
+
+def test_overlong_input_and_output_names_are_cut_in_the_report_and_the_page_note():
+    """The report printed a graph input's or output's name whole (100,000 characters on the
+    terminal), where a node's name is cut to MAX_NAME; now they are cut the same way, by
+    onnx_read.cut_name. The report's dicts keep the whole names (they are the model's keys)."""
+    from blockflow.importing.onnx_read import MAX_NAME
+
+    a, b = "a" * 100_000, "b\x1b[31m" + "b" * 100_000
+    x = helper.make_tensor_value_info(a, TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info(b, TensorProto.FLOAT, [2])
+    project, report = _import(_model([helper.make_node("Relu", [a], [b])], [x], [y]))
+    assert list(report.inputs) == [a] and list(report.outputs) == [b]
+    lines = report.lines()
+    assert lines[1].startswith("inputs: " + "a" * MAX_NAME + "... -> ") and len(lines[1]) < MAX_NAME + 200
+    assert lines[2].startswith("outputs: b?[31m" + "b" * (MAX_NAME - 6) + "... -> ") and len(lines[2]) < MAX_NAME + 200
+    text = project.pages[0].text
+    assert "a" * (MAX_NAME + 1) not in text and "b" * (MAX_NAME + 1) not in text and "\x1b" not in text
+
+
+def test_an_overlong_graph_input_name_is_cut_in_messages():
+    name = "x" * 100_000
+    x = helper.make_tensor_value_info(name, TensorProto.FLOAT, [-2])
+    with pytest.raises(ImportFailure) as caught:
+        _import(_model([helper.make_node("Relu", [name], ["y"])], [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]))
+    assert "negative size" in str(caught.value) and len(str(caught.value)) < 500
