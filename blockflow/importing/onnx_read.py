@@ -213,23 +213,25 @@ class _Reader:
         initializer, without a word."""
         seen = set()
         for v in self.graph.input:
-            where = f"graph input '{cut_name(v.name)}'"
-            if v.name in seen:
-                self.fail(where, "the graph has two inputs of that name (ONNX gives every value one definition)")
-            seen.add(v.name)
-            arr = inits.get(v.name)
-            info = self._value_info(v) if arr is not None else None
-            if info is None:
+            name = v.name
+            if name in seen:
+                self.fail(f"graph input '{cut_name(name)}'", "the graph has two inputs of that name (ONNX gives "
+                                                             "every value one definition)")
+            seen.add(name)
+            arr = inits.get(name)
+            if arr is None or not v.type.HasField("tensor_type"):
                 continue
-            dtype = info.dtype.name if info.dtype is not None else info.refused_type
-            if dtype and dtype != arr.dtype.name:
-                self.fail(where, f"it is {dtype}, but the initializer of that name (its default value) is "
-                                 f"{arr.dtype.name}")
-            shape = info.shape
-            if shape is not None and (len(shape) != arr.ndim or
-                                      any(isinstance(d, int) and d != n for d, n in zip(shape, arr.shape))):
-                self.fail(where, f"its shape is {list(shape)}, but the initializer of that name (its default "
-                                 f"value) is {list(arr.shape)}")
+            tt = v.type.tensor_type   # read as it is (every input of some exporters' models has one)
+            if tt.elem_type and DTYPES.get(tt.elem_type) != arr.dtype.name:
+                dtype = DTYPES.get(tt.elem_type) or _TYPE_NAMES.get(tt.elem_type, f"number {tt.elem_type}")
+                self.fail(f"graph input '{cut_name(name)}'", f"it is {dtype}, but the initializer of that name "
+                                                             f"(its default value) is {arr.dtype.name}")
+            dims = tt.shape.dim if tt.HasField("shape") else None
+            if dims is not None and (len(dims) != arr.ndim or any(
+                    d.HasField("dim_value") and d.dim_value != n for d, n in zip(dims, arr.shape))):
+                self.fail(f"graph input '{cut_name(name)}'", f"its shape is {list(self._value_info(v).shape)}, but "
+                                                             f"the initializer of that name (its default value) is "
+                                                             f"{list(arr.shape)}")
 
     def _opset(self) -> int:
         found = {imp.domain: imp.version for imp in self.model.opset_import}
