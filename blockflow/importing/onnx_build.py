@@ -10,15 +10,19 @@ many blocks read it, so a shared weight stays shared.
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
 import numpy as np
 
+from blockflow.budget import format_size
+from blockflow.io import rules
 from blockflow.project import Page
 from blockflow.registry import Registry
+from blockflow.spec.memory import MAX_TENSOR_BYTES
 
-__all__ = ["Known", "Wire", "PageBuilder", "Unsupported", "Refused", "node_id_from"]
+__all__ = ["Known", "Wire", "PageBuilder", "Unsupported", "Refused", "node_id_from", "check_tensor"]
 
 
 class Unsupported(Exception):
@@ -28,6 +32,21 @@ class Unsupported(Exception):
 class Refused(Exception):
     """This node breaks its op's definition or asks for more than an import may make (a size past
     the limits): the reason. The import stops at once, naming the node."""
+
+
+def check_tensor(dtype, shape, what: str) -> None:
+    """Refused when a tensor of ``dtype`` (None: unknown, counted as a byte an entry) and the
+    known sizes ``shape`` would be past the limits of one tensor (MAX_TENSOR_BYTES, and
+    rules.MAX_ARRAY_ELEMENTS entries); ``what`` names it ("its output 'y'")."""
+    elements = math.prod(shape)
+    nbytes = elements * (dtype.itemsize if dtype is not None else 1)
+    kind = f"{dtype.name if dtype is not None else ''}{list(shape)}"
+    if nbytes > MAX_TENSOR_BYTES:
+        size = format_size(nbytes) if nbytes < 1024 ** 6 else f"about 10^{len(str(nbytes)) - 1} bytes"
+        raise Refused(f"{what} would be {kind} ({size}); the limit for one tensor is {format_size(MAX_TENSOR_BYTES)}")
+    if elements > rules.MAX_ARRAY_ELEMENTS:
+        raise Refused(f"{what} would be {kind} ({elements:,} entries); the limit for one tensor is "
+                      f"{rules.MAX_ARRAY_ELEMENTS:,} entries")
 
 
 @dataclass(frozen=True, eq=False)

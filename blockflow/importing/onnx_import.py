@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
@@ -18,12 +19,12 @@ from blockflow.budget import format_size, memory_budget
 from blockflow.compile.compiler import compile_page, compile_project
 from blockflow.composite import ProjectBlocks
 from blockflow.importing.errors import ImportFailure, UnsupportedOps
-from blockflow.importing.onnx_build import Known, PageBuilder, Refused, Unsupported, Wire, node_id_from
+from blockflow.importing.onnx_build import Known, PageBuilder, Refused, Unsupported, Wire, check_tensor, node_id_from
 from blockflow.importing.onnx_fold import FOLDERS, FoldRefused, fold
 from blockflow.importing.onnx_layout import LOSS_FRAME, lay_out, lay_out_again
 from blockflow.importing.onnx_mapping import Call, mapping_table
 from blockflow.importing.onnx_names import float_constants, node_names, shared_prefix
-from blockflow.importing.onnx_read import DTYPES, OnnxModel, ValueInfo, read_onnx
+from blockflow.importing.onnx_read import DTYPES, OnnxModel, ValueInfo, cut_name, read_onnx
 from blockflow.importing.onnx_units import nodes_as_composites, order_by_use, units_as_composites
 from blockflow.io import rules
 from blockflow.project import Project
@@ -62,8 +63,8 @@ class ImportReport:
         made = f"{self.blocks} blocks ({self.variables} Variables holding {self.parameters:,} parameters), {grouped}"
         return [f"imported {self.source} (opset {self.opset}{', from ' + self.producer if self.producer else ''}): "
                 f"{self.onnx_nodes} ONNX nodes, {self.folded} folded into constants; {made}",
-                "inputs: " + ", ".join(f"{k} -> {v}" for k, v in self.inputs.items()),
-                "outputs: " + ", ".join(f"{k} -> {v}" for k, v in self.outputs.items())]
+                "inputs: " + ", ".join(f"{cut_name(k)} -> {v}" for k, v in self.inputs.items()),
+                "outputs: " + ", ".join(f"{cut_name(k)} -> {v}" for k, v in self.outputs.items())]
 
 
 #: how the units of a model are grouped: as composite instances (the default), or framed on one page
@@ -84,9 +85,9 @@ def _page_text(model: OnnxModel, report: ImportReport, added: list) -> str:
     source = os.path.basename(model.source)
     lines = [f"Imported from the ONNX model {source} (opset {model.opset}"
              + (f", made by {model.producer}" if model.producer else "") + ").",
-             "", "Inputs: " + ", ".join(f"{k} (Placeholder {v})" for k, v in report.inputs.items())
+             "", "Inputs: " + ", ".join(f"{cut_name(k)} (Placeholder {v})" for k, v in report.inputs.items())
              + ". Each has a stand-in feed (a ramp from 0 to 1) until you give it yours.",
-             "Outputs: " + ", ".join(f"{k} (marked by {v})" for k, v in report.outputs.items()) + "."]
+             "Outputs: " + ", ".join(f"{cut_name(k)} (marked by {v})" for k, v in report.outputs.items()) + "."]
     if report.composites:
         lines += ["", f"Each unit of the model (a name scope, or a repeated unit like ResNet's res3_1), and each "
                       f"ONNX node that takes several blocks (a Conv with a bias: Conv2D and BiasAdd), is an "
@@ -126,7 +127,7 @@ def import_model(model: OnnxModel, page_name: str = "model", registry: Registry 
     report = importer.report
     lay_out(page, importer.builder, stems, importer.added)
     report.groups = sum(f.title != LOSS_FRAME for f in page.frames)
-    program = _check_compiles(project, model.source)
+    program = _check_compiles(project, model.source, importer)
     if group == "composites":
         _as_composites(project, page, importer, registry, program, [n.op for n in model.nodes])
     page.text = _page_text(model, report, importer.added)
@@ -211,6 +212,9 @@ class _Importer:
         for vi in m.inputs:
             self.env[vi.name] = self._placeholder(vi)
         self._one_producer_each()
+        if m.invalid is not None and m.invalid[0] is None:
+            raise ImportFailure(f"{m.source}: the model is not valid ONNX: onnx's shape inference says "
+                                f"'{m.invalid[1]}'")
         for node in m.nodes:
             self._node(node)
         if self.refused:
@@ -225,7 +229,7 @@ class _Importer:
         r.parameters = sum(int(np.prod(b.page.nodes[v].attrs["shape"])) for v in b.variables.values())
 
     def _placeholder(self, vi) -> Wire:
-        where = f"{self.model.source}: graph input '{vi.name}'"
+        where = f"{self.model.source}: graph input '{cut_name(vi.name)}'"
         if vi.refused_type:
             raise ImportFailure(f"{where} has dtype {vi.refused_type}, which a project does not hold "
                                 f"({', '.join(sorted(set(DTYPES.values())))})")
@@ -239,8 +243,7 @@ class _Importer:
                 raise ImportFailure(f"{where} has {math.prod(sizes):,} elements; the limit for one array is "
                                     f"{rules.MAX_ARRAY_ELEMENTS:,}")
         if vi.dtype is None or vi.shape is None:
-            raise ImportFailure(f"{self.model.source}: graph input '{vi.name}' has no tensor type with a "
-                                f"shape (its dtype or rank is unknown)")
+            raise ImportFailure(f"{where} has no tensor type with a shape (its dtype or rank is unknown)")
         shape = [d if isinstance(d, int) else -1 for d in vi.shape]
         symbolic = ", ".join(str(d) if d is not None else "?" for d in vi.shape)
         nid = self.builder.add("Placeholder", {}, {"dtype": vi.dtype.name, "shape": shape},
@@ -255,7 +258,7 @@ class _Importer:
     def _output(self, vi) -> None:
         value = self.env.get(vi.name)
         if value is None:
-            raise ImportFailure(f"{self.model.source}: graph output '{vi.name}' is made by no node")
+            raise ImportFailure(f"{self.model.source}: graph output '{cut_name(vi.name)}' is made by no node")
         base = node_id_from(vi.name, self.builder.strip)
         nid = self.builder.add("Identity", {"input": value}, {}, base + "_out", None,
                                label=f"output {vi.name}"[:120])
@@ -270,7 +273,7 @@ class _Importer:
                 if not name:
                     continue
                 if name in made:
-                    raise ImportFailure(f"{self.model.source}: node '{node.label}' writes '{name}', which "
+                    raise ImportFailure(f"{self.model.source}: node '{node.label}' writes '{cut_name(name)}', which "
                                         f"{'another node' if name not in self.env else 'a graph input or initializer'} "
                                         f"already makes (every value has one producer)")
                 made.add(name)
@@ -310,6 +313,25 @@ class _Importer:
         self.added = added
 
     def _node(self, node) -> None:
+        values = self._inputs(node)
+        op = node.op if not node.domain else f"{node.domain}:{node.op}"
+        invalid = self.model.invalid
+        if invalid is not None and invalid[0] == node.index:
+            invalid = ImportFailure(f"{self.model.source}: node '{node.label}' ({op}): the model is not valid "
+                                    f"ONNX: onnx's shape inference says '{invalid[1]}'")
+        else:
+            invalid = None
+        try:
+            self._place(node, values, op)
+        except (ImportFailure, Unsupported):
+            raise   # the import's own words, which name what is wrong more exactly than onnx's
+        except Exception as exc:  # a node its op's definition does not allow (too few inputs, ...)
+            raise invalid or self._malformed(node, op, exc) from None
+        if invalid is not None:   # mapped, or listed as unsupported: onnx's verdict stands
+            raise invalid
+
+    def _inputs(self, node) -> list:
+        """The values ``node`` reads (None for an input left out)."""
         values = []
         for name in node.inputs:
             if not name:
@@ -317,24 +339,24 @@ class _Importer:
                 continue
             if name not in self.env:
                 if any(name in n.outputs for n in self.model.nodes[node.index + 1:]):
-                    raise ImportFailure(f"{self.model.source}: node '{node.label}' reads '{name}' before the "
+                    raise ImportFailure(f"{self.model.source}: node '{node.label}' reads '{cut_name(name)}' before the "
                                         f"node that makes it (the graph is not in topological order)")
-                raise ImportFailure(f"{self.model.source}: node '{node.label}' reads '{name}', which no "
+                raise ImportFailure(f"{self.model.source}: node '{node.label}' reads '{cut_name(name)}', which no "
                                     f"node, input or initializer makes")
             values.append(self.env[name])
-        op = node.op if not node.domain else f"{node.domain}:{node.op}"
+        return values
+
+    def _place(self, node, values, op) -> None:
+        """Fold ``node``, or map it to blocks, or list it as unsupported; what it makes goes in env.
+        A mapping's Refused stops the import naming the node; another exception is a node its
+        op's definition does not allow, left to the caller."""
         if any(v is _FAILED for v in values):
             if op not in self.table:
                 self.refuse(op, "no mapping", node.label)
             self._fail_outputs(node)
             return
-        try:
-            if self._fold(node, values) or self._fold_known_sizes(node, values):
-                return
-        except (ImportFailure, Unsupported):
-            raise
-        except Exception as exc:  # a node its op's definition does not allow (too few inputs, ...)
-            raise self._malformed(node, op, exc) from None
+        if self._fold(node, values) or self._fold_known_sizes(node, values):
+            return
         mapping = self.table.get(op)
         if mapping is None:
             self.refuse(op, "no mapping", node.label)
@@ -343,16 +365,13 @@ class _Importer:
         try:
             outs = mapping.fn(Call(node, values, self.builder, self.model.types, self.model.opset, self.read,
                                    self.names[node.index]))
+            self._check_outputs(node)   # after the mapping's own checks, whose words are more exact
         except Unsupported as exc:
             self.refuse(op, str(exc), node.label)
             self._fail_outputs(node)
             return
         except Refused as exc:
             raise ImportFailure(f"{self.model.source}: node '{node.label}' ({op}): {exc}") from None
-        except ImportFailure:
-            raise
-        except Exception as exc:  # as above: the mappings check what they use, this is the net
-            raise self._malformed(node, op, exc) from None
         outs = outs if isinstance(outs, list) else [outs]
         self.report.ops[op] += 1
         if op == "Shape" and not node.attrs.get("start") and node.attrs.get("end") is None:
@@ -362,6 +381,22 @@ class _Importer:
         for name, value in zip(node.outputs, outs):
             if name:
                 self.env[name] = value
+
+    def _check_outputs(self, node) -> None:
+        """Refused for an output onnx's shape inference sizes below 0 (a window larger than its
+        padded input: onnx infers the size without a word, onnxruntime stops when it runs) or
+        past the limits of one tensor (an Expand, Tile or Pad to 10^10 entries): not a diagram
+        that fails to compile, blamed on the import. (The blocks are made by then, but nothing
+        of the output's size: they hold sizes, not values.)"""
+        for name in node.outputs:
+            info = self.model.types.get(name) if name else None
+            if info is None or info.shape is None:
+                continue
+            if any(isinstance(d, int) and d < 0 for d in info.shape):
+                raise Refused(f"the model is not valid ONNX: onnx's shape inference gives its output "
+                              f"'{cut_name(name)}' the shape {list(info.shape)}, a size below 0")
+            if all(isinstance(d, int) for d in info.shape):
+                check_tensor(info.dtype, info.shape, f"its output '{cut_name(name)}'")
 
     def _fold(self, node, values) -> bool:
         """Fold ``node`` when every input is known (or, for Shape, when its input's shape is)."""
@@ -437,9 +472,21 @@ _LAYOUT_OPS = frozenset({"Transpose", "Identity", "Reshape", "Unsqueeze", "Squee
 _FAILED = Known(np.zeros(0), "(refused)")
 
 
-def _check_compiles(project: Project, source: str):
-    """The project's program; ImportFailure when it does not compile."""
+#: how the compile says a block's output is past the one-tensor limit (compile/inferred.py)
+_PAST_LIMIT = re.compile(r"would be .*; the limit for one tensor is")
+
+
+def _check_compiles(project: Project, source: str, importer: _Importer | None = None):
+    """The project's program; ImportFailure when it does not compile. A block past the limit of
+    one tensor is named with the ONNX node it was made for (the model is valid, its sizes past
+    what blockflow holds); anything else is a mapping that made a diagram that does not type."""
     program = compile_project(project)
+    past = [d for d in program.errors if _PAST_LIMIT.search(d.message)] if importer is not None else []
+    index = importer.builder.origin.get(past[0].node) if past else None
+    if index is not None:
+        node = importer.model.nodes[index]
+        raise ImportFailure(f"{source}: node '{node.label}' ({node.op}): its block '{past[0].node}': "
+                            f"{past[0].message}")
     if not program.ok:   # a mapping that made a diagram that does not type: a bug to report
         errors = "; ".join(str(d) for d in program.errors[:5])
         raise ImportFailure(f"{source}: the imported diagram does not compile (a bug in the import, "

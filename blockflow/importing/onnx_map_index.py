@@ -115,10 +115,7 @@ def hardmax(call: Call):
     if shape is None:
         raise Unsupported("Hardmax of an input of unknown rank")
     rank = len(shape)
-    axis = call.attr("axis", 1 if call.opset < 13 else -1)
-    if not -rank <= axis < rank:
-        raise Unsupported(f"Hardmax axis {axis} for rank {rank}")
-    axis %= rank
+    axis = call.axis(call.attr("axis", 1 if call.opset < 13 else -1), rank, "Hardmax's axis")
     dtype = call.dtype(0)
     x = call.input(0)
     flat = call.opset < 13 and axis != rank - 1

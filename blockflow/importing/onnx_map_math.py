@@ -223,9 +223,7 @@ def reduce_log_sum_exp(call: Call):
       "select_last_index)", notes="select_last_index as the first index along the reversed axis")
 def arg(call: Call):
     rank = call.rank(0)
-    if rank == 0 or not -rank <= call.attr("axis", 0) < rank:
-        raise Unsupported(f"{call.node.op} along axis {call.attr('axis', 0)} of a rank-{rank} input")
-    axis = call.attr("axis", 0) % rank
+    axis = call.axis(call.attr("axis", 0), rank, f"{call.node.op}'s axis")
     keep = call.attr("keepdims", 1)
     x, last = call.input(0), call.attr("select_last_index", 0)
     if last:    # the first in the reversed axis is the last: index n - 1 - i

@@ -176,7 +176,7 @@ def _pool_setup(call: Call, what: str):
 
 @maps("MaxPool", blocks="MaxPool",
       notes="1-D (through a height of 1) and 2-D (NCHW); explicit, asymmetric and ceil_mode padding as EXPLICIT padding (padded entries "
-            "never win); refused: dilations, the Indices output, storage_order")
+            "never win); refused: dilations, the Indices output, storage_order, pads not smaller than the kernel")
 def max_pool(call: Call):
     if call.shape(0) is not None and len(call.shape(0)) == 3:
         return _as_2d(call, max_pool)
@@ -184,6 +184,9 @@ def max_pool(call: Call):
         raise Unsupported("MaxPool with storage_order 1 (only the Indices output depends on it, but it "
                           "is refused with them)")
     k, strides, p, _ = _pool_setup(call, "MaxPool")
+    if p != "SAME" and (max(p[0], p[2]) >= k[0] or max(p[1], p[3]) >= k[1]):
+        raise Unsupported(f"MaxPool with pads {list(p)} not all smaller than its kernel {list(k)}: TensorFlow's "
+                          f"pooling takes only smaller ones (onnxruntime refuses the others too)")
     attrs = {"ksize": [1, 1, *k], "strides": [1, 1, *strides], "data_format": _NCHW}
     attrs.update(_padding(p))
     return call.block("MaxPool", attrs, input=call.input(0), typed=0)
@@ -320,10 +323,7 @@ def dropout(call: Call):
 
 def _softmax(call: Call, block: str):
     rank = call.rank(0)
-    axis = call.attr("axis", 1 if call.opset < 13 else -1)
-    if not -rank <= axis < rank:
-        raise Unsupported(f"axis {axis} is out of range for rank {rank}")
-    axis %= rank
+    axis = call.axis(call.attr("axis", 1 if call.opset < 13 else -1), rank, f"{call.node.op}'s axis")
     x = call.input(0)
     port = "logits"
     if axis == rank - 1:

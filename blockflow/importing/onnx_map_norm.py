@@ -53,10 +53,7 @@ def _back(call: Call, value, k: int, computed):
       "the Mean and InvStdDev outputs; stash_type (a half input computed in float32)")
 def layer_norm(call: Call):
     rank = call.rank(0)
-    axis = call.attr("axis", -1)
-    if not -rank <= axis < rank:
-        raise Unsupported(f"LayerNormalization axis {axis} for rank {rank}")
-    axis %= rank
+    axis = call.axis(call.attr("axis", -1), rank, "LayerNormalization's axis")
     x, dtype = _stashed(call, "LayerNormalization")
     dev, std, mean = _moments(call, x, list(range(axis, rank)), dtype, float(call.attr("epsilon", 1e-5)), "")
     y = call.block("RealDiv", x=dev, y=std, hint="normalized")
@@ -129,7 +126,7 @@ def group_norm(call: Call):
       notes="(x - E[x]) / (sqrt(E[x^2] - E[x]^2) + 1e-9) over axes (default 0, 2, 3), as ONNX's function")
 def mean_variance_norm(call: Call):
     rank = call.rank(0)
-    axes = sorted(a % rank for a in call.attr("axes", (0, 2, 3)))
+    axes = sorted(call.axes(call.attr("axes", (0, 2, 3)), rank, "MeanVarianceNormalization's axes"))
     x, dtype = call.input(0), call.dtype(0)
     axis = call.const(axes, np.int32)
     mean = call.block("Mean", {"keep_dims": True}, input=x, axis=axis, hint="mean")
@@ -144,12 +141,10 @@ def mean_variance_norm(call: Call):
       notes="x / sqrt(mean(x^2) + epsilon) * scale over the axes from axis on; stash_type")
 def rms_norm(call: Call):
     rank = call.rank(0)
-    axis = call.attr("axis", -1)
-    if not -rank <= axis < rank:
-        raise Unsupported(f"RMSNormalization axis {axis} for rank {rank}")
+    axis = call.axis(call.attr("axis", -1), rank, "RMSNormalization's axis")
     x, dtype = _stashed(call, "RMSNormalization")
     sq_mean = call.block("Mean", {"keep_dims": True}, input=call.block("Square", x=x, hint="sq"),
-                         axis=call.const(list(range(axis % rank, rank)), np.int32), hint="mean_sq")
+                         axis=call.const(list(range(axis, rank)), np.int32), hint="mean_sq")
     rms = call.block("Sqrt", x=call.block("Add", x=sq_mean, y=call.const(float(call.attr("epsilon", 1e-5)), dtype),
                                           hint="eps"), hint="rms")
     y = call.block("Multiply", x=x, y=call.block("Reciprocal", x=rms, hint="inv_rms"), hint="normalized")
@@ -166,7 +161,7 @@ def lp_norm(call: Call):
     if p not in (1, 2):
         raise Unsupported(f"LpNormalization with p {p}")
     x, dtype = call.input(0), call.dtype(0)
-    axis = call.const([call.attr("axis", -1) % rank], np.int32)
+    axis = call.const([call.axis(call.attr("axis", -1), rank, "LpNormalization's axis")], np.int32)
     mag = call.block("Abs" if p == 1 else "Square", x=x, hint="mag")
     norm = call.block("Sum", {"keep_dims": True}, input=mag, axis=axis, hint="sum")
     if p == 2:

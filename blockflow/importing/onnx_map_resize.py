@@ -15,10 +15,8 @@ import math
 import numpy as np
 
 from blockflow.budget import format_size, memory_budget
-from blockflow.importing.onnx_build import Refused
+from blockflow.importing.onnx_build import Refused, check_tensor
 from blockflow.importing.onnx_mapping import Call, Unsupported, maps
-from blockflow.io import rules
-from blockflow.spec.memory import MAX_TENSOR_BYTES
 
 _TRANSFORMS = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
                "tf_half_pixel_for_nn")
@@ -112,11 +110,7 @@ def _check_sizes(call: Call, kind: str, shape: tuple, out: list, scale: list, to
     """Refuse, before anything is made, an output past the one-tensor limit, and taps (an index
     and a weight per tap and output position) past the memory budget: a scale of 1e9 in a tiny
     file must not make the import compute for hours."""
-    dtype = call.dtype(0) or np.dtype(np.float32)
-    elements = math.prod(out)
-    if elements * dtype.itemsize > MAX_TENSOR_BYTES or elements > rules.MAX_ARRAY_ELEMENTS:
-        raise Refused(f"its output would be {dtype.name}{list(out)} ({format_size(elements * dtype.itemsize)}); "
-                      f"the limit for one tensor is {format_size(MAX_TENSOR_BYTES)}")
+    check_tensor(call.dtype(0) or np.dtype(np.float32), out, "its output")
     budget, source = memory_budget()
     taps = sum(out[a] * (1 if kind == "nearest" else _taps(kind, scale[a], call)) for a in todo)
     if taps * _TAP_BYTES > budget:
@@ -150,7 +144,7 @@ def _plan(call: Call, shape: tuple) -> tuple:
     """(axes, output sizes, scales) as Resize's scales or sizes, axes and
     keep_aspect_ratio_policy decide them."""
     rank = len(shape)
-    axes = [a % rank for a in call.attr("axes", range(rank))]
+    axes = call.axes(call.attr("axes", range(rank)), rank, f"{call.node.op}'s axes")
     scales = call.need_known(2, "Resize's scales") if call.has(2) else None
     sizes = call.need_known(3, "Resize's sizes") if call.has(3) else None
     if scales is not None and scales.size:

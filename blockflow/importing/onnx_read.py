@@ -4,11 +4,14 @@ The file is parsed by the onnx package's protobuf reader; every tensor is checke
 against the project file's limits, its payload against its sizes, its dtype against those a
 project holds) before numpy sees it, and the model's tensors together must fit in the run memory
 budget. A tensor kept in an external file is refused: a model that names files could read any
-file on the machine. Shapes come from ONNX's own shape inference, run on the parsed model.
+file on the machine. Shapes come from ONNX's own shape inference, run on the parsed model in
+strict mode: where it finds the model breaks an op's definition, its reason is kept with the node
+it names (``OnnxModel.invalid``), and the import refuses the model there.
 """
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +23,7 @@ from blockflow.io import rules
 from blockflow.optional import need
 
 __all__ = ["OnnxModel", "OnnxNode", "ValueInfo", "read_onnx", "read_onnx_bytes", "OLDEST_OPSET",
-           "DTYPES"]
+           "DTYPES", "cut_name", "MAX_NAME"]
 
 #: the oldest ai.onnx opset read (the onnx package's own test models are opset 9)
 OLDEST_OPSET = 9
@@ -90,6 +93,9 @@ class OnnxModel:
     initializers: dict      # name -> ndarray
     nodes: list             # OnnxNode, in the file's order
     types: dict             # value name -> ValueInfo (inputs, outputs and shape inference's)
+    #: (index of the node, or None for the graph, ONNX's reason) when ONNX's strict shape
+    #: inference finds the model invalid; None when it does not (or cannot run)
+    invalid: tuple | None = None
 
 
 def read_onnx(path) -> OnnxModel:
@@ -129,9 +135,33 @@ def read_onnx_bytes(data: bytes, source: str = "the model") -> OnnxModel:
     return _Reader(onnx, model, source).read()
 
 
-def _cut(text: str) -> str:
+def cut_name(text: str, limit: int = MAX_NAME) -> str:
+    """``text`` from the file as messages show it: unprintable characters as ``?``, at most
+    ``limit`` characters kept (MAX_NAME: a node's or a value's name), the rest said with "..."."""
     text = "".join(ch if ch.isprintable() else "?" for ch in text)
-    return text if len(text) <= MAX_NAME else text[:MAX_NAME] + "..."
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+#: where ONNX's shape inference names the node it failed on (the copy it is given names each
+#: node by its index, so an unnamed node or a name used twice is found too)
+_FAILED_NODE = re.compile(r"\(op_type:[^,()]*, node name: #(\d+)\): (?:\[\w+\] )?([^\n]*)"
+                          r"|node name #(\d+)\. ([^\n]*)")
+#: longest reason quoted from ONNX
+MAX_REASON = 600
+
+
+def _inference_verdict(message: str) -> tuple | None:
+    """(node index or None, reason) from strict shape inference's error ``message``; None for an
+    error inside a function body onnx expands (MeanVarianceNormalization's body fails strict
+    inference in onnx 1.23 though ONNX's own test model of it is valid): the node's mapping
+    checks it as before."""
+    found = _FAILED_NODE.search(message)
+    if found is None:
+        return None, cut_name(re.sub(r"^(?:\[\w+\] )+", "", message.strip().split("\n")[0]), MAX_REASON)
+    index, reason = (found.group(1), found.group(2)) if found.group(1) else (found.group(3), found.group(4))
+    if "(op_type:" in reason:
+        return None
+    return int(index), cut_name(reason.strip(), MAX_REASON)
 
 
 class _Reader:
@@ -150,23 +180,58 @@ class _Reader:
             self.fail("", f"the graph has {len(g.node):,} nodes; the limit is {rules.MAX_NODES_PER_PAGE:,} "
                           f"(the limit of a project's page)")
         if len(g.sparse_initializer):
-            self.fail(f"sparse initializer '{_cut(g.sparse_initializer[0].values.name)}'",
+            self.fail(f"sparse initializer '{cut_name(g.sparse_initializer[0].values.name)}'",
                       "sparse tensors are not read; store it as a dense initializer")
         inits = {}
         for t in g.initializer:
-            inits[t.name] = self.tensor(t, f"initializer '{_cut(t.name)}'")
+            if t.name in inits:
+                self.fail(f"initializer '{cut_name(t.name)}'", "the graph has two initializers of that name (ONNX "
+                                                               "gives every value one definition)")
+            inits[t.name] = self.tensor(t, f"initializer '{cut_name(t.name)}'")
+        self._check_inputs(inits)
         nodes = [self._node(i, n) for i, n in enumerate(g.node)]
         inputs = [self._value_info(v) for v in g.input if v.name not in inits]
         outputs = [self._value_info(v) for v in g.output]
         if not outputs:
             self.fail("", "the graph has no outputs: it computes nothing a project could show")
-        types = self._inferred_types()
+        types, invalid = self._inferred_types()
         types.update({v.name: v for v in inputs})
-        types.update({v.name: v for v in outputs if v.dtype is not None})
+        for v in outputs:   # inference's type of an output holds the declared one, and what it found
+            if v.dtype is not None and (v.name not in types or types[v.name].dtype is None):
+                types[v.name] = v
         for name, arr in inits.items():
             types[name] = ValueInfo(name, arr.dtype, arr.shape)
-        return OnnxModel(self.source, opset, _cut(self.model.producer_name), _cut(g.name),
-                         _cut(g.doc_string or self.model.doc_string), inputs, outputs, inits, nodes, types)
+        return OnnxModel(self.source, opset, cut_name(self.model.producer_name), cut_name(g.name),
+                         cut_name(g.doc_string or self.model.doc_string), inputs, outputs, inits, nodes, types,
+                         invalid)
+
+    def _check_inputs(self, inits: dict) -> None:
+        """Refuse a graph input named twice (ONNX gives every value one definition; onnx's checker
+        and onnxruntime refuse the model), and an initializer of a graph input's name whose dtype
+        or shape is not the input's: it is the input's default value (IR.md), so of its type
+        (onnx's full check and onnxruntime refuse it). The import used the first input, or the
+        initializer, without a word."""
+        seen = set()
+        for v in self.graph.input:
+            name = v.name
+            if name in seen:
+                self.fail(f"graph input '{cut_name(name)}'", "the graph has two inputs of that name (ONNX gives "
+                                                             "every value one definition)")
+            seen.add(name)
+            arr = inits.get(name)
+            if arr is None or not v.type.HasField("tensor_type"):
+                continue
+            tt = v.type.tensor_type   # read as it is (every input of some exporters' models has one)
+            if tt.elem_type and DTYPES.get(tt.elem_type) != arr.dtype.name:
+                dtype = DTYPES.get(tt.elem_type) or _TYPE_NAMES.get(tt.elem_type, f"number {tt.elem_type}")
+                self.fail(f"graph input '{cut_name(name)}'", f"it is {dtype}, but the initializer of that name "
+                                                             f"(its default value) is {arr.dtype.name}")
+            dims = tt.shape.dim if tt.HasField("shape") else None
+            if dims is not None and (len(dims) != arr.ndim or any(
+                    d.HasField("dim_value") and d.dim_value != n for d, n in zip(dims, arr.shape))):
+                self.fail(f"graph input '{cut_name(name)}'", f"its shape is {list(self._value_info(v).shape)}, but "
+                                                             f"the initializer of that name (its default value) is "
+                                                             f"{list(arr.shape)}")
 
     def _opset(self) -> int:
         found = {imp.domain: imp.version for imp in self.model.opset_import}
@@ -226,10 +291,10 @@ class _Reader:
     # ------------------------------------------------------------------------- graph
 
     def _node(self, index: int, n) -> OnnxNode:
-        node = OnnxNode(index, n.op_type, n.domain if n.domain != "ai.onnx" else "", _cut(n.name),
+        node = OnnxNode(index, n.op_type, n.domain if n.domain != "ai.onnx" else "", cut_name(n.name),
                         tuple(n.input), tuple(n.output))
         for a in n.attribute:
-            node.attrs[a.name] = self._attr(a, f"node '{node.label}' attribute '{_cut(a.name)}'")
+            node.attrs[a.name] = self._attr(a, f"node '{node.label}' attribute '{cut_name(a.name)}'")
         return node
 
     def _attr(self, a, where: str):
@@ -267,18 +332,29 @@ class _Reader:
         shape = None
         if tt.HasField("shape"):
             shape = tuple(int(d.dim_value) if d.HasField("dim_value") else
-                          (_cut(d.dim_param) if d.dim_param else None) for d in tt.shape.dim)
+                          (cut_name(d.dim_param) if d.dim_param else None) for d in tt.shape.dim)
         refused = "" if dtype or not tt.elem_type else _TYPE_NAMES.get(tt.elem_type, f"number {tt.elem_type}")
         return ValueInfo(v.name, np.dtype(dtype) if dtype else None, shape, refused)
 
-    def _inferred_types(self) -> dict:
-        """ONNX's shape inference of every value it can type; {} when it cannot run (the
-        mapping then says which value's shape it needed)."""
+    def _inferred_types(self) -> tuple:
+        """(ONNX's shape inference of every value it can type, its verdict): strict, so a node
+        that breaks its op's definition (a stride of 0, a Gemm of sizes that do not match) is
+        named with ONNX's reason (OnnxModel.invalid); the types are then those of a lenient
+        run. {} when it cannot run (the mapping then says which value's shape it needed)."""
+        infer, light = self.onnx.shape_inference, self._without_weights()
+        verdict = None
         try:
-            inferred = self.onnx.shape_inference.infer_shapes(self._without_weights(), data_prop=True)
+            inferred = infer.infer_shapes(light, strict_mode=True, data_prop=True)
+        except infer.InferenceError as exc:
+            verdict = _inference_verdict(str(exc))
+            try:
+                inferred = infer.infer_shapes(light, data_prop=True)
+            except Exception:
+                return {}, verdict
         except Exception:  # an inconsistent model: the mapping names what it lacks
-            return {}
-        return {v.name: self._value_info(v) for v in inferred.graph.value_info}
+            return {}, None
+        g = inferred.graph
+        return {v.name: self._value_info(v) for v in (*g.value_info, *g.output)}, verdict
 
     #: initializers larger than this go to shape inference as typed inputs, without their data
     INFER_WITH_DATA = 4096
@@ -296,6 +372,8 @@ class _Reader:
         g, lg = model.graph, light.graph
         lg.name = g.name
         lg.node.extend(g.node)
+        for i, n in enumerate(lg.node):   # how inference's messages name a node (_FAILED_NODE)
+            n.name = f"#{i}"
         lg.input.extend(g.input)
         lg.output.extend(g.output)
         lg.value_info.extend(g.value_info)

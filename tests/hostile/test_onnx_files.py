@@ -3,6 +3,8 @@ message naming the file and what is wrong — never a traceback, never a file re
 names, never an allocation its sizes ask for past the limits (docs/import.md, docs/limits.md)."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -371,3 +373,184 @@ def test_an_axis_onnx_does_not_allow_is_refused_not_taken_modulo_the_rank(node, 
     outs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in node.output]
     with pytest.raises(ImportFailure, match=f"hostile.onnx: node '.*' \\({node.op_type}\\): {says}"):
         _import(_model([node], [x], outs, inits))
+
+
+def _f32(name, values):
+    return numpy_helper.from_array(np.array(values, np.float32), name)
+
+
+@pytest.mark.parametrize("node, shape, inits, says", [
+    (helper.make_node("Conv", ["x", "w"], ["y"], strides=[0, 1], name="conv"), [1, 3, 8, 8],
+     [_f32("w", np.ones((3, 3, 3, 3)))], "Attribute strides must only contain positive values"),
+    (helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[0, 0], name="pool"), [1, 3, 8, 8], [],
+     "Attribute kernel_shape must only contain positive values"),
+    (helper.make_node("Gemm", ["x", "b"], ["y"], name="gemm"), [2, 3], [_f32("b", np.ones((4, 5)))],
+     "Dimension mismatch"),
+    (helper.make_node("Einsum", ["x", "x"], ["y"], equation="ij,jk->iq", name="ein"), [2, 2], [],
+     "Equation output contains a label missing from the inputs"),
+    (helper.make_node("TopK", ["x", "k"], ["y", "i"], name="topk"), [2, 3], [_c64("k", [5])],
+     "Axis has less than the requested k elements"),
+])
+def test_a_node_onnx_finds_invalid_is_refused_blaming_the_model_not_the_import(node, shape, inits, says):
+    """Each of these was refused as 'the imported diagram does not compile (a bug in the import,
+    please report it)': onnx's strict shape inference now names the node and its reason."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)
+    outs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in node.output]
+    with pytest.raises(ImportFailure) as caught:
+        _import(_model([node], [x], outs, inits, opset=12 if node.op_type == "Einsum" else 13))
+    text = str(caught.value)
+    assert text.startswith(f"hostile.onnx: node '{node.name}' ({node.op_type}): the model is not valid ONNX: "
+                           f"onnx's shape inference says '")
+    assert says in text and "bug in the import" not in text
+
+
+def test_an_unnamed_invalid_node_is_named_by_its_label():
+    """The copy shape inference is given names each node by its index, so a node the model leaves
+    unnamed (onnx's own message then names none) is named as the import names it."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("MaxPool", ["r"], ["y"], kernel_shape=[0, 0])]
+    with pytest.raises(ImportFailure, match=r"node 'y' \(MaxPool\): the model is not valid ONNX"):
+        _import(_model(nodes, [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]))
+
+
+@pytest.mark.parametrize("node, x, inits, says", [
+    (helper.make_node("Expand", ["x", "s"], ["y"], name="exp"), [1, 1], [_c64("s", [100_000, 100_000])],
+     r"float32\[100000, 100000\] \(37.3 GiB\)"),
+    (helper.make_node("Tile", ["x", "r"], ["y"], name="tile"), [2, 2], [_c64("r", [50_000, 50_000])],
+     r"float32\[100000, 100000\] \(37.3 GiB\)"),
+    (helper.make_node("Pad", ["x", "p"], ["y"], name="pad"), [2, 2], [_c64("p", [0, 0, 100_000, 100_000])],
+     r"float32\[100002, 100002\] \(37.3 GiB\)"),
+    (helper.make_node("OneHot", ["i", "d", "v"], ["y"], name="oh"), None, [_c64("d", [100_000]), _f32("v", [0, 1])],
+     r"float32\[100000, 100000\] \(37.3 GiB\)"),
+    (helper.make_node("Conv", ["x", "w"], ["y"], pads=[50_000] * 4, name="conv"), [1, 3, 8, 8],
+     [_f32("w", np.ones((3, 3, 3, 3)))], r"float32\[1, 3, 100006, 100006\] \(111.8 GiB\)"),
+])
+def test_an_output_past_the_one_tensor_limit_is_refused_as_a_limit_not_a_bug(node, x, inits, says):
+    """Each was a diagram that did not compile, reported as 'a bug in the import': the model is
+    valid, its sizes past what a project holds."""
+    ins = ([helper.make_tensor_value_info("x", TensorProto.FLOAT, x)] if x else
+           [helper.make_tensor_value_info("i", TensorProto.INT64, [100_000])])
+    with pytest.raises(ImportFailure) as caught:
+        _import(_model([node], ins, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits))
+    assert re.match(f"hostile.onnx: node '{node.name}' \\({node.op_type}\\): its output 'y' would be {says}; "
+                    f"the limit for one tensor is 4.0 GiB$", str(caught.value)), str(caught.value)
+
+
+def test_a_block_a_node_makes_past_the_limit_is_named_with_its_node():
+    """AveragePool's padding is a Pad block before the pooling: 18 GiB though the output is 2x2."""
+    node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3, 3], pads=[0, 0, 70_000, 70_000],
+                            strides=[70_000, 70_000], name="ap")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 2, 2])
+    with pytest.raises(ImportFailure) as caught:
+        _import(_model([node], [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]))
+    assert str(caught.value).startswith("hostile.onnx: node 'ap' (AveragePool): its block 'ap_pad': output 'output' "
+                                        "would be float32[1,1,70002,70002] (18.3 GiB); the limit for one tensor")
+
+
+def test_a_window_larger_than_its_input_is_refused_as_invalid_onnx():
+    """onnx infers the size -91 without a word (onnxruntime stops when it runs the model); the
+    compile's message was blamed on the import."""
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[100, 100], name="pool")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])
+    with pytest.raises(ImportFailure, match=r"^hostile.onnx: node 'pool' \(MaxPool\): the model is not valid ONNX: "
+                                            r"onnx's shape inference gives its output 'y' the shape \[1, 3, -91, -91\]"):
+        _import(_model([node], [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]))
+
+
+def test_max_pool_padding_not_smaller_than_its_kernel_is_listed_as_unsupported():
+    """TensorFlow's pooling takes only pads smaller than the window; the compile refused the
+    diagram, reported as a bug in the import."""
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], pads=[0, 0, 3, 0], name="mp")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])
+    with pytest.raises(UnsupportedOps, match=r"MaxPool \(1 node: mp\): MaxPool with pads \[0, 0, 3, 0\] not all "
+                                             r"smaller than its kernel \[3, 3\]"):
+        _import(_model([node], [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]))
+
+
+@pytest.mark.parametrize("node, inits, opset, says", [
+    (helper.make_node("MeanVarianceNormalization", ["x"], ["y"], axes=[0, 2, 7]), [], 13,
+     r"MeanVarianceNormalization's axes \[0, 2, 7\]: axis 7 is out of range"),
+    (helper.make_node("MeanVarianceNormalization", ["x"], ["y"], axes=[0, 2, -2]), [], 13,
+     r"MeanVarianceNormalization's axes \[0, 2, -2\] name an axis twice"),
+    (helper.make_node("LpNormalization", ["x"], ["y"], axis=5), [], 13, "LpNormalization's axis 5 is out of range"),
+    (helper.make_node("RMSNormalization", ["x", "s"], ["y"], axis=9), [_f32("s", np.ones(4))], 23,
+     "RMSNormalization's axis 9 is out of range"),
+    (helper.make_node("LayerNormalization", ["x", "s"], ["y"], axis=4), [_f32("s", np.ones(4))], 17,
+     "LayerNormalization's axis 4 is out of range"),
+    (helper.make_node("Resize", ["x", "", "sc"], ["y"], axes=[7]), [_f32("sc", [2])], 18,
+     r"Resize's axes \[7\]: axis 7 is out of range"),
+    (helper.make_node("Resize", ["x", "", "sc"], ["y"], axes=[3, -1]), [_f32("sc", [2, 2])], 18,
+     r"Resize's axes \[3, -1\] name an axis twice"),
+    (helper.make_node("Softmax", ["x"], ["y"], axis=4), [], 13, "Softmax's axis 4 is out of range"),
+    (helper.make_node("ArgMax", ["x"], ["y"], axis=-5), [], 13, "ArgMax's axis -5 is out of range"),
+])
+def test_a_normalization_or_resize_axis_onnx_does_not_allow_is_refused(node, inits, opset, says):
+    """MeanVarianceNormalization over axes [0, 2, 7] of a rank-4 value took 7 as 3 and imported
+    (onnx's strict inference does not see into its function body); LpNormalization along axis 5
+    took 1; LayerNormalization, RMSNormalization, Softmax and ArgMax listed such an axis as an op
+    blockflow cannot map, as if the model were valid."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 3, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.INT64 if node.op_type == "ArgMax" else TensorProto.FLOAT, None)
+    with pytest.raises(ImportFailure, match=f"^hostile.onnx: node 'y' \\({node.op_type}\\): {says}"):
+        _import(_model([node], [x], [y], inits, opset=opset))
+
+
+def _add_w(inputs, inits):
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    return _model([helper.make_node("Add", ["x", "w"], ["y"])], inputs, [y], inits)
+
+
+_X2 = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+
+
+@pytest.mark.parametrize("inputs, inits, says", [
+    ([_X2, helper.make_tensor_value_info("x", TensorProto.FLOAT, [3]), helper.make_tensor_value_info("w", TensorProto.FLOAT, [2])],
+     [], "graph input 'x': the graph has two inputs of that name"),
+    ([_X2, helper.make_tensor_value_info("w", TensorProto.FLOAT, [3])], [_f32("w", [1, 2])],
+     r"graph input 'w': its shape is \[3\], but the initializer of that name \(its default value\) is \[2\]"),
+    ([_X2, helper.make_tensor_value_info("w", TensorProto.FLOAT, [1, 2])], [_f32("w", [1, 2])],
+     r"graph input 'w': its shape is \[1, 2\], but the initializer of that name \(its default value\) is \[2\]"),
+    ([_X2, helper.make_tensor_value_info("w", TensorProto.DOUBLE, [2])], [_f32("w", [1, 2])],
+     "graph input 'w': it is float64, but the initializer of that name .* is float32"),
+    ([_X2], [_f32("w", [1, 2]), _f32("w", [3, 4])], "initializer 'w': the graph has two initializers of that name"),
+])
+def test_an_input_named_twice_or_shadowed_by_an_initializer_of_another_type_is_refused(inputs, inits, says):
+    """A graph input named twice imported as the first of them; an initializer whose shape is not
+    the graph input's of that name (its default value, IR.md) replaced it without a word; of two
+    initializers of one name the last was kept. onnx's checker (full) and onnxruntime refuse all."""
+    with pytest.raises(ImportFailure, match=f"^hostile.onnx: {says}"):
+        _import(_add_w(inputs, inits))
+
+
+def test_an_initializer_of_a_graph_input_keeps_importing_when_the_types_agree():
+    """What exporters write (the initializers listed as inputs too, ResNet-50's test model among
+    them), open sizes included, still imports; the initializer is the value."""
+    w = helper.make_tensor_value_info("w", TensorProto.FLOAT, ["n"])
+    project, report = _import(_add_w([_X2, w], [_f32("w", [1, 2])]))
+    assert list(report.inputs) == ["x"]
+
+
+def test_overlong_input_and_output_names_are_cut_in_the_report_and_the_page_note():
+    """The report printed a graph input's or output's name whole (100,000 characters on the
+    terminal), where a node's name is cut to MAX_NAME; now they are cut the same way, by
+    onnx_read.cut_name. The report's dicts keep the whole names (they are the model's keys)."""
+    from blockflow.importing.onnx_read import MAX_NAME
+
+    a, b = "a" * 100_000, "b\x1b[31m" + "b" * 100_000
+    x = helper.make_tensor_value_info(a, TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info(b, TensorProto.FLOAT, [2])
+    project, report = _import(_model([helper.make_node("Relu", [a], [b])], [x], [y]))
+    assert list(report.inputs) == [a] and list(report.outputs) == [b]
+    lines = report.lines()
+    assert lines[1].startswith("inputs: " + "a" * MAX_NAME + "... -> ") and len(lines[1]) < MAX_NAME + 200
+    assert lines[2].startswith("outputs: b?[31m" + "b" * (MAX_NAME - 6) + "... -> ") and len(lines[2]) < MAX_NAME + 200
+    text = project.pages[0].text
+    assert "a" * (MAX_NAME + 1) not in text and "b" * (MAX_NAME + 1) not in text and "\x1b" not in text
+
+
+def test_an_overlong_graph_input_name_is_cut_in_messages():
+    name = "x" * 100_000
+    x = helper.make_tensor_value_info(name, TensorProto.FLOAT, [-2])
+    with pytest.raises(ImportFailure) as caught:
+        _import(_model([helper.make_node("Relu", [name], ["y"])], [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]))
+    assert "negative size" in str(caught.value) and len(str(caught.value)) < 500
