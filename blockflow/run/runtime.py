@@ -100,7 +100,9 @@ def run_backward(program: Program, feeds=None, target=None, **kw) -> RunResult:
 
 
 _LOSS = object()
-#: the collections of node ids a run's ``wrt`` is made a frozenset from before its plan is looked up
+#: the collections of node ids a run's ``wrt`` is made a frozenset from before its plan is looked
+#: up: what plans key on (order and repeats say nothing), so that a kind of run asked for with a
+#: list is found in one look-up too (a 1,000-op chain: 43 us a run)
 _WRT_COLLECTIONS = (list, tuple, set)
 
 
@@ -129,21 +131,17 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
     a training run's seed; the same run_seed, step and block give the same numbers.
     commit: blocks that update state (Assign, Apply*) change the program's Variables and slots
     once the run has finished without error; ``result.state_updates`` lists the changes (write
-    them into the project with ``Page.apply_state``). Within a run every block reads the values
-    from its start.
+    them into the project with ``Page.apply_state``); within a run all read the start's values.
     memory_budget: the most bytes the run's tensors may hold at once (an int or a size such as
     ``"2G"``); default: see :mod:`blockflow.budget`. Every array the run makes, and every
     intermediate a block reserves, is checked against it and against the per-tensor limit before
     it is made: :class:`MemoryLimitError` names the block, the array, its shape and size.
     held_bytes: memory the caller keeps alive for the run's sake besides what it passes in (a
-    trainer's optimizer slots), counted against the budget.
-    """
+    trainer's optimizer slots), counted against the budget."""
     program.raise_for_errors()
     if split not in SPLITS:
         raise RunError(f"split must be one of {', '.join(SPLITS)}, not {split!r}")
     if type(wrt) in _WRT_COLLECTIONS:
-        # what the plan keys on (a set: order and repeats say nothing), so that a kind of run asked
-        # for with a list is found in one look-up too (a 1,000-op chain: 43 us a run)
         wrt = frozenset(wrt)
     # a kind of run seen before (no fetch; the target by name) is found in one look-up
     seen = None if fetch or type(target) is not str or (wrt is not None and type(wrt) is not frozenset) \
