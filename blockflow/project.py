@@ -16,14 +16,29 @@ from blockflow.textsafe import name_problem, text_problem
 
 __all__ = ["Edge", "Node", "Page", "Project", "Change", "RemovedNode", "UNSET", "split_port", "port_text",
            "split_port_text",
-           "arrays_equal", "valid_node_id", "name_problem", "page_name_problem", "text_problem"]
+           "arrays_equal", "valid_node_id", "fresh_id", "name_problem", "page_name_problem", "text_problem"]
 
 _ID_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
+_NOT_ID_CHAR = re.compile(r"[^A-Za-z0-9_.\-]")
 
 
 def valid_node_id(node_id: str) -> bool:
     """A node id: a letter or ``_`` first, then letters, digits, ``_ . -`` (TF's op-name rule)."""
     return isinstance(node_id, str) and _ID_RE.fullmatch(node_id) is not None
+
+
+def fresh_id(block: str, taken) -> str:
+    """The first of ``Block_1``, ``Block_2``, ... not in ``taken``, for a node of ``block``
+    (``Dense_1`` for ``@Dense``). A block name that is not an id's start (an unknown block
+    named ``my block!`` in a file or on the clipboard) has its other characters made ``_``,
+    so the id made is always a valid one."""
+    base = _NOT_ID_CHAR.sub("_", block.lstrip("@")) or "Block"
+    if not _ID_RE.fullmatch(base):
+        base = "_" + base
+    n = 1
+    while f"{base}_{n}" in taken:
+        n += 1
+    return f"{base}_{n}"
 
 
 def page_name_problem(name: str) -> str:
@@ -230,11 +245,7 @@ class Page(PageLayout):
     def new_id(self, block: str) -> str:
         """The next free id for a block: ``MatMul_1``, ``MatMul_2``, ... (``Dense_1`` for an
         instance of the composite ``@Dense``)."""
-        block = block.lstrip("@")
-        n = 1
-        while f"{block}_{n}" in self.nodes:
-            n += 1
-        return f"{block}_{n}"
+        return fresh_id(block, self.nodes)
 
     def add_node(self, block: str, *, id: str | None = None, attrs=None, inputs=None,
                  position=(0.0, 0.0), label: str = "", state=None) -> Node:
