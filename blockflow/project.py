@@ -4,7 +4,6 @@ It must not import PySide6, the block library, the compiler or the runtime.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -12,33 +11,11 @@ import numpy as np
 from blockflow.equality import arrays_equal, attrs_equal, dicts_of_arrays_equal
 from blockflow.errors import ProjectError
 from blockflow.page_layout import PageLayout
-from blockflow.textsafe import name_problem, text_problem
+from blockflow.textsafe import fresh_id, name_problem, text_problem, valid_node_id
 
 __all__ = ["Edge", "Node", "Page", "Project", "Change", "RemovedNode", "UNSET", "split_port", "port_text",
            "split_port_text",
            "arrays_equal", "valid_node_id", "fresh_id", "name_problem", "page_name_problem", "text_problem"]
-
-_ID_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
-_NOT_ID_CHAR = re.compile(r"[^A-Za-z0-9_.\-]")
-
-
-def valid_node_id(node_id: str) -> bool:
-    """A node id: a letter or ``_`` first, then letters, digits, ``_ . -`` (TF's op-name rule)."""
-    return isinstance(node_id, str) and _ID_RE.fullmatch(node_id) is not None
-
-
-def fresh_id(block: str, taken) -> str:
-    """The first of ``Block_1``, ``Block_2``, ... not in ``taken``, for a node of ``block``
-    (``Dense_1`` for ``@Dense``). A block name that is not an id's start (an unknown block
-    named ``my block!`` in a file or on the clipboard) has its other characters made ``_``,
-    so the id made is always a valid one."""
-    base = _NOT_ID_CHAR.sub("_", block.lstrip("@")) or "Block"
-    if not _ID_RE.fullmatch(base):
-        base = "_" + base
-    n = 1
-    while f"{base}_{n}" in taken:
-        n += 1
-    return f"{base}_{n}"
 
 
 def page_name_problem(name: str) -> str:
