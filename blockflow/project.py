@@ -274,7 +274,8 @@ class Page(PageLayout):
         node = self._node(node_id)
         edges = tuple((i, e) for i, e in enumerate(self.edges) if node_id in (e.src, e.dst))
         feed = next(((i, v) for i, (k, v) in enumerate(self.feeds.items()) if k == node_id), None)
-        removed = RemovedNode(node, list(self.nodes).index(node_id), edges, feed,
+        last = next(reversed(self.nodes)) == node_id     # the undo of an add, of a paste: no O(n) search
+        removed = RemovedNode(node, len(self.nodes) - 1 if last else list(self.nodes).index(node_id), edges, feed,
                               self.loss if self.is_loss(node_id) else None, tuple(self.metrics),
                               self._layout_without_node(node_id, edges))
         del self.nodes[node_id]
@@ -318,8 +319,8 @@ class Page(PageLayout):
         return Change(self.name, True, edges_added=(edge,), index=at)
 
     def remove_edge(self, edge: Edge) -> Change:
-        try:
-            index = self.edges.index(edge)
+        try:      # the last wire (the undo of a connect, of a paste): no O(n) search
+            index = len(self.edges) - 1 if self.edges and self.edges[-1] == edge else self.edges.index(edge)
         except ValueError:
             raise ProjectError(f"page '{self.name}' has no wire {edge}") from None
         del self.edges[index]
