@@ -4,7 +4,6 @@ It must not import PySide6, the block library, the compiler or the runtime.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -12,18 +11,11 @@ import numpy as np
 from blockflow.equality import arrays_equal, attrs_equal, dicts_of_arrays_equal
 from blockflow.errors import ProjectError
 from blockflow.page_layout import PageLayout
-from blockflow.textsafe import name_problem, text_problem
+from blockflow.textsafe import fresh_id, name_problem, text_problem, valid_node_id
 
 __all__ = ["Edge", "Node", "Page", "Project", "Change", "RemovedNode", "UNSET", "split_port", "port_text",
            "split_port_text",
-           "arrays_equal", "valid_node_id", "name_problem", "page_name_problem", "text_problem"]
-
-_ID_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
-
-
-def valid_node_id(node_id: str) -> bool:
-    """A node id: a letter or ``_`` first, then letters, digits, ``_ . -`` (TF's op-name rule)."""
-    return isinstance(node_id, str) and _ID_RE.fullmatch(node_id) is not None
+           "arrays_equal", "valid_node_id", "fresh_id", "name_problem", "page_name_problem", "text_problem"]
 
 
 def page_name_problem(name: str) -> str:
@@ -230,11 +222,7 @@ class Page(PageLayout):
     def new_id(self, block: str) -> str:
         """The next free id for a block: ``MatMul_1``, ``MatMul_2``, ... (``Dense_1`` for an
         instance of the composite ``@Dense``)."""
-        block = block.lstrip("@")
-        n = 1
-        while f"{block}_{n}" in self.nodes:
-            n += 1
-        return f"{block}_{n}"
+        return fresh_id(block, self.nodes)
 
     def add_node(self, block: str, *, id: str | None = None, attrs=None, inputs=None,
                  position=(0.0, 0.0), label: str = "", state=None) -> Node:
@@ -286,7 +274,8 @@ class Page(PageLayout):
         node = self._node(node_id)
         edges = tuple((i, e) for i, e in enumerate(self.edges) if node_id in (e.src, e.dst))
         feed = next(((i, v) for i, (k, v) in enumerate(self.feeds.items()) if k == node_id), None)
-        removed = RemovedNode(node, list(self.nodes).index(node_id), edges, feed,
+        last = next(reversed(self.nodes)) == node_id     # the undo of an add, of a paste: no O(n) search
+        removed = RemovedNode(node, len(self.nodes) - 1 if last else list(self.nodes).index(node_id), edges, feed,
                               self.loss if self.is_loss(node_id) else None, tuple(self.metrics),
                               self._layout_without_node(node_id, edges))
         del self.nodes[node_id]
@@ -330,8 +319,8 @@ class Page(PageLayout):
         return Change(self.name, True, edges_added=(edge,), index=at)
 
     def remove_edge(self, edge: Edge) -> Change:
-        try:
-            index = self.edges.index(edge)
+        try:      # the last wire (the undo of a connect, of a paste): no O(n) search
+            index = len(self.edges) - 1 if self.edges and self.edges[-1] == edge else self.edges.index(edge)
         except ValueError:
             raise ProjectError(f"page '{self.name}' has no wire {edge}") from None
         del self.edges[index]

@@ -26,7 +26,7 @@ import sys
 import unicodedata
 from contextlib import contextmanager
 
-__all__ = ["CONTROL_CHARACTERS", "first_control", "describe_character", "for_terminal",
+__all__ = ["valid_node_id", "fresh_id", "CONTROL_CHARACTERS", "first_control", "describe_character", "for_terminal",
            "TerminalStream", "escaped_output", "raw_stream", "text_problem", "name_problem"]
 
 # Bidirectional formatting (ALM, LRM, RLM, LRE..RLO, LRI..PDI): they reorder what follows on the
@@ -127,3 +127,27 @@ def escaped_output():
         yield
     finally:
         sys.stdout, sys.stderr = saved
+
+
+# ------------------------------------------------------------------ node ids
+_ID_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
+_NOT_ID_CHAR = re.compile(r"[^A-Za-z0-9_.\-]")
+
+
+def valid_node_id(node_id: str) -> bool:
+    """A node id: a letter or ``_`` first, then letters, digits, ``_ . -`` (TF's op-name rule)."""
+    return isinstance(node_id, str) and _ID_RE.fullmatch(node_id) is not None
+
+
+def fresh_id(block: str, taken) -> str:
+    """The first of ``Block_1``, ``Block_2``, ... not in ``taken``, for a node of ``block``
+    (``Dense_1`` for ``@Dense``). A block name that is not an id's start (an unknown block
+    named ``my block!`` in a file or on the clipboard) has its other characters made ``_``,
+    so the id made is always a valid one."""
+    base = _NOT_ID_CHAR.sub("_", block.lstrip("@")) or "Block"
+    if not _ID_RE.fullmatch(base):
+        base = "_" + base
+    n = 1
+    while f"{base}_{n}" in taken:
+        n += 1
+    return f"{base}_{n}"

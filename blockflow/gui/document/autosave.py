@@ -22,6 +22,7 @@ import math
 import os
 import secrets
 import socket
+import stat
 import time
 import weakref
 from dataclasses import dataclass
@@ -31,7 +32,8 @@ from PySide6.QtCore import QObject, QStandardPaths, QTimer, Signal
 
 from blockflow import ownfiles
 from blockflow.errors import ProjectFileError
-from blockflow.io.project_io import dumps_project, load_project
+from blockflow.io import rules
+from blockflow.io.project_io import dumps_project, loads_project
 
 __all__ = ["Autosaver", "Recovery", "find_recoveries", "recovery_dir", "DEFAULT_INTERVAL_SECONDS"]
 
@@ -40,6 +42,9 @@ _SUFFIX = ".bflow.json"
 _NOTE = ".recovery.json"
 #: the latest time a note may carry (the end of year 9999: what a clock can show)
 _LATEST = 253402300799.0
+#: the largest note read (one is a few hundred bytes: its longest field is a file name)
+MAX_NOTE_BYTES = 64 * 1024
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +64,44 @@ def _remove(*files: Path) -> None:
             f.unlink()
         except OSError:
             pass
+
+
+class _Unreadable(OSError):
+    """A recovery file that is not read: not a regular file, too big, another user's."""
+
+
+def _read_regular(path: Path, limit: int) -> bytes:
+    """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes that this user
+    owns. A file blockflow did not write may be in the recovery folder: a symbolic link (to
+    /dev/zero: an endless read) or a named pipe (whose open and read wait for a writer forever)
+    is never followed or read. Raises _Unreadable (or OSError) saying why not."""
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as exc:
+        if os.path.islink(path):
+            raise _Unreadable(f"{path.name} is a symbolic link") from None
+        raise _Unreadable(f"{path.name}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _Unreadable(f"{path.name} is not a regular file")
+        if hasattr(os, "getuid") and st.st_uid != os.getuid():
+            raise _Unreadable(f"{path.name} belongs to another user (uid {st.st_uid})")
+        if st.st_size > limit:
+            raise _Unreadable(f"{path.name} is {st.st_size:,} bytes; the limit is {limit:,}")
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise _Unreadable(f"{path.name} is more than {limit:,} bytes; the limit is {limit:,}")
+    return data
+
+
+def _load_recovered(path: Path):
+    """The project autosaved at ``path`` (read as :func:`_read_regular` allows)."""
+    try:
+        data = _read_regular(path, rules.MAX_FILE_BYTES)
+    except OSError as exc:
+        raise ProjectFileError(str(path), "", f"cannot read the autosave: {exc}") from None
+    return loads_project(data, str(path))
 
 
 def _alive(pid: int) -> bool:
@@ -98,7 +141,7 @@ class Recovery:
 
     def load(self):
         """The autosaved project (its data files are looked up next to the original file)."""
-        project = load_project(self.project_file)
+        project = _load_recovered(self.project_file)
         project.base_dir = os.path.dirname(os.path.abspath(self.original)) if self.original else None
         return project
 
@@ -140,10 +183,10 @@ def find_recoveries(directory: Path | None = None) -> list[Recovery]:
         stem = note_file.name[:-len(_NOTE)]
         project_file = directory / (stem + _SUFFIX)
         try:
-            note = json.loads(note_file.read_text(encoding="utf-8"))
+            note = json.loads(_read_regular(note_file, MAX_NOTE_BYTES).decode("utf-8"))
             if not isinstance(note, dict):
                 raise ValueError("not an object")
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
             out.append(Recovery(project_file, note_file, None, 0.0, stem, 0, 0, f"unreadable note: {exc}"))
             continue
         problem = _note_problem(note)
@@ -156,7 +199,7 @@ def find_recoveries(directory: Path | None = None) -> list[Recovery]:
         rec = Recovery(project_file, note_file, note.get("original"), float(note["saved_at"]),
                        note.get("title", stem), 0, 0)
         try:
-            project = load_project(project_file)
+            project = _load_recovered(project_file)
             rec.pages = len(project.pages)
             rec.blocks = sum(len(p.nodes) for p in project.pages)
         except ProjectFileError as exc:

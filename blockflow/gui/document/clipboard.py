@@ -7,10 +7,12 @@ here, so neither imports the other.
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass, field, replace
 
 from blockflow.io.project_io import dumps_project, loads_project
-from blockflow.project import Edge, Page, Project
+from blockflow.errors import ProjectError
+from blockflow.project import Edge, Page, Project, fresh_id
 
 # A fragment of a page: JSON of a one-page project (fragment_text writes it).
 FRAGMENT_MIME = "application/x-blockflow-fragment"
@@ -53,16 +55,15 @@ def pasting(pg: Page, text: str, position=None) -> Pasting:
     xs = [n.position[0] for n in frag.nodes.values()]
     ys = [n.position[1] for n in frag.nodes.values()]
     dx, dy = (40.0, 40.0) if position is None else (position[0] - min(xs), position[1] - min(ys))
+    for nid, node in frag.nodes.items():     # blocks 1e308 apart: one would land at infinity
+        x, y = node.position[0] + dx, node.position[1] + dy
+        if not (math.isfinite(x) and math.isfinite(y)):
+            raise ProjectError(f"the fragment's block '{nid}' would land at ({x:g}, {y:g}): its "
+                               "blocks lie too far apart to paste")
     taken = set(pg.nodes)
     mapping = {}
     for nid, node in frag.nodes.items():
-        new = nid
-        if new in taken:
-            base = node.block.lstrip("@")      # an instance of @Dense is Dense_n, as Page.new_id names it
-            n = 1
-            while f"{base}_{n}" in taken:
-                n += 1
-            new = f"{base}_{n}"
+        new = nid if nid not in taken else fresh_id(node.block, taken)   # as Page.new_id names it
         taken.add(new)
         mapping[nid] = new
     nodes = [replace(copy.deepcopy(node), id=mapping[nid],

@@ -1,0 +1,82 @@
+"""Hostile suite, recovery at start: what is in the recovery folder was not necessarily written by
+blockflow. A symbolic link, a named pipe or a huge file at a note's or an autosave's name must
+neither hang the editor's start nor read without end: it is listed as an autosave that cannot be
+recovered, saying which file and why, and the good autosaves beside it are still offered."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+
+import pytest
+
+from blockflow.io.project_io import save_project
+from blockflow.project import Project
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes and /dev/zero are POSIX's")
+
+DEAD = 2 ** 22 + 17          # above Linux's largest pid: no such process
+
+
+def _note(**fields) -> str:
+    return json.dumps({"original": None, "pid": DEAD, "host": socket.gethostname(), "title": "t",
+                       "saved_at": 1.0e9, **fields})
+
+
+def _project() -> Project:
+    p = Project()
+    p.add_page("main").add_node("Tanh", id="t")
+    return p
+
+
+def _plant(rec, stem: str, which: str, how: str) -> None:
+    """A note and an autosave at ``stem``, the one named by ``which`` replaced as ``how`` says."""
+    note, project = rec / f"{stem}.recovery.json", rec / f"{stem}.bflow.json"
+    note.write_text(_note(title=stem))
+    save_project(_project(), project, backup=False)
+    target = note if which == "note" else project
+    target.unlink()
+    if how == "fifo":
+        os.mkfifo(target)
+    elif how == "dev_zero":
+        target.symlink_to("/dev/zero")
+    elif how == "symlink_to_a_good_file":
+        good = rec.parent / f"elsewhere-{stem}"
+        good.write_text(_note(title=stem) if which == "note" else "")
+        if which == "project":
+            save_project(_project(), good, backup=False)
+        target.symlink_to(good)
+    elif how == "huge":
+        with open(target, "wb") as f:
+            f.truncate(1 << 40)           # a sparse terabyte: what st_size says is refused unread
+
+
+@pytest.mark.parametrize("which", ["note", "project"])
+@pytest.mark.parametrize("how,says", [("fifo", "is not a regular file"), ("dev_zero", "is a symbolic link"),
+                                      ("symlink_to_a_good_file", "is a symbolic link"), ("huge", "bytes; the limit is")])
+def test_a_planted_recovery_file_is_listed_unrecoverable_fast_and_the_good_one_still_offered(tmp_path, qapp, which,
+                                                                                            how, says):
+    """Found: a note or autosave that was a named pipe hung the editor's start for ever (the
+    read, or the open, waited for a writer); one that was a symbolic link to /dev/zero read
+    until memory ran out."""
+    from blockflow.gui.document.autosave import find_recoveries
+
+    rec = tmp_path / "rec"
+    rec.mkdir()
+    save_project(_project(), rec / "good.bflow.json", backup=False)
+    (rec / "good.recovery.json").write_text(_note(title="good", saved_at=2.0e9))
+    _plant(rec, "planted", which, how)
+    start = time.monotonic()
+    found = find_recoveries(rec)
+    assert time.monotonic() - start < 5
+    assert [r.title for r in found][0] == "good" and not found[0].problem
+    assert "1 page, 1 block" in found[0].describe() and found[0].load().pages[0].nodes
+    bad = found[1]
+    name = f"planted.{'recovery' if which == 'note' else 'bflow'}.json"
+    assert name in bad.problem and says in bad.problem, bad.problem
+    assert "cannot be recovered" in bad.describe()
+    bad.discard()                      # Discard removes the planted entries, not what a link names
+    assert not any(p.name.startswith("planted") for p in rec.iterdir())
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("elsewhere")] == \
+        (["elsewhere-planted"] if how == "symlink_to_a_good_file" else [])
