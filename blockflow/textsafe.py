@@ -17,6 +17,9 @@ label, a message quoting them. Two rules keep such text from acting on the scree
 
 The GUI shows file text with Qt's plain-text formats instead (blockflow.gui.common.plaintext).
 
+Node ids follow a stricter rule still (TF's op names: :func:`valid_node_id`), and an id made
+for a new or renamed block (:func:`fresh_id`) always follows it, whatever the block's name holds.
+
 A core module: the standard library only.
 """
 from __future__ import annotations

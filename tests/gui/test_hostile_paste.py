@@ -121,7 +121,8 @@ def _undo_last_adds(n: int, k: int = 2000) -> float:
 def test_undoing_a_huge_paste_takes_time_linear_in_its_size():
     """Found: undoing a paste of 32,000 blocks took 17 s (2 s to paste them): each block and
     wire taken off searched the whole page for its index, though the undo takes the last first.
-    Taking the last 2,000 off a page of 200,000 now costs what it costs on one of 12,500."""
-    small = min(_undo_last_adds(12_500) for _ in range(2))
-    big = min(_undo_last_adds(200_000) for _ in range(2))
+    Taking the last 2,000 off a page of 100,000 now costs what it costs on one of 6,250 (a
+    search of the page would cost 16 times as much)."""
+    small = min(_undo_last_adds(6_250) for _ in range(2))
+    big = min(_undo_last_adds(100_000) for _ in range(2))
     assert big < 4 * small + 0.05, (small, big)
