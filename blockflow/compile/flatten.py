@@ -493,30 +493,46 @@ def flatten(page: Page, composites: dict, registry) -> tuple[Page, Hierarchy]:
 
 def flat_size(page: Page, composites: dict) -> int:
     """How many blocks ``page`` flattens to (a composite in a cycle counts as one block: the
-    cycle is refused on its own), counted without expanding, stopping past the limit."""
-    sizes: dict[str, int] = {}
+    cycle is refused on its own; so does an instance nested past MAX_NESTING, which is refused
+    too), counted without expanding, stopping past the limit. The recursion is as deep as the
+    nesting flattening allows, whatever chain of composites a file holds."""
+    sizes: dict[str, int] = {}          # by name: counted in full
+    cut: dict[tuple, int] = {}          # by (name, depth): counted down to MAX_NESTING only
 
-    def size_of(name: str, active: set) -> int:
+    def size_of(name: str, depth: int, active: set) -> tuple[int, bool]:
         if name in sizes:
-            return sizes[name]
+            return sizes[name], False
+        if (name, depth) in cut:
+            return cut[(name, depth)], True
         comp = composites.get(name)
         if comp is None or name in active:
-            return 1
+            return 1, False
+        if depth >= MAX_NESTING:
+            return 1, True
         active.add(name)
-        total = 0
+        total, truncated = 0, False
         for node in comp.page.nodes.values():
             inner = composite_name(node.block)
-            total += 1 if inner is None else size_of(inner, active)
+            if inner is None:
+                total += 1
+            else:
+                n, t = size_of(inner, depth + 1, active)
+                total, truncated = total + n, truncated or t
             if total > MAX_FLAT_BLOCKS:
                 break
         active.discard(name)
-        sizes[name] = total
-        return total
+        if truncated:
+            cut[(name, depth)] = total
+        else:
+            sizes[name] = total
+        return total, truncated
 
+    own = composite_name(page.name)     # a definition compiled on its own is one level down
+    depth = 1 if own in composites else 0
     total = 0
     for node in page.nodes.values():
         inner = composite_name(node.block)
-        total += 1 if inner is None else size_of(inner, set())
+        total += 1 if inner is None else size_of(inner, depth, set())[0]
         if total > MAX_FLAT_BLOCKS:
             break
     return total
