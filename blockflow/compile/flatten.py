@@ -459,8 +459,8 @@ def flatten(page: Page, composites: dict, registry) -> tuple[Page, Hierarchy]:
     f = _Flattener(page, composites or {}, registry)
     size = flat_size(page, composites or {})
     if size > MAX_FLAT_BLOCKS:
-        f.problem(None, None, f"the page would flatten to {size:,} blocks (its composites' instances "
-                              f"nested in each other); the limit is {MAX_FLAT_BLOCKS:,}")
+        f.problem(None, None, f"the page would flatten to {size:,} blocks (each composite instance "
+                              f"expanded, nested ones included); the limit is {MAX_FLAT_BLOCKS:,}")
         h = f.h
         h.unexpanded.update(nid for nid, n in page.nodes.items() if composite_name(n.block))
         return page, h
@@ -494,8 +494,10 @@ def flatten(page: Page, composites: dict, registry) -> tuple[Page, Hierarchy]:
 def flat_size(page: Page, composites: dict) -> int:
     """How many blocks ``page`` flattens to (a composite in a cycle counts as one block: the
     cycle is refused on its own; so does an instance nested past MAX_NESTING, which is refused
-    too), counted without expanding, stopping past the limit. The recursion is as deep as the
-    nesting flattening allows, whatever chain of composites a file holds."""
+    too), counted without expanding: each composite's diagram is read once (once a depth when it
+    sits near the nesting limit), so the count is exact, however far past MAX_FLAT_BLOCKS, and
+    costs what reading the diagrams does. The recursion is as deep as the nesting flattening
+    allows, whatever chain of composites a file holds."""
     sizes: dict[str, int] = {}          # by name: counted in full
     cut: dict[tuple, int] = {}          # by (name, depth): counted down to MAX_NESTING only
 
@@ -518,8 +520,6 @@ def flat_size(page: Page, composites: dict) -> int:
             else:
                 n, t = size_of(inner, depth + 1, active)
                 total, truncated = total + n, truncated or t
-            if total > MAX_FLAT_BLOCKS:
-                break
         active.discard(name)
         if truncated:
             cut[(name, depth)] = total
@@ -533,8 +533,6 @@ def flat_size(page: Page, composites: dict) -> int:
     for node in page.nodes.values():
         inner = composite_name(node.block)
         total += 1 if inner is None else size_of(inner, depth, set())[0]
-        if total > MAX_FLAT_BLOCKS:
-            break
     return total
 
 

@@ -83,3 +83,20 @@ def test_check_on_a_project_nesting_thousands_deep_names_the_nesting(tmp_path):
     assert f"composites nest more than {MAX_NESTING} levels deep here" in r.output
     assert "internal error" not in r.output
 
+
+
+def test_a_page_too_big_to_flatten_is_refused_at_once_with_its_true_count():
+    from blockflow.compile.flatten import MAX_FLAT_BLOCKS, flatten
+    from blockflow.project import Node
+    from blockflow.registry import default_registry
+
+    n, k = 60_000, 10     # ten instances of a composite of 60,000 blocks: 600,000 flat
+    big = Page(block_name("Big"), {f"n{i}": Node(f"n{i}", "Identity") for i in range(n)})
+    page = Page("main", {f"b{j}": Node(f"b{j}", block_name("Big")) for j in range(k)})
+    t = time.perf_counter()
+    flat, h = flatten(page, {"Big": Composite("Big", page=big)}, default_registry())
+    assert time.perf_counter() - t < 1
+    assert flat is page and h.unexpanded == set(page.nodes)
+    assert [p.message for p in h.problems] == [
+        f"the page would flatten to {n * k:,} blocks (each composite instance expanded, nested ones included); "
+        f"the limit is {MAX_FLAT_BLOCKS:,}"]
