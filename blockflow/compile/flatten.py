@@ -17,6 +17,7 @@ flattening knows about levels, for Program's questions asked in the ids of a dra
 from __future__ import annotations
 
 import zlib
+from itertools import islice
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -91,6 +92,22 @@ class Hierarchy:
         return not self.instances and not self.unexpanded
 
 
+#: Most names a problem lists (the project's composites, a composite's parameters or ports), and
+#: the most characters of one: a file of 10,000 composites and 10,000 instances of a missing one
+#: would otherwise print every name in every problem (10,000 x 10,000 names)
+LISTED_NAMES, LISTED_CHARS = 8, 40
+
+
+def listing(names, count: int | None = None) -> str:
+    """``names`` (``count`` of them; default: ``len(names)``) for a problem's message: the first
+    LISTED_NAMES (each cut to LISTED_CHARS), and how many more; "none" when there are none. Only
+    the names shown are read."""
+    count = len(names) if count is None else count
+    shown = [n if len(n) <= LISTED_CHARS else n[:LISTED_CHARS - 1] + "…" for n in islice(names, LISTED_NAMES)]
+    more = count - len(shown)
+    return (", ".join(shown) + (f" and {more:,} more" if more else "")) or "none"
+
+
 def _mixed_seed(seed, flat_id: str) -> int:
     """An inner block's seed mixed with its flat id: two instances of one composite draw
     different initial weights and random numbers, the same ones at every run."""
@@ -156,6 +173,7 @@ class _Flattener:
         self.nodes: dict[str, Node] = {}
         self.edges: list[Edge] = []
         self.diagrams: dict[str, _Diagram] = {}   # composite name -> its diagram, worked out
+        self.known = ""                              # the project's composites, as problems list them
 
     def problem(self, node, port, message):
         self.h.problems.append(Problem(node, port, message))
@@ -210,7 +228,7 @@ class _Flattener:
         flat = table.get(port)
         if flat is None:
             kind = "output" if outgoing else "input"
-            names = ", ".join(table) or "none"
+            names = listing(table)
             self.problem(inst.path, port, f"composite '{inst.composite}' has no {kind} port '{port}' "
                                           f"({kind}s: {names})")
             return None
@@ -242,7 +260,8 @@ class _Flattener:
     def expand_instance(self, flat, nid, node, name, level, lookup, states, chain):
         comp = self.composites.get(name)
         if comp is None:
-            known = ", ".join(sorted(self.composites)) or "none"
+            known = self.known or listing(sorted(self.composites))
+            self.known = known
             self.problem(flat, None, f"there is no composite '{name}' in this project (composites: {known})")
             return None
         if name in chain:
@@ -275,7 +294,7 @@ class _Flattener:
         def inner(kind, pname, where):
             if kind == PARAM_REF:
                 if pname not in values:
-                    params = ", ".join(p.name for p in comp.params) or "none"
+                    params = listing((p.name for p in comp.params), len(comp.params))
                     self.problem(where, None, f"refers to parameter '{pname}', which composite '{name}' "
                                               f"does not declare (parameters: {params})")
                     return None
@@ -297,7 +316,7 @@ class _Flattener:
             if key == SHARE_ATTR:
                 continue
             if key not in declared:
-                names = ", ".join(declared) or "none"
+                names = listing(declared)
                 self.problem(flat, None, f"composite '{comp.name}' has no parameter '{key}' (parameters: {names})")
                 ok = False
         for p in comp.params:

@@ -100,3 +100,26 @@ def test_a_page_too_big_to_flatten_is_refused_at_once_with_its_true_count():
     assert [p.message for p in h.problems] == [
         f"the page would flatten to {n * k:,} blocks (each composite instance expanded, nested ones included); "
         f"the limit is {MAX_FLAT_BLOCKS:,}"]
+
+
+def test_problems_list_a_few_of_many_names_not_all_of_them():
+    from blockflow.compile.flatten import LISTED_NAMES, flatten
+    from blockflow.project import Node
+    from blockflow.registry import default_registry
+    from blockflow.spec import Attr
+
+    n = 3_000     # composites, and instances of a missing one: 9,000,000 names listed before
+    long = "x" * 100
+    comps = {f"C{i:04d}{long}": Composite(f"C{i:04d}{long}") for i in range(n)}
+    many = Composite("Many", params=[Attr(f"p{i}{long}", "int", 0) for i in range(n)])
+    comps["Many"] = many
+    nodes = {f"b{j}": Node(f"b{j}", block_name("Nope")) for j in range(n)}
+    nodes["m"] = Node("m", block_name("Many"), {"nope": 1})
+    t = time.perf_counter()
+    _, h = flatten(Page("main", nodes), comps, default_registry())
+    assert time.perf_counter() - t < 1
+    assert len(h.problems) == n + 1 and max(len(p.message) for p in h.problems) < 500
+    missing = h.problems[0].message
+    assert missing.startswith("there is no composite 'Nope' in this project (composites: C0000xxx")
+    assert missing.endswith(f"… and {n + 1 - LISTED_NAMES:,} more)")
+    assert h.problems[-1].message.endswith(f"and {n - LISTED_NAMES:,} more)")
