@@ -224,7 +224,11 @@ def insert_composite(project: Project, composite: Composite) -> Change:
     """Add a composite definition (refused when it would contain itself)."""
     _check_new(project, composite)
     project.composites[composite.name] = composite
-    cycle = cycle_through(project.composites, composite.name)
+    # only a definition drawing an instance of it can close a cycle through it: most inserts
+    # (an import puts those used first) need no walk of all they use
+    block = composite.block
+    used = any(node.block == block for c in project.composites.values() for node in c.page.nodes.values())
+    cycle = cycle_through(project.composites, composite.name) if used else None
     if cycle:
         del project.composites[composite.name]
         raise ProjectError(f"composite '{composite.name}' would contain itself: {' > '.join(cycle)}")
