@@ -23,7 +23,7 @@ from blockflow.spec import Attr, BlockSpec, Input, Output
 
 __all__ = ["Composite", "PREFIX", "PARAM_REF", "DIM_REF", "SHARE_ATTR", "block_name", "composite_name",
            "ref_of", "refs_in", "substitute", "state_key", "inner_state", "split_flat",
-           "composite_name_problem", "uses", "cycle_through", "insert_composite", "remove_composite",
+           "composite_name_problem", "uses", "cycle_through", "find_cycle", "insert_composite", "remove_composite",
            "rename_composite", "replace_composite", "instances_of", "composite_spec", "ProjectBlocks",
            "INPUT_BLOCK", "OUTPUT_BLOCK"]
 
@@ -160,26 +160,47 @@ def uses(composite: Composite) -> set[str]:
 
 def cycle_through(composites: dict, name: str) -> list[str] | None:
     """A chain of composites leading from ``name`` back to it (``["A", "B", "A"]``) when it
-    contains itself, directly or not; None when it does not."""
-    path, on_path, done = [name], {name}, set()
+    contains itself, directly or not; None when it does not. Iterative: a file may chain
+    10,000 composites, each using the next (no recursion limit to reach)."""
+    return _search(composites, (name,), stop_at=name)
 
-    def visit(current: str):
-        comp = composites.get(current)
-        for inner in sorted(uses(comp)) if comp is not None else ():
-            if inner == name:
-                return path + [name]
+
+def find_cycle(composites: dict) -> list[str] | None:
+    """The first chain of composites that contains itself (``["A", "B", "A"]``: A holds itself
+    through B), in the order of ``composites``; None when none does. One walk of the whole graph
+    (each composite visited once), not one per composite."""
+    return _search(composites, tuple(composites), stop_at=None)
+
+
+def _search(composites: dict, starts, stop_at) -> list[str] | None:
+    """Depth-first, without recursion, from each of ``starts``: the path back to ``stop_at`` (or,
+    when it is None, to any composite on the path: a cycle), or None."""
+    done: set = set()
+    for start in starts:
+        if start in done:
+            continue
+        path, on_path = [start], {start}
+        stack = [iter(_uses_sorted(composites, start))]
+        while stack:
+            inner = next(stack[-1], None)
+            if inner is None:
+                stack.pop()
+                done.add(path[-1])
+                on_path.discard(path.pop())
+                continue
+            if inner == stop_at or (stop_at is None and inner in on_path):
+                return path[path.index(inner):] + [inner]
             if inner in on_path or inner in done:
                 continue
             path.append(inner)
             on_path.add(inner)
-            found = visit(inner)
-            if found:
-                return found
-            on_path.discard(path.pop())
-            done.add(inner)
-        return None
+            stack.append(iter(_uses_sorted(composites, inner)))
+    return None
 
-    return visit(name)
+
+def _uses_sorted(composites: dict, name: str) -> list[str]:
+    comp = composites.get(name)
+    return sorted(uses(comp)) if comp is not None else []
 
 
 # ---------------------------------------------------------------------------------- mutators
@@ -203,7 +224,11 @@ def insert_composite(project: Project, composite: Composite) -> Change:
     """Add a composite definition (refused when it would contain itself)."""
     _check_new(project, composite)
     project.composites[composite.name] = composite
-    cycle = cycle_through(project.composites, composite.name)
+    # only a definition drawing an instance of it can close a cycle through it: most inserts
+    # (an import puts those used first) need no walk of all they use
+    block = composite.block
+    used = any(node.block == block for c in project.composites.values() for node in c.page.nodes.values())
+    cycle = cycle_through(project.composites, composite.name) if used else None
     if cycle:
         del project.composites[composite.name]
         raise ProjectError(f"composite '{composite.name}' would contain itself: {' > '.join(cycle)}")

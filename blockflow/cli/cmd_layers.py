@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from blockflow.cli import inputs
-from blockflow.cli.exits import EXIT_OK, EXIT_USAGE, CliError
+from blockflow.cli.exits import EXIT_FILE, EXIT_OK, EXIT_USAGE, CliError
 from blockflow.composite import INPUT_BLOCK, OUTPUT_BLOCK, composite_name
 from blockflow.io.library import LibraryError, default_library, outdated, update_layer
 from blockflow.textsafe import for_terminal
@@ -28,7 +28,7 @@ def cmd_layers(args, library=None) -> int:
         try:
             library = default_library()
         except LibraryError as exc:
-            raise CliError(str(exc)) from None
+            raise CliError(str(exc), EXIT_FILE) from None
     if args.project:
         return _project_layers(args, library)
     if args.markdown:

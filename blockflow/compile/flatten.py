@@ -17,6 +17,7 @@ flattening knows about levels, for Program's questions asked in the ids of a dra
 from __future__ import annotations
 
 import zlib
+from itertools import islice
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -91,6 +92,22 @@ class Hierarchy:
         return not self.instances and not self.unexpanded
 
 
+#: Most names a problem lists (the project's composites, a composite's parameters or ports), and
+#: the most characters of one: a file of 10,000 composites and 10,000 instances of a missing one
+#: would otherwise print every name in every problem (10,000 x 10,000 names)
+LISTED_NAMES, LISTED_CHARS = 8, 40
+
+
+def listing(names, count: int | None = None) -> str:
+    """``names`` (``count`` of them; default: ``len(names)``) for a problem's message: the first
+    LISTED_NAMES (each cut to LISTED_CHARS), and how many more; "none" when there are none. Only
+    the names shown are read."""
+    count = len(names) if count is None else count
+    shown = [n if len(n) <= LISTED_CHARS else n[:LISTED_CHARS - 1] + "…" for n in islice(names, LISTED_NAMES)]
+    more = count - len(shown)
+    return (", ".join(shown) + (f" and {more:,} more" if more else "")) or "none"
+
+
 def _mixed_seed(seed, flat_id: str) -> int:
     """An inner block's seed mixed with its flat id: two instances of one composite draw
     different initial weights and random numbers, the same ones at every run."""
@@ -156,6 +173,7 @@ class _Flattener:
         self.nodes: dict[str, Node] = {}
         self.edges: list[Edge] = []
         self.diagrams: dict[str, _Diagram] = {}   # composite name -> its diagram, worked out
+        self.known = ""                              # the project's composites, as problems list them
 
     def problem(self, node, port, message):
         self.h.problems.append(Problem(node, port, message))
@@ -210,7 +228,7 @@ class _Flattener:
         flat = table.get(port)
         if flat is None:
             kind = "output" if outgoing else "input"
-            names = ", ".join(table) or "none"
+            names = listing(table)
             self.problem(inst.path, port, f"composite '{inst.composite}' has no {kind} port '{port}' "
                                           f"({kind}s: {names})")
             return None
@@ -242,7 +260,8 @@ class _Flattener:
     def expand_instance(self, flat, nid, node, name, level, lookup, states, chain):
         comp = self.composites.get(name)
         if comp is None:
-            known = ", ".join(sorted(self.composites)) or "none"
+            known = self.known or listing(sorted(self.composites))
+            self.known = known
             self.problem(flat, None, f"there is no composite '{name}' in this project (composites: {known})")
             return None
         if name in chain:
@@ -275,7 +294,7 @@ class _Flattener:
         def inner(kind, pname, where):
             if kind == PARAM_REF:
                 if pname not in values:
-                    params = ", ".join(p.name for p in comp.params) or "none"
+                    params = listing((p.name for p in comp.params), len(comp.params))
                     self.problem(where, None, f"refers to parameter '{pname}', which composite '{name}' "
                                               f"does not declare (parameters: {params})")
                     return None
@@ -297,7 +316,7 @@ class _Flattener:
             if key == SHARE_ATTR:
                 continue
             if key not in declared:
-                names = ", ".join(declared) or "none"
+                names = listing(declared)
                 self.problem(flat, None, f"composite '{comp.name}' has no parameter '{key}' (parameters: {names})")
                 ok = False
         for p in comp.params:
@@ -459,8 +478,8 @@ def flatten(page: Page, composites: dict, registry) -> tuple[Page, Hierarchy]:
     f = _Flattener(page, composites or {}, registry)
     size = flat_size(page, composites or {})
     if size > MAX_FLAT_BLOCKS:
-        f.problem(None, None, f"the page would flatten to {size:,} blocks (its composites' instances "
-                              f"nested in each other); the limit is {MAX_FLAT_BLOCKS:,}")
+        f.problem(None, None, f"the page would flatten to {size:,} blocks (each composite instance "
+                              f"expanded, nested ones included); the limit is {MAX_FLAT_BLOCKS:,}")
         h = f.h
         h.unexpanded.update(nid for nid, n in page.nodes.items() if composite_name(n.block))
         return page, h
@@ -493,32 +512,46 @@ def flatten(page: Page, composites: dict, registry) -> tuple[Page, Hierarchy]:
 
 def flat_size(page: Page, composites: dict) -> int:
     """How many blocks ``page`` flattens to (a composite in a cycle counts as one block: the
-    cycle is refused on its own), counted without expanding, stopping past the limit."""
-    sizes: dict[str, int] = {}
+    cycle is refused on its own; so does an instance nested past MAX_NESTING, which is refused
+    too), counted without expanding: each composite's diagram is read once (once a depth when it
+    sits near the nesting limit), so the count is exact, however far past MAX_FLAT_BLOCKS, and
+    costs what reading the diagrams does. The recursion is as deep as the nesting flattening
+    allows, whatever chain of composites a file holds."""
+    sizes: dict[str, int] = {}          # by name: counted in full
+    cut: dict[tuple, int] = {}          # by (name, depth): counted down to MAX_NESTING only
 
-    def size_of(name: str, active: set) -> int:
+    def size_of(name: str, depth: int, active: set) -> tuple[int, bool]:
         if name in sizes:
-            return sizes[name]
+            return sizes[name], False
+        if (name, depth) in cut:
+            return cut[(name, depth)], True
         comp = composites.get(name)
         if comp is None or name in active:
-            return 1
+            return 1, False
+        if depth >= MAX_NESTING:
+            return 1, True
         active.add(name)
-        total = 0
+        total, truncated = 0, False
         for node in comp.page.nodes.values():
             inner = composite_name(node.block)
-            total += 1 if inner is None else size_of(inner, active)
-            if total > MAX_FLAT_BLOCKS:
-                break
+            if inner is None:
+                total += 1
+            else:
+                n, t = size_of(inner, depth + 1, active)
+                total, truncated = total + n, truncated or t
         active.discard(name)
-        sizes[name] = total
-        return total
+        if truncated:
+            cut[(name, depth)] = total
+        else:
+            sizes[name] = total
+        return total, truncated
 
+    own = composite_name(page.name)     # a definition compiled on its own is one level down
+    depth = 1 if own in composites else 0
     total = 0
     for node in page.nodes.values():
         inner = composite_name(node.block)
-        total += 1 if inner is None else size_of(inner, set())
-        if total > MAX_FLAT_BLOCKS:
-            break
+        total += 1 if inner is None else size_of(inner, depth, set())[0]
     return total
 
 

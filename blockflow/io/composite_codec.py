@@ -7,7 +7,7 @@ writer checks too, so whatever is written loads back.
 """
 from __future__ import annotations
 
-from blockflow.composite import SHARE_ATTR, Composite, block_name, composite_name_problem, cycle_through
+from blockflow.composite import SHARE_ATTR, Composite, block_name, composite_name_problem, find_cycle
 from blockflow.io import rules
 from blockflow.io.checks import Invalid, check_name, check_object, check_text, describe, key_path
 from blockflow.io.rules import COMPOSITE_KEYS, DIAGRAM_KEYS, ORIGIN_KEYS, PARAM_KEYS
@@ -44,10 +44,9 @@ def decode_composites(raw, where: str, decode_diagram) -> dict:
         page = decode_diagram(obj["diagram"], dw, block_name(name))
         out[name] = Composite(name, doc, params, page, origin)
         raw[i] = None
-    for name in out:
-        cycle = cycle_through(out, name)
-        if cycle:
-            raise Invalid(where, f"composite '{name}' contains itself: {' > '.join(cycle)}")
+    cycle = find_cycle(out)
+    if cycle:
+        raise Invalid(where, f"composite '{cycle[0]}' contains itself: {' > '.join(cycle)}")
     return out
 
 
@@ -132,10 +131,9 @@ def encode_composites(composites: dict, where: str, encode_diagram) -> list:
         entry["params"] = [_encode_param(p, f"{key_path(cw, 'params')}[{j}]") for j, p in enumerate(comp.params)]
         entry["diagram"] = encode_diagram(comp.page, key_path(cw, "diagram"))
         out.append(entry)
-    for name in composites:
-        cycle = cycle_through(composites, name)
-        if cycle:
-            raise Invalid(where, f"composite '{name}' contains itself: {' > '.join(cycle)}")
+    cycle = find_cycle(composites)
+    if cycle:
+        raise Invalid(where, f"composite '{cycle[0]}' contains itself: {' > '.join(cycle)}")
     return out
 
 

@@ -21,13 +21,14 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from blockflow.composite import (Composite, block_name, composite_name, insert_composite, instances_of,
-                                 replace_composite, uses)
+from blockflow.composite import (MAX_NESTING, Composite, block_name, composite_name, find_cycle, insert_composite,
+                                 instances_of, replace_composite, uses)
 from blockflow.errors import ProjectError, ProjectFileError
 from blockflow.project import UNSET, Project
 from blockflow.registry import LAYERS_ENTRY_POINT_GROUP, layer_files
 
 __all__ = ["LAYERS_ENTRY_POINT_GROUP", "LIBRARY_NAME", "LayerInfo", "Library", "LibraryError", "default_library",
+           "layer_problem",
            "insert_plan", "insert_layer", "outdated", "update_plan", "update_layer"]
 
 #: the ``library`` of the origin of blockflow's own layers
@@ -73,6 +74,9 @@ class Library:
         """``entries``: (category, {name: Composite}) pairs, the layer's composite first."""
         out = []
         for category, comps in entries:
+            problem = layer_problem(comps)
+            if problem:
+                raise LibraryError(f"a layer of category '{category}': {problem}")
             used = set().union(*(uses(c) for c in comps.values()))
             top = next((c for n, c in comps.items() if n not in used), next(iter(comps.values())))
             comps = {top.name: top, **{n: c for n, c in comps.items() if n != top.name}}
@@ -103,6 +107,42 @@ class Library:
         return found
 
 
+def layer_problem(comps: dict) -> str:
+    """Why ``comps`` ({name: Composite}, from one layer file) cannot be a layer ("" when they can):
+    none at all, one containing itself, or composites nested deeper than an instance may nest
+    (MAX_NESTING: such a layer could never be compiled, and inserting it would cost a walk of
+    the chain per composite)."""
+    if not comps:
+        return "it holds no composite"
+    cycle = find_cycle(comps)
+    if cycle:
+        return f"composite '{cycle[0]}' contains itself: {' > '.join(cycle)}"
+    depth = _nesting(comps)
+    if depth > MAX_NESTING:
+        return f"its composites nest {depth:,} levels deep; instances nest at most {MAX_NESTING}"
+    return ""
+
+
+def _nesting(comps: dict) -> int:
+    """The most composites of ``comps`` on one chain of uses (no cycle: checked before), found
+    without recursion."""
+    depth: dict = {}
+    for start in comps:
+        stack = [start]
+        while stack:
+            name = stack[-1]
+            inner = [u for u in uses(comps[name]) if u in comps]
+            pending = [u for u in inner if u not in depth]
+            if pending and name not in depth:
+                depth[name] = None          # being counted
+                stack.extend(pending)
+                continue
+            stack.pop()
+            if depth.get(name) is None:
+                depth[name] = 1 + max((depth[u] or 0 for u in inner), default=0)
+    return max(depth.values(), default=0)
+
+
 def default_library(read=None) -> Library:
     """The layers every installed block package declares (``blockflow.layers`` entry points);
     ``read(path) -> (composites, metadata)`` reads one layer file (default: the project format's
@@ -115,6 +155,9 @@ def default_library(read=None) -> Library:
             comps, meta = read(path)
         except (OSError, ValueError, ProjectFileError) as exc:
             raise LibraryError(f"layer file {path.name} (of {package}): {exc}") from None
+        problem = layer_problem(comps)
+        if problem:
+            raise LibraryError(f"layer file {path.name} (of {package}): {problem}")
         entries.append((str((meta or {}).get("category", "other")), comps))
     return Library.from_composites(entries)
 
@@ -157,20 +200,28 @@ def insert_plan(project: Project, library: Library, name: str) -> tuple[str, lis
         if names[cname] in project.composites:
             continue
         new.append(_renamed(comp, names[cname], names))
-    # a composite goes in after those it uses
-    done, ordered = set(project.composites), []
+    return names[name], _after_their_uses(new, set(project.composites))
 
-    def place(comp):
-        for inner in sorted(uses(comp)):
-            dep = next((c for c in new if c.name == inner), None)
-            if dep is not None and dep.name not in done:
-                place(dep)
-        if comp.name not in done:
-            done.add(comp.name)
-            ordered.append(comp)
+
+def _after_their_uses(new: list, done: set) -> list:
+    """``new`` ordered so that each composite comes after those of ``new`` it uses (a walk
+    without recursion: a layer may chain thousands of composites)."""
+    by_name, ordered = {c.name: c for c in new}, []
     for comp in new:
-        place(comp)
-    return names[name], ordered
+        if comp.name in done:
+            continue
+        done.add(comp.name)
+        stack = [(comp, iter(sorted(uses(comp))))]
+        while stack:
+            current, todo = stack[-1]
+            inner = next(todo, None)
+            if inner is None:
+                stack.pop()
+                ordered.append(current)
+            elif inner in by_name and inner not in done:
+                done.add(inner)
+                stack.append((by_name[inner], iter(sorted(uses(by_name[inner])))))
+    return ordered
 
 
 def insert_layer(project: Project, library: Library, name: str) -> tuple[str, list]:

@@ -89,11 +89,25 @@ def snapshot_composites(page: Page, composites: dict) -> dict:
 
 
 def users_of(project, name: str) -> list[str]:
-    """The diagrams (pages and definitions) that use composite ``name``, directly or not."""
-    out = []
-    for page in project.diagrams():
-        if page.name != "@" + name and name in _used_by(page, project.composites):
-            out.append(page.name)
+    """The diagrams (pages and definitions) that use composite ``name``, directly or not, in
+    ``project.diagrams()``'s order. One pass over the diagrams, then a walk back from ``name``
+    over who uses whom: not a walk of everything each diagram reaches (each edit of a definition
+    in a project of 600 composites chained cost 0.6 s that way; an import of them, 127 s)."""
+    composites = project.composites
+    used_by: dict = {}
+    for cname, comp in composites.items():
+        for block in {n.block for n in comp.page.nodes.values()}:      # the fast case of uses()
+            if type(block) is str and block[:1] == "@" and block[1:] in composites:
+                used_by.setdefault(block[1:], []).append(cname)
+    reach, todo = {name}, [name]
+    while todo:
+        for user in used_by.get(todo.pop(), ()):
+            if user not in reach:
+                reach.add(user)
+                todo.append(user)
+    blocks = {"@" + n for n in reach}
+    out = [page.name for page in project.pages if any(n.block in blocks for n in page.nodes.values())]
+    out += [comp.page.name for cname, comp in composites.items() if cname in reach and cname != name]
     return out
 
 
