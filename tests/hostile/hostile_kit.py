@@ -152,3 +152,15 @@ def changed_paths(before: dict, after: dict) -> set:
     mtimes are left out: adding a file inside one is reported as the file)."""
     keys = set(before) | set(after)
     return {k for k in keys if before.get(k) != after.get(k)}
+
+
+def chain_composite(name: str, inner: str | None = None) -> dict:
+    """A composite of a project file as a hostile one can chain them: an Input, an instance of
+    ``inner`` (when given) and an Output, no wires."""
+    nodes = [{"id": "x", "block": "Input", "attrs": {"name": "x"}}]
+    if inner:
+        from blockflow.composite import block_name
+
+        nodes.append({"id": "i", "block": block_name(inner), "attrs": {}})
+    nodes.append({"id": "y", "block": "Output", "attrs": {"name": "y"}})
+    return {"name": name, "diagram": {"nodes": nodes, "edges": []}}

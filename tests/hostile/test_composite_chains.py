@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 
-from hostile_kit import run_cli
+from hostile_kit import chain_composite, run_cli
 
 from blockflow.composite import MAX_NESTING, Composite, block_name, cycle_through, find_cycle
 from blockflow.compile.flatten import flat_size
@@ -17,16 +17,8 @@ from blockflow.project import Page, Project
 DEEP = 3_000
 
 
-def _composite(name, inner=None):
-    nodes = [{"id": "x", "block": "Input", "attrs": {"name": "x"}}]
-    if inner:
-        nodes.append({"id": "i", "block": block_name(inner), "attrs": {}})
-    nodes.append({"id": "y", "block": "Output", "attrs": {"name": "y"}})
-    return {"name": name, "diagram": {"nodes": nodes, "edges": []}}
-
-
 def _chain_text(n, pages=(), close=False):
-    comps = [_composite(f"A{i}", f"A{i + 1}" if i < n - 1 else ("A0" if close else None)) for i in range(n)]
+    comps = [chain_composite(f"A{i}", f"A{i + 1}" if i < n - 1 else ("A0" if close else None)) for i in range(n)]
     return json.dumps({"format": "blockflow-project", "version": 2, "metadata": {}, "pages": list(pages),
                        "composites": comps})
 
@@ -51,7 +43,7 @@ def test_a_long_circle_of_composites_is_refused_with_its_chain():
     assert "at composites: composite 'A0' contains itself: A0 > A1 > A2" in message and message.endswith("> A0")
 
 
-def test_cycle_search_is_one_walk_not_one_per_composite():
+def test_cycle_search_is_one_walk_not_one_perchain_composite():
     comps = {}
     for i in range(DEEP):
         page = Page(block_name(f"A{i}"))

@@ -6,24 +6,15 @@ from __future__ import annotations
 import json
 import time
 
+from hostile_kit import chain_composite
 from PySide6.QtCore import QSettings
-
-from blockflow.composite import block_name
-
-
-def _composite(name, inner=None):
-    nodes = [{"id": "x", "block": "Input", "attrs": {"name": "x"}}]
-    if inner:
-        nodes.append({"id": "i", "block": block_name(inner), "attrs": {}})
-    nodes.append({"id": "y", "block": "Output", "attrs": {"name": "y"}})
-    return {"name": name, "diagram": {"nodes": nodes, "edges": []}}
 
 
 def test_importing_a_long_chain_of_composites_leaves_first(qtbot, tmp_path):
     from blockflow.gui.main_window import MainWindow
 
     n = 400
-    comps = [_composite(f"A{i}", f"A{i + 1}" if i < n - 1 else None) for i in range(n)][::-1]
+    comps = [chain_composite(f"A{i}", f"A{i + 1}" if i < n - 1 else None) for i in range(n)][::-1]
     path = tmp_path / "chain.bflow.json"
     path.write_text(json.dumps({"format": "blockflow-project", "version": 2, "metadata": {}, "pages": [],
                                 "composites": comps}), encoding="utf-8")
