@@ -484,11 +484,6 @@ def flatten(page: Page, composites: dict, registry) -> tuple[Page, Hierarchy]:
         h.unexpanded.update(nid for nid, n in page.nodes.items() if composite_name(n.block))
         return page, h
 
-    def top(kind, name, where):
-        f.problem(where, None, f"refers to {'parameter' if kind == PARAM_REF else 'dimension'} "
-                               f"'{name}', but is not inside a composite with one")
-        return None
-
     own = composite_name(page.name)   # a definition compiled on its own: its parameters' defaults
     comp = (composites or {}).get(own) if own else None
 
