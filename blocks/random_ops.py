@@ -364,9 +364,13 @@ class Bernoulli:
         return probs
 
     def forward(probs, *, seed, rng):
-        work = np.float64 if probs.dtype == np.float64 else np.float32
-        reserve(probs.shape, work, "Bernoulli's uniform draws")
-        u = rng.random(probs.shape, dtype=work)
+        if probs.dtype == np.float32 or probs.dtype == np.float64:
+            # the draws' array becomes the result (the comparison's 0/1 written over the draws):
+            # no second array, and nothing to reserve besides the output the runtime counts
+            u = rng.random(probs.shape, dtype=probs.dtype)
+            return np.less(u, probs, out=u)
+        reserve(probs.shape, np.float32, "Bernoulli's uniform draws")
+        u = rng.random(probs.shape, dtype=np.float32)
         return (u < probs).astype(probs.dtype)
 
 

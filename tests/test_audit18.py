@@ -753,10 +753,13 @@ def test_random_streams_are_the_documented_ones_and_reproducible():
         seed, step, run_seed = (int(v) for v in rng.integers(-2**40, 2**40, size=3))
         a = stream_generator(stream_hash(node), seed, step, run_seed).integers(0, 2**63, size=4)
         data = node.encode("utf-8", "surrogatepass")
+        # docs/runtime.md: the key but the step's low 64 bits hashed, then step s's stretch
         h = hashlib.sha256(b"blockflow random stream\0" + len(data).to_bytes(8, "little") + data
-                           + f"{seed},{step},{run_seed}".encode())
+                           + f"{seed},{step // 2**64},{run_seed}".encode())
         words = [int.from_bytes(h.digest()[i:i + 4], "little") for i in range(0, 32, 4)]
-        b = np.random.Generator(np.random.PCG64(np.random.SeedSequence(words, pool_size=8))).integers(0, 2**63, size=4)
+        bits = np.random.PCG64(np.random.SeedSequence(words, pool_size=8))
+        bits.advance(step % 2**64 * 2**64)
+        b = np.random.Generator(bits).integers(0, 2**63, size=4)
         assert (a == b).all(), node
     project = chain(("x", "Placeholder", {"shape": [300, 300]}, None),
                     ("d", "Dropout", {"rate": 0.3, "seed": 4}, {"x": "x"}),

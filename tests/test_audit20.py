@@ -623,8 +623,22 @@ sys.path[:0] = [pkgs, tests, here]
 import blockflow, blockflow_blocks
 assert blockflow.__file__.startswith(pkgs) and blockflow_blocks.__file__.startswith(pkgs), (blockflow.__file__, blockflow_blocks.__file__)
 import test_audit20
+import blockflow.run.streams as streams
+if not hasattr(streams, "stream_start"):   # the tree before steps became stretches of one stream
+    import blockflow.run.runtime as runtime
+    runtime.stream_generator = test_audit20.stretched_stream
 test_audit20._emit(out)
 """
+
+
+def stretched_stream(base, seed, step, run_seed):
+    """The stream of docs/runtime.md since steps became stretches of one stream, given to the
+    tree before that change, so that the comparison is of everything else."""
+    h = base.copy()
+    h.update(f"{int(seed)},{int(step) >> 64},{int(run_seed)}".encode("ascii"))
+    bits = np.random.PCG64(np.random.SeedSequence(np.frombuffer(h.digest(), dtype="<u4"), pool_size=8))
+    bits.advance((int(step) & (2**64 - 1)) << 64)
+    return np.random.Generator(bits)
 
 
 def _tree(tmp, name, src_root):

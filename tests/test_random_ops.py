@@ -285,6 +285,20 @@ def test_bernoulli_edge_probabilities():
     assert R.Bernoulli.infer(TensorType((None, 4), "float32"), seed=0) == TensorType((None, 4), "float32")
 
 
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_bernoulli_is_the_comparison_of_the_draws_cast_bit_for_bit(dtype):
+    """Bernoulli writes the comparison over its draws for float32/64 (no second array): the same
+    bits as comparing a uniform draw of the work dtype and casting, read-only probs left alone."""
+    probs = np.array([[-0.5, 0.0, 0.3, 0.5], [0.7, 1.0, 1.5, np.nan], [np.inf, -np.inf, 1e-30, 0.999]], dtype)
+    probs.flags.writeable = False
+    work = np.float64 if dtype == "float64" else np.float32
+    for seed in range(5):
+        want = (np.random.default_rng(seed).random(probs.shape, dtype=work) < probs).astype(dtype)
+        got = R.Bernoulli.forward(probs, seed=0, rng=np.random.default_rng(seed))
+        assert got.dtype == dtype and got.shape == probs.shape and got.flags.writeable
+        assert got.tobytes() == want.tobytes()
+
+
 def test_random_poisson_statistics():
     lam = np.array([0.0, 0.5, 4.0, 100.0], dtype=np.float32)
     k = R.RandomPoisson.forward(ints([N // 4]), lam, dtype="float32", seed=0, rng=gen())

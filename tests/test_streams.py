@@ -1,0 +1,96 @@
+"""Random streams (run/streams.py): each step a stretch of its block's stream, drawn by each
+thread's kept generator, moved to the run's stretch (runtime._Plan._rng)."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from blockflow.compile.compiler import compile_project
+from blockflow.run.runtime import run
+from blockflow.run.streams import stream_generator, stream_hash, stream_key, stream_start
+from diagrams import chain
+
+F32 = np.float32
+
+
+def test_step_s_is_the_stretch_s_times_2_to_the_64_into_the_steps_stream():
+    base = stream_hash("noise")
+    whole = stream_start(base, (3, 0, 0))
+    for step in (0, 1, 7, 2**63 + 5):
+        bits = stream_start(base, (3, 0, 0))
+        bits.advance(step * 2**64)
+        want = np.random.Generator(bits).random(5)
+        assert stream_generator(base, 3, step, 0).random(5).tolist() == want.tolist()
+    # the stretches follow each other: step 0's numbers 2^64 on are step 1's first
+    whole.advance(2**64)
+    assert np.random.Generator(whole).random(3).tolist() == stream_generator(base, 3, 1, 0).random(3).tolist()
+
+
+def test_steps_past_2_to_the_64_and_negative_ones_have_their_own_streams():
+    base = stream_hash("noise")
+    steps = (0, 1, -1, 2**64, 2**64 + 1, -2**64, 2**70, -(2**70) - 3)
+    keys = {stream_key(0, s, 0) for s in steps}
+    assert len(keys) == len(steps)
+    draws = {tuple(stream_generator(base, 0, s, 0).integers(0, 2**62, 4).tolist()) for s in steps}
+    assert len(draws) == len(steps)
+
+
+def _random_page(shape=(300, 200)):
+    project = chain(("u", "RandomUniform", {"seed": 5}, {"shape": np.array(shape, np.int32)}),
+                    ("n", "RandomNormal", {"seed": 5}, {"shape": np.array(shape[:1], np.int32)}),
+                    ("s", "Sum", {}, {"input": "u"}))
+    return compile_project(project)
+
+
+def _expected(program, node, step, run_seed, draw):
+    st = program.step(node)
+    return draw(stream_generator(stream_hash(node), int(st.attrs.get("seed", 0)), step, run_seed))
+
+
+@pytest.mark.parametrize("record", [False, True])
+def test_a_plans_kept_generators_draw_each_runs_own_numbers(record):
+    """Runs at steps and run seeds out of order, each drawing the numbers a new generator at that
+    stream draws: nothing of one run's position is left in the next."""
+    program = _random_page()
+    for step, run_seed in ((0, 0), (5, 0), (0, 0), (2**64 + 3, 0), (5, 9), (5, 0), (1, 0)):
+        res = run(program, fetch=["u", "n"], step=step, run_seed=run_seed, record=record)
+        u = _expected(program, "u", step, run_seed, lambda g: g.random((300, 200), dtype=F32))
+        n = _expected(program, "n", step, run_seed, lambda g: g.standard_normal(300, dtype=F32))
+        assert res.value("u").tobytes() == u.tobytes()
+        assert res.value("n").tobytes() == n.tobytes()
+
+
+def test_threads_running_one_plan_at_once_each_draw_their_own_steps_numbers():
+    """Each thread keeps its own generators: a generator shared between threads would be moved by
+    one while the other draws (numpy draws without the GIL)."""
+    program = _random_page((600, 500))
+    run(program, fetch=["u"], record=False)
+    want = {s: _expected(program, "u", s, 0, lambda g: g.random((600, 500), dtype=F32)).tobytes() for s in range(4)}
+    wrong, start = [], threading.Barrier(4)
+
+    def worker(step):
+        start.wait()
+        for _ in range(15):
+            if run(program, fetch=["u"], step=step, record=False).value("u").tobytes() != want[step]:
+                wrong.append(step)
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == []
+
+
+def test_dropout_forward_and_backward_draw_the_same_mask_at_every_step():
+    program = compile_project(chain(("x", "Placeholder", {"shape": [50, 40]}, None),
+                                    ("d", "Dropout", {"rate": 0.5, "seed": 2}, {"x": "x"}),
+                                    ("loss", "Sum", {}, {"input": "d"})))
+    x = np.ones((50, 40), F32)
+    for step in (3, 0, 3, 2**64):
+        res = run(program, {"x": x}, fetch=["d"], target="loss", wrt=["x"], record=False, step=step)
+        kept = res.value("d") != 0
+        assert ((res.variable_grads["x"] != 0) == kept).all()
+        assert 0.4 < kept.mean() < 0.6
