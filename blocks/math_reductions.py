@@ -193,6 +193,8 @@ class Mean:
             return spread, None
         return (_spread(g / x.dtype.type(max(count, 1)), x, _axes(axis, x.ndim), keep_dims), None)
 
+    vjp.reads = ()  # out's and x's shapes and dtype only, no value (as Sum's)
+
 
 def _extremum(name, ufunc, example):
     """Max or Min over ``axis``; the gradient goes to the entries equal to the result."""

@@ -23,7 +23,8 @@ from diagrams import chain
 RNG = np.random.default_rng(1918)
 F32 = np.float32
 FAST_SWITCHES = ("BIND_UFUNCS", "DIRECT_KEYWORDS", "REUSE_BUFFERS", "ADD_IN_PLACE", "VJP_INTO_G",
-                 "FORWARD_IN_PLACE", "SUM_OF_PRODUCTS", "BOUND_SEED", "SHARE_GRADIENTS", "CERTIFY_PRODUCTS")
+                 "FORWARD_IN_PLACE", "SUM_OF_PRODUCTS", "BOUND_SEED", "SHARE_GRADIENTS", "CERTIFY_PRODUCTS",
+                 "FOLD_COTANGENTS")
 
 
 def _plain(monkeypatch):

@@ -62,7 +62,7 @@ def _elementwise_page(n):
 
 def _results(monkeypatch, fast, project, feeds, **kw):
     for switch in ("BIND_UFUNCS", "DIRECT_KEYWORDS", "REUSE_BUFFERS", "ADD_IN_PLACE", "VJP_INTO_G", "FORWARD_IN_PLACE",
-                   "SUM_OF_PRODUCTS", "BOUND_SEED"):
+                   "SUM_OF_PRODUCTS", "BOUND_SEED", "FOLD_COTANGENTS"):
         monkeypatch.setattr(lower, switch, fast)
     monkeypatch.setattr(fused, "FUSE_PRODUCT_SUMS", fast)
     monkeypatch.setattr(fused, "DOT_GRADIENT_SUMS", False)  # changes the bits: tests/test_fused_grads.py

@@ -21,7 +21,7 @@ from diagrams import chain
 RNG = np.random.default_rng(1819)
 N = 50_000
 SWITCHES = ("BIND_UFUNCS", "DIRECT_KEYWORDS", "REUSE_BUFFERS", "ADD_IN_PLACE", "VJP_INTO_G", "FORWARD_IN_PLACE",
-            "SUM_OF_PRODUCTS", "BOUND_SEED")
+            "SUM_OF_PRODUCTS", "BOUND_SEED", "FOLD_COTANGENTS")
 
 
 def _switch(monkeypatch, on, dot=False):

@@ -1,5 +1,5 @@
 """Random streams (run/streams.py): each step a stretch of its block's stream, drawn by each
-thread's kept generator, moved to the run's stretch (runtime._Plan._rng)."""
+thread's kept generator, moved to the run's stretch (streams.BlockStreams)."""
 from __future__ import annotations
 
 import threading

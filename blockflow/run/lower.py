@@ -20,6 +20,7 @@ from blockflow.compile.program import Program, Step
 from blockflow.project import Edge
 from blockflow.run.certify import certify_product
 from blockflow.run.code_parts import needs_by_input, nbytes, parts_of_updates, struct_expr, with_frees
+from blockflow.run.fold import copy_known, folded_call, known_part, known_seed
 from blockflow.run.kept import KeptArrays, add_into, keep_array
 from blockflow.run.memplan import RESIDENT, Line, MemoryPlan, alias, new, parts_into, value_dependent
 from blockflow.run.memplan import parts as memparts
@@ -59,6 +60,9 @@ SHARE_GRADIENTS = True
 #: let a checked run skip reading a Variable's gradient made by one large matrix product, when
 #: its operands certify it finite (run/certify.py; off: every returned gradient is read)
 CERTIFY_PRODUCTS = True
+#: a vjp that reads no value, given constant cotangents (a loss's reductions), is computed once
+#: when the plan is written (run/fold.py)
+FOLD_COTANGENTS = True
 #: a certificate's own cost, in elements read: its call and two dots cost what reading 32k more
 #: values does (8 us for 66k operands against 16 to read the 200k-value gradient they vouch
 #: for; a 65k gradient from 32k of operands was no cheaper certified: 6.0 against 5.4 us)
@@ -98,7 +102,7 @@ class Lowered:
 
 
 def lower(program: Program, *, fwd, bwd, paths, target, fetch, record, wanted_grads, var_steps,
-          feed_steps, state_slots, fail, rng, where, check=False) -> Lowered:
+          feed_steps, state_slots, fail, rng, where, check=False, seeded=False) -> Lowered:
     """Generate and compile the function for one kind of run.
 
     ``fwd``/``bwd``: the steps to run forward, and backward (in reverse order); ``paths``: the
@@ -107,7 +111,8 @@ def lower(program: Program, *, fwd, bwd, paths, target, fetch, record, wanted_gr
     ((node, slot) pairs); ``var_steps``/``feed_steps``/``state_slots``: the order of V and F;
     ``fail(n, exc, locals)``, ``rng(index, data)`` and ``where(at)`` are the plan's failure
     handler, random streams and cursor names. ``check``: the runs will check their results for
-    NaN/Inf (certificates may stand for reading some gradients: ``certified``).
+    NaN/Inf (certificates may stand for reading some gradients: ``certified``). ``seeded``: the
+    runs give their own gradient seed (G0), so the backward pass starts from no constant.
     """
     w = _Writer(program, fail, rng)
     returned = set(fetch) | ({target} if target is not None else set())
@@ -130,11 +135,14 @@ def lower(program: Program, *, fwd, bwd, paths, target, fetch, record, wanted_gr
         t = target
         w.lines.append(Line(f"_n = -1; g{t} = G0 if G0 is not None else {w.ones(t)}", {f"s{t}"}, {f"g{t}"},
                             ((f"g{t}", new(t, "the gradient seed")),), -1))
+        if FOLD_COTANGENTS and not record and not seeded:
+            known_seed(w, t)
         if SHARE_GRADIENTS and not record and w.shares:
             w.shared = w.shared_cotangents(paths, bwd, t)
             w.protected |= {f"g{y}" for y, _ in w.shared.values()}  # read again to scale the shares
         w.wanted = {s for _, s in wanted_grads}
         grad_written = w.backward(paths, bwd, {t}, "g", edge_names if record else None)
+        copy_known(w, {s for _, s in wanted_grads})
     if record:
         value_slots = [o for st in fwd for o in st.outputs]
         grad_slots = sorted(grad_written)
@@ -200,6 +208,10 @@ class _Writer:
         #: {slot: (step, flat input, index of its vjp's line)} for cotangents that are one vjp's
         #: part, never summed (certificates)
         self.sole: dict = {}
+        #: {slot: its cotangent's value} where the plan knows it (run/fold.py), and the cotangent
+        #: names that may hold one of those values, handed on by a vjp
+        self.known: dict = {}
+        self.maybe_known: set = set()
 
     def ones(self, slot) -> str:
         """Code for a gradient seed of ones shaped like ``slot``'s value: a copy of a ones array
@@ -377,10 +389,14 @@ class _Writer:
                     self._scaled_share(o, st.index, grad_written)
             if not any(o in grad_written for o in st.outputs):
                 continue
-            r = self._vjp_call(st, gp, grad_written, needs_flat)
+            folded = folded_call(self, st, needs_flat, grad_written) if gp == "g" and edge_names is None else None
+            r = folded[0] if folded else self._vjp_call(st, gp, grad_written, needs_flat)
+            # a vjp given a known cotangent may hand it on (Add's): its parts may be that array
+            hands_on = gp == "g" and not folded and not getattr(st.spec.vjp, "fresh_result", False) and any(
+                o in self.known or f"g{o}" in self.maybe_known for o in st.outputs)
             for j, (pos, idx, edge) in enumerate(st.in_edges):
                 if needs_flat[j]:
-                    self._accumulate(st, j, r, gp, grad_written, edge_names)
+                    self._accumulate(st, j, r, gp, grad_written, edge_names, folded and folded[1], hands_on)
         for o in sorted(self.wanted & shared.keys() - grad_written):  # a Placeholder's, a Variable's
             self._scaled_share(o, -1, grad_written)
         return grad_written
@@ -448,9 +464,11 @@ class _Writer:
         self.owned.discard(name)  # its array is the vjp's now
         return name
 
-    def _accumulate(self, st: Step, j: int, r: str, gp, grad_written, edge_names) -> None:
+    def _accumulate(self, st: Step, j: int, r: str, gp, grad_written, edge_names, folded=None,
+                    hands_on=False) -> None:
         """Add the vjp's part for flat input ``j`` to its source slot's cotangent (kept under a
-        wire's own name first when ``edge_names`` records wires)."""
+        wire's own name first when ``edge_names`` records wires). ``folded``: the vjp's result,
+        computed when the plan was written; ``hands_on``: its parts may be a known cotangent."""
         pos, idx, edge = st.in_edges[j]
         src = st.flat_input(j)
         expr, read, held = (f"{r}[{pos}]" if idx is None else f"{r}[{pos}][{idx}]"), r, alias(r, (pos, idx))
@@ -472,6 +490,8 @@ class _Writer:
             if edge_names is None and ADD_IN_PLACE:
                 self.owned.add(name)  # a sum is a new array
             self.sole.pop(src, None)
+            self.known.pop(src, None)
+            self.maybe_known.discard(name)
         else:
             grad_written.add(src)
             if gp == "g" and edge_names is None:
@@ -480,10 +500,14 @@ class _Writer:
             # Only the part of a vjp whose results are new arrays, one per input, is the plan's
             # alone; anything else may be another cotangent's array (Add hands g on), and a
             # recorded run keeps each wire's part.
-            if edge_names is None and ADD_IN_PLACE and getattr(st.spec.vjp, "fresh_result", False):
+            if folded is not None:
+                known_part(self, src, folded[pos] if idx is None else folded[pos][idx])
+            elif edge_names is None and ADD_IN_PLACE and getattr(st.spec.vjp, "fresh_result", False):
                 self.owned.add(name)
             else:
                 self.owned.discard(name)
+            if hands_on:
+                self.maybe_known.add(name)
 
     def gradients_block(self, st: Step) -> None:
         """TF's tf.gradients as a block: reverse mode, inline, over what precedes it on the page."""

@@ -5,7 +5,9 @@ Both are decided from the program alone, before a run, and must be exact: an arr
 into only when no block, vjp, fetch or caller can still read what it held, and no array the
 caller gets back is one the plan keeps. A block says what its vjp reads (``vjp.reads``: the
 names of the arguments whose values it reads, ``out`` or input ports; without it, everything)
-and whether its results are new arrays (``forward.fresh_result``, ``vjp.fresh_result``).
+and whether its results are new arrays (``forward.fresh_result``, ``vjp.fresh_result``). A vjp
+that reads nothing (``vjp.reads = ()``) must depend on nothing but its cotangent and its
+arguments' shapes and dtypes: run/fold.py computes it once when its cotangents are constants.
 
 Imports nothing of blockflow but compile.program.
 """

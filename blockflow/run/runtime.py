@@ -9,7 +9,6 @@ Must not import PySide6 or the block library.
 from __future__ import annotations
 
 import gc
-import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,7 +26,7 @@ from blockflow.errors import MemoryLimitError, NumericsError, RunError
 from blockflow.run.lower import KeptArrays, lower
 from blockflow.run.plan_failures import PlanFailures, check_target, checked_wrt, slot_name
 from blockflow.run.plan_inputs import PlanInputs
-from blockflow.run.streams import stream_generator, stream_hash, stream_key, stream_start
+from blockflow.run.streams import BlockStreams, stream_generator, stream_hash
 from blockflow.run.numerics import all_finite, all_finite_many, what_is_not_finite as _what
 from blockflow.run.packer import make_finite_test, make_packer
 from blockflow.run.shaped import ShapedProgram
@@ -265,7 +264,7 @@ def _plan_for(program: Program, fetch, target, grad_seed, wrt, record, check=Tru
     plans = program.cache("plans")
     plan = plans.get(key)
     if plan is None:
-        plan = plans[key] = _new_plan(program, fetch_slots, t_slot, wrt, record, key[5])
+        plan = plans[key] = _new_plan(program, fetch_slots, t_slot, wrt, record, key[5], seeded=key[4])
     if simple:
         program.cache("runs")[seen_key] = (t_slot, wrt, plan)
     return t_slot, wrt, plan
@@ -315,13 +314,13 @@ def _run_planned(program, plan, guard, feed_list, variables, t_slot, grad_seed, 
     return result
 
 
-def _new_plan(program, fetch_slots, t_slot, wrt, record, check=False, types=None) -> "_Plan":
+def _new_plan(program, fetch_slots, t_slot, wrt, record, check=False, types=None, seeded=False) -> "_Plan":
     # Generating a plan makes many small objects and frees none: the cyclic collector would rescan
     # the growing heap again and again (as in compile_page), so it waits until the plan is made.
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _Plan(program, fetch_slots, t_slot, wrt, record, check, types)
+        return _Plan(program, fetch_slots, t_slot, wrt, record, check, types, seeded)
     finally:
         if enabled:
             gc.enable()
@@ -361,7 +360,7 @@ def _wanted_grads(fwd, paths, wrt) -> list:
 class _Plan(PlanInputs, PlanFailures):
     """Straight-line code for one kind of run, generated once per Program and key."""
 
-    def __init__(self, program: Program, fetch, target, wrt, record, check=False, types=None):
+    def __init__(self, program: Program, fetch, target, wrt, record, check=False, types=None, seeded=False):
         self.program = program
         self.fetch = fetch
         self.target = target
@@ -392,11 +391,7 @@ class _Plan(PlanInputs, PlanFailures):
                                    if s is not None and slots[s].state})
         #: where each state slot's value is kept: (Variable node, key) in program.slot_values
         self.state_keys = [(slots[s].node, slots[s].port) for s in self.state_slots]
-        self._rng_ids: dict = {}
-        #: per random block: (stream_key's hashed part, the PCG64 state that stream starts at)
-        self._stream_starts: dict = {}
-        #: each thread's generators, one per random block (_rng)
-        self._generators = threading.local()
+        self.streams = BlockStreams(program.steps)
         if paths is not None and paths.prevented:
             raise RunError(self._prevent_message(paths.prevented, "the gradient of " + slot_name(program, target)))
         self.bwd = bwd = _backward_steps(fwd, paths)
@@ -404,8 +399,8 @@ class _Plan(PlanInputs, PlanFailures):
         self.wanted_grads = _wanted_grads(fwd, paths, wrt)
         code = lower(seen_as, fwd=fwd, bwd=bwd, paths=paths, target=target, fetch=fetch, record=record,
                      wanted_grads=self.wanted_grads, var_steps=self.var_steps, feed_steps=self.feed_steps,
-                     state_slots=self.state_slots, fail=self._fail, rng=self._rng, where=self._where,
-                     check=check)
+                     state_slots=self.state_slots, fail=self._fail, rng=self.streams.generator, where=self._where,
+                     check=check, seeded=seeded)
         if code.prevented_by_gradients is not None:
             node, prevented = code.prevented_by_gradients
             raise RunError(self._prevent_message(prevented, f"{program.full_name(node)} (Gradients)"))
@@ -424,7 +419,7 @@ class _Plan(PlanInputs, PlanFailures):
         self.target_key, self.edge_list, self.update_steps = code.target_key, code.edge_list, code.update_steps
         self._result_code(program, record)
         self.shaped = self.open_signatures(SHAPED_PLANS and not record and types is None, slots, lambda t: _new_plan(
-            program, fetch, target, wrt, record, check, t))
+            program, fetch, target, wrt, record, check, t, seeded))
 
     def _result_code(self, program: Program, record) -> None:
         """``pack`` (out -> RunResult) and ``finite`` (out -> bool, None for the general check),
@@ -437,32 +432,6 @@ class _Plan(PlanInputs, PlanFailures):
                 self.pack = make_packer(RunResult, program, self.value_keys, self.grad_keys, self.wanted_keys,
                                         self.target_key, self.paths)
             self.finite = make_finite_test(len(self.value_keys), len(self.grad_keys))
-
-    def _rng(self, index: int, data: DataRequest) -> np.random.Generator:
-        """The random stream of one block in one run: fixed by its id, its seed, the step and the
-        run's seed (run/streams.py).
-
-        Forward and backward get identical streams, so a vjp can redraw what forward drew
-        (Dropout's mask) instead of keeping it. Each thread keeps one generator per block and
-        moves it to the run's stream: a new SeedSequence and PCG64 per block and run cost 70-110 us
-        right after a large product, moving a kept one 15-20.
-        """
-        st = self.program.steps[index]
-        hashed, offset = stream_key(st.attrs.get("seed", 0), data.step, data.seed)
-        start = self._stream_starts.get(index)
-        if start is None or start[0] != hashed:
-            base = self._rng_ids.get(index)
-            if base is None:
-                base = self._rng_ids[index] = stream_hash(st.node)
-            start = self._stream_starts[index] = (hashed, stream_start(base, hashed).state)
-        kept = self._generators.__dict__
-        gen = kept.get(index)
-        if gen is None:
-            gen = kept[index] = np.random.Generator(np.random.PCG64(0))
-        bits = gen.bit_generator
-        bits.state = start[1]
-        bits.advance(offset)
-        return gen
 
     # ------------------------------------------------------------------------- inputs/outputs
     def take_buffers(self):

@@ -1,13 +1,15 @@
 """Random streams: each random block's generator in a run, fixed by its id, its seed, the step
-and the run's seed (runtime._Plan._rng asks for them).
+and the run's seed (a plan's BlockStreams hands them out).
 
 Must not import PySide6 or the block library.
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
-__all__ = ["stream_generator", "stream_hash", "stream_key", "stream_start"]
+__all__ = ["BlockStreams", "stream_generator", "stream_hash", "stream_key", "stream_start"]
 
 
 # A block's random stream is keyed by everything that tells it apart: its whole id, its seed, the
@@ -23,7 +25,7 @@ __all__ = ["stream_generator", "stream_hash", "stream_key", "stream_start"]
 # with the rest: step 0 draws the numbers it drew then, other steps draw new ones. Making a
 # SeedSequence and a PCG64 for every random block on every run cost 70-110 us in place (right
 # after a large product), a tenth of an RBM's step; moving a kept generator to its stretch costs
-# 15-20 (run/runtime.py, _Plan._rng).
+# 15-20 (BlockStreams, below).
 _STREAM_TAG = b"blockflow random stream\0"
 _STEP_BITS = 64
 _STEP_MASK = (1 << _STEP_BITS) - 1
@@ -66,3 +68,39 @@ def stream_generator(base, seed: int, step: int, run_seed: int) -> np.random.Gen
     bits = stream_start(base, hashed)
     bits.advance(offset)
     return np.random.Generator(bits)
+
+
+class BlockStreams:
+    """The random streams of one plan's blocks (``steps``: the program's).
+
+    Forward and backward get identical streams, so a vjp can redraw what forward drew
+    (Dropout's mask) instead of keeping it. Each thread keeps one generator per block and moves
+    it to the run's stretch: a new SeedSequence and PCG64 per block and run cost 70-110 us right
+    after a large product, moving a kept one 15-20.
+    """
+
+    def __init__(self, steps):
+        self._steps = steps
+        self._ids: dict = {}
+        #: {step index: (stream_key's hashed part, the PCG64 state its stream starts at)}
+        self._starts: dict = {}
+        self._kept = threading.local()
+
+    def generator(self, index: int, data) -> np.random.Generator:
+        """Step ``index``'s generator for the run asking ``data`` (a DataRequest: step, seed)."""
+        st = self._steps[index]
+        hashed, offset = stream_key(st.attrs.get("seed", 0), data.step, data.seed)
+        start = self._starts.get(index)
+        if start is None or start[0] != hashed:
+            base = self._ids.get(index)
+            if base is None:
+                base = self._ids[index] = stream_hash(st.node)
+            start = self._starts[index] = (hashed, stream_start(base, hashed).state)
+        kept = self._kept.__dict__
+        gen = kept.get(index)
+        if gen is None:
+            gen = kept[index] = np.random.Generator(np.random.PCG64(0))
+        bits = gen.bit_generator
+        bits.state = start[1]
+        bits.advance(offset)
+        return gen

@@ -1,0 +1,130 @@
+"""Constant cotangents (run/fold.py): vjps that read no value, given the run's seed of ones, are
+computed once when the plan is written; the runs give the bits they gave before, and no caller
+ever holds one of the plan's arrays."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import blockflow.run.lower as lower
+from blockflow.compile.compiler import compile_project
+from blockflow.run.fold import FOLD_MAX_SIZE
+from blockflow.run.runtime import run
+from diagrams import chain
+
+F32 = np.float32
+RNG = np.random.default_rng(2611)
+
+
+def _free_energy_page(batch=16, n=24):
+    """loss = Mean(Sum(Softplus(x), axis 1)) - Mean(Sum(Softplus(y), axis 1)): the RBM's shape."""
+    project = chain(("x", "Placeholder", {"shape": [batch, n]}, None),
+                    ("y", "Placeholder", {"shape": [batch, n]}, None),
+                    ("sx", "Softplus", {}, {"features": "x"}),
+                    ("sy", "Softplus", {}, {"features": "y"}),
+                    ("fx", "Sum", {}, {"input": "sx", "axis": np.int32(1)}),
+                    ("fy", "Sum", {}, {"input": "sy", "axis": np.int32(1)}),
+                    ("mx", "Mean", {}, {"input": "fx"}),
+                    ("my", "Mean", {}, {"input": "fy"}),
+                    ("loss", "Subtract", {}, {"x": "mx", "y": "my"}))
+    feeds = {"x": RNG.normal(size=(batch, n)).astype(F32), "y": RNG.normal(size=(batch, n)).astype(F32)}
+    return project, feeds
+
+
+def _plan(program):
+    return [p for p in program.cache("plans").values() if not p.record][0]
+
+
+def _grads(monkeypatch, fold, project, feeds, **kw):
+    monkeypatch.setattr(lower, "FOLD_COTANGENTS", fold)
+    program = compile_project(project)
+    out = [run(program, feeds, target="loss", wrt=frozenset(feeds), record=False, **kw) for _ in range(3)]
+    return program, [(r.value("loss").tobytes(), {k: (v.dtype.str, v.shape, v.tobytes()) for k, v in r.variable_grads.items()})
+                     for r in out], out
+
+
+def test_a_losss_reductions_are_folded_and_give_the_same_bits(monkeypatch):
+    project, feeds = _free_energy_page()
+    folded_program, folded, _ = _grads(monkeypatch, True, project, feeds)
+    plain_program, plain, _ = _grads(monkeypatch, False, project, feeds)
+    assert folded == plain
+    source = _plan(folded_program).source
+    called = [line for line in source.splitlines() if "= b" in line]   # a vjp's call: gr.. = b..(...)
+    assert len(called) == 2 and all("s" in line for line in called)   # the two Softplus vjps only
+    assert len([line for line in _plan(plain_program).source.splitlines() if "= b" in line]) == 7
+
+
+def test_the_plans_arrays_are_read_only_and_never_the_callers(monkeypatch):
+    """Identity hands its cotangent on: the gradient of x would be the plan's folded array; the
+    run returns a copy of it instead, a new one each run, which the caller may write into."""
+    monkeypatch.setattr(lower, "FOLD_COTANGENTS", True)
+    project = chain(("x", "Placeholder", {"shape": [6, 5]}, None),
+                    ("i", "Identity", {}, {"input": "x"}),
+                    ("loss", "Mean", {}, {"input": "i"}))
+    program = compile_project(project)
+    x = RNG.normal(size=(6, 5)).astype(F32)
+    first = run(program, {"x": x}, target="loss", wrt=["x"], record=False).variable_grads["x"]
+    second = run(program, {"x": x}, target="loss", wrt=["x"], record=False).variable_grads["x"]
+    assert first.flags.writeable and not np.shares_memory(first, second)
+    np.testing.assert_array_equal(first, np.full((6, 5), 1 / 30, F32))
+    first *= 100
+    third = run(program, {"x": x}, target="loss", wrt=["x"], record=False).variable_grads["x"]
+    np.testing.assert_array_equal(third, np.full((6, 5), 1 / 30, F32))
+    plan = _plan(program)
+    kept = [v for k, v in plan.fn.__globals__.items() if k.startswith("v") and isinstance(v, tuple)]
+    assert kept and all(not p.flags.writeable for t in kept for p in t if type(p) is np.ndarray)
+
+
+def test_a_gradient_the_run_returns_is_not_folded_into_a_shared_array(monkeypatch):
+    monkeypatch.setattr(lower, "FOLD_COTANGENTS", True)
+    project = chain(("W", "Variable", {"shape": [4, 3], "initializer": "ones"}, None),
+                    ("loss", "Sum", {}, {"input": "W:ref"}))
+    program = compile_project(project)
+    a = run(program, target="loss", record=False).variable_grads["W"]
+    b = run(program, target="loss", record=False).variable_grads["W"]
+    assert not np.shares_memory(a, b) or a.base is None
+    np.testing.assert_array_equal(a, np.ones((4, 3), F32))
+
+
+def test_a_run_given_its_own_seed_folds_nothing(monkeypatch):
+    project, feeds = _free_energy_page()
+    program, _, (res, *_) = _grads(monkeypatch, True, project, feeds)
+    doubled = run(program, feeds, target="loss", wrt=frozenset(feeds), record=False, grad_seed=F32(2))
+    for k, g in res.variable_grads.items():
+        np.testing.assert_array_equal(doubled.variable_grads[k], 2 * g)
+    seeded = [p for p in program.cache("plans").values() if not p.record and "G0" in p.source]
+    assert all("= v" not in p.source for p in seeded if p is not _plan(program))
+
+
+def test_large_arguments_are_not_folded(monkeypatch):
+    n = FOLD_MAX_SIZE + 1
+    project = chain(("x", "Placeholder", {"shape": [n]}, None),
+                    ("e", "Exp", {}, {"x": "x"}),
+                    ("loss", "Sum", {}, {"input": "e"}))
+    monkeypatch.setattr(lower, "FOLD_COTANGENTS", True)
+    program = compile_project(project)
+    run(program, {"x": np.zeros(n, F32)}, target="loss", wrt=["x"], record=False)
+    assert "= v" not in _plan(program).source
+
+
+@pytest.mark.parametrize("record", [True, False])
+def test_recorded_runs_and_gradients_blocks_match_the_unfolded_ones(monkeypatch, record):
+    """Wire gradients (recorded) are never folded; a page whose loss is read by a Gradients block
+    gives the same bits either way."""
+    project = chain(("x", "Placeholder", {"shape": [5, 4]}, None),
+                    ("t", "Tanh", {}, {"x": "x"}),
+                    ("s", "Sum", {}, {"input": "t", "axis": np.int32(0)}),
+                    ("m", "Mean", {}, {"input": "s"}),
+                    ("gr", "Gradients", {}, {"ys[0]": "m", "xs[0]": "x"}),
+                    ("q", "Square", {}, {"x": "gr:dx[0]"}),
+                    ("sq", "Sum", {}, {"input": "q"}),
+                    ("loss", "Add", {}, {"x": "sq", "y": "m"}))
+    feeds = {"x": RNG.normal(size=(5, 4)).astype(F32)}
+    outs = []
+    for fold in (True, False):
+        monkeypatch.setattr(lower, "FOLD_COTANGENTS", fold)
+        program = compile_project(project)
+        res = [run(program, feeds, target="loss", wrt=["x"], record=record) for _ in range(2)]
+        outs.append([(r.value("loss").tobytes(), r.variable_grads["x"].tobytes(),
+                      sorted((str(k), np.asarray(v).tobytes()) for k, v in r.grads.items())) for r in res])
+    assert outs[0] == outs[1]
