@@ -172,6 +172,9 @@ def pad(call: Call):
     if call.opset < 11:
         pads, mode, value = list(call.attr("pads", ())), call.attr("mode", "constant"), call.attr("value", 0.0)
         axes = list(range(rank))
+        if call.dtype(0) is not None:   # the float is the input's dtype's as ONNX casts it (1e10 in float16: inf)
+            with np.errstate(over="ignore"):
+                value = float(np.asarray(value).astype(call.dtype(0)))
     else:
         pads, mode = call.ints(1, "Pad's pads"), call.attr("mode", "constant")
         value = float(call.need_known(2, "Pad's constant_value").reshape(-1)[0]) if call.has(2) else 0.0
