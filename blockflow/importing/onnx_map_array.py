@@ -11,8 +11,8 @@ import math
 
 import numpy as np
 
-from blockflow.importing.onnx_build import Known, Wire
-from blockflow.importing.onnx_fold import FoldRefused, reshape_target
+from blockflow.importing.onnx_build import Known, Refused, Wire
+from blockflow.importing.onnx_fold import FoldRefused, flatten_axis, reshape_target
 from blockflow.importing.onnx_mapping import Call, Unsupported, maps
 
 
@@ -57,11 +57,9 @@ def flatten(call: Call):
     shape = call.shape(0)
     if shape is None:
         raise Unsupported("Flatten of an input of unknown rank")
-    rank = len(shape)
-    axis = call.attr("axis", 1)
-    if not -rank <= axis <= rank:
-        raise Unsupported(f"Flatten axis {axis} for rank {rank}")
-    axis = axis + rank if axis < 0 else axis   # -1 is the last axis, as for every other op
+    axis, why = flatten_axis(call.attr("axis", 1), len(shape), call.opset)
+    if axis is None:
+        raise Refused(why)
     head, tail = shape[:axis], shape[axis:]
     sizes = []
     for part in (head, tail):
