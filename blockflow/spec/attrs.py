@@ -103,9 +103,14 @@ def _check_bool(attr: Attr, value):
     return bool(value)
 
 
-def _check_number(value):
+def _number(value):
+    """``value`` as a number, or AttrError. A 0-d array of numbers is the number it holds: a
+    project file writes a numpy scalar, and a float JSON cannot spell (inf), as one."""
+    if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "iuf":
+        value = value[()]
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
         raise AttrError(f"expected a number, got {value!r}")
+    return value
 
 
 def _shown(value) -> str:
@@ -136,7 +141,7 @@ def _int64(value: int, what="must be", given=None) -> int:
 
 
 def _check_int(attr: Attr, value):
-    _check_number(value)
+    value = _number(value)
     # a Python int of any size is whole: float() of one beyond 1.8e308 would overflow
     if not isinstance(value, (int, np.integer)) and (
             not math.isfinite(float(value)) or float(value) != int(value)):
@@ -145,7 +150,7 @@ def _check_int(attr: Attr, value):
 
 
 def _check_float(attr: Attr, value):
-    _check_number(value)
+    value = _number(value)
     try:
         value = float(value)
     except OverflowError:   # an int past float64's largest, about 1.8e308
