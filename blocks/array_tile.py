@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from blockflow.spec import Attr, Input, Output, ShapeError, TensorType, block, normalize_axis, unbroadcast
+from blockflow.spec import Attr, Input, Output, ShapeError, TensorType, block, fit_dtype, normalize_axis, unbroadcast
 
 from .common import fmt_shape
 from .folding import fold, static_ints, static_sizes
@@ -91,7 +91,8 @@ class Pad:
     """Surrounds ``input`` with ``constant_values``: paddings[i] = [before, after] on axis i.
 
     TensorFlow's ``tf.pad`` in CONSTANT mode (ops Pad, PadV2); MirrorPad does the reflecting
-    modes. The gradient is the middle block of ``g`` (a view).
+    modes. ``constant_values`` must fit the input's dtype as a constant's value must (a whole
+    number in its range for an integer input). The gradient is the middle block of ``g`` (a view).
     """
 
     inputs = (Input("input"),
@@ -102,8 +103,10 @@ class Pad:
 
     def infer(x, paddings, *, constant_values):
         pads = _paddings("Pad", paddings, x.shape)
-        if x.dtype.kind in "iub" and constant_values != int(constant_values):
-            raise ShapeError(f"Pad: constant_values {constant_values} does not fit a {x.dtype.name} tensor")
+        try:    # np.full would wrap a number an int dtype cannot hold, and overflow past int64
+            fit_dtype(constant_values, x.dtype)
+        except ValueError as exc:
+            raise ShapeError(f"Pad: constant_values {exc}") from None
         t = TensorType(tuple(None if d is None else d + b + a for d, (b, a) in zip(x.shape, pads)), x.dtype)
         return fold("Pad", t, Pad.forward, x, paddings, constant_values=constant_values)
 

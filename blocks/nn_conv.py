@@ -10,8 +10,8 @@ from blockflow.spec import Attr, Input, Output, ShapeError, TensorType, block, r
 
 from .common import fmt_shape, no_bool
 from .conv_groups import add_windows, groups_of, grouped_correlate, grouped_vjp, row_pieces, window_view
-from .window_geometry import (LAYOUTS, axis_geometry, explicit_pads, from_nhwc, geometry, layout_shape,
-                              nhwc_type, pad_hw, spatial, to_nhwc)
+from .window_geometry import (LAYOUTS, WINDOW_MAX, axis_geometry, explicit_pads, from_nhwc, geometry,
+                              layout_shape, nhwc_type, pad_hw, spatial, to_nhwc)
 
 
 @block("BiasAdd", category="nn_ops")
@@ -133,11 +133,13 @@ class Conv2D:
     inputs = (Input("input", dtype="float"), Input("filter", dtype="float"))
     outputs = (Output("output"),)
     attrs = (
-        Attr("strides", "ints", (1, 1, 1, 1), doc="window step per axis, [1, sh, sw, 1] in NHWC"),
+        Attr("strides", "ints", (1, 1, 1, 1), max=WINDOW_MAX, doc="window step per axis, [1, sh, sw, 1] in NHWC"),
         Attr("padding", "choice", "VALID", choices=_CONV_PADDINGS),
-        Attr("explicit_paddings", "ints", (), doc="with EXPLICIT padding: 8 ints, (before, after) per axis"),
+        Attr("explicit_paddings", "ints", (), max=WINDOW_MAX,
+             doc="with EXPLICIT padding: 8 ints, (before, after) per axis"),
         Attr("data_format", "choice", "NHWC", choices=LAYOUTS),
-        Attr("dilations", "ints", (1, 1, 1, 1), doc="filter dilation per axis, [1, dh, dw, 1] in NHWC"),
+        Attr("dilations", "ints", (1, 1, 1, 1), max=WINDOW_MAX,
+             doc="filter dilation per axis, [1, dh, dw, 1] in NHWC"),
     )
     grad_rule = """
         dinput = each output position's g times filter, added back onto that position's input window

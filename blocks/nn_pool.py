@@ -12,8 +12,8 @@ from blockflow.spec import Attr, Input, Output, ShapeError, TensorType, block, r
 
 from . import windows
 from .common import ZERO
-from .window_geometry import (LAYOUTS, col2im, explicit_pads, from_nhwc, geometry, kernel_offset, layout_shape,
-                              nhwc_type, pad_hw, spatial, to_nhwc)
+from .window_geometry import (LAYOUTS, WINDOW_MAX, col2im, explicit_pads, from_nhwc, geometry, kernel_offset,
+                              layout_shape, nhwc_type, pad_hw, spatial, to_nhwc)
 
 
 def _pool_setup(op, shape, ksize, strides, padding, data_format, explicit_paddings=()):
@@ -44,8 +44,8 @@ def _pool_infer(op, t, ksize, strides, padding, data_format, explicit_paddings=(
 
 
 _POOL_ATTRS = (
-    Attr("ksize", "ints", (1, 2, 2, 1), doc="window size per axis, [1, kh, kw, 1] in NHWC"),
-    Attr("strides", "ints", (1, 2, 2, 1), doc="window step per axis, [1, sh, sw, 1] in NHWC"),
+    Attr("ksize", "ints", (1, 2, 2, 1), max=WINDOW_MAX, doc="window size per axis, [1, kh, kw, 1] in NHWC"),
+    Attr("strides", "ints", (1, 2, 2, 1), max=WINDOW_MAX, doc="window step per axis, [1, sh, sw, 1] in NHWC"),
     Attr("padding", "choice", "VALID", choices=("SAME", "VALID")),
     Attr("data_format", "choice", "NHWC", choices=LAYOUTS),
 )
@@ -53,7 +53,8 @@ _POOL_ATTRS = (
 _MAX_POOL_ATTRS = (
     *_POOL_ATTRS[:2],
     Attr("padding", "choice", "VALID", choices=("SAME", "VALID", "EXPLICIT")),
-    Attr("explicit_paddings", "ints", (), doc="with EXPLICIT padding: 8 ints, (before, after) per axis"),
+    Attr("explicit_paddings", "ints", (), max=WINDOW_MAX,
+         doc="with EXPLICIT padding: 8 ints, (before, after) per axis"),
     _POOL_ATTRS[3],
 )
 _NO_DILATION = (1, 1)

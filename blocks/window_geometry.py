@@ -14,6 +14,14 @@ from blockflow.spec import ShapeError, reserve
 
 
 LAYOUTS = ("NHWC", "NCHW")
+
+# The largest entry of a window attr (ksize, strides, dilations, explicit_paddings), its Attr's
+# max. Far past any real window, step or padding, and small enough that the window arithmetic
+# numpy does in int64 (a window's extent (k - 1) * dilation + 1, the byte strides of the windows'
+# view) cannot overflow: a stride of 2^62 passed the check and failed at run time with an
+# OverflowError.
+WINDOW_MAX = 2 ** 31 - 1
+
 # Positions of the height, width and channel axes of a rank-4 tensor in each layout.
 AXES = {"NHWC": (1, 2, 3), "NCHW": (2, 3, 1)}
 

@@ -11,11 +11,16 @@ def _errors(program):
 
 def test_defect_int_parameter_beyond_float_range_crashed_compile():
     # units = 10**400 (a file may hold any integer) raised OverflowError out of the int check
-    # and again out of the tensor-size message: an internal error instead of a diagnostic.
+    # and again out of the tensor-size message: an internal error instead of a diagnostic. An int
+    # parameter is now held to int64 (attrs24), so the parameter itself is refused.
     project = mlp_project()
     project.pages[0].nodes["d1"].attrs["units"] = 10 ** 400
     errors = _errors(compile_project(project, "main"))
-    assert errors and any("the limit for one tensor is" in e and "10^" in e for e in errors), errors
+    assert errors and any("parameter 'units': must be at most 9223372036854775807" in e and "10^400" in e
+                          for e in errors), errors
+    project.pages[0].nodes["d1"].attrs["units"] = 10 ** 12     # an int64, but no tensor that wide
+    errors = _errors(compile_project(project, "main"))
+    assert errors and any("the limit for one tensor is" in e for e in errors), errors
 
 
 def test_defect_sharing_with_other_parameters_silently_used_the_other_shape():

@@ -53,7 +53,9 @@ def blocks_markdown(registry) -> str:
            "declarations; do not edit by hand. Every block also has the implicit **scope** port (the",
            "page's scope, never wired). Ports are TensorFlow's; dtype `T` means all `T` ports share one dtype.",
            "A block's gradient rule gives, for each input `x`, `dx`: the gradient it sends back to `x`",
-           "from `g`, the gradient arriving at its output.",
+           "from `g`, the gradient arriving at its output. Every integer an attr holds (an int attr, each",
+           "entry of an ints or shape attr) is within int64, -2^63 to 2^63 - 1, besides the bounds listed;",
+           "a float attr is a number a float64 holds, not NaN.",
            "", f"{len(registry)} blocks in {len(cats)} categories.", ""]
     for cat, specs in cats.items():
         out.append(f"- **{cat}**: " + ", ".join(f"[{s.name}](#{s.name.lower()})" for s in specs))
@@ -117,10 +119,11 @@ def _attr_notes(a) -> list:
     notes = []
     if a.choices:
         notes.append("one of " + ", ".join(f"`{c}`" for c in a.choices))
+    each = "each " if a.kind in ("ints", "shape", "dims") else ""   # the bounds hold per entry
     if a.min is not None:
-        notes.append(f">= {a.min}")
+        notes.append(f"{each}>= {a.min}")
     if a.max is not None:
-        notes.append(f"<= {a.max}")
+        notes.append(f"{each}<= {a.max}")
     if a.doc:
         notes.append(a.doc)
     return notes

@@ -167,12 +167,21 @@ def _reshape(node, ins, opset):
     return [x.reshape(target)]
 
 
+def flatten_axis(axis, rank: int, opset: int) -> tuple[int | None, str]:
+    """(Flatten's ``axis`` as the split point 0..rank, "") or (None, why not): ONNX allows
+    -rank..rank, the negative ones only from opset 11."""
+    lowest = -rank if opset >= 11 else 0
+    if not lowest <= int(axis) <= rank:
+        return None, (f"Flatten's axis {axis} is out of range for an input of rank {rank} "
+                      f"(from {lowest} to {rank}{'' if lowest else ' before opset 11'})")
+    return (int(axis) + rank if axis < 0 else int(axis)), ""   # -1 is the last axis, not the end
+
+
 def _flatten(node, ins, opset):
     x = np.asarray(ins[0])
-    axis = node.attrs.get("axis", 1)
-    if not -x.ndim <= axis <= x.ndim:
-        raise FoldRefused(f"Flatten: axis {axis} is out of range for rank {x.ndim}")
-    axis = axis + x.ndim if axis < 0 else axis   # -1 is the last axis, not the end
+    axis, why = flatten_axis(node.attrs.get("axis", 1), x.ndim, opset)
+    if axis is None:
+        raise FoldRefused(why)
     return [x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))]
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
@@ -26,6 +25,7 @@ from blockflow.importing.onnx_mapping import Call, mapping_table
 from blockflow.importing.onnx_names import float_constants, node_names, shared_prefix
 from blockflow.importing.onnx_read import DTYPES, OnnxModel, ValueInfo, cut_name, read_onnx
 from blockflow.importing.onnx_units import nodes_as_composites, order_by_use, units_as_composites
+from blockflow.importing.onnx_verdict import compile_failure
 from blockflow.io import rules
 from blockflow.project import Project
 from blockflow.registry import Registry, default_registry
@@ -472,23 +472,15 @@ _LAYOUT_OPS = frozenset({"Transpose", "Identity", "Reshape", "Unsqueeze", "Squee
 _FAILED = Known(np.zeros(0), "(refused)")
 
 
-#: how the compile says a block's output is past the one-tensor limit (compile/inferred.py)
-_PAST_LIMIT = re.compile(r"would be .*; the limit for one tensor is")
-
-
 def _check_compiles(project: Project, source: str, importer: _Importer | None = None):
-    """The project's program; ImportFailure when it does not compile. A block past the limit of
-    one tensor is named with the ONNX node it was made for (the model is valid, its sizes past
-    what blockflow holds); anything else is a mapping that made a diagram that does not type."""
+    """The project's program; ImportFailure when it does not compile. With the ``importer`` (the
+    diagram as mapped), an error is named with the ONNX node its block was made for and said in
+    the model's terms (onnx_verdict.py); after grouping (no importer), an error is the import's."""
     program = compile_project(project)
-    past = [d for d in program.errors if _PAST_LIMIT.search(d.message)] if importer is not None else []
-    index = importer.builder.origin.get(past[0].node) if past else None
-    if index is not None:
-        node = importer.model.nodes[index]
-        raise ImportFailure(f"{source}: node '{node.label}' ({node.op}): its block '{past[0].node}': "
-                            f"{past[0].message}")
-    if not program.ok:   # a mapping that made a diagram that does not type: a bug to report
-        errors = "; ".join(str(d) for d in program.errors[:5])
-        raise ImportFailure(f"{source}: the imported diagram does not compile (a bug in the import, "
-                            f"please report it): {errors}")
-    return program
+    if program.ok:
+        return program
+    if importer is not None:
+        raise compile_failure(program, importer.model, importer.builder.origin, source)
+    errors = "; ".join(str(d) for d in program.errors[:5])
+    raise ImportFailure(f"{source}: the imported diagram does not compile (a bug in the import, "
+                        f"please report it): {errors}")

@@ -11,8 +11,8 @@ import math
 
 import numpy as np
 
-from blockflow.importing.onnx_build import Known, Wire
-from blockflow.importing.onnx_fold import FoldRefused, reshape_target
+from blockflow.importing.onnx_build import Known, Refused, Wire
+from blockflow.importing.onnx_fold import FoldRefused, flatten_axis, reshape_target
 from blockflow.importing.onnx_mapping import Call, Unsupported, maps
 
 
@@ -57,11 +57,9 @@ def flatten(call: Call):
     shape = call.shape(0)
     if shape is None:
         raise Unsupported("Flatten of an input of unknown rank")
-    rank = len(shape)
-    axis = call.attr("axis", 1)
-    if not -rank <= axis <= rank:
-        raise Unsupported(f"Flatten axis {axis} for rank {rank}")
-    axis = axis + rank if axis < 0 else axis   # -1 is the last axis, as for every other op
+    axis, why = flatten_axis(call.attr("axis", 1), len(shape), call.opset)
+    if axis is None:
+        raise Refused(why)
     head, tail = shape[:axis], shape[axis:]
     sizes = []
     for part in (head, tail):
@@ -172,6 +170,9 @@ def pad(call: Call):
     if call.opset < 11:
         pads, mode, value = list(call.attr("pads", ())), call.attr("mode", "constant"), call.attr("value", 0.0)
         axes = list(range(rank))
+        if call.dtype(0) is not None:   # the float is the input's dtype's as ONNX casts it (1e10 in float16: inf)
+            with np.errstate(over="ignore"):
+                value = float(np.asarray(value).astype(call.dtype(0)))
     else:
         pads, mode = call.ints(1, "Pad's pads"), call.attr("mode", "constant")
         value = float(call.need_known(2, "Pad's constant_value").reshape(-1)[0]) if call.has(2) else 0.0

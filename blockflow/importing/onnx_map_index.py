@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from blockflow.importing.onnx_build import Known
+from blockflow.importing.onnx_build import Known, Refused
 from blockflow.importing.onnx_mapping import Call, Unsupported, maps
 from blockflow.importing.onnx_read import DTYPES
 
@@ -95,8 +95,9 @@ def one_hot(call: Call):
     depth = int(depth[0])
     rank = call.rank(0)
     axis = call.attr("axis", -1)
-    if not -rank - 1 <= axis <= rank:
-        raise Unsupported(f"OneHot axis {axis} for indices of rank {rank}")
+    if not -rank - 1 <= axis <= rank:    # the new axis's place in the output, of rank + 1 axes
+        raise Refused(f"OneHot's axis {axis} is out of range for indices of rank {rank} "
+                      f"(from {-rank - 1} to {rank})")
     axis = axis + rank + 1 if axis < 0 else axis
     idx, dtype = call.input(0), call.dtype(0)
     if dtype is None or dtype.kind not in "iu":

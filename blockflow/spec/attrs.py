@@ -30,6 +30,12 @@ class UnknownAttrError(AttrError):
 
 _NO_DEFAULT = object()
 
+#: The range of every integer an attr holds (int attrs, the entries of ints, shape and dims
+#: attrs): int64's, what TensorFlow's and ONNX's int attrs hold and what numpy indexes and counts
+#: with. A file may hold an integer of any size; one past this would pass the check only to
+#: overflow where the block hands it to numpy (OverflowError at run time).
+INT_MIN, INT_MAX = -2 ** 63, 2 ** 63 - 1
+
 
 @dataclass(frozen=True)
 class Attr:
@@ -38,6 +44,10 @@ class Attr:
     kinds: int, float, bool, str, choice (one of ``choices``), dtype (a dtype name), shape (a
     list of sizes, -1 or None for unknown), ints (a list of ints), tensor (an array); see
     :data:`ATTR_KINDS`.
+
+    ``min`` and ``max`` bound an int or float attr, and each integer of an ints, shape or dims
+    attr. Every such integer is held to :data:`INT_MIN`..:data:`INT_MAX` besides, whatever the
+    declaration says.
 
     ``fits`` (tensor attrs): the name of the dtype attr the tensor becomes (Const's ``value`` is
     cast to its ``dtype``): every number must fit it (:func:`fit_dtype`), checked with the
@@ -93,31 +103,58 @@ def _check_bool(attr: Attr, value):
     return bool(value)
 
 
-def _check_number(value):
+def _number(value):
+    """``value`` as a number, or AttrError. A 0-d array of numbers is the number it holds: a
+    project file writes a numpy scalar, and a float JSON cannot spell (inf), as one."""
+    if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "iuf":
+        value = value[()]
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
         raise AttrError(f"expected a number, got {value!r}")
+    return value
 
 
-def _check_range(attr: Attr, value):
+def _shown(value) -> str:
+    """A number as a message quotes it; an integer too long to read, by its count of digits (a
+    file may hold one of thousands)."""
+    if isinstance(value, (int, np.integer)) and len(str(abs(int(value)))) > 40:
+        digits, sign = len(str(abs(int(value)))), "-" if value < 0 else ""
+        return f"an integer of {digits} digits (about {sign}10^{digits - 1})"
+    return str(value)
+
+
+def _check_range(attr: Attr, value, what="must be", given=None):
+    """``value`` in the attr's declared range; ``given``: the value as written, when it was not
+    ``value`` itself (1e308 for an int attr)."""
+    given = value if given is None else given
     if attr.min is not None and value < attr.min:
-        raise AttrError(f"must be at least {attr.min}, got {value}")
+        raise AttrError(f"{what} at least {attr.min}, got {_shown(given)}")
     if attr.max is not None and value > attr.max:
-        raise AttrError(f"must be at most {attr.max}, got {value}")
+        raise AttrError(f"{what} at most {attr.max}, got {_shown(given)}")
+    return value
+
+
+def _int64(value: int, what="must be", given=None) -> int:
+    if not INT_MIN <= value <= INT_MAX:
+        bound = f"at least {INT_MIN}, the smallest" if value < 0 else f"at most {INT_MAX}, the largest"
+        raise AttrError(f"{what} {bound} int64, got {_shown(value if given is None else given)}")
     return value
 
 
 def _check_int(attr: Attr, value):
-    _check_number(value)
+    value = _number(value)
     # a Python int of any size is whole: float() of one beyond 1.8e308 would overflow
     if not isinstance(value, (int, np.integer)) and (
             not math.isfinite(float(value)) or float(value) != int(value)):
         raise AttrError(f"expected an integer, got {value!r}")
-    return _check_range(attr, int(value))
+    return _int64(_check_range(attr, int(value), given=value), given=value)
 
 
 def _check_float(attr: Attr, value):
-    _check_number(value)
-    value = float(value)
+    value = _number(value)
+    try:
+        value = float(value)
+    except OverflowError:   # an int past float64's largest, about 1.8e308
+        raise AttrError(f"expected a number a float64 holds (at most about 1.8e308), got {_shown(value)}") from None
     if math.isnan(value):
         raise AttrError("expected a number, got NaN")
     return _check_range(attr, value)
@@ -148,22 +185,25 @@ def _check_dtype(attr: Attr, value):
     return value
 
 
-def _int_list(value, open_sizes: bool) -> tuple:
+def _int_list(attr: Attr, value, open_sizes: bool) -> tuple:
     """A list of integers as a tuple; ``open_sizes`` (a shape): None or -1 is an unknown size
     (None), and the others are sizes (at least 0)."""
     if not isinstance(value, (list, tuple)):
         raise AttrError(f"expected a list of integers, got {value!r}")
-    out = []
-    for v in value:
-        if open_sizes and (v is None or (isinstance(v, (int, np.integer)) and v == -1)):
-            out.append(None)
-            continue
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-            raise AttrError(f"expected a list of integers, got {value!r}")
-        if open_sizes and v < 0:
-            raise AttrError(f"sizes must be at least 0 (or -1 for unknown), got {v}")
-        out.append(int(v))
-    return tuple(out)
+    return tuple(_list_int(attr, i, v, open_sizes, value) for i, v in enumerate(value))
+
+
+def _list_int(attr: Attr, i: int, v, open_sizes: bool, whole):
+    """Entry ``i`` of an ints, shape or dims attr (``whole``): an integer in the attr's range and
+    an int64; with ``open_sizes``, a size or None (-1 or None: unknown)."""
+    if open_sizes and (v is None or (isinstance(v, (int, np.integer)) and v == -1)):
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise AttrError(f"expected a list of integers, got {whole!r}")
+    if open_sizes and v < 0:
+        raise AttrError(f"sizes must be at least 0 (or -1 for unknown), got {v}")
+    what = f"entry {i} must be"
+    return _int64(_check_range(attr, int(v), what), what)
 
 
 def _check_dims(attr: Attr, value):
@@ -174,13 +214,13 @@ def _check_dims(attr: Attr, value):
     if not isinstance(value, (list, tuple)):
         raise AttrError(f"expected a list of sizes or dimension names, e.g. [\"batch\", 784], got {value!r}")
     out = []
-    for v in value:
+    for i, v in enumerate(value):
         if isinstance(v, str):
             if not v.isidentifier():
                 raise AttrError(f"a dimension name is a plain identifier (letters, digits, _), got {v!r}")
             out.append(v)
         else:
-            out.extend(_int_list([v], open_sizes=True))
+            out.append(_list_int(attr, i, v, True, value))
     return tuple(out)
 
 
@@ -205,8 +245,8 @@ ATTR_KINDS: dict[str, AttrKind] = {k.name: k for k in (
     AttrKind("choice", _check_choice, "one of the listed choices", options=lambda a: tuple(a.choices),
              needs_choices=True),
     AttrKind("dtype", _check_dtype, "a dtype name, e.g. float32", options=_dtype_options),
-    AttrKind("shape", lambda a, v: _int_list(v, open_sizes=True), "sizes, e.g. [5] or [-1, 3] (-1: open)"),
-    AttrKind("ints", lambda a, v: _int_list(v, open_sizes=False), "integers, e.g. [0, 1]"),
+    AttrKind("shape", lambda a, v: _int_list(a, v, open_sizes=True), "sizes, e.g. [5] or [-1, 3] (-1: open)"),
+    AttrKind("ints", lambda a, v: _int_list(a, v, open_sizes=False), "integers, e.g. [0, 1]"),
     AttrKind("tensor", _check_tensor, "a number or nested list, e.g. [1.0, 2.0]"),
     AttrKind("dims", _check_dims, 'sizes or dimension names, e.g. ["batch", 784] (-1: open; empty: any shape)'),
 )}
