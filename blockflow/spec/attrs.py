@@ -202,8 +202,11 @@ def _list_int(attr: Attr, i: int, v, open_sizes: bool, whole):
         raise AttrError(f"expected a list of integers, got {whole!r}")
     if open_sizes and v < 0:
         raise AttrError(f"sizes must be at least 0 (or -1 for unknown), got {v}")
+    n = int(v)
+    if INT_MIN <= n <= INT_MAX and (attr.min is None or n >= attr.min) and (attr.max is None or n <= attr.max):
+        return n   # the common case, without the message's words (every entry of every list attr)
     what = f"entry {i} must be"
-    return _int64(_check_range(attr, int(v), what), what)
+    return _int64(_check_range(attr, n, what), what)
 
 
 def _check_dims(attr: Attr, value):
