@@ -52,6 +52,7 @@ def test_a_losss_reductions_are_folded_and_give_the_same_bits(monkeypatch):
     called = [line for line in source.splitlines() if "= b" in line]   # a vjp's call: gr.. = b..(...)
     assert len(called) == 2 and all("s" in line for line in called)   # the two Softplus vjps only
     assert len([line for line in _plan(plain_program).source.splitlines() if "= b" in line]) == 7
+    assert ".copy()" not in source and ".copy()" in _plan(plain_program).source   # the seed: unread
 
 
 def test_the_plans_arrays_are_read_only_and_never_the_callers(monkeypatch):

@@ -25,7 +25,7 @@ from blockflow.compile.program import Step
 from blockflow.run.code_parts import needs_by_input
 from blockflow.run.memplan import RESIDENT, Line, new
 
-__all__ = ["FOLD_MAX_SIZE", "copy_known", "fold_vjp", "foldable", "folded_call", "known_part", "known_seed"]
+__all__ = ["FOLD_MAX_SIZE", "finish_known", "fold_vjp", "foldable", "folded_call", "known_part", "known_seed"]
 
 #: the most elements of any argument or cotangent of a folded vjp: what its result keeps alive
 #: between runs, and what the call that makes it may allocate while the plan is written
@@ -121,9 +121,14 @@ def folded_call(w, st: Step, needs_flat, grad_written):
     return r, result
 
 
-def copy_known(w, returned) -> None:
-    """Copy each gradient the run returns (of the slots ``returned``) that may be one of the
-    plan's arrays: the caller's to keep and write into, as every other."""
+def finish_known(w, target: int, returned) -> None:
+    """After the backward pass: copy each gradient the run returns (of the slots ``returned``)
+    that may be one of the plan's arrays, the caller's to keep and write into as every other; and
+    drop the seed's line (a copy of ones every run) when only folded vjps read it."""
+    seed = f"g{target}"
+    if target in w.known and target not in returned and not any(seed in line.reads for line in w.lines):
+        # in place, a statement that does nothing: the lines' indices stay (certificates use them)
+        w.lines = [Line("pass", set(), set()) if seed in line.writes else line for line in w.lines]
     for s in sorted(returned):
         name = f"g{s}"
         if name in w.maybe_known:

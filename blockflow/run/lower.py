@@ -20,7 +20,7 @@ from blockflow.compile.program import Program, Step
 from blockflow.project import Edge
 from blockflow.run.certify import certify_product
 from blockflow.run.code_parts import needs_by_input, nbytes, parts_of_updates, struct_expr, with_frees
-from blockflow.run.fold import copy_known, folded_call, known_part, known_seed
+from blockflow.run.fold import finish_known, folded_call, known_part, known_seed
 from blockflow.run.kept import KeptArrays, add_into, keep_array
 from blockflow.run.memplan import RESIDENT, Line, MemoryPlan, alias, new, parts_into, value_dependent
 from blockflow.run.memplan import parts as memparts
@@ -142,7 +142,7 @@ def lower(program: Program, *, fwd, bwd, paths, target, fetch, record, wanted_gr
             w.protected |= {f"g{y}" for y, _ in w.shared.values()}  # read again to scale the shares
         w.wanted = {s for _, s in wanted_grads}
         grad_written = w.backward(paths, bwd, {t}, "g", edge_names if record else None)
-        copy_known(w, {s for _, s in wanted_grads})
+        finish_known(w, t, {s for _, s in wanted_grads})
     if record:
         value_slots = [o for st in fwd for o in st.outputs]
         grad_slots = sorted(grad_written)
