@@ -8,7 +8,7 @@ import pytest
 
 import blockflow.run.lower as lower
 from blockflow.compile.compiler import compile_project
-from blockflow.run.fold import FOLD_MAX_SIZE
+from blockflow.run.fold import FOLD_MAX_BYTES, FOLD_MAX_SIZE
 from blockflow.run.runtime import run
 from diagrams import chain
 
@@ -128,4 +128,41 @@ def test_recorded_runs_and_gradients_blocks_match_the_unfolded_ones(monkeypatch,
         res = [run(program, feeds, target="loss", wrt=["x"], record=record) for _ in range(2)]
         outs.append([(r.value("loss").tobytes(), r.variable_grads["x"].tobytes(),
                       sorted((str(k), np.asarray(v).tobytes()) for k, v in r.grads.items())) for r in res])
+    assert outs[0] == outs[1]
+
+
+def test_folds_stop_before_their_arrays_pass_the_plans_bound(monkeypatch):
+    """Subtract's gradient of y is a new array (-g): twenty of 65,536 float32 values would keep
+    5 MiB between runs; the plan folds until FOLD_MAX_BYTES and calls the rest, same bits."""
+    n, branches = 1 << 16, 20
+    specs = []
+    for i in range(branches):
+        specs += [(f"x{i}", "Placeholder", {"shape": [n]}, None),
+                  (f"ex{i}", "Exp", {}, {"x": f"x{i}"}), (f"ey{i}", "Exp", {}, {"x": f"x{i}"}),
+                  (f"d{i}", "Subtract", {}, {"x": f"ex{i}", "y": f"ey{i}"}),
+                  (f"s{i}", "Sum", {}, {"input": f"d{i}"})]
+    total = "s0"
+    for i in range(1, branches):
+        name = "loss" if i == branches - 1 else f"a{i}"
+        specs.append((name, "Add", {}, {"x": total, "y": f"s{i}"}))
+        total = name
+    feeds = {f"x{i}": RNG.normal(size=n).astype(F32) for i in range(branches)}
+    outs = []
+    for fold in (True, False):
+        monkeypatch.setattr(lower, "FOLD_COTANGENTS", fold)
+        program = compile_project(chain(*specs))
+        res = run(program, feeds, target="loss", wrt=frozenset(feeds), record=False)
+        outs.append({k: v.tobytes() for k, v in res.variable_grads.items()})
+        if fold:
+            plan = _plan(program)
+            folds = [v for k, v in plan.fn.__globals__.items() if k.startswith("v") and isinstance(v, tuple)]
+            roots = {}
+            for part in (p for t in folds for p in t if isinstance(p, np.ndarray)):
+                while part.base is not None:
+                    part = part.base
+                roots[id(part)] = part.nbytes
+            held = sum(roots.values())
+            assert FOLD_MAX_BYTES - 4 * n < held <= FOLD_MAX_BYTES == 4 << 20
+            subtracts = [t for t in folds if len(t) == 2 and all(np.shape(p) == (n,) for p in t)]
+            assert 0 < len(subtracts) < branches   # the rest called
     assert outs[0] == outs[1]

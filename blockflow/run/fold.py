@@ -25,11 +25,15 @@ from blockflow.compile.program import Step
 from blockflow.run.code_parts import needs_by_input
 from blockflow.run.memplan import RESIDENT, Line, new
 
-__all__ = ["FOLD_MAX_SIZE", "finish_known", "fold_vjp", "foldable", "folded_call", "known_part", "known_seed"]
+__all__ = ["FOLD_MAX_BYTES", "FOLD_MAX_SIZE", "finish_known", "fold_vjp", "foldable", "folded_call", "known_part", "known_seed"]
 
 #: the most elements of any argument or cotangent of a folded vjp: what its result keeps alive
 #: between runs, and what the call that makes it may allocate while the plan is written
 FOLD_MAX_SIZE = 1 << 16
+#: the most bytes a plan's folded results hold between runs (most hold none: a loss's
+#: reductions' gradients are zero-stride views of the seed), so that a page of many folds does
+#: not keep an array per fold
+FOLD_MAX_BYTES = 4 << 20
 
 
 def foldable(st: Step, slots, known: dict, written) -> bool:
@@ -92,6 +96,18 @@ def _stand_in(t):
     return np.broadcast_to(np.zeros((), dtype), t.shape)
 
 
+def _held_bytes(result) -> int:
+    """The bytes of the arrays a folded result holds: a view's base counts, a zero-stride view of
+    a number next to nothing."""
+    roots = {}
+    for part in result:
+        while isinstance(part, np.ndarray) and part.base is not None:
+            part = part.base
+        if isinstance(part, np.ndarray):
+            roots[id(part)] = part.nbytes
+    return sum(roots.values())
+
+
 def _read_only(part):
     if type(part) is np.ndarray and part.flags.writeable:
         part = part.view()
@@ -112,8 +128,9 @@ def folded_call(w, st: Step, needs_flat, grad_written):
     if "needs" in st.spec.vjp_context:
         kw["needs"] = needs_by_input(st, needs_flat)
     result = fold_vjp(st, w.slots, w.known, kw)
-    if result is None:
+    if result is None or w.folded_bytes + _held_bytes(result) > FOLD_MAX_BYTES:
         return None
+    w.folded_bytes += _held_bytes(result)
     r, name = f"gr{st.index}", f"v{st.index}_{len(w.ns)}"
     w.ns[name] = result
     w.lines.append(Line(f"{r} = {name}", set(), {r}, ((r, RESIDENT),)))

@@ -208,10 +208,9 @@ class _Writer:
         #: {slot: (step, flat input, index of its vjp's line)} for cotangents that are one vjp's
         #: part, never summed (certificates)
         self.sole: dict = {}
-        #: {slot: its cotangent's value} where the plan knows it (run/fold.py), and the cotangent
-        #: names that may hold one of those values, handed on by a vjp
-        self.known: dict = {}
-        self.maybe_known: set = set()
+        #: {slot: its cotangent's value} where the plan knows it (run/fold.py), the cotangent
+        #: names that may hold one of those values (handed on by a vjp), the bytes they hold
+        self.known, self.maybe_known, self.folded_bytes = {}, set(), 0
 
     def ones(self, slot) -> str:
         """Code for a gradient seed of ones shaped like ``slot``'s value: a copy of a ones array
