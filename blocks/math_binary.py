@@ -309,6 +309,8 @@ class SquaredDifference:
         return (unbroadcast(d, x.shape) if needs[0] else None,
                 np.negative(unbroadcast(d, y.shape)) if needs[1] else None)
 
+    vjp.fresh_result = True  # new arrays, one per input (d, or its sum, and its negation)
+
 
 def _check_int_divisor(op, x, y):
     if x.dtype.kind in "iu" and not np.all(y):

@@ -141,6 +141,8 @@ class SparseSoftmaxCrossEntropyWithLogits:
             return None, None
         return out[1] * g[0][:, None], None
 
+    vjp.fresh_result = True  # a new array
+
 
 @block("SigmoidCrossEntropyWithLogits", category="nn_ops")
 class SigmoidCrossEntropyWithLogits:

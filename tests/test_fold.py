@@ -3,6 +3,8 @@ computed once when the plan is written; the runs give the bits they gave before,
 ever holds one of the plan's arrays."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -189,3 +191,17 @@ def test_a_cross_entropy_loss_folds_its_mean_and_copies_nothing(monkeypatch):
         if fold:
             assert ".copy()" not in _plan(program).source and "= v" in _plan(program).source
     assert outs[0] == outs[1]
+
+
+def test_the_seed_handed_on_is_the_runs_own_and_not_copied(monkeypatch):
+    """The seed a run reads is its own copy of ones: a vjp handing it on (Identity's) needs no
+    second copy on the way out, and two runs' gradients are two arrays."""
+    monkeypatch.setattr(lower, "FOLD_COTANGENTS", True)
+    program = compile_project(chain(("x", "Placeholder", {"shape": [1, 1]}, None),
+                                    ("r", "Reshape", {}, {"tensor": "x", "shape": np.array([], np.int32)}),
+                                    ("loss", "Identity", {}, {"input": "r"})))
+    x = np.full((1, 1), 0.5, F32)
+    a = run(program, {"x": x}, target="loss", wrt=["x"], record=False).variable_grads["x"]
+    b = run(program, {"x": x}, target="loss", wrt=["x"], record=False).variable_grads["x"]
+    assert not np.shares_memory(a, b) and a.tobytes() == b.tobytes()
+    assert not re.search(r"g\d+ = g\d+\.copy\(\)", _plan(program).source)

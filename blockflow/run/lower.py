@@ -390,9 +390,9 @@ class _Writer:
                 continue
             folded = folded_call(self, st, needs_flat, grad_written) if gp == "g" and edge_names is None else None
             r = folded[0] if folded else self._vjp_call(st, gp, grad_written, needs_flat)
-            # a vjp given a known cotangent may hand it on (Add's): its parts may be that array
+            # a vjp given one of the plan's arrays may hand it on (Add's): its parts may be it
             hands_on = gp == "g" and not folded and not getattr(st.spec.vjp, "fresh_result", False) and any(
-                o in self.known or f"g{o}" in self.maybe_known for o in st.outputs)
+                f"g{o}" in self.maybe_known for o in st.outputs)
             for j, (pos, idx, edge) in enumerate(st.in_edges):
                 if needs_flat[j]:
                     self._accumulate(st, j, r, gp, grad_written, edge_names, folded and folded[1], hands_on)
