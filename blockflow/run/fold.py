@@ -8,9 +8,10 @@ or a cross entropy). run/lower.py binds such a result once instead of calling th
 run: in an RBM's step, five calls that cost 6-8 % of it right after its large products, where
 each call's code has left the CPU's caches.
 
-The folded arrays are read-only, never written into (they are not ``owned``: run/lower.py), and a
-gradient the run returns that may be one of them (handed on by a vjp) is copied, so no caller
-holds the plan's arrays. A step whose arguments are large is not folded: its result would be kept
+The folded arrays are read-only, never written into (they are not ``owned``: run/lower.py). A
+gradient the run returns that may be one of them (handed on by a vjp) is copied when it is
+read-only and no broadcast view, so the caller gets a writable array wherever the unfolded run
+gave one; a broadcast view (Sum's and Mean's gradients of large inputs) is read-only either way. A step whose arguments are large is not folded: its result would be kept
 between runs.
 
 Imports nothing of blockflow but compile.program and run's code_parts and memplan.
@@ -25,7 +26,7 @@ from blockflow.compile.program import Step
 from blockflow.run.code_parts import needs_by_input
 from blockflow.run.memplan import RESIDENT, Line, new
 
-__all__ = ["FOLD_MAX_BYTES", "FOLD_MAX_SIZE", "finish_known", "fold_vjp", "foldable", "folded_call", "known_part", "known_seed"]
+__all__ = ["FOLD_MAX_BYTES", "FOLD_MAX_SIZE", "finish_known", "fold_vjp", "foldable", "folded_call", "known_part", "known_seed", "own_array"]
 
 #: the most elements of any argument or cotangent of a folded vjp: what its result keeps alive
 #: between runs, and what the call that makes it may allocate while the plan is written
@@ -139,19 +140,34 @@ def folded_call(w, st: Step, needs_flat, grad_written):
 
 
 def finish_known(w, target: int, returned) -> None:
-    """After the backward pass: copy each gradient the run returns (of the slots ``returned``)
-    that may be one of the plan's arrays, the caller's to keep and write into as every other; and
-    drop the seed's line (a copy of ones every run) when only folded vjps read it."""
+    """After the backward pass: make each gradient the run returns (of the slots ``returned``)
+    that may be one of the plan's arrays the caller's own (``_own``); and drop the seed's line (a
+    copy of ones every run) when only folded vjps read it."""
     seed = f"g{target}"
     if target in w.known and target not in returned and not any(seed in line.reads for line in w.lines):
         # in place, a statement that does nothing: the lines' indices stay (certificates use them)
         w.lines = [Line("pass", set(), set()) if seed in line.writes else line for line in w.lines]
     for s in sorted(returned):
-        name = f"g{s}"
-        if name in w.maybe_known:
-            w.lines.append(Line(f"{name} = {name}.copy()", {name}, {name},
-                                ((name, new(s, f"a copy of the gradient of '{w.slots[s].node}'")),)))
-            w.maybe_known.discard(name)
+        name, t = f"g{s}", w.slots[s].type
+        # _own copies only a read-only array that is no broadcast view, derived from a folded
+        # array of at most FOLD_MAX_SIZE values: a larger gradient is never copied
+        if name not in w.maybe_known or (None not in t.shape and math.prod(t.shape) > FOLD_MAX_SIZE):
+            continue
+        node = w.slots[s].node
+        at = -2 - w.program.step(node).index
+        w.ns["_own"] = own_array
+        w.lines.append(Line(f"_n = {at}; {name} = _own({name})", {name}, {name},
+                            ((name, new(s, f"a copy of the gradient of '{node}' the run returns")),), at))
+        w.maybe_known.discard(name)
+
+
+def own_array(g):
+    """``g``, or a copy of it when it is read-only and no broadcast view: what a folded vjp or a
+    vjp handing its array on gives where the unfolded run gave a new, writable array. (A
+    broadcast view, zero strides, is read-only in the unfolded run too: Sum's and Mean's.)"""
+    if type(g) is np.ndarray and not g.flags.writeable and 0 not in g.strides:
+        return g.copy()
+    return g
 
 
 def known_seed(w, t: int) -> None:
