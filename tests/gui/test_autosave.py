@@ -54,10 +54,13 @@ def test_orphans_are_found_described_loaded_and_discarded(qapp, tmp_path):
     doc = Document()
     doc.add_node("Placeholder", (0, 0), node_id="x", attrs={"shape": [2]})
     (tmp_path / "data").mkdir()
+    mine = tmp_path / "data" / "mine.bflow.json"
+    save_project(doc.project, mine, backup=False)
+    st = os.stat(mine)             # the note records which file it was: see test_recovery_targets.py
     save_project(doc.project, rec_dir / "autosave-1.bflow.json", backup=False)
     (rec_dir / "autosave-1.recovery.json").write_text(json.dumps(
-        {"original": str(tmp_path / "data" / "mine.bflow.json"), "saved_at": 1.0e9, "title": "mine",
-         "pid": dead_pid(), "host": socket.gethostname()}))
+        {"original": str(mine), "identity": [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns],
+         "saved_at": 1.0e9, "title": "mine", "pid": dead_pid(), "host": socket.gethostname()}))
     (rec_dir / "autosave-2.bflow.json").write_text("{torn")
     (rec_dir / "autosave-2.recovery.json").write_text(json.dumps(
         {"original": None, "saved_at": 2.0e9, "pid": dead_pid(), "host": socket.gethostname()}))

@@ -126,3 +126,57 @@ def test_undoing_a_huge_paste_takes_time_linear_in_its_size():
     small = min(_undo_last_adds(6_250) for _ in range(2))
     big = min(_undo_last_adds(100_000) for _ in range(2))
     assert big < 4 * small + 0.05, (small, big)
+
+
+def _blocks(n: int, prefix: str = "b") -> list:
+    return [{"id": f"{prefix}{i}", "block": "Tanh", "position": [i * 200.0, 0.0]} for i in range(n)]
+
+
+@pytest.fixture
+def limit_50(monkeypatch):
+    """The blocks a page may hold (io.rules.MAX_NODES_PER_PAGE, 200,000), made 50 for a fast test."""
+    from blockflow.io import rules
+    monkeypatch.setattr(rules, "MAX_NODES_PER_PAGE", 50)
+
+
+def _page_of(doc, n: int) -> str:
+    for i in range(n):
+        doc.add_node("Tanh", (i * 200.0, 400.0), node_id=f"h{i}")
+    doc.undo_stack.clear()
+    QApplication.processEvents()
+    return dumps_project(doc.project)
+
+
+def test_a_fragment_that_would_take_the_page_past_the_block_limit_is_refused_before_anything_is_added(
+        qtbot, view, doc, limit_50):
+    """Found: paste counted no blocks, so a fragment under the limit landed on a page that already
+    had blocks: 150,000 pasted onto 100,000 made a page of 250,000, which Save then refused (and
+    the fragment was added block by block first)."""
+    start = _page_of(doc, 30)
+    said = ctrl_v(qtbot, view, fragment(_blocks(21)))
+    assert said[-1] == ("cannot paste: the fragment's 21 blocks would make 51 on page 'main' (it has 30); "
+                        "the limit is 50 blocks on a page"), said
+    assert dumps_project(doc.project) == start and doc.undo_stack.count() == 0
+    assert len(view.scene().node_items) == 30
+    said = ctrl_v(qtbot, view, fragment(_blocks(20)))          # up to the limit: pasted
+    assert said[-1] == "pasted 20 block(s)" and len(doc.page().nodes) == 50
+    loads_project(dumps_project(doc.project))                  # and the page saves
+
+
+def test_a_fragment_past_the_limit_by_itself_is_refused_with_its_size(qtbot, view, doc, limit_50):
+    start = _page_of(doc, 0)
+    said = ctrl_v(qtbot, view, fragment(_blocks(51)))
+    assert said[-1] == "cannot paste: <clipboard> at pages[0].nodes: 51 nodes on one page; the limit is 50", said
+    assert dumps_project(doc.project) == start and doc.undo_stack.count() == 0
+
+
+def test_duplicating_past_the_block_limit_is_refused_in_the_status_bar(qtbot, view, doc, limit_50):
+    start = _page_of(doc, 30)
+    said = []
+    view.status_message.connect(said.append)
+    view.select_nodes([f"h{i}" for i in range(21)])
+    view.setFocus()
+    qtbot.keyClick(view, Qt.Key_D, Qt.ControlModifier)
+    assert said[-1] == ("cannot duplicate: the fragment's 21 blocks would make 51 on page 'main' (it has 30); "
+                        "the limit is 50 blocks on a page"), said
+    assert dumps_project(doc.project) == start and doc.undo_stack.count() == 0

@@ -92,7 +92,11 @@ class SelectionEditing:
         nodes = self.selected_nodes()
         if not nodes:
             return []
-        ids = self.doc.duplicate(nodes)
+        try:
+            ids = self.doc.duplicate(nodes)
+        except ProjectError as exc:     # a page that would hold more blocks than a page may
+            self.status_message.emit(f"cannot duplicate: {exc}")
+            return []
         self.select_nodes(ids)
         return ids
 

@@ -13,6 +13,13 @@ never followed or replaced (the autosave moves to a new name instead, and says s
 cannot be trusted (a time of 1e300 or NaN, a pid that is not one) is skipped with a line in the
 log; the other recoveries are still offered. The folder is ``$BLOCKFLOW_RECOVERY_DIR`` or the
 platform's application data folder (``.../blockflow/recovery``).
+
+Recovered work is saved where its note says it came from only when that is the very file the
+autosave was made from: the note records the file's identity (device, inode, size, modification
+time) when it is written, and recovery compares it with the file the name holds then. A note
+naming any other file (another project, a file that is no project, a name in the recovery folder,
+a relative name, a file that is gone, or a project saved again since by someone else) is refused,
+saying why (:attr:`Recovery.refused`), and its work is recovered untitled: Save then asks where.
 """
 from __future__ import annotations
 
@@ -104,6 +111,44 @@ def _load_recovered(path: Path):
     return loads_project(data, str(path))
 
 
+def _identity_of(st: os.stat_result) -> list:
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
+
+
+def _identity(path) -> list | None:
+    """The identity of the regular file ``path`` names (a link followed), None when it names none:
+    what a note records of the project autosaved, to know that file again at recovery."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return _identity_of(st) if stat.S_ISREG(st.st_mode) else None
+
+
+def _target_problem(original: str | None, identity, directory: Path) -> str:
+    """Why recovered work may not be saved to ``original``, the file its note names ("" when it
+    may): only the file the autosave was made from, unchanged since, is the work's project."""
+    if original is None:
+        return ""
+    if not os.path.isabs(original):       # it would name a file in whatever folder the editor runs
+        return f"{original} is not an absolute path"
+    if os.path.dirname(os.path.realpath(original)) == os.path.realpath(directory):
+        return f"{original} is in the recovery folder"
+    try:
+        st = os.stat(original)
+    except (OSError, ValueError) as exc:
+        return f"{original} cannot be found ({getattr(exc, 'strerror', None) or exc})"
+    if not stat.S_ISREG(st.st_mode):
+        return f"{original} is not a file"
+    if not (isinstance(identity, list) and len(identity) == 4
+            and all(type(v) is int and v >= 0 for v in identity)):
+        return "the note does not record which file the work was autosaved from"
+    if _identity_of(st) != identity:
+        return (f"{original} is not the file the work was autosaved from (it was saved again or replaced "
+                "since, or the note names another file)")
+    return ""
+
+
 def _alive(pid: int) -> bool:
     if pid == os.getpid():
         return True
@@ -130,6 +175,18 @@ class Recovery:
     pages: int
     blocks: int
     problem: str = ""         # why it cannot be recovered (a damaged file), if it cannot
+    identity: list | None = None   # the note's record of the original file (see _identity)
+    refused: str = ""         # why the work may not be saved to ``original`` (it is recovered untitled)
+
+    @property
+    def target(self) -> str | None:
+        """Where the recovered work is saved: its original file, or None (untitled) when refused."""
+        return None if self.refused else self.original
+
+    def recheck(self) -> None:
+        """Compare the original file with the note's record again (the offer may have been open
+        for hours): a file replaced meanwhile is refused too."""
+        self.refused = _target_problem(self.original, self.identity, self.note_file.parent)
 
     def describe(self) -> str:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.saved_at)) if self.saved_at else "?"
@@ -140,9 +197,10 @@ class Recovery:
                 f"{self.blocks} block{'s' if self.blocks != 1 else ''}")
 
     def load(self):
-        """The autosaved project (its data files are looked up next to the original file)."""
+        """The autosaved project (its data files are looked up next to its target, none when
+        it is recovered untitled)."""
         project = _load_recovered(self.project_file)
-        project.base_dir = os.path.dirname(os.path.abspath(self.original)) if self.original else None
+        project.base_dir = os.path.dirname(self.target) if self.target else None
         return project
 
     def discard(self) -> None:
@@ -197,7 +255,8 @@ def find_recoveries(directory: Path | None = None) -> list[Recovery]:
         if note.get("host") == host and _alive(pid):
             continue      # that editor is still running: its autosave is not an orphan
         rec = Recovery(project_file, note_file, note.get("original"), float(note["saved_at"]),
-                       note.get("title", stem), 0, 0)
+                       note.get("title", stem), 0, 0, identity=note.get("identity"))
+        rec.recheck()
         try:
             project = _load_recovered(project_file)
             rec.pages = len(project.pages)
@@ -264,8 +323,10 @@ class Autosaver(QObject):
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             data = dumps_project(doc.project, path=str(self.project_file)).encode("utf-8")
+            original = os.path.abspath(doc.path) if doc.path else None
             for _attempt in range(5):
-                note = {"original": doc.path, "saved_at": time.time(), "title": doc.title.rstrip(" *"),
+                note = {"original": original, "identity": _identity(original) if original else None,
+                        "saved_at": time.time(), "title": doc.title.rstrip(" *"),
                         "pid": os.getpid(), "host": socket.gethostname()}
                 try:    # both names are this editor's own files, or free: else two new names
                     ownfiles.write_own(self.project_file, data, variants=False)

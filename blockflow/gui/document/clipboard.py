@@ -10,6 +10,7 @@ import copy
 import math
 from dataclasses import dataclass, field, replace
 
+from blockflow.io import rules
 from blockflow.io.project_io import dumps_project, loads_project
 from blockflow.errors import ProjectError
 from blockflow.project import Edge, Page, Project, fresh_id
@@ -48,10 +49,16 @@ class Pasting:
 
 def pasting(pg: Page, text: str, position=None) -> Pasting:
     """The fragment ``text`` as it lands on ``pg``: ids taken on the page are numbered anew
-    (``Block_n``), and its top-left corner goes to ``position`` (40, 40 further when None)."""
+    (``Block_n``), and its top-left corner goes to ``position`` (40, 40 further when None).
+    Refuses a fragment that would take the page past the blocks a page may hold, which the file
+    format would not save (``rules.MAX_NODES_PER_PAGE``)."""
     frag = loads_project(text, "<clipboard>").pages[0]
     if not frag.nodes:
         return Pasting([], {}, [])
+    total = len(pg.nodes) + len(frag.nodes)
+    if total > rules.MAX_NODES_PER_PAGE:
+        raise ProjectError(f"the fragment's {len(frag.nodes):,} blocks would make {total:,} on page '{pg.name}' "
+                           f"(it has {len(pg.nodes):,}); the limit is {rules.MAX_NODES_PER_PAGE:,} blocks on a page")
     xs = [n.position[0] for n in frag.nodes.values()]
     ys = [n.position[1] for n in frag.nodes.values()]
     dx, dy = (40.0, 40.0) if position is None else (position[0] - min(xs), position[1] - min(ys))

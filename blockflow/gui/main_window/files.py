@@ -91,31 +91,49 @@ class FilesMixin:
                 if box.exec() == QMessageBox.Discard:
                     rec.discard()
                 continue
-            box = QMessageBox(QMessageBox.Question, "Recover unsaved work?",
-                              "blockflow did not close normally. It autosaved unsaved work:\n\n"
-                              + rec.describe() + "\n\nRecover it? (Discard deletes the autosave; Later keeps "
-                              "it for the next start.)", QMessageBox.NoButton, self)
-            box.setTextFormat(Qt.PlainText)
-            recover = box.addButton("Recover", QMessageBox.AcceptRole)
-            discard = box.addButton("Discard", QMessageBox.DestructiveRole)
-            box.addButton("Later", QMessageBox.RejectRole)
-            box.setDefaultButton(recover)
-            box.exec()
-            clicked = box.clickedButton()
-            if clicked is discard:
+            choice = self._ask_recovery(rec)
+            if choice == "discard":
                 rec.discard()
-            elif clicked is recover:
-                try:
-                    project = rec.load()
-                except BlockflowError as exc:
-                    QMessageBox.warning(self, "Recovery", literal(f"The autosave could not be loaded: {exc}"))
-                    continue
-                self.document.recover(project, rec.original)
-                self.autosaver.autosave_now()     # this window's own autosave, then the old one goes
-                rec.discard()
-                self.statusBar().showMessage(f"recovered {rec.describe()}; save it to keep it", 20000)
+            elif choice == "recover" and self._recover(rec):
                 return True
         return False
+
+    def _ask_recovery(self, rec) -> str:
+        """Recover, discard or keep ``rec`` for later: "recover", "discard" or "later"."""
+        text = "blockflow did not close normally. It autosaved unsaved work:\n\n" + rec.describe()
+        if rec.refused:     # the note names a file that is not this work's project: never saved over
+            text += (f"\n\nIts recovery note {rec.note_file.name} names {rec.original} as the project it "
+                     f"came from, but {rec.refused}. blockflow will not save over that file: the work is "
+                     "recovered as an untitled project, and Save asks where to put it.")
+        text += "\n\nRecover it? (Discard deletes the autosave; Later keeps it for the next start.)"
+        box = QMessageBox(QMessageBox.Warning if rec.refused else QMessageBox.Question, "Recover unsaved work?",
+                          text, QMessageBox.NoButton, self)
+        box.setTextFormat(Qt.PlainText)
+        recover = box.addButton("Recover as Untitled" if rec.refused else "Recover", QMessageBox.AcceptRole)
+        discard = box.addButton("Discard", QMessageBox.DestructiveRole)
+        box.addButton("Later", QMessageBox.RejectRole)
+        box.setDefaultButton(recover)
+        box.exec()
+        clicked = box.clickedButton()
+        return "recover" if clicked is recover else "discard" if clicked is discard else "later"
+
+    def _recover(self, rec) -> bool:
+        """Take ``rec``'s work into this window, as unsaved work of its project, or untitled when
+        its note is refused (checked again now: the file may have changed while the offer was up)."""
+        rec.recheck()
+        try:
+            project = rec.load()
+        except BlockflowError as exc:
+            QMessageBox.warning(self, "Recovery", literal(f"The autosave could not be loaded: {exc}"))
+            return False
+        self.document.recover(project, rec.target)
+        self.autosaver.autosave_now()     # this window's own autosave, then the old one goes
+        rec.discard()
+        said = f"recovered {rec.describe()}; save it to keep it"
+        if rec.refused:
+            said += f" (untitled: its note {rec.note_file.name} was refused, {rec.refused})"
+        self.statusBar().showMessage(said, 20000)
+        return True
 
     # ------------------------------------------------------------------------- settings
     def _restore_settings(self) -> None:
