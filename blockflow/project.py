@@ -10,6 +10,7 @@ import numpy as np
 
 from blockflow.equality import arrays_equal, attrs_equal, dicts_of_arrays_equal
 from blockflow.errors import ProjectError
+from blockflow.page_blocks import PageBlocks
 from blockflow.page_layout import PageLayout
 from blockflow.textsafe import fresh_id, name_problem, text_problem, valid_node_id
 
@@ -185,7 +186,7 @@ def _renamed_ref(ref: str, old: str, new: str) -> str:
 
 
 @dataclass(eq=False)
-class Page(PageLayout):
+class Page(PageLayout, PageBlocks):
     """One diagram: its own graph and its own scope, named after the page.
 
     ``loss`` names the node (``"Sum_1"`` or ``"Sum_1:output"``) whose output is the page's default
@@ -195,9 +196,10 @@ class Page(PageLayout):
     Two ways to edit, for two kinds of caller. The builders (``add_node``, ``connect``,
     ``apply_state``) are for code that builds or updates a page outright: scripts, tests,
     benchmarks, the CLI, a run's state updates; they return the new thing (or nothing), not a
-    Change, and cannot be undone. The mutators (``insert_node`` ... ``rename_node``, below) are
-    for the editor: each does one edit, refuses one the model cannot hold, and returns the Change
-    the editor's undo commands replay and the document turns into signals.
+    Change, and cannot be undone. The mutators (``insert_node`` ... ``rename_node``, below, and
+    page_blocks.py's ``remove_blocks``/``insert_blocks`` for many blocks at once) are for the
+    editor: each does one edit, refuses one the model cannot hold, and returns the Change the
+    editor's undo commands replay and the document turns into signals.
     """
 
     name: str

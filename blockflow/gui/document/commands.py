@@ -66,19 +66,33 @@ class AddNodeCommand(DocCommand):
         self.index = self.edit(Page.remove_node, self.node.id).index
 
 
-class RemoveNodeCommand(DocCommand):
-    """Removes a node that has no wires left (wires are removed by their own commands first)."""
+class RemoveBlocksCommand(DocCommand):
+    """Deletes blocks with their wires in one pass of the page (page_blocks.py says why)."""
 
-    def __init__(self, doc, page: str, node_id: str):
-        super().__init__(doc, page, f"Delete {node_id}")
-        self.node_id = node_id
+    def __init__(self, doc, page: str, node_ids, text: str):
+        super().__init__(doc, page, text)
+        self.node_ids = tuple(node_ids)
         self.removed = None
 
     def redo(self):
-        self.removed = self.edit(Page.remove_node, self.node_id).before
+        self.removed = self.edit(Page.remove_blocks, self.node_ids).before
 
     def undo(self):
-        self.edit(Page.restore_node, self.removed)
+        self.edit(Page.insert_blocks, self.removed)
+
+
+class InsertBlocksCommand(DocCommand):
+    """Puts blocks with their wires on a page in one pass of it (a paste: page_blocks.Blocks)."""
+
+    def __init__(self, doc, page: str, blocks, text: str):
+        super().__init__(doc, page, text)
+        self.blocks = blocks
+
+    def redo(self):
+        self.edit(Page.insert_blocks, self.blocks)
+
+    def undo(self):
+        self.edit(Page.remove_blocks, self.blocks.ids)
 
 
 class ConnectCommand(DocCommand):

@@ -315,15 +315,11 @@ class Document(CompositeEdits, TrainingEdits, LayoutEdits, FragmentEdits, QObjec
         """Delete nodes and their wires as one undo step."""
         page = page or self.current_page
         pg = self.page(page)
-        ids = [n for n in pg.nodes if n in set(node_ids)]
-        if not ids:
-            return
-        self.undo_stack.beginMacro(f"Delete {len(ids)} block{'s' if len(ids) != 1 else ''}")
-        for e in [e for e in pg.edges if e.src in ids or e.dst in ids]:
-            self.undo_stack.push(C.DisconnectCommand(self, page, e))
-        for nid in ids:
-            self.undo_stack.push(C.RemoveNodeCommand(self, page, nid))
-        self.undo_stack.endMacro()
+        chosen = set(node_ids)
+        ids = [n for n in pg.nodes if n in chosen]
+        if ids:
+            text = f"Delete {len(ids)} block{'s' if len(ids) != 1 else ''}"
+            self.undo_stack.push(C.RemoveBlocksCommand(self, page, ids, text))
 
     def move_nodes(self, moves: dict, page: str | None = None, gesture: int | None = None) -> None:
         """``moves``: ``{node id: (old position, new position)}``; one gesture is one undo step."""

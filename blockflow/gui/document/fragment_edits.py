@@ -3,6 +3,7 @@ document.py stays readable): each is one undo step of ordinary commands.
 """
 from __future__ import annotations
 
+from blockflow.page_blocks import Blocks
 from blockflow.page_layout import bends_problem
 from blockflow.gui.document import commands as C
 from blockflow.gui.document.clipboard import fragment_text, pasting
@@ -28,20 +29,13 @@ class FragmentEdits:
             return []
         for node in landing.nodes:     # an instance pasted into its own definition: refused
             self._refuse(self.nesting_problem(node.block, page))
-        for points in landing.bends.values():   # reroute points moved out of range: refused before the macro
+        for points in landing.bends.values():   # reroute points moved out of range: refused before the edit
             self._refuse(bends_problem(points))
         count = len(landing.nodes)
-        self.undo_stack.beginMacro(f"Paste {count} block{'s' if count != 1 else ''}")
-        for node in landing.nodes:
-            self.undo_stack.push(C.AddNodeCommand(self, page, node))
-            if node.id in landing.feeds:
-                self.undo_stack.push(C.SetPageFieldCommand(self, page, "feeds", landing.feeds[node.id],
-                                                           key=node.id, text="Paste feed"))
-        for edge in landing.edges:
-            self.undo_stack.push(C.ConnectCommand(self, page, edge))
-        for edge, points in landing.bends.items():
-            self.undo_stack.push(C.SetBendsCommand(self, page, edge, points, "Paste reroute points"))
-        self.undo_stack.endMacro()
+        blocks = Blocks.appended(self.page(page), landing.nodes, landing.edges, landing.feeds, landing.bends)
+        self._refuse(self.page(page).blocks_problem(blocks))     # (a wire twice in the fragment)
+        self.undo_stack.push(C.InsertBlocksCommand(self, page, blocks,
+                                                   f"Paste {count} block{'s' if count != 1 else ''}"))
         return [node.id for node in landing.nodes]
 
     def duplicate(self, node_ids, page: str | None = None) -> list[str]:
