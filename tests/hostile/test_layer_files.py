@@ -74,7 +74,8 @@ def test_a_layer_as_deep_as_instances_may_nest_is_listed_and_inserted(tmp_path, 
     library = library_module.default_library()
     project = Project()
     name, changes = insert_layer(project, library, "A0")
-    assert name == "A0" and len(changes) == n and list(project.composites)[0] == f"A{n - 1}"
+    assert name == "A0" and len(changes) == 1 and list(project.composites)[0] == f"A{n - 1}"
+    assert len(changes[0].pages_added) == n          # one edit for the layer's composites
 
 
 def test_a_category_with_terminal_escapes_stays_harmless(tmp_path, monkeypatch, capsys):

@@ -13,7 +13,8 @@ import weakref
 from PySide6.QtGui import QUndoCommand
 
 from blockflow.compile.grouping import restructure
-from blockflow.composite import insert_composite, remove_composite, rename_composite, replace_composite
+from blockflow.composite import (insert_composite, remove_composite, remove_composites, rename_composite,
+                                 replace_composite)
 from blockflow.project import UNSET, Edge, Node, Page, Project
 
 MOVE_ID = 1001
@@ -306,6 +307,10 @@ class MovePageCommand(ProjectCommand):
 
 def undo_insert_composite(doc, change, composite):
     doc.apply(None, remove_composite, composite.name)
+
+
+def undo_insert_composites(doc, change, composites):
+    doc.apply(None, remove_composites, [c.name for c in composites])
 
 
 def undo_remove_composite(doc, change, name):

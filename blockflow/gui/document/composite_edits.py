@@ -6,9 +6,9 @@ whose redo and undo are one mutator each (blockflow.composite's, compile.groupin
 from __future__ import annotations
 
 from blockflow.compile.grouping import plan_group, plan_ungroup, suggest_name
-from blockflow.composite import (Composite, block_name, composite_name, composite_name_problem, cycle_through,
-                                 insert_composite, instances_of, remove_composite, rename_composite,
-                                 replace_composite)
+from blockflow.composite import (Composite, block_name, composite_name, composite_name_problem,
+                                 composites_problem, cycle_through, insert_composite, insert_composites,
+                                 instances_of, remove_composite, rename_composite, replace_composite)
 from blockflow.errors import ProjectError
 from blockflow.project import Node, Page
 from blockflow.gui.document import commands as C
@@ -56,6 +56,13 @@ class CompositeEdits:
         self.undo_stack.push(C.ProjectEditCommand(self, f"Add composite {composite.name}", insert_composite,
                                                   (composite,), C.undo_insert_composite))
 
+    def add_composites(self, composites: list, text: str) -> None:
+        """Add many definitions as one edit (an import): see blockflow.composite.insert_composites.
+        Refused (ProjectError) before anything is added when one cannot be."""
+        self._refuse(composites_problem(self.project, composites))
+        self.undo_stack.push(C.ProjectEditCommand(self, text, insert_composites, (list(composites),),
+                                                  C.undo_insert_composites))
+
     def remove_composite(self, name: str) -> None:
         """Delete a composite no instance uses (refused, naming the instances, otherwise)."""
         comp = self.project.composite(name)
@@ -82,6 +89,7 @@ class CompositeEdits:
     def replace_composite(self, composite: Composite, text: str = "") -> None:
         """Put ``composite`` in place of the definition of the same name (one undo step)."""
         self.project.composite(composite.name)
+        self._refuse(composites_problem(self.project, [], [composite]))     # (a cycle: before the push)
         self.undo_stack.push(C.ProjectEditCommand(self, text or f"Edit composite {composite.name}",
                                                   replace_composite, (composite,), C.undo_replace_composite))
 
@@ -132,20 +140,23 @@ class CompositeEdits:
                 or "definition" in change.fields:
             self.composites_changed.emit()
 
-    def _definition_edited(self, page: str) -> None:
-        """A definition's edit changes every diagram that uses it, directly or not; when it
-        changed the composite's ports, their instances are drawn again."""
-        name = composite_name(page)
-        if name is None or name not in self.project.composites:
+    def _definitions_edited(self, pages) -> None:
+        """Definitions' edits change every diagram that uses one of them, directly or not (found
+        in one walk for them all), also when they went (an import undone: instances of them are
+        unknown blocks again); when one changed its composite's ports, its instances are drawn
+        again."""
+        names = [n for n in map(composite_name, pages) if n is not None]
+        if not names:
             return
-        for user in users_of(self.project, name):
+        for user in users_of(self.project, *names):
             self._programs.changed(user)
             self.structure_changed.emit(user)
-        spec = self.blocks.get(block_name(name))
-        if self._port_specs.get(name, spec) is not spec:
-            for diagram, nid in list(instances_of(self.project, name)):
-                self.node_changed.emit(diagram, nid)
-        self._port_specs[name] = spec
+        for name in (n for n in names if n in self.project.composites):
+            spec = self.blocks.get(block_name(name))
+            if self._port_specs.get(name, spec) is not spec:
+                for diagram, nid in list(instances_of(self.project, name)):
+                    self.node_changed.emit(diagram, nid)
+            self._port_specs[name] = spec
 
     # ------------------------------------------------------------------ where the editor is
     def open_instance(self, node_id: str) -> None:

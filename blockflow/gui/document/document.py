@@ -549,11 +549,17 @@ class Document(CompositeEdits, TrainingEdits, LayoutEdits, FragmentEdits, QObjec
             self.page_renamed.emit(*change.page_renamed)
         self.pages_changed.emit()
         if change.computes:
-            self._edited(change.page)
+            # composites imported at once (insert_composites), or taken back, are each a page
+            # added or removed and edited (change.page is the first of them)
+            self._edited(change.page, *change.pages_added[1:], *change.pages_removed[1:])
 
-    def _edited(self, page: str) -> None:
+    def _edited(self, page: str, *added: str) -> None:
         """What ``page`` computes may have changed: it is compiled again (off the UI thread), and
-        so is every diagram using it when it is a definition (_definition_edited)."""
-        self._programs.changed(page)
+        so is every diagram using it when it is a definition (_definitions_edited). ``added``:
+        more definitions an import added with it, compiled too, with the diagrams using any of
+        them (one walk for all). They are not announced one by one: each announcement of a
+        definition makes the session look through the pages for those using it."""
+        for name in (page, *added):
+            self._programs.changed(name)
         self.structure_changed.emit(page)
-        self._definition_edited(page)
+        self._definitions_edited((page, *added))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox
 
-from blockflow.composite import block_name, composite_name, uses
+from blockflow.composite import block_name, composite_name, composites_problem, uses
 from blockflow.errors import ProjectError, ProjectFileError
 from blockflow.io.project_io import load_library, save_library
 from blockflow.gui.common.refresh import Debounced
@@ -47,6 +47,12 @@ def renamed_imports(imported: dict, renames: dict) -> dict:
                 node.block = block_name(renames[inner])
         out[new] = comp
     return out
+
+
+def _listed(names: list, most: int = 8) -> str:
+    """``names`` for a message: the first ``most``, then how many more (an import of 10,000)."""
+    shown = ", ".join(names[:most])
+    return shown if len(names) <= most else f"{shown} and {len(names) - most:,} more"
 
 
 def _free_name(taken, name: str) -> str:
@@ -149,43 +155,53 @@ class CompositesMixin:
             self._refused("Cannot import composites", exc)
             return []
         have = self.document.project.composites
-        renames, replace, skip = {}, [], []
+        renames, replace, skip = {}, set(), set()
+        taken = set(have) | set(imported)       # (one set, grown: not one per clash)
         for name, comp in imported.items():
             if name not in have:
                 continue
             if have[name] == comp:
-                skip.append(name)      # the very same definition: nothing to do
+                skip.add(name)         # the very same definition: nothing to do
                 continue
             choice = self.ask_clash(name)
             if choice == REPLACE:
-                replace.append(name)
+                replace.add(name)
             elif choice == KEEP_BOTH:
-                renames[name] = _free_name(set(have) | set(imported) | set(renames.values()), name)
+                renames[name] = _free_name(taken, name)
+                taken.add(renames[name])
             else:
-                skip.append(name)
+                skip.add(name)
         comps = renamed_imports({n: c for n, c in imported.items() if n not in skip}, renames)
         return self._take_imports(comps, replace, path)
 
-    def _take_imports(self, comps: dict, replace: list, path: str) -> list[str]:
+    def _take_imports(self, comps: dict, replace: set, path: str) -> list[str]:
+        """Add the new composites of an import as one edit (insert_composites: one pass for them
+        all, where one edit each cost a pass over the project each), then replace the others."""
         doc = self.document
         if not comps:
             self.statusBar().showMessage(f"nothing new to import from {path}", 6000)
             return []
         stack = doc.undo_stack
-        stack.beginMacro(f"Import {len(comps)} composite{'s' if len(comps) != 1 else ''}")
+        text = f"Import {len(comps)} composite{'s' if len(comps) != 1 else ''}"
+        new = [comp for name, comp in comps.items() if name not in replace]
+        replacing = [comp for name, comp in comps.items() if name in replace]
+        problem = composites_problem(doc.project, new, replacing)
+        if problem:               # refused before anything is made: an import is all or nothing
+            self._refused("Cannot import composites", ProjectError(problem))
+            return []
+        stack.beginMacro(text)
         try:
-            for name, comp in comps.items():
-                if name in replace:
-                    doc.replace_composite(comp, f"Replace composite {name}")
-                else:
-                    doc.add_composite(comp)
+            if new:
+                doc.add_composites(new, text)
+            for comp in replacing:     # one by one, each may be refused on its own (a cycle on the way)
+                doc.replace_composite(comp, f"Replace composite {comp.name}")
         except ProjectError as exc:
             stack.endMacro()
             stack.undo()          # the part already made goes: an import is all or nothing
             self._refused("Cannot import composites", exc)
             return []
         stack.endMacro()
-        self.statusBar().showMessage(f"imported {', '.join(comps)} from {Path(path).name}", 8000)
+        self.statusBar().showMessage(f"imported {_listed(list(comps))} from {Path(path).name}", 8000)
         return list(comps)
 
 
