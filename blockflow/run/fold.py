@@ -11,8 +11,8 @@ each call's code has left the CPU's caches.
 The folded arrays are read-only, never written into (they are not ``owned``: run/lower.py). A
 gradient the run returns that may be one of them (handed on by a vjp) is copied when it is
 read-only and no broadcast view, so the caller gets a writable array wherever the unfolded run
-gave one; a broadcast view (Sum's and Mean's gradients of large inputs) is read-only either way. A step whose arguments are large is not folded: its result would be kept
-between runs.
+gave one; a broadcast view (Sum's and Mean's gradients of large inputs) is read-only either way.
+A step whose arguments are large is not folded: its result would be kept between runs.
 
 Imports nothing of blockflow but compile.program and run's code_parts and memplan.
 """
@@ -26,7 +26,8 @@ from blockflow.compile.program import Step
 from blockflow.run.code_parts import needs_by_input
 from blockflow.run.memplan import RESIDENT, Line, new
 
-__all__ = ["FOLD_MAX_BYTES", "FOLD_MAX_SIZE", "finish_known", "fold_vjp", "foldable", "folded_call", "known_part", "known_seed", "own_array"]
+__all__ = ["FOLD_MAX_BYTES", "FOLD_MAX_SIZE", "finish_known", "fold_vjp", "foldable", "folded_call", "known_part",
+           "known_seed", "own_array"]
 
 #: the most elements of any argument or cotangent of a folded vjp: what its result keeps alive
 #: between runs, and what the call that makes it may allocate while the plan is written
