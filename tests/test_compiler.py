@@ -256,16 +256,16 @@ def test_a_tensor_too_big_to_allocate_is_refused_at_compile_time_before_anything
     import tracemalloc
 
     from diagrams import chain
+    from memory_tracing import memory_traced
 
     from blockflow.spec import MAX_TENSOR_BYTES
 
     project = chain(("v", "Variable", {"shape": [100_000, 100_000]}, None),
                     ("z", "Fill", {}, {"dims": np.array([10 ** 6, 10 ** 6]), "value": np.float32(1)}),
                     ("ok", "Variable", {"shape": [10, 10]}, None))
-    tracemalloc.start()
-    program = compile_project(project)
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
+    with memory_traced():
+        program = compile_project(project)
+        _, peak = tracemalloc.get_traced_memory()
     errors = {d.node: str(d) for d in program.errors}
     assert set(errors) == {"v", "z"}
     assert "would be float32[100000,100000] (37.3 GiB); the limit for one tensor is 4 GiB" in errors["v"]

@@ -32,6 +32,7 @@ from blockflow.registry import default_registry
 # which the standard library does with eval on its own text
 from blockflow.run.runtime import run
 
+from memory_tracing import memory_traced
 from test_project_io import json_values, sample_doc
 
 REGISTRY = default_registry()
@@ -205,16 +206,13 @@ def test_a_shape_that_lies_never_allocates_what_it_claims():
     cases = [{"dtype": "float64", "shape": [10 ** 6, 10 ** 6], "base64": "AAAAAAAAAAA="},
              {"dtype": "float32", "shape": [2 ** 31, 2 ** 31], "data": [1.0]},
              {"dtype": "uint8", "shape": [10 ** 11], "data": []}]
-    tracemalloc.start()
-    try:
+    with memory_traced():
         for arr in cases:
             feeds["x"] = arr
             with pytest.raises(ProjectFileError) as info:
                 io.loads_project(json.dumps(doc))
             assert info.value.where.startswith("pages[0].feeds.x")
         _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
     assert peak < MAX_PEAK_BYTES, f"peak {peak:,} bytes"
 
 

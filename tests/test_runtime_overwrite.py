@@ -17,6 +17,7 @@ from blockflow.compile.compiler import compile_project
 from blockflow.run.runtime import run
 
 from diagrams import chain
+from memory_tracing import memory_traced
 
 RNG = np.random.default_rng(1819)
 N = 50_000
@@ -343,12 +344,9 @@ def test_the_memory_plan_counts_what_the_run_makes(monkeypatch, on):
         run(program, feeds, target="loss", wrt=["x"], record=False)
         plan = _plan(program)
         walk = plan.memory.walk_for(1 << 40, "test", 0, (((n,), (n,)),))
-        tracemalloc.start()
-        try:
+        with memory_traced():
             run(program, feeds, target="loss", wrt=["x"], record=False)
             _, made = tracemalloc.get_traced_memory()
-        finally:
-            tracemalloc.stop()
         peaks[flag] = walk.peak - walk.resident
         # the tree's piece and the run's own small objects are not tensors the plan counts
         assert made <= peaks[flag] + fused._LEAF * 4 + (256 << 10), (flag, made, peaks[flag])

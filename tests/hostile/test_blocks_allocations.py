@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import textwrap
 import time
-import tracemalloc
 
 import numpy as np
 import pytest
@@ -32,6 +31,7 @@ from blockflow_blocks import all_blocks
 from blockflow_blocks import nn_conv
 from blockflow_blocks.nn_conv import Conv2D
 from diagrams import chain
+from memory_tracing import traced_peak
 from hostile_kit import baseline_rss, changed_paths, run_cli, run_python, snapshot
 
 REG = Registry(all_blocks())
@@ -159,7 +159,7 @@ def test_compiling_never_makes_a_large_result_of_small_constants(block, wires, h
                     ("one", "Const", {"value": 1, "dtype": "int32"}, None),
                     ("row", "Const", {"value": list(range(4096)), "dtype": "int32"}, None),
                     ("big", block, {}, wires))
-    program, peak = _traced_peak(lambda: compile_project(project))
+    program, peak = traced_peak(lambda: compile_project(project))
     assert peak < 16 * 1024 ** 2
     if huge:
         text = " ".join(str(e) for e in program.errors)
@@ -230,22 +230,13 @@ def test_a_convolution_makes_its_window_matrix_in_bounded_pieces(monkeypatch):
     np.testing.assert_allclose(gf, want_gf, rtol=1e-12)
 
 
-def _traced_peak(call):
-    tracemalloc.start()
-    try:
-        result = call()
-        return result, tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-
-
 def test_a_broadcast_batch_gradient_is_summed_inside_its_product():
     rng = np.random.default_rng(8)
     x = rng.standard_normal((1, 8, 512))
     y = rng.standard_normal((2048, 512, 1))
     g = rng.standard_normal((2048, 8, 1))
     spec = REG["BatchMatMul"]
-    (gx, gy), peak = _traced_peak(lambda: spec.vjp(g, None, x, y, adj_x=False, adj_y=False, needs=(True, True)))
+    (gx, gy), peak = traced_peak(lambda: spec.vjp(g, None, x, y, adj_x=False, adj_y=False, needs=(True, True)))
     assert peak < 2 * y.nbytes  # the [2048, 8, 512] product would be 8 times y
     np.testing.assert_allclose(gx, np.einsum("bmn,bkn->mk", g, y)[None], rtol=1e-10)
     np.testing.assert_allclose(gy, np.einsum("mk,bmn->bkn", x[0], g), rtol=1e-10)
@@ -279,7 +270,7 @@ def test_batch_matmul_gradients_match_their_definition_on_random_broadcasts():
 def test_a_variable_random_value_is_drawn_without_a_float64_copy():
     spec = REG["Variable"]
     a = attrs("Variable", shape=[4 * 1024 ** 2], dtype="float32", initializer="glorot_normal", seed=3)
-    value, peak = _traced_peak(lambda: spec.initial(**a))
+    value, peak = traced_peak(lambda: spec.initial(**a))
     assert value.dtype == np.float32 and value.shape == (4 * 1024 ** 2,)
     assert peak < 2 * value.nbytes  # before: 3 times, a float64 draw (twice the value) and the value
     rng = np.random.default_rng(3)  # the same numbers as one float64 draw cast

@@ -8,7 +8,6 @@ wrong and where, and passes since its fix."""
 from __future__ import annotations
 
 import sys
-import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +24,7 @@ from blockflow.importing.onnx_import import import_model  # noqa: E402
 from blockflow.importing.onnx_read import read_onnx_bytes  # noqa: E402
 from blockflow.io.project_io import load_project, save_project  # noqa: E402
 from blockflow.run.runtime import run  # noqa: E402
+from memory_tracing import traced_peak  # noqa: E402
 
 F = TensorProto.FLOAT
 
@@ -249,14 +249,7 @@ def test_the_editor_refuses_a_malformed_model_with_its_message_box(qtbot, tmp_pa
 # ------------------------------------------------------------------------------ memory
 
 def _traced_peak(fn) -> int:
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        fn()
-    finally:
-        peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
-    return peak
+    return traced_peak(fn)[1]
 
 
 def _refused_within(model, limit: int):

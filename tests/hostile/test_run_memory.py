@@ -26,6 +26,7 @@ from blockflow.spec import Input, Output, TensorType, allocation_guard, block, r
 from blockflow.run.training import TrainConfig, Trainer
 
 from hostile_kit import baseline_rss, changed_paths, run_cli, snapshot
+from memory_tracing import memory_traced
 
 CAP = int(1.5 * 1024 ** 3)
 MiB = 1024 ** 2
@@ -306,12 +307,11 @@ def test_checking_a_huge_random_variable_draws_nothing(tmp_path, floor):
     p, pg = _page()
     _huge_variable(pg)
     save_project(p, tmp_path / "p.bflow.json")
-    tracemalloc.start()
-    t0 = time.perf_counter()
-    program = compile_project(p)
-    seconds = time.perf_counter() - t0
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
+    with memory_traced():
+        t0 = time.perf_counter()
+        program = compile_project(p)
+        seconds = time.perf_counter() - t0
+        _, peak = tracemalloc.get_traced_memory()
     assert program.ok and program.variable_values.is_pending("W")
     assert seconds < 0.25 and peak < 2 * MiB, (seconds, peak)
     r = run_cli("check", tmp_path / "p.bflow.json", cap_bytes=CAP)

@@ -12,16 +12,22 @@ never touch widgets or the live model; they work on what they were given.
 Shutting down: ``wait()`` blocks until the job under way (if any) returns, and the queued ones
 after it; destroying the Worker (with its Qt parent) waits the same way before the object that
 delivers to the UI thread is gone, so a late job never reports into a deleted object.
+``wait_for_all_workers()`` waits for every live Worker's jobs: for code that needs no thread but
+its own running Python for a moment (starting or stopping ``tracemalloc`` races with a thread
+entering Python on CPython 3.11, gh-128679: a segmentation fault).
 """
 from __future__ import annotations
 
 import traceback
+import weakref
 
 from PySide6.QtCore import QObject, QRunnable, Qt, QThreadPool, Signal
 
 from blockflow.gui.common.gcmain import collect_on_ui_thread
 
-__all__ = ["Worker"]
+__all__ = ["Worker", "wait_for_all_workers"]
+
+_LIVE: weakref.WeakSet = weakref.WeakSet()     # every Worker not yet collected
 
 
 class _Courier(QObject):
@@ -63,6 +69,7 @@ class Worker(QObject):
         self._pool.setMaxThreadCount(1)
         self._courier = _Courier(self)
         self._courier.deliver.connect(self._deliver, Qt.QueuedConnection)
+        _LIVE.add(self)
 
     def submit(self, fn, on_done=None) -> None:
         """Run ``fn(post)`` on the worker thread after the jobs before it; then, on the UI
@@ -76,3 +83,15 @@ class Worker(QObject):
 
     def _deliver(self, callback, args) -> None:     # (a method: delivered on this object's thread)
         callback(*args)
+
+
+def wait_for_all_workers(msecs: int = -1) -> bool:
+    """Block until no Worker has a job running or queued (or ``msecs`` passed for one of them);
+    True when none has. A Worker whose Qt object is already deleted has no thread left."""
+    idle = True
+    for worker in list(_LIVE):
+        try:
+            idle = worker.wait(msecs) and idle
+        except RuntimeError:      # deleted with its Qt parent; its pool waited then
+            pass
+    return idle
