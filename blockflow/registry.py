@@ -12,10 +12,10 @@ Must not import PySide6 or a block package by name: blocks arrive only through e
 from __future__ import annotations
 
 import threading
-from importlib import metadata
 from pathlib import Path
 from typing import Iterable
 
+from blockflow import entrypoints
 from blockflow.errors import RegistryError
 from blockflow.spec import BlockSpec
 
@@ -204,7 +204,7 @@ class Registry:
         problem to ``problems`` and passing it to ``report(entry point, message)`` as it is met:
         at once, or for a lazy provider's part, when the part is first imported."""
         reg = cls(strict=strict, report=report)
-        for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        for ep in sorted(entrypoints.entry_points(ENTRY_POINT_GROUP), key=lambda e: e.name):
             where = f"{ep.name} = {ep.value}"
             try:
                 provider = ep.load()
@@ -260,7 +260,7 @@ def layer_files() -> list[tuple[str, Path]]:
     """(entry point name, path) of every layer file the installed block packages declare in the
     ``blockflow.layers`` group (read by blockflow.io.library, which runs no code of its own)."""
     out = []
-    for ep in sorted(metadata.entry_points(group=LAYERS_ENTRY_POINT_GROUP), key=lambda e: e.name):
+    for ep in sorted(entrypoints.entry_points(LAYERS_ENTRY_POINT_GROUP), key=lambda e: e.name):
         try:
             paths = list(ep.load()())
         except Exception as exc:  # a broken plugin is named, not a traceback

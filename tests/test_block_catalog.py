@@ -185,8 +185,6 @@ def test_threads_asking_at_once_each_find_every_block():
 
 
 def test_the_command_line_warns_of_a_broken_part_when_it_meets_it(monkeypatch, capsys):
-    from importlib import metadata
-
     from blockflow import registry as registry_module
     from blockflow.cli import EXIT_OK, main
 
@@ -203,9 +201,8 @@ def test_the_command_line_warns_of_a_broken_part_when_it_meets_it(monkeypatch, c
         def load(self):
             return provider
 
-    real = metadata.entry_points
-    monkeypatch.setattr(registry_module.metadata, "entry_points",
-                        lambda group: [*real(group=group), Plugin()])
+    real = registry_module.entrypoints.entry_points
+    monkeypatch.setattr(registry_module.entrypoints, "entry_points", lambda group: [*real(group), Plugin()])
     assert main(["blocks"]) == EXIT_OK
     out, err = capsys.readouterr()
     assert "StopGradient" in out and "Broken" not in out

@@ -74,7 +74,7 @@ def test_repository_keeps_every_layering_contract():
 
 
 # A tiny tree shaped like the real one, where every allowed import is present.
-BASE = ("spec", "errors", "equality", "project", "page_layout", "page_blocks", "composite", "registry", "datafiles", "textsafe", "budget", "ownfiles", "arrayout",
+BASE = ("spec", "errors", "equality", "project", "page_layout", "page_blocks", "composite", "registry", "entrypoints", "datafiles", "npz_archive", "textsafe", "budget", "ownfiles", "arrayout",
         "variables", "feeds", "optional")
 FAKE_TREE = {
     "blockflow/__init__.py": "",

@@ -4,7 +4,6 @@ objects, page names, node ids, ports, edges' ends, the loss and the metrics.
 """
 from __future__ import annotations
 
-import difflib
 import json
 
 import numpy as np
@@ -130,6 +129,8 @@ def check_object(obj, where: str, what: str, allowed: tuple, required: tuple = (
         raise Invalid(key_path(where, obj.dup), f"the key '{obj.dup}' appears twice")
     for k in obj:
         if k not in allowed:
+            import difflib      # only for a file with an unknown key: not on every start
+
             hint = difflib.get_close_matches(k, allowed, n=1)
             did = f"; did you mean '{hint[0]}'?" if hint else ""
             raise Invalid(key_path(where, k), f"unknown key '{k}' in {what} "
