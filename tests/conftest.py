@@ -50,6 +50,26 @@ def _automatic_gc_outside_the_editor(request):
         gc.disable()
 
 
+#: how long a GUI test's teardown waits for the editor's background jobs it left
+LEFT_JOBS_SECONDS = 120
+
+
+@pytest.fixture(autouse=True)
+def _no_editor_job_left_running(request):
+    """After a GUI test, once its windows are closed (autouse: set up before qtbot, so torn down
+    after it), wait for every editor Worker's jobs: none runs on into the next test, competing for
+    the GIL with what that test measures, or entering Python while it starts tracemalloc
+    (tests/memory_tracing.py)."""
+    yield
+    if not {"qtbot", "qapp"} & set(request.fixturenames):
+        return
+    import sys
+
+    worker = sys.modules.get("blockflow.gui.common.worker")
+    if worker is not None and not worker.wait_for_all_workers(LEFT_JOBS_SECONDS * 1000):
+        pytest.fail(f"the editor's background jobs were still running {LEFT_JOBS_SECONDS} s after the test")
+
+
 @pytest.fixture
 def short_ways(monkeypatch):
     """A list that gets, for every run that tried the runtime's short way (runtime._rerun),
