@@ -116,17 +116,22 @@ def _read(info: str, group: str) -> list[EntryPoint]:
     try:
         with open(os.path.join(info, "entry_points.txt"), encoding="utf-8") as file:
             text = file.read()
-    except (OSError, UnicodeDecodeError):     # none, or an .egg-info that is a file
-        return []
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError):
+        return []                     # none, or an .egg-info that is a file (importlib: the same)
+    except (OSError, UnicodeDecodeError):
+        raise _Unusual from None      # importlib raises it: let it say so
     section, found = None, []
     for line in map(str.strip, text.splitlines()):
         if not line or line.startswith("#"):
             continue
         if line.startswith("[") and line.endswith("]"):
             section = line.strip("[]")
-        elif section == group:
-            name, sep, value = line.partition("=")
-            if not sep:
-                raise _Unusual            # importlib refuses the whole file: let it say so
+            continue
+        if section is None:
+            continue                  # before the first section: importlib skips it too
+        name, sep, value = line.partition("=")
+        if not sep:
+            raise _Unusual            # importlib refuses the whole file, any section's line
+        if section == group:
             found.append(EntryPoint(name.strip(), value.strip(), group))
     return found

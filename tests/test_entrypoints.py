@@ -87,3 +87,36 @@ def test_an_entry_point_loads_the_attribute_it_names():
     with pytest.raises(ValueError, match="'not a value!' is not 'module:attribute'"):
         EntryPoint("bad", "not a value!", "g").load()
 
+
+
+def _outcome(read, group="demo"):
+    """What ``read(group)`` gives: its entry points, or the type and text of what it raised."""
+    try:
+        return read(group)
+    except Exception as exc:   # the standard library's own refusals are part of its answer
+        return type(exc), str(exc)
+
+
+def _both(group="demo"):
+    return _outcome(entrypoints.entry_points, group), _outcome(_stdlib, group)
+
+
+def test_a_line_without_equals_in_any_section_is_refused_as_the_standard_library_refuses_it(
+        tmp_path, monkeypatch):
+    _dist(tmp_path, "odd-1.0.dist-info", "[demo]\none = pkg:one\n[other]\nno equals sign here\n")
+    monkeypatch.setattr(sys, "path", [str(tmp_path)])
+    ours, theirs = _both()
+    assert ours == theirs and theirs[0] is TypeError
+
+
+def test_a_file_the_standard_library_cannot_read_is_left_to_it(tmp_path, monkeypatch):
+    _dist(tmp_path / "a", "latin-1.0.dist-info")
+    (tmp_path / "a" / "latin-1.0.dist-info" / "entry_points.txt").write_bytes(
+        b"[demo]\none = caf\xe9:main\n")
+    _dist(tmp_path / "b", "loop-1.0.dist-info")
+    os.symlink("entry_points.txt", tmp_path / "b" / "loop-1.0.dist-info" / "entry_points.txt")
+    for folder, error in (("a", UnicodeDecodeError), ("b", OSError)):
+        monkeypatch.setattr(sys, "path", [str(tmp_path / folder)])
+        ours, theirs = _both()
+        assert ours == theirs and issubclass(theirs[0], error)
+
