@@ -85,6 +85,8 @@ def _scanned(group: str) -> list[EntryPoint]:
 def _distributions(folder: str) -> list[str]:
     """The names of the distributions' entries in ``folder``, in the order importlib lists them
     (grouped by normalized name, groups in the order their first entry is met)."""
+    if os.path.basename(folder).lower().endswith(".egg"):
+        raise _Unusual                # an unzipped egg: importlib reads its EGG-INFO
     try:
         names = os.listdir(folder)
     except NotADirectoryError:
@@ -103,9 +105,10 @@ def _distributions(folder: str) -> list[str]:
 
 def _normalized(entry: str) -> str:
     stem, ext = os.path.splitext(entry)
-    if ext not in _INFO_SUFFIXES:
+    name = stem.partition("-")[0]
+    if ext not in _INFO_SUFFIXES or not name:
         raise _Unusual                # importlib would read the name from its METADATA
-    return _normal(stem.partition("-")[0])
+    return _normal(name)
 
 
 def _normal(name: str) -> str:

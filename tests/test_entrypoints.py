@@ -120,3 +120,22 @@ def test_a_file_the_standard_library_cannot_read_is_left_to_it(tmp_path, monkeyp
         ours, theirs = _both()
         assert ours == theirs and issubclass(theirs[0], error)
 
+
+def test_a_folder_name_without_a_name_is_named_by_its_metadata(tmp_path, monkeypatch):
+    a, b = tmp_path / "a", tmp_path / "b"
+    _dist(a, "-1.0.dist-info", "[demo]\nnameless = pkg:one\n")
+    (a / "-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: real\nVersion: 1.0\n")
+    _dist(b, "real-2.0.dist-info", "[demo]\nhidden = by:the_first\n")
+    monkeypatch.setattr(sys, "path", [str(a), str(b)])
+    ours, theirs = _both()
+    assert ours == theirs == [EntryPoint("nameless", "pkg:one", "demo")]
+
+
+def test_an_unzipped_egg_on_the_path_is_read_as_the_standard_library_reads_it(tmp_path, monkeypatch):
+    egg = tmp_path / "thing-1.0-py3.11.egg"
+    _dist(egg, "EGG-INFO", "[demo]\negg = thing:main\n")
+    (egg / "EGG-INFO" / "PKG-INFO").write_text("Metadata-Version: 1.1\nName: thing\nVersion: 1.0\n")
+    monkeypatch.setattr(sys, "path", [str(egg)])
+    ours, theirs = _both()
+    assert ours == theirs == [EntryPoint("egg", "thing:main", "demo")]
+
