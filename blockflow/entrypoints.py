@@ -10,9 +10,10 @@ test compares the two on crafted folders and on the installed packages): the ``*
 ``*.egg-info`` entries of every folder on ``sys.path`` in turn, a distribution's name taken from
 its entry's name (so a name seen in an earlier folder hides the later ones), and the ``[group]``
 sections of its ``entry_points.txt``, ``#`` lines and blank lines skipped. Where the standard
-library would look further (a zip archive or an ``.egg`` on the path, another finder on
-``sys.meta_path`` that lists distributions, a name it would read from METADATA) this hands the
-question to ``importlib.metadata`` itself.
+library would look further or refuse (a zip archive or an ``.egg`` on the path, a path entry
+that is not a ``str``, another finder on ``sys.meta_path`` that lists distributions or none, a
+name it would read from METADATA, an ``entry_points.txt`` it cannot read or parse) this hands
+the question to ``importlib.metadata`` itself, which answers or raises as it always did.
 """
 from __future__ import annotations
 
@@ -68,12 +69,14 @@ def entry_points(group: str) -> list[EntryPoint]:
 
 
 def _scanned(group: str) -> list[EntryPoint]:
-    for finder in sys.meta_path:
-        if finder is not PathFinder and hasattr(finder, "find_distributions"):
-            raise _Unusual
+    listing = [f for f in sys.meta_path if getattr(f, "find_distributions", None)]
+    if not listing or any(finder is not PathFinder for finder in listing):
+        raise _Unusual                # importlib asks those finders, and only those
     seen: set[str] = set()
     found: list[EntryPoint] = []
     for folder in sys.path:
+        if not isinstance(folder, str):
+            raise _Unusual            # importlib reads a Path, and refuses bytes or None
         for entry in _distributions(folder or "."):
             name = _normalized(entry)
             if name not in seen:

@@ -139,3 +139,22 @@ def test_an_unzipped_egg_on_the_path_is_read_as_the_standard_library_reads_it(tm
     ours, theirs = _both()
     assert ours == theirs == [EntryPoint("egg", "thing:main", "demo")]
 
+
+@pytest.mark.parametrize("entry", [None, b"/no/such/folder", "path"], ids=["None", "bytes", "Path"])
+def test_a_path_entry_that_is_not_a_string_is_read_as_the_standard_library_reads_it(
+        tmp_path, monkeypatch, entry):
+    _dist(tmp_path, "plain-1.0.dist-info", "[demo]\none = plain:main\n")
+    entry = tmp_path if entry == "path" else entry
+    monkeypatch.setattr(sys, "path", [entry, str(tmp_path)])
+    ours, theirs = _both()
+    assert ours == theirs
+
+
+def test_without_the_path_finder_on_the_meta_path_nothing_is_found_there(tmp_path, monkeypatch):
+    from importlib.machinery import PathFinder
+
+    _dist(tmp_path, "plain-1.0.dist-info", "[demo]\none = plain:main\n")
+    monkeypatch.setattr(sys, "path", [str(tmp_path)])
+    monkeypatch.setattr(sys, "meta_path", [f for f in sys.meta_path if f is not PathFinder])
+    ours, theirs = _both()
+    assert ours == theirs == []
