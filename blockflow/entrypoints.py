@@ -10,9 +10,10 @@ test compares the two on crafted folders and on the installed packages): the ``*
 ``*.egg-info`` entries of every folder on ``sys.path`` in turn, a distribution's name taken from
 its entry's name (so a name seen in an earlier folder hides the later ones), and the ``[group]``
 sections of its ``entry_points.txt``, ``#`` lines and blank lines skipped. Where the standard
-library would look further (a zip archive or an ``.egg`` on the path, another finder on
-``sys.meta_path`` that lists distributions, a name it would read from METADATA) this hands the
-question to ``importlib.metadata`` itself.
+library would look further or refuse (a zip archive or an ``.egg`` on the path, a path entry
+that is not a ``str``, another finder on ``sys.meta_path`` that lists distributions or none, a
+name it would read from METADATA, an ``entry_points.txt`` it cannot read or parse) this hands
+the question to ``importlib.metadata`` itself, which answers or raises as it always did.
 """
 from __future__ import annotations
 
@@ -68,12 +69,14 @@ def entry_points(group: str) -> list[EntryPoint]:
 
 
 def _scanned(group: str) -> list[EntryPoint]:
-    for finder in sys.meta_path:
-        if finder is not PathFinder and hasattr(finder, "find_distributions"):
-            raise _Unusual
+    listing = [f for f in sys.meta_path if getattr(f, "find_distributions", None)]
+    if not listing or any(finder is not PathFinder for finder in listing):
+        raise _Unusual                # importlib asks those finders, and only those
     seen: set[str] = set()
     found: list[EntryPoint] = []
     for folder in sys.path:
+        if not isinstance(folder, str):
+            raise _Unusual            # importlib reads a Path, and refuses bytes or None
         for entry in _distributions(folder or "."):
             name = _normalized(entry)
             if name not in seen:
@@ -85,6 +88,8 @@ def _scanned(group: str) -> list[EntryPoint]:
 def _distributions(folder: str) -> list[str]:
     """The names of the distributions' entries in ``folder``, in the order importlib lists them
     (grouped by normalized name, groups in the order their first entry is met)."""
+    if os.path.basename(folder).lower().endswith(".egg"):
+        raise _Unusual                # an unzipped egg: importlib reads its EGG-INFO
     try:
         names = os.listdir(folder)
     except NotADirectoryError:
@@ -103,9 +108,10 @@ def _distributions(folder: str) -> list[str]:
 
 def _normalized(entry: str) -> str:
     stem, ext = os.path.splitext(entry)
-    if ext not in _INFO_SUFFIXES:
+    name = stem.partition("-")[0]
+    if ext not in _INFO_SUFFIXES or not name:
         raise _Unusual                # importlib would read the name from its METADATA
-    return _normal(stem.partition("-")[0])
+    return _normal(name)
 
 
 def _normal(name: str) -> str:
@@ -116,17 +122,22 @@ def _read(info: str, group: str) -> list[EntryPoint]:
     try:
         with open(os.path.join(info, "entry_points.txt"), encoding="utf-8") as file:
             text = file.read()
-    except (OSError, UnicodeDecodeError):     # none, or an .egg-info that is a file
-        return []
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError):
+        return []                     # none, or an .egg-info that is a file (importlib: the same)
+    except (OSError, UnicodeDecodeError):
+        raise _Unusual from None      # importlib raises it: let it say so
     section, found = None, []
     for line in map(str.strip, text.splitlines()):
         if not line or line.startswith("#"):
             continue
         if line.startswith("[") and line.endswith("]"):
             section = line.strip("[]")
-        elif section == group:
-            name, sep, value = line.partition("=")
-            if not sep:
-                raise _Unusual            # importlib refuses the whole file: let it say so
+            continue
+        if section is None:
+            continue                  # before the first section: importlib skips it too
+        name, sep, value = line.partition("=")
+        if not sep:
+            raise _Unusual            # importlib refuses the whole file, any section's line
+        if section == group:
             found.append(EntryPoint(name.strip(), value.strip(), group))
     return found

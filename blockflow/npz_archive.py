@@ -13,9 +13,8 @@ import zlib
 
 import numpy as np
 
-from blockflow import spec
-from blockflow.datafiles import (MAX_NPZ_MEMBERS, DataFileError, _npy_header, _NPY_HEADER_MAX,
-                                 _read_npy, _Total)
+from blockflow import datafiles, spec
+from blockflow.datafiles import DataFileError, _npy_header, _NPY_HEADER_MAX, _read_npy, _Total
 
 __all__ = ["read_npz"]
 
@@ -137,6 +136,7 @@ _CENTRAL = struct.Struct("<4s6H3L5H2L")    # a central directory entry (46 bytes
 def _check_zip_directory(name: str, f) -> None:
     """Refuse an archive whose central directory is too large or lists more than
     MAX_NPZ_MEMBERS members, counting its entries without building anything for them."""
+    limit = datafiles.MAX_NPZ_MEMBERS     # read when used: datafiles's limit, as it is now
     size = os.fstat(f.fileno()).st_size
     tail_len = min(size, _EOCD.size + 65535)
     f.seek(size - tail_len)
@@ -155,9 +155,9 @@ def _check_zip_directory(name: str, f) -> None:
         if len(rec) == _ZIP64_EOCD.size and rec[:4] == b"PK\x06\x06":
             entries, cd_size = _ZIP64_EOCD.unpack(rec)[7:9]
             cd_end = z64
-    if entries > MAX_NPZ_MEMBERS:   # 0xFFFF in a zip without zip64 records: that many or more
+    if entries > limit:   # 0xFFFF in a zip without zip64 records: that many or more
         shown = f"{entries:,}" if entries != 0xFFFF else "65,535 or more"
-        raise DataFileError(f"'{name}' holds {shown} arrays; the limit is {MAX_NPZ_MEMBERS:,}")
+        raise DataFileError(f"'{name}' holds {shown} arrays; the limit is {limit:,}")
     if cd_size > _MAX_ZIP_DIRECTORY_BYTES or cd_size > cd_end:
         raise DataFileError(f"'{name}': its zip directory is {cd_size:,} bytes; the limit is "
                             f"{_MAX_ZIP_DIRECTORY_BYTES:,}")
@@ -167,8 +167,8 @@ def _check_zip_directory(name: str, f) -> None:
     while at + _CENTRAL.size <= len(directory) and directory[at:at + 4] == b"PK\x01\x02":
         fields = _CENTRAL.unpack_from(directory, at)
         count += 1
-        if count > MAX_NPZ_MEMBERS:   # the count the end record gives may be a lie
-            raise DataFileError(f"'{name}' holds more than {MAX_NPZ_MEMBERS:,} arrays; the limit "
-                                f"is {MAX_NPZ_MEMBERS:,}")
+        if count > limit:   # the count the end record gives may be a lie
+            raise DataFileError(f"'{name}' holds more than {limit:,} arrays; the limit "
+                                f"is {limit:,}")
         at += _CENTRAL.size + fields[10] + fields[11] + fields[12]   # name, extra, comment
     f.seek(0)

@@ -38,3 +38,24 @@ def test_tracing_starts_only_once_every_worker_job_has_returned(qapp):
 def test_a_traced_peak_counts_what_the_call_allocates():
     result, peak = traced_peak(lambda: bytearray(3 << 20))
     assert len(result) == 3 << 20 and 3 << 20 <= peak < 4 << 20
+
+
+def test_workers_deleted_with_their_parent_or_alone_are_passed_over(qapp):
+    """A Worker whose Qt object is gone (its pool with it: the pool waited for its job then)
+    raises RuntimeError when asked; waiting for every Worker passes over it, and still waits
+    for the live ones."""
+    import shiboken6
+    from PySide6.QtCore import QObject
+
+    from blockflow.gui.common import worker as worker_module
+
+    parent = QObject()
+    orphaned, alone, live = (worker_module.Worker(parent), worker_module.Worker(),
+                             worker_module.Worker())
+    ended = threading.Event()
+    orphaned.submit(lambda post: time.sleep(0.1))
+    live.submit(lambda post: (time.sleep(0.2), ended.set()))
+    shiboken6.delete(parent)
+    shiboken6.delete(alone)
+    assert not shiboken6.isValid(orphaned) and not shiboken6.isValid(alone)
+    assert worker_module.wait_for_all_workers() and ended.is_set()

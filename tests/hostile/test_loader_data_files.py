@@ -209,6 +209,15 @@ def test_two_hundred_thousand_members_are_refused_by_their_count_quickly(tmp_pat
     assert time.perf_counter() - t < 10
 
 
+def test_the_member_limit_is_read_from_datafiles_when_an_archive_is_read(tmp_path, monkeypatch):
+    """MAX_NPZ_MEMBERS is blockflow.datafiles's limit (docs/limits.md): changed there, it holds
+    for .npz archives, read in their own module (npz_archive.py), as it did before."""
+    np.savez(tmp_path / "three.npz", a=np.zeros(1), b=np.zeros(1), c=np.zeros(1))
+    assert len(DataFiles(tmp_path).arrays("three.npz")) == 3   # (npz_archive imported now)
+    monkeypatch.setattr(datafiles, "MAX_NPZ_MEMBERS", 2)
+    with pytest.raises(DataFileError, match="'three.npz' holds 3 arrays; the limit is 2$"):
+        DataFiles(tmp_path).arrays("three.npz")
+
 def test_a_lying_member_count_is_caught_by_counting_the_directory(tmp_path):
     head = npy_header((0,))
     members = [(f"{i}.npy", 0, head, 0, len(head)) for i in range(20_000)]
