@@ -2,7 +2,7 @@
 
 Why: on Python 3.11 ``importlib.metadata`` imports ``email`` (for distributions' METADATA files,
 which finding entry points never reads) and with it ``socket``, ``calendar`` and some twenty
-regular expressions: 20-30 ms of every ``blockflow`` command's start, a sixth of ``blockflow run``
+regular expressions: 25-40 ms of every ``blockflow`` command's start, a sixth of ``blockflow run``
 (docs/performance.md). Entry points only need each distribution's ``entry_points.txt``.
 
 What this reads is what ``importlib.metadata.entry_points(group=...)`` gives, in its order (a

@@ -24,7 +24,7 @@ HEAVY = ("PySide6", "shiboken6", "pyqtgraph", "torch", "onnx", "onnxruntime", "s
 #: what `blockflow run` has no use for: the other commands and the layers they alone reach,
 #: networkx (a third of the start and 19 MiB; the compiler builds a graph only to name a cycle),
 #: saving (blockflow.ownfiles and logging: 9 ms), OpenSSL's hashes (3-10 ms: random streams only),
-#: importlib.metadata (and the email package: 20-30 ms; blockflow/entrypoints.py reads the entry
+#: importlib.metadata (and the email package: 25-40 ms; blockflow/entrypoints.py reads the entry
 #: points), zipfile (.npz archives only: 5 ms), csv and difflib (a table read, a key misspelt),
 #: and the block library's modules whose blocks the sample does not use (registry: lazy providers)
 NOT_FOR_RUN = ("networkx", "blockflow.cli.cmd_train", "blockflow.cli.cmd_layers", "blockflow.cli.cmd_check",
