@@ -14,7 +14,7 @@ TESTS = Path(__file__).resolve().parent
 
 
 def test_no_test_starts_or_stops_tracemalloc_but_through_the_kit():
-    bare = re.compile(r"tracemalloc\.(start|stop)\(|from tracemalloc import|import tracemalloc as")
+    bare = re.compile(r"tracemalloc\.(start|stop)\(|from\s+tracemalloc\s+import|import\s+tracemalloc\s+as")
     found = [f"{path.relative_to(TESTS)}:{n}" for path in sorted(TESTS.rglob("*.py"))
              if path.name != "memory_tracing.py"
              for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
