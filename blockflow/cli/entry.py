@@ -20,7 +20,8 @@ def main(argv=None) -> int:
 
 
 def _main(argv=None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv[0] if argv else None)   # a command's own parser only (parser.py)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
