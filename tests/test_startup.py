@@ -28,7 +28,9 @@ HEAVY = ("PySide6", "shiboken6", "pyqtgraph", "torch", "onnx", "onnxruntime", "s
 #: points), zipfile (.npz archives only: 5 ms), csv and difflib (a table read, a key misspelt),
 #: the block library's modules whose blocks the sample does not use (registry: lazy providers),
 #: flattening (compile/flatten.py and its frozen dataclasses: a page without composite instances),
-#: and the modules of export's and import's options (main builds the parser of its command only)
+#: the modules of export's and import's options (main builds the parser of its command only), and
+#: what only a rarer path uses: traceback (--debug), base64 and binascii (a file's large arrays),
+#: mmap (a plan that keeps arrays across runs), the project writer
 NOT_FOR_RUN = ("networkx", "blockflow.cli.cmd_train", "blockflow.cli.cmd_layers", "blockflow.cli.cmd_check",
                "blockflow.cli.cmd_blocks", "blockflow.io.library", "blockflow.run.training",
                "blockflow.run.gradcheck", "blockflow.export", "blockflow.importing", "blockflow.gui.main_window",
@@ -36,7 +38,8 @@ NOT_FOR_RUN = ("networkx", "blockflow.cli.cmd_train", "blockflow.cli.cmd_layers"
                "importlib.metadata", "email", "zipfile", "blockflow.npz_archive", "csv", "difflib",
                "blockflow_blocks.nn_conv", "blockflow_blocks.nn_norm", "blockflow_blocks.data_ops",
                "blockflow_blocks.training_ops", "blockflow_blocks.random_ops", "blockflow_blocks.math_einsum",
-               "blockflow.compile.flatten", "blockflow.cli.cmd_export", "blockflow.cli.cmd_import")
+               "blockflow.compile.flatten", "blockflow.cli.cmd_export", "blockflow.cli.cmd_import",
+               "traceback", "base64", "binascii", "mmap", "blockflow.io.writer")
 
 
 def _modules_after(args: list[str], entry: str = "from blockflow.gui.app import main") -> tuple[int, set]:
