@@ -131,6 +131,44 @@ def test_the_named_commands_are_the_parsers_commands():
     assert tuple(sub.choices) == COMMANDS
 
 
+def _commands_of(parser) -> dict:
+    import argparse
+
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+
+def _described(parser) -> list:
+    return [(a.option_strings, a.dest, a.nargs, a.const, a.default, getattr(a.type, "__qualname__", a.type), a.choices,
+             a.required, a.help, a.metavar) for a in parser._actions]
+
+
+@pytest.mark.parametrize("command", ["run", "check", "train", "blocks", "layers", "export", "import"])
+def test_a_command_alone_parses_as_among_all(command, capsys):
+    # main builds only the sub-parser of the command argv starts with (start-up, docs/performance.md):
+    # it must be the one the whole parser holds, its options, help and errors the same
+    from blockflow.cli import build_parser
+
+    alone, full = _commands_of(build_parser(command)), _commands_of(build_parser())
+    assert list(alone) == [command]
+    assert _described(alone[command]) == _described(full[command])
+    assert alone[command].format_help() == full[command].format_help()
+    assert alone[command]._defaults["func"].__name__ == full[command]._defaults["func"].__name__
+    for argv in ([command, "--no-such-option"], [command, "--help"]):
+        with pytest.raises(SystemExit) as by_all:
+            build_parser().parse_args(argv)
+        expected = capsys.readouterr()
+        with pytest.raises(SystemExit) as by_main:
+            main(argv)
+        assert (by_main.value.code, capsys.readouterr()) == (by_all.value.code, expected)
+
+
+@pytest.mark.parametrize("first", [None, "--help", "--debug", "nope", "Run", "render"])
+def test_anything_but_a_command_builds_every_commands_parser(first):
+    from blockflow.cli import COMMANDS, build_parser
+
+    assert tuple(_commands_of(build_parser(first))) == COMMANDS
+
+
 def test_console_entry_point_runs():
     proc = subprocess.run([sys.executable, "-m", "blockflow", "check", str(SAMPLE)],
                           capture_output=True, text=True, timeout=60)

@@ -26,14 +26,20 @@ HEAVY = ("PySide6", "shiboken6", "pyqtgraph", "torch", "onnx", "onnxruntime", "s
 #: saving (blockflow.ownfiles and logging: 9 ms), OpenSSL's hashes (3-10 ms: random streams only),
 #: importlib.metadata (and the email package: 25-40 ms; blockflow/entrypoints.py reads the entry
 #: points), zipfile (.npz archives only: 5 ms), csv and difflib (a table read, a key misspelt),
-#: and the block library's modules whose blocks the sample does not use (registry: lazy providers)
+#: the block library's modules whose blocks the sample does not use (registry: lazy providers),
+#: flattening (compile/flatten.py and its frozen dataclasses: a page without composite instances),
+#: the modules of export's and import's options (main builds the parser of its command only), and
+#: what only a rarer path uses: traceback (--debug), base64 and binascii (a file's large arrays),
+#: mmap (a plan that keeps arrays across runs), the project writer
 NOT_FOR_RUN = ("networkx", "blockflow.cli.cmd_train", "blockflow.cli.cmd_layers", "blockflow.cli.cmd_check",
                "blockflow.cli.cmd_blocks", "blockflow.io.library", "blockflow.run.training",
                "blockflow.run.gradcheck", "blockflow.export", "blockflow.importing", "blockflow.gui.main_window",
                "blockflow.io.saving", "blockflow.ownfiles", "logging", "hashlib", "_hashlib",
                "importlib.metadata", "email", "zipfile", "blockflow.npz_archive", "csv", "difflib",
                "blockflow_blocks.nn_conv", "blockflow_blocks.nn_norm", "blockflow_blocks.data_ops",
-               "blockflow_blocks.training_ops", "blockflow_blocks.random_ops", "blockflow_blocks.math_einsum")
+               "blockflow_blocks.training_ops", "blockflow_blocks.random_ops", "blockflow_blocks.math_einsum",
+               "blockflow.compile.flatten", "blockflow.cli.cmd_export", "blockflow.cli.cmd_import",
+               "traceback", "base64", "binascii", "mmap", "blockflow.io.writer")
 
 
 def _modules_after(args: list[str], entry: str = "from blockflow.gui.app import main") -> tuple[int, set]:

@@ -3,7 +3,6 @@ its line on standard error and its documented exit code."""
 from __future__ import annotations
 
 import sys
-import traceback
 
 from blockflow.cli.exits import (EXIT_DIAGNOSTICS, EXIT_FILE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN,
                                  EXIT_USAGE, CliError)
@@ -20,7 +19,8 @@ def main(argv=None) -> int:
 
 
 def _main(argv=None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv[0] if argv else None)   # a command's own parser only (parser.py)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
@@ -57,6 +57,8 @@ def _main(argv=None) -> int:
         return EXIT_INTERRUPTED
     except Exception as exc:  # a bug in blockflow or in a block package: say so plainly
         if getattr(args, "debug", False):
+            import traceback   # with --debug only: 1 ms of every start otherwise
+
             traceback.print_exception(exc)
         print(f"blockflow: internal error ({type(exc).__name__}: {for_terminal(str(exc))}); run with --debug for the "
               f"traceback and please report it", file=sys.stderr)

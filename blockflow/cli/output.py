@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 import os
 import sys
-import traceback
 
 import numpy as np
 
@@ -93,6 +92,8 @@ def quiet_stdout() -> None:
 
 def report(args, exc):
     if getattr(args, "debug", False):
+        import traceback   # with --debug only: 1 ms of every start otherwise
+
         traceback.print_exception(exc)
     print(f"blockflow: error: {error_text(exc)}", file=sys.stderr)
 

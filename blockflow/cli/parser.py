@@ -6,8 +6,6 @@ import importlib
 
 from blockflow import __version__
 from blockflow.arrayout import JSON_FULL_VALUES
-from blockflow.cli.cmd_export import add_export
-from blockflow.cli.cmd_import import add_import
 from blockflow.cli.exits import EXIT_CODES
 from blockflow.datafiles import SPLITS
 from blockflow.run.settings import OPTIMIZERS
@@ -27,7 +25,13 @@ def _command(name: str):
     return command
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; given ``command``, one of COMMANDS, with that command's sub-parser only: argparse
+    hands every argument after a command's name to its sub-parser, so an argv that starts with
+    the name parses (and fails, and prints its help) as with all of them. Any other ``command``
+    (None, an option, an unknown word) adds them all, which --help lists and an unknown command's
+    error names. Building the seven sub-parsers was 3-5 ms of every start (argparse makes a help
+    formatter, and asks the terminal's size, for each option)."""
     codes = "\n".join(f"  {k}  {v}" for k, v in EXIT_CODES.items())
     parser = argparse.ArgumentParser(
         prog="blockflow", formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -36,14 +40,23 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"blockflow {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    _add_run(sub)
-    _add_check(sub)
-    _add_train(sub)
-    _add_blocks(sub)
-    _add_layers(sub)
-    add_export(sub)
-    add_import(sub)
+    for name in (command,) if command in COMMANDS else COMMANDS:
+        _adder(name)(sub)
     return parser
+
+
+def _adder(name: str):
+    """The function that adds command ``name``'s sub-parser (export's and import's are in their
+    modules, imported only when their parser is built)."""
+    if name == "export":
+        from blockflow.cli.cmd_export import add_export
+
+        return add_export
+    if name == "import":
+        from blockflow.cli.cmd_import import add_import
+
+        return add_import
+    return _ADDERS[name]
 
 
 def _add_run(sub) -> None:
@@ -130,6 +143,9 @@ def _add_layers(sub) -> None:
                    "the library's newer version ('all': every outdated one); instances keep their parameters")
     p.add_argument("--save", metavar="OUT", help="where --update writes the project")
     p.set_defaults(func=_command("cmd_layers"))
+
+
+_ADDERS = {"run": _add_run, "check": _add_check, "train": _add_train, "blocks": _add_blocks, "layers": _add_layers}
 
 
 def _budget_option(p) -> None:

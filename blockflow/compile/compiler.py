@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from blockflow.compile.flatten import COMPOSITE_INPUT, COMPOSITE_OUTPUT, Hierarchy, flatten, ref_inside
+from blockflow.compile.hierarchy import COMPOSITE_INPUT, COMPOSITE_OUTPUT, Hierarchy, ref_inside
 from blockflow.composite import composite_name
 from blockflow.compile.infer import Inference, read_only
 from blockflow.compile.wires import Wires
@@ -94,6 +94,14 @@ def _promote_if_big() -> None:
         return
     gc.freeze()
     gc.unfreeze()
+
+
+def flatten(page: Page, composites: dict | None, registry: Registry) -> tuple[Page, Hierarchy]:
+    """flatten.py's ``flatten``, imported when a page first needs flattening: most do not, and
+    the module (577 lines, a dataclass) was a part of every command's start-up."""
+    from blockflow.compile.flatten import flatten as flatten_page
+
+    return flatten_page(page, composites, registry)
 
 
 class _NotFlat(Exception):

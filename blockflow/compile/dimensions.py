@@ -4,7 +4,6 @@ resolved when those blocks are typed (infer.py asks; flatten.py made the DimRefs
 """
 from __future__ import annotations
 
-from blockflow.compile.flatten import DimRef
 from blockflow.spec import ShapeError, TensorType
 
 __all__ = ["Dimensions"]
@@ -46,6 +45,10 @@ class Dimensions:
                                              f"'{port}' of the same instance")
 
     def resolve(self, value):
+        # DimRefs are flatten.py's, which a compile imports only for a page that needs flattening,
+        # and only such a page has attrs to resolve (infer.py's deferred nodes)
+        from blockflow.compile.flatten import DimRef
+
         if isinstance(value, DimRef):
             found = self.sizes.get((value.instance, value.name))
             where = f"instance {value.instance}" if value.instance else "this composite"

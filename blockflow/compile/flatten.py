@@ -13,26 +13,24 @@ instance stays in the flat page unexpanded, so that what depends on it fails wit
 
 The flat page is what the compiler types and the runtime runs; ``Hierarchy`` keeps what the
 flattening knows about levels, for Program's questions asked in the ids of a drawn diagram.
+``Hierarchy`` and ``ref_inside`` live in hierarchy.py, which every compile imports; this module
+is imported only by a compile of a page that needs flattening (compiler.py), and by dimensions.py
+when a DimRef, which only this module makes, is to be resolved.
 """
 from __future__ import annotations
 
 import zlib
 from itertools import islice
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from blockflow.composite import (DIM_REF, INPUT_BLOCK, MAX_NESTING, OUTPUT_BLOCK, PARAM_REF, PREFIX, SHARE_ATTR,
-                                 composite_name, substitute)
+from blockflow.composite import DIM_REF, MAX_NESTING, PARAM_REF, PREFIX, SHARE_ATTR, composite_name, substitute
+from blockflow.compile.hierarchy import COMPOSITE_INPUT, COMPOSITE_OUTPUT, Hierarchy, ref_inside
 from blockflow.project import Edge, Node, Page, port_text, split_port_text
 from blockflow.spec import AttrError
 
 __all__ = ["DimRef", "Instance", "Hierarchy", "Problem", "flatten", "flat_size", "COMPOSITE_INPUT", "COMPOSITE_OUTPUT"]
-
-#: the blocks that are a composite's ports (declared in the block library)
-COMPOSITE_INPUT = INPUT_BLOCK
-COMPOSITE_OUTPUT = OUTPUT_BLOCK
-
 
 #: Most blocks a page may flatten to: a few kilobytes of file can nest composites that use each
 #: other twice, 2**depth blocks; the compile refuses such a page before expanding anything.
@@ -52,13 +50,6 @@ class DimRef:
 
 
 @dataclass(frozen=True)
-class Problem:
-    node: str | None   # a flat id (an instance, or a block inside one)
-    port: str | None
-    message: str
-
-
-@dataclass(frozen=True)
 class Instance:
     """One expanded instance: its flat id, its composite, where it is drawn (the flat id of the
     instance whose diagram holds it; "" for the page), and its ports' flat nodes by port name."""
@@ -71,25 +62,11 @@ class Instance:
     shares: str | None = None   # the flat id of the instance whose Variables it uses
 
 
-@dataclass
-class Hierarchy:
-    """What flattening knows: the instances, the flat wire of each drawn wire by level, the
-    Variables an instance reads from another, the nodes whose attrs wait for dimensions."""
-
-    instances: dict = field(default_factory=dict)        # flat id -> Instance
-    #: (level, drawn Edge) -> flat Edge, for every wire drawn touching an instance, or leaving a
-    #: Variable inside one (which may be read from a shared instance); any other wire drawn at
-    #: level L is that wire with both ends prefixed "L/" (Program.flat_wire). Not one entry per
-    #: inner wire: 1,000 instances of a 20-block composite would keep 30,000 of them.
-    wires: dict = field(default_factory=dict)
-    shared: dict = field(default_factory=dict)           # flat Variable id left out -> flat id read
-    dim_nodes: dict = field(default_factory=dict)        # flat id -> the instances its DimRefs name
-    problems: list = field(default_factory=list)
-    unexpanded: set = field(default_factory=set)         # instances left as they were (problems)
-
-    @property
-    def empty(self) -> bool:
-        return not self.instances and not self.unexpanded
+@dataclass(frozen=True)
+class Problem:
+    node: str | None   # a flat id (an instance, or a block inside one)
+    port: str | None
+    message: str
 
 
 #: Most names a problem lists (the project's composites, a composite's parameters or ports), and
@@ -462,13 +439,6 @@ def _states_by_path(state: dict) -> dict:
         if sep:
             out.setdefault(path, {})[name] = value
     return out
-
-
-def ref_inside(value) -> bool:
-    """Whether an attr value is or holds a parameter or dimension reference."""
-    if type(value) is dict:
-        return len(value) == 1 and next(iter(value)) in (PARAM_REF, DIM_REF)
-    return isinstance(value, (list, tuple)) and any(ref_inside(x) for x in value)
 
 
 def flatten(page: Page, composites: dict, registry) -> tuple[Page, Hierarchy]:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from blockflow.compile.flatten import Hierarchy, Instance
+from blockflow.compile.hierarchy import Hierarchy
 from blockflow.compile.gradpaths import GradientPaths
 from blockflow.datafiles import DataFiles
 from blockflow.errors import CompileError, ProjectError
@@ -21,6 +21,8 @@ from blockflow.variables import VariableValues
 
 if TYPE_CHECKING:     # networkx is imported where a graph is built: it was a third of a
     import networkx as nx   # command's start-up and 19 MiB (docs/performance.md)
+
+    from blockflow.compile.flatten import Instance   # only a flattened page has one
 
 __all__ = ["Diagnostic", "Program", "Step", "Slot"]
 

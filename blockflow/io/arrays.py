@@ -5,8 +5,6 @@ large array.
 """
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 
 import numpy as np
@@ -144,6 +142,8 @@ def _base64_bytes(text: str, need: int, what: str, where: str) -> np.ndarray:
     """The bytes ``text`` encodes, as a writable uint8 array, decoded piece by piece into the
     one array of ``need`` bytes checked beforehand (the text's length fixes the decoded size);
     the rules of ``binascii.a2b_base64(text, strict_mode=True)``."""
+    import binascii   # here, as base64 below: only a file's large arrays are base64 (1 ms of a start)
+
     end = len(text.rstrip("=")) if text.endswith("=") else len(text)
     whole = end // 4 * 4          # characters in complete groups of four, before any padding
     try:   # the rest, after a complete group like the one before it: the same rules apply
@@ -218,6 +218,8 @@ def encode_array_at(value, where: str) -> dict:
             back = None
         if back is not None and back.astype(_le(back.dtype)).tobytes() == le.tobytes():
             return ArrayJSON(dtype=name, shape=shape, data=data)
+    import base64
+
     return ArrayJSON(dtype=name, shape=shape,
                       base64=base64.b64encode(le.tobytes()).decode("ascii"))
 

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 from blockflow.io.arrays import decode_array, encode_array
 from blockflow.io.reader import load_project, loads_project
-from blockflow.io.writer import dumps_library, dumps_project
 from blockflow.project import Project
 
 __all__ = [
@@ -48,15 +47,19 @@ __all__ = [
 
 # Saving's names are looked up when first used (PEP 562): a command that only loads (run, check)
 # does not import the saving machinery (blockflow.ownfiles and logging, 9 ms of a start).
+# Nor the writer (dumps_project, dumps_library).
 _SAVING = ("save_project", "SaveResult", "backup_path", "BACKUP_SUFFIX")
+_WRITING = ("dumps_project", "dumps_library")
 
 
 def __getattr__(name: str):
-    if name not in _SAVING:
+    if name not in _SAVING and name not in _WRITING:
         raise AttributeError(f"module 'blockflow.io.project_io' has no attribute {name!r}")
-    from blockflow.io import saving   # a fixed module: nothing a file says chooses what is imported
-
-    value = getattr(saving, name)
+    if name in _SAVING:
+        from blockflow.io import saving as module   # fixed modules: nothing a file says chooses
+    else:                                            # what is imported
+        from blockflow.io import writer as module
+    value = getattr(module, name)
     globals()[name] = value
     return value
 

@@ -5,8 +5,6 @@ Must not import PySide6 or the block library.
 """
 from __future__ import annotations
 
-import mmap
-
 import numpy as np
 
 __all__ = ["KeptArrays", "add_into", "keep_array"]
@@ -28,6 +26,8 @@ def keep_array(a, into):
     (with 4 kB pages the same softmax ran 1.2-1.5x slower: TLB misses)."""
     if type(into) is not KeptArrays or type(a) is not np.ndarray:
         return None
+    import mmap   # here: a run that keeps no array (a command's one run) need not import it
+
     m = mmap.mmap(-1, a.nbytes + _HUGE)
     if hasattr(mmap, "MADV_HUGEPAGE"):
         try:
