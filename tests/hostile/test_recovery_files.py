@@ -76,7 +76,47 @@ def test_a_planted_recovery_file_is_listed_unrecoverable_fast_and_the_good_one_s
     name = f"planted.{'recovery' if which == 'note' else 'bflow'}.json"
     assert name in bad.problem and says in bad.problem, bad.problem
     assert "cannot be recovered" in bad.describe()
-    bad.discard()                      # Discard removes the planted entries, not what a link names
-    assert not any(p.name.startswith("planted") for p in rec.iterdir())
+    bad.discard()                      # Discard removes the planted entries, not what a link names,
+    left = [p.name for p in rec.iterdir() if p.name.startswith("planted")]
+    # nor a regular file blockflow did not write (it may be a user's project: see below)
+    assert left == (["planted.bflow.json"] if which == "note" or how == "huge" else [])
+    assert [r.title for r in find_recoveries(rec)] == ["good"]      # and what is left is not offered
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("elsewhere")] == \
         (["elsewhere-planted"] if how == "symlink_to_a_good_file" else [])
+
+
+def test_discarding_a_stray_note_leaves_the_project_beside_it(tmp_path, qapp):
+    """Found (hostile24, left then): a recovery folder pointed at a project folder
+    (BLOCKFLOW_RECOVERY_DIR), with a stray or planted ``X.recovery.json`` in it, was offered as
+    an autosave of ``X.bflow.json``, and Discard deleted the user's project. Discard now removes
+    the autosave only when blockflow wrote it (ownfiles' ledger); the note goes either way."""
+    from blockflow.gui.document.autosave import find_recoveries
+
+    projects = tmp_path / "projects"
+    projects.mkdir()
+    mine = projects / "X.bflow.json"
+    save_project(_project(), mine, backup=False)          # the user's own save
+    before = mine.read_bytes()
+    (projects / "X.recovery.json").write_text(_note(title="X"))
+    (rec,) = find_recoveries(projects)
+    assert rec.project_file == mine
+    rec.discard()
+    assert mine.read_bytes() == before
+    assert not (projects / "X.recovery.json").exists() and find_recoveries(projects) == []
+
+
+def test_discarding_a_real_autosave_removes_it(tmp_path, qapp):
+    """The other side: an autosave the editor wrote (through ownfiles) is removed by Discard."""
+    from blockflow.gui.document.autosave import Autosaver, find_recoveries
+    from blockflow.gui.document.document import Document
+
+    rec_dir = tmp_path / "rec"
+    doc = Document()
+    saver = Autosaver(doc, rec_dir, interval_seconds=0)
+    doc.add_node("Tanh", (0, 0), node_id="t")
+    assert saver.autosave_now()
+    note = json.loads(saver.note_file.read_text())
+    saver.note_file.write_text(json.dumps({**note, "pid": DEAD}))   # as if that editor had died
+    (rec,) = find_recoveries(rec_dir)
+    rec.discard()
+    assert not saver.project_file.exists() and not saver.note_file.exists()

@@ -145,7 +145,10 @@ def test_a_refused_note_is_discarded_without_touching_what_it_names(window, qtbo
     _answer(qtbot, "Discard", seen)
     assert not window.offer_recovery()
     assert "does not record which file" in seen[0]
-    assert not any((tmp_path / "rec").iterdir())
+    # the note goes; the planted autosave, a regular file blockflow did not write, is left
+    # (Recovery.discard: it might be a user's project) and is not offered again
+    assert [p.name for p in (tmp_path / "rec").iterdir()] == ["autosave-9-abc.bflow.json"]
+    assert not window.offer_recovery() and len(seen) == 1
     assert changed_paths(before, snapshot(home)) == set()
 
 

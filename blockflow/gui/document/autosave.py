@@ -204,7 +204,18 @@ class Recovery:
         return project
 
     def discard(self) -> None:
-        _remove(self.project_file, self.note_file)
+        """Remove the note, and the autosave only when blockflow wrote it (ownfiles' ledger) or
+        it is no file at all (a link, a pipe: removing the entry loses nothing). A note planted
+        or left beside a project of the user's (a recovery folder pointed at a project folder)
+        must not make Discard delete that project; once its note is gone it is not offered."""
+        if not ownfiles.remove_own(self.project_file):
+            try:
+                regular = stat.S_ISREG(os.lstat(self.project_file).st_mode)
+            except OSError:
+                regular = True      # nothing there (or nothing we may look at): nothing to do
+            if not regular:
+                _remove(self.project_file)
+        _remove(self.note_file)
 
 
 def _note_problem(note) -> str:
