@@ -214,12 +214,12 @@ def test_export_and_import_a_library_with_a_clash(qtbot, tmp_path, monkeypatch):
     assert other.import_composites(path) == []
     # a different one of the same name: keep both (renamed), then replace
     odoc.set_attr("W", "initializer", "ones", page="@Dense")
-    monkeypatch.setattr(type(other), "ask_clash", lambda self, name: "keep both")
+    monkeypatch.setattr(type(other), "ask_clash", lambda self, name, later=0: ("keep both", False))
     assert other.import_composites(path) == ["Dense_2"]
     assert set(odoc.project.composites) == {"Dense", "Dense_2"}
     odoc.undo_stack.undo()
     assert set(odoc.project.composites) == {"Dense"}
-    monkeypatch.setattr(type(other), "ask_clash", lambda self, name: "replace")
+    monkeypatch.setattr(type(other), "ask_clash", lambda self, name, later=0: ("replace", False))
     assert other.import_composites(path) == ["Dense"]
     assert odoc.project.composites["Dense"].page.nodes["W"].attrs["initializer"] == "glorot_uniform"
     r = run(odoc.program("main"), {"X": X})

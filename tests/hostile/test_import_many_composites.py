@@ -146,9 +146,43 @@ def test_replacements_that_meet_a_cycle_on_the_way_are_refused_whole(window, tmp
             doc.project.composites[name].page.add_node(block_name(inner), id="i")
     before = {n: c.copy() for n, c in doc.project.composites.items()}
     path = _library_file(tmp_path / "swap.bflow.json", [chain_composite("R2", "R1"), chain_composite("R1")])
-    monkeypatch.setattr(type(window), "ask_clash", lambda self, name: "replace")
+    monkeypatch.setattr(type(window), "ask_clash", lambda self, name, later=0: ("replace", False))
     warned = []
     monkeypatch.setattr(type(window), "_refused", lambda self, what, exc: warned.append(str(exc)))
     _import(window, monkeypatch, path)
     assert warned == ["composite 'R2' would contain itself: R2 > R1 > R2"]
     assert doc.project.composites == before and not doc.dirty
+
+
+def test_hundreds_of_name_clashes_are_answered_once_for_all(window, qtbot, tmp_path, monkeypatch):
+    """Found (hostile24, left then): a library whose composites all clash by name with different
+    ones of the project asked Replace / Keep Both / Skip once per clash: 300 modal boxes in a row
+    for one import. The first box now offers "Do the same for the 299 other name clashes"."""
+    from PySide6.QtCore import Qt, QTimer
+    from PySide6.QtWidgets import QApplication
+
+    doc = window.document
+    for i in range(300):
+        doc.project.composites[f"C{i}"] = Composite(f"C{i}", page=Page(block_name(f"C{i}")))
+    path = _library_file(tmp_path / "clashes.bflow.json", [chain_composite(f"C{i}") for i in range(300)])
+    boxes, done = [], []
+
+    def answer():          # every box shown: the first ticks "the same for all" and keeps both
+        box = QApplication.activeModalWidget()
+        if isinstance(box, QMessageBox):
+            boxes.append((box.text(), box.checkBox().text() if box.checkBox() else None))
+            if box.checkBox() is not None and len(boxes) == 1:
+                box.checkBox().setChecked(True)
+            (keep,) = [b for b in box.buttons() if b.text() == "Keep Both"]
+            qtbot.mouseClick(keep, Qt.LeftButton)
+        if not done:
+            QTimer.singleShot(10, answer)
+
+    QTimer.singleShot(0, answer)
+    _import(window, monkeypatch, path)
+    done.append(True)
+    assert boxes == [("This project already has a different composite named 'C0'.",
+                      "Do the same for the 299 other name clashes of this import")]
+    assert len(doc.project.composites) == 600 and "C299_2" in doc.project.composites
+    doc.undo_stack.undo()                                  # one undo step for the whole import
+    assert len(doc.project.composites) == 300

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox
+from PySide6.QtWidgets import QCheckBox, QFileDialog, QInputDialog, QMessageBox
 
 from blockflow.composite import block_name, composite_name, composites_problem, uses
 from blockflow.errors import ProjectError, ProjectFileError
@@ -128,8 +128,11 @@ class CompositesMixin:
         self.statusBar().showMessage(f"exported {', '.join(chosen)} to {path}", 8000)
         return path
 
-    def ask_clash(self, name: str) -> str:
-        """What to do with an imported composite whose name is taken by a different one."""
+    def ask_clash(self, name: str, later: int = 0) -> tuple[str, bool]:
+        """What to do with an imported composite whose name is taken by a different one, and
+        whether to do the same for the ``later`` clashes after it (a check box, offered when
+        there are any: a library of hundreds of clashing composites asks once, not hundreds of
+        times)."""
         box = QMessageBox(QMessageBox.Question, "Import composites",
                           f"This project already has a different composite named '{name}'.", parent=self)
         buttons = {box.addButton("Replace", QMessageBox.AcceptRole): REPLACE,
@@ -137,8 +140,13 @@ class CompositesMixin:
                    box.addButton("Skip", QMessageBox.RejectRole): SKIP}
         box.setInformativeText("Replace changes every instance of it; Keep Both imports it "
                                f"as '{_free_name(self.document.project.composites, name)}'.")
+        # (held here: the box does not take it from Python, which would delete it at once)
+        same = QCheckBox(f"Do the same for the {later:,} other name clash{'es' if later != 1 else ''} "
+                         "of this import", box) if later else None
+        if same is not None:
+            box.setCheckBox(same)
         box.exec()
-        return buttons.get(box.clickedButton(), SKIP)
+        return buttons.get(box.clickedButton(), SKIP), bool(same is not None and same.isChecked())
 
     def import_composites(self, path: str | None = None) -> list[str]:
         """Read a library file's composites into the project (one undo step); a name taken by a
@@ -155,15 +163,17 @@ class CompositesMixin:
             self._refused("Cannot import composites", exc)
             return []
         have = self.document.project.composites
-        renames, replace, skip = {}, set(), set()
+        renames, replace = {}, set()
+        # the very same definition under the same name: nothing to do
+        skip = {name for name, comp in imported.items() if name in have and have[name] == comp}
+        clashes = [name for name in imported if name in have and name not in skip]
         taken = set(have) | set(imported)       # (one set, grown: not one per clash)
-        for name, comp in imported.items():
-            if name not in have:
-                continue
-            if have[name] == comp:
-                skip.add(name)         # the very same definition: nothing to do
-                continue
-            choice = self.ask_clash(name)
+        for_all = None
+        for i, name in enumerate(clashes):
+            choice = for_all
+            if choice is None:
+                choice, same_for_all = self.ask_clash(name, len(clashes) - i - 1)
+                for_all = choice if same_for_all else None
             if choice == REPLACE:
                 replace.add(name)
             elif choice == KEEP_BOTH:
