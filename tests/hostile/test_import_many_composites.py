@@ -179,8 +179,10 @@ def test_hundreds_of_name_clashes_are_answered_once_for_all(window, qtbot, tmp_p
             QTimer.singleShot(10, answer)
 
     QTimer.singleShot(0, answer)
-    _import(window, monkeypatch, path)
-    done.append(True)
+    try:
+        _import(window, monkeypatch, path)
+    finally:
+        done.append(True)          # the poller stops with the import, even a failed one
     assert boxes == [("This project already has a different composite named 'C0'.",
                       "Do the same for the 299 other name clashes of this import")]
     assert len(doc.project.composites) == 600 and "C299_2" in doc.project.composites
