@@ -430,3 +430,26 @@ def test_matmul_without_transposes_calls_np_matmul_with_the_same_bits(monkeypatc
     assert ns[f"f{program.step('tb').index}"] is not np.matmul and ns[f"f{program.step('ta').index}"] is not np.matmul
     _, plain = _results(monkeypatch, False, project, feeds)
     _assert_same_bits(fast, plain)
+
+
+@pytest.mark.parametrize("made_once", [True, False])
+def test_ignoring_fp_errors_is_np_errstate_ignore_and_restores_the_callers_state(monkeypatch, made_once):
+    """numerics.ignoring_fp_errors: numpy's context variable set to a state made once, or
+    np.errstate on numpy 1.x; inside, overflow and invalid warn nothing, even under the caller's
+    'raise'; after, the caller's state is back, also when the block raised."""
+    import warnings
+
+    from blockflow.run import numerics
+    if not made_once:
+        monkeypatch.setattr(numerics, "ERRSTATE", None)
+    with np.errstate(all="raise"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        outside = np.geterr()
+        with numerics.ignoring_fp_errors():
+            assert set(np.geterr().values()) == {"ignore"}
+            big = np.float32([3e38]) * np.float32(10)
+            assert np.isinf(big).all() and np.isnan(np.float32([0]) / np.float32(0)).all()
+        assert np.geterr() == outside
+        with pytest.raises(KeyError), numerics.ignoring_fp_errors():
+            raise KeyError("inside")
+        assert np.geterr() == outside

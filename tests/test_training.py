@@ -9,7 +9,7 @@ import pytest
 
 from blockflow.cli import EXIT_OK, EXIT_USAGE, main
 from blockflow.compile.compiler import compile_project
-from blockflow.errors import NumericsError, RunError
+from blockflow.errors import NumericsError, RunError, UpdateNumericsError
 from blockflow.io.project_io import load_project, save_project
 from blockflow.run.runtime import run
 from blockflow.run.settings import OPTIMIZERS
@@ -160,6 +160,29 @@ def test_refusals_and_a_nan_stops_with_the_node_named():
     with pytest.raises(NumericsError):
         for _ in range(10):
             t.step()
+
+
+def test_an_update_that_overflows_a_slot_is_named_warns_nothing_and_keeps_nothing():
+    """Adam on a gradient of ~6e20 (finite in float32): its square overflows, so the slot v is
+    Inf while the new value stays finite (m / sqrt(Inf) is 0). The step names the slot, numpy
+    prints no warning even where the caller asks for 'raise', and the step keeps nothing."""
+    import warnings
+    program = compile_project(regression())
+    big = np.float32([1e10, 2e10, 3e10])
+    t = Trainer(program, TrainConfig(optimizer="adam", hyper={"lr": 0.01}), feeds={"x": big, "y": big})
+    before = {k: np.array(v) for k, v in t.values.items()}
+    with np.errstate(all="raise"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(UpdateNumericsError, match=r"produced Inf \(1 of 1 values\) in its slot 'v': the "
+                                                      r"Variable and its gradient were finite") as info:
+            t.step()
+    assert info.value.node == "main/W (Variable)" and info.value.step == 0
+    assert t.step_index == 0 and all(np.array_equal(t.values[k], v) for k, v in before.items())
+    with np.errstate(all="raise"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sgd = Trainer(program, TrainConfig(optimizer="sgd", hyper={"lr": 1e30}), feeds={"x": big, "y": big})
+        with pytest.raises(UpdateNumericsError, match=r"produced -?Inf|produced Inf"):
+            sgd.step()
 
 
 def test_batch_size_override_does_not_touch_the_project():

@@ -27,22 +27,16 @@ from blockflow.run.lower import KeptArrays, lower
 from blockflow.run.plan_failures import PlanFailures, check_target, checked_wrt, slot_name
 from blockflow.run.plan_inputs import PlanInputs
 from blockflow.run.streams import BlockStreams, stream_generator, stream_hash
-from blockflow.run.numerics import all_finite, all_finite_many, what_is_not_finite as _what
+from blockflow.run.numerics import ERRSTATE, IGNORE_ALL, all_finite, all_finite_many, what_is_not_finite as _what
 from blockflow.run.packer import make_finite_test, make_packer
 from blockflow.run.shaped import ShapedProgram
 from blockflow.spec import allocation_guard
 
 __all__ = ["RunResult", "all_finite", "run", "run_forward", "run_backward", "stream_generator", "stream_hash"]
 
-# numpy 2 keeps its error state in a context variable: a run sets an "ignore everything" state
-# made once, where np.errstate builds one on every entry (a cold run spent 6 us there); numpy
-# 1.x has no such variable and gets np.errstate (tests/test_runtime_fastpath.py checks both).
-try:
-    from numpy._core._multiarray_umath import _make_extobj
-    from numpy._core._ufunc_config import _extobj_contextvar as _ERRSTATE
-    _IGNORE_ALL = _make_extobj(all="ignore")
-except ImportError:
-    _ERRSTATE = _IGNORE_ALL = None
+# numpy's error state set to "ignore everything" for a run and its check: numerics.py says why
+# through its context variable (None on numpy 1.x, which gets np.errstate)
+_ERRSTATE, _IGNORE_ALL = ERRSTATE, IGNORE_ALL
 
 _finite = all_finite
 
