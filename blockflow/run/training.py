@@ -49,6 +49,8 @@ __all__ = ["TrainConfig", "Trainer", "StepRecord", "TrainingHistory", "training_
 #: the Apply* blocks' names for the learning rate and the gradient
 _LR_NAMES = ("lr", "alpha")
 _GRAD_NAMES = ("grad", "delta")
+#: what an input of an Apply* block takes (Trainer._rule_args)
+_VAR, _SLOT, _GRAD, _SETTING = "var", "slot", "grad", "setting"
 
 
 @dataclass
@@ -269,6 +271,33 @@ class Trainer:
                 slots[decl.name] = np.asarray(value, dtype=var.dtype)
         return slots
 
+    def _rule_args(self) -> tuple:
+        """(kind, name) per input of the Apply* block, in order: what each takes (the Variable,
+        one of its slots, its gradient, a setting), worked out once."""
+        found = self.__dict__.get("_args_of_rule")
+        if found is None:
+            spec = self._apply
+            found = self._args_of_rule = tuple(
+                (_VAR, None) if i == 0 else (_SLOT, d.name) if d.ref else
+                (_GRAD, None) if d.name in _GRAD_NAMES else (_SETTING, d.name)
+                for i, d in enumerate(spec.inputs))
+        return found
+
+    def _rule_settings(self, dtype) -> tuple[dict, dict]:
+        """(the settings as scalars of ``dtype``, the rule's attrs), made once per dtype while
+        ``hyper`` stays as it was (each update made them again: ~10 us a Variable a step)."""
+        cache = self.__dict__.get("_settings_by_dtype")
+        if cache is None or cache[0] != self.hyper:
+            cache = self._settings_by_dtype = (dict(self.hyper), {})
+        found = cache[1].get(dtype)
+        if found is None:
+            attrs = {a.name: self.hyper.get(a.name, a.default) for a in self._apply.attrs}
+            scalars = self._scalar_inputs(np.empty(0, dtype))
+            for value in scalars.values():     # shared by every update: none may change them
+                value.flags.writeable = False
+            found = cache[1][dtype] = (scalars, attrs)
+        return found
+
     def _scalar_inputs(self, var) -> dict:
         out = {}
         for decl in self._apply.inputs:
@@ -324,18 +353,17 @@ class Trainer:
         spec = self._apply
         var = self.values[name]
         slots = self._slots[name]
-        scalars = self._scalar_inputs(var)
+        scalars, attrs = self._rule_settings(var.dtype)
         args = []
-        for decl in spec.inputs:
-            if decl.name == spec.inputs[0].name:
+        for kind, key in self._rule_args():
+            if kind is _VAR:
                 args.append(var)
-            elif decl.ref:
-                args.append(slots[decl.name])
-            elif decl.name in _GRAD_NAMES:
+            elif kind is _SLOT:
+                args.append(slots[key])
+            elif kind is _GRAD:
                 args.append(np.asarray(grad, dtype=var.dtype))
             else:
-                args.append(scalars[decl.name])
-        attrs = {a.name: self.hyper.get(a.name, a.default) for a in spec.attrs}
+                args.append(scalars[key])
         _out, updates = spec.forward(*args, **attrs)     # within _optimizer_step's error state
         new = np.asarray(updates[spec.inputs[0].name])
         new_slots = {key: value for key, value in updates.items() if key != spec.inputs[0].name}
