@@ -185,6 +185,20 @@ def test_an_update_that_overflows_a_slot_is_named_warns_nothing_and_keeps_nothin
             sgd.step()
 
 
+def test_the_settings_an_update_uses_are_the_trainers_current_ones():
+    """The settings' scalars are made once per dtype (Trainer._rule_settings) but follow a change
+    of ``hyper``: SGD's step after lr is changed uses the new lr."""
+    program = compile_project(regression())
+    t = Trainer(program, TrainConfig(optimizer="sgd", hyper={"lr": 0.1}))
+    t.step()
+    w = float(t.values["W"])
+    g = float(run(program, target="L", record=False, commit=False,
+                  variables={"W": np.float32(w), "b": t.values["b"]}).variable_grads["W"])
+    t.hyper["lr"] = 0.5
+    t.step()
+    assert float(t.values["W"]) == pytest.approx(w - 0.5 * g, rel=1e-6)
+
+
 def test_batch_size_override_does_not_touch_the_project():
     project = moons_classifier()
     program = training_program(project, batch_size=5)
