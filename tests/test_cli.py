@@ -162,6 +162,29 @@ def test_a_command_alone_parses_as_among_all(command, capsys):
         assert (by_main.value.code, capsys.readouterr()) == (by_all.value.code, expected)
 
 
+@pytest.mark.parametrize("columns", [None, "123", "47", "0", "-5", "x", ""])
+def test_help_is_as_wide_as_argparse_makes_it(columns, monkeypatch):
+    """The parsers' formatter finds the terminal's width without shutil (start-up) and finds
+    the one argparse's own formatter would, so --help reads the same."""
+    import argparse
+    import shutil
+
+    from blockflow.cli import build_parser
+    from blockflow.cli.parser import terminal_columns
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert terminal_columns() == shutil.get_terminal_size().columns
+    ours = build_parser("run")
+    stock = build_parser("run")
+    stock.formatter_class = argparse.RawDescriptionHelpFormatter
+    for p in _commands_of(stock).values():
+        p.formatter_class = argparse.HelpFormatter
+    assert ours.format_help() == stock.format_help()
+    assert _commands_of(ours)["run"].format_help() == _commands_of(stock)["run"].format_help()
+
+
 @pytest.mark.parametrize("first", [None, "--help", "--debug", "nope", "Run", "render"])
 def test_anything_but_a_command_builds_every_commands_parser(first):
     from blockflow.cli import COMMANDS, build_parser

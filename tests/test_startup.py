@@ -39,7 +39,7 @@ NOT_FOR_RUN = ("networkx", "blockflow.cli.cmd_train", "blockflow.cli.cmd_layers"
                "blockflow_blocks.nn_conv", "blockflow_blocks.nn_norm", "blockflow_blocks.data_ops",
                "blockflow_blocks.training_ops", "blockflow_blocks.random_ops", "blockflow_blocks.math_einsum",
                "blockflow.compile.flatten", "blockflow.cli.cmd_export", "blockflow.cli.cmd_import",
-               "traceback", "base64", "binascii", "mmap", "blockflow.io.writer")
+               "traceback", "base64", "binascii", "mmap", "blockflow.io.writer", "shutil", "bz2", "lzma")
 
 
 def _modules_after(args: list[str], entry: str = "from blockflow.gui.app import main") -> tuple[int, set]:

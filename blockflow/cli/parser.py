@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import sys
 
 from blockflow import __version__
 from blockflow.arrayout import JSON_FULL_VALUES
@@ -14,6 +16,43 @@ from blockflow.run.settings import OPTIMIZERS
 #: the commands build_parser adds, in its order: what the console script (blockflow.gui.app) hands
 #: to the command line without building the parser to find out (a test checks they agree)
 COMMANDS = ("run", "check", "train", "blocks", "layers", "export", "import")
+
+
+def terminal_columns(fallback: int = 80) -> int:
+    """The terminal's width as ``shutil.get_terminal_size().columns`` gives it: ``$COLUMNS`` when
+    it is a positive number, else the size of the terminal standard output is on, else
+    ``fallback``."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or fallback
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's help formatter, told the terminal's width: left to find it, argparse imports
+    shutil, whose archive support imports zlib, bz2 and lzma (3-4 ms of every start; argparse makes
+    a formatter for every option it adds)."""
+
+    def __init__(self, prog, indent_increment=2, max_help_position=24, width=None, **kwargs):
+        super().__init__(prog, indent_increment, max_help_position,
+                         terminal_columns() - 2 if width is None else width, **kwargs)
+
+
+class RawDescriptionHelpFormatter(HelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """The top parser's: its description and epilog kept as written (the exit codes' table)."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser with blockflow's HelpFormatter by default (the sub-parsers too)."""
+
+    def __init__(self, *args, formatter_class=HelpFormatter, **kwargs):
+        super().__init__(*args, formatter_class=formatter_class, **kwargs)
 
 
 def _command(name: str):
@@ -33,13 +72,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     error names. Building the seven sub-parsers was 3-5 ms of every start (argparse makes a help
     formatter, and asks the terminal's size, for each option)."""
     codes = "\n".join(f"  {k}  {v}" for k, v in EXIT_CODES.items())
-    parser = argparse.ArgumentParser(
-        prog="blockflow", formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = ArgumentParser(
+        prog="blockflow", formatter_class=RawDescriptionHelpFormatter,
         description="Draw a differentiable model as a block diagram, run it, see its gradients.",
         epilog=f"exit codes:\n{codes}")
     parser.add_argument("--version", action="version", version=f"blockflow {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
     for name in (command,) if command in COMMANDS else COMMANDS:
         _adder(name)(sub)
     return parser
