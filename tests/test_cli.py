@@ -185,6 +185,34 @@ def test_help_is_as_wide_as_argparse_makes_it(columns, monkeypatch):
     assert _commands_of(ours)["run"].format_help() == _commands_of(stock)["run"].format_help()
 
 
+@pytest.mark.parametrize("terminal", [(97, 30), (0, 0), (131, 0), OSError, ValueError, None])
+@pytest.mark.parametrize("columns", [None, "-1", "55"])
+def test_the_width_of_the_terminal_is_the_one_shutil_finds(terminal, columns, monkeypatch):
+    """The terminal's own size, which the test above never meets (stdout is not a terminal under
+    pytest): taken when $COLUMNS is not a positive number, its 0 columns (a pseudo-terminal not
+    sized yet) or a failure (not a terminal, stdout closed or gone) giving 80, as for shutil."""
+    import os
+    import shutil
+    import sys
+
+    from blockflow.cli.parser import terminal_columns
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    if terminal is None:
+        monkeypatch.setattr(sys, "__stdout__", None)
+    elif isinstance(terminal, tuple):
+        monkeypatch.setattr(os, "get_terminal_size", lambda fd: os.terminal_size(terminal))
+    else:
+        def fails(fd):
+            raise terminal("no terminal")
+        monkeypatch.setattr(os, "get_terminal_size", fails)
+    assert terminal_columns() == shutil.get_terminal_size().columns
+    assert terminal_columns() == (55 if columns == "55" else 97 if terminal == (97, 30) else
+                                  131 if terminal == (131, 0) else 80)
+
+
 @pytest.mark.parametrize("first", [None, "--help", "--debug", "nope", "Run", "render"])
 def test_anything_but_a_command_builds_every_commands_parser(first):
     from blockflow.cli import COMMANDS, build_parser

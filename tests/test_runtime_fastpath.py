@@ -453,3 +453,69 @@ def test_ignoring_fp_errors_is_np_errstate_ignore_and_restores_the_callers_state
         with pytest.raises(KeyError), numerics.ignoring_fp_errors():
             raise KeyError("inside")
         assert np.geterr() == outside
+
+
+def _in_own_context(fn):
+    """``fn()`` in a copy of this context: numpy 2's error state and buffer size set inside stay
+    there (numpy 1.x keeps the buffer size per thread: set it back)."""
+    import contextvars
+
+    def call():
+        old = np.getbufsize()
+        try:
+            return fn()
+        finally:
+            np.setbufsize(old)
+    return contextvars.copy_context().run(call)
+
+
+@pytest.mark.parametrize("made_once", [True, False])
+def test_ignoring_fp_errors_keeps_the_callers_buffer_size_and_callback(monkeypatch, made_once):
+    """np.errstate(all="ignore") changes the error modes only: the caller's buffer size (which
+    decides how numpy sums a cast reduction, e.g. np.mean of float16, and so its bits) and error
+    callback stay. ignoring_fp_errors gives the same state, not the one numerics was imported in."""
+    from blockflow.run import numerics
+    if not made_once:
+        monkeypatch.setattr(numerics, "ERRSTATE", None)
+
+    def callback(kind, flag):
+        pass
+
+    def states():
+        np.setbufsize(1 << 16)
+        with np.errstate(call=callback):
+            with np.errstate(all="ignore"):
+                expected = (np.getbufsize(), np.geterrcall(), np.geterr())
+            with numerics.ignoring_fp_errors():
+                got = (np.getbufsize(), np.geterrcall(), np.geterr())
+            with numerics.ignoring_fp_errors(), numerics.ignoring_fp_errors():     # nested: the same
+                nested = (np.getbufsize(), np.geterrcall(), np.geterr())
+        return expected, got, nested
+    expected, got, nested = _in_own_context(states)
+    assert got == expected == nested
+    assert expected[:2] == (1 << 16, callback)
+
+
+def test_a_run_keeps_the_callers_buffer_size(monkeypatch):
+    """A run's "ignore" error state is the caller's with the errors ignored, as np.errstate's:
+    the buffer size stays, on the general path and on the one for a kind of run seen before."""
+    from blockflow.run import numerics
+    seen = []
+
+    def what(v):
+        seen.append(np.getbufsize())
+        return numerics.what_is_not_finite(v)
+    monkeypatch.setattr(runtime, "_what", what)
+    program = compile_project(_elementwise_page(8))
+    overflowing = {"x": np.full(8, 100.0, np.float32), "b": np.float32([1e30])}
+
+    def two_runs():
+        np.setbufsize(1 << 16)
+        for _ in range(2):
+            with pytest.raises(NumericsError, match=r"\(Exp\)"):
+                run(program, overflowing, target="loss", wrt=frozenset({"x"}), record=False)
+    rerun = runtime._rerun
+    reruns = []
+    monkeypatch.setattr(runtime, "_rerun", lambda *a: reruns.append(1) or rerun(*a))
+    _in_own_context(two_runs)
+    assert reruns and len(seen) >= 2 and set(seen) == {1 << 16}

@@ -27,7 +27,7 @@ from blockflow.run.lower import KeptArrays, lower
 from blockflow.run.plan_failures import PlanFailures, check_target, checked_wrt, slot_name
 from blockflow.run.plan_inputs import PlanInputs
 from blockflow.run.streams import BlockStreams, stream_generator, stream_hash
-from blockflow.run.numerics import ERRSTATE, IGNORE_ALL, all_finite, all_finite_many, what_is_not_finite as _what
+from blockflow.run.numerics import ERRSTATE, all_finite, all_finite_many, ignore_all_state, what_is_not_finite as _what
 from blockflow.run.packer import make_finite_test, make_packer
 from blockflow.run.shaped import ShapedProgram
 from blockflow.spec import allocation_guard
@@ -35,8 +35,9 @@ from blockflow.spec import allocation_guard
 __all__ = ["RunResult", "all_finite", "run", "run_forward", "run_backward", "stream_generator", "stream_hash"]
 
 # numpy's error state set to "ignore everything" for a run and its check: numerics.py says why
-# through its context variable (None on numpy 1.x, which gets np.errstate)
-_ERRSTATE, _IGNORE_ALL = ERRSTATE, IGNORE_ALL
+# through its context variable (None on numpy 1.x, which gets np.errstate), and why the state is
+# the caller's with the errors ignored (ignore_all_state)
+_ERRSTATE = ERRSTATE
 
 _finite = all_finite
 
@@ -221,7 +222,7 @@ def _rerun(program: Program, plan: "_Plan", wrt, feeds, check, step, split, run_
         data = plan.last_data
         if data.step != step or data.split != split or data.seed != run_seed:
             data = plan.last_data = DataRequest(step, split, run_seed)
-        errors = _ERRSTATE.set(_IGNORE_ALL)
+        errors = _ERRSTATE.set(ignore_all_state())
         try:
             out = plan.fn(var_list, feed_list, None, data, guard, [])
             result = plan.pack(out)
@@ -278,8 +279,8 @@ def _run_planned(program, plan, guard, feed_list, variables, t_slot, grad_seed, 
     if data.step != step or data.split != split or data.seed != run_seed:
         data = plan.last_data = DataRequest(step, split, run_seed)
     feed_list = plan.fitted_feeds(feed_list)
-    # one error state for the run and its check, numpy's "ignore everything" made once
-    token = _ERRSTATE.set(_IGNORE_ALL) if _ERRSTATE is not None else None
+    # one error state for the run and its check, numpy's "ignore everything" (ignore_all_state)
+    token = _ERRSTATE.set(ignore_all_state()) if _ERRSTATE is not None else None
     errstate = np.errstate(all="ignore") if token is None else None
     if errstate is not None:
         errstate.__enter__()
