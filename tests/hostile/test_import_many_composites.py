@@ -188,3 +188,31 @@ def test_hundreds_of_name_clashes_are_answered_once_for_all(window, qtbot, tmp_p
     assert len(doc.project.composites) == 600 and "C299_2" in doc.project.composites
     doc.undo_stack.undo()                                  # one undo step for the whole import
     assert len(doc.project.composites) == 300
+
+
+def test_closing_the_window_stops_its_queue_of_compiles(window, tmp_path, monkeypatch):
+    """An import of hundreds of composites queues a compile of each (every one starts when the
+    last ends): closing the window drops the queue, where it went on compiling them after the
+    window had closed (in the tests, in the next test's event loop). At most the compile under
+    way at the close finishes."""
+    import time
+
+    from PySide6.QtWidgets import QApplication
+
+    from blockflow.gui.document import compiling
+    path = _library_file(tmp_path / "lib.bflow.json", [chain_composite(f"A{i}") for i in range(300)])
+    _import(window, monkeypatch, path)
+    doc = window.document
+    assert doc.compiling() > 100
+    compiled = []
+    real = compiling.compile_page
+    monkeypatch.setattr(compiling, "compile_page",
+                        lambda page, *a, **k: (compiled.append(page.name), real(page, *a, **k))[1])
+    assert window.close()
+    end = time.perf_counter() + 1.0
+    while time.perf_counter() < end:
+        QApplication.processEvents()
+        time.sleep(0.005)
+    assert len(compiled) <= 1, compiled
+    assert doc.compiling() == 0
+    doc.program("main")          # a page asked for again still compiles

@@ -34,7 +34,7 @@ from blockflow.composite import Composite, composite_name, uses
 from blockflow.project import Node, Page
 from blockflow.gui.common.worker import Worker
 
-__all__ = ["PagePrograms", "snapshot", "snapshot_composites", "users_of", "WAIT"]
+__all__ = ["PagePrograms", "snapshot", "snapshot_composites", "stop_every_queue", "users_of", "WAIT"]
 
 #: How long the UI thread waits for a compile before leaving it to land later (seconds).
 WAIT = 0.05
@@ -143,6 +143,17 @@ def _compile(task: _Task) -> _Task:
     return task
 
 
+#: every PagePrograms not yet collected (stop_every_queue)
+_LIVE: weakref.WeakSet = weakref.WeakSet()
+
+
+def stop_every_queue() -> None:
+    """stop() on every PagePrograms: what tests call between two tests, whose windows' documents
+    would otherwise go on compiling their queues in the next test's event loop."""
+    for programs in list(_LIVE):
+        programs.stop()
+
+
 class PagePrograms(QObject):
     """The programs of a Document's pages, compiled off the UI thread when a page's stamp changes;
     ``ready(name)`` is emitted on the UI thread when a page's program is current again."""
@@ -176,6 +187,7 @@ class PagePrograms(QObject):
         self._pages: dict[str, Page] | None = None    # by name (see _page)
         #: seconds of the last compile of each page (on whichever thread it ran)
         self.seconds: dict[str, float] = {}
+        _LIVE.add(self)
 
     # ---------------------------------------------------------------- edits (Document)
     def stamp(self, name: str) -> int:
@@ -205,6 +217,15 @@ class PagePrograms(QObject):
         for table in (self._stamps, self._programs, self._failed, self._wanted, self.seconds):
             table.clear()
         self._pages = None
+
+    def stop(self) -> None:
+        """Compile nothing more of what waits (its window closed): the queue is dropped and its
+        timers stopped; a compile under way finishes on the worker, and a page asked for again
+        is compiled as before. A page of a thousand composites queued a thousand compiles, each
+        started by the last one's end: they went on after the window closed."""
+        self._wanted.clear()
+        self._kick.stop()
+        self._late_kick.stop()
 
     # ---------------------------------------------------------------- reading (views)
     def fresh(self, name: str) -> Program | None:

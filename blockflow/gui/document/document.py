@@ -203,6 +203,10 @@ class Document(CompositeEdits, TrainingEdits, LayoutEdits, FragmentEdits, QObjec
         """How many pages wait for a compile or are being compiled."""
         return self._programs.pending()
 
+    def stop_compiling(self) -> None:
+        """Drop the pages waiting for a compile (the window closes; see PagePrograms.stop)."""
+        self._programs.stop()
+
     def spec(self, page: str, node_id: str):
         return self.blocks.get(self.page(page).nodes[node_id].block)
 

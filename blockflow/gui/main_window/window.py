@@ -152,6 +152,7 @@ class MainWindow(FilesMixin, CompositesMixin, ModelExportMixin, ModelImportMixin
         if self.maybe_save():
             self.abandon_import()             # a model read for a closed window opens nowhere
             self.train_panel.shutdown()
+            self.document.stop_compiling()    # no compile queue running on until the app quits
             self.autosaver.discard()          # a clean close: nothing to recover
             self.save_settings()
             for dialog in self.findChildren(QDialog):   # Keyboard Shortcuts and the like go with it
