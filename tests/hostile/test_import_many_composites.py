@@ -216,3 +216,21 @@ def test_closing_the_window_stops_its_queue_of_compiles(window, tmp_path, monkey
     assert len(compiled) <= 1, compiled
     assert doc.compiling() == 0
     doc.program("main")          # a page asked for again still compiles
+
+
+def test_stopping_every_queue_passes_over_documents_already_deleted(qapp):
+    """What every GUI test's teardown calls (tests/conftest.py): a PagePrograms whose Qt object
+    went with its document raises RuntimeError when asked; stop_every_queue passes over it and
+    still empties the live ones' queues."""
+    import shiboken6
+    from PySide6.QtCore import QObject
+
+    from blockflow.gui.document import compiling
+    gone_owner, live_owner = QObject(), QObject()
+    gone, live = compiling.PagePrograms(gone_owner), compiling.PagePrograms(live_owner)
+    gone.request("a")
+    live.request("b")
+    shiboken6.delete(gone_owner)
+    assert not shiboken6.isValid(gone) and live.pending() == 1
+    compiling.stop_every_queue()
+    assert live.pending() == 0
