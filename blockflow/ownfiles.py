@@ -91,9 +91,12 @@ class Placed:
 # Names
 
 
-def name_problem(path) -> str:
+def name_problem(path, *, replaces: bool = True) -> str:
     """Why ``path`` cannot name a file to write ("" when it can): empty, ending in a separator,
-    naming a folder, a name too long for the file system, a folder that does not exist."""
+    naming a folder, a name too long for the file system, a folder that does not exist. With
+    ``replaces`` (a writer that puts a new file in the name's place: every save and export),
+    also naming a device, a named pipe or a socket, which the new file would replace: a save to
+    /dev/null run as root put a regular file in its place."""
     name = os.fspath(path)
     if not name:
         return "the file name is empty"
@@ -112,7 +115,24 @@ def name_problem(path) -> str:
         return "it is a folder"
     if not os.path.isdir(directory):
         return f"the folder {directory} does not exist"
+    kind = _special_kind(name) if replaces else ""
+    if kind:
+        return f"it is {kind}, not a file: writing would replace it with one (give a file name)"
     return ""
+
+
+def _special_kind(path: str) -> str:
+    """What ``path`` (followed through links) is when it exists and is neither a regular file nor
+    a folder: "a character device", "a named pipe"...; "" otherwise."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return ""
+    for test, kind in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return "" if stat.S_ISREG(mode) or stat.S_ISDIR(mode) else "not a regular file"
 
 
 def _name_max(directory: str) -> int:

@@ -30,12 +30,14 @@ def _skipped(where: str, problem: str) -> None:
     print(f"blockflow: warning: block package {where}: {problem}", file=sys.stderr)
 
 
-def check_output_path(option: str, path: str) -> None:
+def check_output_path(option: str, path: str, *, replaces: bool = True) -> None:
     """A file named on the command line to write must be able to be one: else a usage error
-    naming the option, the path and the problem (empty, ending in '/', a folder, too long)."""
+    naming the option, the path and the problem (empty, ending in '/', a folder, too long; a
+    device, a named pipe or a socket unless ``replaces`` is False: a writer that writes into
+    what is there, as the Markdown references do, may be given /dev/stdout)."""
     from blockflow.ownfiles import name_problem
 
-    problem = name_problem(path)
+    problem = name_problem(path, replaces=replaces)
     if problem:
         raise CliError(f"{option} {path or repr(path)}: {problem}", EXIT_USAGE)
 
