@@ -122,8 +122,11 @@ def _hyper(args, settings: _Settings) -> dict:
             raise CliError(f"--set {item!r}: give NAME=VALUE", EXIT_USAGE)
         try:
             hyper[key] = json.loads(value)
-        except json.JSONDecodeError:
-            raise CliError(f"--set {item!r}: the value must be a number or true/false", EXIT_USAGE) from None
+        # not JSON, an integer of more digits than Python converts (4300), lists nested past
+        # the decoder's recursion limit
+        except (ValueError, RecursionError):
+            raise CliError(f"--set {inputs.shortened(item)!r}: the value must be a number (of at most 4,300 "
+                           f"digits) or true/false", EXIT_USAGE) from None
     return hyper
 
 

@@ -55,11 +55,20 @@ def parse_feed(spec: str, option: str = "--feed") -> tuple[str, np.ndarray]:
     try:
         data = json.loads(text)
         arr = np.asarray(data)
+    except RecursionError:    # json's decoder recurses once per level of nesting
+        raise CliError(f"{option} {name}: {shortened(text)!r} is nested too deeply to be an array", EXIT_USAGE) from None
     except (ValueError, TypeError) as exc:
-        raise CliError(f"{option} {name}: {text!r} is neither a .npy/.csv file nor JSON ({exc})", EXIT_USAGE) from None
+        raise CliError(f"{option} {name}: {shortened(text)!r} is neither a .npy/.csv file nor JSON ({exc})",
+                       EXIT_USAGE) from None
     if arr.dtype.kind not in "biuf":
-        raise CliError(f"{option} {name}: expected numbers, got {text!r}", EXIT_USAGE)
+        raise CliError(f"{option} {name}: expected numbers, got {shortened(text)!r}", EXIT_USAGE)
     return name, arr
+
+
+def shortened(text: str, most: int = 60) -> str:
+    """``text`` cut to ``most`` characters, saying how long it was: a value given on the command
+    line may be huge, and a message quotes it on one line."""
+    return text if len(text) <= most else f"{text[:most - 20]}... ({len(text):,} characters)"
 
 
 def _read_npy(what: str, path: str) -> np.ndarray:

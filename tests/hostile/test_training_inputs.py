@@ -1,5 +1,6 @@
 """Training's inputs from the command line and the project, as an attacker or a careless script
-would give them: the file `train --save` is to write. Each case runs ``blockflow`` in a child process and checks the exit code, the
+would give them: the file `train --save` is to write, the optimizer settings of `--set` and the
+other options. Each case runs ``blockflow`` in a child process and checks the exit code, the
 message (where and what, no traceback) and that nothing else changed on disk.
 """
 from __future__ import annotations
@@ -63,3 +64,45 @@ def test_blocks_markdown_may_still_be_written_into_a_device(tmp_path):
     r = cli("blocks", "--markdown", "--output", "/dev/null")
     assert r.returncode == 0 and "wrote /dev/null" in r.stdout, r.output
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+# ------------------------------------------------------------------------ settings on the command line
+
+
+BAD_OPTIONS = [
+    # an integer of more digits than Python converts: an internal error (exit 5) before
+    (("--set", "lr=" + "9" * 5000), "--set 'lr=" + "9" * 37 + "... (5,003 characters)': "
+                                    "the value must be a number (of at most 4,300 digits) or true/false"),
+    (("--set", "lr=x"), "--set 'lr=x': the value must be a number (of at most 4,300 digits) or true/false"),
+    # said by the option's name, before the project is read (before: "eval_every must be >= 0")
+    (("--eval-every", "-1"), "argument --eval-every: -1 is out of range: a whole number from 0 to 10,000,000"),
+]
+
+
+def test_bad_training_options_are_usage_errors_that_name_the_option(tmp_path):
+    path = regression(tmp_path / "r.bflow.json")
+    runs = cli_each([("train", path, "--steps", "2", "--optimizer", "sgd", *args) for args, _ in BAD_OPTIONS],
+                    tmp_path)
+    for (args, words), (code, out, err) in zip(BAD_OPTIONS, runs):
+        assert code == 2 and words in err and "Traceback" not in err and "internal error" not in err, \
+            (args[:1], out, err[-500:])
+        assert len(err) < 2000, err[-500:]      # the huge value is not echoed whole
+
+
+# ------------------------------------------------------------------------ inline values nested deeply
+
+
+def test_inline_json_nested_past_the_decoders_recursion_limit_is_a_usage_error(tmp_path):
+    """json's decoder recurses once per level: 5,000 levels (10 KB; a few thousand pass Python's
+    recursion limit) was an internal error (RecursionError, exit 5)."""
+    path = regression(tmp_path / "r.bflow.json")
+    deep = "[" * 5_000 + "]" * 5_000
+    runs = cli_each([("run", path, "--feed", f"x={deep}"),
+                     ("run", path, "--feed", "x=[1,2,3]", "--feed", "y=[1,2,3]", "--grad", "loss", "--grad-seed", deep),
+                     ("train", path, "--steps", "2", "--optimizer", "sgd", "--set", f"lr={deep}")], tmp_path)
+    wants = ["--feed x: '" + "[" * 40 + "... (10,000 characters)' is nested too deeply to be an array",
+             "--grad-seed seed: '" + "[" * 40 + "... (10,000 characters)' is nested too deeply to be an array",
+             "--set 'lr=" + "[" * 37 + "... (10,003 characters)': the value must be a number"]
+    for words, (code, out, err) in zip(wants, runs):
+        assert code == 2 and words in err and "internal error" not in err, (words, out, err[-500:])
+        assert len(err) < 2000, err[-500:]
