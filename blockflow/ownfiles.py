@@ -40,7 +40,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 __all__ = ["Placed", "OwnFileError", "write_own", "link_own", "create_temporary", "temporary_name", "temporary_stem",
-           "is_own", "taken", "forget", "remove_own", "withdraw", "variant", "name_problem", "state_dir",
+           "is_own", "taken", "forget", "remove_own", "withdraw", "variant", "name_problem", "special_kind", "state_dir",
            "MAX_VARIANTS", "LEDGER_MAX_FILES", "unlink_quietly", "fsync_dir"]
 
 log = logging.getLogger(__name__)
@@ -115,15 +115,15 @@ def name_problem(path, *, replaces: bool = True) -> str:
         return "it is a folder"
     if not os.path.isdir(directory):
         return f"the folder {directory} does not exist"
-    kind = _special_kind(name) if replaces else ""
+    kind = special_kind(name) if replaces else ""
     if kind:
         return f"it is {kind}, not a file: writing would replace it with one (give a file name)"
     return ""
 
 
-def _special_kind(path: str) -> str:
-    """What ``path`` (followed through links) is when it exists and is neither a regular file nor
-    a folder: "a character device", "a named pipe"...; "" otherwise."""
+def special_kind(path) -> str:
+    """What ``path`` (followed through links; or an open file's descriptor) is when it exists and
+    is neither a regular file nor a folder: "a character device", "a named pipe"...; "" otherwise."""
     try:
         mode = os.stat(path).st_mode
     except (OSError, ValueError):

@@ -89,7 +89,12 @@ def _read_csv(what: str, path: str) -> np.ndarray:
     """A feed's CSV: numbers, one row per line, an optional header; read as a data file is
     (streamed into one array whose size is checked before it exists)."""
     from blockflow.datafiles import DataFileError, read_number_table
+    from blockflow.ownfiles import special_kind
 
+    # a device never ends (/dev/zero: one endless line, read whole by the csv module); a pipe does
+    kind = special_kind(path)
+    if kind.endswith("device"):
+        raise CliError(f"{what}: cannot read {path}: it is {kind}, not a file", EXIT_FILE)
     try:
         _, arr = read_number_table(path, path, header="optional")
     except OSError as exc:

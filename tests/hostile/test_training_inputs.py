@@ -1,6 +1,6 @@
 """Training's inputs from the command line and the project, as an attacker or a careless script
 would give them: the file `train --save` is to write, the optimizer settings of `--set` and the
-other options. Each case runs ``blockflow`` in a child process and checks the exit code, the
+other options, and files named to be read that are no files (a device never ends). Each case runs ``blockflow`` in a child process and checks the exit code, the
 message (where and what, no traceback) and that nothing else changed on disk.
 """
 from __future__ import annotations
@@ -8,12 +8,14 @@ from __future__ import annotations
 import os
 import socket
 import stat
+import threading
 
 import pytest
 
-from hostile_kit import changed_paths, snapshot
+from hostile_kit import changed_paths, run_cli, run_python, snapshot
 from test_cli_edges import cli, cli_each, regression
 
+from blockflow.io.project_io import load_project
 from blockflow.ownfiles import name_problem
 
 
@@ -106,3 +108,78 @@ def test_inline_json_nested_past_the_decoders_recursion_limit_is_a_usage_error(t
     for words, (code, out, err) in zip(wants, runs):
         assert code == 2 and words in err and "internal error" not in err, (words, out, err[-500:])
         assert len(err) < 2000, err[-500:]
+
+
+# ------------------------------------------------------------------------ files to read that are devices
+
+CAP = 1024 ** 3     # a device read to the project-file limit (2 GiB) went past this
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="a device that never ends")
+def test_a_project_or_a_csv_feed_that_is_a_device_is_refused_not_read_until_memory_runs_out(tmp_path):
+    """/dev/zero has no size and no end: a project was read up to 2 GiB (twice that in memory)
+    and a CSV feed was one endless line for the csv module, each an internal error (MemoryError,
+    exit 5) under the cap."""
+    path = regression(tmp_path / "r.bflow.json")
+    (tmp_path / "zero.csv").symlink_to("/dev/zero")
+    r = run_cli("check", "/dev/zero", cap_bytes=CAP)
+    r.assert_clean_message()
+    assert r.returncode == 3 and "/dev/zero: cannot read the file: it is a character device, not a file" in r.stderr, \
+        r.output
+    r = run_cli("run", path, "--feed", f"x={tmp_path / 'zero.csv'}", "--feed", "y=[1,2,3]", cap_bytes=CAP)
+    r.assert_clean_message()
+    assert r.returncode == 3 and f"--feed x: cannot read {tmp_path / 'zero.csv'}: it is a character device, " \
+        "not a file" in r.stderr, r.output
+
+
+def test_a_project_read_from_a_pipe_still_loads(tmp_path):
+    """The shell's <(...) names a pipe: it has no size either, but its writer ends it."""
+    text = regression(tmp_path / "r.bflow.json").read_bytes()
+    read_end, write_end = os.pipe()
+
+    def write():
+        with os.fdopen(write_end, "wb") as f:
+            f.write(text)
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        project = load_project(f"/dev/fd/{read_end}")
+    finally:
+        writer.join()
+        os.close(read_end)
+    assert project.pages[0].name == "main"
+
+
+def test_the_editors_csv_feed_reader_reads_a_small_table_only(tmp_path):
+    """The inspector's "Load from file..." read a .csv whole, with its lines as strings: a 16 MB
+    column took 1 GB and 7 s on the UI thread, a larger one or /dev/zero ran out of memory (a
+    MemoryError out of a Qt slot). Now at most 16 MiB and 1,000,000 lines, said before parsing."""
+    (tmp_path / "rows.csv").write_text("1\r" * 1_000_001)         # line ends splitlines knows
+    (tmp_path / "big.csv").write_text(("1," * 1023 + "1\n") * 8200)   # 16.8 MB, 8,200 lines
+    (tmp_path / "ok.csv").write_text("x\n" + "2.5\n" * 999_999)
+    links = ""
+    if os.path.exists("/dev/zero"):
+        (tmp_path / "zero.csv").symlink_to("/dev/zero")
+        links = "'zero.csv', "
+    r = run_python(f"""
+        import os, time
+        os.chdir({str(tmp_path)!r})
+        from blockflow.feeds import read_feed_file
+        for name in ['rows.csv', 'big.csv', {links}'ok.csv']:
+            t = time.perf_counter()
+            try:
+                a = read_feed_file(name, 'float32', [-1])
+                print(name, 'read', a.shape, a.dtype, a[0])
+            except ValueError as exc:
+                print(name, 'refused', exc)
+            print(name, 'seconds', round(time.perf_counter() - t, 2))
+    """, cap_bytes=CAP, timeout=120)
+    r.assert_clean_message()
+    lines = dict((l.split(" ", 1)[0] + " " + l.split(" ", 2)[1], l) for l in r.stdout.splitlines())
+    assert "the table has 1,000,001 lines, more than the 1,000,000 the editor reads" in lines["rows.csv refused"], r.output
+    assert "the table is more than 16 MiB, the most the editor reads from a .csv: save it as .npy" \
+        in lines["big.csv refused"], r.output
+    if links:
+        assert "the table is more than 16 MiB" in lines["zero.csv refused"], r.output
+    assert lines["ok.csv read"] == "ok.csv read (999999,) float32 2.5", r.output
+    assert r.peak_rss < 400 * 1024 ** 2, r.peak_rss
