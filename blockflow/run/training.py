@@ -29,6 +29,7 @@ the settings a project recommends are in settings.py (re-exported here).
 from __future__ import annotations
 
 import math
+import numbers
 import time
 from dataclasses import dataclass, field
 
@@ -71,7 +72,13 @@ class TrainConfig:
     memory_budget: int | str | None = None       # bytes or "2G" (default: blockflow.budget's)
 
     def validate(self) -> None:
-        if not isinstance(self.steps, int) or self.steps < 0:
+        # each a whole number (a bool is not one): before, a seed of 1.5 failed deep inside the
+        # random streams (TypeError), an eval_every of "x" at its comparison, steps=True was 1
+        for name in ("steps", "seed", "eval_every"):
+            v = getattr(self, name)
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral):
+                raise ValueError(f"{name} must be a whole number, got {v!r}")
+        if self.steps < 0:
             raise ValueError(f"steps must be a whole number >= 0, got {self.steps!r}")
         if self.mode not in ("auto", "optimizer", "graph"):
             raise ValueError(f"mode must be auto, optimizer or graph, got {self.mode!r}")

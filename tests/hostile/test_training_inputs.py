@@ -183,3 +183,20 @@ def test_the_editors_csv_feed_reader_reads_a_small_table_only(tmp_path):
         assert "the table is more than 16 MiB" in lines["zero.csv refused"], r.output
     assert lines["ok.csv read"] == "ok.csv read (999999,) float32 2.5", r.output
     assert r.peak_rss < 400 * 1024 ** 2, r.peak_rss
+
+
+# ------------------------------------------------------------------------ TrainConfig from a script
+
+
+@pytest.mark.parametrize("setting, value", [("seed", 1.5), ("seed", "7"), ("steps", True), ("eval_every", "x"),
+                                            ("eval_every", 2.5), ("seed", None)])
+def test_train_config_wants_whole_numbers_and_says_which(tmp_path, setting, value):
+    """Before: a seed of 1.5 was a TypeError from numpy's SeedSequence at the first draw, an
+    eval_every of "x" a TypeError at its comparison, and steps=True trained one step."""
+    from blockflow.run.training import TrainConfig, Trainer, training_program
+
+    program = training_program(load_project(regression(tmp_path / "r.bflow.json")))
+    with pytest.raises(ValueError, match=f"^{setting} must be a whole number, got {value!r}$".replace("(", r"\(")):
+        Trainer(program, TrainConfig(**{"steps": 2, "optimizer": "sgd", setting: value}))
+    trainer = Trainer(program, TrainConfig(steps=2, optimizer="sgd", seed=-1))   # any whole seed, as before
+    assert len(trainer.train().steps) == 2
