@@ -43,7 +43,7 @@ from blockflow.project import port_text, split_port_text
 from blockflow.registry import Registry, default_registry
 from blockflow.run.numerics import all_finite, all_finite_many, ignoring_fp_errors
 from blockflow.run.runtime import run
-from blockflow.run.settings import OPTIMIZERS, optimizer_defaults
+from blockflow.run.settings import OPTIMIZERS, decay_rate_problem, optimizer_defaults
 
 __all__ = ["TrainConfig", "Trainer", "StepRecord", "TrainingHistory", "training_program", "train_steps"]
 
@@ -91,6 +91,8 @@ class TrainConfig:
                     raise ValueError(f"{self.optimizer} {k} must be true or false, got {v!r}")
             elif isinstance(v, bool) or not (isinstance(v, (int, float)) and _finite(v) and v >= 0):
                 raise ValueError(f"{self.optimizer} {k} must be a number >= 0, got {v!r}")
+            elif decay_rate_problem(k, v):
+                raise ValueError(f"{self.optimizer} {k} {decay_rate_problem(k, v)}")
         if self.eval_every < 0:
             raise ValueError("eval_every must be >= 0")
 

@@ -200,3 +200,36 @@ def test_train_config_wants_whole_numbers_and_says_which(tmp_path, setting, valu
         Trainer(program, TrainConfig(**{"steps": 2, "optimizer": "sgd", setting: value}))
     trainer = Trainer(program, TrainConfig(steps=2, optimizer="sgd", seed=-1))   # any whole seed, as before
     assert len(trainer.train().steps) == 2
+
+
+# ------------------------------------------------------------------------ decay rates
+
+
+DECAY_CASES = [
+    # Adam divided 0 by 0 at step 0 and blamed the learning rate
+    (("--optimizer", "adam", "--set", "beta1=1"), "adam beta1 must be below 1 (a decay rate), found 1"),
+    # the average of squares turned negative: NaN at step 0, the learning rate blamed again
+    (("--optimizer", "adam", "--set", "beta2=1.5"), "adam beta2 must be below 1 (a decay rate), found 1.5"),
+    (("--optimizer", "rmsprop", "--set", "rho=1000000"), "rmsprop rho must be below 1 (a decay rate), found 1,000,000"),
+    # Adam's steps changed sign and size: trained, exit 0, numbers of no meaning
+    (("--optimizer", "adam", "--set", "beta1=2"), "adam beta1 must be below 1 (a decay rate), found 2"),
+]
+
+
+def test_a_decay_rate_of_one_or_more_is_a_usage_error(tmp_path):
+    path = regression(tmp_path / "r.bflow.json")
+    runs = cli_each([("train", path, "--steps", "2", *args) for args, _ in DECAY_CASES], tmp_path)
+    for (args, words), (code, out, err) in zip(DECAY_CASES, runs):
+        assert code == 2 and words in err and "step " not in err, (args, out, err)
+
+
+def test_a_recommended_decay_rate_of_one_is_a_problem_with_its_place(tmp_path):
+    from blockflow.run.settings import recommended_settings
+
+    path = regression(tmp_path / "r.bflow.json")
+    project = load_project(path)
+    project.metadata["training"] = {"main": {"optimizer": "adam", "beta1": 1, "beta2": 0.999, "steps": 2}}
+    problems = []
+    assert recommended_settings(project, "main", problems) == {"optimizer": "adam", "steps": 2,
+                                                              "hyper": {"beta2": 0.999}}
+    assert [str(p) for p in problems] == ["metadata.training.main.beta1: must be below 1 (a decay rate), found 1"]
