@@ -40,7 +40,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 __all__ = ["Placed", "OwnFileError", "write_own", "link_own", "create_temporary", "temporary_name", "temporary_stem",
-           "is_own", "taken", "forget", "remove_own", "withdraw", "variant", "name_problem", "special_kind", "state_dir",
+           "is_own", "taken", "forget", "remove_own", "withdraw", "variant", "name_problem", "folder_problem", "special_kind", "state_dir",
            "MAX_VARIANTS", "LEDGER_MAX_FILES", "unlink_quietly", "fsync_dir"]
 
 log = logging.getLogger(__name__)
@@ -118,6 +118,21 @@ def name_problem(path, *, replaces: bool = True) -> str:
     kind = special_kind(name) if replaces else ""
     if kind:
         return f"it is {kind}, not a file: writing would replace it with one (give a file name)"
+    return ""
+
+
+def folder_problem(path) -> str:
+    """Why no file can be made where ``path`` (followed through links) is ("" when one can): the
+    folder is read-only, not the user's, or refuses new files (/proc). Found by making and
+    removing an empty temporary there, as a save does first."""
+    target = os.path.realpath(path)
+    directory = os.path.dirname(target) or "."
+    try:
+        fd, tmp = create_temporary(directory, os.path.basename(target))
+    except OSError as exc:
+        return f"cannot write in the folder {directory}: {exc.strerror or exc}"
+    os.close(fd)
+    unlink_quietly(tmp)
     return ""
 
 

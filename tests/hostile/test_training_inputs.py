@@ -53,6 +53,23 @@ def test_train_save_refuses_a_device_a_pipe_or_a_socket_before_training(tmp_path
         sock.close()
 
 
+def test_train_save_into_a_folder_that_refuses_files_is_said_before_training(tmp_path):
+    """A link to a folder that is gone (as root the one folder that refuses everyone; /proc,
+    read-only mounts and other users' folders alike): before, the whole training ran and then
+    'cannot save: No such file or directory' lost it (exit 3 after the last step)."""
+    src = regression(tmp_path / "r.bflow.json")
+    (tmp_path / "out.bflow.json").symlink_to(tmp_path / "gone" / "out.bflow.json")
+    cases = [(tmp_path / "out.bflow.json", f"cannot write in the folder {tmp_path / 'gone'}: No such file or directory")]
+    if os.path.isdir("/proc/self"):
+        cases.append(("/proc/out.bflow.json", "cannot write in the folder /proc: "))
+    before = snapshot(tmp_path)
+    runs = cli_each([("train", src, "--steps", "50", "--save", out) for out, _ in cases], tmp_path)
+    for (out, words), (code, stdout, stderr) in zip(cases, runs):
+        assert code == 3 and f"--save {out}: {words}" in stderr and "nothing was done" in stderr, (out, stdout, stderr)
+        assert "step " not in stderr, stderr        # refused before the first step
+    assert changed_paths(before, snapshot(tmp_path)) == set()     # the probe's temporary is gone
+
+
 @pytest.mark.skipif(not os.path.exists("/dev/null"), reason="a character device to name")
 def test_a_device_cannot_name_a_file_to_replace_but_may_be_written_into():
     """Never saved to here (a failure would replace /dev/null when the tests run as root): the
