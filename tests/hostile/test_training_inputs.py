@@ -250,3 +250,27 @@ def test_a_recommended_decay_rate_of_one_is_a_problem_with_its_place(tmp_path):
     assert recommended_settings(project, "main", problems) == {"optimizer": "adam", "steps": 2,
                                                               "hyper": {"beta2": 0.999}}
     assert [str(p) for p in problems] == ["metadata.training.main.beta1: must be below 1 (a decay rate), found 1"]
+
+
+# ------------------------------------------------------------------------ a table of one endless row
+
+
+def test_a_csv_line_longer_than_a_table_may_hold_is_refused_before_its_row_is_made(tmp_path):
+    """The csv module makes a line's row whole, a string per cell: a 120 MB --feed table of one
+    row took 28 s and ran out of a 2 GB cap (MemoryError, exit 5); CsvDataset reads tables the same
+    way. Now a line is read no further than MAX_TABLE_LINE_CHARS."""
+    from blockflow.datafiles import MAX_TABLE_LINE_CHARS, DataFileError, read_number_table
+
+    path = regression(tmp_path / "r.bflow.json")
+    wide = tmp_path / "wide.csv"
+    wide.write_text("x,y\n1,2\n" + "1," * (MAX_TABLE_LINE_CHARS // 2) + "1\n")     # its line 3 is too long
+    with pytest.raises(DataFileError, match=r"^'wide.csv' line 3: more than 4,194,304 characters, the most a "
+                                            r"line of a table may hold \(save a wide table as \.npy\)$"):
+        read_number_table("wide.csv", wide, header="required")
+    (tmp_path / "fine.csv").write_text("1," * (MAX_TABLE_LINE_CHARS // 2 - 1) + "1\n")  # as long as allowed
+    assert read_number_table("fine.csv", tmp_path / "fine.csv")[1].shape == (1, MAX_TABLE_LINE_CHARS // 2)
+    wide.write_text("1," * (20 * 1024 * 1024) + "1\n")                                   # 40 MB of one row
+    r = run_cli("run", path, "--feed", f"x={wide}", "--feed", "y=[1,2,3]", cap_bytes=CAP, timeout=120)
+    r.assert_clean_message()
+    assert r.returncode == 3 and f"--feed x: '{wide}' line 1: more than 4,194,304 characters" in r.stderr, r.output
+    assert r.peak_rss < 200 * 1024 ** 2, r.peak_rss
