@@ -58,10 +58,19 @@ class SettingProblem(NamedTuple):
         return f"{self.place}: {self.message}"
 
 
+#: Unknown settings named one by one; the others are counted in one more problem (a file of 2.7 MB
+#: holding 200,000 of them printed 43 MB of warnings, and listed them all in the editor's panels).
+LISTED_UNKNOWN = 8
+#: The longest name quoted whole in a setting's place (a longer one is cut, ``...`` added).
+_PLACE_CHARS = 40
+
+
 def _setting_place(page: str, key: str | None = None) -> str:
     """The JSON path of a page's recommendation: ``metadata.training.main.steps``, with names that
-    are not plain identifiers quoted (``metadata.training["my page"]``)."""
+    are not plain identifiers quoted (``metadata.training["my page"]``), cut past _PLACE_CHARS."""
     def part(name):
+        if len(name) > _PLACE_CHARS:
+            return f"[{json.dumps(name[:_PLACE_CHARS])[:-1]}...\"]"
         return f".{name}" if name.isidentifier() else f"[{json.dumps(name)}]"
     return "metadata.training" + part(page) + (part(key) if key is not None else "")
 
@@ -145,13 +154,16 @@ def _number_settings(entry: dict, name: str, report, chosen: dict) -> dict:
     knows, and every value out of range, is reported."""
     numbers = {k: d for opt in OPTIMIZERS.values() for k, d in opt[1].items()}
     hyper = {}
+    unknown = []
     for key, v in entry.items():
         if key in ("optimizer", "steps", "seed", "batch_size") or v is None:
             continue
         if key not in numbers:
-            report(SettingProblem(_setting_place(name, key), key,
-                                  f"unknown setting (settings: optimizer, steps, batch_size, seed, "
-                                  f"{', '.join(numbers)})"))
+            unknown.append(key)
+            if len(unknown) <= LISTED_UNKNOWN:
+                report(SettingProblem(_setting_place(name, key), key,
+                                      f"unknown setting (settings: optimizer, steps, batch_size, seed, "
+                                      f"{', '.join(numbers)})"))
             continue
         if isinstance(numbers[key], bool):
             ok = isinstance(v, bool)
@@ -166,4 +178,9 @@ def _number_settings(entry: dict, name: str, report, chosen: dict) -> dict:
             report(SettingProblem(_setting_place(name, key), key, why))
         elif key in chosen:
             hyper[key] = v if isinstance(v, bool) else float(v)
+    if len(unknown) > LISTED_UNKNOWN:
+        key = unknown[LISTED_UNKNOWN]
+        report(SettingProblem(_setting_place(name, key), key,
+                              f"unknown setting, and {len(unknown) - LISTED_UNKNOWN - 1:,} more after it "
+                              f"(the first {LISTED_UNKNOWN} are named)"))
     return hyper

@@ -274,3 +274,28 @@ def test_a_csv_line_longer_than_a_table_may_hold_is_refused_before_its_row_is_ma
     r.assert_clean_message()
     assert r.returncode == 3 and f"--feed x: '{wide}' line 1: more than 4,194,304 characters" in r.stderr, r.output
     assert r.peak_rss < 200 * 1024 ** 2, r.peak_rss
+
+
+# ------------------------------------------------------------------------ many unknown settings
+
+
+def test_unknown_recommended_settings_are_named_eight_at_a_time(tmp_path):
+    """Each unknown key was a problem of its own: a 2.7 MB file of 200,000 printed 43 MB of
+    warnings from `blockflow train` and made as many rows in the editor's Problems and Train
+    panels. A key's place is cut at 40 characters."""
+    from blockflow.run.settings import recommended_settings
+
+    path = regression(tmp_path / "r.bflow.json")
+    project = load_project(path)
+    entry = {"steps": 2, "optimizer": "sgd", "lr": 0.1, "x" * 100_000: 1, **{f"k{i}": 1 for i in range(200_000)}}
+    project.metadata["training"] = {"main": entry}
+    problems = []
+    assert recommended_settings(project, "main", problems) == {"optimizer": "sgd", "steps": 2, "hyper": {"lr": 0.1}}
+    assert len(problems) == 9
+    assert str(problems[0]).startswith('metadata.training.main["' + "x" * 40 + '..."]: unknown setting (settings: ')
+    assert str(problems[8]) == ("metadata.training.main.k7: unknown setting, and 199,992 more after it "
+                                "(the first 8 are named)")
+    from blockflow.io.project_io import save_project
+    save_project(project, path, backup=False)
+    r = cli("train", path, "-q")
+    assert r.returncode == 0 and len(r.stderr) < 3000, (r.returncode, len(r.stderr), r.stderr[-500:])
