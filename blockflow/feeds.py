@@ -42,6 +42,10 @@ def read_feed_file(path, dtype: str, shape) -> np.ndarray:
     suffix = path.suffix.lower()
     shape = tuple(None if d is None or d == -1 else int(d) for d in shape)
     try:
+        # the editor reads files only: a named pipe would hang its UI thread until written to,
+        # a device never end (the command line's --feed still reads the shell's pipes)
+        if path.exists() and not path.is_file():
+            raise FeedFileError("it is not a regular file")
         if suffix == ".npy":
             arr = read_npy(path)
         elif suffix == ".csv":
