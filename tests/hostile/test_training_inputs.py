@@ -13,7 +13,7 @@ import threading
 import pytest
 
 from hostile_kit import changed_paths, run_cli, run_python, snapshot
-from test_cli_edges import cli, cli_each, regression
+from test_cli_edges import cli, cli_each, data_project, regression
 
 from blockflow.io.project_io import load_project
 from blockflow.ownfiles import name_problem
@@ -68,6 +68,20 @@ def test_train_save_into_a_folder_that_refuses_files_is_said_before_training(tmp
         assert code == 3 and f"--save {out}: {words}" in stderr and "nothing was done" in stderr, (out, stdout, stderr)
         assert "step " not in stderr, stderr        # refused before the first step
     assert changed_paths(before, snapshot(tmp_path)) == set()     # the probe's temporary is gone
+
+
+def test_train_save_over_a_data_file_the_project_reads_is_refused_before_training(tmp_path):
+    """Before: the training ran, the project took the place of its own data/train.csv (the data
+    left only in train.csv.bak) and the saved project read itself as its table."""
+    src = data_project(tmp_path)
+    (tmp_path / "alias.csv").hardlink_to(tmp_path / "data" / "train.csv")
+    before = snapshot(tmp_path)
+    outs = [tmp_path / "data" / "train.csv", tmp_path / "data" / ".." / "data" / "train.csv", tmp_path / "alias.csv"]
+    runs = cli_each([("train", src, "--steps", "3", "--save", out) for out in outs], tmp_path)
+    for out, (code, stdout, stderr) in zip(outs, runs):
+        assert code == 2 and f"--save {out}: it is the data file 'data/train.csv' the project reads; give another " \
+            "name (nothing was trained)" in stderr and "step " not in stderr, (out, stdout, stderr)
+    assert changed_paths(before, snapshot(tmp_path)) == set()
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/null"), reason="a character device to name")
