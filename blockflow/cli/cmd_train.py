@@ -194,7 +194,7 @@ def _refuse_data_file(out: str, project, registry) -> None:
             continue
         if os.path.samefile(source, out):
             raise CliError(f"--save {out}: it is the data file '{rel}' the project reads; give another name "
-                           f"(nothing was trained)", EXIT_USAGE)
+                           f"(nothing was done)", EXIT_USAGE)
 
 
 def _save_trained(out: str, project, page, trainer, moves, new_dir) -> None:

@@ -80,7 +80,7 @@ def test_train_save_over_a_data_file_the_project_reads_is_refused_before_trainin
     runs = cli_each([("train", src, "--steps", "3", "--save", out) for out in outs], tmp_path)
     for out, (code, stdout, stderr) in zip(outs, runs):
         assert code == 2 and f"--save {out}: it is the data file 'data/train.csv' the project reads; give another " \
-            "name (nothing was trained)" in stderr and "step " not in stderr, (out, stdout, stderr)
+            "name (nothing was done)" in stderr and "step " not in stderr, (out, stdout, stderr)
     assert changed_paths(before, snapshot(tmp_path)) == set()
 
 
