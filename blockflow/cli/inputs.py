@@ -65,6 +65,14 @@ def parse_feed(spec: str, option: str = "--feed") -> tuple[str, np.ndarray]:
     except (ValueError, TypeError) as exc:
         raise CliError(f"{option} {name}: {shortened(text)!r} is neither a .npy/.csv file nor JSON ({exc})",
                        EXIT_USAGE) from None
+    if arr.dtype.kind == "O" and all(isinstance(v, (int, float)) for v in arr.flat):
+        # integers past int64, which numpy keeps as Python objects: as floats, a float
+        # Placeholder takes them and an integer one names the value that does not fit it
+        try:
+            arr = np.asarray(arr, dtype=np.float64)
+        except OverflowError:
+            raise CliError(f"{option} {name}: {shortened(text)!r} holds an integer larger than any float "
+                           f"(about 1.8e308)", EXIT_USAGE) from None
     if arr.dtype.kind not in "biuf":
         raise CliError(f"{option} {name}: expected numbers, got {shortened(text)!r}", EXIT_USAGE)
     return name, arr

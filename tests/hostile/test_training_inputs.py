@@ -349,3 +349,17 @@ def test_the_editor_does_not_open_a_named_pipe_as_a_project(tmp_path):
     """, timeout=60, env={"QT_QPA_PLATFORM": "offscreen"})
     assert r.stdout.splitlines() == [f"{tmp_path / 'pipe.bflow.json'}: cannot open it: it is not a regular file",
                                      "None"], r.output
+
+
+def test_an_inline_feed_of_integers_past_int64_is_taken_as_numbers(tmp_path):
+    """numpy keeps integers past int64 as Python objects: `--feed x=[100000000000000000000000]`
+    was refused as 'expected numbers'. Now a float Placeholder takes them, an integer one names
+    the value that does not fit it, and one past any float is named as that."""
+    path = regression(tmp_path / "r.bflow.json")
+    big = "1" + "0" * 19        # past int64; its square still fits float32
+    runs = cli_each([("run", path, "--feed", f"x=[{big},1,2]", "--feed", "y=[1,2,3]", "--fetch", "x"),
+                     ("run", path, "--feed", f"x=[1,{'9' * 400}]", "--feed", "y=[1,2,3]")], tmp_path)
+    (code, out, err), (code2, _, err2) = runs
+    assert code == 0 and "main/x:output  float32[3]  = [1.e+19, 1.e+00, 2.e+00]" in out, (out, err)
+    assert code2 == 2 and "--feed x: '[1," + "9" * 37 + "... (404 characters)' holds an " \
+        "integer larger than any float (about 1.8e308)" in err2, err2
