@@ -363,3 +363,19 @@ def test_an_inline_feed_of_integers_past_int64_is_taken_as_numbers(tmp_path):
     assert code == 0 and "main/x:output  float32[3]  = [1.e+19, 1.e+00, 2.e+00]" in out, (out, err)
     assert code2 == 2 and "--feed x: '[1," + "9" * 37 + "... (404 characters)' holds an " \
         "integer larger than any float (about 1.8e308)" in err2, err2
+
+
+def test_an_export_over_the_project_itself_is_refused(tmp_path):
+    """An export replaces the file it names and keeps no backup: `export onnx p.bflow.json -o
+    p.bflow.json` put the model in the project's place, and the project was gone."""
+    path = regression(tmp_path / "p.bflow.json")
+    (tmp_path / "hard.bflow.json").hardlink_to(path)
+    (tmp_path / "sub").mkdir()
+    before = snapshot(tmp_path)
+    cases = [("onnx", path, "p.onnx"), ("torch", tmp_path / "sub" / ".." / "p.bflow.json", "p.py"),
+             ("onnx", tmp_path / "hard.bflow.json", "hard.onnx")]
+    runs = cli_each([("export", fmt, path, "-o", out) for fmt, out, _ in cases], tmp_path)
+    for (fmt, out, name), (code, stdout, stderr) in zip(cases, runs):
+        assert code == 2 and f"-o {out} is the project itself: name a new file (e.g. {name}); nothing was " \
+            "written" in stderr, (fmt, out, stdout, stderr)
+    assert changed_paths(before, snapshot(tmp_path)) == set()
