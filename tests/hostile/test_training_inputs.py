@@ -379,3 +379,13 @@ def test_an_export_over_the_project_itself_is_refused(tmp_path):
         assert code == 2 and f"-o {out} is the project itself: name a new file (e.g. {name}); nothing was " \
             "written" in stderr, (fmt, out, stdout, stderr)
     assert changed_paths(before, snapshot(tmp_path)) == set()
+
+
+def test_check_grad_compiles_a_page_with_its_data_files(tmp_path):
+    """check --grad (and the editor's Explain panel) compiled the page again without the
+    project's folder: a page reading a data file did not compile, and was said to have 'no
+    compiled node' of its loss (exit 2)."""
+    path = data_project(tmp_path)
+    r = cli("check", path, "--grad")
+    assert r.returncode == 0 and "    W: analytic " in r.stdout and " ok" in r.stdout, r.output
+    assert "no compiled node" not in r.output
