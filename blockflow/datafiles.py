@@ -34,6 +34,7 @@ from blockflow.budget import ENV_VAR, format_size, memory_budget
 from blockflow.errors import BlockflowError
 
 __all__ = ["DataRequest", "DataFiles", "DataFileError", "PickledArray", "MAX_DATA_FILE_BYTES", "MAX_DATA_BYTES",
+           "MAX_TABLE_LINE_CHARS",
            "MAX_NPZ_MEMBERS", "SPLITS", "read_npy_file"]
 
 SPLITS = ("train", "test", "all")
@@ -50,6 +51,10 @@ _NPY_HEADER_MAX = 12 + MAX_NPY_HEADER_BYTES   # with the magic, version and leng
 _READ_CHUNK = 1 << 20
 # Numbers parsed from a table before they are copied into its array.
 _TABLE_CHUNK = 1 << 16
+#: The longest line of a table, in characters: the csv module makes a line's row whole, a string
+#: per cell (about 30 bytes a character for short cells), so a 120 MB table of one row ran out of
+#: 2 GB. A row of 4 Mi characters (200,000 cells of 20) takes about 170 MB.
+MAX_TABLE_LINE_CHARS = 4 * 1024 * 1024
 
 
 class DataFileError(BlockflowError, ValueError):
@@ -238,13 +243,28 @@ def _csv_reader(name: str, full: Path):
     reader = None
     try:
         with open(full, encoding="utf-8-sig", newline="") as f:
-            reader = csv.reader(f)
+            reader = csv.reader(_bounded_lines(name, f))
             yield reader
     except UnicodeDecodeError as exc:
         raise DataFileError(f"'{name}' is not UTF-8 text ({exc.reason})") from None
     except csv.Error as exc:
         line = f" line {reader.line_num}" if reader is not None else ""
         raise DataFileError(f"'{name}'{line}: not a table ({exc})") from None
+
+
+def _bounded_lines(name: str, f):
+    """``f``'s lines, each read no further than MAX_TABLE_LINE_CHARS: a longer one is a
+    DataFileError naming it (the file's line number) before its row is made."""
+    number = 0
+    while True:
+        line = f.readline(MAX_TABLE_LINE_CHARS + 1)
+        if not line:
+            return
+        number += 1
+        if len(line) > MAX_TABLE_LINE_CHARS:
+            raise DataFileError(f"'{name}' line {number}: more than {MAX_TABLE_LINE_CHARS:,} characters, the "
+                                f"most a line of a table may hold (save a wide table as .npy)")
+        yield line
 
 
 def _is_number(c: str) -> bool:

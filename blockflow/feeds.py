@@ -23,6 +23,11 @@ __all__ = ["FEED_FILTER", "FeedFileError", "read_feed_file", "read_npy", "read_c
 
 #: the file dialog's filter
 FEED_FILTER = "Arrays (*.npy *.csv);;NumPy arrays (*.npy);;CSV tables (*.csv);;All files (*)"
+#: The most read_csv_table reads, in bytes and in rows: it holds the text, its lines and numpy's
+#: parse at once, about 60 times the bytes for a column of short numbers (a 16 MB column took
+#: 1 GB and 7 s on the editor's UI thread; a larger one, or /dev/zero, ran out of memory).
+MAX_TABLE_BYTES = 16 * 1024 * 1024
+MAX_TABLE_ROWS = 1_000_000
 
 
 class FeedFileError(ValueError):
@@ -37,6 +42,10 @@ def read_feed_file(path, dtype: str, shape) -> np.ndarray:
     suffix = path.suffix.lower()
     shape = tuple(None if d is None or d == -1 else int(d) for d in shape)
     try:
+        # the editor reads files only: a named pipe would hang its UI thread until written to,
+        # a device never end (the command line's --feed still reads the shell's pipes)
+        if path.exists() and not path.is_file():
+            raise FeedFileError("it is not a regular file")
         if suffix == ".npy":
             arr = read_npy(path)
         elif suffix == ".csv":
@@ -79,10 +88,20 @@ def read_npy(path) -> np.ndarray:
 def read_csv_table(path) -> np.ndarray:
     """The numbers of a small CSV table as a 2-D float64 array (a header row skipped); OSError
     when it cannot be read, FeedFileError naming the line and column of what is wrong."""
+    with open(path, "rb") as f:
+        data = f.read(MAX_TABLE_BYTES + 1)     # never more: a device or a pipe may not end
+    if len(data) > MAX_TABLE_BYTES:
+        raise FeedFileError(f"the table is more than {MAX_TABLE_BYTES // 1024 ** 2} MiB, the most the editor reads "
+                            f"from a .csv: save it as .npy, or feed it with blockflow run --feed")
     try:
-        text = Path(path).read_text(encoding="utf-8-sig")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise FeedFileError("not a text file (a CSV table is UTF-8 text)") from None
+    del data
+    lines = _line_count(text)
+    if lines > MAX_TABLE_ROWS:
+        raise FeedFileError(f"the table has {lines:,} lines, more than the {MAX_TABLE_ROWS:,} the editor reads from "
+                            f"a .csv: save it as .npy, or feed it with blockflow run --feed")
     rows = [(n, line) for n, line in enumerate(text.splitlines(), 1)
             if line.strip() and not line.lstrip().startswith("#")]
     if not rows:
@@ -97,6 +116,16 @@ def read_csv_table(path) -> np.ndarray:
         return np.loadtxt([line for _, line in body], delimiter=delimiter, ndmin=2, dtype=np.float64)
     except ValueError as exc:
         raise FeedFileError(_table_problem(body, delimiter) or f"not a numeric table: {exc}") from None
+
+
+#: what str.splitlines ends a line at ("\r\n" is one end, counted twice among these)
+_LINE_ENDS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+
+
+def _line_count(text: str) -> int:
+    """``len(text.splitlines())``, without making the lines."""
+    ends = sum(text.count(c) for c in _LINE_ENDS) - text.count("\r\n")
+    return ends + (bool(text) and text[-1] not in _LINE_ENDS)
 
 
 def _cells(line: str, delimiter) -> list[str]:

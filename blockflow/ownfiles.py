@@ -40,7 +40,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 __all__ = ["Placed", "OwnFileError", "write_own", "link_own", "create_temporary", "temporary_name", "temporary_stem",
-           "is_own", "taken", "forget", "remove_own", "withdraw", "variant", "name_problem", "state_dir",
+           "is_own", "taken", "forget", "remove_own", "withdraw", "variant", "name_problem", "folder_problem", "special_kind", "state_dir",
            "MAX_VARIANTS", "LEDGER_MAX_FILES", "unlink_quietly", "fsync_dir"]
 
 log = logging.getLogger(__name__)
@@ -91,9 +91,12 @@ class Placed:
 # Names
 
 
-def name_problem(path) -> str:
+def name_problem(path, *, replaces: bool = True) -> str:
     """Why ``path`` cannot name a file to write ("" when it can): empty, ending in a separator,
-    naming a folder, a name too long for the file system, a folder that does not exist."""
+    naming a folder, a name too long for the file system, a folder that does not exist. With
+    ``replaces`` (a writer that puts a new file in the name's place: every save and export),
+    also naming a device, a named pipe or a socket, which the new file would replace: a save to
+    /dev/null run as root put a regular file in its place."""
     name = os.fspath(path)
     if not name:
         return "the file name is empty"
@@ -112,7 +115,39 @@ def name_problem(path) -> str:
         return "it is a folder"
     if not os.path.isdir(directory):
         return f"the folder {directory} does not exist"
+    kind = special_kind(name) if replaces else ""
+    if kind:
+        return f"it is {kind}, not a file: writing would replace it with one (give a file name)"
     return ""
+
+
+def folder_problem(path) -> str:
+    """Why no file can be made where ``path`` (followed through links) is ("" when one can): the
+    folder is read-only, not the user's, or refuses new files (/proc). Found by making and
+    removing an empty temporary there, as a save does first."""
+    target = os.path.realpath(path)
+    directory = os.path.dirname(target) or "."
+    try:
+        fd, tmp = create_temporary(directory, os.path.basename(target))
+    except OSError as exc:
+        return f"cannot write in the folder {directory}: {exc.strerror or exc}"
+    os.close(fd)
+    unlink_quietly(tmp)
+    return ""
+
+
+def special_kind(path) -> str:
+    """What ``path`` (followed through links; or an open file's descriptor) is when it exists and
+    is neither a regular file nor a folder: "a character device", "a named pipe"...; "" otherwise."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return ""
+    for test, kind in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return "" if stat.S_ISREG(mode) or stat.S_ISDIR(mode) else "not a regular file"
 
 
 def _name_max(directory: str) -> int:

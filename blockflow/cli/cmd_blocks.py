@@ -19,7 +19,7 @@ def cmd_blocks(args) -> int:
     if args.markdown:
         text = blocks_markdown(registry)
         if args.output is not None:
-            inputs.check_output_path("--output", args.output)
+            inputs.check_output_path("--output", args.output, replaces=False)   # written into
             Path(args.output).write_text(text, encoding="utf-8")
             print(f"wrote {for_terminal(args.output)} ({len(registry)} blocks)")
         else:

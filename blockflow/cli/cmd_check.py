@@ -25,7 +25,7 @@ def cmd_check(args) -> int:
         program = compile_page(page, registry, files=files, composites=project.composites)
         all_diags.extend(program.diagnostics)
         summary.append((program, len(program.errors)))
-    checks = _grad_checks(args, pages, registry, summary, project.composites) if args.grad is not None else {}
+    checks = _grad_checks(args, pages, registry, summary, project.composites, files) if args.grad is not None else {}
     if args.json:
         json.dump(_check_json(args, summary, all_diags, checks), sys.stdout, ensure_ascii=False, indent=1)
         sys.stdout.write("\n")
@@ -79,7 +79,7 @@ def _print_check(args, summary, all_diags, checks) -> None:
             print("  " + str(r).replace("\n", "\n  ") if r is not None else f"  gradient check skipped: {why}")
 
 
-def _grad_checks(args, pages, registry, summary, composites=None) -> dict:
+def _grad_checks(args, pages, registry, summary, composites=None, files=None) -> dict:
     """``check --grad``: each compiled page's gradients against central differences (float64)."""
     from blockflow.run.gradcheck import check_page
 
@@ -98,7 +98,7 @@ def _grad_checks(args, pages, registry, summary, composites=None) -> dict:
                 raise CliError(f"page '{name}' has no block '{split_port_text(target)[0]}'", EXIT_USAGE)
             out[name] = (None, f"no block '{split_port_text(target)[0]}' on this page")
         else:
-            out[name] = (check_page(page, registry, target=target, composites=composites), "")
+            out[name] = (check_page(page, registry, target=target, composites=composites, files=files), "")
     if args.grad and all(r is None and why.startswith("no block") for r, why in out.values()):
         raise CliError(f"--grad {args.grad}: no page has a block '{split_port_text(args.grad)[0]}'", EXIT_USAGE)
     return out

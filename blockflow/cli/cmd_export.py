@@ -2,6 +2,7 @@
 training script with ``--train``) or as an ONNX model (docs/export.md)."""
 from __future__ import annotations
 
+import os
 import sys
 
 from blockflow.cli import inputs
@@ -19,8 +20,16 @@ def exporter(fmt: str):
     return register
 
 
+#: what a file of each format is named, for the message that asks for one
+_SUFFIXES = {"torch": ".py", "onnx": ".onnx"}
+
+
 def cmd_export(args) -> int:
     inputs.check_output_path("-o", args.output)
+    if _replaces(args.project, args.output):
+        stem = os.path.basename(args.output).split(".")[0] or "model"
+        raise CliError(f"-o {args.output} is the project itself: name a new file (e.g. "
+                       f"{stem}{_SUFFIXES.get(args.format, '')}); nothing was written", EXIT_USAGE)
     project = inputs.load(args.project)
     from blockflow.optional import MissingPackage
     from blockflow.export.errors import ExportError
@@ -37,6 +46,18 @@ def cmd_export(args) -> int:
     for path in written:
         print(f"wrote {for_terminal(str(path))}")
     return EXIT_OK
+
+
+def _replaces(project: str, out: str) -> bool:
+    """Whether writing ``out`` would put the export in the project's place (an export replaces
+    the entry named, no backup kept): the same file through its folder's links or a hard link;
+    a symbolic link named ``out`` is replaced itself, never written through."""
+    folder = os.path.realpath(os.path.dirname(os.path.abspath(out)))
+    try:
+        entry, source = os.lstat(os.path.join(folder, os.path.basename(out))), os.stat(project)
+    except OSError:
+        return False
+    return (entry.st_dev, entry.st_ino) == (source.st_dev, source.st_ino)
 
 
 @exporter("torch")

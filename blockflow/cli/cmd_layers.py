@@ -34,7 +34,7 @@ def cmd_layers(args, library=None) -> int:
     if args.markdown:
         text = layers_markdown(library, inputs.registry())
         if args.output is not None:
-            inputs.check_output_path("--output", args.output)
+            inputs.check_output_path("--output", args.output, replaces=False)   # written into
             Path(args.output).write_text(text, encoding="utf-8")
             print(f"wrote {for_terminal(args.output)} ({len(library.layers())} layers)")
         else:

@@ -122,8 +122,11 @@ def _hyper(args, settings: _Settings) -> dict:
             raise CliError(f"--set {item!r}: give NAME=VALUE", EXIT_USAGE)
         try:
             hyper[key] = json.loads(value)
-        except json.JSONDecodeError:
-            raise CliError(f"--set {item!r}: the value must be a number or true/false", EXIT_USAGE) from None
+        # not JSON, an integer of more digits than Python converts (4300), lists nested past
+        # the decoder's recursion limit
+        except (ValueError, RecursionError):
+            raise CliError(f"--set {inputs.shortened(item)!r}: the value must be a number (of at most 4,300 "
+                           f"digits) or true/false", EXIT_USAGE) from None
     return hyper
 
 
@@ -168,10 +171,30 @@ def _plan_save(out: str, project, registry):
     when the file is inside the new folder, else a copy next to it, never over another file)."""
     from blockflow.io.relocate import plan_move
 
+    _refuse_data_file(out, project, registry)
     folder = os.path.dirname(os.path.abspath(out))    # check_output_path has vetted OUT itself
     if project.base_dir is None or os.path.realpath(project.base_dir) == os.path.realpath(folder):
         return [], folder
     return plan_move(project, registry, project.base_dir, folder), folder
+
+
+def _refuse_data_file(out: str, project, registry) -> None:
+    """OUT must not be a data file the project reads: the save would put the project in its
+    place, and the saved project would read itself as its data (the data left only in the backup)."""
+    from blockflow.datafiles import DataFiles, DataFileError
+    from blockflow.io.relocate import data_paths
+
+    if project.base_dir is None or not os.path.exists(out):
+        return
+    files = DataFiles(project.base_dir)
+    for rel in data_paths(project, registry):
+        try:
+            source = files.resolve(rel)
+        except DataFileError:     # missing or outside: the save says so, as for any data file
+            continue
+        if os.path.samefile(source, out):
+            raise CliError(f"--save {out}: it is the data file '{rel}' the project reads; give another name "
+                           f"(nothing was done)", EXIT_USAGE)
 
 
 def _save_trained(out: str, project, page, trainer, moves, new_dir) -> None:

@@ -30,14 +30,21 @@ def _skipped(where: str, problem: str) -> None:
     print(f"blockflow: warning: block package {where}: {problem}", file=sys.stderr)
 
 
-def check_output_path(option: str, path: str) -> None:
+def check_output_path(option: str, path: str, *, replaces: bool = True) -> None:
     """A file named on the command line to write must be able to be one: else a usage error
-    naming the option, the path and the problem (empty, ending in '/', a folder, too long)."""
-    from blockflow.ownfiles import name_problem
+    naming the option, the path and the problem (empty, ending in '/', a folder, too long; a
+    device, a named pipe or a socket unless ``replaces`` is False: a writer that writes into
+    what is there, as the Markdown references do, may be given /dev/stdout); and, for a writer
+    that replaces, a folder that refuses new files is a file error (3)."""
+    from blockflow.ownfiles import folder_problem, name_problem
 
-    problem = name_problem(path)
+    problem = name_problem(path, replaces=replaces)
     if problem:
         raise CliError(f"{option} {path or repr(path)}: {problem}", EXIT_USAGE)
+    # a save that the folder refuses would be found after the work: a training's, an import's
+    problem = folder_problem(path) if replaces else ""
+    if problem:
+        raise CliError(f"{option} {path}: {problem}; nothing was done", EXIT_FILE)
 
 
 def parse_feed(spec: str, option: str = "--feed") -> tuple[str, np.ndarray]:
@@ -53,11 +60,28 @@ def parse_feed(spec: str, option: str = "--feed") -> tuple[str, np.ndarray]:
     try:
         data = json.loads(text)
         arr = np.asarray(data)
+    except RecursionError:    # json's decoder recurses once per level of nesting
+        raise CliError(f"{option} {name}: {shortened(text)!r} is nested too deeply to be an array", EXIT_USAGE) from None
     except (ValueError, TypeError) as exc:
-        raise CliError(f"{option} {name}: {text!r} is neither a .npy/.csv file nor JSON ({exc})", EXIT_USAGE) from None
+        raise CliError(f"{option} {name}: {shortened(text)!r} is neither a .npy/.csv file nor JSON ({exc})",
+                       EXIT_USAGE) from None
+    if arr.dtype.kind == "O" and all(isinstance(v, (int, float)) for v in arr.flat):
+        # integers past int64, which numpy keeps as Python objects: as floats, a float
+        # Placeholder takes them and an integer one names the value that does not fit it
+        try:
+            arr = np.asarray(arr, dtype=np.float64)
+        except OverflowError:
+            raise CliError(f"{option} {name}: {shortened(text)!r} holds an integer larger than any float "
+                           f"(about 1.8e308)", EXIT_USAGE) from None
     if arr.dtype.kind not in "biuf":
-        raise CliError(f"{option} {name}: expected numbers, got {text!r}", EXIT_USAGE)
+        raise CliError(f"{option} {name}: expected numbers, got {shortened(text)!r}", EXIT_USAGE)
     return name, arr
+
+
+def shortened(text: str, most: int = 60) -> str:
+    """``text`` cut to ``most`` characters, saying how long it was: a value given on the command
+    line may be huge, and a message quotes it on one line."""
+    return text if len(text) <= most else f"{text[:most - 20]}... ({len(text):,} characters)"
 
 
 def _read_npy(what: str, path: str) -> np.ndarray:
@@ -78,7 +102,12 @@ def _read_csv(what: str, path: str) -> np.ndarray:
     """A feed's CSV: numbers, one row per line, an optional header; read as a data file is
     (streamed into one array whose size is checked before it exists)."""
     from blockflow.datafiles import DataFileError, read_number_table
+    from blockflow.ownfiles import special_kind
 
+    # a device never ends (/dev/zero: one endless line, read whole by the csv module); a pipe does
+    kind = special_kind(path)
+    if kind.endswith("device"):
+        raise CliError(f"{what}: cannot read {path}: it is {kind}, not a file", EXIT_FILE)
     try:
         _, arr = read_number_table(path, path, header="optional")
     except OSError as exc:

@@ -150,7 +150,7 @@ def _add_train(sub) -> None:
     p.add_argument("--loss", metavar="NODE[:PORT]", help="the scalar to minimise (default: the page's loss)")
     p.add_argument("--metric", action="append", default=[], metavar="NODE[:PORT]",
                    help="a scalar to report (default: the page's metrics)")
-    p.add_argument("--eval-every", type=int, default=0, metavar="K",
+    p.add_argument("--eval-every", type=_whole_number("MAX_STEPS"), default=0, metavar="K",
                    help="also evaluate on the datasets' test part every K steps and at the end")
     p.add_argument("--mode", default="auto", choices=("auto", "optimizer", "graph"),
                    help="graph: one run per step of the page's own Gradients/Apply* blocks (auto: when it has any)")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import sys
 
 from blockflow.errors import ProjectFileError
@@ -306,13 +307,24 @@ def _read_at_most(f, size: int) -> bytes:
     return b"".join(parts)
 
 
+def _device_problem(mode: int) -> str:
+    """A device gives no size and may never end (/dev/zero, a disk): it was read up to the file
+    limit, 2 GiB, and twice that in memory, before anything was said. A pipe is still read (the
+    shell's <(...)): its writer ends it."""
+    kind = "a character device" if stat.S_ISCHR(mode) else "a block device"
+    return f"cannot read the file: it is {kind}, not a file"
+
+
 def load_project(path, *, library: bool = False) -> Project:
     """Read a project file (with ``library``, a library file: composites, perhaps no pages).
     Raises ProjectFileError if it cannot be read or is not valid."""
     name = os.fspath(path)
     try:
         with open(name, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
+            st = os.fstat(f.fileno())
+            if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
+                raise ProjectFileError(name, "", _device_problem(st.st_mode))
+            size = st.st_size
             if size > rules.MAX_FILE_BYTES:
                 raise ProjectFileError(name, "", f"the file is {size:,} bytes; the limit is "
                                                  f"{rules.MAX_FILE_BYTES:,}")

@@ -295,12 +295,14 @@ def promote_page(page, registry):
 
 
 def check_page(page, registry=None, feeds=None, target=None, *, wrt=None, seed: int = 0,
-               composites=None) -> GradCheckResult:
+               composites=None, files=None) -> GradCheckResult:
     """:func:`check_program` on ``page`` promoted to float64 (:func:`promote_page`), where central
     differences are precise (eps 1e-6, rtol 1e-5); a page that does not compile in float64 (a
     block that wants float32) is checked as it is, with float32's step and tolerance.
     ``composites``: the project's, when the page uses composite instances (their diagrams are
-    promoted too; targets and ``wrt`` name flat ids, ``d1/W``)."""
+    promoted too; targets and ``wrt`` name flat ids, ``d1/W``). ``files``: where the dataset
+    blocks read their files (compiler.project_files; without them a page reading data does not
+    compile, and was said to have no node of its loss)."""
     import copy
 
     from blockflow.compile.compiler import compile_page
@@ -313,11 +315,12 @@ def check_page(page, registry=None, feeds=None, target=None, *, wrt=None, seed: 
         c = copy.copy(comp)
         c.page = promote_page(comp.page, registry)
         promoted_composites[name] = c
-    promoted = compile_page(promote_page(page, registry), registry, composites=promoted_composites)
+    promoted = compile_page(promote_page(page, registry), registry, files=files, composites=promoted_composites)
     feeds64 = {k: _to_float64(np.asarray(v)) for k, v in (feeds or {}).items()}
     if promoted.ok:
         return check_program(promoted, feeds64, target, wrt=wrt, seed=seed, eps=1e-6, rtol=1e-5)
-    return check_program(compile_page(page, registry, composites=composites), feeds, target, wrt=wrt, seed=seed)
+    return check_program(compile_page(page, registry, files=files, composites=composites), feeds, target, wrt=wrt,
+                         seed=seed)
 
 
 # --------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from typing import NamedTuple
 from blockflow.project import Page
 
 __all__ = ["OPTIMIZERS", "optimizer_defaults", "recommended_settings", "SettingProblem", "MAX_STEPS",
-           "MAX_BATCH_SIZE", "MAX_SEED", "MAX_SETTING"]
+           "MAX_BATCH_SIZE", "MAX_SEED", "MAX_SETTING", "DECAY_RATES", "decay_rate_problem"]
 
 #: optimizer name -> (Apply* block, {hyperparameter: default}); the learning rate is "lr"
 OPTIMIZERS: dict[str, tuple[str, dict]] = {
@@ -32,6 +32,18 @@ MAX_STEPS = 10_000_000
 MAX_BATCH_SIZE = 10_000_000
 MAX_SEED = 2 ** 31 - 1
 MAX_SETTING = 1e6      # the learning rate and the optimizers' other number settings
+#: Decay rates, below 1: an average kept as rate * old + (1 - rate) * new. At 1 Adam's first step
+#: divides 0 by 0 (1 - beta1 ** t); above it an average of squares turns negative and its square
+#: root NaN (beta2, rho), or Adam's steps change sign and size without a word (beta1). Each was a
+#: NaN at step 0 that a smaller learning rate was said to help, or a training gone wrong silently.
+DECAY_RATES = ("beta1", "beta2", "rho")
+
+
+def decay_rate_problem(key: str, v) -> str:
+    """Why ``v`` cannot be setting ``key``, a decay rate ("" when it can, or ``key`` is none)."""
+    if key in DECAY_RATES and v >= 1:
+        return f"must be below 1 (a decay rate), found {_shown(v)}"
+    return ""
 
 
 class SettingProblem(NamedTuple):
@@ -46,10 +58,19 @@ class SettingProblem(NamedTuple):
         return f"{self.place}: {self.message}"
 
 
+#: Unknown settings named one by one; the others are counted in one more problem (a file of 2.7 MB
+#: holding 200,000 of them printed 43 MB of warnings, and listed them all in the editor's panels).
+LISTED_UNKNOWN = 8
+#: The longest name quoted whole in a setting's place (a longer one is cut, ``...`` added).
+_PLACE_CHARS = 40
+
+
 def _setting_place(page: str, key: str | None = None) -> str:
     """The JSON path of a page's recommendation: ``metadata.training.main.steps``, with names that
-    are not plain identifiers quoted (``metadata.training["my page"]``)."""
+    are not plain identifiers quoted (``metadata.training["my page"]``), cut past _PLACE_CHARS."""
     def part(name):
+        if len(name) > _PLACE_CHARS:
+            return f"[{json.dumps(name[:_PLACE_CHARS])[:-1]}...\"]"
         return f".{name}" if name.isidentifier() else f"[{json.dumps(name)}]"
     return "metadata.training" + part(page) + (part(key) if key is not None else "")
 
@@ -133,13 +154,16 @@ def _number_settings(entry: dict, name: str, report, chosen: dict) -> dict:
     knows, and every value out of range, is reported."""
     numbers = {k: d for opt in OPTIMIZERS.values() for k, d in opt[1].items()}
     hyper = {}
+    unknown = []
     for key, v in entry.items():
         if key in ("optimizer", "steps", "seed", "batch_size") or v is None:
             continue
         if key not in numbers:
-            report(SettingProblem(_setting_place(name, key), key,
-                                  f"unknown setting (settings: optimizer, steps, batch_size, seed, "
-                                  f"{', '.join(numbers)})"))
+            unknown.append(key)
+            if len(unknown) <= LISTED_UNKNOWN:
+                report(SettingProblem(_setting_place(name, key), key,
+                                      f"unknown setting (settings: optimizer, steps, batch_size, seed, "
+                                      f"{', '.join(numbers)})"))
             continue
         if isinstance(numbers[key], bool):
             ok = isinstance(v, bool)
@@ -148,8 +172,15 @@ def _number_settings(entry: dict, name: str, report, chosen: dict) -> dict:
             # A comparison, not math.isfinite: that raises for an int too big for a float.
             ok = isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= MAX_SETTING
             why = f"must be a number from 0 to {MAX_SETTING:g}, found {_shown(v)}"
+            if ok and decay_rate_problem(key, v):
+                ok, why = False, decay_rate_problem(key, v)
         if not ok:
             report(SettingProblem(_setting_place(name, key), key, why))
         elif key in chosen:
             hyper[key] = v if isinstance(v, bool) else float(v)
+    if len(unknown) > LISTED_UNKNOWN:
+        key = unknown[LISTED_UNKNOWN]
+        report(SettingProblem(_setting_place(name, key), key,
+                              f"unknown setting, and {len(unknown) - LISTED_UNKNOWN - 1:,} more after it "
+                              f"(the first {LISTED_UNKNOWN} are named)"))
     return hyper

@@ -29,6 +29,7 @@ the settings a project recommends are in settings.py (re-exported here).
 from __future__ import annotations
 
 import math
+import numbers
 import time
 from dataclasses import dataclass, field
 
@@ -42,7 +43,7 @@ from blockflow.project import port_text, split_port_text
 from blockflow.registry import Registry, default_registry
 from blockflow.run.numerics import all_finite, all_finite_many, ignoring_fp_errors
 from blockflow.run.runtime import run
-from blockflow.run.settings import OPTIMIZERS, optimizer_defaults
+from blockflow.run.settings import OPTIMIZERS, decay_rate_problem, optimizer_defaults
 
 __all__ = ["TrainConfig", "Trainer", "StepRecord", "TrainingHistory", "training_program", "train_steps"]
 
@@ -71,7 +72,13 @@ class TrainConfig:
     memory_budget: int | str | None = None       # bytes or "2G" (default: blockflow.budget's)
 
     def validate(self) -> None:
-        if not isinstance(self.steps, int) or self.steps < 0:
+        # each a whole number (a bool is not one): before, a seed of 1.5 failed deep inside the
+        # random streams (TypeError), an eval_every of "x" at its comparison, steps=True was 1
+        for name in ("steps", "seed", "eval_every"):
+            v = getattr(self, name)
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral):
+                raise ValueError(f"{name} must be a whole number, got {v!r}")
+        if self.steps < 0:
             raise ValueError(f"steps must be a whole number >= 0, got {self.steps!r}")
         if self.mode not in ("auto", "optimizer", "graph"):
             raise ValueError(f"mode must be auto, optimizer or graph, got {self.mode!r}")
@@ -84,6 +91,8 @@ class TrainConfig:
                     raise ValueError(f"{self.optimizer} {k} must be true or false, got {v!r}")
             elif isinstance(v, bool) or not (isinstance(v, (int, float)) and _finite(v) and v >= 0):
                 raise ValueError(f"{self.optimizer} {k} must be a number >= 0, got {v!r}")
+            elif decay_rate_problem(k, v):
+                raise ValueError(f"{self.optimizer} {k} {decay_rate_problem(k, v)}")
         if self.eval_every < 0:
             raise ValueError("eval_every must be >= 0")
 

@@ -21,7 +21,7 @@ from PySide6.QtGui import QUndoStack
 from blockflow.compile.compiler import project_files
 from blockflow.composite import ProjectBlocks
 from blockflow.compile.program import Program
-from blockflow.errors import ProjectError
+from blockflow.errors import ProjectError, ProjectFileError
 from blockflow.project import Change, Edge, Node, Page, Project, text_problem, valid_node_id
 from blockflow.io.project_io import load_project, save_project
 from blockflow.registry import Registry, default_registry
@@ -247,6 +247,10 @@ class Document(CompositeEdits, TrainingEdits, LayoutEdits, FragmentEdits, QObjec
     def open(self, path, as_copy: bool = False) -> None:
         """Load ``path``; on error raise ProjectFileError and leave the document as it was.
         ``as_copy`` opens it untitled (a shipped sample: Save then asks where to put it)."""
+        # a file only: a named pipe would hold the UI thread until written to (the command line
+        # still reads the shell's pipes), a device may never end
+        if Path(path).exists() and not Path(path).is_file():
+            raise ProjectFileError(str(path), "", "cannot open it: it is not a regular file")
         project = load_project(path)
         self.replace_project(project, None if as_copy else path)
 

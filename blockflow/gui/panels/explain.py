@@ -18,6 +18,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSplitter, QText
 from blockflow.project import port_text
 from blockflow.errors import BlockflowError
 from blockflow.run.gradcheck import GradCheckResult, check_block, check_page
+from blockflow.compile.compiler import project_files
 from blockflow.present.levels import instance_badge
 from blockflow.present.gradview import CUT, FLOWS, GradientView
 from blockflow.gui.session.session import host_page
@@ -143,7 +144,8 @@ def run_checks(document, node: str | None = None, result=None, target=None,
                     report.page_message = (f"the page marks no loss; checked the gradient of the Backward "
                                            f"target {report.target}.")
                 report.page_result = check_page(page, document.registry, None, report.target,
-                                                composites=document.project.composites)
+                                                composites=document.project.composites,
+                                                files=project_files(document.project))
                 report.cut_paths = cut_paths(program, tslot.node, [e.name for e in report.page_result.entries])
                 report.blocks = {st.node: st.spec.name for st in program.steps}
             except (BlockflowError, ValueError) as exc:

@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout
 from blockflow.project import port_text, split_port_text
 from blockflow.errors import BlockflowError
 from blockflow.run.runtime import run
-from blockflow.run.settings import (MAX_BATCH_SIZE, MAX_SEED, MAX_SETTING, MAX_STEPS, OPTIMIZERS, optimizer_defaults,
+from blockflow.run.settings import (DECAY_RATES, MAX_BATCH_SIZE, MAX_SEED, MAX_SETTING, MAX_STEPS, OPTIMIZERS, optimizer_defaults,
                                     recommended_settings)
 from blockflow.run.training import TrainConfig, Trainer, training_program
 from blockflow.gui.common.plaintext import plain_label
@@ -186,7 +186,7 @@ class TrainPanel(QWidget):
             else:
                 w = QDoubleSpinBox()
                 w.setDecimals(6)
-                w.setRange(0.0, MAX_SETTING)
+                w.setRange(0.0, 0.999999 if key in DECAY_RATES else MAX_SETTING)   # 6 decimals
                 w.setSingleStep(0.001 if key in ("lr", "epsilon") else 0.01)
             self.setting_widgets[key] = w
             form.addRow(_SETTING_LABELS[key], w)
