@@ -172,13 +172,29 @@ run_job() {
     exec "$VENV/bin/blockflow" sample_projects/stable_softmax.bflow.json
 }
 
+# How many processes run the suite (pytest-xdist): BLOCKFLOW_TEST_WORKERS, else one per CPU, at
+# most 4 (a worker may hold a ResNet's 100 MB weights twice); 1 runs it in this process.
+test_workers() {
+    local n=${BLOCKFLOW_TEST_WORKERS:-}
+    if [[ -z $n ]]; then
+        # (nproc answers OMP_NUM_THREADS when it is set, and the tests set it to 1)
+        n=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc 2>/dev/null || echo 1)
+        ((n > 4)) && n=4
+    fi
+    echo "$n"
+}
+
 test_job() {
     cd "$ROOT"
     export QT_QPA_PLATFORM=${QT_QPA_PLATFORM:-offscreen}
     export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
-    local lint_rc=0 test_rc=0
+    local lint_rc=0 test_rc=0 workers parallel=()
+    workers=$(test_workers)
+    # A test file's tests stay together on one worker, in their order (--dist loadfile): the
+    # suite's module fixtures are made once, and its GUI tests see the order they were written in.
+    ((workers > 1)) && parallel=(-n "$workers" --dist loadfile)
     "$VENV/bin/lint-imports" --no-logo || lint_rc=$?
-    "$VENV/bin/python" -m pytest "$@" || test_rc=$?
+    "$VENV/bin/python" -m pytest "${parallel[@]}" "$@" || test_rc=$?
     ((lint_rc == 0)) || say "lint-imports failed (exit $lint_rc): a layering contract is broken"
     case $test_rc in
         0) ;;

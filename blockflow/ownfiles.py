@@ -40,8 +40,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 __all__ = ["Placed", "OwnFileError", "write_own", "link_own", "create_temporary", "temporary_name", "temporary_stem",
-           "is_own", "taken", "forget", "remove_own", "withdraw", "variant", "name_problem", "folder_problem", "special_kind", "state_dir",
-           "MAX_VARIANTS", "LEDGER_MAX_FILES", "unlink_quietly", "fsync_dir"]
+           "is_own", "taken", "forget", "remove_own", "withdraw", "variant", "name_problem", "folder_problem",
+           "special_kind", "state_dir", "MAX_VARIANTS", "LEDGER_MAX_FILES", "unlink_quietly", "fsync_dir"]
 
 log = logging.getLogger(__name__)
 
