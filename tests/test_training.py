@@ -185,6 +185,16 @@ def test_an_update_that_overflows_a_slot_is_named_warns_nothing_and_keeps_nothin
             sgd.step()
 
 
+def test_epsilon_0_with_a_zero_gradient_is_said_to_divide_0_by_0():
+    """W = 1, b = 0 fit x = y exactly: the gradient is 0, and with epsilon 0 the rule divides 0 by
+    0. The step says so, not that a smaller learning rate may help (no overflow happened)."""
+    program = compile_project(regression(w0=1.0, b0=0.0))
+    t = Trainer(program, TrainConfig(optimizer="adam", hyper={"lr": 0.01, "epsilon": 0.0}))
+    with pytest.raises(UpdateNumericsError, match=r"NaN \(1 of 1 values\).*epsilon is 0, so where the gradient") as info:
+        t.step()
+    assert "smaller learning rate" not in str(info.value)
+
+
 def test_the_settings_an_update_uses_are_the_trainers_current_ones():
     """The settings' scalars are made once per dtype (Trainer._rule_settings) but follow a change
     of ``hyper``: SGD's step after lr is changed uses the new lr."""

@@ -400,9 +400,16 @@ class Trainer:
         what = " and ".join(x for x in (f"NaN ({nan} of {a.size} values)" if nan else "",
                                         f"Inf ({inf} of {a.size} values)" if inf else "") if x)
         slot = "" if key == self._apply.inputs[0].name else f" in its slot '{key}'"
-        cause = (f"the Variable and its gradient were finite (largest |gradient| {largest:.3g}): "
-                 f"the settings make the step overflow {a.dtype.name}; a smaller learning rate (lr) may help"
-                 if finite_grad and largest is not None else "its gradient was not finite")
+        if not finite_grad or largest is None:
+            cause = "its gradient was not finite"
+        elif nan and not inf and self.hyper.get("epsilon") == 0:
+            # not an overflow: the rule's 0 / (0 + epsilon) where the gradient and its averages are 0
+            cause = (f"epsilon is 0, so where the gradient and its averages are 0 (largest |gradient| "
+                     f"{largest:.3g}) the step divides 0 by 0; give epsilon a small positive value "
+                     f"(TensorFlow's default is 1e-07)")
+        else:
+            cause = (f"the Variable and its gradient were finite (largest |gradient| {largest:.3g}): "
+                     f"the settings make the step overflow {a.dtype.name}; a smaller learning rate (lr) may help")
         st = p.step(name)
         raise UpdateNumericsError(f"{p.full_name(name)} ({st.spec.name})", p.slot(st.outputs[0]).port,
                                   what + slot, k, self._apply.name,
