@@ -389,3 +389,19 @@ def test_check_grad_compiles_a_page_with_its_data_files(tmp_path):
     r = cli("check", path, "--grad")
     assert r.returncode == 0 and "    W: analytic " in r.stdout and " ok" in r.stdout, r.output
     assert "no compiled node" not in r.output
+
+
+@pytest.mark.parametrize("end", ["\n", "\r\n", "\r"])
+def test_a_csv_line_of_exactly_the_most_characters_is_read_whatever_its_line_end(tmp_path, monkeypatch, end):
+    """The limit counts a line's characters, not its line end: before, a line of exactly
+    MAX_TABLE_LINE_CHARS characters was refused as 'more than' that when it ended in a newline
+    (not at the end of the file), and one a character shorter when it ended in CRLF."""
+    from blockflow import datafiles
+
+    monkeypatch.setattr(datafiles, "MAX_TABLE_LINE_CHARS", 9)
+    for last in (end, ""):                                                           # 9 characters a line
+        (tmp_path / "t.csv").write_bytes(f"1,2,3,4,5{end}1,2,3,4,5{last}".encode())
+        assert datafiles.read_number_table("t.csv", tmp_path / "t.csv")[1].shape == (2, 5)
+    (tmp_path / "t.csv").write_bytes(f"1,2,3,4,5{end}1,2,3,4,56{end}".encode())      # line 2: 10
+    with pytest.raises(datafiles.DataFileError, match=r"^'t.csv' line 2: more than 9 characters"):
+        datafiles.read_number_table("t.csv", tmp_path / "t.csv")
