@@ -30,19 +30,21 @@ def _skipped(where: str, problem: str) -> None:
     print(f"blockflow: warning: block package {where}: {problem}", file=sys.stderr)
 
 
-def check_output_path(option: str, path: str, *, replaces: bool = True) -> None:
+def check_output_path(option: str, path: str, *, replaces: bool = True, follow: bool = True) -> None:
     """A file named on the command line to write must be able to be one: else a usage error
     naming the option, the path and the problem (empty, ending in '/', a folder, too long; a
     device, a named pipe or a socket unless ``replaces`` is False: a writer that writes into
     what is there, as the Markdown references do, may be given /dev/stdout); and, for a writer
-    that replaces, a folder that refuses new files is a file error (3)."""
+    that replaces, a folder that refuses new files is a file error (3). ``follow=False``: the
+    writer replaces a symbolic link named, never writing through it (export -o): where it leads
+    is not looked at."""
     from blockflow.ownfiles import folder_problem, name_problem
 
-    problem = name_problem(path, replaces=replaces)
+    problem = name_problem(path, replaces=replaces, follow=follow)
     if problem:
         raise CliError(f"{option} {path or repr(path)}: {problem}", EXIT_USAGE)
     # a save that the folder refuses would be found after the work: a training's, an import's
-    problem = folder_problem(path) if replaces else ""
+    problem = folder_problem(path, follow=follow) if replaces else ""
     if problem:
         raise CliError(f"{option} {path}: {problem}; nothing was done", EXIT_FILE)
 

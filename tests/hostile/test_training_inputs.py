@@ -405,3 +405,18 @@ def test_a_csv_line_of_exactly_the_most_characters_is_read_whatever_its_line_end
     (tmp_path / "t.csv").write_bytes(f"1,2,3,4,5{end}1,2,3,4,56{end}".encode())      # line 2: 10
     with pytest.raises(datafiles.DataFileError, match=r"^'t.csv' line 2: more than 9 characters"):
         datafiles.read_number_table("t.csv", tmp_path / "t.csv")
+
+
+def test_export_o_a_symbolic_link_replaces_the_link_wherever_it_leads(tmp_path):
+    """An export replaces a link named by -o, never writing through it (docs/export.md): so
+    where the link leads is no matter, a folder that is gone or a device. Before, -o's checks
+    followed the link: 'cannot write in the folder .../gone' (exit 3) and 'it is a character
+    device' (exit 2), the export refused; the device itself is never touched."""
+    path = regression(tmp_path / "p.bflow.json")
+    (tmp_path / "dangling.py").symlink_to(tmp_path / "gone" / "dangling.py")
+    (tmp_path / "null.py").symlink_to(os.devnull)
+    for name in ("dangling.py", "null.py"):
+        r = cli("export", "torch", path, "-o", tmp_path / name)
+        assert r.returncode == 0, r.output
+        assert (tmp_path / name).is_file() and not (tmp_path / name).is_symlink()
+    assert not (tmp_path / "gone").exists() and stat.S_ISCHR(os.stat(os.devnull).st_mode)
