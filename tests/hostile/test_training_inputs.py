@@ -420,3 +420,26 @@ def test_export_o_a_symbolic_link_replaces_the_link_wherever_it_leads(tmp_path):
         assert r.returncode == 0, r.output
         assert (tmp_path / name).is_file() and not (tmp_path / name).is_symlink()
     assert not (tmp_path / "gone").exists() and stat.S_ISCHR(os.stat(os.devnull).st_mode)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
+def test_render_o_writes_into_a_named_pipe_as_it_did(tmp_path):
+    """render -o writes the picture into what the name holds (QImage.save, QSvgGenerator: the
+    file opened and written, never replaced), as the Markdown references do: so a named pipe
+    someone reads is a place to send it, and there is nothing it could replace. Since hostile26
+    it was refused 'it is a named pipe, not a file: writing would replace it with one' (exit 2)."""
+    path = regression(tmp_path / "p.bflow.json")
+    os.mkfifo(tmp_path / "out.png")
+    got = []
+    reader = threading.Thread(target=lambda: got.append((tmp_path / "out.png").read_bytes()), daemon=True)
+    reader.start()
+    try:
+        r = run_cli("render", path, "-o", tmp_path / "out.png", timeout=120)
+    finally:
+        if reader.is_alive():     # never opened for writing: let the reader see the end
+            os.close(os.open(tmp_path / "out.png", os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(10)
+    r.assert_clean_message()
+    assert r.returncode == 0, r.output
+    assert got and got[0].startswith(b"\x89PNG"), got
+    assert stat.S_ISFIFO(os.lstat(tmp_path / "out.png").st_mode)
