@@ -443,3 +443,21 @@ def test_render_o_writes_into_a_named_pipe_as_it_did(tmp_path):
     assert r.returncode == 0, r.output
     assert got and got[0].startswith(b"\x89PNG"), got
     assert stat.S_ISFIFO(os.lstat(tmp_path / "out.png").st_mode)
+
+
+def test_a_long_page_name_is_named_whole_in_a_settings_place(tmp_path):
+    """Only a key (a name the file may make 100 KB long, one of thousands) is cut in a setting's
+    place: a page's name is the user's, printed whole everywhere else. Since hostile26 a page of
+    more than 40 characters was cut too, so two such pages' problems looked alike."""
+    from blockflow.run.settings import recommended_settings
+
+    project = load_project(regression(tmp_path / "r.bflow.json"))
+    long = "regression_with_adam_for_the_sensor_data_" + "v2"     # 43 characters
+    project.rename_page("main", long)
+    project.metadata["training"] = {long: {"optimizer": "adam", "beta1": 1, "y" * 50: 1}}
+    problems = []
+    recommended_settings(project, long, problems)
+    assert [str(p) for p in problems] == [
+        f"metadata.training.{long}.beta1: must be below 1 (a decay rate), found 1",
+        f'metadata.training.{long}["' + "y" * 40 + '..."]: unknown setting (settings: ' + str(problems[1]).split(
+            "(settings: ", 1)[1]], problems
