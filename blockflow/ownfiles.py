@@ -133,8 +133,12 @@ def folder_problem(path, *, follow: bool = True) -> str:
         fd, tmp = create_temporary(directory, os.path.basename(target))
     except OSError as exc:
         return f"cannot write in the folder {directory}: {exc.strerror or exc}"
-    os.close(fd)
-    unlink_quietly(tmp)
+    try:
+        os.close(fd)
+    except OSError:     # an empty file: nothing was to be written
+        pass
+    finally:
+        unlink_quietly(tmp)
     return ""
 
 

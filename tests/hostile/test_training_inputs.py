@@ -461,3 +461,21 @@ def test_a_long_page_name_is_named_whole_in_a_settings_place(tmp_path):
         f"metadata.training.{long}.beta1: must be below 1 (a decay rate), found 1",
         f'metadata.training.{long}["' + "y" * 40 + '..."]: unknown setting (settings: ' + str(problems[1]).split(
             "(settings: ", 1)[1]], problems
+
+
+def test_the_folder_probe_leaves_no_temporary_when_closing_it_fails(tmp_path, monkeypatch):
+    """folder_problem makes an empty temporary and removes it: a close that fails (EIO on a
+    network file system) left it behind, and the OSError was an internal error (exit 5)."""
+    from blockflow import ownfiles
+
+    def failing_close(fd):
+        real_close(fd)
+        raise OSError(5, "Input/output error")
+
+    real_close = os.close
+    monkeypatch.setattr(ownfiles.os, "close", failing_close)
+    try:
+        assert ownfiles.folder_problem(tmp_path / "out.bflow.json") == ""
+    finally:
+        monkeypatch.undo()
+    assert os.listdir(tmp_path) == []
