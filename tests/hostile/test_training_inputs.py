@@ -479,3 +479,20 @@ def test_the_folder_probe_leaves_no_temporary_when_closing_it_fails(tmp_path, mo
     finally:
         monkeypatch.undo()
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("setting", ["beta1=0.99999999", "beta2=0.99999999", "rho=0.99999999"])
+def test_a_decay_rate_that_is_1_in_the_variables_dtype_is_refused(tmp_path, setting):
+    """A decay rate below 1 may still be 1 in float32, where the update computes: beta1
+    0.99999999 was Adam's 0/0, a NaN at step 0 blamed on the learning rate (exit 4), beta2 and
+    rho 0.99999999 trained with the rate 1 (the summary said 'beta2 1'). Now a usage error naming
+    the Variable's dtype, before the first step; 0.9999 is still taken."""
+    path = regression(tmp_path / "r.bflow.json")
+    key = setting.split("=")[0]
+    optimizer = "rmsprop" if key == "rho" else "adam"
+    r = cli("train", path, "--steps", "2", "--optimizer", optimizer, "--set", setting)
+    assert r.returncode == 2 and f"{optimizer} {key} 0.99999999 is 1 in float32, the dtype of Variable main/W: " \
+        "a decay rate must be below 1" in r.stderr, r.output
+    assert "step 0" not in r.output
+    r = cli("train", path, "--steps", "2", "--optimizer", optimizer, "--set", f"{key}=0.9999")
+    assert r.returncode == 0, r.output
