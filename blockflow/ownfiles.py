@@ -91,13 +91,13 @@ class Placed:
 # Names
 
 
-def name_problem(path, *, replaces: bool = True, follow: bool = True) -> str:
+def name_problem(path, *, replaces: bool = True) -> str:
     """Why ``path`` cannot name a file to write ("" when it can): empty, ending in a separator,
     naming a folder, a name too long for the file system, a folder that does not exist. With
     ``replaces`` (a writer that puts a new file in the name's place: every save and export),
     also naming a device, a named pipe or a socket, which the new file would replace: a save to
-    /dev/null run as root put a regular file in its place. ``follow=False``: the writer replaces
-    a symbolic link named, never writing through it (an export), so where it leads is no matter."""
+    /dev/null run as root put a regular file in its place. Followed through links, for every
+    writer: a link to one (/dev/stdout) names the device, which the user means to write to."""
     name = os.fspath(path)
     if not name:
         return "the file name is empty"
@@ -116,7 +116,7 @@ def name_problem(path, *, replaces: bool = True, follow: bool = True) -> str:
         return "it is a folder"
     if not os.path.isdir(directory):
         return f"the folder {directory} does not exist"
-    kind = special_kind(name, follow=follow) if replaces else ""
+    kind = special_kind(name) if replaces else ""
     if kind:
         return f"it is {kind}, not a file: writing would replace it with one (give a file name)"
     return ""
@@ -142,15 +142,12 @@ def folder_problem(path, *, follow: bool = True) -> str:
     return ""
 
 
-def special_kind(path, *, follow: bool = True) -> str:
+def special_kind(path) -> str:
     """What ``path`` (followed through links; or an open file's descriptor) is when it exists and
-    is neither a regular file nor a folder: "a character device", "a named pipe"...; "" otherwise.
-    ``follow=False``: the name itself, a symbolic link "" (what it leads to is not looked at)."""
+    is neither a regular file nor a folder: "a character device", "a named pipe"...; "" otherwise."""
     try:
-        mode = (os.stat if follow else os.lstat)(path).st_mode
+        mode = os.stat(path).st_mode
     except (OSError, ValueError):
-        return ""
-    if stat.S_ISLNK(mode):
         return ""
     for test, kind in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
                        (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket")):

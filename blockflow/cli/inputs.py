@@ -36,11 +36,11 @@ def check_output_path(option: str, path: str, *, replaces: bool = True, follow: 
     device, a named pipe or a socket unless ``replaces`` is False: a writer that writes into
     what is there, as the Markdown references do, may be given /dev/stdout); and, for a writer
     that replaces, a folder that refuses new files is a file error (3). ``follow=False``: the
-    writer replaces a symbolic link named, never writing through it (export -o): where it leads
-    is not looked at."""
+    writer replaces a symbolic link named, never writing through it (export -o), so the folder
+    probed is the link's own (a device it leads to is still refused: /dev/stdout)."""
     from blockflow.ownfiles import folder_problem, name_problem
 
-    problem = name_problem(path, replaces=replaces, follow=follow)
+    problem = name_problem(path, replaces=replaces)
     if problem:
         raise CliError(f"{option} {path or repr(path)}: {problem}", EXIT_USAGE)
     # a save that the folder refuses would be found after the work: a training's, an import's

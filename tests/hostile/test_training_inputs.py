@@ -407,19 +407,22 @@ def test_a_csv_line_of_exactly_the_most_characters_is_read_whatever_its_line_end
         datafiles.read_number_table("t.csv", tmp_path / "t.csv")
 
 
-def test_export_o_a_symbolic_link_replaces_the_link_wherever_it_leads(tmp_path):
-    """An export replaces a link named by -o, never writing through it (docs/export.md): so
-    where the link leads is no matter, a folder that is gone or a device. Before, -o's checks
-    followed the link: 'cannot write in the folder .../gone' (exit 3) and 'it is a character
-    device' (exit 2), the export refused; the device itself is never touched."""
+def test_export_o_a_symbolic_link_into_a_folder_that_is_gone_replaces_the_link(tmp_path):
+    """An export replaces a link named by -o, never writing through it (docs/export.md): so the
+    folder that must take a new file is the link's own. Before, the probe followed the link:
+    'cannot write in the folder .../gone' (exit 3), the export refused. A link to a device is
+    still refused (-o /dev/stdout as root would replace the system's link; the user meant the
+    device): 'it is a character device' (exit 2), the link left as it was."""
     path = regression(tmp_path / "p.bflow.json")
     (tmp_path / "dangling.py").symlink_to(tmp_path / "gone" / "dangling.py")
+    r = cli("export", "torch", path, "-o", tmp_path / "dangling.py")
+    assert r.returncode == 0, r.output
+    assert (tmp_path / "dangling.py").is_file() and not (tmp_path / "dangling.py").is_symlink()
+    assert not (tmp_path / "gone").exists()
     (tmp_path / "null.py").symlink_to(os.devnull)
-    for name in ("dangling.py", "null.py"):
-        r = cli("export", "torch", path, "-o", tmp_path / name)
-        assert r.returncode == 0, r.output
-        assert (tmp_path / name).is_file() and not (tmp_path / name).is_symlink()
-    assert not (tmp_path / "gone").exists() and stat.S_ISCHR(os.stat(os.devnull).st_mode)
+    r = cli("export", "torch", path, "-o", tmp_path / "null.py")
+    assert r.returncode == 2 and "it is a character device, not a file" in r.stderr, r.output
+    assert os.readlink(tmp_path / "null.py") == os.devnull and stat.S_ISCHR(os.stat(os.devnull).st_mode)
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
