@@ -499,3 +499,23 @@ def test_a_decay_rate_that_is_1_in_the_variables_dtype_is_refused(tmp_path, sett
     assert "step 0" not in r.output
     r = cli("train", path, "--steps", "2", "--optimizer", optimizer, "--set", f"{key}=0.9999")
     assert r.returncode == 0, r.output
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="/proc/self/fd")
+def test_export_o_a_link_to_a_descriptor_is_refused_whatever_the_output_is(tmp_path):
+    """/dev/stdout is a link to /proc/self/fd/1: when the output goes to a file, the device check
+    sees a regular file, and the export, which replaces the link named (never writing through
+    it), put the model in the link's place: 'export -o /dev/stdout > log' run as root replaced the
+    system's /dev/stdout. A link into /proc or /dev/fd names a descriptor, not a file: refused
+    (exit 2), the link left. Here a link of the test's own stands for /dev/stdout."""
+    import subprocess
+    import sys
+
+    path = regression(tmp_path / "p.bflow.json")
+    (tmp_path / "stdout.py").symlink_to("/proc/self/fd/1")
+    with open(tmp_path / "log", "wb") as log:           # the output a file, as with '> log'
+        r = subprocess.run([sys.executable, "-m", "blockflow", "export", "torch", str(path), "-o",
+                            str(tmp_path / "stdout.py")], stdout=log, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert r.returncode == 2 and f"-o {tmp_path / 'stdout.py'}: it is a link to /proc/self/fd/1, a descriptor " \
+        "of this process, not a file" in r.stderr, r.stderr
+    assert os.readlink(tmp_path / "stdout.py") == "/proc/self/fd/1" and not (tmp_path / "stdout.pt").exists()
