@@ -253,15 +253,15 @@ def _csv_reader(name: str, full: Path):
 
 
 def _bounded_lines(name: str, f):
-    """``f``'s lines, each read no further than MAX_TABLE_LINE_CHARS: a longer one is a
-    DataFileError naming it (the file's line number) before its row is made."""
+    """``f``'s lines, each read no further than MAX_TABLE_LINE_CHARS and its line end: a longer
+    one is a DataFileError naming it (the file's line number) before its row is made."""
     number = 0
     while True:
-        line = f.readline(MAX_TABLE_LINE_CHARS + 1)
+        line = f.readline(MAX_TABLE_LINE_CHARS + 2)       # room for "\r\n"
         if not line:
             return
         number += 1
-        if len(line) > MAX_TABLE_LINE_CHARS:
+        if len(line) > MAX_TABLE_LINE_CHARS and len(line.rstrip("\r\n")) > MAX_TABLE_LINE_CHARS:
             raise DataFileError(f"'{name}' line {number}: more than {MAX_TABLE_LINE_CHARS:,} characters, the "
                                 f"most a line of a table may hold (save a wide table as .npy)")
         yield line

@@ -96,7 +96,8 @@ def name_problem(path, *, replaces: bool = True) -> str:
     naming a folder, a name too long for the file system, a folder that does not exist. With
     ``replaces`` (a writer that puts a new file in the name's place: every save and export),
     also naming a device, a named pipe or a socket, which the new file would replace: a save to
-    /dev/null run as root put a regular file in its place."""
+    /dev/null run as root put a regular file in its place. Followed through links, for every
+    writer: a link to one (/dev/stdout) names the device, which the user means to write to."""
     name = os.fspath(path)
     if not name:
         return "the file name is empty"
@@ -121,18 +122,23 @@ def name_problem(path, *, replaces: bool = True) -> str:
     return ""
 
 
-def folder_problem(path) -> str:
-    """Why no file can be made where ``path`` (followed through links) is ("" when one can): the
-    folder is read-only, not the user's, or refuses new files (/proc). Found by making and
-    removing an empty temporary there, as a save does first."""
-    target = os.path.realpath(path)
+def folder_problem(path, *, follow: bool = True) -> str:
+    """Why no file can be made where ``path`` (followed through links; with ``follow=False`` the
+    name itself, a link there replaced) is ("" when one can): the folder is read-only, not the
+    user's, or refuses new files (/proc). Found by making and removing an empty temporary there,
+    as a save does first."""
+    target = os.path.realpath(path) if follow else os.path.abspath(path)
     directory = os.path.dirname(target) or "."
     try:
         fd, tmp = create_temporary(directory, os.path.basename(target))
     except OSError as exc:
         return f"cannot write in the folder {directory}: {exc.strerror or exc}"
-    os.close(fd)
-    unlink_quietly(tmp)
+    try:
+        os.close(fd)
+    except OSError:     # an empty file: nothing was to be written
+        pass
+    finally:
+        unlink_quietly(tmp)
     return ""
 
 

@@ -25,7 +25,7 @@ _SUFFIXES = {"torch": ".py", "onnx": ".onnx"}
 
 
 def cmd_export(args) -> int:
-    inputs.check_output_path("-o", args.output)
+    inputs.check_output_path("-o", args.output, follow=False)    # a link there is replaced: its folder
     if _replaces(args.project, args.output):
         stem = os.path.basename(args.output).split(".")[0] or "model"
         raise CliError(f"-o {args.output} is the project itself: name a new file (e.g. "

@@ -3,6 +3,7 @@ the paths it is to write (checked before any work)."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import numpy as np
@@ -30,21 +31,45 @@ def _skipped(where: str, problem: str) -> None:
     print(f"blockflow: warning: block package {where}: {problem}", file=sys.stderr)
 
 
-def check_output_path(option: str, path: str, *, replaces: bool = True) -> None:
+def check_output_path(option: str, path: str, *, replaces: bool = True, follow: bool = True) -> None:
     """A file named on the command line to write must be able to be one: else a usage error
     naming the option, the path and the problem (empty, ending in '/', a folder, too long; a
     device, a named pipe or a socket unless ``replaces`` is False: a writer that writes into
     what is there, as the Markdown references do, may be given /dev/stdout); and, for a writer
-    that replaces, a folder that refuses new files is a file error (3)."""
+    that replaces, a folder that refuses new files is a file error (3). ``follow=False``: the
+    writer replaces a symbolic link named, never writing through it (export -o), so the folder
+    probed is the link's own (a device it leads to is still refused: /dev/stdout)."""
     from blockflow.ownfiles import folder_problem, name_problem
 
     problem = name_problem(path, replaces=replaces)
     if problem:
         raise CliError(f"{option} {path or repr(path)}: {problem}", EXIT_USAGE)
+    descriptor = "" if follow else _descriptor_link(path)
+    if descriptor:
+        raise CliError(f"{option} {path}: it is a link to {descriptor}, a descriptor of this process, not a file: "
+                       f"writing would replace the link (give a file name)", EXIT_USAGE)
     # a save that the folder refuses would be found after the work: a training's, an import's
-    problem = folder_problem(path) if replaces else ""
+    problem = folder_problem(path, follow=follow) if replaces else ""
     if problem:
         raise CliError(f"{option} {path}: {problem}; nothing was done", EXIT_FILE)
+
+
+def _descriptor_link(path: str) -> str:
+    """The hop of ``path``'s chain of links that leads into /proc or /dev/fd ("" when none):
+    /dev/stdout names the process's output, which may be a regular file (``> log``), so only the
+    link tells it from one. A writer that replaces a link named would replace /dev/stdout."""
+    name = os.path.abspath(path)
+    for _ in range(40):                 # the system's own limit on a chain of links
+        if not os.path.islink(name):
+            return ""
+        try:
+            hop = os.readlink(name)
+        except OSError:
+            return ""
+        name = os.path.normpath(os.path.join(os.path.dirname(name), hop))
+        if name.startswith(("/proc/", "/dev/fd/")):
+            return hop
+    return ""
 
 
 def parse_feed(spec: str, option: str = "--feed") -> tuple[str, np.ndarray]:

@@ -118,7 +118,7 @@ def render(project_path: str, output: str, page: str | None = None, gradients: s
     from blockflow.io.project_io import load_project
     from blockflow.gui.canvas.render import render_page
 
-    cli.check_output_path("-o", output)
+    cli.check_output_path("-o", output, replaces=False)    # written into (QImage.save), never replaced
     suffix = Path(output).suffix.lower()
     if suffix not in (".png", ".svg"):
         raise cli.CliError(f"-o {output}: the picture must end in .png or .svg", cli.EXIT_USAGE)

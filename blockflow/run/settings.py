@@ -61,18 +61,19 @@ class SettingProblem(NamedTuple):
 #: Unknown settings named one by one; the others are counted in one more problem (a file of 2.7 MB
 #: holding 200,000 of them printed 43 MB of warnings, and listed them all in the editor's panels).
 LISTED_UNKNOWN = 8
-#: The longest name quoted whole in a setting's place (a longer one is cut, ``...`` added).
+#: The longest key quoted whole in a setting's place (a longer one is cut, ``...`` added; a page is named whole).
 _PLACE_CHARS = 40
 
 
 def _setting_place(page: str, key: str | None = None) -> str:
     """The JSON path of a page's recommendation: ``metadata.training.main.steps``, with names that
-    are not plain identifiers quoted (``metadata.training["my page"]``), cut past _PLACE_CHARS."""
-    def part(name):
-        if len(name) > _PLACE_CHARS:
+    are not plain identifiers quoted (``metadata.training["my page"]``); a key is cut past
+    _PLACE_CHARS (the page's name, the user's, is named whole as everywhere else)."""
+    def part(name, cut=False):
+        if cut and len(name) > _PLACE_CHARS:
             return f"[{json.dumps(name[:_PLACE_CHARS])[:-1]}...\"]"
         return f".{name}" if name.isidentifier() else f"[{json.dumps(name)}]"
-    return "metadata.training" + part(page) + (part(key) if key is not None else "")
+    return "metadata.training" + part(page) + (part(key, cut=True) if key is not None else "")
 
 
 def _whole(v, lo: int, hi: int, what: str = "a whole number") -> str | None:

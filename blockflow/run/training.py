@@ -43,7 +43,7 @@ from blockflow.project import port_text, split_port_text
 from blockflow.registry import Registry, default_registry
 from blockflow.run.numerics import all_finite, all_finite_many, ignoring_fp_errors
 from blockflow.run.runtime import run
-from blockflow.run.settings import OPTIMIZERS, decay_rate_problem, optimizer_defaults
+from blockflow.run.settings import DECAY_RATES, OPTIMIZERS, decay_rate_problem, optimizer_defaults
 
 __all__ = ["TrainConfig", "Trainer", "StepRecord", "TrainingHistory", "training_program", "train_steps"]
 
@@ -240,7 +240,8 @@ class Trainer:
 
     def _check_settings_fit(self) -> None:
         """Each number setting must be a number of every trained Variable's dtype: the update
-        computes in that dtype, where 1e308 is Inf (float32) and would make the Variable Inf."""
+        computes in that dtype, where 1e308 is Inf (float32) and would make the Variable Inf, and
+        a decay rate of 0.99999999 is 1 (Adam's 0/0 at the first step; an average that stays)."""
         for key, value in self.hyper.items():
             if isinstance(value, bool):
                 continue
@@ -250,6 +251,11 @@ class Trainer:
                 if abs(value) > largest:
                     raise ValueError(f"{self.config.optimizer} {key} {value:g} is too large for {dtype.name}, "
                                      f"the dtype of Variable {self.program.full_name(v)} (at most {largest:g})")
+                if key in DECAY_RATES and dtype.kind == "f" and dtype.type(value) >= 1:
+                    below = np.format_float_positional(np.nextafter(dtype.type(1), dtype.type(0)))
+                    raise ValueError(f"{self.config.optimizer} {key} {value!r} is 1 in {dtype.name}, the dtype of "
+                                     f"Variable {self.program.full_name(v)}: a decay rate must be below 1 (at most "
+                                     f"{below})")
 
     def _scale(self) -> tuple[float, str]:
         """The largest magnitude among the trained Variables' finite values, and whose it is."""

@@ -389,3 +389,133 @@ def test_check_grad_compiles_a_page_with_its_data_files(tmp_path):
     r = cli("check", path, "--grad")
     assert r.returncode == 0 and "    W: analytic " in r.stdout and " ok" in r.stdout, r.output
     assert "no compiled node" not in r.output
+
+
+@pytest.mark.parametrize("end", ["\n", "\r\n", "\r"])
+def test_a_csv_line_of_exactly_the_most_characters_is_read_whatever_its_line_end(tmp_path, monkeypatch, end):
+    """The limit counts a line's characters, not its line end: before, a line of exactly
+    MAX_TABLE_LINE_CHARS characters was refused as 'more than' that when it ended in a newline
+    (not at the end of the file), and one a character shorter when it ended in CRLF."""
+    from blockflow import datafiles
+
+    monkeypatch.setattr(datafiles, "MAX_TABLE_LINE_CHARS", 9)
+    for last in (end, ""):                                                           # 9 characters a line
+        (tmp_path / "t.csv").write_bytes(f"1,2,3,4,5{end}1,2,3,4,5{last}".encode())
+        assert datafiles.read_number_table("t.csv", tmp_path / "t.csv")[1].shape == (2, 5)
+    (tmp_path / "t.csv").write_bytes(f"1,2,3,4,5{end}1,2,3,4,56{end}".encode())      # line 2: 10
+    with pytest.raises(datafiles.DataFileError, match=r"^'t.csv' line 2: more than 9 characters"):
+        datafiles.read_number_table("t.csv", tmp_path / "t.csv")
+
+
+def test_export_o_a_symbolic_link_into_a_folder_that_is_gone_replaces_the_link(tmp_path):
+    """An export replaces a link named by -o, never writing through it (docs/export.md): so the
+    folder that must take a new file is the link's own. Before, the probe followed the link:
+    'cannot write in the folder .../gone' (exit 3), the export refused. A link to a device is
+    still refused (-o /dev/stdout as root would replace the system's link; the user meant the
+    device): 'it is a character device' (exit 2), the link left as it was."""
+    path = regression(tmp_path / "p.bflow.json")
+    (tmp_path / "dangling.py").symlink_to(tmp_path / "gone" / "dangling.py")
+    r = cli("export", "torch", path, "-o", tmp_path / "dangling.py")
+    assert r.returncode == 0, r.output
+    assert (tmp_path / "dangling.py").is_file() and not (tmp_path / "dangling.py").is_symlink()
+    assert not (tmp_path / "gone").exists()
+    (tmp_path / "null.py").symlink_to(os.devnull)
+    r = cli("export", "torch", path, "-o", tmp_path / "null.py")
+    assert r.returncode == 2 and "it is a character device, not a file" in r.stderr, r.output
+    assert os.readlink(tmp_path / "null.py") == os.devnull and stat.S_ISCHR(os.stat(os.devnull).st_mode)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
+def test_render_o_writes_into_a_named_pipe_as_it_did(tmp_path):
+    """render -o writes the picture into what the name holds (QImage.save, QSvgGenerator: the
+    file opened and written, never replaced), as the Markdown references do: so a named pipe
+    someone reads is a place to send it, and there is nothing it could replace. Since hostile26
+    it was refused 'it is a named pipe, not a file: writing would replace it with one' (exit 2)."""
+    path = regression(tmp_path / "p.bflow.json")
+    os.mkfifo(tmp_path / "out.png")
+    got = []
+    reader = threading.Thread(target=lambda: got.append((tmp_path / "out.png").read_bytes()), daemon=True)
+    reader.start()
+    try:
+        r = run_cli("render", path, "-o", tmp_path / "out.png", timeout=120)
+    finally:
+        if reader.is_alive():     # never opened for writing: let the reader see the end
+            os.close(os.open(tmp_path / "out.png", os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(10)
+    r.assert_clean_message()
+    assert r.returncode == 0, r.output
+    assert got and got[0].startswith(b"\x89PNG"), got
+    assert stat.S_ISFIFO(os.lstat(tmp_path / "out.png").st_mode)
+
+
+def test_a_long_page_name_is_named_whole_in_a_settings_place(tmp_path):
+    """Only a key (a name the file may make 100 KB long, one of thousands) is cut in a setting's
+    place: a page's name is the user's, printed whole everywhere else. Since hostile26 a page of
+    more than 40 characters was cut too, so two such pages' problems looked alike."""
+    from blockflow.run.settings import recommended_settings
+
+    project = load_project(regression(tmp_path / "r.bflow.json"))
+    long = "regression_with_adam_for_the_sensor_data_" + "v2"     # 43 characters
+    project.rename_page("main", long)
+    project.metadata["training"] = {long: {"optimizer": "adam", "beta1": 1, "y" * 50: 1}}
+    problems = []
+    recommended_settings(project, long, problems)
+    assert [str(p) for p in problems] == [
+        f"metadata.training.{long}.beta1: must be below 1 (a decay rate), found 1",
+        f'metadata.training.{long}["' + "y" * 40 + '..."]: unknown setting (settings: ' + str(problems[1]).split(
+            "(settings: ", 1)[1]], problems
+
+
+def test_the_folder_probe_leaves_no_temporary_when_closing_it_fails(tmp_path, monkeypatch):
+    """folder_problem makes an empty temporary and removes it: a close that fails (EIO on a
+    network file system) left it behind, and the OSError was an internal error (exit 5)."""
+    from blockflow import ownfiles
+
+    def failing_close(fd):
+        real_close(fd)
+        raise OSError(5, "Input/output error")
+
+    real_close = os.close
+    monkeypatch.setattr(ownfiles.os, "close", failing_close)
+    try:
+        assert ownfiles.folder_problem(tmp_path / "out.bflow.json") == ""
+    finally:
+        monkeypatch.undo()
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("setting", ["beta1=0.99999999", "beta2=0.99999999", "rho=0.99999999"])
+def test_a_decay_rate_that_is_1_in_the_variables_dtype_is_refused(tmp_path, setting):
+    """A decay rate below 1 may still be 1 in float32, where the update computes: beta1
+    0.99999999 was Adam's 0/0, a NaN at step 0 blamed on the learning rate (exit 4), beta2 and
+    rho 0.99999999 trained with the rate 1 (the summary said 'beta2 1'). Now a usage error naming
+    the Variable's dtype, before the first step; 0.9999 is still taken."""
+    path = regression(tmp_path / "r.bflow.json")
+    key = setting.split("=")[0]
+    optimizer = "rmsprop" if key == "rho" else "adam"
+    r = cli("train", path, "--steps", "2", "--optimizer", optimizer, "--set", setting)
+    assert r.returncode == 2 and f"{optimizer} {key} 0.99999999 is 1 in float32, the dtype of Variable main/W: " \
+        "a decay rate must be below 1" in r.stderr, r.output
+    assert "step 0" not in r.output
+    r = cli("train", path, "--steps", "2", "--optimizer", optimizer, "--set", f"{key}=0.9999")
+    assert r.returncode == 0, r.output
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="/proc/self/fd")
+def test_export_o_a_link_to_a_descriptor_is_refused_whatever_the_output_is(tmp_path):
+    """/dev/stdout is a link to /proc/self/fd/1: when the output goes to a file, the device check
+    sees a regular file, and the export, which replaces the link named (never writing through
+    it), put the model in the link's place: 'export -o /dev/stdout > log' run as root replaced the
+    system's /dev/stdout. A link into /proc or /dev/fd names a descriptor, not a file: refused
+    (exit 2), the link left. Here a link of the test's own stands for /dev/stdout."""
+    import subprocess
+    import sys
+
+    path = regression(tmp_path / "p.bflow.json")
+    (tmp_path / "stdout.py").symlink_to("/proc/self/fd/1")
+    with open(tmp_path / "log", "wb") as log:           # the output a file, as with '> log'
+        r = subprocess.run([sys.executable, "-m", "blockflow", "export", "torch", str(path), "-o",
+                            str(tmp_path / "stdout.py")], stdout=log, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert r.returncode == 2 and f"-o {tmp_path / 'stdout.py'}: it is a link to /proc/self/fd/1, a descriptor " \
+        "of this process, not a file" in r.stderr, r.stderr
+    assert os.readlink(tmp_path / "stdout.py") == "/proc/self/fd/1" and not (tmp_path / "stdout.pt").exists()
