@@ -34,8 +34,7 @@ from blockflow.budget import ENV_VAR, format_size, memory_budget
 from blockflow.errors import BlockflowError
 
 __all__ = ["DataRequest", "DataFiles", "DataFileError", "PickledArray", "MAX_DATA_FILE_BYTES", "MAX_DATA_BYTES",
-           "MAX_TABLE_LINE_CHARS",
-           "MAX_NPZ_MEMBERS", "SPLITS", "read_npy_file"]
+           "MAX_TABLE_LINE_CHARS", "MAX_NPZ_MEMBERS", "SPLITS", "read_npy_file"]
 
 SPLITS = ("train", "test", "all")
 #: the largest data file read (a bigger one is refused with a message)
