@@ -50,7 +50,7 @@ __all__ = ["TrainConfig", "Trainer", "StepRecord", "TrainingHistory", "training_
 #: the Apply* blocks' names for the learning rate and the gradient
 _LR_NAMES = ("lr", "alpha")
 _GRAD_NAMES = ("grad", "delta")
-#: what an input of an Apply* block takes (Trainer._rule_args)
+#: what an input of an Apply* block takes (_rule_args)
 _VAR, _SLOT, _GRAD, _SETTING = "var", "slot", "grad", "setting"
 
 
@@ -167,6 +167,8 @@ class Trainer:
             self._apply = self.registry[name]
             self.hyper = {**defaults, **config.hyper}
             self._check_settings_fit()
+            self._rule_args = _rule_args(self._apply)
+            self._settings_by_dtype: tuple[dict, dict] = (dict(self.hyper), {})
             self._slots = {v: self._initial_slots(self.values[v]) for v in self.trainable}
 
     # ------------------------------------------------------------------ setup
@@ -286,23 +288,11 @@ class Trainer:
                 slots[decl.name] = np.asarray(value, dtype=var.dtype)
         return slots
 
-    def _rule_args(self) -> tuple:
-        """(kind, name) per input of the Apply* block, in order: what each takes (the Variable,
-        one of its slots, its gradient, a setting), worked out once."""
-        found = self.__dict__.get("_args_of_rule")
-        if found is None:
-            spec = self._apply
-            found = self._args_of_rule = tuple(
-                (_VAR, None) if i == 0 else (_SLOT, d.name) if d.ref else
-                (_GRAD, None) if d.name in _GRAD_NAMES else (_SETTING, d.name)
-                for i, d in enumerate(spec.inputs))
-        return found
-
     def _rule_settings(self, dtype) -> tuple[dict, dict]:
         """(the settings as scalars of ``dtype``, the rule's attrs), made once per dtype while
         ``hyper`` stays as it was (each update made them again: ~10 us a Variable a step)."""
-        cache = self.__dict__.get("_settings_by_dtype")
-        if cache is None or cache[0] != self.hyper:
+        cache = self._settings_by_dtype
+        if cache[0] != self.hyper:
             cache = self._settings_by_dtype = (dict(self.hyper), {})
         found = cache[1].get(dtype)
         if found is None:
@@ -370,7 +360,7 @@ class Trainer:
         slots = self._slots[name]
         scalars, attrs = self._rule_settings(var.dtype)
         args = []
-        for kind, key in self._rule_args():
+        for kind, key in self._rule_args:
             if kind is _VAR:
                 args.append(var)
             elif kind is _SLOT:
@@ -515,6 +505,14 @@ def training_program(project, page: str | None = None, registry: Registry | None
             nodes[nid] = node
         pg.nodes = nodes
     return compile_page(pg, registry, files=project_files(project), composites=project.composites)
+
+
+def _rule_args(spec) -> tuple:
+    """(kind, name) per input of the Apply* block ``spec``, in order: what each takes (the
+    Variable, one of its slots, its gradient, a setting)."""
+    return tuple((_VAR, None) if i == 0 else (_SLOT, d.name) if d.ref else
+                 (_GRAD, None) if d.name in _GRAD_NAMES else (_SETTING, d.name)
+                 for i, d in enumerate(spec.inputs))
 
 
 def _all_finite(a) -> bool:

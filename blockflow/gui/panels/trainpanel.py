@@ -28,8 +28,8 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout
 from blockflow.project import port_text, split_port_text
 from blockflow.errors import BlockflowError
 from blockflow.run.runtime import run
-from blockflow.run.settings import (DECAY_RATES, MAX_BATCH_SIZE, MAX_SEED, MAX_SETTING, MAX_STEPS, OPTIMIZERS, optimizer_defaults,
-                                    recommended_settings)
+from blockflow.run.settings import (DECAY_RATES, MAX_BATCH_SIZE, MAX_SEED, MAX_SETTING, MAX_STEPS, OPTIMIZERS,
+                                    optimizer_defaults, recommended_settings)
 from blockflow.run.training import TrainConfig, Trainer, training_program
 from blockflow.gui.common.plaintext import plain_label
 from blockflow.gui.common.refresh import Debounced
