@@ -94,3 +94,33 @@ def test_dropout_forward_and_backward_draw_the_same_mask_at_every_step():
         kept = res.value("d") != 0
         assert ((res.variable_grads["x"] != 0) == kept).all()
         assert 0.4 < kept.mean() < 0.6
+
+
+@pytest.mark.parametrize("record", [False, True])
+def test_streams_moved_at_the_top_of_the_plan_draw_what_they_drew_at_their_blocks(monkeypatch, record):
+    """lower.HOIST_STREAMS: every random block's stream is moved before the first step runs, not at
+    its own line; the same numbers come out, also for Dropout, whose backward moves the same
+    generator back to redraw forward's mask, and for two random blocks fed one by the other."""
+    import blockflow.run.lower as lower
+
+    project = chain(("x", "Placeholder", {"shape": [50, 40]}, None),
+                    ("p", "Sigmoid", {}, {"x": "x"}),
+                    ("b", "Bernoulli", {"seed": 4}, {"probs": "p"}),
+                    ("m", "Multiply", {}, {"x": "b", "y": "x"}),
+                    ("d", "Dropout", {"rate": 0.3, "seed": 2}, {"x": "m"}),
+                    ("d2", "Dropout", {"rate": 0.6, "seed": 2}, {"x": "d"}),
+                    ("loss", "Sum", {}, {"input": "d2"}))
+    x = np.random.default_rng(3).normal(size=(50, 40)).astype(F32)
+    got = {}
+    for hoist in (True, False):
+        monkeypatch.setattr(lower, "HOIST_STREAMS", hoist)
+        program = compile_project(project)
+        runs = [run(program, {"x": x}, fetch=["b", "d2"], target="loss", wrt=["x"], record=record, step=s)
+                for s in (0, 7, 7, 2)]
+        got[hoist] = [(r.value("b").tobytes(), r.value("d2").tobytes(), r.variable_grads["x"].tobytes())
+                      for r in runs]
+        body = next(iter(program.cache("plans").values())).source.splitlines()[3:6]
+        moved = [line.strip() for line in body if line.strip().startswith("r")]
+        assert (len(moved) == 3) == hoist, body
+    assert got[True] == got[False]
+    assert got[True][1] == got[True][2] and got[True][0] != got[True][1]

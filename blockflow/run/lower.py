@@ -49,6 +49,11 @@ FORWARD_IN_PLACE = True
 SUM_OF_PRODUCTS = True
 #: seed a gradient with a copy of a ones array bound once (off: np.ones_like of the target)
 BOUND_SEED = True
+#: position a random block's stream at the top of the plan, not at its own line (off: at its
+#: line). The same generator, moved to the same place, draws the same numbers; moving it costs
+#: ~5 us warm but ~35 right after a large product has pushed the interpreter's objects out of
+#: the CPU caches (benchmarks/README.md, "Eighteenth session")
+HOIST_STREAMS = True
 #: the smallest value (in elements) written in place: below it numpy's call costs more than the
 #: memory saved
 IN_PLACE_MIN_SIZE = 1 << 12
@@ -129,6 +134,7 @@ def lower(program: Program, *, fwd, bwd, paths, target, fetch, record, wanted_gr
         # the gradients the caller gets are never written into
         w.protected = {f"g{s}" for _, s in wanted_grads}
     update_names = w.forward(fwd, var_steps, feed_steps, state_slots)
+    w.lines[:0] = w.streams
     edge_names: list[tuple[str, Edge]] = []
     grad_written: set[int] = set()
     if target is not None:
@@ -211,6 +217,8 @@ class _Writer:
         #: {slot: its cotangent's value} where the plan knows it (run/fold.py), the cotangent
         #: names that may hold one of those values (handed on by a vjp), the bytes they hold
         self.known, self.maybe_known, self.folded_bytes = {}, set(), 0
+        #: the lines moving random blocks' streams to this run's stretch, written first (HOIST_STREAMS)
+        self.streams: list[Line] = []
 
     def ones(self, slot) -> str:
         """Code for a gradient seed of ones shaped like ``slot``'s value: a copy of a ones array
@@ -325,6 +333,16 @@ class _Writer:
             parts.append(f"{k}={name}")
         return fn, parts
 
+    def _stream(self, st: Step) -> str:
+        """The expression a random block's forward gets its generator from. Hoisted, the stream
+        is moved while the interpreter's caches are warm; nothing else draws from a block's
+        generator before its forward (its vjp, later, moves it back to the start to redraw)."""
+        if not HOIST_STREAMS:
+            return f"_R({st.index}, D)"
+        name = f"r{st.index}"
+        self.streams.append(Line(f"{name} = _R({st.index}, D)", set(), {name}))
+        return name
+
     def _block_call(self, st: Step, update_names) -> None:
         """One block's forward call, and for a value-dependent block the report of what it made."""
         slots = self.slots
@@ -339,7 +357,10 @@ class _Writer:
             parts = factors + parts[1:]
         parts += kw
         if "rng" in st.spec.forward_context:
-            parts.append(f"rng=_R({st.index}, D)")
+            rng = self._stream(st)
+            parts.append(f"rng={rng}")
+            if rng.isidentifier():
+                reads = reads | {rng}
         if "data" in st.spec.forward_context:
             parts.append("data=D")
         if "files" in st.spec.forward_context:
