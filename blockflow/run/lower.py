@@ -49,10 +49,11 @@ FORWARD_IN_PLACE = True
 SUM_OF_PRODUCTS = True
 #: seed a gradient with a copy of a ones array bound once (off: np.ones_like of the target)
 BOUND_SEED = True
-#: position a random block's stream at the top of the plan, not at its own line (off: at its
-#: line). The same generator, moved to the same place, draws the same numbers; moving it costs
-#: ~5 us warm but ~35 right after a large product has pushed the interpreter's objects out of
-#: the CPU caches (benchmarks/README.md, "Eighteenth session")
+#: move a random block's stream to the run's stretch at the top of the plan, not at its own line
+#: (off: at its line). The same generator, moved to the same place, draws the same numbers; at
+#: the top the interpreter's objects are still in the CPU caches, at the block's line a large
+#: product has pushed them out (an RBM step: 3-12 us less, A/B in one process;
+#: benchmarks/README.md, "Eighteenth session")
 HOIST_STREAMS = True
 #: the smallest value (in elements) written in place: below it numpy's call costs more than the
 #: memory saved
