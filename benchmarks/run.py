@@ -24,6 +24,11 @@ import sys  # noqa: E402
 import time  # noqa: E402
 import timeit  # noqa: E402
 
+try:
+    import resource  # noqa: E402
+except ImportError:     # not on Windows: faults are not counted there
+    resource = None
+
 import numpy as np  # noqa: E402
 
 from blockflow.compile.compiler import compile_project  # noqa: E402
@@ -34,16 +39,40 @@ from blockflow.run.runtime import run  # noqa: E402
 def timeit_pair(hand, ours, repeats: int, inner: int = 1):
     """Median seconds per call of two functions, interleaved so both see the same machine. A
     row's side ratios (checks off, ...) divide by the hand median of their own pair: the
-    machine's speed moves between pairs."""
+    machine's speed moves between pairs. The page faults of each side's calls are counted
+    (outside the timed calls) into PAIR_FAULTS for the row's note."""
     hand(), ours()  # warm up (plans are generated on first use)
     th, to = [], []
+    faults = [0, 0]
     for _ in range(repeats):
-        for fn, acc in ((hand, th), (ours, to)):
+        for side, (fn, acc) in enumerate(((hand, th), (ours, to))):
+            f0 = _minor_faults()
             t0 = time.perf_counter()
             for _ in range(inner):
                 fn()
             acc.append((time.perf_counter() - t0) / inner)
+            faults[side] += _minor_faults() - f0
+    PAIR_FAULTS.append((faults[0] / (repeats * inner), faults[1] / (repeats * inner)))
     return statistics.median(th), statistics.median(to)
+
+
+#: (numpy's, blockflow's) page faults a call in each pair a workload timed: a pair whose calls
+#: fault measures the allocator as well (benchmarks/README.md, "Eighteenth session": interleaved
+#: with the hand version in a fresh heap, the RBM step faulted 254 pages a call and read 1.24x,
+#: against 1.08x with no faults once anything else had run first)
+PAIR_FAULTS: list = []
+
+
+def _minor_faults() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt if resource is not None else 0
+
+
+def faults_note() -> str:
+    """The note's words on PAIR_FAULTS when a pair's calls faulted (empty when none did)."""
+    if not any(h >= 1 or o >= 1 for h, o in PAIR_FAULTS):
+        return ""
+    pairs = ", ".join(f"{h:.0f}/{o:.0f}" for h, o in PAIR_FAULTS)
+    return f"; page faults a call (numpy/blockflow), by pair: {pairs}"
 
 
 def checked_pair(hand, ours, node, repeats, rtol, atol):
@@ -472,6 +501,7 @@ def main(argv=None) -> int:
     failed = 0
     for name in names:
         fn = WORKLOADS[name]
+        PAIR_FAULTS.clear()
         if name == "compile" and args.quick:
             rows = fn(repeats, sizes=(1_000, 10_000))
         elif name == "chain" and args.quick:
@@ -480,7 +510,9 @@ def main(argv=None) -> int:
             rows = fn(repeats * STEPS_MORE)
         else:
             rows = fn(repeats)
+        faulted = faults_note()
         for label, hand, ours, target, note, *unit in rows:
+            note += faulted
             unit = unit[0] if unit else "ms"   # a row of other figures than seconds names its unit
             scale = 1e3 if unit == "ms" else 1
             if hand is None:
