@@ -10,7 +10,8 @@ from functools import partial
 
 import numpy as np
 
-from blockflow.spec import Input, InputList, Output, ShapeError, TensorType, block, broadcast_shapes, unbroadcast
+from blockflow.spec import (ONE_OF_OUTPUT, Input, InputList, Output, ShapeError, TensorType, block, broadcast_shapes,
+                            unbroadcast)
 
 from .common import (ONE, ZERO, binary_infer, broadcast_or_none, check_arithmetic, declare, fmt_shape,
                      merge_shapes, negate_fresh)
@@ -54,6 +55,8 @@ class Add:
                 (g if y.shape == gs else unbroadcast(g, y.shape)) if needs[1] else None)
 
     vjp.reads = ()  # no value, only shapes (run/lower.py may overwrite x, y and z: overwrite.py)
+    # what it gives an input of z's shape, written inline by the runtime (blockflow/spec/inline.py)
+    vjp.inline = {"x": "g", "y": "g"}
 
 
 @block("Subtract", category="math_ops", aliases=("Sub",))
@@ -82,6 +85,7 @@ class Subtract:
                 np.negative(unbroadcast(g, y.shape)) if needs[1] else None)
 
     vjp.reads = ()  # no value, only shapes (as Add's)
+    vjp.inline = {"x": "g", "y": (np.negative, "g")}   # as Add's
 
 
 @block("Multiply", category="math_ops", aliases=("Mul",))
@@ -114,6 +118,9 @@ class Multiply:
 
     vjp.fresh_result = True  # new arrays, one per input (run/lower.py, _accumulate)
     vjp.reads = ("x", "y")  # the values it reads: not out (run/lower.py, _in_place_slots)
+    # its tiny ops' path, written inline by the runtime (blockflow/spec/inline.py)
+    vjp.inline = {"x": (np.multiply, "g", "y"), "y": (np.multiply, "g", "x")}
+    vjp.inline_below = FUSE_MIN_SIZE
 
     def vjp_into_g(g, out, x, y, *, needs):
         # g is the run's alone: the first needed input of out's shape and dtype (the rule the

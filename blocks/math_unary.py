@@ -10,7 +10,7 @@ from functools import partial
 
 import numpy as np
 
-from blockflow.spec import Attr, Input, Output, TensorType, block
+from blockflow.spec import ONE_OF_OUTPUT, Attr, Input, Output, TensorType, block
 
 from .common import ONE, declare, like, negate_fresh, typed
 from .fused import writable_like
@@ -69,6 +69,7 @@ def _times(deriv):
 Negate = _unary("Negate", np.negative, lambda g, out, x: (np.negative(g),), dtype="number",
                 aliases=("Neg", "negative"), rule="dx = −g", doc="""Elementwise ``-x``.""")
 Negate.vjp.reads = ()  # no value of x or y (run/overwrite.py)
+Negate.vjp.inline = {"x": (np.negative, "g")}  # written inline by the runtime (blockflow/spec/inline.py)
 
 
 def _square_vjp(g, out, x):
@@ -104,6 +105,8 @@ def _exp_vjp_into_g(g, out, x):
 _exp_vjp.fresh_result = _exp_vjp_into_g.fresh_result = True
 _exp_vjp.reads = _exp_vjp_into_g.reads = ("out",)
 _exp_vjp.into_g = _exp_vjp_into_g
+# what _exp_vjp computes, written inline by the runtime on small tensors (blockflow/spec/inline.py)
+_exp_vjp.inline = {"x": (np.multiply, "g", "out")}
 
 
 Exp = _unary("Exp", np.exp, _exp_vjp, rule="dx = g · y", doc="""
@@ -124,6 +127,7 @@ def _tanh_vjp(g, out, x):
 
 _tanh_vjp.fresh_result = True
 _tanh_vjp.reads = ("out",)
+_tanh_vjp.inline = {"x": (np.multiply, (np.subtract, ONE_OF_OUTPUT, (np.multiply, "out", "out")), "g")}
 
 
 Tanh = _unary("Tanh", np.tanh, _tanh_vjp, rule="dx = g · (1 − y²)", doc="""Elementwise hyperbolic tangent.""")
@@ -157,6 +161,7 @@ def _sigmoid_vjp(g, out, x):
 
 
 _sigmoid_vjp.fresh_result = True
+_sigmoid_vjp.inline = {"x": (np.multiply, (np.multiply, (np.subtract, ONE_OF_OUTPUT, "out"), "out"), "g")}
 
 
 Sigmoid = _unary("Sigmoid", _sigmoid, _sigmoid_vjp, rule="dx = g · y · (1 − y)", doc="""

@@ -69,6 +69,7 @@ class Relu:
     vjp.fresh_result = vjp_into_g.fresh_result = True  # new arrays, one per input (run/lower.py, _accumulate)
     vjp.reads = vjp_into_g.reads = ("out",)  # not features, which the runtime may overwrite
     vjp.into_g = vjp_into_g
+    vjp.inline = {"features": (np.multiply, "g", (np.greater, "out", 0))}   # (blockflow/spec/inline.py)
 
 
 @block("Relu6", category="nn_ops")

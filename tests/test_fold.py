@@ -54,7 +54,8 @@ def test_a_losss_reductions_are_folded_and_give_the_same_bits(monkeypatch):
     source = _plan(folded_program).source
     called = [line for line in source.splitlines() if "= b" in line]   # a vjp's call: gr.. = b..(...)
     assert len(called) == 2 and all("s" in line for line in called)   # the two Softplus vjps only
-    assert len([line for line in _plan(plain_program).source.splitlines() if "= b" in line]) == 7
+    # the plain plan computes all seven vjps (called, or written inline: run/inline_grads.py)
+    assert len([line for line in _plan(plain_program).source.splitlines() if re.search(r"_n = -\d+; gr", line)]) == 7
     assert ".copy()" not in source and ".copy()" in _plan(plain_program).source   # the seed: unread
 
 

@@ -18,9 +18,10 @@ import numpy as np
 from blockflow.compile.gradpaths import GradientPaths
 from blockflow.compile.program import Program, Step
 from blockflow.project import Edge
-from blockflow.run.certify import certify_product
+from blockflow.run.certify import certificates
 from blockflow.run.code_parts import needs_by_input, nbytes, parts_of_updates, struct_expr, with_frees
 from blockflow.run.fold import finish_known, folded_call, known_part, known_seed
+from blockflow.run.inline_grads import inline_vjp
 from blockflow.run.kept import KeptArrays, add_into, keep_array
 from blockflow.run.memplan import RESIDENT, Line, MemoryPlan, alias, new, parts_into, value_dependent
 from blockflow.run.memplan import parts as memparts
@@ -49,17 +50,18 @@ FORWARD_IN_PLACE = True
 SUM_OF_PRODUCTS = True
 #: seed a gradient with a copy of a ones array bound once (off: np.ones_like of the target)
 BOUND_SEED = True
-#: move a random block's stream to the run's stretch at the top of the plan, not at its own line
-#: (off: at its line). The same generator, moved to the same place, draws the same numbers; at
-#: the top the interpreter's objects are still in the CPU caches, at the block's line a large
-#: product has pushed them out (an RBM step: 3-12 us less, A/B in one process;
-#: benchmarks/README.md, "Eighteenth session")
+#: move random blocks' streams to the run's stretch at the plan's top, while the interpreter's
+#: objects are still in the caches (off: at each block's line; the same numbers). An RBM step:
+#: 3-12 us less (benchmarks/README.md, "Eighteenth session")
 HOIST_STREAMS = True
 #: the smallest value (in elements) written in place: below it numpy's call costs more than the
 #: memory saved
 IN_PLACE_MIN_SIZE = 1 << 12
 #: the largest seed bound as a ones array (a copy of a larger one costs what np.ones_like does)
 _SEED_MAX_SIZE = 1 << 12
+#: compute a small elementwise step's gradients inline from its block's ``vjp.inline`` template,
+#: below IN_PLACE_MIN_SIZE elements (run/inline_grads.py; off: the vjp is called; the tests compare)
+INLINE_VJPS = True
 #: let the run's backward take a Gradients block's cotangents, scaled, where they are its own
 #: (see _Writer.shared_cotangents; off: the backward computes them again)
 SHARE_GRADIENTS = True
@@ -135,7 +137,6 @@ def lower(program: Program, *, fwd, bwd, paths, target, fetch, record, wanted_gr
         # the gradients the caller gets are never written into
         w.protected = {f"g{s}" for _, s in wanted_grads}
     update_names = w.forward(fwd, var_steps, feed_steps, state_slots)
-    w.lines[:0] = w.streams
     edge_names: list[tuple[str, Edge]] = []
     grad_written: set[int] = set()
     if target is not None:
@@ -156,7 +157,7 @@ def lower(program: Program, *, fwd, bwd, paths, target, fetch, record, wanted_gr
     else:
         value_slots = sorted(set(fetch) | ({target} if target is not None else set()))
         grad_slots = [s for _, s in wanted_grads]
-    certified = w.certificates(grad_slots) if check and CERTIFY_PRODUCTS and not record else {}
+    certified = certificates(w, grad_slots, CERTIFY_OVERHEAD) if check and CERTIFY_PRODUCTS and not record else {}
     fn, source, body, at_line = w.compile(value_slots, grad_slots, edge_names, update_names, record, certified)
     slots = program.slots
     key = lambda i: (slots[i].node, slots[i].port)  # noqa: E731
@@ -287,6 +288,7 @@ class _Writer:
                 lines.append(Line(f"{outs[0]} = {a}", reads, set(outs), ((outs[0], alias(a) if reads else RESIDENT),)))
             else:
                 self._block_call(st, update_names)
+        lines[:0] = self.streams   # the random streams moved first (HOIST_STREAMS)
         return update_names
 
     @property
@@ -335,9 +337,8 @@ class _Writer:
         return fn, parts
 
     def _stream(self, st: Step) -> str:
-        """The expression a random block's forward gets its generator from. Hoisted, the stream
-        is moved while the interpreter's caches are warm; nothing else draws from a block's
-        generator before its forward (its vjp, later, moves it back to the start to redraw)."""
+        """The expression a random block's forward gets its generator from (HOIST_STREAMS: nothing
+        draws from it before its forward; its vjp moves it back to the start to redraw)."""
         if not HOIST_STREAMS:
             return f"_R({st.index}, D)"
         name = f"r{st.index}"
@@ -437,8 +438,12 @@ class _Writer:
         return shared_cotangents(self.program, self.shares, paths, bwd, target)
 
     def _vjp_call(self, st: Step, gp, grad_written, needs_flat) -> str:
-        """The line calling a block's vjp; returns the name of its result (one part per input)."""
+        """The line calling a block's vjp, or computing its result inline (INLINE_VJPS); returns
+        the name of its result (one part per input)."""
         spec = st.spec
+        inline = inline_vjp(self, st, gp, needs_flat, IN_PLACE_MIN_SIZE) if INLINE_VJPS else None
+        if inline is not None:
+            return self._vjp_line(st, gp, needs_flat, inline[0], inline[1], None)
         reads = {f"{gp}{o}" for o in st.outputs if o in grad_written} | {f"s{o}" for o in st.outputs}
         gexpr = struct_expr(st, gp, grad_written.__contains__)
         oexpr = struct_expr(st, "s", lambda o: True)
@@ -453,17 +458,20 @@ class _Writer:
         into_g = self._into_g(st, gp)
         self.ns[bname], kwparts = self._keywords(spec.vjp if into_g is None else spec.vjp.into_g, kw, bname)
         parts += kwparts
+        return self._vjp_line(st, gp, needs_flat, f"{bname}({gexpr}, {oexpr}, {', '.join(parts)})", reads, into_g)
+
+    def _vjp_line(self, st: Step, gp, needs_flat, expr: str, reads, into_g) -> str:
+        """The line binding a vjp's result, ``expr``, to its name, with what its parts hold."""
         r = f"{gp}r{st.index}"
         at = -2 - st.index
         made = []
         for j, (pos, idx, _) in enumerate(st.in_edges):
             if needs_flat[j]:
-                decl = spec.inputs[pos]
+                decl = st.spec.inputs[pos]
                 port = decl.port(idx) if idx is not None else decl.name
                 made.append(((pos, idx), st.flat_input(j), f"the gradient of input '{port}'"))
         held = memparts(made) if into_g is None else parts_into(made, into_g, st.outputs[0])
-        self.lines.append(Line(f"_n = {at}; {r} = {bname}({gexpr}, {oexpr}, {', '.join(parts)})",
-                               reads, {r}, ((r, held),), at))
+        self.lines.append(Line(f"_n = {at}; {r} = {expr}", reads, {r}, ((r, held),), at))
         self.vjp_line = len(self.lines) - 1
         return r
 
@@ -569,35 +577,6 @@ class _Writer:
                                   ((f"s{o}", new(o, f"output '{slots[o].port}'")),), st.index))
 
     # ---------------------------------------------------------------------------- compile
-
-    def certificates(self, grad_slots) -> dict:
-        """Lines certifying returned gradients finite from their product's operands: {slot: name}.
-
-        A gradient qualifies when it is one MatMul vjp's part, never summed, of a fixed shape
-        larger than its operands (the other input and the cotangent) together by more than a
-        certificate's own cost (CERTIFY_OVERHEAD); the line
-        goes right after that vjp, while both are alive."""
-        out, inserts = {}, []
-        for s in grad_slots:
-            sole = self.sole.get(s)
-            if sole is None or sole[0].spec.name != "MatMul":
-                continue
-            st, j, at = sole
-            pos = st.in_edges[j][0]
-            other, o = st.inputs[1 - pos], st.outputs[0]
-            sizes = [self.slots[i].type.shape for i in (s, other, o)]
-            if other is None or any(None in shape for shape in sizes):
-                continue
-            size, other_size, g_size = (math.prod(shape) for shape in sizes)
-            if other_size + g_size + CERTIFY_OVERHEAD >= size:
-                continue
-            x, reads = self.arg(other)
-            out[s] = f"k{s}"
-            inserts.append((at + 1, Line(f"k{s} = _cert({x}, g{o})", reads | {f"g{o}"}, {f"k{s}"})))
-        for at, line in sorted(inserts, key=lambda item: -item[0]):
-            self.lines.insert(at, line)
-        self.ns["_cert"] = certify_product
-        return out
 
     def compile(self, value_slots, grad_slots, edge_names, update_names, record, certified=None):
         """(the function, its source, the lines of its body, {source line: step cursor})."""

@@ -1,0 +1,120 @@
+"""Gradients written inline from a block's ``vjp.inline`` template (run/inline_grads.py,
+blockflow/spec/inline.py) are the vjp's own, bit for bit, and only where the template holds."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import blockflow.run.lower as lower
+from blockflow.compile.compiler import compile_project
+from blockflow.registry import default_registry
+from blockflow.run.runtime import run
+from blockflow.spec import Input, ONE_OF_OUTPUT, Output, block
+from blockflow.spec.inline import template_problem
+
+from diagrams import chain
+
+RNG = np.random.default_rng(27)
+INLINED = sorted(spec.name for spec in default_registry() if getattr(spec.vjp, "inline", None))
+
+
+def test_the_library_declares_inline_gradients_for_its_small_elementwise_blocks():
+    assert {"Add", "Subtract", "Multiply", "Negate", "Tanh", "Sigmoid", "Relu", "Exp"} <= set(INLINED)
+    for name in INLINED:
+        assert template_problem(default_registry()[name]) is None, name
+
+
+def _page(name, shape, dtype, wired):
+    """Placeholders into block ``name`` (every input, or only ``wired``, the rest constants),
+    its output times a random weight, summed: the cotangent the block gets is the weight."""
+    spec = default_registry()[name]
+    specs, feeds, wires = [], {}, {}
+    for d in spec.inputs:
+        value = RNG.uniform(-2, 2, size=shape).astype(dtype)
+        if d.name in wired:
+            specs.append((f"in_{d.name}", "Placeholder", {"shape": list(shape), "dtype": dtype}, None))
+            feeds[f"in_{d.name}"] = value
+            wires[d.name] = f"in_{d.name}"
+        else:
+            wires[d.name] = value
+    specs += [("blk", name, {}, wires),
+              ("w", "Placeholder", {"shape": list(shape), "dtype": dtype}, None),
+              ("m", "Multiply", {}, {"x": "blk", "y": "w"}),
+              ("loss", "Sum", {}, {"input": "m"})]
+    feeds["w"] = RNG.normal(size=shape).astype(dtype)
+    return chain(*specs), feeds
+
+
+def _bits(monkeypatch, inline, project, feeds, wrt, record):
+    monkeypatch.setattr(lower, "INLINE_VJPS", inline)
+    program = compile_project(project)
+    program.raise_for_errors()
+    res = run(program, feeds, target="loss", wrt=wrt, record=record)
+    plan = next(iter(program.cache("plans").values()))
+    blk = program.step("blk").index
+    called = f"= b{blk}_" in plan.source
+    return {k: np.asarray(v).tobytes() for k, v in res.variable_grads.items()}, called
+
+
+@pytest.mark.parametrize("name", INLINED)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(7,), (3, 5), ()])
+def test_an_inline_gradient_has_the_vjps_bits(monkeypatch, name, dtype, shape):
+    spec = default_registry()[name]
+    inputs = [d.name for d in spec.inputs]
+    for wired in ([inputs[0]], inputs) if len(inputs) > 1 else ([inputs[0]],):
+        project, feeds = _page(name, shape, dtype, wired)
+        wrt = [f"in_{n}" for n in wired]
+        for record in (False, True):
+            inlined, called_on = _bits(monkeypatch, True, project, feeds, wrt, record)
+            called, called_off = _bits(monkeypatch, False, project, feeds, wrt, record)
+            assert inlined == called, (name, wired, record)
+            assert called_off and not called_on, (name, wired, record)
+
+
+def test_a_broadcast_input_or_a_large_one_calls_the_vjp(monkeypatch):
+    monkeypatch.setattr(lower, "INLINE_VJPS", True)
+    # y of shape [1] broadcast against x [6]: its gradient is a sum, not the template's product
+    project = chain(("x", "Placeholder", {"shape": [6]}, None),
+                    ("y", "Placeholder", {"shape": [1]}, None),
+                    ("blk", "Multiply", {}, {"x": "x", "y": "y"}),
+                    ("loss", "Sum", {}, {"input": "blk"}))
+    program = compile_project(project)
+    x, y = RNG.normal(size=6).astype(np.float32), np.array([1.5], np.float32)
+    res = run(program, {"x": x, "y": y}, target="loss", wrt=["x", "y"], record=False)
+    np.testing.assert_array_equal(res.variable_grads["y"], [x.sum()])
+    plan = next(iter(program.cache("plans").values()))
+    assert f"= b{program.step('blk').index}_" in plan.source
+    big = compile_project(chain(("x", "Placeholder", {"shape": [lower.IN_PLACE_MIN_SIZE]}, None),
+                                ("blk", "Tanh", {}, {"x": "x"}), ("loss", "Sum", {}, {"input": "blk"})))
+    run(big, {"x": np.zeros(lower.IN_PLACE_MIN_SIZE, np.float32)}, target="loss", wrt=["x"], record=False)
+    assert f"= b{big.step('blk').index}_" in next(iter(big.cache("plans").values())).source
+
+
+def test_a_template_reading_what_its_vjp_does_not_is_refused():
+    @block("InlineProbe", category="test")
+    class InlineProbe:
+        """x doubled."""
+
+        inputs = (Input("x"),)
+        outputs = (Output("y"),)
+
+        def infer(x):
+            return x
+
+        def forward(x):
+            return x + x
+
+        def vjp(g, out, x):
+            return (g + g,)
+
+        vjp.reads = ()
+        vjp.inline = {"x": (np.add, "g", "x")}
+
+    assert "reads ['x']" in template_problem(InlineProbe)
+    InlineProbe.vjp.inline = {"z": (np.add, "g", "g")}
+    assert "not an input" in template_problem(InlineProbe)
+    InlineProbe.vjp.inline = {"x": (np.add, "g")}
+    assert "not (ufunc, arg, ...)" in template_problem(InlineProbe)
+    InlineProbe.vjp.inline = {"x": (np.add, "g", ONE_OF_OUTPUT)}
+    assert template_problem(InlineProbe) is None
