@@ -337,11 +337,14 @@ class _Writer:
     def _stream(self, st: Step) -> str:
         """The expression a random block's forward gets its generator from. Hoisted, the stream
         is moved while the interpreter's caches are warm; nothing else draws from a block's
-        generator before its forward (its vjp, later, moves it back to the start to redraw)."""
+        generator before its forward (its vjp, later, moves it back to the start to redraw).
+        The hoisted line sets the cursor to the block, as its own line did: a stream that cannot
+        be moved (a step or run seed that is not an integer) is the block's failure, not the
+        gradient seed's (the cursor's -1 before any block)."""
         if not HOIST_STREAMS:
             return f"_R({st.index}, D)"
         name = f"r{st.index}"
-        self.streams.append(Line(f"{name} = _R({st.index}, D)", set(), {name}))
+        self.streams.append(Line(f"_n = {st.index}; {name} = _R({st.index}, D)", set(), {name}, (), st.index))
         return name
 
     def _block_call(self, st: Step, update_names) -> None:
