@@ -52,8 +52,8 @@ BOUND_SEED = True
 #: move a random block's stream to the run's stretch at the top of the plan, not at its own line
 #: (off: at its line). The same generator, moved to the same place, draws the same numbers; at
 #: the top the interpreter's objects are still in the CPU caches, at the block's line a large
-#: product has pushed them out (an RBM step: 3-12 us less, A/B in one process;
-#: benchmarks/README.md, "Eighteenth session")
+#: product has pushed them out (an RBM step: 2-12 us less in four A/B runs in one process, under
+#: the 12-26 us two identical copies differ by; benchmarks/README.md, "Eighteenth session")
 HOIST_STREAMS = True
 #: the smallest value (in elements) written in place: below it numpy's call costs more than the
 #: memory saved
