@@ -56,7 +56,9 @@ def timeit_pair(hand, ours, repeats: int, inner: int = 1):
     return statistics.median(th), statistics.median(to)
 
 
-#: (numpy's, blockflow's) page faults a call in each pair a workload timed: a pair whose calls
+#: (the first function's, the second's) page faults a call in each pair a workload timed, in the
+#: order it timed them (the first is hand numpy only in some pairs: torch, ONNX Runtime, the raw
+#: net, a direct call or blockflow itself elsewhere, as each row's note says): a pair whose calls
 #: fault measures the allocator as well (benchmarks/README.md, "Eighteenth session": interleaved
 #: with the hand version in a fresh heap, the RBM step faulted 254 pages a call and read 1.24x,
 #: against 1.08x with no faults once anything else had run first)
@@ -72,7 +74,7 @@ def faults_note() -> str:
     if not any(h >= 1 or o >= 1 for h, o in PAIR_FAULTS):
         return ""
     pairs = ", ".join(f"{h:.0f}/{o:.0f}" for h, o in PAIR_FAULTS)
-    return f"; page faults a call (numpy/blockflow), by pair: {pairs}"
+    return f"; page faults a call (first/second function), by pair in the order timed: {pairs}"
 
 
 def checked_pair(hand, ours, node, repeats, rtol, atol):
@@ -512,7 +514,8 @@ def main(argv=None) -> int:
             rows = fn(repeats)
         faulted = faults_note()
         for label, hand, ours, target, note, *unit in rows:
-            note += faulted
+            if hand is not None:    # a row of one figure (an import's time) timed no pair
+                note += faulted
             unit = unit[0] if unit else "ms"   # a row of other figures than seconds names its unit
             scale = 1e3 if unit == "ms" else 1
             if hand is None:

@@ -52,7 +52,7 @@ SUM_OF_PRODUCTS = True
 BOUND_SEED = True
 #: move random blocks' streams to the run's stretch at the plan's top, while the interpreter's
 #: objects are still in the caches (off: at each block's line; the same numbers). An RBM step:
-#: 3-12 us less (benchmarks/README.md, "Eighteenth session")
+#: 2-12 us less, within two identical copies' spread (benchmarks/README.md, "Eighteenth session")
 HOIST_STREAMS = True
 #: the smallest value (in elements) written in place: below it numpy's call costs more than the
 #: memory saved
@@ -337,12 +337,12 @@ class _Writer:
         return fn, parts
 
     def _stream(self, st: Step) -> str:
-        """The expression a random block's forward gets its generator from (HOIST_STREAMS: nothing
-        draws from it before its forward; its vjp moves it back to the start to redraw)."""
+        """A random block's generator for its forward (HOIST_STREAMS: moved first, on a line that
+        names the block; nothing draws from it before its forward, its vjp moves it back)."""
         if not HOIST_STREAMS:
             return f"_R({st.index}, D)"
         name = f"r{st.index}"
-        self.streams.append(Line(f"{name} = _R({st.index}, D)", set(), {name}))
+        self.streams.append(Line(f"_n = {st.index}; {name} = _R({st.index}, D)", set(), {name}, (), st.index))
         return name
 
     def _block_call(self, st: Step, update_names) -> None:
