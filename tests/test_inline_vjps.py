@@ -118,3 +118,62 @@ def test_a_template_reading_what_its_vjp_does_not_is_refused():
     assert "not (ufunc, arg, ...)" in template_problem(InlineProbe)
     InlineProbe.vjp.inline = {"x": (np.add, "g", ONE_OF_OUTPUT)}
     assert template_problem(InlineProbe) is None
+
+
+def _gradients_page(name, dtype, seed_shape):
+    """x float32[5] into block ``name`` (every input x), a Gradients block of it with respect to
+    x, seeded by a ``grad_ys`` Placeholder of ``dtype`` and ``seed_shape`` (-1: an open size)."""
+    spec = default_registry()[name]
+    return chain(("x", "Placeholder", {"shape": [5], "dtype": "float32"}, None),
+                 ("gy", "Placeholder", {"shape": list(seed_shape), "dtype": dtype}, None),
+                 ("blk", name, {}, {d.name: "x" for d in spec.inputs}),
+                 ("G", "Gradients", {}, {"ys[0]": "blk", "xs[0]": "x", "grad_ys[0]": "gy"}))
+
+
+def _dx(monkeypatch, inline, project, feeds, record):
+    monkeypatch.setattr(lower, "INLINE_VJPS", inline)
+    program = compile_project(project)
+    try:
+        value = run(program, feeds, fetch=["G:dx[0]"], record=record).value("G", "dx[0]")
+    except Exception as exc:  # noqa: BLE001 - compared with the other way's
+        return type(exc).__name__, str(exc)
+    return value.dtype, value.shape, value.tobytes()
+
+
+@pytest.mark.parametrize("name", INLINED)
+@pytest.mark.parametrize("record", [False, True])
+def test_a_wider_cotangent_keeps_the_vjps_dtype(monkeypatch, name, record):
+    # a Gradients block's float64 grad_ys into float32 blocks: Tanh's and Sigmoid's vjps write
+    # g into their own float32 array (t *= g); np.multiply(t, g) gave float64
+    project = _gradients_page(name, "float64", [5])
+    feeds = {"x": RNG.uniform(-2, 2, 5).astype(np.float32), "gy": RNG.normal(size=5)}
+    inlined = _dx(monkeypatch, True, project, feeds, record)
+    assert inlined == _dx(monkeypatch, False, project, feeds, record), name
+
+
+def test_an_augmented_operator_writes_only_into_an_array_of_its_own():
+    import operator
+
+    @block("InlineProbe2", category="test")
+    class InlineProbe2:
+        """x doubled."""
+
+        inputs = (Input("x"),)
+        outputs = (Output("y"),)
+
+        def infer(x):
+            return x
+
+        def forward(x):
+            return x + x
+
+        def vjp(g, out, x):
+            t = g + g
+            t *= x
+            return (t,)
+
+        vjp.inline = {"x": (operator.imul, (np.add, "g", "g"), "x")}
+
+    assert template_problem(InlineProbe2) is None
+    InlineProbe2.vjp.inline = {"x": (operator.imul, "g", "x")}   # would write into the cotangent
+    assert "augmented operator" in template_problem(InlineProbe2)
