@@ -151,6 +151,28 @@ def test_a_wider_cotangent_keeps_the_vjps_dtype(monkeypatch, name, record):
     assert inlined == _dx(monkeypatch, False, project, feeds, record), name
 
 
+@pytest.mark.parametrize("name", INLINED)
+@pytest.mark.parametrize("size", [1, 5, 7])
+def test_a_grad_ys_of_an_open_size_gives_what_the_vjp_gives(monkeypatch, name, size):
+    # nothing checks an open grad_ys against its ys when the run feeds it: Add's template handed
+    # a cotangent of 7 values on as x's gradient (float32[7] for a float32[5] x), where its vjp's
+    # unbroadcast refuses it
+    project = _gradients_page(name, "float32", [-1])
+    feeds = {"x": RNG.uniform(-2, 2, 5).astype(np.float32), "gy": RNG.normal(size=size).astype(np.float32)}
+    for record in (False, True):
+        assert _dx(monkeypatch, True, project, feeds, record) == _dx(monkeypatch, False, project, feeds, record), \
+            (name, size, record)
+
+
+def test_a_gradients_block_seeded_by_its_ys_shape_writes_inline(monkeypatch):
+    monkeypatch.setattr(lower, "INLINE_VJPS", True)
+    for seed_shape, inline in (([5], True), ([-1], False)):
+        program = compile_project(_gradients_page("Tanh", "float32", seed_shape))
+        run(program, {"x": np.ones(5, np.float32), "gy": np.ones(5, np.float32)}, fetch=["G:dx[0]"], record=True)
+        source = next(iter(program.cache("plans").values())).source
+        assert (f"= b{program.step('blk').index}_" not in source) == inline, seed_shape
+
+
 def test_an_augmented_operator_writes_only_into_an_array_of_its_own():
     import operator
 
