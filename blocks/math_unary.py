@@ -6,6 +6,7 @@ Imports only blockflow.spec and numpy.
 """
 from __future__ import annotations
 
+import operator
 from functools import partial
 
 import numpy as np
@@ -127,7 +128,8 @@ def _tanh_vjp(g, out, x):
 
 _tanh_vjp.fresh_result = True
 _tanh_vjp.reads = ("out",)
-_tanh_vjp.inline = {"x": (np.multiply, (np.subtract, ONE_OF_OUTPUT, (np.multiply, "out", "out")), "g")}
+# ``t *= g``: operator.imul, not np.multiply, which would widen t to a wider g's dtype
+_tanh_vjp.inline = {"x": (operator.imul, (np.subtract, ONE_OF_OUTPUT, (np.multiply, "out", "out")), "g")}
 
 
 Tanh = _unary("Tanh", np.tanh, _tanh_vjp, rule="dx = g · (1 − y²)", doc="""Elementwise hyperbolic tangent.""")
@@ -161,7 +163,7 @@ def _sigmoid_vjp(g, out, x):
 
 
 _sigmoid_vjp.fresh_result = True
-_sigmoid_vjp.inline = {"x": (np.multiply, (np.multiply, (np.subtract, ONE_OF_OUTPUT, "out"), "out"), "g")}
+_sigmoid_vjp.inline = {"x": (operator.imul, (operator.imul, (np.subtract, ONE_OF_OUTPUT, "out"), "out"), "g")}
 
 
 Sigmoid = _unary("Sigmoid", _sigmoid, _sigmoid_vjp, rule="dx = g · y · (1 − y)", doc="""

@@ -118,3 +118,84 @@ def test_a_template_reading_what_its_vjp_does_not_is_refused():
     assert "not (ufunc, arg, ...)" in template_problem(InlineProbe)
     InlineProbe.vjp.inline = {"x": (np.add, "g", ONE_OF_OUTPUT)}
     assert template_problem(InlineProbe) is None
+
+
+def _gradients_page(name, dtype, seed_shape):
+    """x float32[5] into block ``name`` (every input x), a Gradients block of it with respect to
+    x, seeded by a ``grad_ys`` Placeholder of ``dtype`` and ``seed_shape`` (-1: an open size)."""
+    spec = default_registry()[name]
+    return chain(("x", "Placeholder", {"shape": [5], "dtype": "float32"}, None),
+                 ("gy", "Placeholder", {"shape": list(seed_shape), "dtype": dtype}, None),
+                 ("blk", name, {}, {d.name: "x" for d in spec.inputs}),
+                 ("G", "Gradients", {}, {"ys[0]": "blk", "xs[0]": "x", "grad_ys[0]": "gy"}))
+
+
+def _dx(monkeypatch, inline, project, feeds, record):
+    monkeypatch.setattr(lower, "INLINE_VJPS", inline)
+    program = compile_project(project)
+    try:
+        value = run(program, feeds, fetch=["G:dx[0]"], record=record).value("G", "dx[0]")
+    except Exception as exc:  # noqa: BLE001 - compared with the other way's
+        return type(exc).__name__, str(exc)
+    return value.dtype, value.shape, value.tobytes()
+
+
+@pytest.mark.parametrize("name", INLINED)
+@pytest.mark.parametrize("record", [False, True])
+def test_a_wider_cotangent_keeps_the_vjps_dtype(monkeypatch, name, record):
+    # a Gradients block's float64 grad_ys into float32 blocks: Tanh's and Sigmoid's vjps write
+    # g into their own float32 array (t *= g); np.multiply(t, g) gave float64
+    project = _gradients_page(name, "float64", [5])
+    feeds = {"x": RNG.uniform(-2, 2, 5).astype(np.float32), "gy": RNG.normal(size=5)}
+    inlined = _dx(monkeypatch, True, project, feeds, record)
+    assert inlined == _dx(monkeypatch, False, project, feeds, record), name
+
+
+@pytest.mark.parametrize("name", INLINED)
+@pytest.mark.parametrize("size", [1, 5, 7])
+def test_a_grad_ys_of_an_open_size_gives_what_the_vjp_gives(monkeypatch, name, size):
+    # nothing checks an open grad_ys against its ys when the run feeds it: Add's template handed
+    # a cotangent of 7 values on as x's gradient (float32[7] for a float32[5] x), where its vjp's
+    # unbroadcast refuses it
+    project = _gradients_page(name, "float32", [-1])
+    feeds = {"x": RNG.uniform(-2, 2, 5).astype(np.float32), "gy": RNG.normal(size=size).astype(np.float32)}
+    for record in (False, True):
+        assert _dx(monkeypatch, True, project, feeds, record) == _dx(monkeypatch, False, project, feeds, record), \
+            (name, size, record)
+
+
+def test_a_gradients_block_seeded_by_its_ys_shape_writes_inline(monkeypatch):
+    monkeypatch.setattr(lower, "INLINE_VJPS", True)
+    for seed_shape, inline in (([5], True), ([-1], False)):
+        program = compile_project(_gradients_page("Tanh", "float32", seed_shape))
+        run(program, {"x": np.ones(5, np.float32), "gy": np.ones(5, np.float32)}, fetch=["G:dx[0]"], record=True)
+        source = next(iter(program.cache("plans").values())).source
+        assert (f"= b{program.step('blk').index}_" not in source) == inline, seed_shape
+
+
+def test_an_augmented_operator_writes_only_into_an_array_of_its_own():
+    import operator
+
+    @block("InlineProbe2", category="test")
+    class InlineProbe2:
+        """x doubled."""
+
+        inputs = (Input("x"),)
+        outputs = (Output("y"),)
+
+        def infer(x):
+            return x
+
+        def forward(x):
+            return x + x
+
+        def vjp(g, out, x):
+            t = g + g
+            t *= x
+            return (t,)
+
+        vjp.inline = {"x": (operator.imul, (np.add, "g", "g"), "x")}
+
+    assert template_problem(InlineProbe2) is None
+    InlineProbe2.vjp.inline = {"x": (operator.imul, "g", "x")}   # would write into the cotangent
+    assert "augmented operator" in template_problem(InlineProbe2)

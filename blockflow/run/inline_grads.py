@@ -26,11 +26,12 @@ def inline_vjp(w, st, gp: str, needs_flat, max_size: int):
     """(the expression of the vjp's result tuple, the names it reads) for step ``st`` written
     inline, or None when its vjp must be called: no template, a template for an input that
     needs a cotangent but is not of the output's shape, an input list, attrs, a random vjp, an
-    open or large shape (``max_size`` elements and the block's own ``inline_below``)."""
+    open or large shape (``max_size`` elements and the block's own ``inline_below``), a Gradients
+    block's backward whose cotangents may not have their slots' shapes (_seeds_fit)."""
     spec = st.spec
     vjp = spec.vjp
     table = getattr(vjp, "inline", None)
-    if table is None or st.attrs or "rng" in spec.vjp_context or len(st.outputs) != 1:
+    if table is None or st.attrs or "rng" in spec.vjp_context or len(st.outputs) != 1 or not _seeds_fit(w, gp):
         return None
     usable = _USABLE.get(spec)
     if usable is None:
@@ -56,6 +57,21 @@ def inline_vjp(w, st, gp: str, needs_flat, max_size: int):
         items.append(_code(w, template, values, one, st.index))
     reads = reads | {values["g"], values["out"]}
     return "(" + ", ".join(items) + ",)", reads
+
+
+def _seeds_fit(w, gp: str) -> bool:
+    """Whether the cotangents under prefix ``gp`` have their slots' shapes, as a template takes
+    for granted (Add's hands ``g`` on where its vjp's unbroadcast refuses a cotangent of another
+    shape): the run's own (its seed is checked against the target), or a Gradients block's
+    (prefix ``h{index}_``) seeded with ones or with ``grad_ys`` of its ``ys``' fixed shapes. A
+    ``grad_ys`` of an open size is not checked when the run gives it another."""
+    if gp == "g":
+        return True
+    st = w.program.steps[int(gp[1:-1])]
+    seeds = st.inputs[2] if len(st.inputs) > 2 and st.inputs[2] else ()
+    slots = w.slots
+    return all(None not in slots[y].type.shape and slots[s].type.shape == slots[y].type.shape
+               for y, s in zip(st.inputs[0], seeds))
 
 
 def _code(w, template, values: dict, one, index: int) -> str:

@@ -7,6 +7,11 @@ An elementwise block says what its vjp computes for an input whose shape is the 
 broadcast to undo) as a template, ``vjp.inline = {"x": (np.multiply, "g", "y")}``:
 
 - a tuple ``(ufunc, arg, ...)`` is that ufunc called on its arguments, in that order;
+- a tuple ``(operator.imul, call, arg)`` (or ``iadd``, ``isub``, ``itruediv``) is the vjp's
+  ``t *= arg`` on the new array ``call`` made: the result stays in ``t``'s dtype where a
+  cotangent of a wider one comes in (a Gradients block's float64 ``grad_ys`` into a float32
+  Tanh), as the vjp's does, where ``np.multiply(t, arg)`` would widen it; its first argument must
+  be a call (an array of the template's own, never a value);
 - a string is a value: ``"g"`` the output's cotangent, ``"out"`` the output, an input's name
   that input;
 - :data:`ONE_OF_OUTPUT` is 1 in the output's dtype; any other value is a constant.
@@ -18,6 +23,8 @@ its vjp), and may read only what the vjp declares it reads (``vjp.reads``). ``vj
 on large tensors). Imports nothing of blockflow.
 """
 from __future__ import annotations
+
+import operator
 
 __all__ = ["ONE_OF_OUTPUT", "template_values", "template_problem"]
 
@@ -57,7 +64,8 @@ def template_problem(spec) -> str | None:
         if name not in inputs:
             return f"{spec.name}: inline gradient for '{name}', which is not an input"
         if not _well_formed(template):
-            return f"{spec.name}: the inline gradient of '{name}' is not (ufunc, arg, ...) of values"
+            return (f"{spec.name}: the inline gradient of '{name}' is not (ufunc, arg, ...) of values "
+                    f"(an augmented operator's first argument a call)")
         extra = template_values(template) - {"g"} - reads
         if extra:
             return f"{spec.name}: the inline gradient of '{name}' reads {sorted(extra)}, which its vjp does not"
@@ -67,8 +75,14 @@ def template_problem(spec) -> str | None:
     return None
 
 
+#: the augmented operators a template may write into an array of its own with (``t *= g``)
+AUGMENTED = frozenset({operator.imul, operator.iadd, operator.isub, operator.itruediv})
+
+
 def _well_formed(template) -> bool:
     if isinstance(template, tuple):
+        if len(template) == 3 and template[0] in AUGMENTED:
+            return isinstance(template[1], tuple) and all(_well_formed(a) for a in template[1:])
         return (len(template) >= 2 and callable(template[0]) and hasattr(template[0], "nin")
                 and len(template) - 1 == template[0].nin and all(_well_formed(a) for a in template[1:]))
     return True
