@@ -445,8 +445,7 @@ class Page(PageLayout, PageBlocks):
         if old in self.feeds:
             self.feeds = _with_key_renamed(self.feeds, old, new)
         self._layout_renamed(old, new)
-        # an instance tying its Variables to this one names it: left behind, renaming the MLP of
-        # the FGSM sample made its adversarial pass an error ('no instance mlp beside it')
+        # instances using its Variables name it (left behind: the FGSM sample's mlp_adv failed)
         tied = tuple(nid for nid, node in self.nodes.items() if node.attrs.get(_SHARE_ATTR) == old)
         for nid in tied:
             self.nodes[nid].attrs[_SHARE_ATTR] = new
