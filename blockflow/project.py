@@ -114,6 +114,11 @@ class Edge:
 _SET_SRC, _SET_SRC_PORT, _SET_DST, _SET_DST_PORT, _SET_HASH = (getattr(Edge, n).__set__ for n in Edge.__slots__)
 
 
+#: composite.SHARE_ATTR (composite.py imports this module): the attr of an instance naming the
+#: instance beside it whose Variables it uses
+_SHARE_ATTR = "share_variables_with"
+
+
 class _Unset:
     """The type of UNSET."""
 
@@ -425,7 +430,8 @@ class Page(PageLayout, PageBlocks):
 
     def rename_node(self, old: str, new: str) -> Change:
         """Give a node a new id and make every reference follow: its place in the node order,
-        its wires, the loss mark, the plotted metrics and its saved feed."""
+        its wires, the loss mark, the plotted metrics, its saved feed and the instances beside it
+        that use its Variables (``share_variables_with``)."""
         problem = self.rename_problem(old, new)
         if problem:
             raise ProjectError(problem)
@@ -439,7 +445,11 @@ class Page(PageLayout, PageBlocks):
         if old in self.feeds:
             self.feeds = _with_key_renamed(self.feeds, old, new)
         self._layout_renamed(old, new)
-        return Change(self.name, True, node_renamed=(old, new))
+        # instances using its Variables name it (left behind: the FGSM sample's mlp_adv failed)
+        tied = tuple(nid for nid, node in self.nodes.items() if node.attrs.get(_SHARE_ATTR) == old)
+        for nid in tied:
+            self.nodes[nid].attrs[_SHARE_ATTR] = new
+        return Change(self.name, True, nodes_changed=tied, node_renamed=(old, new))
 
     def apply_state(self, updates: dict) -> None:
         """Store a run's state updates (``RunResult.state_updates``) in the Variables' nodes; a

@@ -18,7 +18,8 @@ from blockflow.compile.hierarchy import COMPOSITE_INPUT, COMPOSITE_OUTPUT, Hiera
 from blockflow.composite import composite_name
 from blockflow.compile.infer import Inference, read_only
 from blockflow.compile.wires import Wires
-from blockflow.compile.ordering import Dependencies, add_child, insert_child
+from blockflow.compile.ordering import (LATE, MANY_CHILDREN, Dependencies, add_child, defer_child, insert_child,
+                                        sort_deferred)
 from blockflow.compile.program import Diagnostic, Program
 from blockflow.datafiles import DataFiles
 from blockflow.project import Edge, Page, Project, split_port
@@ -290,20 +291,18 @@ class _Compiler:
                 self.error(nid, port, f"{spec.name} has no input '{port}' for the inline value")
 
     def _check_wires(self, specs) -> tuple[Wires, list, list]:
-        """The good wires (both ends exist, one wire per input); per block number the numbers
-        of the blocks its good wires go to, each once, in the order the schedule visits them
-        (by id; None for none); and per block number how many blocks' wires go into it.
-
-        The children are put in order here, as each wire is met: its destination's id is at
-        hand, and so are its siblings' (near it in page order), where a pass of its own
-        afterwards would read every id again from memory no cache holds on a big page."""
+        """The good wires (both ends exist, one wire per input); per block number the numbers of
+        the blocks its good wires go to, each once, in the order the schedule visits them (by id;
+        None for none); and per block number how many blocks' wires go into it. The children
+        are put in order here, as each wire is met: its destination's id is at hand, and so are
+        its siblings' (near it in page order), where a pass of its own afterwards would read
+        every id again from memory no cache holds on a big page."""
         page, index, nodes, inline = self.page, self.index, self.nodes, self.inline
         fed = Wires(index, len(self.ids))
         into, good, add_good, add_type, add_src = fed.into, fed.good, fed.good.append, fed.type.append, fed.src.append
         ids, numbers = self.ids, self.numbers
         n = len(numbers)
-        succ: list = [None] * len(ids)
-        indegree = [0] * len(ids)
+        succ, indegree, late = [None] * len(ids), [0] * len(ids), {}
         for e in page.edges:
             si, di, dst_port = index.get(e.src), index.get(e.dst), e.dst_port
             src = specs[si] if si is not None else None
@@ -329,7 +328,7 @@ class _Compiler:
             if g < n:
                 g = numbers[g]
             # Wires.add, written out: this loop runs once a wire
-            into[di] = g if wired is None else (wired, g) if type(wired) is int else wired + (g,)
+            into[di] = g if wired is None else (wired, g) if type(wired) is int else fed.grown(di, g)
             add_good(e)
             add_src(si)
             add_type(None)
@@ -341,11 +340,14 @@ class _Compiler:
                 if kids != di:
                     succ[si] = [kids, di] if e.dst > ids[kids] else [di, kids]
                     indegree[di] += 1
+            elif kids is LATE or len(kids) >= MANY_CHILDREN and e.dst <= ids[kids[-1]]:
+                defer_child(succ, late, indegree, si, di)     # a long list, sorted after the loop
             elif e.dst > ids[kids[-1]]:     # the common case: after its siblings
                 kids.append(di)
                 indegree[di] += 1
             elif insert_child(kids, di, ids):
                 indegree[di] += 1
+        sort_deferred(succ, late, indegree, ids)
         return fed, succ, indegree
 
     def _check_end(self, e: Edge, nid: str, port: str, outgoing: bool, specs) -> bool:

@@ -207,8 +207,8 @@ class Inference:
         A block whose spec, attrs dict and input type objects are those of one typed before is
         typed by one look-up: that block's dtypes passed their check and its infer gave these."""
         slots, good, wire_type, src, outs_at = self.slots, self.fed.good, self.fed.type, self.fed.src, self.outs_at
-        wired = self.fed.into[i]     # one wire's place, a tuple of them, or None (wires.py)
-        wired = wired if type(wired) is tuple else () if wired is None else (wired,)
+        wired = self.fed.into[i]     # one wire's place, a tuple or list of them, or None (wires.py)
+        wired = () if wired is None else (wired,) if type(wired) is int else wired
         if len(wired) != len(plan.inputs):
             return False     # an input is not wired (each wire goes to a declared input, one each)
         inputs, args, in_edges, ids = [], [], [], [spec, id(attrs)]

@@ -14,12 +14,19 @@ Batch k is the batch blockflow's training step k gives (the same rows, the same 
 processes each takes every N-th row of it and DistributedDataParallel averages their gradients,
 so the step is the one-process step when the batch divides evenly and the loss is a mean.
 """
+import os
+import sys
+
+# Python puts this file's folder first on sys.path, and the module exported beside it may be
+# named like a module torch or numpy imports (typing.py, inspect.py): it would be imported in that
+# module's place. It is loaded by its path (load_model_module), so the folder leaves the path.
+_FOLDER = os.path.dirname(os.path.realpath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.realpath(p or os.curdir) != _FOLDER]
+
 import argparse
 import csv
 import importlib.util
 import math
-import os
-import sys
 import time
 from pathlib import Path
 

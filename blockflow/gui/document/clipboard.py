@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from blockflow.io import rules
 from blockflow.io.project_io import dumps_project, loads_project
 from blockflow.errors import ProjectError
+from blockflow.composite import SHARE_ATTR
 from blockflow.project import Edge, Page, Project, fresh_id
 
 # A fragment of a page: JSON of a one-page project (fragment_text writes it).
@@ -76,6 +77,10 @@ def pasting(pg: Page, text: str, position=None) -> Pasting:
     nodes = [replace(copy.deepcopy(node), id=mapping[nid],
                      position=(node.position[0] + dx, node.position[1] + dy))
              for nid, node in frag.nodes.items()]
+    for node in nodes:      # an instance tied to one copied with it ties to the copy, as wires follow
+        share = node.attrs.get(SHARE_ATTR)
+        if isinstance(share, str) and share in mapping:
+            node.attrs[SHARE_ATTR] = mapping[share]
     feeds = {mapping[nid]: value for nid, value in frag.feeds.items() if nid in mapping}
     edges = [Edge(mapping[e.src], e.src_port, mapping[e.dst], e.dst_port) for e in frag.edges]
     bends = {Edge(mapping[e.src], e.src_port, mapping[e.dst], e.dst_port): tuple((x + dx, y + dy) for x, y in p)
