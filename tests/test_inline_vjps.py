@@ -91,13 +91,16 @@ def test_a_broadcast_input_or_a_large_one_calls_the_vjp(monkeypatch):
     assert f"= b{big.step('blk').index}_" in next(iter(big.cache("plans").values())).source
 
 
-def test_a_template_reading_what_its_vjp_does_not_is_refused():
-    @block("InlineProbe", category="test")
-    class InlineProbe:
+def _probe(name, gradient):
+    """A block "x doubled" whose vjp is ``gradient``, declared as a block library would."""
+
+    @block(name, category="test")
+    class Probe:
         """x doubled."""
 
         inputs = (Input("x"),)
         outputs = (Output("y"),)
+        vjp = gradient
 
         def infer(x):
             return x
@@ -105,12 +108,16 @@ def test_a_template_reading_what_its_vjp_does_not_is_refused():
         def forward(x):
             return x + x
 
-        def vjp(g, out, x):
-            return (g + g,)
+    return Probe
 
-        vjp.reads = ()
-        vjp.inline = {"x": (np.add, "g", "x")}
 
+def test_a_template_reading_what_its_vjp_does_not_is_refused():
+    def vjp(g, out, x):
+        return (g + g,)
+
+    vjp.reads = ()
+    vjp.inline = {"x": (np.add, "g", "x")}
+    InlineProbe = _probe("InlineProbe", vjp)
     assert "reads ['x']" in template_problem(InlineProbe)
     InlineProbe.vjp.inline = {"z": (np.add, "g", "g")}
     assert "not an input" in template_problem(InlineProbe)
@@ -176,25 +183,13 @@ def test_a_gradients_block_seeded_by_its_ys_shape_writes_inline(monkeypatch):
 def test_an_augmented_operator_writes_only_into_an_array_of_its_own():
     import operator
 
-    @block("InlineProbe2", category="test")
-    class InlineProbe2:
-        """x doubled."""
+    def vjp(g, out, x):
+        t = g + g
+        t *= x
+        return (t,)
 
-        inputs = (Input("x"),)
-        outputs = (Output("y"),)
-
-        def infer(x):
-            return x
-
-        def forward(x):
-            return x + x
-
-        def vjp(g, out, x):
-            t = g + g
-            t *= x
-            return (t,)
-
-        vjp.inline = {"x": (operator.imul, (np.add, "g", "g"), "x")}
+    vjp.inline = {"x": (operator.imul, (np.add, "g", "g"), "x")}
+    InlineProbe2 = _probe("InlineProbe2", vjp)
 
     assert template_problem(InlineProbe2) is None
     InlineProbe2.vjp.inline = {"x": (operator.imul, "g", "x")}   # would write into the cotangent
