@@ -81,11 +81,14 @@ def _square_vjp(g, out, x):
 
 Square = _unary("Square", lambda x: x * x, _square_vjp, dtype="number",
                 rule="dx = 2 · g · x", doc="""Elementwise ``x * x``.""")
+# the vjp's t = g * x; t += t: the product twice, the same sum (blockflow/spec/inline.py)
+Square.vjp.inline = {"x": (np.add, (np.multiply, "g", "x"), (np.multiply, "g", "x"))}
 
 
 Sqrt = _unary("Sqrt", np.sqrt, lambda g, out, x: (g / (out + out),), rule="dx = g / (2 · y)", doc="""
     Elementwise square root; ``nan`` for negative entries.
     """)
+Sqrt.vjp.inline = {"x": (np.divide, "g", (np.add, "out", "out"))}   # (blockflow/spec/inline.py)
 
 
 def _exp_vjp(g, out, x):
@@ -118,6 +121,7 @@ Exp = _unary("Exp", np.exp, _exp_vjp, rule="dx = g · y", doc="""
 Log = _unary("Log", np.log, lambda g, out, x: (g / x,), rule="dx = g / x", doc="""
     Elementwise natural logarithm; ``-inf`` at 0 and ``nan`` for negative entries.
     """)
+Log.vjp.inline = {"x": (np.divide, "g", "x")}   # (blockflow/spec/inline.py)
 
 
 def _tanh_vjp(g, out, x):
@@ -180,6 +184,7 @@ Abs = _unary("Abs", np.abs, lambda g, out, x: (g * np.sign(x),), dtype="number",
 
     The gradient is ``g * sign(x)``: 0 at exactly ``x = 0``, as in TensorFlow.
     """)
+Abs.vjp.inline = {"x": (np.multiply, "g", (np.sign, "x"))}   # (blockflow/spec/inline.py)
 
 
 Sign = _unary("Sign", np.sign, dtype="number", doc="""

@@ -6,6 +6,8 @@ Imports only blockflow.spec and numpy.
 """
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from blockflow.spec import DTYPE_NAMES, Attr, Input, Output, ShapeError, TensorType, block, reserve
@@ -212,6 +214,8 @@ class Softplus:
         return (t,)
 
     vjp.fresh_result = True  # new arrays, one per input (run/lower.py, _accumulate)
+    # written inline by the runtime on small tensors (blockflow/spec/inline.py)
+    vjp.inline = {"features": (operator.imul, (np.exp, (np.subtract, "features", "out")), "g")}
 
 
 #: values of float64 work at a time in _softplus_float32 (two such arrays, 1 MiB)
