@@ -225,7 +225,8 @@ class Gradients:
     through a StopGradient (or not at all) gets zeros. This is how TensorFlow 1 programs build
     adversarial examples (FGSM: ``x_adv = StopGradient(x + eps * Sign(dx))``) and optimizer
     updates drawn by hand (``ApplyGradientDescent(var, lr, dx)``). The outputs are not
-    differentiable themselves (no second-order gradients).
+    differentiable themselves (no second-order gradients). Each ``grad_ys[j]`` has its y's dtype
+    and shape: checked when the page compiles, and when it runs where a size is left open.
     """
 
     role = "gradients"
@@ -239,8 +240,10 @@ class Gradients:
         if grad_ys and len(grad_ys) != len(ys):
             raise ShapeError(f"Gradients: {len(grad_ys)} grad_ys for {len(ys)} ys; give one per y or none")
         for i, (y, g) in enumerate(zip(ys, grad_ys)):
-            if len(y.shape) != len(g.shape) or any(a is not None and b is not None and a != b
-                                                   for a, b in zip(y.shape, g.shape)):
+            # TensorFlow's gradient functions take a seed of its y's dtype; another one flowed
+            # through the vjps and gave gradients of its dtype
+            if y.dtype != g.dtype or len(y.shape) != len(g.shape) or any(
+                    a is not None and b is not None and a != b for a, b in zip(y.shape, g.shape)):
                 raise ShapeError(f"Gradients: grad_ys[{i}] {g} does not match ys[{i}] {y}")
         return [TensorType(x.shape, x.dtype) for x in xs]
 

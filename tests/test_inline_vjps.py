@@ -159,7 +159,8 @@ def _dx(monkeypatch, inline, project, feeds, record):
 @pytest.mark.parametrize("record", [False, True])
 def test_a_wider_cotangent_keeps_the_vjps_dtype(monkeypatch, name, record):
     # a Gradients block's float64 grad_ys into float32 blocks: Tanh's and Sigmoid's vjps write
-    # g into their own float32 array (t *= g); np.multiply(t, g) gave float64
+    # g into their own float32 array (t *= g); np.multiply(t, g) gave float64. Such a page is now
+    # refused when it compiles (the next test): both ways still give the same outcome
     project = _gradients_page(name, "float64", [5])
     feeds = {"x": _inputs(name, 5, np.float32), "gy": RNG.normal(size=5)}
     inlined = _dx(monkeypatch, True, project, feeds, record)
@@ -202,3 +203,27 @@ def test_an_augmented_operator_writes_only_into_an_array_of_its_own():
     assert template_problem(InlineProbe2) is None
     InlineProbe2.vjp.inline = {"x": (operator.imul, "g", "x")}   # would write into the cotangent
     assert "augmented operator" in template_problem(InlineProbe2)
+
+
+def test_a_grad_ys_of_another_dtype_is_refused_when_the_page_compiles():
+    # TensorFlow's gradient functions take a seed of its y's dtype; a float64 one into a float32
+    # Tanh gave a float64 gradient through the vjp (a wider cotangent)
+    program = compile_project(_gradients_page("Tanh", "float64", [5]))
+    assert not program.ok
+    assert any("grad_ys[0] float64[5] does not match ys[0] float32[5]" in str(e) for e in program.errors)
+
+
+@pytest.mark.parametrize("size", [1, 7])
+@pytest.mark.parametrize("record", [False, True])
+def test_an_open_grad_ys_of_another_shape_is_refused_when_the_page_runs(monkeypatch, size, record):
+    # a [1] seed broadcast silently through Tanh's vjp; a [7] one failed inside a vjp
+    for inline in (True, False):
+        monkeypatch.setattr(lower, "INLINE_VJPS", inline)
+        program = compile_project(_gradients_page("Tanh", "float32", [-1]))
+        feeds = {"x": np.ones(5, np.float32), "gy": np.ones(size, np.float32)}
+        with pytest.raises(Exception) as info:
+            run(program, feeds, fetch=["G:dx[0]"], record=record)
+        text = str(info.value)
+        assert "main/G (Gradients)" in text and f"grad_ys[0] has shape [{size}] but ys[0] has [5]" in text, text
+        good = run(program, {"x": np.ones(5, np.float32), "gy": np.ones(5, np.float32)}, fetch=["G:dx[0]"], record=record)
+        assert good.value("G", "dx[0]").shape == (5,)

@@ -12,7 +12,7 @@ from blockflow.run.memplan import Line
 from blockflow.run.memplan import parts as memparts
 from blockflow.spec import TensorType
 
-__all__ = ["needs_by_input", "nbytes", "parts_of_updates", "struct_expr", "with_frees"]
+__all__ = ["checked_seed", "needs_by_input", "nbytes", "parts_of_updates", "seed_fits", "struct_expr", "with_frees"]
 
 
 def needs_by_input(st: Step, needs_flat) -> tuple:
@@ -82,3 +82,24 @@ def parts_of_updates(st: Step, slots) -> tuple:
         if decl.ref and st.inputs[pos] is not None:
             items.append((decl.name, st.inputs[pos], f"the new value of '{decl.name}'"))
     return memparts(items)
+
+
+def checked_seed(slots, seed_slot: int, seed: str, reads: set, y: int, i: int) -> tuple:
+    """(the expression of a Gradients block's ``grad_ys[i]`` seed, slot ``seed_slot`` read as
+    ``seed``, for ``ys[i]``, slot ``y``; the names it reads): the seed itself where both types
+    fix the same shape or the seed is a constant (checked when the page compiles), else the
+    seed checked against the value of ``ys[i]`` at run time (``seed_fits``): an open-sized
+    grad_ys of another shape flowed into the vjps and gave gradients of the wrong shape."""
+    shape = slots[y].type.shape
+    if not reads or (None not in shape and slots[seed_slot].type.shape == shape):
+        return seed, reads
+    return f"_seed_fits({seed}, s{y}, {i})", reads | {f"s{y}"}
+
+
+def seed_fits(seed, y, i: int):
+    """``seed``, after checking it has the shape of ``y`` (a Gradients block's ``grad_ys[i]`` and
+    ``ys[i]`` at run time)."""
+    if getattr(seed, "shape", ()) != getattr(y, "shape", ()):
+        raise ValueError(f"grad_ys[{i}] has shape {list(getattr(seed, 'shape', ()))} but ys[{i}] has "
+                         f"{list(getattr(y, 'shape', ()))}; a seed must have its y's shape")
+    return seed

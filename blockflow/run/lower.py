@@ -19,7 +19,8 @@ from blockflow.compile.gradpaths import GradientPaths
 from blockflow.compile.program import Program, Step
 from blockflow.project import Edge
 from blockflow.run.certify import certificates
-from blockflow.run.code_parts import needs_by_input, nbytes, parts_of_updates, struct_expr, with_frees
+from blockflow.run.code_parts import (checked_seed, needs_by_input, nbytes, parts_of_updates, seed_fits, struct_expr,
+                                      with_frees)
 from blockflow.run.fold import finish_known, folded_call, known_part, known_seed
 from blockflow.run.inline_grads import inline_vjp
 from blockflow.run.kept import KeptArrays, add_into, keep_array
@@ -59,8 +60,7 @@ HOIST_STREAMS = True
 IN_PLACE_MIN_SIZE = 1 << 12
 #: the largest seed bound as a ones array (a copy of a larger one costs what np.ones_like does)
 _SEED_MAX_SIZE = 1 << 12
-#: compute a small elementwise step's gradients inline from its block's ``vjp.inline`` template,
-#: below IN_PLACE_MIN_SIZE elements (run/inline_grads.py; off: the vjp is called; the tests compare)
+#: small elementwise gradients written inline from ``vjp.inline`` templates (run/inline_grads.py)
 INLINE_VJPS = True
 #: let the run's backward take a Gradients block's cotangents, scaled, where they are its own
 #: (see _Writer.shared_cotangents; off: the backward computes them again)
@@ -190,7 +190,7 @@ class _Writer:
         self.program = program
         self.slots = program.slots
         self.ns: dict = {"_fail": fail, "_ones": np.ones_like, "_zeros": np.zeros_like, "_R": rng,
-                         "_FILES": program.files, "_iadd": add_into, "_keep": keep_array}
+                         "_FILES": program.files, "_iadd": add_into, "_keep": keep_array, "_seed_fits": seed_fits}
         self.lines: list[Line] = []  # code, names read and written, what they hold, the step cursor
         self.prevented_by_gradients = None
         #: slots whose arrays are kept across runs (overwrite.reusable_slots), and the buffer index of each
@@ -337,8 +337,7 @@ class _Writer:
         return fn, parts
 
     def _stream(self, st: Step) -> str:
-        """A random block's generator for its forward (HOIST_STREAMS: moved first, on a line that
-        names the block; nothing draws from it before its forward, its vjp moves it back)."""
+        """A random block's generator for its forward (HOIST_STREAMS: moved first, on its line)."""
         if not HOIST_STREAMS:
             return f"_R({st.index}, D)"
         name = f"r{st.index}"
@@ -553,6 +552,7 @@ class _Writer:
             if i < len(seeds_in):
                 seed, reads = self.arg(seeds_in[i])
                 held = alias(seed) if reads else RESIDENT
+                seed, reads = checked_seed(self.slots, seeds_in[i], seed, reads, y, i)
             else:
                 seed, reads, held = self.ones(y), {f"s{y}"}, made
             name = f"{gp}{y}"
