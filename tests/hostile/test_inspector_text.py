@@ -104,3 +104,16 @@ def test_a_value_past_its_spin_box_from_the_file_is_named_under_the_field(doc, i
     said = inspector.fields["attr:depth_radius"].error.text()
     assert said.startswith(f"the project holds {2**40:g}, outside the range this field takes")
     assert doc.page().nodes[nid].attrs["depth_radius"] == 2**40      # shown, not changed
+
+
+@pytest.mark.parametrize("block,attr", [("CsvDataset", "path"), ("Einsum", "equation")])
+def test_a_text_attr_holding_nul_is_refused_as_typed_not_at_save(doc, inspector, block, attr):
+    from blockflow.io.project_io import dumps_project
+
+    nid = doc.add_node(block, (0, 0))
+    inspector.set_nodes([nid])
+    steps = doc.undo_stack.count()
+    said = typed(inspector, "attr:" + attr, "a\x00b")
+    assert said == "the text contains U+0000 (NUL) at offset 1, which no text in a project may hold"
+    assert doc.undo_stack.count() == steps
+    dumps_project(doc.project)          # before, the project could no longer be saved
