@@ -82,8 +82,13 @@ class SelectionEditing:
             mime = QApplication.clipboard().mimeData()
             if mime is None:
                 return []
-            text = bytes(mime.data(FRAGMENT_MIME)).decode("utf-8") if mime.hasFormat(FRAGMENT_MIME) \
-                else mime.text()
+            try:     # any program may put any bytes under blockflow's type
+                text = bytes(mime.data(FRAGMENT_MIME)).decode("utf-8") if mime.hasFormat(FRAGMENT_MIME) \
+                    else mime.text()
+            except UnicodeDecodeError as exc:
+                self.status_message.emit(f"cannot paste: the clipboard's blockflow fragment is not UTF-8 text "
+                                         f"(byte 0x{exc.object[exc.start]:02x} at offset {exc.start})")
+                return []
         if not text:
             return []
         return self.place.paste(text)

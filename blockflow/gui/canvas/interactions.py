@@ -27,6 +27,7 @@ from PySide6.QtWidgets import QGraphicsView
 
 from blockflow.errors import ProjectError
 from blockflow.project import Edge, Node, Page
+from blockflow.textsafe import for_terminal
 from blockflow.spec import SCOPE_PORT
 from blockflow.present.nodeview import node_data
 from blockflow.gui.canvas.items import LiveWireItem, NodeItem
@@ -508,7 +509,8 @@ class PlaceAt:
         place where it covers no block); its id ("" when there is no such block)."""
         view, doc = self.view, self.view.doc
         if doc.blocks.get(block) is None:
-            view.status_message.emit(f"there is no block called '{block}'")
+            shown = for_terminal(block if len(block) <= 80 else block[:80] + "...")   # any program's drop
+            view.status_message.emit(f"there is no block called '{shown}'")
             return ""
         refusal = doc.nesting_problem(block)
         if refusal:

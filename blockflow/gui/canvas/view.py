@@ -457,7 +457,7 @@ class DiagramView(SelectionEditing, ZoomingView, QGraphicsView):
         if not event.mimeData().hasFormat(BLOCK_MIME):
             event.ignore()
             return
-        name = bytes(event.mimeData().data(BLOCK_MIME)).decode("utf-8").strip()
+        name = bytes(event.mimeData().data(BLOCK_MIME)).decode("utf-8", "replace").strip()   # any program's bytes
         self.palette_splice.drop(name, self.mapToScene(event.position().toPoint()))
         event.acceptProposedAction()
         self.setFocus()

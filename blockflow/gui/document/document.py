@@ -63,6 +63,9 @@ def checked_attr(spec, node_id: str, name: str, value):
         raise ProjectError(str(exc)) from None
     except ValueError as exc:
         raise AttrValueError(f"attr '{name}' of {node_id}: {exc}", str(exc)) from None
+    if isinstance(canonical, str) and text_problem(canonical):     # the file could not be saved
+        reason = f"the text {text_problem(canonical)}"
+        raise AttrValueError(f"attr '{name}' of {node_id}: {reason}", reason)
     return list(canonical) if isinstance(canonical, tuple) else canonical
 
 
@@ -467,17 +470,24 @@ class Document(CompositeEdits, TrainingEdits, LayoutEdits, FragmentEdits, QObjec
     def remove_page(self, name: str) -> None:
         if len(self.project.pages) == 1:
             raise ProjectError("a project keeps at least one page")
-        self.project.page(name)
+        self._refuse(self._page_problem(name))
         self.undo_stack.push(C.RemovePageCommand(self, name))
 
     def rename_page(self, old: str, new: str) -> None:
         if old == new:
             return
-        self.project.page(old)
-        self._refuse(self.project.new_page_problem(new))
+        self._refuse(self._page_problem(old) or self.project.new_page_problem(new))
         self.undo_stack.push(C.RenamePageCommand(self, old, new))
 
+    def _page_problem(self, name: str) -> str:
+        """A page edit's name must be a page's: project.page also finds a composite's diagram
+        ("@G"), which renamed as a page broke the undo stack and removed as one crashed."""
+        if any(p.name == name for p in self.project.pages):
+            return ""
+        return f"'{name}' is a composite's diagram, not a page" if name.startswith("@") else f"no page named '{name}'"
+
     def move_page(self, name: str, index: int) -> None:
+        self._refuse(self._page_problem(name))
         names = [p.name for p in self.project.pages]
         if names.index(name) != index:
             self.undo_stack.push(C.MovePageCommand(self, name, index))

@@ -230,7 +230,7 @@ class MainWindow(FilesMixin, CompositesMixin, ModelExportMixin, ModelImportMixin
             self.rename_page(self.tabs.tabData(index))
 
     def rename_page(self, name: str | None = None) -> bool:
-        name = name or self.document.current_page
+        name = name or self.document.host_page()      # the page whose tab is current, not "@G" opened
         new, ok = QInputDialog.getText(self, "Rename page",
                                        "New name (it is also the scope of the page's blocks):", text=name)
         if not ok or new.strip() == name:
@@ -243,7 +243,7 @@ class MainWindow(FilesMixin, CompositesMixin, ModelExportMixin, ModelImportMixin
         return True
 
     def delete_page(self, name: str | None = None) -> bool:
-        name = name or self.document.current_page
+        name = name or self.document.host_page()
         if len(self.document.project.pages) < 2:
             QMessageBox.information(self, "Delete page", "A project keeps at least one page.")
             return False
@@ -259,7 +259,7 @@ class MainWindow(FilesMixin, CompositesMixin, ModelExportMixin, ModelImportMixin
 
     def _step_page(self, step: int) -> None:
         names = [p.name for p in self.document.project.pages]
-        i = names.index(self.document.current_page)
+        i = names.index(self.document.host_page())
         self.document.set_current_page(names[(i + step) % len(names)])
 
     # ------------------------------------------------------------------------- help

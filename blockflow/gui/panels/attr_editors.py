@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 
 import numpy as np
 from PySide6.QtGui import QColor, QPalette, QValidator
 from PySide6.QtWidgets import QCheckBox, QComboBox, QDoubleSpinBox, QLineEdit, QSpinBox, QWidget
 
 from blockflow.errors import ProjectError
-from blockflow.spec import ATTR_KINDS
+from blockflow.spec import ATTR_KINDS, fit_dtype
 from blockflow.gui.common.plaintext import literal, plain_label
 from blockflow.gui.document.document import AttrValueError, same_attr_value
 
@@ -52,22 +53,33 @@ def format_value(value) -> str:
     return _scalar_text(value)
 
 
-def parse_json_value(text: str):
-    """JSON text to a Python value; raises ValueError with a short reason."""
+def parse_json_value(text: str, cut_at: int | None = None):
+    """JSON text to a Python value; raises ValueError with a short reason. ``cut_at``: the
+    length a line edit holds, where Qt cut what was pasted into it without a word."""
+    if cut_at is not None and len(text) >= cut_at:
+        raise ValueError(f"the text fills the field's {cut_at:,} characters: what was pasted was cut "
+                         "there (a feed longer than that: Load from file…)")
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:      # [[[[... a thousand deep
+        raise ValueError("not valid JSON here: nested too deeply") from None
+    except ValueError:          # Python's limit on the digits of an integer it reads
+        raise ValueError(f"an integer of more than {sys.get_int_max_str_digits():,} digits") from None
 
 
 def numeric_array(value, dtype=None) -> np.ndarray:
+    """A typed value as an array of numbers; with ``dtype``, one whose numbers all fit it
+    (spec.fit_dtype: no fraction, overflow or NaN cast away without a word)."""
     try:
-        arr = np.asarray(value) if dtype is None else np.asarray(value, dtype=dtype)
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"expected numbers: {exc}") from None
-    if arr.dtype.kind not in "biuf":
-        raise ValueError("expected a number or a nested list of numbers")
-    return arr
+        arr = np.asarray(value)
+    except (ValueError, TypeError, OverflowError):
+        raise ValueError("expected a number or nested lists of numbers, every row of one length") from None
+    if arr.dtype.kind not in "biuf":    # null, a string, an object, rows of different lengths, 2^64
+        raise ValueError("expected a number or nested lists of numbers, every row of one length, "
+                         "each an int64 or a float")
+    return arr if dtype is None else fit_dtype(arr, dtype)
 
 
 def error_color(palette: QPalette) -> QColor:
@@ -119,12 +131,13 @@ class Field:
         self.error.setPalette(pal)
 
     def load(self, value) -> None:
+        """Show ``value``; a ``load`` that cannot show it returns why, shown under the field."""
         self.widget.blockSignals(True)
         try:
-            self._load(value)
+            problem = self._load(value)
         finally:
             self.widget.blockSignals(False)
-        self.show_error("")
+        self.show_error(problem if isinstance(problem, str) else "")
 
     def apply(self, value_getter) -> None:
         """Compute the value (may raise ValueError) and hand it to the document."""
@@ -192,6 +205,8 @@ class NumberEditor(AttrEditor):
 
     def field(self, decl, commit, panel):
         number = self.number
+        if number is int and not _spin_box_holds(decl):
+            return WideIntEditor().field(decl, commit, panel)
         w = self.box()
         lo = number(decl.min) if decl.min is not None else -self.big
         hi = number(decl.max) if decl.max is not None else self.big
@@ -201,8 +216,44 @@ class NumberEditor(AttrEditor):
         w.setRange(lo, hi)
         w.setKeyboardTracking(False)
         unset = lo if decl.required else None
-        f = Field(w, commit, lambda v: w.setValue(lo if v is None else number(v)), panel)
+
+        def load(v):
+            if v is not None and not lo <= v <= hi:     # a file's value past the attr's range
+                w.setValue(lo)
+                return (f"the project holds {v:g}, outside the range this field takes "
+                        f"({number(lo):g} to {number(hi):g}): pick a value")
+            w.setValue(lo if v is None else number(v))
+            return None
+
+        f = Field(w, commit, load, panel)
         w.valueChanged.connect(lambda v: f.apply(lambda: None if v == unset else number(v)))
+        return f
+
+
+def _spin_box_holds(decl) -> bool:
+    """Does a QSpinBox (an int32) hold every value of int attr ``decl`` (and one below, for
+    "(required)")?"""
+    return decl.min is not None and decl.max is not None and -2**31 < decl.min and decl.max <= 2**31 - 1
+
+
+class WideIntEditor(AttrEditor):
+    """An int attr whose range passes a QSpinBox's int32 (a seed, an axis, a mask): the whole
+    number typed in a line, any int64 the attr allows (a file's seed of 2^40 made loading the
+    spin box raise OverflowError); cleared: unset."""
+
+    def field(self, decl, commit, panel):
+        w = json_line("(required)" if decl.required else f"a whole number, default {decl.default}")
+        f = Field(w, commit, lambda v: w.setText("" if v is None else str(v)), panel)
+
+        def parsed():
+            text = w.text().strip()
+            if not text:
+                return None
+            if not text.lstrip("+-").isdecimal() or len(text) > 40:
+                raise ValueError(f"expected a whole number, got '{text[:40]}'")
+            return int(text)
+
+        w.editingFinished.connect(lambda: f.apply(parsed))
         return f
 
 
@@ -234,7 +285,7 @@ class JsonEditor(AttrEditor):
 
         def parsed():
             text = w.text().strip()
-            return parse_json_value(text) if text else None
+            return parse_json_value(text, w.maxLength()) if text else None
 
         w.editingFinished.connect(lambda: f.apply(parsed))
         return f

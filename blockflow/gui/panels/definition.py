@@ -96,7 +96,7 @@ class DefinitionForm(QWidget):
     def _row_param(self, i: int, old: Attr) -> Attr:
         name, kind, default, doc = self.rows[i]
         text = default.text().strip()
-        value = dataclasses.fields(Attr)[2].default if not text else parse_json_value(text)
+        value = dataclasses.fields(Attr)[2].default if not text else parse_json_value(text, default.maxLength())
         p = Attr(name.text().strip(), kind.currentText(), value, old.choices, old.min, old.max,
                  doc.text(), old.fits)
         if not p.required:

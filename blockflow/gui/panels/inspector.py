@@ -299,7 +299,7 @@ class InspectorPanel(QWidget):
                 return      # a big feed shown as its summary, left as it is
             dtype = doc.page().nodes[self.node_id].attrs.get("dtype", spec.attr_map["dtype"].default) \
                 if "dtype" in spec.attr_map else None
-            arr = numeric_array(parse_json_value(text), dtype if dtype in DTYPE_NAMES else None)
+            arr = numeric_array(parse_json_value(text, edit.maxLength()), dtype if dtype in DTYPE_NAMES else None)
             old = doc.page().feeds.get(self.node_id)
             if old is None or not same_array(old, arr):
                 doc.set_feed(self.node_id, arr)
@@ -394,7 +394,7 @@ class InspectorPanel(QWidget):
                 if decl.name in node.inputs:
                     doc.set_inline(self.node_id, decl.name, None)
                 return
-            arr = numeric_array(parse_json_value(text))
+            arr = numeric_array(parse_json_value(text, w.maxLength()))
             old = node.inputs.get(decl.name)
             if old is None or not same_array(old, arr):
                 doc.set_inline(self.node_id, decl.name, arr)
