@@ -18,7 +18,9 @@ import copy
 from dataclasses import dataclass, field
 
 from blockflow.errors import ProjectError
-from blockflow.project import Change, Page, Project, text_problem, valid_node_id
+# SHARE_ATTR: the instance attr naming another instance (same page or definition) whose
+# Variables it uses, kept in project.py, whose renames follow it
+from blockflow.project import SHARE_ATTR, Change, Page, Project, text_problem, valid_node_id
 from blockflow.spec import Attr, BlockSpec, Input, Output
 
 __all__ = ["Composite", "PREFIX", "PARAM_REF", "DIM_REF", "SHARE_ATTR", "block_name", "composite_name",
@@ -36,8 +38,6 @@ OUTPUT_BLOCK = "Output"
 PREFIX = "@"
 PARAM_REF = "$param"
 DIM_REF = "$dim"
-#: the instance attr naming another instance (same page or definition) whose Variables it uses
-SHARE_ATTR = "share_variables_with"
 #: how deep instances may nest inside instances (a bound on what a file can make a compile do)
 MAX_NESTING = 32
 

@@ -114,9 +114,9 @@ class Edge:
 _SET_SRC, _SET_SRC_PORT, _SET_DST, _SET_DST_PORT, _SET_HASH = (getattr(Edge, n).__set__ for n in Edge.__slots__)
 
 
-#: composite.SHARE_ATTR (composite.py imports this module): the attr of an instance naming the
-#: instance beside it whose Variables it uses
-_SHARE_ATTR = "share_variables_with"
+#: the attr of a composite instance naming the instance beside it whose Variables it uses (here,
+#: as renames follow it; composite.py, which imports this module, gives it to the rest)
+SHARE_ATTR = "share_variables_with"
 
 
 class _Unset:
@@ -446,9 +446,9 @@ class Page(PageLayout, PageBlocks):
             self.feeds = _with_key_renamed(self.feeds, old, new)
         self._layout_renamed(old, new)
         # instances using its Variables name it (left behind: the FGSM sample's mlp_adv failed)
-        tied = tuple(nid for nid, node in self.nodes.items() if node.attrs.get(_SHARE_ATTR) == old)
+        tied = tuple(nid for nid, node in self.nodes.items() if node.attrs.get(SHARE_ATTR) == old)
         for nid in tied:
-            self.nodes[nid].attrs[_SHARE_ATTR] = new
+            self.nodes[nid].attrs[SHARE_ATTR] = new
         return Change(self.name, True, nodes_changed=tied, node_renamed=(old, new))
 
     def apply_state(self, updates: dict) -> None:

@@ -63,8 +63,9 @@ def checked_attr(spec, node_id: str, name: str, value):
         raise ProjectError(str(exc)) from None
     except ValueError as exc:
         raise AttrValueError(f"attr '{name}' of {node_id}: {exc}", str(exc)) from None
-    if isinstance(canonical, str) and text_problem(canonical):     # the file could not be saved
-        reason = f"the text {text_problem(canonical)}"
+    problem = text_problem(canonical) if isinstance(canonical, str) else None
+    if problem:     # the file could not be saved
+        reason = f"the text {problem}"
         raise AttrValueError(f"attr '{name}' of {node_id}: {reason}", reason)
     return list(canonical) if isinstance(canonical, tuple) else canonical
 
