@@ -16,7 +16,8 @@ import numpy as np
 
 from blockflow.compile.hierarchy import COMPOSITE_INPUT, COMPOSITE_OUTPUT, Hierarchy, ref_inside
 from blockflow.composite import composite_name
-from blockflow.compile.infer import Inference, read_only
+from blockflow.compile.attr_values import attrs_key, read_only
+from blockflow.compile.infer import Inference
 from blockflow.compile.wires import Wires
 from blockflow.compile.ordering import (LATE, MANY_CHILDREN, Dependencies, add_child, defer_child, insert_child,
                                         sort_deferred)
@@ -429,35 +430,6 @@ class _Compiler:
 
 
 _PORT_BLOCKS = frozenset({COMPOSITE_INPUT, COMPOSITE_OUTPUT})
-_ATOMS = frozenset({str, int, bool, type(None)})
-
-
-def attrs_key(attrs: dict):
-    """A hashable stand-in for an attrs dict of plain values (what a project file holds), equal
-    only for dicts that validate alike: types are kept (1, 1.0 and True are equal in Python) and
-    floats go by their repr (0.0 and -0.0 differ, a NaN equals itself). None for anything else
-    (arrays, numpy scalars, dicts), which is then checked on its own."""
-    if not attrs:
-        return ()
-    parts = []
-    for name, value in attrs.items():
-        v = _plain(value)
-        if v is None:
-            return None
-        parts.append((name, v))
-    return tuple(parts)
-
-
-def _plain(value, depth=0):
-    t = type(value)
-    if t in _ATOMS:
-        return t, value
-    if t is float:
-        return t, repr(value)
-    if (t is list or t is tuple) and depth < 4:
-        items = tuple(_plain(v, depth + 1) for v in value)
-        return None if None in items else (t, items)
-    return None
 
 
 def _induced(nx, graph, keep):

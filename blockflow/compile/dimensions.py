@@ -4,9 +4,15 @@ resolved when those blocks are typed (infer.py asks; flatten.py made the DimRefs
 """
 from __future__ import annotations
 
-from blockflow.spec import ShapeError, TensorType
+from blockflow.compile.attr_values import attrs_key, read_only
+from blockflow.spec import AttrError, ShapeError, TensorType
 
 __all__ = ["Dimensions"]
+
+
+#: attrs whose value flatten.py makes differ from one instance's copy of a block to the next,
+#: whatever the composite says: the seed, mixed with the copy's flat id
+PER_INSTANCE = ("seed",)
 
 
 class Dimensions:
@@ -15,6 +21,8 @@ class Dimensions:
     def __init__(self, binders: dict, report, page=None):
         self.binders, self.report, self.page = binders, report, page
         self.sizes: dict[tuple[str, str], tuple] = {}   # (instance, name) -> (size or None, port)
+        #: (spec, attrs_key of resolved attrs less PER_INSTANCE) -> (checked dict, problems)
+        self._checked: dict = {}
 
     def _declaring_port(self, instance: str, name: str) -> str | None:
         """The Input of ``instance`` whose declared shape names dimension ``name`` (None when
@@ -43,6 +51,41 @@ class Dimensions:
             elif got is not None and got != size:
                 self.report.error(nid, None, f"dimension '{want}' is {got} here but {size} at "
                                              f"'{port}' of the same instance")
+
+    def checked_attrs(self, nid: str, spec, raw: dict) -> dict | None:
+        """A node's attrs that name dimensions (``raw``), each dimension's size put in and checked
+        as _check_blocks checks a drawn node's; None when a size is not known or a value does not
+        fit (reported on the node).
+
+        Each instance's copy of a block has attrs that differ from the other copies' only by its
+        sizes and its seed (mixed with its flat id: flatten.py): what is left after the seed is
+        checked once per content, and copies of equal sizes and no seed share one checked dict
+        (which infer.py's look-ups key on), as equal drawn attrs do."""
+        try:
+            resolved = {k: self.resolve(v) for k, v in raw.items()}
+        except ShapeError as exc:
+            self.report.error(nid, None, str(exc))
+            return None
+        own = {k: resolved.pop(k) for k in PER_INSTANCE
+               if k in resolved and k in spec.attr_map and not spec.attr_map[k].required}
+        key = attrs_key(resolved)
+        hit = None if key is None else self._checked.get((spec, key))
+        if hit is None:
+            values, problems = spec.validate_attrs(resolved)
+            hit = {k: read_only(v) for k, v in values.items()}, problems
+            if key is not None:
+                self._checked[(spec, key)] = hit
+        values, problems = hit
+        if own:
+            values, problems = dict(values), list(problems)
+            for k, v in own.items():
+                try:
+                    values[k] = spec.check_attr(k, v)
+                except AttrError as exc:
+                    problems.append((k, f"attr '{k}': {exc}"))
+        for _, problem in problems:
+            self.report.error(nid, None, problem)
+        return None if problems else values
 
     def resolve(self, value):
         # DimRefs are flatten.py's, which a compile imports only for a page that needs flattening,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from blockflow.compile.attr_values import read_only
 from blockflow.compile.program import Slot, Step, make_slot, make_step
 from blockflow.datafiles import DataFileError
 from blockflow.compile.dimensions import Dimensions
@@ -20,14 +21,6 @@ from blockflow.spec import ShapeError, TensorType
 from blockflow.variables import VariableValues
 
 __all__ = ["Inference", "read_only"]
-
-
-def read_only(a):
-    """A view of a project's array that a run cannot write through (results share memory)."""
-    if isinstance(a, np.ndarray) and a.flags.writeable:
-        a = a.view()
-        a.flags.writeable = False
-    return a
 
 
 class _Inputs:
@@ -80,6 +73,7 @@ class Inference:
         #: like one before it is typed by a look-up (1,000 instances: benchmarks/composites.py)
         self._typed: dict = {}
         self._dtypes_ok: set = set()    # (spec, input dtypes...) that check_dtypes passed
+        self._types: dict = {}          # (shape, dtype) -> the first TensorType of no value typed
         self._tuples: dict = {}
         self._plans: dict = {}          # spec -> _Plain, or None: its blocks take the general path
         #: (spec, id of its attrs dict, ids of its input types) -> output types (_infer_plain)
@@ -323,18 +317,10 @@ class Inference:
 
     def _resolve_attrs(self, i, nid, spec) -> bool:
         """Put the sizes of the dimensions a node's attrs name in them, and check the attrs."""
-        raw = self.deferred[nid]
-        try:
-            resolved = {k: self.dims.resolve(v) for k, v in raw.items()}
-        except ShapeError as exc:
-            self.report.error(nid, None, str(exc))
+        values = self.dims.checked_attrs(nid, spec, self.deferred[nid])
+        if values is None:
             return False
-        values, problems = spec.validate_attrs(resolved)
-        for _, problem in problems:
-            self.report.error(nid, None, problem)
-        if problems:
-            return False
-        self.attrs[i] = {k: read_only(v) if isinstance(v, np.ndarray) else v for k, v in values.items()}
+        self.attrs[i] = values
         return True
 
     # ------------------------------------------------------------------------------ inputs
@@ -532,9 +518,19 @@ class Inference:
             if outs is not None:
                 return outs
         outs = self._infer_checked(nid, spec, args, attrs)
+        if outs is not None:
+            outs = self._interned(outs)
         if key is not None and outs is not None:   # a failure is reported on each node anew
             self._typed[key] = outs
         return outs
+
+    def _interned(self, outs: tuple) -> tuple:
+        """``outs`` with each type of no known value replaced by the first equal one typed: the
+        blocks fed by each instance's own Variable (its attrs its own, by its seed) then see the
+        type objects the first instance's saw, and are typed by _infer_plain's look-up."""
+        types = self._types
+        return tuple(types.setdefault((t.shape, t.dtype), t) if type(t) is TensorType and t.value is None else t
+                     for t in outs)
 
     def _infer_checked(self, nid, spec, args, attrs):
         error = self.report.error
