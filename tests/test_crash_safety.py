@@ -74,6 +74,10 @@ def test_sigkill_during_saves_leaves_a_complete_old_or_new_file(tmp_path):
             assert written in (k - 1, k), (written, last)  # the old version, or the new one whole
         else:
             assert written == int(last[1]), (written, last)
+        if trial == 0 and written == base:
+            # only one version was ever written whole: there was no older file to back up (a
+            # slow machine can be killed before the second save makes its backup)
+            continue
         backup = load_project(str(path) + ".bak")
         assert backup.metadata["version_written"] in (written - 1, written) or written == base
         versions.append(written - base)
