@@ -337,10 +337,12 @@ def _label_out(who, y, label_format, classes):
         return y.astype(np.float32).reshape(-1, 1)
     if not np.all(np.isfinite(y)) or np.any(y != np.round(y)) or np.any(y < 0):
         raise ValueError(f"{who}: class labels must be whole numbers from 0")
-    k = y.astype(np.int64)
-    if k.size and k.max() >= classes:
-        raise ValueError(f"{who}: a label is {int(k.max())} but classes is {classes}")
-    return _classes_out(k, classes, label_format)
+    # compared before the cast: a label past int64 (1e300, a uint64's 2**64-1) wraps in it, to a
+    # class that exists (0, -1) or an index one-hot cannot take
+    top = y.max() if y.size else 0
+    if top >= classes:
+        raise ValueError(f"{who}: a label is {float(top):.15g} but classes is {classes}")
+    return _classes_out(y.astype(np.int64), classes, label_format)
 
 
 def _label_type(label_format, classes):
