@@ -377,4 +377,13 @@ def _npy_header(f, what: str, name: str):
                             f"without unpickling, which blockflow never does")
     if dtype.kind not in "biuf" or dtype.fields is not None or dtype.subdtype is not None:
         raise DataFileError(f"'{name}': {what} holds {dtype}, not numbers")
-    return dtype, fields["shape"], fields["fortran_order"], size + length
+    shape = fields["shape"]
+    # an empty array declares no bytes, so its size check passes whatever its other sizes are;
+    # numpy then refused the shape in its own words (or OverflowError) when the array was made
+    span = dtype.itemsize
+    for d in shape:
+        span *= max(d, 1)
+    if len(shape) > 64 or span >= 2 ** 63:
+        raise DataFileError(f"'{name}': {what} has a shape no numpy array can have "
+                            f"({dtype.name}{spec.shape_text(shape):.100})")
+    return dtype, shape, fields["fortran_order"], size + length
