@@ -62,6 +62,8 @@ def _split(n: int, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndar
 def _rows(n: int, data, *, batch_size: int, test_fraction: float, shuffle: bool, seed: int,
           who: str) -> np.ndarray:
     """The row indices a run gets (see the module docstring)."""
+    if n == 0:      # an empty file: no split of it has examples, whatever test_fraction is
+        raise ValueError(f"{who}: its data has no examples (0 rows)")
     train, test = _split(n, test_fraction, seed)
     split = getattr(data, "split", "train")
     step = int(getattr(data, "step", 0))
@@ -422,7 +424,7 @@ def _arrays(files, path, features_key, labels_key):
     x = np.asarray(arrays[features_key])
     if x.ndim == 0 or x.dtype.kind not in "biuf":
         raise ShapeError(f"{who}: '{features_key}' must be an array of numbers with one example per row")
-    x = x.reshape(len(x), -1)
+    x = x.reshape(len(x), math.prod(x.shape[1:]))   # -1 is no size when there are no rows
     y = None
     if labels_key and labels_key in arrays:
         y = np.asarray(arrays[labels_key]).reshape(-1)

@@ -1,7 +1,8 @@
-"""A dataset file's class labels as an attacker writes them: values past int64 (a float 1e300, a
+"""A dataset file as an attacker writes it. Its class labels: values past int64 (a float 1e300, a
 uint64's 2**64-1) are whole, finite and not negative, yet wrapped when cast to int64 they became
 a class that exists (0, -1) or an index one-hot could not take. Each is refused, naming the block
-and the label, whatever the file's kind and the label format."""
+and the label, whatever the file's kind and the label format. Its features: an array with no
+rows (shape (0,) could not even be flattened) is said to be empty."""
 from __future__ import annotations
 
 import numpy as np
@@ -53,3 +54,11 @@ def test_labels_within_the_classes_still_load_exactly(tmp_path):
     np.savez(tmp_path / "d.npz", x=np.ones((4, 3), np.float32), y=np.array([0, 1, 5, 0]))
     with pytest.raises(RunError, match="a label is 5 but classes is 2"):
         run_forward(_program(tmp_path, "NumpyDataset", "d.npz", "index"))
+
+
+@pytest.mark.parametrize("shape", [(0,), (0, 3, 0), (0, 3)])
+def test_a_features_array_with_no_rows_is_said_to_be_empty(tmp_path, shape):
+    np.save(tmp_path / "d.npy", np.zeros(shape, np.float32))
+    program = _program(tmp_path, "NumpyDataset", "d.npy", "index")
+    with pytest.raises(RunError, match=r"main/d \(NumpyDataset\).*its data has no examples \(0 rows\)"):
+        run_forward(program)
