@@ -53,14 +53,27 @@ class PlanInputs:
             if value is None:
                 value = self._variable(st)
             else:
-                want = program.slot(st.outputs[0]).type
-                value = np.asarray(value)
-                if value.shape != want.shape:
-                    raise RunError(f"value given for Variable {program.full_name(st.node)} has shape "
-                                   f"{list(value.shape)}, the Variable is {want}")
-                value = value.astype(want.dtype, copy=False)
+                value = self._given_variable(st, value)
             out.append(value)
         return out + states
+
+    def _given_variable(self, st, value) -> np.ndarray:
+        """A value the caller gave for a Variable, held to the rule feeds keep (fit_dtype): a
+        cast that would change it (1e300 into float32, a complex part, text) is an error naming
+        the Variable, not numpy's warning or exception."""
+        program = self.program
+        want = program.slot(st.outputs[0]).type
+        if type(value) is np.ndarray and value.dtype == want.dtype:
+            fitted = value
+        else:
+            try:
+                fitted = fit_dtype(value, want.dtype)
+            except (ValueError, TypeError) as exc:
+                raise RunError(f"value given for Variable {program.full_name(st.node)} ({want}): {exc}") from None
+        if fitted.shape != want.shape:
+            raise RunError(f"value given for Variable {program.full_name(st.node)} has shape "
+                           f"{list(fitted.shape)}, the Variable is {want}")
+        return fitted
 
     def _variable(self, st) -> np.ndarray:
         """The program's value of a Variable, drawn from its initializer if this is its first run

@@ -24,13 +24,13 @@ from blockflow.compile.program import Program, Step
 from blockflow.datafiles import SPLITS, DataRequest
 from blockflow.errors import MemoryLimitError, NumericsError, RunError
 from blockflow.run.lower import KeptArrays, lower
-from blockflow.run.plan_failures import PlanFailures, check_target, checked_wrt, slot_name
+from blockflow.run.plan_failures import PlanFailures, check_target, checked_fetch, checked_wrt, resolved, slot_name
 from blockflow.run.plan_inputs import PlanInputs
 from blockflow.run.streams import BlockStreams, stream_generator, stream_hash
 from blockflow.run.numerics import ERRSTATE, all_finite, all_finite_many, ignore_all_state, what_is_not_finite as _what
 from blockflow.run.packer import make_finite_test, make_packer
 from blockflow.run.shaped import ShapedProgram
-from blockflow.spec import allocation_guard
+from blockflow.spec import allocation_guard, fit_dtype
 
 __all__ = ["RunResult", "all_finite", "run", "run_forward", "run_backward", "stream_generator", "stream_hash"]
 
@@ -248,10 +248,10 @@ def _plan_for(program: Program, fetch, target, grad_seed, wrt, record, check=Tru
         seen = program.cache("runs").get(seen_key)
         if seen is not None:
             return seen
-    t_slot = None if target is None else program.resolve_target(None if target is _LOSS else target)
+    t_slot = None if target is None else resolved(program, "target", None if target is _LOSS else target)
     if t_slot is not None and wrt is None and not record:
         wrt = program.trainable
-    fetch_slots = tuple(program.resolve_target(f) for f in (fetch or ()))
+    fetch_slots = checked_fetch(program, fetch)
     check_target(program, t_slot, grad_seed)
     wrt = checked_wrt(program, wrt)
     # a checked run that does not record may certify some gradients finite (run/certify.py)
@@ -271,7 +271,10 @@ def _run_planned(program, plan, guard, feed_list, variables, t_slot, grad_seed, 
     seed = None
     if grad_seed is not None:
         ttype = program.slot(t_slot).type
-        seed = np.asarray(grad_seed, dtype=ttype.dtype)
+        try:    # held to the feeds' rule: numpy's cast would warn, drop a complex part, or raise
+            seed = fit_dtype(grad_seed, ttype.dtype)
+        except (ValueError, TypeError) as exc:
+            raise RunError(f"the gradient seed for the target {slot_name(program, t_slot)} ({ttype}): {exc}") from None
         if seed.ndim != ttype.rank or any(d is not None and d != n for d, n in zip(ttype.shape, seed.shape)):
             raise RunError(f"the gradient seed has shape {list(seed.shape)} but the target "
                            f"{slot_name(program, t_slot)} is {ttype}")
