@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import operator
 import threading
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -98,7 +99,7 @@ class PlanInputs:
         return RunGuard(self.memory, budget, source, held, key)
 
     def feed_inputs(self, feeds):
-        if feeds and type(feeds) is dict and len(feeds) == len(self.feed_spec):
+        if type(feeds) is dict and feeds and len(feeds) == len(self.feed_spec):
             # The common case: a value of the Placeholder's dtype for each of this run's
             # Placeholders and nothing else (as many names as it has, all of them found).
             out = []
@@ -110,7 +111,10 @@ class PlanInputs:
             else:
                 return out
         program = self.program
-        feeds = feeds or {}
+        if feeds is None:
+            feeds = {}
+        elif not isinstance(feeds, Mapping):   # a list or an array: iterated, it met unhashable arrays
+            raise FeedError(f"feeds must be a mapping of Placeholder ids to values, not {type(feeds).__name__}")
         for name in feeds:
             st = program.step(name)
             if st is None or st.role != "placeholder":

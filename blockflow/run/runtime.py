@@ -188,9 +188,11 @@ def _rerun(program: Program, plan: "_Plan", wrt, feeds, check, step, split, run_
     Why: right after a large numpy step, whose arrays have pushed the interpreter's objects out
     of the CPU caches, each Python call costs a few cache misses; the general path's calls cost
     an MLP step 3-5 us more (measured interleaved in one process: benchmarks/README.md)."""
+    if type(feeds) is not dict:     # first: shaped_seen indexes it by name (an array raised IndexError)
+        return None
     if plan.shaped is not None and (plan := plan.shaped_seen(feeds)) is None:
         return None
-    if plan.n_buffers or plan.update_steps or _ERRSTATE is None or type(feeds) is not dict:
+    if plan.n_buffers or plan.update_steps or _ERRSTATE is None:
         return None
     try:
         budget, source = memory_budget_of(None)

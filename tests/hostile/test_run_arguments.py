@@ -1,6 +1,7 @@
 """The Python API's run() given what a careless or hostile caller passes besides feeds: values
 for Variables and a gradient seed that numpy's cast would change (1e300 into float32, a complex
-part dropped, text), a fetch given as one string, a target that is no name. Each is a RunError
+part dropped, text), a fetch given as one string, a target that is no name, feeds that are no
+mapping (an array, a list: numpy's ambiguous truth value, unhashable arrays). Each is a RunError
 naming the argument and the value, as a feed's is (test_values.py), never numpy's warning, a
 silent Inf or a TypeError from inside the look-up."""
 from __future__ import annotations
@@ -85,3 +86,29 @@ def test_a_target_or_fetch_that_is_no_name_is_refused_saying_so(name):
         run(_program(), target=name)
     with pytest.raises(RunError, match=r"^each fetch must name an output as"):
         run(_program(), fetch=[name], record=False)
+
+
+def _open_page():
+    """Placeholder x of open size [-1] summed into s: its repeated runs take the short way."""
+    p = Project()
+    page = p.add_page("main")
+    page.add_node("Placeholder", id="x", attrs={"shape": [-1], "dtype": "float32"})
+    page.add_node("Sum", id="s", attrs={})
+    page.connect("x", "output", "s", "input")
+    page.loss = "s"
+    return compile_project(p, "main")
+
+
+@pytest.mark.parametrize("feeds", [np.arange(5, dtype=np.float32), [np.arange(5, dtype=np.float32)], "x",
+                                   (("x", np.arange(5, dtype=np.float32)),), 5],
+                         ids=["array", "list", "string", "pairs", "number"])
+def test_feeds_that_are_no_mapping_are_refused_saying_so(feeds):
+    program = _open_page()
+    x = np.arange(5, dtype=np.float32)
+    for _ in range(3):      # the kind of run seen before: the repeated run's short way is tried first
+        run(program, {"x": x}, target="s", record=False)
+    for record in (False, True):
+        with pytest.raises(RunError, match=f"^feeds must be a mapping of Placeholder ids to values, "
+                                           f"not {type(feeds).__name__}$"):
+            run(program, feeds, target="s", record=record)
+    assert float(run(program, {"x": x}, target="s", record=False).value("s")) == 10.0
