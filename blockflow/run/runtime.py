@@ -9,6 +9,7 @@ Must not import PySide6 or the block library.
 from __future__ import annotations
 
 import gc
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -138,6 +139,8 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
         raise RunError(f"split must be one of {', '.join(SPLITS)}, not {split!r}")
     if type(wrt) in _WRT_COLLECTIONS:
         wrt = frozenset(wrt)
+    if variables is not None and not isinstance(variables, Mapping):   # an array's truth value raised
+        raise RunError(f"variables must be a mapping of Variable ids to values, not {type(variables).__name__}")
     # a kind of run seen before (no fetch; the target by name) is found in one look-up
     seen = None if fetch or type(target) is not str or (wrt is not None and type(wrt) is not frozenset) \
         else program.cache("runs").get((target, wrt, record, grad_seed is None, check_numerics))
@@ -165,7 +168,7 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
 
 
 def _check_variables(program: Program, variables: dict) -> None:
-    unknown = sorted(n for n in variables if getattr(program.spec_of(n), "role", None) != "variable")
+    unknown = sorted(str(n) for n in variables if getattr(program.spec_of(n), "role", None) != "variable")
     if unknown:
         raise RunError(f"values given for Variables that are not on page '{program.page_name}': "
                        f"{', '.join(unknown)}")

@@ -112,3 +112,13 @@ def test_feeds_that_are_no_mapping_are_refused_saying_so(feeds):
                                            f"not {type(feeds).__name__}$"):
             run(program, feeds, target="s", record=record)
     assert float(run(program, {"x": x}, target="s", record=False).value("s")) == 10.0
+
+
+@pytest.mark.parametrize("variables, says", [
+    ([1.0, 2.0], "^variables must be a mapping of Variable ids to values, not list$"),
+    (np.zeros(2, np.float32), "^variables must be a mapping of Variable ids to values, not ndarray$"),
+    ({5: np.zeros(2), "v": np.zeros(2)}, "^values given for Variables that are not on page 'main': 5$"),
+], ids=["list", "array", "number-key"])
+def test_variables_that_are_no_mapping_of_ids_are_refused_saying_so(variables, says):
+    with pytest.raises(RunError, match=says):
+        run_backward(_program(), variables=variables)
