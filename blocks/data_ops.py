@@ -81,7 +81,8 @@ def _rows(n: int, data, *, batch_size: int, test_fraction: float, shuffle: bool,
         return train
     per_epoch = math.ceil(train.size / batch_size)
     epoch, b = divmod(step, per_epoch)
-    key = [seed, epoch, 1] + ([int(data.seed)] if getattr(data, "seed", 0) else [])
+    # a run's seed may be any whole number (a Trainer's seed=-1); numpy's seeds are not negative
+    key = [seed, epoch, 1] + ([int(data.seed) % 2 ** 64] if getattr(data, "seed", 0) else [])
     order = np.random.default_rng(key).permutation(train.size) if shuffle else np.arange(train.size)
     return train[order[b * batch_size:(b + 1) * batch_size]]
 
