@@ -129,10 +129,15 @@ def _read_csv(what: str, path: str) -> np.ndarray:
     from blockflow.datafiles import DataFileError, read_number_table
     from blockflow.ownfiles import special_kind
 
-    # a device never ends (/dev/zero: one endless line, read whole by the csv module); a pipe does
+    # a device never ends (/dev/zero: one endless line, read whole by the csv module); a named
+    # pipe ends, but the table is read twice (its size first) and the second open waited forever
+    # for a writer
     kind = special_kind(path)
     if kind.endswith("device"):
         raise CliError(f"{what}: cannot read {path}: it is {kind}, not a file", EXIT_FILE)
+    if kind:
+        raise CliError(f"{what}: cannot read {path}: it is {kind}, not a file (a .csv feed is read twice, "
+                       f"its size first: save the table to a file)", EXIT_FILE)
     try:
         _, arr = read_number_table(path, path, header="optional")
     except OSError as exc:
