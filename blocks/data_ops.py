@@ -64,10 +64,14 @@ def _rows(n: int, data, *, batch_size: int, test_fraction: float, shuffle: bool,
     """The row indices a run gets (see the module docstring)."""
     if n == 0:      # an empty file: no split of it has examples, whatever test_fraction is
         raise ValueError(f"{who}: its data has no examples (0 rows)")
+    # 8 bytes a row, twice (the permutation, then its sorted parts): six times a float32 column's
+    # data, which was all the budget saw of a 60 MB file while the run held 400 MB
+    reserve((2 * n,), np.int64, f"{who}'s order of its {n:,} examples")
     train, test = _split(n, test_fraction, seed)
     split = getattr(data, "split", "train")
     step = int(getattr(data, "step", 0))
     if split == "all":
+        reserve((n,), np.int64, f"{who}'s rows")
         return np.arange(n)
     if split == "test":
         if test.size == 0:
@@ -83,6 +87,7 @@ def _rows(n: int, data, *, batch_size: int, test_fraction: float, shuffle: bool,
     epoch, b = divmod(step, per_epoch)
     # a run's seed may be any whole number (a Trainer's seed=-1); numpy's seeds are not negative
     key = [seed, epoch, 1] + ([int(data.seed) % 2 ** 64] if getattr(data, "seed", 0) else [])
+    reserve((train.size,), np.int64, f"{who}'s order of an epoch")
     order = np.random.default_rng(key).permutation(train.size) if shuffle else np.arange(train.size)
     return train[order[b * batch_size:(b + 1) * batch_size]]
 

@@ -120,3 +120,24 @@ def test_feed_files_are_judged_against_the_budget_together_as_they_are_read(tmp_
     r = run_cli("run", tmp_path / "p.bflow.json", *feeds, "--memory-budget", "170M", "--forward-only",
                 cap_bytes=1024 ** 3, cwd=tmp_path)
     assert r.returncode == 0 and "main/s:sum" in r.stdout, r.output
+
+
+def test_a_datasets_row_order_counts_against_the_budget(tmp_path):
+    """A one-column .npy of 8 Mi float32 rows (32 MiB) against a 100 MiB budget: the split's
+    permutation and its sorted parts (8 bytes a row, twice: 128 MiB) and an epoch's order were
+    made uncounted, so the run went on to hold about three times its budget; now they are
+    reserved first, and the run is refused naming them."""
+    np.save(tmp_path / "d.npy", np.zeros(8 * MiB, np.float32))
+    project = Project()
+    project.add_page("main").add_node("NumpyDataset", id="data", attrs={"path": "d.npy", "labels_key": "",
+                                                                         "batch_size": 1024})
+    save_project(project, tmp_path / "p.bflow.json")
+    floor = baseline_rss()
+    r = run_cli("run", tmp_path / "p.bflow.json", "--memory-budget", "100M", cap_bytes=1024 ** 3, cwd=tmp_path)
+    r.assert_clean_message()
+    assert r.returncode == 4, r.output
+    assert ("main/data (NumpyDataset) in the forward pass: NumpyDataset's order of its 8,388,608 examples would be "
+            "int64[16777216] (128.0 MiB)") in r.stderr, r.output
+    assert r.peak_rss < floor + 32 * MiB + 32 * MiB, (r.peak_rss / MiB, floor / MiB)
+    r = run_cli("run", tmp_path / "p.bflow.json", "--memory-budget", "200M", cap_bytes=1024 ** 3, cwd=tmp_path)
+    assert r.returncode == 0 and "main/data:features" in r.stdout, r.output
