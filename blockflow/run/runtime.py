@@ -135,12 +135,9 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
     held_bytes: memory the caller keeps alive for the run's sake besides what it passes in (a
     trainer's optimizer slots), counted against the budget."""
     program.raise_for_errors()
-    if split not in SPLITS:
-        raise RunError(f"split must be one of {', '.join(SPLITS)}, not {split!r}")
+    _check_arguments(split, variables)
     if type(wrt) in _WRT_COLLECTIONS:
         wrt = frozenset(wrt)
-    if variables is not None and not isinstance(variables, Mapping):   # an array's truth value raised
-        raise RunError(f"variables must be a mapping of Variable ids to values, not {type(variables).__name__}")
     # a kind of run seen before (no fetch; the target by name) is found in one look-up
     seen = None if fetch or type(target) is not str or (wrt is not None and type(wrt) is not frozenset) \
         else program.cache("runs").get((target, wrt, record, grad_seed is None, check_numerics))
@@ -165,6 +162,13 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
     finally:
         allocation_guard.reset(token)
         plan.guards.append(guard)
+
+
+def _check_arguments(split, variables) -> None:
+    if split not in SPLITS:
+        raise RunError(f"split must be one of {', '.join(SPLITS)}, not {split!r}")
+    if variables is not None and not isinstance(variables, Mapping):   # an array's truth value raised
+        raise RunError(f"variables must be a mapping of Variable ids to values, not {type(variables).__name__}")
 
 
 def _check_variables(program: Program, variables: dict) -> None:
