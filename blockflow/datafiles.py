@@ -139,8 +139,9 @@ class _Total:
     """The bytes the arrays of one data file take so far, checked against the limits before
     anything of that size exists."""
 
-    def __init__(self, name: str):
-        self.name, self.bytes = name, 0
+    def __init__(self, name: str, held: int = 0):
+        # held: bytes the caller already holds for the same run (the feeds read before this one)
+        self.name, self.bytes, self.held = name, 0, held
 
     def add(self, nbytes: int, what: str) -> None:
         """Count ``nbytes`` more for ``what`` (an array, in words)."""
@@ -155,11 +156,12 @@ class _Total:
         # Nor more than a run may hold (a file small on disk can declare gigabytes): checked
         # here for `check` too, where no run is under way, and counted in a run's budget.
         budget, source = memory_budget()
-        if self.bytes > budget:
-            raise DataFileError(f"'{self.name}': its arrays would take {_size(self.bytes)} "
-                                f"together ({what} brings them over), more than the memory "
-                                f"budget of {format_size(budget)} ({source}); raise it with "
-                                f"--memory-budget SIZE or {ENV_VAR}")
+        if self.bytes + self.held > budget:
+            why = (f"{what} would take {_size(self.bytes)} and the feeds read before it "
+                   f"{_size(self.held)}: together more than" if self.held else
+                   f"its arrays would take {_size(self.bytes)} together ({what} brings them over), more than")
+            raise DataFileError(f"'{self.name}': {why} the memory budget of {format_size(budget)} ({source}); "
+                                f"raise it with --memory-budget SIZE or {ENV_VAR}")
         spec.reserve((nbytes,), np.uint8, f"'{self.name}': {what}")
 
 
@@ -172,12 +174,13 @@ def _read_csv(name: str, full: Path):
     return header, data
 
 
-def read_number_table(name: str, full, header: str = "optional"):
+def read_number_table(name: str, full, header: str = "optional", held: int = 0):
     """``full``'s CSV rows of numbers as (header or None, one read-only float64 array [rows,
     columns]), in two streaming passes: the header and the number of rows, then the numbers,
     straight into the one array they fill (its size checked in between, as an array of a data
     file). ``header``: "required" (the first filled row names the columns) or "optional" (a
-    first row that is not all numbers is taken for one)."""
+    first row that is not all numbers is taken for one). ``held``: bytes already read for the
+    same run, counted against the memory budget with the table's."""
     with _csv_reader(name, full) as reader:
         first = next((row for row in reader if _filled(row)), None)
         if first is None:
@@ -194,7 +197,7 @@ def read_number_table(name: str, full, header: str = "optional"):
     if n == 0:
         raise DataFileError(f"'{name}' has a header but no rows")
     width = len(first)
-    _Total(name).add(n * width * 8, f"its table of {n:,} rows x {width:,} columns (float64)")
+    _Total(name, held).add(n * width * 8, f"its table of {n:,} rows x {width:,} columns (float64)")
     flat = np.empty(n * width, np.float64)
     done, numbers = 0, []
     with _csv_reader(name, full) as reader:
@@ -303,12 +306,12 @@ def _read_arrays(name: str, full: Path) -> dict:
     raise DataFileError(f"'{name}' is not a numpy file (an .npy array or an .npz archive of them)")
 
 
-def read_npy_file(f, name: str) -> np.ndarray:
+def read_npy_file(f, name: str, held: int = 0) -> np.ndarray:
     """The array of the .npy file open as ``f`` (``name`` in messages), read as a dataset's is:
     its header parsed, never unpickled, its size checked against the limits, the memory budget
-    and the file's length before anything of that size is allocated. DataFileError when it
-    cannot be read; the array is writable."""
-    return _read_npy(f, "its array", os.fstat(f.fileno()).st_size, _Total(name), name)
+    and the file's length before anything of that size is allocated (with ``held`` bytes already
+    read for the same run). DataFileError when it cannot be read; the array is writable."""
+    return _read_npy(f, "its array", os.fstat(f.fileno()).st_size, _Total(name, held), name)
 
 
 def _read_npy(f, what: str, available: int, total: _Total, name: str) -> np.ndarray:
@@ -377,4 +380,13 @@ def _npy_header(f, what: str, name: str):
                             f"without unpickling, which blockflow never does")
     if dtype.kind not in "biuf" or dtype.fields is not None or dtype.subdtype is not None:
         raise DataFileError(f"'{name}': {what} holds {dtype}, not numbers")
-    return dtype, fields["shape"], fields["fortran_order"], size + length
+    shape = fields["shape"]
+    # an empty array declares no bytes, so its size check passes whatever its other sizes are;
+    # numpy then refused the shape in its own words (or OverflowError) when the array was made
+    span = dtype.itemsize
+    for d in shape:
+        span *= max(d, 1)
+    if len(shape) > 64 or span >= 2 ** 63:
+        raise DataFileError(f"'{name}': {what} has a shape no numpy array can have "
+                            f"({dtype.name}{spec.shape_text(shape):.100})")
+    return dtype, shape, fields["fortran_order"], size + length

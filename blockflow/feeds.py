@@ -62,10 +62,11 @@ def read_feed_file(path, dtype: str, shape) -> np.ndarray:
     return _cast(arr, np.dtype(dtype))
 
 
-def read_npy(path) -> np.ndarray:
+def read_npy(path, held: int = 0) -> np.ndarray:
     """The array in the .npy file ``path``, never unpickling; OSError when it cannot be read,
     FeedFileError when it holds no plain array, or one larger than the limits or the memory
-    budget allow (judged from its header, before anything of that size is allocated)."""
+    budget allow with ``held`` bytes already read (judged from its header, before anything of
+    that size is allocated)."""
     from blockflow.datafiles import DataFileError, PickledArray, read_npy_file
 
     name = Path(path).name
@@ -77,7 +78,7 @@ def read_npy(path) -> np.ndarray:
             raise FeedFileError("not a valid .npy file (" + ("it is empty)" if not start else "no .npy header)"))
         f.seek(0)
         try:
-            return read_npy_file(f, name)
+            return read_npy_file(f, name, held)
         except PickledArray:
             raise FeedFileError("it holds Python objects (pickled), which are never loaded: save a numeric "
                                 "array") from None

@@ -62,10 +62,16 @@ def _split(n: int, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndar
 def _rows(n: int, data, *, batch_size: int, test_fraction: float, shuffle: bool, seed: int,
           who: str) -> np.ndarray:
     """The row indices a run gets (see the module docstring)."""
+    if n == 0:      # an empty file: no split of it has examples, whatever test_fraction is
+        raise ValueError(f"{who}: its data has no examples (0 rows)")
+    # 8 bytes a row, twice (the permutation, then its sorted parts): six times a float32 column's
+    # data, which was all the budget saw of a 60 MB file while the run held 400 MB
+    reserve((2 * n,), np.int64, f"{who}'s order of its {n:,} examples")
     train, test = _split(n, test_fraction, seed)
     split = getattr(data, "split", "train")
     step = int(getattr(data, "step", 0))
     if split == "all":
+        reserve((n,), np.int64, f"{who}'s rows")
         return np.arange(n)
     if split == "test":
         if test.size == 0:
@@ -79,7 +85,9 @@ def _rows(n: int, data, *, batch_size: int, test_fraction: float, shuffle: bool,
         return train
     per_epoch = math.ceil(train.size / batch_size)
     epoch, b = divmod(step, per_epoch)
-    key = [seed, epoch, 1] + ([int(data.seed)] if getattr(data, "seed", 0) else [])
+    # a run's seed may be any whole number (a Trainer's seed=-1); numpy's seeds are not negative
+    key = [seed, epoch, 1] + ([int(data.seed) % 2 ** 64] if getattr(data, "seed", 0) else [])
+    reserve((train.size,), np.int64, f"{who}'s order of an epoch")
     order = np.random.default_rng(key).permutation(train.size) if shuffle else np.arange(train.size)
     return train[order[b * batch_size:(b + 1) * batch_size]]
 
@@ -337,10 +345,12 @@ def _label_out(who, y, label_format, classes):
         return y.astype(np.float32).reshape(-1, 1)
     if not np.all(np.isfinite(y)) or np.any(y != np.round(y)) or np.any(y < 0):
         raise ValueError(f"{who}: class labels must be whole numbers from 0")
-    k = y.astype(np.int64)
-    if k.size and k.max() >= classes:
-        raise ValueError(f"{who}: a label is {int(k.max())} but classes is {classes}")
-    return _classes_out(k, classes, label_format)
+    # compared before the cast: a label past int64 (1e300, a uint64's 2**64-1) wraps in it, to a
+    # class that exists (0, -1) or an index one-hot cannot take
+    top = y.max() if y.size else 0
+    if top >= classes:
+        raise ValueError(f"{who}: a label is {float(top):.15g} but classes is {classes}")
+    return _classes_out(y.astype(np.int64), classes, label_format)
 
 
 def _label_type(label_format, classes):
@@ -420,7 +430,7 @@ def _arrays(files, path, features_key, labels_key):
     x = np.asarray(arrays[features_key])
     if x.ndim == 0 or x.dtype.kind not in "biuf":
         raise ShapeError(f"{who}: '{features_key}' must be an array of numbers with one example per row")
-    x = x.reshape(len(x), -1)
+    x = x.reshape(len(x), math.prod(x.shape[1:]))   # -1 is no size when there are no rows
     y = None
     if labels_key and labels_key in arrays:
         y = np.asarray(arrays[labels_key]).reshape(-1)

@@ -22,7 +22,7 @@ def cmd_run(args) -> int:
         print_diagnostics(program.diagnostics, sys.stderr)
         raise CliError(f"{args.project}: the diagram has errors; nothing was run", EXIT_DIAGNOSTICS)
     feeds = _feeds(program, args.feed)
-    target, seed = _gradient_target(args, program)
+    target, seed = _gradient_target(args, program, sum(v.nbytes for v in feeds.values()))
     fetch = [program.resolve_target(f) for f in args.fetch] if args.fetch else None   # before a long run
     result = run(program, feeds, target=target, grad_seed=seed, record=True, split=args.split)
     if args.json:
@@ -33,7 +33,7 @@ def cmd_run(args) -> int:
     return EXIT_OK
 
 
-def _gradient_target(args, program) -> tuple:
+def _gradient_target(args, program, held: int) -> tuple:
     """(the target to differentiate, or None for a forward run; the --grad-seed array or None),
     checked before the run: a float output, a scalar unless a seed is given."""
     target = None
@@ -46,7 +46,7 @@ def _gradient_target(args, program) -> tuple:
     if args.grad_seed is not None:
         if target is None:
             raise CliError("--grad-seed needs a gradient target (--grad, or a page with a loss)", EXIT_USAGE)
-        _, seed = inputs.parse_feed(f"seed={args.grad_seed}", option="--grad-seed")
+        _, seed = inputs.parse_feed(f"seed={args.grad_seed}", option="--grad-seed", held=held)
     if target is not None:
         try:
             ttype = program.target_slot(target).type
@@ -63,9 +63,12 @@ def _gradient_target(args, program) -> tuple:
 
 def _feeds(program, specs) -> dict:
     """The --feed options as {Placeholder: array}; a name that is not a Placeholder of the page,
-    or one given twice, is a usage error found before any file is read."""
+    or one given twice, is a usage error found before any file is read. Each file is judged
+    against the memory budget with the feeds read before it: judged alone, each of N files
+    under the budget was read, N times the budget, before the run refused them together."""
     placeholders = [st.node for st in program.steps if st.role == "placeholder"]
     feeds: dict = {}
+    held = 0
     for spec in specs:
         name, sep, _ = spec.partition("=")
         if sep and name and name not in placeholders:
@@ -73,8 +76,9 @@ def _feeds(program, specs) -> dict:
                            f"Placeholders: {', '.join(placeholders) or 'none'})", EXIT_USAGE)
         if name in feeds:
             raise CliError(f"--feed {name}: given twice", EXIT_USAGE)
-        name, value = inputs.parse_feed(spec)
+        name, value = inputs.parse_feed(spec, held=held)
         feeds[name] = value
+        held += value.nbytes
     return feeds
 
 

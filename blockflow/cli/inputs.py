@@ -72,16 +72,17 @@ def _descriptor_link(path: str) -> str:
     return ""
 
 
-def parse_feed(spec: str, option: str = "--feed") -> tuple[str, np.ndarray]:
-    """``NAME=file.npy``, ``NAME=file.csv`` or ``NAME=<inline JSON>`` -> (name, array)."""
+def parse_feed(spec: str, option: str = "--feed", held: int = 0) -> tuple[str, np.ndarray]:
+    """``NAME=file.npy``, ``NAME=file.csv`` or ``NAME=<inline JSON>`` -> (name, array); a file's
+    array is judged against the memory budget with ``held`` bytes of feeds read before it."""
     name, sep, value = spec.partition("=")
     if not sep or not name:
         raise CliError(f"{option} {spec!r}: expected NAME=VALUE (a .npy or .csv file, or inline JSON)", EXIT_USAGE)
     text = value.strip()
     if text.endswith(".npy"):
-        return name, _read_npy(f"{option} {name}", text)
+        return name, _read_npy(f"{option} {name}", text, held)
     if text.endswith(".csv"):
-        return name, _read_csv(f"{option} {name}", text)
+        return name, _read_csv(f"{option} {name}", text, held)
     try:
         data = json.loads(text)
         arr = np.asarray(data)
@@ -109,12 +110,12 @@ def shortened(text: str, most: int = 60) -> str:
     return text if len(text) <= most else f"{text[:most - 20]}... ({len(text):,} characters)"
 
 
-def _read_npy(what: str, path: str) -> np.ndarray:
+def _read_npy(what: str, path: str, held: int) -> np.ndarray:
     """A feed's .npy file, read as the inspector reads one (blockflow.feeds.read_npy)."""
     from blockflow.feeds import FeedFileError, read_npy
 
     try:
-        return read_npy(path)
+        return read_npy(path, held)
     except OSError as exc:
         raise CliError(f"{what}: cannot read {path}: {exc.strerror or exc}", EXIT_FILE) from None
     except FeedFileError as exc:
@@ -123,18 +124,23 @@ def _read_npy(what: str, path: str) -> np.ndarray:
         raise CliError(f"{what}: cannot read {path}: {exc or type(exc).__name__}", EXIT_FILE) from None
 
 
-def _read_csv(what: str, path: str) -> np.ndarray:
+def _read_csv(what: str, path: str, held: int) -> np.ndarray:
     """A feed's CSV: numbers, one row per line, an optional header; read as a data file is
     (streamed into one array whose size is checked before it exists)."""
     from blockflow.datafiles import DataFileError, read_number_table
     from blockflow.ownfiles import special_kind
 
-    # a device never ends (/dev/zero: one endless line, read whole by the csv module); a pipe does
+    # a device never ends (/dev/zero: one endless line, read whole by the csv module); a named
+    # pipe ends, but the table is read twice (its size first) and the second open waited forever
+    # for a writer
     kind = special_kind(path)
     if kind.endswith("device"):
         raise CliError(f"{what}: cannot read {path}: it is {kind}, not a file", EXIT_FILE)
+    if kind:
+        raise CliError(f"{what}: cannot read {path}: it is {kind}, not a file (a .csv feed is read twice, "
+                       f"its size first: save the table to a file)", EXIT_FILE)
     try:
-        _, arr = read_number_table(path, path, header="optional")
+        _, arr = read_number_table(path, path, header="optional", held=held)
     except OSError as exc:
         raise CliError(f"{what}: cannot read {path}: {exc.strerror or exc}", EXIT_FILE) from None
     except DataFileError as exc:

@@ -30,6 +30,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from blockflow.composite import PARAM_REF, block_name, composite_name, ref_of
 from blockflow.datafiles import DataFileError, DataFiles
 
 __all__ = ["Move", "data_paths", "plan_move", "apply_move"]
@@ -64,15 +65,47 @@ class Move:
 
 def data_paths(project, registry) -> list[str]:
     """The data files the project's dataset blocks name (their ``path`` attrs), each once."""
+    def is_dataset(node) -> bool:
+        spec = registry.get(node.block)
+        return spec is not None and spec.is_dataset
     out: list[str] = []
-    for pg in project.pages:
-        for node in pg.nodes.values():
-            spec = registry.get(node.block)
-            path = node.attrs.get("path")
-            if spec is not None and spec.is_dataset and isinstance(path, str) and path:
-                if path not in out:
-                    out.append(path)
+    for _, _, path in _path_places(project, is_dataset):
+        if path not in out:
+            out.append(path)
     return out
+
+
+def _path_places(project, is_dataset) -> list[tuple]:
+    """(node, attr, path) of every place a data path is given: a dataset block's ``path`` on a
+    page or in a composite's diagram (a page's alone missed those: a project saved elsewhere named
+    files that were not there), and where that is a composite's parameter, that parameter on each
+    of its instances (its default where an instance gives none), followed up through instances
+    inside other composites."""
+    places, params, seen = [], [], set()
+
+    def take(node, attr, owner, default=None) -> None:
+        value = node.attrs.get(attr, default)
+        ref = ref_of(value)
+        if isinstance(value, str) and value:
+            places.append((node, attr, value))
+        elif ref is not None and ref[0] == PARAM_REF and owner is not None:
+            params.append((owner, ref[1]))
+    for diagram in project.diagrams():
+        for node in diagram.nodes.values():
+            if is_dataset(node):
+                take(node, "path", composite_name(diagram.name))
+    while params:
+        key = params.pop()
+        comp = project.composites.get(key[0])
+        param = comp.param(key[1]) if comp is not None and key not in seen else None
+        seen.add(key)
+        if param is None:
+            continue
+        for diagram in project.diagrams():
+            for node in diagram.nodes.values():
+                if node.block == block_name(key[0]):
+                    take(node, key[1], composite_name(diagram.name), param.default)
+    return places
 
 
 def plan_move(project, registry, old_dir, new_dir, *, rewrite: bool = True) -> list[Move]:
@@ -136,12 +169,10 @@ def apply_move(project, moves, new_dir) -> list[Move]:
         if m.action in ("copy", "rewrite"):
             done.append(m)
     renamed = {m.path: m.new_path for m in done if m.new_path != m.path}
-    if renamed:
-        for pg in project.pages:
-            for node in pg.nodes.values():
-                path = node.attrs.get("path")
-                if isinstance(path, str) and path in renamed:
-                    node.attrs = {**node.attrs, "path": renamed[path]}
+    if renamed:     # any block's path, as the moves were planned for dataset blocks
+        for node, attr, path in _path_places(project, lambda node: "path" in node.attrs):
+            if path in renamed:     # an instance that took the default is given the new path
+                node.attrs = {**node.attrs, attr: renamed[path]}
     return done
 
 

@@ -17,7 +17,7 @@ from blockflow.spec import AllocationError, ShapeError, TensorType, allocation_g
 if TYPE_CHECKING:
     from blockflow.compile.program import Program
 
-__all__ = ["PlanFailures", "check_target", "checked_wrt", "slot_name"]
+__all__ = ["PlanFailures", "check_target", "checked_fetch", "checked_wrt", "resolved", "slot_name"]
 
 
 class PlanFailures:
@@ -91,6 +91,26 @@ class PlanFailures:
 def slot_name(program: Program, slot: int) -> str:
     s = program.slot(slot)
     return f"{program.full_name(s.node)}:{s.port}"
+
+
+def resolved(program: Program, what: str, name) -> int:
+    """``program.resolve_target(name)`` for the run's ``what`` (target, fetch), its type checked
+    first: a number or another object failed inside the look-up with a TypeError that named
+    neither the argument nor the value."""
+    if name is not None and not isinstance(name, (str, tuple)):
+        raise RunError(f"{what} must name an output as 'node', 'node:port' or (node, port), not {name!r:.80}")
+    try:
+        return program.resolve_target(name)
+    except TypeError:        # a tuple that is not (node, port)
+        raise RunError(f"{what} must name an output as 'node', 'node:port' or (node, port), not {name!r:.80}") from None
+
+
+def checked_fetch(program: Program, fetch) -> tuple:
+    """The slots of ``fetch``, a collection of names: a string would be taken a character at a
+    time, fetching whichever one-letter nodes the page has."""
+    if isinstance(fetch, str):
+        raise RunError(f"fetch must be a collection of names ('node' or 'node:port'), not the string {fetch!r:.80}")
+    return tuple(resolved(program, "each fetch", f) for f in (fetch or ()))
 
 
 def check_target(program: Program, t_slot, grad_seed) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import operator
 import threading
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -53,14 +54,27 @@ class PlanInputs:
             if value is None:
                 value = self._variable(st)
             else:
-                want = program.slot(st.outputs[0]).type
-                value = np.asarray(value)
-                if value.shape != want.shape:
-                    raise RunError(f"value given for Variable {program.full_name(st.node)} has shape "
-                                   f"{list(value.shape)}, the Variable is {want}")
-                value = value.astype(want.dtype, copy=False)
+                value = self._given_variable(st, value)
             out.append(value)
         return out + states
+
+    def _given_variable(self, st, value) -> np.ndarray:
+        """A value the caller gave for a Variable, held to the rule feeds keep (fit_dtype): a
+        cast that would change it (1e300 into float32, a complex part, text) is an error naming
+        the Variable, not numpy's warning or exception."""
+        program = self.program
+        want = program.slot(st.outputs[0]).type
+        if type(value) is np.ndarray and value.dtype == want.dtype:
+            fitted = value
+        else:
+            try:
+                fitted = fit_dtype(value, want.dtype)
+            except (ValueError, TypeError) as exc:
+                raise RunError(f"value given for Variable {program.full_name(st.node)} ({want}): {exc}") from None
+        if fitted.shape != want.shape:
+            raise RunError(f"value given for Variable {program.full_name(st.node)} has shape "
+                           f"{list(fitted.shape)}, the Variable is {want}")
+        return fitted
 
     def _variable(self, st) -> np.ndarray:
         """The program's value of a Variable, drawn from its initializer if this is its first run
@@ -85,7 +99,7 @@ class PlanInputs:
         return RunGuard(self.memory, budget, source, held, key)
 
     def feed_inputs(self, feeds):
-        if feeds and type(feeds) is dict and len(feeds) == len(self.feed_spec):
+        if type(feeds) is dict and feeds and len(feeds) == len(self.feed_spec):
             # The common case: a value of the Placeholder's dtype for each of this run's
             # Placeholders and nothing else (as many names as it has, all of them found).
             out = []
@@ -97,7 +111,10 @@ class PlanInputs:
             else:
                 return out
         program = self.program
-        feeds = feeds or {}
+        if feeds is None:
+            feeds = {}
+        elif not isinstance(feeds, Mapping):   # a list or an array: iterated, it met unhashable arrays
+            raise FeedError(f"feeds must be a mapping of Placeholder ids to values, not {type(feeds).__name__}")
         for name in feeds:
             st = program.step(name)
             if st is None or st.role != "placeholder":

@@ -9,6 +9,7 @@ Must not import PySide6 or the block library.
 from __future__ import annotations
 
 import gc
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,13 +25,13 @@ from blockflow.compile.program import Program, Step
 from blockflow.datafiles import SPLITS, DataRequest
 from blockflow.errors import MemoryLimitError, NumericsError, RunError
 from blockflow.run.lower import KeptArrays, lower
-from blockflow.run.plan_failures import PlanFailures, check_target, checked_wrt, slot_name
+from blockflow.run.plan_failures import PlanFailures, check_target, checked_fetch, checked_wrt, resolved, slot_name
 from blockflow.run.plan_inputs import PlanInputs
 from blockflow.run.streams import BlockStreams, stream_generator, stream_hash
 from blockflow.run.numerics import ERRSTATE, all_finite, all_finite_many, ignore_all_state, what_is_not_finite as _what
 from blockflow.run.packer import make_finite_test, make_packer
 from blockflow.run.shaped import ShapedProgram
-from blockflow.spec import allocation_guard
+from blockflow.spec import allocation_guard, fit_dtype
 
 __all__ = ["RunResult", "all_finite", "run", "run_forward", "run_backward", "stream_generator", "stream_hash"]
 
@@ -134,8 +135,7 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
     held_bytes: memory the caller keeps alive for the run's sake besides what it passes in (a
     trainer's optimizer slots), counted against the budget."""
     program.raise_for_errors()
-    if split not in SPLITS:
-        raise RunError(f"split must be one of {', '.join(SPLITS)}, not {split!r}")
+    _check_arguments(split, variables)
     if type(wrt) in _WRT_COLLECTIONS:
         wrt = frozenset(wrt)
     # a kind of run seen before (no fetch; the target by name) is found in one look-up
@@ -164,8 +164,15 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
         plan.guards.append(guard)
 
 
+def _check_arguments(split, variables) -> None:
+    if split not in SPLITS:
+        raise RunError(f"split must be one of {', '.join(SPLITS)}, not {split!r}")
+    if variables is not None and not isinstance(variables, Mapping):   # an array's truth value raised
+        raise RunError(f"variables must be a mapping of Variable ids to values, not {type(variables).__name__}")
+
+
 def _check_variables(program: Program, variables: dict) -> None:
-    unknown = sorted(n for n in variables if getattr(program.spec_of(n), "role", None) != "variable")
+    unknown = sorted(str(n) for n in variables if getattr(program.spec_of(n), "role", None) != "variable")
     if unknown:
         raise RunError(f"values given for Variables that are not on page '{program.page_name}': "
                        f"{', '.join(unknown)}")
@@ -188,9 +195,11 @@ def _rerun(program: Program, plan: "_Plan", wrt, feeds, check, step, split, run_
     Why: right after a large numpy step, whose arrays have pushed the interpreter's objects out
     of the CPU caches, each Python call costs a few cache misses; the general path's calls cost
     an MLP step 3-5 us more (measured interleaved in one process: benchmarks/README.md)."""
+    if type(feeds) is not dict:     # first: shaped_seen indexes it by name (an array raised IndexError)
+        return None
     if plan.shaped is not None and (plan := plan.shaped_seen(feeds)) is None:
         return None
-    if plan.n_buffers or plan.update_steps or _ERRSTATE is None or type(feeds) is not dict:
+    if plan.n_buffers or plan.update_steps or _ERRSTATE is None:
         return None
     try:
         budget, source = memory_budget_of(None)
@@ -248,10 +257,10 @@ def _plan_for(program: Program, fetch, target, grad_seed, wrt, record, check=Tru
         seen = program.cache("runs").get(seen_key)
         if seen is not None:
             return seen
-    t_slot = None if target is None else program.resolve_target(None if target is _LOSS else target)
+    t_slot = None if target is None else resolved(program, "target", None if target is _LOSS else target)
     if t_slot is not None and wrt is None and not record:
         wrt = program.trainable
-    fetch_slots = tuple(program.resolve_target(f) for f in (fetch or ()))
+    fetch_slots = checked_fetch(program, fetch)
     check_target(program, t_slot, grad_seed)
     wrt = checked_wrt(program, wrt)
     # a checked run that does not record may certify some gradients finite (run/certify.py)
@@ -271,7 +280,10 @@ def _run_planned(program, plan, guard, feed_list, variables, t_slot, grad_seed, 
     seed = None
     if grad_seed is not None:
         ttype = program.slot(t_slot).type
-        seed = np.asarray(grad_seed, dtype=ttype.dtype)
+        try:    # held to the feeds' rule: numpy's cast would warn, drop a complex part, or raise
+            seed = fit_dtype(grad_seed, ttype.dtype)
+        except (ValueError, TypeError) as exc:
+            raise RunError(f"the gradient seed for the target {slot_name(program, t_slot)} ({ttype}): {exc}") from None
         if seed.ndim != ttype.rank or any(d is not None and d != n for d, n in zip(ttype.shape, seed.shape)):
             raise RunError(f"the gradient seed has shape {list(seed.shape)} but the target "
                            f"{slot_name(program, t_slot)} is {ttype}")

@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 import numbers
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,6 +43,7 @@ from blockflow.errors import MemoryLimitError, NumericsError, RunError, UpdateNu
 from blockflow.project import port_text, split_port_text
 from blockflow.registry import Registry, default_registry
 from blockflow.run.numerics import all_finite, all_finite_many, ignoring_fp_errors
+from blockflow.run.plan_failures import resolved
 from blockflow.run.runtime import run
 from blockflow.run.settings import DECAY_RATES, OPTIMIZERS, decay_rate_problem, optimizer_defaults
 
@@ -83,14 +85,19 @@ class TrainConfig:
         if self.mode not in ("auto", "optimizer", "graph"):
             raise ValueError(f"mode must be auto, optimizer or graph, got {self.mode!r}")
         known = optimizer_defaults(self.optimizer)
+        if not isinstance(self.hyper, Mapping):
+            raise ValueError(f"hyper must be a mapping of setting names to values, got {self.hyper!r:.80}")
+        if isinstance(self.metrics, str):   # taken a character at a time, it named one-letter nodes
+            raise ValueError(f"metrics must be a collection of names, not the string {self.metrics!r:.80}")
         for k, v in self.hyper.items():
             if k not in known:
                 raise ValueError(f"{self.optimizer} has no setting {k!r} (settings: {', '.join(known)})")
             if isinstance(known[k], bool):
                 if not isinstance(v, bool):
-                    raise ValueError(f"{self.optimizer} {k} must be true or false, got {v!r}")
-            elif isinstance(v, bool) or not (isinstance(v, (int, float)) and _finite(v) and v >= 0):
-                raise ValueError(f"{self.optimizer} {k} must be a number >= 0, got {v!r}")
+                    raise ValueError(f"{self.optimizer} {k} must be true or false, got {_shown(v)}")
+            # numbers.Real: a numpy float32 (0.1) was refused as not "a number >= 0"
+            elif isinstance(v, (bool, np.bool_)) or not (isinstance(v, numbers.Real) and _finite(v) and v >= 0):
+                raise ValueError(f"{self.optimizer} {k} must be a number >= 0, got {_shown(v)}")
             elif decay_rate_problem(k, v):
                 raise ValueError(f"{self.optimizer} {k} {decay_rate_problem(k, v)}")
         if self.eval_every < 0:
@@ -165,7 +172,8 @@ class Trainer:
         if self.mode == "optimizer":
             name, defaults = OPTIMIZERS[config.optimizer]
             self._apply = self.registry[name]
-            self.hyper = {**defaults, **config.hyper}
+            self.hyper = {**defaults, **{k: v.item() if isinstance(v, np.generic) else v   # plain numbers, as JSON
+                                         for k, v in config.hyper.items()}}
             self._check_settings_fit()
             self._rule_args = _rule_args(self._apply)
             self._settings_by_dtype: tuple[dict, dict] = (dict(self.hyper), {})
@@ -186,7 +194,7 @@ class Trainer:
 
     def _target_key(self, target) -> str:
         p = self.program
-        slot = p.target_slot(target)
+        slot = p.slot(resolved(p, "the loss", target))
         if not slot.type.is_float or slot.type.size != 1:
             raise RunError(f"the loss {p.full_name(slot.node)}:{slot.port} is {slot.type}; training needs "
                            f"a float scalar")
@@ -194,7 +202,7 @@ class Trainer:
 
     def _metric_key(self, name) -> str:
         p = self.program
-        slot = p.target_slot(name)
+        slot = p.slot(resolved(p, "a metric", name))
         if slot.type.size != 1:
             raise RunError(f"the metric {p.full_name(slot.node)}:{slot.port} is {slot.type}; metrics must be "
                            f"scalars")
@@ -520,6 +528,12 @@ def _all_finite(a) -> bool:
     if a.dtype.kind != "f":
         return True
     return all_finite(a)
+
+
+def _shown(v) -> str:
+    """``repr(v)`` cut short: a setting may be an integer of thousands of digits (--set lr=...)."""
+    text = repr(v)
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(text):,} characters)"
 
 
 def _finite(v) -> bool:

@@ -197,7 +197,7 @@ def test_value_driven_outputs_count_against_the_run_budget():
 
     spec = REG["NumpyDataset"]
     a = attrs("NumpyDataset", path="d.npz")
-    with Guard(budget=10_000) as guard:
+    with Guard(budget=30_000) as guard:     # room for the rows' order (24,000 bytes), not the batch
         with pytest.raises(AllocationError) as info:
             spec.forward(**a, files=Files(), data=Data())
     assert info.value.what == "NumpyDataset's batch of features" and info.value.shape == (1000, 10)
@@ -364,3 +364,24 @@ def test_the_command_line_reports_a_refused_allocation_with_the_block(tmp_path, 
         in r.stderr, r.output
     assert r.peak_rss - floor < 100 * 1024 ** 2, r.peak_rss
     assert changed_paths(before, snapshot(tmp_path)) == set()
+
+
+def test_a_datasets_row_order_is_reserved_before_it_is_made():
+    """The split's permutation and sorted parts (16 bytes a row) and an epoch's order (8 bytes
+    a training row) were made uncounted: six times a float32 column's data."""
+    class Files:
+        def arrays(self, path):
+            return {"x": np.ones((1000, 1), np.float32), "y": np.zeros(1000)}
+
+    class Data:
+        split, step, seed = "train", 0, 0
+
+    a = attrs("NumpyDataset", path="d.npz", batch_size=10)
+    with Guard(budget=10_000):
+        with pytest.raises(AllocationError) as info:
+            REG["NumpyDataset"].forward(**a, files=Files(), data=Data())
+    assert info.value.what == "NumpyDataset's order of its 1,000 examples" and info.value.shape == (2000,)
+    with Guard() as guard:
+        REG["NumpyDataset"].forward(**a, files=Files(), data=Data())
+    assert [what for what, _, _ in guard.seen][:2] == ["NumpyDataset's order of its 1,000 examples",
+                                                        "NumpyDataset's order of an epoch"]

@@ -89,3 +89,55 @@ def test_train_options_have_the_ranges_of_a_projects_settings():
                                  ("--batch-size", "x", "not a whole number")):
         r = run_cli("train", "sample_projects/xor.bflow.json", option, value, "-q")
         assert r.returncode == EXIT_USAGE and f"argument {option}" in r.stderr and words in r.stderr, r.output
+
+
+def test_feed_files_are_judged_against_the_budget_together_as_they_are_read(tmp_path):
+    """Three feeds of 40 MiB against a 100 MiB budget (a .npy, a .csv, a .npy): judged each alone,
+    all three were read, 120 MiB, before the run refused them together; N files under the
+    budget took N times it (an out-of-memory kill past physical memory). Now the third is refused
+    from its header, and the process never holds more than the budget's worth of feeds."""
+    project = Project()
+    page = project.add_page("main")
+    for name in "abc":
+        page.add_node("Placeholder", id=name, attrs={"shape": [-1], "dtype": "float64"})
+    page.add_node("AddN", id="s")
+    for i, name in enumerate("abc"):
+        page.connect(name, "output", "s", f"inputs[{i}]")
+    save_project(project, tmp_path / "p.bflow.json")
+    np.save(tmp_path / "a.npy", np.zeros(5 * MiB))
+    (tmp_path / "b.csv").write_text("0\n" * (5 * MiB))
+    np.save(tmp_path / "c.npy", np.zeros(5 * MiB))
+    floor = baseline_rss()
+    feeds = ("--feed", "a=a.npy", "--feed", "b=b.csv", "--feed", "c=c.npy")
+    r = run_cli("run", tmp_path / "p.bflow.json", *feeds, "--memory-budget", "100M", "--forward-only",
+                cap_bytes=1024 ** 3, cwd=tmp_path)
+    r.assert_clean_message()
+    assert r.returncode == 3, r.output
+    assert ("--feed c: cannot read c.npy: its array (float64[5242880]) would take 40.00 MiB (41,943,040 bytes) "
+            "and the feeds read before it 80.00 MiB (83,886,080 bytes): together more than the memory budget of "
+            "100.0 MiB (set with --memory-budget)") in r.stderr, r.output
+    assert r.peak_rss < floor + 80 * MiB + 32 * MiB, (r.peak_rss / MiB, floor / MiB)
+    r = run_cli("run", tmp_path / "p.bflow.json", *feeds, "--memory-budget", "170M", "--forward-only",
+                cap_bytes=1024 ** 3, cwd=tmp_path)
+    assert r.returncode == 0 and "main/s:sum" in r.stdout, r.output
+
+
+def test_a_datasets_row_order_counts_against_the_budget(tmp_path):
+    """A one-column .npy of 8 Mi float32 rows (32 MiB) against a 100 MiB budget: the split's
+    permutation and its sorted parts (8 bytes a row, twice: 128 MiB) and an epoch's order were
+    made uncounted, so the run went on to hold about three times its budget; now they are
+    reserved first, and the run is refused naming them."""
+    np.save(tmp_path / "d.npy", np.zeros(8 * MiB, np.float32))
+    project = Project()
+    project.add_page("main").add_node("NumpyDataset", id="data", attrs={"path": "d.npy", "labels_key": "",
+                                                                         "batch_size": 1024})
+    save_project(project, tmp_path / "p.bflow.json")
+    floor = baseline_rss()
+    r = run_cli("run", tmp_path / "p.bflow.json", "--memory-budget", "100M", cap_bytes=1024 ** 3, cwd=tmp_path)
+    r.assert_clean_message()
+    assert r.returncode == 4, r.output
+    assert ("main/data (NumpyDataset) in the forward pass: NumpyDataset's order of its 8,388,608 examples would be "
+            "int64[16777216] (128.0 MiB)") in r.stderr, r.output
+    assert r.peak_rss < floor + 32 * MiB + 32 * MiB, (r.peak_rss / MiB, floor / MiB)
+    r = run_cli("run", tmp_path / "p.bflow.json", "--memory-budget", "200M", cap_bytes=1024 ** 3, cwd=tmp_path)
+    assert r.returncode == 0 and "main/data:features" in r.stdout, r.output

@@ -320,6 +320,12 @@ def test_an_npy_header_is_checked_against_the_file_before_allocating(tmp_path, b
      "a header numpy cannot have written"),
     (raw_npy_header("{'descr': '<f8', 'fortran_order': False, 'shape': (-1,), }"),
      "a header numpy cannot have written"),
+    (raw_npy_header("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 1000000000000000000000000000000), }"),
+     "a shape no numpy array can have"),
+    (raw_npy_header("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 4611686018427387904), }"),
+     "a shape no numpy array can have"),
+    (raw_npy_header("{'descr': '<f4', 'fortran_order': False, 'shape': " + repr((0,) * 65) + ", }"),
+     "a shape no numpy array can have"),
     (raw_npy_header("{'descr': '<f8', 'fortran_order': 0, 'shape': (1,), 'x': 1}"),
      "a header numpy cannot have written"),
     (raw_npy_header("{'descr': 'nonsense', 'fortran_order': False, 'shape': (1,), }"),
@@ -331,8 +337,8 @@ def test_an_npy_header_is_checked_against_the_file_before_allocating(tmp_path, b
     (b"\x93NUMPY\x01", "not a numpy array"),
     (b"PK\x05\x06" + bytes(10), "not a numpy file"),
     (b"\x80\x04K\x01.", "not a numpy file"),
-], ids=["object", "structured", "complex", "code", "negative", "keys", "dtype", "deep", "long",
-        "version", "cut", "magic", "zip", "pickle"])
+], ids=["object", "structured", "complex", "code", "negative", "past-int64", "past-bytes", "65-axes", "keys",
+        "dtype", "deep", "long", "version", "cut", "magic", "zip", "pickle"])
 def test_npy_headers_numpy_cannot_have_written_are_refused(tmp_path, blob, problem):
     (tmp_path / "a.npy").write_bytes(blob)
     with pytest.raises(DataFileError, match=problem):

@@ -163,6 +163,34 @@ def test_a_project_or_a_csv_feed_that_is_a_device_is_refused_not_read_until_memo
         "not a file" in r.stderr, r.output
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
+def test_a_csv_feed_from_a_named_pipe_is_refused_not_waited_on(tmp_path):
+    """A table is read twice, its size first: a named pipe's writer ended the first read, and the
+    second open waited for another writer, for ever."""
+    path = regression(tmp_path / "r.bflow.json")
+    os.mkfifo(tmp_path / "x.csv")
+    # a producer writing the table once, as soon as a reader opens the pipe
+    feeder = threading.Thread(target=lambda: _write_once(tmp_path / "x.csv", b"1\n2\n3\n"), daemon=True)
+    feeder.start()
+    r = run_cli("run", path, "--feed", f"x={tmp_path / 'x.csv'}", "--feed", "y=[1,2,3]", timeout=30)
+    r.assert_clean_message()
+    assert r.returncode == 3 and f"--feed x: cannot read {tmp_path / 'x.csv'}: it is a named pipe, not a file " \
+        "(a .csv feed is read twice, its size first: save the table to a file)" in r.stderr, r.output
+
+
+def _write_once(fifo, data: bytes) -> None:
+    """Write ``data`` into ``fifo`` when a reader opens it; give up after a while if none does."""
+    for _ in range(300):
+        try:
+            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:         # no reader yet
+            threading.Event().wait(0.1)
+            continue
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        return
+
+
 def test_a_project_read_from_a_pipe_still_loads(tmp_path):
     """The shell's <(...) names a pipe: it has no size either, but its writer ends it."""
     text = regression(tmp_path / "r.bflow.json").read_bytes()
