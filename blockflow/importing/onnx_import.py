@@ -105,7 +105,9 @@ def _page_text(model: OnnxModel, report: ImportReport, added: list) -> str:
 def _page_name(model: OnnxModel, path) -> str:
     stem = os.path.basename(str(path))
     stem = stem[:-5] if stem.endswith(".onnx") else stem
-    text = "".join(ch for ch in (model.graph_name or stem) if ch.isprintable() and ch != "/").strip()
+    text = "".join(ch for ch in (model.graph_name or stem) if ch.isprintable() and ch != "/")
+    # a leading '@' names a composite's diagram, never a page (the page could not be made)
+    text = text.strip().lstrip("@").strip()
     return (text or "model")[:60]
 
 

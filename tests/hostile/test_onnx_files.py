@@ -254,6 +254,28 @@ def test_hostile_names_become_safe_ids_and_the_project_saves(tmp_path):
     assert load_project(path).pages[0].nodes.keys() == page.nodes.keys()
 
 
+@pytest.mark.parametrize("graph, file, page", [
+    ("@evil", "m.onnx", "evil"),          # '@' starts only a composite's diagram's name
+    (" @@ a:b ", "m.onnx", "a:b"),
+    ("@", "m.onnx", "model"),
+    ("", "@stem.onnx", "stem"),           # the file's name, when the graph has none
+])
+def test_a_graph_name_no_page_may_have_still_names_the_page(tmp_path, capsys, graph, file, page):
+    """Before, a graph named '@evil' stopped the import with a ProjectError: the command line
+    called it a usage error naming no file (exit 2), the editor a bug in blockflow."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], graph, [x], [y]),
+                              opset_imports=[helper.make_opsetid("", 13)])
+    path = tmp_path / file
+    path.write_bytes(model.SerializeToString())
+    project, _ = import_onnx(path)
+    assert [p.name for p in project.pages] == [page]
+    out = tmp_path / "p.bflow.json"
+    assert main(["import", "onnx", str(path), "-o", str(out)]) == 0, capsys.readouterr().err
+    assert [p.name for p in load_project(out).pages] == [page]
+
+
 def test_the_command_line_says_what_is_wrong_and_writes_nothing(tmp_path, capsys):
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"\x08\x07garbage")
