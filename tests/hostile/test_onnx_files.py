@@ -306,6 +306,25 @@ def test_the_command_line_lists_unsupported_ops(tmp_path, capsys):
     assert "Unique (1 node: u): no mapping" in err and not out.exists()
 
 
+def test_the_unsupported_ops_are_listed_one_a_line_and_the_file_cannot_add_a_line(tmp_path, capsys):
+    """Before, the list came out as one line joined by literal '\\x0a' (the error's newlines
+    escaped as the file's are), not as docs/import.md shows it."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    forged = "Evil\nblockflow: error: forged"
+    model = _model([helper.make_node("Unique", ["x"], ["u"], name="u"),
+                    helper.make_node(forged, ["u"], ["y"], name="e", domain="x.y")], [x], [y])
+    model.opset_import.append(helper.make_opsetid("x.y", 1))
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model.SerializeToString())
+    assert main(["import", "onnx", str(path), "-o", str(tmp_path / "o.bflow.json")]) == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("blockflow: error: ") and lines[0].endswith("2 ops with no faithful blockflow "
+                                                                          "counterpart (nothing was approximated):")
+    assert lines[1:] == ["  Unique (1 node: u): no mapping",
+                         "  x.y:Evil\\x0ablockflow: error: forged (1 node: e): no mapping", "nothing was written"]
+
+
 def test_gather_elements_over_an_open_batch_takes_along_the_last_axis_or_stops():
     """With a symbolic batch the indices' grid is unknown: the mapping gathers row by row, the
     same entries as ONNX where the batches agree, and a run error (never other numbers) where
