@@ -231,6 +231,31 @@ def test_more_nodes_than_a_page_holds_are_refused(monkeypatch):
         _import(_model(nodes, [x], [y]))
 
 
+def test_nodes_past_a_page_s_limit_inside_subgraphs_are_refused_before_shape_inference(monkeypatch):
+    """The import reads no subgraph, but onnx's shape inference walked them: a 25 MB If body of a
+    million nodes took 10 s and 1.7 GB (under the page's limit of top-level nodes, none checked)."""
+    monkeypatch.setattr(rules, "MAX_NODES_PER_PAGE", 6)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    c = helper.make_tensor_value_info("c", TensorProto.BOOL, [])
+
+    def body(nodes, name):
+        chain = [helper.make_node("Identity", ["x"], [f"{name}0"])] + [
+            helper.make_node("Neg", [f"{name}{i}"], [f"{name}{i + 1}"]) for i in range(nodes)]
+        return helper.make_graph(chain, name, [], [helper.make_tensor_value_info(f"{name}{nodes}", TensorProto.FLOAT, [2])])
+
+    def if_node(then, out, name):
+        return helper.make_node("If", ["c"], [out], name=name, then_branch=then, else_branch=body(0, f"{name}_e"))
+
+    inner = if_node(body(4, "deep"), "i", "inner")     # 1 + 5 + 1 nodes two levels down
+    outer = helper.make_graph([inner], "outer", [], [helper.make_tensor_value_info("i", TensorProto.FLOAT, [2])])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    with pytest.raises(ImportFailure, match=r"node 'inner' \(If\): the graph and its subgraphs \(If, Loop and "
+                                            r"Scan bodies\) have more than 6 nodes"):
+        _import(_model([if_node(outer, "y", "top")], [x, c], [y]))
+    with pytest.raises(UnsupportedOps, match="If"):     # within the limit: listed as before
+        _import(_model([if_node(body(1, "b"), "y", "top")], [x, c], [y]))
+
+
 def test_a_file_over_the_size_limit_is_not_read(tmp_path, monkeypatch):
     path = tmp_path / "big.onnx"
     path.write_bytes(_relu_model().SerializeToString())
