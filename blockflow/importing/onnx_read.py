@@ -21,6 +21,7 @@ from blockflow.budget import format_size, memory_budget
 from blockflow.importing.errors import ImportFailure
 from blockflow.io import rules
 from blockflow.optional import need
+from blockflow.textsafe import describe_character
 
 __all__ = ["OnnxModel", "OnnxNode", "ValueInfo", "read_onnx", "read_onnx_bytes", "OLDEST_OPSET",
            "DTYPES", "cut_name", "MAX_NAME"]
@@ -149,6 +150,9 @@ _FAILED_NODE = re.compile(r"\(op_type:[^,()]*, node name: #(\d+)\): (?:\[\w+\] )
 #: longest reason quoted from ONNX
 MAX_REASON = 600
 
+#: an Einsum term onnx's shape inference reads (letters, spaces, at most one '...')
+_EINSUM_TERM = re.compile(r"[A-Za-z ]*(?:\.\.\.)?[A-Za-z ]*")
+
 
 def _inference_verdict(message: str) -> tuple | None:
     """(node index or None, reason) from strict shape inference's error ``message``; None for an
@@ -179,7 +183,7 @@ class _Reader:
         if len(g.node) > rules.MAX_NODES_PER_PAGE:
             self.fail("", f"the graph has {len(g.node):,} nodes; the limit is {rules.MAX_NODES_PER_PAGE:,} "
                           f"(the limit of a project's page)")
-        self._count_subgraph_nodes()
+        self._walk_graphs()
         if len(g.sparse_initializer):
             self.fail(f"sparse initializer '{cut_name(g.sparse_initializer[0].values.name)}'",
                       "sparse tensors are not read; store it as a dense initializer")
@@ -206,24 +210,40 @@ class _Reader:
                          cut_name(g.doc_string or self.model.doc_string), inputs, outputs, inits, nodes, types,
                          invalid)
 
-    def _count_subgraph_nodes(self) -> None:
-        """Refuse nodes past a page's limit in the graph and its subgraphs (If, Loop, Scan
-        bodies) together: the import reads no subgraph, but onnx's shape inference walks every
-        one (a 25 MB body of a million nodes took 10 s and 1.7 GB; a 2 GB file, hours). Each
-        node visited is counted first, so the walk stops within the limit."""
+    def _walk_graphs(self) -> None:
+        """Refuse, before onnx's shape inference sees them, what it cannot get through: nodes past
+        a page's limit in the graph and its subgraphs (If, Loop, Scan bodies) together, which the
+        import never reads but inference walks (a 25 MB body of a million nodes took 10 s and
+        1.7 GB; a 2 GB file, hours), and an Einsum equation it never finishes reading (below).
+        Each node visited is counted first, so the walk stops within the limit."""
         limit, total = rules.MAX_NODES_PER_PAGE, len(self.graph.node)
         graphs = [self.graph]
         while graphs:
             for node in graphs.pop().node:
+                label = node.name or next((o for o in node.output if o), node.op_type)
+                where = f"node '{cut_name(label)}' ({cut_name(node.op_type)})"
+                if node.op_type == "Einsum" and node.domain in ("", "ai.onnx"):
+                    self._check_einsum(node, where)
                 for a in node.attribute:
                     for sub in ([a.g] if a.type == 5 else a.graphs if a.type == 10 else ()):  # GRAPH, GRAPHS
                         total += len(sub.node)
                         if total > limit:
-                            label = node.name or next((o for o in node.output if o), node.op_type)
-                            self.fail(f"node '{cut_name(label)}' ({cut_name(node.op_type)})",
-                                      f"the graph and its subgraphs (If, Loop and Scan bodies) have more than "
-                                      f"{limit:,} nodes, the limit of a project's page")
+                            self.fail(where, f"the graph and its subgraphs (If, Loop and Scan bodies) have more "
+                                             f"than {limit:,} nodes, the limit of a project's page")
                         graphs.append(sub)
+
+    def _check_einsum(self, node, where: str) -> None:
+        """onnx's shape inference (1.2x) loops forever on an Einsum whose terms hold anything but
+        letters, spaces and one '...' ('ij#->ij', 'i..j->ij', a NUL or a tab in a term): a
+        100-byte file hung the import, and the editor with it."""
+        equation = next((a.s.decode("utf-8", "replace") for a in node.attribute if a.name == "equation"), "")
+        for term in (t for side in equation.split("->") for t in side.split(",")):
+            if not _EINSUM_TERM.fullmatch(term):
+                # a term failing the pattern keeps a character that is neither once one '...' is out
+                odd = next(c for c in term.replace("...", "", 1) if not (c.isascii() and c.isalpha()) and c != " ")
+                what = f"'{odd}'" if odd.isprintable() else describe_character(odd)
+                self.fail(where, f"the model is not valid ONNX: its equation '{cut_name(equation)}' has {what} "
+                                 f"in the term '{cut_name(term)}' (a term holds letters, spaces and one '...')")
 
     def _check_inputs(self, inits: dict) -> None:
         """Refuse a graph input named twice (ONNX gives every value one definition; onnx's checker

@@ -256,6 +256,45 @@ def test_nodes_past_a_page_s_limit_inside_subgraphs_are_refused_before_shape_inf
         _import(_model([if_node(body(1, "b"), "y", "top")], [x, c], [y]))
 
 
+def _einsum_model(equation, in_if=False):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    node = helper.make_node("Einsum", ["x"], ["y"], name="e", equation=equation)
+    if not in_if:
+        return _model([node], [x], [y])
+    then = helper.make_graph([node], "then", [], [y])
+    other = helper.make_graph([helper.make_node("Identity", ["x"], ["y2"])], "else", [],
+                              [helper.make_tensor_value_info("y2", TensorProto.FLOAT, None)])
+    c = helper.make_tensor_value_info("c", TensorProto.BOOL, [])
+    return _model([helper.make_node("If", ["c"], ["y"], name="if", then_branch=then, else_branch=other)], [x, c], [y])
+
+
+@pytest.mark.parametrize("equation, in_if, says", [
+    ("ij#->ij", False, "has '#' in the term 'ij#'"),
+    ("ij\0->ij", False, r"has U\+0000 \(NUL\) in the term 'ij\?'"),
+    ("i\tj->ij", False, r"has U\+0009 \(TAB\)"),
+    ("i..j->ij", False, "has '.' in the term 'i..j'"),
+    ("ij-->ij", False, "has '-' in the term 'ij-'"),
+    ("ij#->ij", True, "has '#'"),            # inside an If body, which inference walks too
+])
+def test_an_einsum_equation_onnx_s_inference_never_finishes_reading_is_refused(tmp_path, equation, in_if, says):
+    """onnx's shape inference looped forever on these: a 100-byte file hung the import (and the
+    editor). Run as a process, so that a hang fails the test instead of stopping the suite."""
+    import subprocess
+    import sys
+    path = tmp_path / "e.onnx"
+    path.write_bytes(_einsum_model(equation, in_if).SerializeToString())
+    done = subprocess.run([sys.executable, "-m", "blockflow", "import", "onnx", str(path), "-o",
+                           str(tmp_path / "e.bflow.json")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 3, done.stderr
+    assert re.search(r"node 'e' \(Einsum\): the model is not valid ONNX: its equation .*" + says, done.stderr)
+
+
+def test_einsum_equations_with_spaces_and_an_ellipsis_still_import():
+    for equation in ("i j -> j i", "...j->...j", "ij->"):
+        _import(_einsum_model(equation))
+
+
 def test_a_file_over_the_size_limit_is_not_read(tmp_path, monkeypatch):
     path = tmp_path / "big.onnx"
     path.write_bytes(_relu_model().SerializeToString())
