@@ -173,12 +173,14 @@ class _Reader:
         self.onnx, self.model, self.graph, self.source = onnx, model, model.graph, source
         self.bytes_held = 0
         self.budget, self.budget_from = memory_budget()
+        self.opset = OLDEST_OPSET
+        self.schemas: dict = {}     # op -> onnx's schema at the model's opset, or None
 
     def fail(self, where: str, problem: str):
         raise ImportFailure(f"{self.source}: {where}: {problem}" if where else f"{self.source}: {problem}")
 
     def read(self) -> OnnxModel:
-        opset = self._opset()
+        opset = self.opset = self._opset()
         g = self.graph
         if len(g.node) > rules.MAX_NODES_PER_PAGE:
             self.fail("", f"the graph has {len(g.node):,} nodes; the limit is {rules.MAX_NODES_PER_PAGE:,} "
@@ -222,8 +224,10 @@ class _Reader:
             for node in graphs.pop().node:
                 label = node.name or next((o for o in node.output if o), node.op_type)
                 where = f"node '{cut_name(label)}' ({cut_name(node.op_type)})"
-                if node.op_type == "Einsum" and node.domain in ("", "ai.onnx"):
-                    self._check_einsum(node, where)
+                if node.domain in ("", "ai.onnx"):
+                    self._check_crashers(node, where)
+                    if node.op_type == "Einsum":
+                        self._check_einsum(node, where)
                 for a in node.attribute:
                     for sub in ([a.g] if a.type == 5 else a.graphs if a.type == 10 else ()):  # GRAPH, GRAPHS
                         total += len(sub.node)
@@ -231,6 +235,37 @@ class _Reader:
                             self.fail(where, f"the graph and its subgraphs (If, Loop and Scan bodies) have more "
                                              f"than {limit:,} nodes, the limit of a project's page")
                         graphs.append(sub)
+
+    def _check_crashers(self, node, where: str) -> None:
+        """Refuse what onnx's checker refuses and its shape inference (1.2x) crashes on, taking
+        the process with it (the editor, unsaved work and all): a required input left out
+        (EyeLike with no input and a dtype: a segfault), an axis past 32 bits (LayerNormalization
+        at axis 2^31 with its Mean output: a segfault; no value has that many axes)."""
+        schema = self._schema(node.op_type)
+        if schema is not None:
+            given = list(node.input)
+            low, high = schema.min_input, schema.max_input
+            if not low <= len(given) <= high:
+                takes = str(low) if low == high else f"at least {low}" if high >= 2 ** 31 - 1 else f"{low} to {high}"
+                self.fail(where, f"the model is not valid ONNX: it has {len(given)} inputs; {cut_name(node.op_type)} "
+                                 f"takes {takes}")
+            for i, (name, param) in enumerate(zip(given, schema.inputs)):
+                if not name and param.option == self.onnx.defs.OpSchema.FormalParameterOption.Single:
+                    self.fail(where, f"the model is not valid ONNX: its input {i} ({param.name}) is required, "
+                                     f"and the node leaves it out")
+        for a in node.attribute:
+            if a.name in ("axis", "axes") and any(not -2 ** 31 <= v < 2 ** 31 for v in (a.i, *a.ints)):
+                self.fail(where, f"the model is not valid ONNX: its attribute '{a.name}' is "
+                                 f"{a.i if a.type == 2 else list(a.ints)}, past any value's axes")
+
+    def _schema(self, op: str):
+        """onnx's schema of the ai.onnx op ``op`` at the model's opset (None: not one it knows)."""
+        if op not in self.schemas:
+            try:
+                self.schemas[op] = self.onnx.defs.get_schema(op, self.opset, "")
+            except self.onnx.defs.SchemaError:
+                self.schemas[op] = None
+        return self.schemas[op]
 
     def _check_einsum(self, node, where: str) -> None:
         """onnx's shape inference (1.2x) loops forever on an Einsum whose terms hold anything but

@@ -89,3 +89,34 @@ def test_an_einsum_equation_onnx_s_inference_never_finishes_reading_is_refused(t
 def test_einsum_equations_with_spaces_and_an_ellipsis_still_import():
     for equation in ("i j -> j i", "...j->...j", "ij->"):
         _import(_einsum_model(equation))
+
+
+def _crasher(kind):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    s = helper.make_tensor_value_info("s", TensorProto.FLOAT, [3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    if kind == "eye-like-without-its-input":
+        return _model([helper.make_node("EyeLike", [""], ["y"], name="n", dtype=1)], [], [y], opset=17)
+    if kind == "eye-like-with-two-inputs":
+        return _model([helper.make_node("EyeLike", ["", "x"], ["y"], name="n", dtype=0)], [x], [y], opset=17)
+    return _model([helper.make_node("LayerNormalization", ["x", "s"], ["y", "m", "r"], name="n", axis=2 ** 31)],
+                  [x, s], [y], opset=17)
+
+
+@pytest.mark.parametrize("kind, says", [
+    ("eye-like-without-its-input", r"node 'n' \(EyeLike\): the model is not valid ONNX: its input 0 \(input\) is "
+                                   r"required, and the node leaves it out"),
+    ("eye-like-with-two-inputs", r"node 'n' \(EyeLike\): the model is not valid ONNX: it has 2 inputs; EyeLike takes 1"),
+    ("layer-norm-at-axis-2-to-the-31", r"node 'n' \(LayerNormalization\): the model is not valid ONNX: its attribute "
+                                       r"'axis' is 2147483648, past any value's axes"),
+])
+def test_a_node_onnx_s_shape_inference_crashes_on_is_refused_before_it_runs(tmp_path, kind, says):
+    """Each made onnx's shape inference (1.2x) segfault, killing the command line (exit 139) or
+    the editor with its unsaved work: a 60-byte file. onnx's checker refuses each. Run as a
+    process, so that a crash fails the test instead of the suite."""
+    path = tmp_path / "c.onnx"
+    path.write_bytes(_crasher(kind).SerializeToString())
+    done = subprocess.run([sys.executable, "-m", "blockflow", "import", "onnx", str(path), "-o",
+                           str(tmp_path / "c.bflow.json")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 3, (done.returncode, done.stderr)
+    assert re.search(says, done.stderr), done.stderr
