@@ -14,6 +14,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -150,6 +151,22 @@ _FAILED_NODE = re.compile(r"\(op_type:[^,()]*, node name: #(\d+)\): (?:\[\w+\] )
 #: longest reason quoted from ONNX
 MAX_REASON = 600
 
+class _Schema(NamedTuple):
+    """What the import checks of an op's schema before onnx's shape inference runs."""
+
+    fewest: int          # inputs
+    most: int
+    required: tuple      # (position, name) of each input that must be given
+    checked: bool        # whether it takes an attribute checked here ('axis', 'axes', 'num_outputs')
+    graphs: bool         # whether it holds graphs (If, Loop, Scan)
+
+
+def _where(node) -> str:
+    """How a message names a NodeProto: its name, else its first output's, else its op."""
+    label = node.name or next((o for o in node.output if o), node.op_type)
+    return f"node '{cut_name(label)}' ({cut_name(node.op_type)})"
+
+
 #: an Einsum term onnx's shape inference reads (letters, spaces, at most one '...')
 _EINSUM_TERM = re.compile(r"[A-Za-z ]*(?:\.\.\.)?[A-Za-z ]*")
 
@@ -174,7 +191,7 @@ class _Reader:
         self.bytes_held = 0
         self.budget, self.budget_from = memory_budget()
         self.opset = OLDEST_OPSET
-        self.schemas: dict = {}     # op -> onnx's schema at the model's opset, or None
+        self.schemas: dict = {}     # op -> what _schema says of it
 
     def fail(self, where: str, problem: str):
         raise ImportFailure(f"{self.source}: {where}: {problem}" if where else f"{self.source}: {problem}")
@@ -222,52 +239,65 @@ class _Reader:
         graphs = [self.graph]
         while graphs:
             for node in graphs.pop().node:
-                label = node.name or next((o for o in node.output if o), node.op_type)
-                where = f"node '{cut_name(label)}' ({cut_name(node.op_type)})"
-                if node.domain in ("", "ai.onnx"):
-                    self._check_crashers(node, where)
-                    if node.op_type == "Einsum":
-                        self._check_einsum(node, where)
-                for a in node.attribute:
+                schema = self._schema(node.op_type) if node.domain in ("", "ai.onnx") else None
+                if schema is None:   # not an op onnx knows: inference reads nothing of it
+                    continue
+                self._check_crashers(node, schema)
+                if node.op_type == "Einsum":
+                    self._check_einsum(node)
+                # (reading a node's attributes is slow: only the ops that hold graphs are read)
+                for a in node.attribute if schema.graphs else ():
                     for sub in ([a.g] if a.type == 5 else a.graphs if a.type == 10 else ()):  # GRAPH, GRAPHS
                         total += len(sub.node)
                         if total > limit:
-                            self.fail(where, f"the graph and its subgraphs (If, Loop and Scan bodies) have more "
-                                             f"than {limit:,} nodes, the limit of a project's page")
+                            self.fail(_where(node), f"the graph and its subgraphs (If, Loop and Scan bodies) have "
+                                                    f"more than {limit:,} nodes, the limit of a project's page")
                         graphs.append(sub)
 
-    def _check_crashers(self, node, where: str) -> None:
+    def _check_crashers(self, node, schema: "_Schema") -> None:
         """Refuse what onnx's checker refuses and its shape inference (1.2x) crashes on, taking
         the process with it (the editor, unsaved work and all): a required input left out
         (EyeLike with no input and a dtype: a segfault), an axis past 32 bits (LayerNormalization
-        at axis 2^31 with its Mean output: a segfault; no value has that many axes)."""
-        schema = self._schema(node.op_type)
-        if schema is not None:
-            given = list(node.input)
-            low, high = schema.min_input, schema.max_input
-            if not low <= len(given) <= high:
-                takes = str(low) if low == high else f"at least {low}" if high >= 2 ** 31 - 1 else f"{low} to {high}"
-                self.fail(where, f"the model is not valid ONNX: it has {len(given)} inputs; {cut_name(node.op_type)} "
-                                 f"takes {takes}")
-            for i, (name, param) in enumerate(zip(given, schema.inputs)):
-                if not name and param.option == self.onnx.defs.OpSchema.FormalParameterOption.Single:
-                    self.fail(where, f"the model is not valid ONNX: its input {i} ({param.name}) is required, "
-                                     f"and the node leaves it out")
-        for a in node.attribute:
+        at axis 2^31 with its Mean output: a segfault; no value has that many axes), a Split's
+        num_outputs that is not its outputs' count (inference made 2^31 pieces for one: 34 GB)."""
+        given = node.input
+        if not schema.fewest <= len(given) <= schema.most:
+            low, high = schema.fewest, schema.most
+            takes = str(low) if low == high else f"at least {low}" if high >= 2 ** 31 - 1 else f"{low} to {high}"
+            self.fail(_where(node), f"the model is not valid ONNX: it has {len(given)} inputs; "
+                                    f"{cut_name(node.op_type)} takes {takes}")
+        for i, name in schema.required:
+            if i < len(given) and not given[i]:
+                self.fail(_where(node), f"the model is not valid ONNX: its input {i} ({name}) is required, "
+                                        f"and the node leaves it out")
+        for a in node.attribute if schema.checked else ():
             if a.name in ("axis", "axes") and any(not -2 ** 31 <= v < 2 ** 31 for v in (a.i, *a.ints)):
-                self.fail(where, f"the model is not valid ONNX: its attribute '{a.name}' is "
-                                 f"{a.i if a.type == 2 else list(a.ints)}, past any value's axes")
+                self.fail(_where(node), f"the model is not valid ONNX: its attribute '{a.name}' is "
+                                        f"{a.i if a.type == 2 else list(a.ints)}, past any value's axes")
+            if a.name == "num_outputs" and a.i != len(node.output):
+                self.fail(_where(node), f"the model is not valid ONNX: its attribute 'num_outputs' is {a.i:,}, and "
+                                        f"it has {len(node.output)} outputs")
 
-    def _schema(self, op: str):
-        """onnx's schema of the ai.onnx op ``op`` at the model's opset (None: not one it knows)."""
+    def _schema(self, op: str) -> "_Schema | None":
+        """What _walk_graphs needs of onnx's schema of the ai.onnx op ``op`` at the model's opset
+        (None: not an op it knows), kept per op: asking onnx for a schema's parts is slow."""
         if op not in self.schemas:
+            defs = self.onnx.defs
             try:
-                self.schemas[op] = self.onnx.defs.get_schema(op, self.opset, "")
-            except self.onnx.defs.SchemaError:
+                schema = defs.get_schema(op, self.opset, "")
+            except defs.SchemaError:
                 self.schemas[op] = None
+            else:
+                single, kinds = defs.OpSchema.FormalParameterOption.Single, defs.OpSchema.AttrType
+                attrs = schema.attributes
+                self.schemas[op] = _Schema(
+                    schema.min_input, schema.max_input,
+                    tuple((i, p.name) for i, p in enumerate(schema.inputs) if p.option == single),
+                    bool({"axis", "axes", "num_outputs"} & set(attrs)),
+                    any(a.type in (kinds.GRAPH, kinds.GRAPHS) for a in attrs.values()))
         return self.schemas[op]
 
-    def _check_einsum(self, node, where: str) -> None:
+    def _check_einsum(self, node) -> None:
         """onnx's shape inference (1.2x) loops forever on an Einsum whose terms hold anything but
         letters, spaces and one '...' ('ij#->ij', 'i..j->ij', a NUL or a tab in a term): a
         100-byte file hung the import, and the editor with it."""
@@ -277,7 +307,7 @@ class _Reader:
                 # a term failing the pattern keeps a character that is neither once one '...' is out
                 odd = next(c for c in term.replace("...", "", 1) if not (c.isascii() and c.isalpha()) and c != " ")
                 what = f"'{odd}'" if odd.isprintable() else describe_character(odd)
-                self.fail(where, f"the model is not valid ONNX: its equation '{cut_name(equation)}' has {what} "
+                self.fail(_where(node), f"the model is not valid ONNX: its equation '{cut_name(equation)}' has {what} "
                                  f"in the term '{cut_name(term)}' (a term holds letters, spaces and one '...')")
 
     def _check_inputs(self, inits: dict) -> None:

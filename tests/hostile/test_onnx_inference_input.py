@@ -97,6 +97,9 @@ def _crasher(kind):
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
     if kind == "eye-like-without-its-input":
         return _model([helper.make_node("EyeLike", [""], ["y"], name="n", dtype=1)], [], [y], opset=17)
+    if kind == "split-into-2-to-the-26-with-one-output":   # inference made that many pieces: 1 GB
+        return _model([helper.make_node("Split", ["x"], ["y"], name="n", axis=1, num_outputs=2 ** 26)], [x], [y],
+                      opset=18)
     if kind == "eye-like-with-two-inputs":
         return _model([helper.make_node("EyeLike", ["", "x"], ["y"], name="n", dtype=0)], [x], [y], opset=17)
     return _model([helper.make_node("LayerNormalization", ["x", "s"], ["y", "m", "r"], name="n", axis=2 ** 31)],
@@ -109,11 +112,14 @@ def _crasher(kind):
     ("eye-like-with-two-inputs", r"node 'n' \(EyeLike\): the model is not valid ONNX: it has 2 inputs; EyeLike takes 1"),
     ("layer-norm-at-axis-2-to-the-31", r"node 'n' \(LayerNormalization\): the model is not valid ONNX: its attribute "
                                        r"'axis' is 2147483648, past any value's axes"),
+    ("split-into-2-to-the-26-with-one-output", r"node 'n' \(Split\): the model is not valid ONNX: its attribute "
+                                               r"'num_outputs' is 67,108,864, and it has 1 outputs"),
 ])
 def test_a_node_onnx_s_shape_inference_crashes_on_is_refused_before_it_runs(tmp_path, kind, says):
     """Each made onnx's shape inference (1.2x) segfault, killing the command line (exit 139) or
-    the editor with its unsaved work: a 60-byte file. onnx's checker refuses each. Run as a
-    process, so that a crash fails the test instead of the suite."""
+    the editor with its unsaved work, or (Split) allocate a piece per num_outputs (2^31 of them:
+    34 GB): a 60-byte file. onnx's checker refuses each. Run as a process, so that a crash fails
+    the test instead of the suite."""
     path = tmp_path / "c.onnx"
     path.write_bytes(_crasher(kind).SerializeToString())
     done = subprocess.run([sys.executable, "-m", "blockflow", "import", "onnx", str(path), "-o",
