@@ -215,6 +215,7 @@ class _Reader:
         self._check_inputs(inits)
         nodes = [self._node(i, n) for i, n in enumerate(g.node)]
         inputs = [self._value_info(v) for v in g.input if v.name not in inits]
+        self._check_input_sizes(inputs)
         outputs = [self._value_info(v) for v in g.output]
         if not outputs:
             self.fail("", "the graph has no outputs: it computes nothing a project could show")
@@ -309,6 +310,21 @@ class _Reader:
                 what = f"'{odd}'" if odd.isprintable() else describe_character(odd)
                 self.fail(_where(node), f"the model is not valid ONNX: its equation '{cut_name(equation)}' has {what} "
                                  f"in the term '{cut_name(term)}' (a term holds letters, spaces and one '...')")
+
+    def _check_input_sizes(self, inputs: list) -> None:
+        """Refuse a graph input no project can hold before onnx's shape inference sees it: its
+        time and memory follow the sizes a file declares (a Slice's ends declared [2^40]: hours;
+        [10^8]: 14 s and 7 GB). The import refused such an input only after inference."""
+        for v in inputs:
+            sizes = [d for d in v.shape or () if isinstance(d, int)]
+            where = f"graph input '{cut_name(v.name)}'"
+            if len(v.shape or ()) > rules.MAX_NDIM:
+                self.fail("", f"{where} has {len(v.shape)} dimensions; the limit is {rules.MAX_NDIM}")
+            if any(d < 0 for d in sizes):
+                self.fail("", f"{where} has a negative size in its shape {list(v.shape)}")
+            if math.prod(sizes) > rules.MAX_ARRAY_ELEMENTS:
+                self.fail("", f"{where} has {math.prod(sizes):,} elements; the limit for one array is "
+                              f"{rules.MAX_ARRAY_ELEMENTS:,}")
 
     def _check_inputs(self, inits: dict) -> None:
         """Refuse a graph input named twice (ONNX gives every value one definition; onnx's checker

@@ -126,3 +126,20 @@ def test_a_node_onnx_s_shape_inference_crashes_on_is_refused_before_it_runs(tmp_
                            str(tmp_path / "c.bflow.json")], capture_output=True, text=True, timeout=120)
     assert done.returncode == 3, (done.returncode, done.stderr)
     assert re.search(says, done.stderr), done.stderr
+
+
+def test_a_graph_input_no_project_holds_is_refused_before_shape_inference(tmp_path):
+    """onnx's inference of a Slice takes time and memory after its ends' declared length: ends
+    declared [2^40] ran for hours (the import refused the input only after inference). Run as a
+    process, so that a hang fails the test instead of stopping the suite."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
+    starts = helper.make_tensor_value_info("s", TensorProto.INT64, [1])
+    ends = helper.make_tensor_value_info("e", TensorProto.INT64, [2 ** 40])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    model = _model([helper.make_node("Slice", ["x", "s", "e"], ["y"], name="n")], [x, starts, ends], [y])
+    path = tmp_path / "s.onnx"
+    path.write_bytes(model.SerializeToString())
+    done = subprocess.run([sys.executable, "-m", "blockflow", "import", "onnx", str(path), "-o",
+                           str(tmp_path / "s.bflow.json")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3, (done.returncode, done.stderr)
+    assert "graph input 'e' has 1,099,511,627,776 elements; the limit for one array is 1,000,000,000" in done.stderr
