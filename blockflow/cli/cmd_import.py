@@ -25,7 +25,7 @@ def cmd_import(args) -> int:
     except MissingPackage as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
     except UnsupportedOps as exc:
-        raise CliError(f"{exc}\nnothing was written", EXIT_DIAGNOSTICS) from None
+        raise CliError(exc.head, EXIT_DIAGNOSTICS, [*(f"  {line}" for line in exc.lines), "nothing was written"]) from None
     except ImportFailure as exc:
         raise CliError(f"{exc}; nothing was written", EXIT_FILE) from None
     result = save_project(project, args.output)

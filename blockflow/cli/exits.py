@@ -23,6 +23,9 @@ EXIT_CODES = {
 
 
 class CliError(BlockflowError):
-    def __init__(self, message: str, code: int):
+    def __init__(self, message: str, code: int, lines=()):
         super().__init__(message)
         self.code = code
+        #: lines printed under the message, each on its own and each escaped alone (an import's
+        #: list of unsupported ops): a newline inside the message is escaped, not printed
+        self.lines = tuple(lines)

@@ -10,6 +10,7 @@ import sys
 import numpy as np
 
 from blockflow.arrayout import array_stats
+from blockflow.cli.exits import CliError
 from blockflow.errors import CompileError
 from blockflow.textsafe import for_terminal, raw_stream
 
@@ -101,8 +102,10 @@ def report(args, exc):
 def error_text(exc) -> str:
     """An error as printed after ``blockflow: error:``: one line, so that text from a file cannot
     start a line of its own (its newlines are escaped with its other control characters); a
-    diagram's errors are a head and one indented line per diagnostic."""
+    diagram's errors are a head and one indented line per diagnostic, a CliError's ``lines`` (an
+    import's unsupported ops) one line each, each escaped alone."""
     if isinstance(exc, CompileError):
         head = str(exc).split("\n", 1)[0]
         return "\n  ".join([head, *(for_terminal(str(d)) for d in exc.diagnostics)])
-    return for_terminal(str(exc))
+    lines = exc.lines if isinstance(exc, CliError) else ()
+    return "\n".join(for_terminal(line) for line in (str(exc), *lines))

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from blockflow.budget import format_size
 from blockflow.compile.compiler import compile_project
 from blockflow.compile.program import Program, Step
 from blockflow.optional import need
@@ -44,6 +45,10 @@ __all__ = ["export_onnx", "onnx_refused_blocks", "write_onnx_file", "MIN_OPSET"]
 
 #: the lowest opset the lowerings are written for (ReduceSum's axes input, Split's sizes input)
 MIN_OPSET = 17
+
+#: the most values one ONNX file holds: protobuf writes no message past 2 GiB (a larger model keeps
+#: its weights in external data files, which the export does not write)
+MAX_VALUE_BYTES = 2 ** 31 - 1
 
 
 def inference_phase(program: Program) -> dict:
@@ -172,6 +177,7 @@ class _GraphBuilder:
         self.node_names = Names(make=scopes)  # an instance's blocks keep its scope
         self.nodes: list = []
         self.initializers: list = []
+        self.value_bytes = 0
         self.inputs: list = []
         self.metadata: dict[str, str] = {}
         self.expr: dict[int, str] = {}
@@ -211,6 +217,7 @@ class _GraphBuilder:
 
     def constant(self, value: np.ndarray, base: str) -> str:
         onnx_dtype(value.dtype)   # Unsupported for a dtype ONNX has not
+        self._count(value)
         name = self.values.fresh(base)
         self.initializers.append(self.onnx.numpy_helper.from_array(np.array(value, order="C"), name))
         return name
@@ -298,9 +305,20 @@ class _GraphBuilder:
             onnx_dtype(value.dtype)
         except Unsupported as exc:
             raise ExportError(f"{text}: {exc}") from None
+        self._count(value)
         name = self.values(object(), text)
         self.initializers.append(self.onnx.numpy_helper.from_array(np.array(value, order="C"), name))
         return name
+
+    def _count(self, value: np.ndarray) -> None:
+        """Refuse, before it is copied, a value that takes the model past what one file holds:
+        protobuf failed only when the graph was made, after copying every value twice (a 2.2 GB
+        Variable: 29 s, 6 GB, then 'internal error: Failed to serialize proto')."""
+        self.value_bytes += value.nbytes
+        if self.value_bytes > MAX_VALUE_BYTES:
+            raise ExportError(f"page '{self.program.page_name}': its values (Variables and constants) take more "
+                              f"than {format_size(MAX_VALUE_BYTES + 1)}, the most one ONNX file holds (protobuf's "
+                              f"limit; the export writes no external data files): export it to PyTorch instead")
 
     def _graph_input(self, slot: int, text: str) -> None:
         t = self.program.slot(slot).type

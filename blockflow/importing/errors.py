@@ -23,5 +23,8 @@ class UnsupportedOps(ImportFailure):
             shown = ", ".join(nodes[:5]) + (f" and {len(nodes) - 5} more" if len(nodes) > 5 else "")
             lines.append(f"{op} ({len(nodes)} node{'s' if len(nodes) != 1 else ''}: {shown}): "
                          + "; ".join(reasons))
-        super().__init__(f"{source}: {len(ops)} op{'s' if len(ops) != 1 else ''} with no faithful "
-                         f"blockflow counterpart (nothing was approximated):\n  " + "\n  ".join(lines))
+        #: the first line, and one line for each op (its type and reasons come from the file)
+        self.head = (f"{source}: {len(ops)} op{'s' if len(ops) != 1 else ''} with no faithful blockflow "
+                     f"counterpart (nothing was approximated):")
+        self.lines = lines
+        super().__init__(self.head + "\n  " + "\n  ".join(lines))

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from blockflow.budget import format_size
+from blockflow.budget import format_size, memory_budget
 from blockflow.io import rules
 from blockflow.project import Page
 from blockflow.registry import Registry
@@ -123,6 +123,18 @@ class PageBuilder:
         #: other source blocks placed by their one reader, as Variables are (a loss's labels)
         self.attached: list[str] = []
         self._taken: dict[str, int] = {}
+        #: bytes of known arrays the import holds (the model's, the folds', the large constants
+        #: mappings make), and the memory budget they must fit together
+        self.held = 0
+        self.budget, self.budget_from = memory_budget()
+
+    def hold(self, nbytes: int, what: str) -> None:
+        """Count ``nbytes`` more, before they are made; Refused when they would not fit the budget."""
+        if self.held + nbytes > self.budget:
+            raise Refused(f"{what} would take {format_size(nbytes)}, more than the memory budget leaves "
+                          f"({format_size(max(self.budget - self.held, 0))} of {format_size(self.budget)}, "
+                          f"{self.budget_from}; docs/limits.md)")
+        self.held += nbytes
 
     def unique_id(self, base: str) -> str:
         n = self._taken.get(base, 0)

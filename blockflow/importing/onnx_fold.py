@@ -98,7 +98,7 @@ def _gather(node, ins, opset):
     n = data.shape[axis]
     if idx.dtype.kind not in "iu" or ((idx < -n) | (idx >= n)).any():
         raise FoldRefused(f"Gather: an index is out of range for size {n}")
-    _size_ok(data.shape[:axis] + idx.shape + data.shape[axis + 1:], "Gather's result")
+    _size_ok(data.shape[:axis] + idx.shape + data.shape[axis + 1:], "Gather's result", data.dtype)
     return [np.take(data, np.where(idx < 0, idx + n, idx), axis=axis)]
 
 
@@ -190,6 +190,7 @@ def _transpose(node, ins, opset):
     perm = node.attrs.get("perm") or tuple(reversed(range(x.ndim)))
     if sorted(perm) != list(range(x.ndim)):
         raise FoldRefused(f"Transpose: perm {list(perm)} is not a permutation of {x.ndim} axes")
+    _size_ok(x.shape, "Transpose's result", x.dtype)
     return [np.transpose(x, perm).copy(order="C")]
 
 
@@ -197,6 +198,7 @@ def _cast(node, ins, opset):
     to = DTYPES.get(node.attrs.get("to"))
     if to is None:
         raise FoldRefused(f"Cast: target type {node.attrs.get('to')} is not one a project holds")
+    _size_ok(np.shape(ins[0]), "Cast's result", to)   # int8 to float64 takes 8 times the bytes
     return [np.asarray(ins[0]).astype(to)]
 
 
@@ -226,10 +228,12 @@ def _elementwise(fn):
             shape = np.broadcast_shapes(*(a.shape for a in arrays))
         except ValueError as exc:
             raise FoldRefused(f"{node.op}: {exc}") from None
-        _size_ok(shape, f"{node.op}'s result")
+        dtype = np.dtype(bool) if node.op in _COMPARE else np.result_type(*arrays)
+        # broadcasting makes the result, not the inputs, the size: [N, 1] + [1, N] is N * N
+        _size_ok(shape, f"{node.op}'s result", dtype)
         with np.errstate(all="ignore"):
             out = fn(*arrays)
-        return [np.asarray(out, dtype=np.result_type(*arrays) if node.op not in _COMPARE else bool)]
+        return [np.asarray(out, dtype=dtype)]
     return fold_it
 
 
@@ -252,8 +256,9 @@ def _where(node, ins, opset):
         shape = np.broadcast_shapes(cond.shape, x.shape, y.shape)
     except ValueError as exc:
         raise FoldRefused(f"Where: {exc}") from None
-    _size_ok(shape, "Where's result")
-    return [np.where(cond.astype(bool), x, y).astype(np.result_type(x, y))]
+    dtype = np.result_type(x, y)
+    _size_ok(shape, "Where's result", dtype)
+    return [np.where(cond.astype(bool), x, y).astype(dtype, copy=False)]
 
 
 def _mod(node, ins, opset):
@@ -264,6 +269,7 @@ def _mod(node, ins, opset):
 
 
 def _cast_like(node, ins, opset):
+    _size_ok(np.shape(ins[0]), "CastLike's result", np.asarray(ins[1]).dtype)
     return [np.asarray(ins[0]).astype(np.asarray(ins[1]).dtype)]
 
 

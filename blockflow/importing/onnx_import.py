@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from blockflow.budget import format_size, memory_budget
+from blockflow.budget import format_size
 from blockflow.compile.compiler import compile_page, compile_project
 from blockflow.composite import ProjectBlocks
 from blockflow.importing.errors import ImportFailure, UnsupportedOps
@@ -105,7 +105,9 @@ def _page_text(model: OnnxModel, report: ImportReport, added: list) -> str:
 def _page_name(model: OnnxModel, path) -> str:
     stem = os.path.basename(str(path))
     stem = stem[:-5] if stem.endswith(".onnx") else stem
-    text = "".join(ch for ch in (model.graph_name or stem) if ch.isprintable() and ch != "/").strip()
+    text = "".join(ch for ch in (model.graph_name or stem) if ch.isprintable() and ch != "/")
+    # a leading '@' names a composite's diagram, never a page (the page could not be made)
+    text = text.strip().lstrip("@").strip()
     return (text or "model")[:60]
 
 
@@ -197,8 +199,7 @@ class _Importer:
         self.env: dict = {}
         self.refused: dict[str, list] = {}
         self.report = ImportReport(model.source, model.opset, model.producer, len(model.nodes))
-        self.held = sum(a.nbytes for a in model.initializers.values())
-        self.budget, self.budget_from = memory_budget()
+        builder.held = sum(a.nbytes for a in model.initializers.values())
         self.read = frozenset([i for n in model.nodes for i in n.inputs if i] + [v.name for v in model.outputs])
         self.readers = Counter(i for n in model.nodes for i in set(n.inputs) if i)
 
@@ -416,7 +417,7 @@ class _Importer:
             return False
         try:
             outs = fold(node, [None if v is None else v.value for v in values], self.model.opset,
-                        room=self.budget - self.held)
+                        room=self.builder.budget - self.builder.held)
         except FoldRefused as exc:
             raise ImportFailure(f"{self.model.source}: node '{node.label}' ({node.op}): {exc}") from None
         param = node.op == "ConstantOfShape" or any(isinstance(v, Known) and v.param for v in values)
@@ -427,11 +428,12 @@ class _Importer:
             # the folded copy remembers it, so a Variable of it is the weight's own, rearranged
             tied = (values[0], node.op, tuple(node.attrs.get("perm") or ()))
         for name, arr in zip(node.outputs, outs):
-            self.held += arr.nbytes
-            if self.held > self.budget:
+            b = self.builder
+            b.held += arr.nbytes
+            if b.held > b.budget:
                 raise ImportFailure(f"{self.model.source}: node '{node.label}' ({node.op}): the model's constants "
-                                    f"reach {format_size(self.held)}, more than the memory budget of "
-                                    f"{format_size(self.budget)} ({self.budget_from}; docs/limits.md)")
+                                    f"reach {format_size(b.held)}, more than the memory budget of "
+                                    f"{format_size(b.budget)} ({b.budget_from}; docs/limits.md)")
             if name:
                 self.env[name] = Known(arr, name, param and arr.dtype.kind == "f", tied)
         self.report.folded += 1

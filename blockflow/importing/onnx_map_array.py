@@ -206,6 +206,7 @@ def _gather_pad(call: Call, widths: list, mode: str):
         size = shape[a]
         if not isinstance(size, int) or size == 0:
             raise Unsupported(f"Pad mode {mode!r} along an axis of {'unknown' if size is None else 'no'} size")
+        call.making((max(size + widths[a][0] + widths[a][1], 0),), np.int64, f"the entries it copies along axis {a}")
         at = np.arange(-widths[a][0], size + widths[a][1])
         at = np.clip(at, 0, size - 1) if mode == "edge" else np.mod(at, size)
         last = n == len(padded) - 1

@@ -48,6 +48,7 @@ def gather_elements(call: Call):
     idx = _from_end(call, call.input(1), size, "index", call.dtype(1))
     if not isinstance(idx, Known) and call.dtype(1) != np.int64:
         idx = call.block("Cast", {"DstT": "int64"}, x=idx, hint="index64")
+    call.making((rank, *shape), np.int64, "its grid of coordinates")
     grid = np.indices(shape, dtype=np.int64)
     coords = []
     for d in range(rank):
@@ -148,6 +149,7 @@ def trilu(call: Call):
     if call.has(1):
         k = int(call.need_known(1, "Trilu's k").reshape(-1)[0])
     h, w = shape[-2:]
+    call.making((h, w), bool, "its mask")
     keep = np.ones((h, w), bool)
     keep = np.triu(keep, k) if call.attr("upper", 1) else np.tril(keep, k)
     dtype = call.dtype(0)
@@ -258,6 +260,7 @@ def scatter_elements(call: Call):
     idx = _from_end(call, call.input(1), size, "index", call.dtype(1))
     if not isinstance(idx, Known) and call.dtype(1) != np.int64:
         idx = call.block("Cast", {"DstT": "int64"}, x=idx, hint="index64")
+    call.making((rank, *shape), np.int64, "its grid of coordinates")
     grid = np.indices(shape, dtype=np.int64)
     coords = [call.const(grid[d][..., None]) if d != axis else
               (call.const(idx.value.astype(np.int64)[..., None]) if isinstance(idx, Known) else
@@ -275,6 +278,7 @@ def eye_like(call: Call):
     dtype = DTYPES.get(to) if to is not None else (call.dtype(0) and call.dtype(0).name)
     if dtype is None:
         raise Unsupported(f"EyeLike to ONNX type {to}, which a project does not hold")
+    call.making((rows, cols), dtype, "its constant")
     return call.const(np.eye(rows, cols, int(call.attr("k", 0)), dtype=dtype))
 
 

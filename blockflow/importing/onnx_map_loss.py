@@ -14,6 +14,7 @@ from blockflow.importing.onnx_mapping import Call, Unsupported, maps
 
 def _picked(call: Call, x, target, shape: tuple, dtype_t):
     """x[n, d..., target[n, d...]] for x with the classes last and target of ``shape``."""
+    call.making((len(shape), *shape), np.int64, "its grid of coordinates")
     grid = np.indices(shape, dtype=np.int64)
     if dtype_t != np.int64:
         target = call.block("Cast", {"DstT": "int64"}, x=target, hint="target64")

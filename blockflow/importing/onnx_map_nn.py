@@ -219,6 +219,7 @@ def average_pool(call: Call):
     padded = call.block("Pad", {"constant_values": 0.0}, input=x, paddings=call.const(pads, np.int32), hint="pad")
     mean = call.block("AvgPool", {**attrs, "padding": "VALID"}, value=padded, hint="window")
     oh, ow = (h + t + b - k[0]) // strides[0] + 1, (w + l + r - k[1]) // strides[1] + 1
+    call.making((oh, ow), np.float64, "its count of each window's entries")   # pads of 10^6: 8 TB
     # in the padded input, the input is [t, t + h); with count_include_pad the given padding
     # counts too, but not what ceil_mode added after it
     if include:

@@ -12,12 +12,13 @@ modules (:func:`mapping_table`). ``since`` and ``doc`` feed docs/import.md.
 from __future__ import annotations
 
 import importlib
+import math
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
-from blockflow.importing.onnx_build import Known, PageBuilder, Refused, Unsupported, Wire, node_id_from
+from blockflow.importing.onnx_build import Known, PageBuilder, Refused, Unsupported, Wire, check_tensor, node_id_from
 from blockflow.importing.onnx_read import OnnxNode
 
 __all__ = ["Call", "Mapping", "maps", "mapping_table", "Unsupported"]
@@ -173,6 +174,15 @@ class Call:
         port = out or spec.outputs[0].name
         dtype, shape = self.out_type(typed) if typed is not None else (None, None)
         return Wire(nid, port, dtype, shape)
+
+    def making(self, shape, dtype, what: str) -> None:
+        """Before a mapping makes an array as large as an input or an output (a constant grid of
+        coordinates, a mask, a rescaling): Refused when it would be past the limits of one tensor
+        or what the memory budget leaves, else counted. A small file declares the sizes; the
+        arrays must not follow them past the limits."""
+        dtype = np.dtype(dtype)
+        check_tensor(dtype, shape, what)
+        self.builder.hold(math.prod(shape) * dtype.itemsize, what)
 
     def const(self, value, dtype=None) -> Known:
         """A known constant (never a Variable): an inline value where a block reads it."""

@@ -14,6 +14,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -21,6 +22,7 @@ from blockflow.budget import format_size, memory_budget
 from blockflow.importing.errors import ImportFailure
 from blockflow.io import rules
 from blockflow.optional import need
+from blockflow.textsafe import describe_character
 
 __all__ = ["OnnxModel", "OnnxNode", "ValueInfo", "read_onnx", "read_onnx_bytes", "OLDEST_OPSET",
            "DTYPES", "cut_name", "MAX_NAME"]
@@ -149,6 +151,25 @@ _FAILED_NODE = re.compile(r"\(op_type:[^,()]*, node name: #(\d+)\): (?:\[\w+\] )
 #: longest reason quoted from ONNX
 MAX_REASON = 600
 
+class _Schema(NamedTuple):
+    """What the import checks of an op's schema before onnx's shape inference runs."""
+
+    fewest: int          # inputs
+    most: int
+    required: tuple      # (position, name) of each input that must be given
+    checked: bool        # whether it takes an attribute checked here ('axis', 'axes', 'num_outputs')
+    graphs: bool         # whether it holds graphs (If, Loop, Scan)
+
+
+def _where(node) -> str:
+    """How a message names a NodeProto: its name, else its first output's, else its op."""
+    label = node.name or next((o for o in node.output if o), node.op_type)
+    return f"node '{cut_name(label)}' ({cut_name(node.op_type)})"
+
+
+#: an Einsum term onnx's shape inference reads (letters, spaces, at most one '...')
+_EINSUM_TERM = re.compile(r"[A-Za-z ]*(?:\.\.\.)?[A-Za-z ]*")
+
 
 def _inference_verdict(message: str) -> tuple | None:
     """(node index or None, reason) from strict shape inference's error ``message``; None for an
@@ -169,16 +190,19 @@ class _Reader:
         self.onnx, self.model, self.graph, self.source = onnx, model, model.graph, source
         self.bytes_held = 0
         self.budget, self.budget_from = memory_budget()
+        self.opset = OLDEST_OPSET
+        self.schemas: dict = {}     # op -> what _schema says of it
 
     def fail(self, where: str, problem: str):
         raise ImportFailure(f"{self.source}: {where}: {problem}" if where else f"{self.source}: {problem}")
 
     def read(self) -> OnnxModel:
-        opset = self._opset()
+        opset = self.opset = self._opset()
         g = self.graph
         if len(g.node) > rules.MAX_NODES_PER_PAGE:
             self.fail("", f"the graph has {len(g.node):,} nodes; the limit is {rules.MAX_NODES_PER_PAGE:,} "
                           f"(the limit of a project's page)")
+        self._walk_graphs()
         if len(g.sparse_initializer):
             self.fail(f"sparse initializer '{cut_name(g.sparse_initializer[0].values.name)}'",
                       "sparse tensors are not read; store it as a dense initializer")
@@ -191,6 +215,7 @@ class _Reader:
         self._check_inputs(inits)
         nodes = [self._node(i, n) for i, n in enumerate(g.node)]
         inputs = [self._value_info(v) for v in g.input if v.name not in inits]
+        self._check_input_sizes(inputs)
         outputs = [self._value_info(v) for v in g.output]
         if not outputs:
             self.fail("", "the graph has no outputs: it computes nothing a project could show")
@@ -204,6 +229,102 @@ class _Reader:
         return OnnxModel(self.source, opset, cut_name(self.model.producer_name), cut_name(g.name),
                          cut_name(g.doc_string or self.model.doc_string), inputs, outputs, inits, nodes, types,
                          invalid)
+
+    def _walk_graphs(self) -> None:
+        """Refuse, before onnx's shape inference sees them, what it cannot get through: nodes past
+        a page's limit in the graph and its subgraphs (If, Loop, Scan bodies) together, which the
+        import never reads but inference walks (a 25 MB body of a million nodes took 10 s and
+        1.7 GB; a 2 GB file, hours), and an Einsum equation it never finishes reading (below).
+        Each node visited is counted first, so the walk stops within the limit."""
+        limit, total = rules.MAX_NODES_PER_PAGE, len(self.graph.node)
+        graphs = [self.graph]
+        while graphs:
+            for node in graphs.pop().node:
+                schema = self._schema(node.op_type) if node.domain in ("", "ai.onnx") else None
+                if schema is None:   # not an op onnx knows: inference reads nothing of it
+                    continue
+                self._check_crashers(node, schema)
+                if node.op_type == "Einsum":
+                    self._check_einsum(node)
+                # (reading a node's attributes is slow: only the ops that hold graphs are read)
+                for a in node.attribute if schema.graphs else ():
+                    for sub in ([a.g] if a.type == 5 else a.graphs if a.type == 10 else ()):  # GRAPH, GRAPHS
+                        total += len(sub.node)
+                        if total > limit:
+                            self.fail(_where(node), f"the graph and its subgraphs (If, Loop and Scan bodies) have "
+                                                    f"more than {limit:,} nodes, the limit of a project's page")
+                        graphs.append(sub)
+
+    def _check_crashers(self, node, schema: "_Schema") -> None:
+        """Refuse what onnx's checker refuses and its shape inference (1.2x) crashes on, taking
+        the process with it (the editor, unsaved work and all): a required input left out
+        (EyeLike with no input and a dtype: a segfault), an axis past 32 bits (LayerNormalization
+        at axis 2^31 with its Mean output: a segfault; no value has that many axes), a Split's
+        num_outputs that is not its outputs' count (inference made 2^31 pieces for one: 34 GB)."""
+        given = node.input
+        if not schema.fewest <= len(given) <= schema.most:
+            low, high = schema.fewest, schema.most
+            takes = str(low) if low == high else f"at least {low}" if high >= 2 ** 31 - 1 else f"{low} to {high}"
+            self.fail(_where(node), f"the model is not valid ONNX: it has {len(given)} inputs; "
+                                    f"{cut_name(node.op_type)} takes {takes}")
+        for i, name in schema.required:
+            if i < len(given) and not given[i]:
+                self.fail(_where(node), f"the model is not valid ONNX: its input {i} ({name}) is required, "
+                                        f"and the node leaves it out")
+        for a in node.attribute if schema.checked else ():
+            if a.name in ("axis", "axes") and any(not -2 ** 31 <= v < 2 ** 31 for v in (a.i, *a.ints)):
+                self.fail(_where(node), f"the model is not valid ONNX: its attribute '{a.name}' is "
+                                        f"{a.i if a.type == 2 else list(a.ints)}, past any value's axes")
+            if a.name == "num_outputs" and a.i != len(node.output):
+                self.fail(_where(node), f"the model is not valid ONNX: its attribute 'num_outputs' is {a.i:,}, and "
+                                        f"it has {len(node.output)} outputs")
+
+    def _schema(self, op: str) -> "_Schema | None":
+        """What _walk_graphs needs of onnx's schema of the ai.onnx op ``op`` at the model's opset
+        (None: not an op it knows), kept per op: asking onnx for a schema's parts is slow."""
+        if op not in self.schemas:
+            defs = self.onnx.defs
+            try:
+                schema = defs.get_schema(op, self.opset, "")
+            except defs.SchemaError:
+                self.schemas[op] = None
+            else:
+                single, kinds = defs.OpSchema.FormalParameterOption.Single, defs.OpSchema.AttrType
+                attrs = schema.attributes
+                self.schemas[op] = _Schema(
+                    schema.min_input, schema.max_input,
+                    tuple((i, p.name) for i, p in enumerate(schema.inputs) if p.option == single),
+                    bool({"axis", "axes", "num_outputs"} & set(attrs)),
+                    any(a.type in (kinds.GRAPH, kinds.GRAPHS) for a in attrs.values()))
+        return self.schemas[op]
+
+    def _check_einsum(self, node) -> None:
+        """onnx's shape inference (1.2x) loops forever on an Einsum whose terms hold anything but
+        letters, spaces and one '...' ('ij#->ij', 'i..j->ij', a NUL or a tab in a term): a
+        100-byte file hung the import, and the editor with it."""
+        equation = next((a.s.decode("utf-8", "replace") for a in node.attribute if a.name == "equation"), "")
+        for term in (t for side in equation.split("->") for t in side.split(",")):
+            if not _EINSUM_TERM.fullmatch(term):
+                # a term failing the pattern keeps a character that is neither once one '...' is out
+                odd = next(c for c in term.replace("...", "", 1) if not (c.isascii() and c.isalpha()) and c != " ")
+                what = f"'{odd}'" if odd.isprintable() else describe_character(odd)
+                self.fail(_where(node), f"the model is not valid ONNX: its equation '{cut_name(equation)}' has {what} "
+                                 f"in the term '{cut_name(term)}' (a term holds letters, spaces and one '...')")
+
+    def _check_input_sizes(self, inputs: list) -> None:
+        """Refuse a graph input no project can hold before onnx's shape inference sees it: its
+        time and memory follow the sizes a file declares (a Slice's ends declared [2^40]: hours;
+        [10^8]: 14 s and 7 GB). The import refused such an input only after inference."""
+        for v in inputs:
+            sizes = [d for d in v.shape or () if isinstance(d, int)]
+            where = f"graph input '{cut_name(v.name)}'"
+            if len(v.shape or ()) > rules.MAX_NDIM:
+                self.fail("", f"{where} has {len(v.shape)} dimensions; the limit is {rules.MAX_NDIM}")
+            if any(d < 0 for d in sizes):
+                self.fail("", f"{where} has a negative size in its shape {list(v.shape)}")
+            if math.prod(sizes) > rules.MAX_ARRAY_ELEMENTS:
+                self.fail("", f"{where} has {math.prod(sizes):,} elements; the limit for one array is "
+                              f"{rules.MAX_ARRAY_ELEMENTS:,}")
 
     def _check_inputs(self, inits: dict) -> None:
         """Refuse a graph input named twice (ONNX gives every value one definition; onnx's checker

@@ -282,6 +282,28 @@ def test_a_fold_past_the_memory_budget_is_refused_before_it_allocates(make, monk
     _refused_within(make(), 8 * 2 ** 20)
 
 
+_SIDE = np.ones((4000, 1), np.float32)   # 16 KB each way; their broadcast is 61 MiB
+FOLDS_THAT_BROADCAST_PAST_THE_BUDGET = [
+    ("add", lambda: _model([_N("Add", ["a", "b"], ["y"])], [], [_vi("y", F, None)], [_c("a", _SIDE), _c("b", _SIDE.T)])),
+    ("where", lambda: _model([_N("Where", ["k", "a", "b"], ["y"])], [], [_vi("y", F, None)],
+                             [_c("k", np.ones((1, 1), bool)), _c("a", _SIDE), _c("b", _SIDE.T)])),
+    ("gather", lambda: _model([_N("Gather", ["a", "i"], ["y"], axis=0)], [], [_vi("y", F, None)],
+                              [_c("a", _SIDE.T), _c("i", np.zeros(4000, np.int64))])),
+    ("cast-int8-to-float64", lambda: _model([_N("Cast", ["a"], ["y"], to=TensorProto.DOUBLE)], [],
+                                            [_vi("y", TensorProto.DOUBLE, None)], [_c("a", np.ones(700_000, np.int8))])),
+]
+
+
+@_found("hunt 28a: the folds of elementwise ops, Where, Gather and Cast checked the result's element count "
+        "only, not the memory budget: two 16 KB constants broadcast to 61 MiB (to 4 GB from two 125 KB "
+        "ones) were made, then refused. Fixed: each checks its result's bytes against what the budget "
+        "leaves before it is made, as ConstantOfShape, Expand and Concat do")
+@pytest.mark.parametrize("make", [pytest.param(m, id=i) for i, m in FOLDS_THAT_BROADCAST_PAST_THE_BUDGET])
+def test_a_fold_that_broadcasts_past_the_memory_budget_is_refused_before_it_allocates(make, monkeypatch):
+    monkeypatch.setenv("BLOCKFLOW_MEMORY_BUDGET", "1M")
+    _refused_within(make(), 4 * 2 ** 20)
+
+
 @_found("onnx_read._attr turns repeated ints/floats/strings into Python tuples counted nowhere: an "
         "attribute of 2M ints (a 6 MB file) holds ~100 MB of Python objects traced (a 2 GiB file: tens of GB). "
         "Fix: count each list attribute's elements against MAX_ARRAY_ELEMENTS and the budget before "

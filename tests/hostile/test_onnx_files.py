@@ -254,6 +254,28 @@ def test_hostile_names_become_safe_ids_and_the_project_saves(tmp_path):
     assert load_project(path).pages[0].nodes.keys() == page.nodes.keys()
 
 
+@pytest.mark.parametrize("graph, file, page", [
+    ("@evil", "m.onnx", "evil"),          # '@' starts only a composite's diagram's name
+    (" @@ a:b ", "m.onnx", "a:b"),
+    ("@", "m.onnx", "model"),
+    ("", "@stem.onnx", "stem"),           # the file's name, when the graph has none
+])
+def test_a_graph_name_no_page_may_have_still_names_the_page(tmp_path, capsys, graph, file, page):
+    """Before, a graph named '@evil' stopped the import with a ProjectError: the command line
+    called it a usage error naming no file (exit 2), the editor a bug in blockflow."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], graph, [x], [y]),
+                              opset_imports=[helper.make_opsetid("", 13)])
+    path = tmp_path / file
+    path.write_bytes(model.SerializeToString())
+    project, _ = import_onnx(path)
+    assert [p.name for p in project.pages] == [page]
+    out = tmp_path / "p.bflow.json"
+    assert main(["import", "onnx", str(path), "-o", str(out)]) == 0, capsys.readouterr().err
+    assert [p.name for p in load_project(out).pages] == [page]
+
+
 def test_the_command_line_says_what_is_wrong_and_writes_nothing(tmp_path, capsys):
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"\x08\x07garbage")
@@ -282,6 +304,25 @@ def test_the_command_line_lists_unsupported_ops(tmp_path, capsys):
     assert main(["import", "onnx", str(path), "-o", str(out)]) == 1
     err = capsys.readouterr().err
     assert "Unique (1 node: u): no mapping" in err and not out.exists()
+
+
+def test_the_unsupported_ops_are_listed_one_a_line_and_the_file_cannot_add_a_line(tmp_path, capsys):
+    """Before, the list came out as one line joined by literal '\\x0a' (the error's newlines
+    escaped as the file's are), not as docs/import.md shows it."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    forged = "Evil\nblockflow: error: forged"
+    model = _model([helper.make_node("Unique", ["x"], ["u"], name="u"),
+                    helper.make_node(forged, ["u"], ["y"], name="e", domain="x.y")], [x], [y])
+    model.opset_import.append(helper.make_opsetid("x.y", 1))
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model.SerializeToString())
+    assert main(["import", "onnx", str(path), "-o", str(tmp_path / "o.bflow.json")]) == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("blockflow: error: ") and lines[0].endswith("2 ops with no faithful blockflow "
+                                                                          "counterpart (nothing was approximated):")
+    assert lines[1:] == ["  Unique (1 node: u): no mapping",
+                         "  x.y:Evil\\x0ablockflow: error: forged (1 node: e): no mapping", "nothing was written"]
 
 
 def test_gather_elements_over_an_open_batch_takes_along_the_last_axis_or_stops():

@@ -15,6 +15,7 @@ from blockflow.gui.common.plaintext import literal, mnemonic_free
 from blockflow.gui.document.autosave import DEFAULT_INTERVAL_SECONDS, Autosaver, find_recoveries
 from blockflow.gui.document.document import stacked_blocks
 from blockflow.gui.main_window.layout import restore_layout, save_layout
+from blockflow.gui.main_window.savename import may_replace
 
 __all__ = ["FilesMixin", "sample_projects", "read_recent_files", "PROJECT_SUFFIX", "PROJECT_FILTER",
            "MAX_RECENT"]
@@ -265,7 +266,10 @@ class FilesMixin:
         if not path:
             return False
         if not path.endswith(PROJECT_SUFFIX):
-            path = (path[:-5] if path.endswith(".json") else path) + PROJECT_SUFFIX
+            named = (path[:-5] if path.endswith(".json") else path) + PROJECT_SUFFIX
+            if not may_replace(self, path, named):
+                return False
+            path = named
         return self._save_to(path)
 
     def _save_to(self, path: str) -> bool:
@@ -307,6 +311,8 @@ class FilesMixin:
         if not path:
             return False
         if not path.lower().endswith("." + kind):
+            if not may_replace(self, path, f"{path}.{kind}"):
+                return False
             path += "." + kind
         try:
             render_page(self.document.project, page, path, registry=self.document.registry)

@@ -8,6 +8,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox
 
 from blockflow.gui.common.plaintext import literal
+from blockflow.gui.main_window.savename import may_replace
 
 __all__ = ["ModelExportMixin"]
 
@@ -35,6 +36,8 @@ class ModelExportMixin:
             if not path:
                 return None
         if not path.endswith(form.suffix):
+            if not may_replace(self, path, path + form.suffix):
+                return None
             path += form.suffix
         QApplication.setOverrideCursor(Qt.CursorShape.WaitCursor)
         try:
