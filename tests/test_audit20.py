@@ -707,9 +707,25 @@ def test_every_scenario_ran_in_both_trees(before_after):
         assert not crashed and set(tree) == set(SCENARIO_NAMES), crashed
 
 
+#: Scenarios whose outcomes changed on purpose since: a dataset block reserves the order of its
+#: examples (the split's permutation and its parts, each epoch's order) before making it, which
+#: was made uncounted (a 60 MB one-column file held 400 MB against a 100M budget). Under these
+#: budgets the new tree refuses, at the dataset block, runs the old one made (at that order, or at
+#: a batch after it, the budget holding the order too); every other outcome must be as it was.
+ORDER_COUNTED = {"order_blobs_6k", "order_blobs_7900", "order_blobs_env_12k", "order_blobs_env_6k",
+                 "order_blobs_env_7900"}
+
+
 @pytest.mark.parametrize("name", SCENARIO_NAMES)
 def test_the_same_as_before_the_changes(before_after, name):
     old, new = before_after
+    if name in ORDER_COUNTED:
+        assert len(old[name]) == len(new[name])
+        changed = [n for o, n in zip(old[name], new[name]) if o != n]
+        assert changed and all(n[:2] == ("error", "MemoryLimitError")
+                               and n[2].startswith("main/data (MakeBlobs) in the forward pass: ")
+                               for n in changed), _describe(old[name], new[name])
+        return
     assert old[name] == new[name], _describe(old[name], new[name])
 
 
@@ -994,7 +1010,8 @@ def test_results_of_two_runs_share_no_dict(monkeypatch):
 def test_a_budget_from_the_environment_gives_what_the_same_budget_given_to_run_gives(monkeypatch):
     """A dataset whose batch size is known only while it runs, under a budget that refuses the
     full batches and takes the last one: from the environment (the short way, kept guards moved on
-    by the batch) and as run()'s argument, the same outcomes but for the named source."""
+    by the batch) and as run()'s argument, the same outcomes but for the named source. (8000
+    bytes: 6000 did so until the dataset's order of its examples was counted too.)"""
     monkeypatch.setattr(runtime, "FAST_LANE", True)
     for split in ("train", "test", "all"):
         run(compile_project(_blobs()), {}, target="loss", record=False, split=split)
@@ -1002,10 +1019,10 @@ def test_a_budget_from_the_environment_gives_what_the_same_budget_given_to_run_g
     for env in (True, False):
         program = compile_project(_blobs())
         if env:
-            monkeypatch.setenv("BLOCKFLOW_MEMORY_BUDGET", "6000")
+            monkeypatch.setenv("BLOCKFLOW_MEMORY_BUDGET", "8000")
         else:
             monkeypatch.delenv("BLOCKFLOW_MEMORY_BUDGET", raising=False)
-        kw = {} if env else {"memory_budget": 6000}
+        kw = {} if env else {"memory_budget": 8000}
         got = [_outcome(lambda s=s: run(program, {}, target="loss", record=False, step=s, **kw))
                for s in (0, 2, 0, 1, 2, 2, 5, 0)]
         outs.append([o if o[0] != "error" else (o[0], o[1], o[2].replace("from BLOCKFLOW_MEMORY_BUDGET", "given to the run"))
