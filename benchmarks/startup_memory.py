@@ -27,12 +27,12 @@ STEPS = 50
 
 
 def _blockflow_command() -> list[str]:
-    """The console script as users start it (blockflow.gui.app:main), else the same entry point
+    """The console script as users start it (blockflow.console:main), else the same entry point
     through this Python."""
     script = Path(sys.executable).parent / "blockflow"
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-c", "import sys; from blockflow.gui.app import main; sys.exit(main())"]
+    return [sys.executable, "-c", "import sys; from blockflow.console import main; sys.exit(main())"]
 
 
 def _child_env() -> dict:

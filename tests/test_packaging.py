@@ -81,7 +81,7 @@ def test_wheel_declares_the_entry_points(wheel):
         entry_points.read_string(z.read(name).decode())
     assert dict(entry_points["blockflow.blocks"]) == PYPROJECT["project"]["entry-points"]["blockflow.blocks"]
     assert dict(entry_points["blockflow.layers"]) == PYPROJECT["project"]["entry-points"]["blockflow.layers"]
-    assert entry_points["console_scripts"]["blockflow"] == "blockflow.gui.app:main"
+    assert entry_points["console_scripts"]["blockflow"] == "blockflow.console:main"
 
 
 CHECK_INSTALLED = r"""
