@@ -18,6 +18,7 @@ from blockflow.io.checks import (BadConstant, check_loss, check_mapping, check_m
 from blockflow.io.composite_codec import decode_composites
 from blockflow.io.layout_codec import decode_layout
 from blockflow.io.loadcost import LoadBudget, check_model_cost, check_parse_cost, structure_counts
+from blockflow.io.plain_items import plain_edge, plain_node
 from blockflow.io.rules import EDGE_KEYS, NODE_KEYS, ORIGIN, PAGE_KEYS, TOP_KEYS
 from blockflow.io.values import CONTAINERS, decode_value, plain_scalar
 from blockflow.project import Edge, Node, Page, Project
@@ -174,8 +175,9 @@ def decode_diagram(obj, where: str, name: str) -> Page:
         raise Invalid(nodes_w, f"{len(raw_nodes):,} nodes on one page; the limit is "
                                 f"{rules.MAX_NODES_PER_PAGE:,}")
     nodes: dict = {}
+    good_names: set = set()
     for j, raw in enumerate(raw_nodes):
-        node = _decode_node(raw, f"{nodes_w}[{j}]")
+        node = plain_node(raw, good_names) or _decode_node(raw, f"{nodes_w}[{j}]")
         if node.id in nodes:   # nodes holds nodes[0..j-1] in order: its order is the index
             raise Invalid(f"{nodes_w}[{j}].id", f"duplicate node id '{node.id}' (also "
                                                  f"nodes[{list(nodes).index(node.id)}])")
@@ -188,13 +190,11 @@ def decode_diagram(obj, where: str, name: str) -> Page:
         raise Invalid(edges_w, f"edges must be a list, found {describe(raw_edges)}")
     edges = []
     seen_edges: set = set()
+    good_ports: set = set()
     for k, raw in enumerate(raw_edges):
-        ew = f"{edges_w}[{k}]"
-        check_object(raw, ew, "an edge", EDGE_KEYS, EDGE_KEYS)
-        src, src_port = parse_endpoint(raw["from"], key_path(ew, "from"), nodes, name)
-        dst, dst_port = parse_endpoint(raw["to"], key_path(ew, "to"), nodes, name)
-        edge = Edge(src, src_port, dst, dst_port)
+        edge = plain_edge(raw, nodes, good_ports) or _decode_edge(raw, f"{edges_w}[{k}]", nodes, name)
         if edge in seen_edges:   # edges holds edges[0..k-1] in order
+            ew = f"{edges_w}[{k}]"
             raise Invalid(ew, f"the same edge {raw['from']} -> {raw['to']} as "
                                f"edges[{edges.index(edge)}]")
         seen_edges.add(edge)
@@ -203,6 +203,13 @@ def decode_diagram(obj, where: str, name: str) -> Page:
     page = Page(name, nodes, edges, text=text)
     decode_layout(obj, where, page)
     return page
+
+
+def _decode_edge(obj, where: str, nodes, page: str) -> Edge:
+    check_object(obj, where, "an edge", EDGE_KEYS, EDGE_KEYS)
+    src, src_port = parse_endpoint(obj["from"], key_path(where, "from"), nodes, page)
+    dst, dst_port = parse_endpoint(obj["to"], key_path(where, "to"), nodes, page)
+    return Edge(src, src_port, dst, dst_port)
 
 
 def _decode_node(obj, where: str) -> Node:

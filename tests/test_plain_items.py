@@ -1,0 +1,165 @@
+"""The loader's one-pass reading of plain nodes and wires (blockflow/io/plain_items.py) against
+the general checks it stands in for (reader._decode_node and _decode_edge): on every node and
+wire of the sample projects, and on each of them with one member changed to something odd or
+hostile, the fast way either declines (None) or gives what the general way gives; and whatever
+the general way refuses, the fast way declines."""
+from __future__ import annotations
+
+import copy
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from blockflow.io import reader
+from blockflow.io.checks import DupDict, Invalid, object_pairs
+from blockflow.io.plain_items import plain_edge, plain_node
+from blockflow.project import Node
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = sorted((ROOT / "sample_projects").glob("*.bflow.json"))
+
+
+def _diagrams(doc):
+    for page in doc.get("pages", []):
+        yield page
+    for comp in doc.get("composites", {}).values() if isinstance(doc.get("composites"), dict) else ():
+        if isinstance(comp, dict) and isinstance(comp.get("diagram"), dict):
+            yield comp["diagram"]
+
+
+def _sample_items():
+    nodes, edges = [], []
+    for path in SAMPLES:
+        doc = json.loads(path.read_text(), object_pairs_hook=object_pairs)
+        for diagram in _diagrams(doc):
+            ids = {n["id"]: None for n in diagram.get("nodes", [])}
+            nodes += diagram.get("nodes", [])
+            edges += [(e, ids) for e in diagram.get("edges", [])]
+    return nodes, edges
+
+
+NODES, EDGES = _sample_items()
+
+ODD_VALUES = [None, 0, 1, -1, 2 ** 70, 1.5, -0.0, math.inf, math.nan, True, False, "", "x", "a\x00b", "é",
+              "tab\there", "\u202eevil", "\x7f", "ok name", [], [1, 2], [1.5, "a"], [[1]], [{"a": 1}], [math.nan],
+              {}, {"a": 1}, {"dtype": "float32", "shape": [1], "base64": "AAAAAA=="}, DupDict({"a": 1}),
+              ["a\x00"], ["é"], [True, None]]
+
+
+def _general_node(obj):
+    try:
+        return reader._decode_node(copy.deepcopy(obj), "nodes[0]")
+    except Invalid:
+        return None
+
+
+def _same_node(fast: Node, general: Node) -> bool:
+    return (fast == general and type(fast.position) is tuple and fast.position == general.position
+            and all(type(getattr(fast, f)) is dict for f in ("attrs", "inputs", "state")))
+
+
+def _check_node(obj):
+    general = _general_node(obj)
+    fast = plain_node(copy.deepcopy(obj), set())
+    if general is None:
+        assert fast is None, obj
+    elif fast is not None:
+        assert _same_node(fast, general), (obj, fast, general)
+    return fast
+
+
+def test_most_sample_nodes_take_the_fast_way_and_give_the_same_node():
+    taken = [_check_node(n) is not None for n in NODES]
+    assert len(NODES) > 100
+    assert sum(taken) >= 0.6 * len(NODES), (sum(taken), len(NODES))
+
+
+@pytest.mark.parametrize("key", ["id", "block", "label", "position", "attrs", "inputs", "state", "collapsed",
+                                 "colour"])
+def test_a_node_with_one_member_changed_is_read_alike_or_declined(key):
+    plain = [n for n in NODES if plain_node(copy.deepcopy(n), set()) is not None][:12]
+    for node in plain:
+        for value in ODD_VALUES + [[0.0, 1.0], [1, 2], [1.0], [1.0, 2.0, 3.0], [math.inf, 0.0], ["1", 2.0]]:
+            changed = dict(node)
+            changed[key] = copy.deepcopy(value)
+            _check_node(changed)
+        removed = {k: v for k, v in node.items() if k != key}
+        _check_node(removed)
+
+
+@pytest.mark.parametrize("value", ODD_VALUES, ids=repr)
+def test_odd_attr_names_and_values(value):
+    base = {"id": "n", "block": "Add", "position": [1.0, 2.0], "attrs": {}}
+    _check_node({**base, "attrs": {"a": copy.deepcopy(value)}})
+    if isinstance(value, str):
+        _check_node({**base, "attrs": {value: 1}})
+        _check_node({**base, "block": value})
+        _check_node({**base, "id": value})
+
+
+def test_a_duplicate_key_is_declined():
+    node = DupDict({"id": "n", "block": "Add"})
+    node.dup = "id"
+    assert plain_node(node, set()) is None
+    assert _general_node(node) is None
+
+
+def _general_edge(obj, ids):
+    try:
+        return reader._decode_edge(copy.deepcopy(obj), "edges[0]", ids, "page")
+    except Invalid:
+        return None
+
+
+def _check_edge(obj, ids):
+    general = _general_edge(obj, ids)
+    fast = plain_edge(copy.deepcopy(obj), ids, set())
+    if general is None:
+        assert fast is None, obj
+    elif fast is not None:
+        assert fast == general and hash(fast) == hash(general), obj
+    return fast
+
+
+def test_every_sample_wire_takes_the_fast_way_and_gives_the_same_edge():
+    assert len(EDGES) > 100
+    assert all(_check_edge(e, ids) is not None for e, ids in EDGES)
+
+
+ODD_ENDS = ["a:x", "a:x[0]", "a:x[01]", "a:x[-1]", "a:", ":x", "a", "a:x:y", "missing:x", "a:1x", "a:x y",
+            "a:é", "a:x\x00", "", "a:x[2]", "b.c-d:out", "b.c-d:in[10]"]
+
+
+@pytest.mark.parametrize("end", ODD_ENDS + [None, 1, ["a:x"], {"a": "x"}], ids=repr)
+def test_odd_wire_ends(end):
+    ids = {"a": None, "b.c-d": None}
+    _check_edge({"from": end, "to": "a:x"}, ids)
+    _check_edge({"from": "a:x", "to": end}, ids)
+    _check_edge({"from": end, "to": end}, ids)
+
+
+def test_odd_wire_objects():
+    ids = {"a": None}
+    for obj in ({"from": "a:x"}, {"from": "a:x", "to": "a:y", "via": 1}, [], "a:x", None,
+                {"to": "a:y", "from": "a:x"}):
+        _check_edge(obj, ids)
+    dup = DupDict({"from": "a:x", "to": "a:y"})
+    dup.dup = "to"
+    assert plain_edge(dup, ids, set()) is None and _general_edge(dup, ids) is None
+
+
+def test_a_page_of_plain_items_loads_as_before(tmp_path):
+    # the whole loader, fast way and general way, on every sample: the same project
+    from blockflow.io.project_io import load_project
+
+    for path in SAMPLES:
+        fast = load_project(path)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(reader, "plain_node", lambda obj, names: None)
+            mp.setattr(reader, "plain_edge", lambda obj, nodes, ports: None)
+            general = load_project(path)
+        assert [p.name for p in fast.pages] == [p.name for p in general.pages]
+        for a, b in zip(fast.pages, general.pages):
+            assert a.nodes == b.nodes and a.edges == b.edges, path.name
