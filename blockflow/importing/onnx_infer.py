@@ -95,9 +95,9 @@ class _Helper:
         self.proc = None
         self.pid = None     # the process that started it: a forked copy of this one starts its own
 
-    def infer(self, onnx, data: bytes, room: int, seconds: int, data_prop: bool) -> bytes | None:
-        """The child's reply for the serialized model ``data``; None when no child can run it
-        (then nothing of the model was read); _Past past a limit, ImportFailure for a crash."""
+    def infer(self, onnx, data: bytes, room: int, seconds: int, data_prop: bool) -> tuple | None:
+        """The child's reply (_receive) for the serialized model ``data``; None when no child can
+        run it (then nothing of the model was read); _Past past a limit, ImportFailure for a crash."""
         with self.lock:
             proc = self._started(onnx)
             if proc is None:
@@ -124,9 +124,10 @@ class _Helper:
         if self.proc is not None and self.pid == os.getpid() and self.proc.poll() is None:
             return self.proc
         self.proc = None
-        if not sys.executable or getattr(sys, "frozen", False):
+        compiled = getattr(getattr(onnx, "onnx_cpp2py_export", None), "__file__", None)
+        if not sys.executable or getattr(sys, "frozen", False) or not compiled:
             return None
-        argv = [sys.executable, "-I", "-S", str(CHILD_SCRIPT), onnx.onnx_cpp2py_export.__file__]
+        argv = [sys.executable, "-I", "-S", str(CHILD_SCRIPT), compiled]
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         except OSError:
