@@ -8,7 +8,8 @@
   an array of objects is refused) by a path relative to the project's folder. A path may not be
   absolute and may not leave that folder (``..``, or a symbolic link pointing out of it): a
   project file is data, and opening one must not read files its author chose elsewhere on the
-  user's disk. What was read is cached by path, size and modification time.
+  user's disk. What was read is kept by path, size and modification time, counted against the
+  memory budget (the least recently used let go first: DataFiles says how).
 
 Sizes are checked before anything of their size exists (docs/limits.md, "Data files"): a file
 on disk is at most MAX_DATA_FILE_BYTES; one array at most spec.MAX_TENSOR_BYTES and all the
@@ -24,6 +25,8 @@ import ast
 import contextlib
 import os
 import struct
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,11 +78,27 @@ class DataRequest:
 
 
 class DataFiles:
-    """Reads data files inside ``base_dir`` (the project's folder)."""
+    """Reads data files inside ``base_dir`` (the project's folder).
+
+    What was read is kept for the next compile or run (the editor compiles a page again at each
+    edit), by path, size and modification time, and counted against the memory budget: a read
+    that would take what is kept past the budget first lets the least recently used go. A
+    compile's own files are the ones it read last, so what it lets go first is what no compile
+    has read since; when even its own leave no room, they go too (a later read reads them again).
+    Nothing is refused for what is kept: a file is refused only when it alone passes the budget.
+    A file that changed lets its old contents go when it is read again."""
 
     def __init__(self, base_dir):
         self.base_dir = Path(base_dir).resolve()
-        self._cache: dict = {}
+        self._lock = threading.Lock()      # compiles and runs read on threads of their own
+        self._kept: OrderedDict = OrderedDict()   # (kind, path) -> _Kept, least recently used first
+        self._held = 0          # bytes of what is kept
+        self._reading = 0       # bytes the reads under way have counted so far
+
+    @property
+    def held_bytes(self) -> int:
+        """The bytes of the arrays kept (counted against the memory budget)."""
+        return self._held
 
     def resolve(self, path: str) -> Path:
         """The file ``path`` names, checked to be inside the project's folder."""
@@ -106,18 +125,44 @@ class DataFiles:
         st = full.stat()
         if st.st_size > MAX_DATA_FILE_BYTES:
             raise DataFileError(f"'{path}' is {st.st_size:,} bytes; the limit is {MAX_DATA_FILE_BYTES:,}")
-        key = (kind, str(full), st.st_size, st.st_mtime_ns)
-        hit = self._cache.get(key)
-        if hit is None:
-            hit = self._cache[key] = read(full)
-        return hit
+        key, stamp = (kind, str(full)), (st.st_size, st.st_mtime_ns)
+        with self._lock:
+            kept = self._kept.get(key)
+            if kept is not None and kept.stamp == stamp:
+                self._kept.move_to_end(key)
+                return kept.value
+            if kept is not None:
+                self._let_go(key)
+        reading = _Reading(self)
+        try:   # (not under the lock: a long read holds up no other)
+            value = read(full, reading)
+        finally:
+            with self._lock:
+                self._reading -= reading.bytes
+        with self._lock:
+            if key not in self._kept:     # (another thread may have read it meanwhile)
+                self._kept[key] = _Kept(stamp, value, reading.bytes)
+                self._held += reading.bytes
+        return value
+
+    def _make_room(self, nbytes: int) -> None:
+        """Count ``nbytes`` a read is about to make, letting the least recently used files go
+        while what is kept and what is being read would pass the memory budget."""
+        budget, _ = memory_budget()
+        with self._lock:
+            self._reading += nbytes
+            while self._kept and self._held + self._reading > budget:
+                self._let_go(next(iter(self._kept)))
+
+    def _let_go(self, key) -> None:
+        self._held -= self._kept.pop(key).nbytes
 
     def table(self, path: str) -> tuple[list, np.ndarray]:
         """A .csv file as (column names, a float64 array of its rows)."""
         self.resolve(path)
         if not path.lower().endswith(".csv"):
             raise DataFileError(f"'{path}': a table is read from a .csv file")
-        return self._cached(path, "csv", lambda full: _read_csv(path, full))
+        return self._cached(path, "csv", lambda full, room: _read_csv(path, full, room))
 
     def arrays(self, path: str) -> dict:
         """A .npz file's arrays by name, or a .npy file's array as ``{"x": array}``."""
@@ -125,7 +170,27 @@ class DataFiles:
         low = path.lower()
         if not (low.endswith(".npz") or low.endswith(".npy")):
             raise DataFileError(f"'{path}': arrays are read from .npy or .npz files")
-        return self._cached(path, "npy", lambda full: _read_arrays(path, full))
+        return self._cached(path, "npy", lambda full, room: _read_arrays(path, full, room))
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """A file's contents as read, with the size and modification time it had then."""
+
+    stamp: tuple
+    value: object
+    nbytes: int
+
+
+class _Reading:
+    """What one read of a DataFiles counts: called with the bytes of each array before it is made."""
+
+    def __init__(self, files: DataFiles):
+        self.files, self.bytes = files, 0
+
+    def __call__(self, nbytes: int) -> None:
+        self.bytes += nbytes
+        self.files._make_room(nbytes)
 
 
 def _size(nbytes: int) -> str:
@@ -139,9 +204,10 @@ class _Total:
     """The bytes the arrays of one data file take so far, checked against the limits before
     anything of that size exists."""
 
-    def __init__(self, name: str, held: int = 0):
-        # held: bytes the caller already holds for the same run (the feeds read before this one)
-        self.name, self.bytes, self.held = name, 0, held
+    def __init__(self, name: str, held: int = 0, room=None):
+        # held: bytes the caller already holds for the same run (the feeds read before this one);
+        # room: called with each array's bytes once they pass (a DataFiles makes room for them)
+        self.name, self.bytes, self.held, self.room = name, 0, held, room
 
     def add(self, nbytes: int, what: str) -> None:
         """Count ``nbytes`` more for ``what`` (an array, in words)."""
@@ -163,18 +229,20 @@ class _Total:
             raise DataFileError(f"'{self.name}': {why} the memory budget of {format_size(budget)} ({source}); "
                                 f"raise it with --memory-budget SIZE or {ENV_VAR}")
         spec.reserve((nbytes,), np.uint8, f"'{self.name}': {what}")
+        if self.room is not None:
+            self.room(nbytes)
 
 
 # ---------------------------------------------------------------------------------- tables
 
 
-def _read_csv(name: str, full: Path):
+def _read_csv(name: str, full: Path, room):
     """A data file's table: (column names, float64 rows); the header row is required."""
-    header, data = read_number_table(name, full, header="required")
+    header, data = read_number_table(name, full, header="required", room=room)
     return header, data
 
 
-def read_number_table(name: str, full, header: str = "optional", held: int = 0):
+def read_number_table(name: str, full, header: str = "optional", held: int = 0, room=None):
     """``full``'s CSV rows of numbers as (header or None, one read-only float64 array [rows,
     columns]), in two streaming passes: the header and the number of rows, then the numbers,
     straight into the one array they fill (its size checked in between, as an array of a data
@@ -197,7 +265,7 @@ def read_number_table(name: str, full, header: str = "optional", held: int = 0):
     if n == 0:
         raise DataFileError(f"'{name}' has a header but no rows")
     width = len(first)
-    _Total(name, held).add(n * width * 8, f"its table of {n:,} rows x {width:,} columns (float64)")
+    _Total(name, held, room).add(n * width * 8, f"its table of {n:,} rows x {width:,} columns (float64)")
     flat = np.empty(n * width, np.float64)
     done, numbers = 0, []
     with _csv_reader(name, full) as reader:
@@ -284,19 +352,19 @@ def _numeric(row) -> bool:
 # ---------------------------------------------------------------------------------- arrays
 
 
-def _read_arrays(name: str, full: Path) -> dict:
+def _read_arrays(name: str, full: Path, room=None) -> dict:
     """An .npy file as {"x": array}, or an .npz file's arrays by name (told apart by their first
-    bytes, as numpy does)."""
+    bytes, as numpy does); ``room`` as for _Total."""
     with open(full, "rb") as f:
         start = f.read(6)
         f.seek(0)
         if start == b"\x93NUMPY":
             size = os.fstat(f.fileno()).st_size
-            out = {"x": _read_npy(f, "its array", size, _Total(name), name)}
+            out = {"x": _read_npy(f, "its array", size, _Total(name, room=room), name)}
         elif start[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
             from blockflow.npz_archive import read_npz    # zipfile and what it imports: 5 ms
 
-            out = read_npz(name, f)
+            out = read_npz(name, f, room)
         else:
             out = None
     if out is not None:

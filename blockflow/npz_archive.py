@@ -23,9 +23,10 @@ __all__ = ["read_npz"]
 _MAX_ZIP_DIRECTORY_BYTES = 16 * 1024 * 1024
 
 
-def read_npz(name: str, f) -> dict:
+def read_npz(name: str, f, room=None) -> dict:
     """The arrays of an .npz archive: its directory (member count and sizes) is checked before
-    the zip module reads it, every member's .npy header before any array is read."""
+    the zip module reads it, every member's .npy header before any array is read (``room``, as
+    for datafiles._Total, is told the arrays' bytes then)."""
     _check_zip_directory(name, f)
     try:
         archive = zipfile.ZipFile(f)
@@ -46,7 +47,7 @@ def read_npz(name: str, f) -> dict:
             declared.add(max(0, info.file_size - _NPY_HEADER_MAX),   # without its header
                          f"array '{key}' (the zip directory says it inflates to "
                          f"{info.file_size:,} bytes, its header included)")
-        promised = _Total(name)
+        promised = _Total(name, room=room)
         for key, info in members.items():   # each header's dtype and shape, before any data
             with _open_member(name, archive, info) as m:
                 dtype, shape, _, header = _npy_header(m, f"array '{key}'", name)

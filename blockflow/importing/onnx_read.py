@@ -5,7 +5,7 @@ against the project file's limits, its payload against its sizes, its dtype agai
 project holds) before numpy sees it, and the model's tensors together must fit in the run memory
 budget. A tensor kept in an external file is refused: a model that names files could read any
 file on the machine. Shapes come from ONNX's own shape inference, run on the parsed model in
-strict mode: where it finds the model breaks an op's definition, its reason is kept with the node
+strict mode, in a child process held to limits of memory and time (onnx_infer.py): where it finds the model breaks an op's definition, its reason is kept with the node
 it names (``OnnxModel.invalid``), and the import refuses the model there.
 """
 from __future__ import annotations
@@ -20,6 +20,7 @@ import numpy as np
 
 from blockflow.budget import format_size, memory_budget
 from blockflow.importing.errors import ImportFailure
+from blockflow.importing.onnx_infer import infer_shapes
 from blockflow.io import rules
 from blockflow.optional import need
 from blockflow.textsafe import describe_character
@@ -39,6 +40,8 @@ _TYPE_NAMES = {0: "undefined", 4: "uint16", 8: "string", 12: "uint32", 13: "uint
 
 #: longest name kept from the file (a node's, a value's); the rest is cut, said with "..."
 MAX_NAME = 200
+#: the most dimensions a value may be declared with (numpy's most)
+MOST_AXES = 64
 
 
 @dataclass(frozen=True)
@@ -216,6 +219,7 @@ class _Reader:
         nodes = [self._node(i, n) for i, n in enumerate(g.node)]
         inputs = [self._value_info(v) for v in g.input if v.name not in inits]
         self._check_input_sizes(inputs)
+        self._check_declared_ranks()
         outputs = [self._value_info(v) for v in g.output]
         if not outputs:
             self.fail("", "the graph has no outputs: it computes nothing a project could show")
@@ -313,8 +317,9 @@ class _Reader:
 
     def _check_input_sizes(self, inputs: list) -> None:
         """Refuse a graph input no project can hold before onnx's shape inference sees it: its
-        time and memory follow the sizes a file declares (a Slice's ends declared [2^40]: hours;
-        [10^8]: 14 s and 7 GB). The import refused such an input only after inference."""
+        time and memory follow the sizes a file declares (a Slice's ends declared [2^40]: hours,
+        though inference is now held to limits: onnx_infer.py). The import refused such an input
+        only after inference."""
         for v in inputs:
             sizes = [d for d in v.shape or () if isinstance(d, int)]
             where = f"graph input '{cut_name(v.name)}'"
@@ -325,6 +330,18 @@ class _Reader:
             if math.prod(sizes) > rules.MAX_ARRAY_ELEMENTS:
                 self.fail("", f"{where} has {math.prod(sizes):,} elements; the limit for one array is "
                               f"{rules.MAX_ARRAY_ELEMENTS:,}")
+
+    def _check_declared_ranks(self) -> None:
+        """Refuse a graph output or a value_info declared with more dimensions than any array has
+        before onnx's shape inference copies that shape along the ops after it (a million declared
+        dimensions, a 2 MB file, took it past 250 MB in a few ops; graph inputs are held to
+        MAX_NDIM by _check_input_sizes)."""
+        for kind, values in (("graph output", self.graph.output), ("value", self.graph.value_info)):
+            for v in values:
+                rank = len(v.type.tensor_type.shape.dim) if v.type.HasField("tensor_type") else 0
+                if rank > MOST_AXES:
+                    self.fail("", f"{kind} '{cut_name(v.name)}' is declared with {rank:,} dimensions; no array has "
+                                  f"more than {MOST_AXES}")
 
     def _check_inputs(self, inits: dict) -> None:
         """Refuse a graph input named twice (ONNX gives every value one definition; onnx's checker
@@ -461,20 +478,13 @@ class _Reader:
         """(ONNX's shape inference of every value it can type, its verdict): strict, so a node
         that breaks its op's definition (a stride of 0, a Gemm of sizes that do not match) is
         named with ONNX's reason (OnnxModel.invalid); the types are then those of a lenient
-        run. {} when it cannot run (the mapping then says which value's shape it needed)."""
-        infer, light = self.onnx.shape_inference, self._without_weights()
-        verdict = None
-        try:
-            inferred = infer.infer_shapes(light, strict_mode=True, data_prop=True)
-        except infer.InferenceError as exc:
-            verdict = _inference_verdict(str(exc))
-            try:
-                inferred = infer.infer_shapes(light, data_prop=True)
-            except Exception:
-                return {}, verdict
-        except Exception:  # an inconsistent model: the mapping names what it lacks
-            return {}, None
-        g = inferred.graph
+        run. {} when it cannot run (the mapping then says which value's shape it needed). It runs
+        in a child process held to limits of memory and time (onnx_infer.py)."""
+        found = infer_shapes(self.onnx, self._without_weights(), self.source)
+        verdict = None if found.strict_error is None else _inference_verdict(found.strict_error)
+        if found.model is None:
+            return {}, verdict
+        g = found.model.graph
         return {v.name: self._value_info(v) for v in (*g.value_info, *g.output)}, verdict
 
     #: initializers larger than this go to shape inference as typed inputs, without their data
