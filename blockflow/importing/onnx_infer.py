@@ -125,7 +125,9 @@ class _Helper:
             return self.proc
         self.proc = None
         compiled = getattr(getattr(onnx, "onnx_cpp2py_export", None), "__file__", None)
-        if not sys.executable or getattr(sys, "frozen", False) or not compiled:
+        # the pipes are polled with selectors and made non-blocking, which POSIX pipes allow
+        # (Windows' do not): elsewhere, inference runs in this process, as before the child
+        if not sys.executable or getattr(sys, "frozen", False) or not compiled or os.name != "posix":
             return None
         argv = [sys.executable, "-I", "-S", str(CHILD_SCRIPT), compiled]
         try:

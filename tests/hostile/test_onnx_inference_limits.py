@@ -184,3 +184,12 @@ def test_the_child_is_kept_for_the_next_model_and_without_one_inference_runs_her
     monkeypatch.setattr(sys, "executable", "")
     project, report = _import(_small_model())
     assert onnx_infer._helper.proc is None and list(report.outputs) == ["v3"]
+
+
+def test_where_pipes_cannot_be_polled_inference_runs_here(monkeypatch):
+    # the child's pipes are polled with selectors, which take no pipe on Windows
+    monkeypatch.setattr(onnx_infer, "_helper", onnx_infer._Helper())
+    monkeypatch.setattr(onnx_infer.os, "name", "nt")
+    project, report = _import(_small_model())
+    assert onnx_infer._helper.proc is None and list(report.outputs) == ["v3"]
+
