@@ -98,6 +98,7 @@ FAKE_TREE = {
     "blockflow/cli.py": "from blockflow.run import runtime\nfrom blockflow.present import gradview\nfrom blockflow.export import torch_module\n",
     "blockflow/gui/__init__.py": "",
     "blockflow/gui/app.py": "from blockflow import cli\nfrom blockflow.gui import main_window\n",
+    "blockflow/console.py": "from blockflow.gui import app\n",
     "blockflow/gui/main_window.py": "from blockflow.gui.canvas import scene\nfrom blockflow.gui.panels import palette\n",
     "blockflow/gui/canvas/__init__.py": "",
     "blockflow/gui/canvas/scene.py": (
@@ -132,6 +133,7 @@ BREAKS = {
     "core imports the gui": (
         "blockflow/compile/compiler.py", "from blockflow.gui.common import theme\n", {"gui", "core-layers"}),
     "the package root imports the gui": ("blockflow/__init__.py", "import blockflow.gui\n", {"gui"}),
+    "cli imports the console script's entry": ("blockflow/cli.py", "import blockflow.console\n", {"core-layers"}),
     # core layers: gui > cli > export | importing > run | present > compile > io > base
     "run imports export": ("blockflow/run/runtime.py", "from blockflow.export import torch_module\n", {"core-layers"}),
     "the base imports io": ("blockflow/project.py", "from blockflow.io import project_io\n", {"core-layers"}),
