@@ -173,13 +173,14 @@ class DataFiles:
         return self._cached(path, "npy", lambda full, room: _read_arrays(path, full, room))
 
 
-@dataclass(frozen=True)
 class _Kept:
-    """A file's contents as read, with the size and modification time it had then."""
+    """A file's contents as read, with the size and modification time it had then. (A plain
+    class: every command imports this module, and a dataclass compiles its methods at import.)"""
 
-    stamp: tuple
-    value: object
-    nbytes: int
+    __slots__ = ("stamp", "value", "nbytes")
+
+    def __init__(self, stamp: tuple, value, nbytes: int):
+        self.stamp, self.value, self.nbytes = stamp, value, nbytes
 
 
 class _Reading:
