@@ -163,3 +163,70 @@ def test_a_page_of_plain_items_loads_as_before(tmp_path):
         assert [p.name for p in fast.pages] == [p.name for p in general.pages]
         for a, b in zip(fast.pages, general.pages):
             assert a.nodes == b.nodes and a.edges == b.edges, path.name
+
+
+# ------------------------------------------------------------------------ the writer's side
+
+from dataclasses import replace  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from blockflow.io import writer  # noqa: E402
+from blockflow.io.project_io import dumps_project, load_project  # noqa: E402
+
+SAMPLE_NODES = [n for path in SAMPLES for page in load_project(path).pages for n in page.nodes.values()]
+
+NODE_CHANGES = {
+    "id": ["", "1x", "a b", "a\x00", 5, None, "renamed_1", "a.b-c"],
+    "block": ["", "é", "a\x00", "tab\there", "\u202e", 3, None, "Add"],
+    "label": ["", "é", "a\x00", "multi\nline", 4, None],
+    "position": [(1, 2), (1.0,), (1.0, 2.0, 3.0), (math.inf, 0.0), (math.nan, 0.0), (True, 0.0),
+                 (np.float32(1), 2.0), [1.0, 2.0], "xy", None, (2.0 ** 1000, -0.0)],
+    "attrs": [{}, {"a": 1}, {"a": [1, 2.5, "x", None, True]}, {"a": (1, 2)}, {"a": [[1]]}, {"a": np.ones(2)},
+              {"a": np.float32(1)}, {"a": math.inf}, {"a": "é"}, {"a\x00": 1}, {1: 2}, {"a": {"b": 1}},
+              {"a": [math.nan]}, {"é": 1}, {"Add_10": 1, "Add_2": 2}, [], None],
+    "inputs": [{}, {"x": np.ones(2, np.float32)}, [], None],
+    "state": [{}, {"value": np.zeros(1)}, [], None],
+    "collapsed": [True, False, np.bool_(True), 1, None],
+}
+
+
+def _general_written(key, node):
+    try:
+        return writer._encode_node(key, node, "nodes[0]")
+    except Invalid:
+        return None
+
+
+@pytest.mark.parametrize("field", list(NODE_CHANGES))
+def test_the_writer_s_one_pass_gives_what_the_general_way_writes(field):
+    assert len(SAMPLE_NODES) > 100
+    taken = 0
+    for node in SAMPLE_NODES[::7]:
+        for value in NODE_CHANGES[field]:
+            changed = replace(node, **{field: copy.deepcopy(value)})
+            general = _general_written(changed.id, changed)
+            fast = writer._plain_node(changed.id, changed, set())
+            if general is None:
+                assert fast is None, (field, value)
+            elif fast is not None:
+                taken += 1
+                assert writer._compact(fast) == writer._compact(general), (field, value)
+                assert list(fast) == list(general) and list(fast["attrs"]) == list(general["attrs"])
+    assert taken > 0
+
+
+def test_a_node_under_another_key_is_left_to_the_general_way():
+    node = SAMPLE_NODES[0]
+    assert writer._plain_node(node.id + "x", node, set()) is None
+    assert _general_written(node.id + "x", node) is None
+
+
+def test_every_sample_is_written_as_the_general_way_writes_it():
+    for path in SAMPLES:
+        project = load_project(path)
+        fast = dumps_project(project)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(writer, "_plain_node", lambda key, node, names: None)
+            general = dumps_project(project)
+        assert fast == general, path.name

@@ -92,7 +92,8 @@ def describe(v) -> str:
 def natural_key(s: str):
     """Sort key that puts ``Add_2`` before ``Add_10`` (ties broken by the plain string)."""
     parts = DIGITS_RE.split(s)
-    return [int(p) if i % 2 else p for i, p in enumerate(parts)], s
+    parts[1::2] = map(int, parts[1::2])   # the runs of digits (split keeps them at odd places)
+    return parts, s
 
 
 def check_text(s, where: str, what: str) -> str:

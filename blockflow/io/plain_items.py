@@ -1,4 +1,5 @@
-"""The common node and wire of a project file, read in one pass.
+"""The common node and wire of a project file, read in one pass (and the tests of a plain name
+and attr value the writer's own one-pass way shares, io/writer.py).
 
 Checking a node the general way (reader._decode_node) builds the JSON path of every member it
 looks at, in case that member is wrong: ten f-strings and a dozen calls a node, two thirds of
@@ -22,13 +23,13 @@ _EDGE_KEYS = frozenset(EDGE_KEYS)
 _SCALARS = (int, bool, type(None))
 
 
-def _plain_name(s) -> bool:
+def plain_name(s) -> bool:
     """A block or attr name check_name accepts without looking further: ASCII, no control
     character (for ASCII text, isprintable is False exactly for C0 controls and DEL)."""
     return type(s) is str and s.isascii() and s.isprintable()
 
 
-def _plain_value(v) -> bool:
+def plain_value(v) -> bool:
     """An attr value decode_value keeps as it is: a scalar, or a flat list of scalars (an ASCII
     string without NUL, a finite float, an int, a bool, null)."""
     t = type(v)
@@ -55,7 +56,7 @@ def plain_node(obj, good_names: set):
     if type(node_id) is not str or not valid_node_id(node_id) or type(block) is not str or not block:
         return None
     if block not in good_names:
-        if not _plain_name(block):
+        if not plain_name(block):
             return None
         good_names.add(block)
     label = obj.get("label", "")
@@ -72,10 +73,10 @@ def plain_node(obj, good_names: set):
         return None
     for k, v in attrs.items():
         if k not in good_names:
-            if not _plain_name(k):
+            if not plain_name(k):
                 return None
             good_names.add(k)
-        if not _plain_value(v):
+        if not plain_value(v):
             return None
     inputs, state = obj.get("inputs", {}), obj.get("state", {})
     if type(inputs) is not dict or type(state) is not dict:

@@ -18,8 +18,10 @@ from blockflow.io.checks import (ArrayJSON, check_endpoint, check_loss, check_me
                                  check_node_id, check_page_name, check_port, check_text, describe, Invalid,
                                  key_path, natural_key)
 from blockflow.io.rules import INLINE_WIDTH
+from blockflow.io.plain_items import plain_name, plain_value
 from blockflow.io.values import encode_value
 from blockflow.project import Edge, Node, Page, Project
+from blockflow.textsafe import valid_node_id
 
 def _encode_document(project, library: bool = False) -> dict:
     if not isinstance(project, Project):
@@ -86,25 +88,69 @@ def _encode_diagram(page, where: str) -> dict:
     if len(page.nodes) > rules.MAX_NODES_PER_PAGE:
         raise Invalid(nodes_w, f"{len(page.nodes):,} nodes on one page; the limit is "
                                 f"{rules.MAX_NODES_PER_PAGE:,}")
-    nodes = [_encode_node(key, node, f"{nodes_w}[{j}]")
+    names: set = set()
+    nodes = [_plain_node(key, node, names) or _encode_node(key, node, f"{nodes_w}[{j}]")
              for j, (key, node) in enumerate(page.nodes.items())]
 
     edges_w = key_path(where, "edges")
-    edges, seen_edges = [], set()
+    edges, seen_edges, ports, ids = [], set(), set(), page.nodes
     for k, e in enumerate(page.edges):
-        ew = f"{edges_w}[{k}]"
-        if not isinstance(e, Edge):
-            raise Invalid(ew, f"expected an Edge, found {describe(e)}")
-        check_endpoint(e.src, e.src_port, key_path(ew, "from"), page.nodes, name)
-        check_endpoint(e.dst, e.dst_port, key_path(ew, "to"), page.nodes, name)
+        # a wire between two nodes just written (their ids checked) by ports checked before
+        if not (type(e) is Edge and e.src in ids and e.dst in ids and e.src_port in ports and e.dst_port in ports):
+            ew = f"{edges_w}[{k}]"
+            if not isinstance(e, Edge):
+                raise Invalid(ew, f"expected an Edge, found {describe(e)}")
+            check_endpoint(e.src, e.src_port, key_path(ew, "from"), page.nodes, name)
+            check_endpoint(e.dst, e.dst_port, key_path(ew, "to"), page.nodes, name)
+            ports.update((e.src_port, e.dst_port))
         pair = (f"{e.src}:{e.src_port}", f"{e.dst}:{e.dst_port}")
         if pair in seen_edges:
-            raise Invalid(ew, f"the edge {pair[0]} -> {pair[1]} appears twice")
+            raise Invalid(f"{edges_w}[{k}]", f"the edge {pair[0]} -> {pair[1]} appears twice")
         seen_edges.add(pair)
         edges.append(pair)
     edges.sort(key=lambda p: (natural_key(p[0]), natural_key(p[1])))
     return {"text": text, "nodes": nodes, "edges": [{"from": a, "to": b} for a, b in edges],
             **encode_layout(page, where)}
+
+
+def _plain_node(key, node, names: set):
+    """What _encode_node gives for a plain node (ASCII names, a position of two finite floats,
+    attrs that are scalars or flat lists of them, no inline constants or state), made without
+    the JSON paths _encode_node builds in case of an error; None for any other node, which
+    _encode_node then writes or refuses. ``names``: block and attr names found plain already."""
+    if type(node) is not Node or node.id != key or type(key) is not str or not valid_node_id(key):
+        return None
+    block, label, position, attrs = node.block, node.label, node.position, node.attrs
+    if block not in names:
+        if not block or not plain_name(block):
+            return None
+        names.add(block)
+    if type(label) is not str or not label.isascii() or "\x00" in label or node.inputs or node.state:
+        return None
+    if type(node.inputs) is not dict or type(node.state) is not dict or type(attrs) is not dict:
+        return None
+    if type(position) not in (tuple, list) or len(position) != 2:
+        return None
+    x, y = position
+    if type(x) is not float or type(y) is not float or not (math.isfinite(x) and math.isfinite(y)):
+        return None
+    for k, v in attrs.items():
+        if k not in names:
+            if not plain_name(k):
+                return None
+            names.add(k)
+        if not plain_value(v):
+            return None
+    collapsed = node.collapsed
+    if collapsed is not True and collapsed is not False:
+        return None
+    out = {"id": key, "block": block, "label": label, "position": [x, y],
+           "attrs": {k: list(attrs[k]) if type(attrs[k]) is list else attrs[k]
+                     for k in sorted(attrs, key=natural_key)},
+           "inputs": {}, "state": {}}
+    if collapsed:
+        out["collapsed"] = True
+    return out
 
 
 def _encode_node(key, node, where: str) -> dict:
@@ -158,8 +204,8 @@ def _encode_node(key, node, where: str) -> dict:
     return out
 
 
-def _compact(v) -> str:
-    return json.dumps(v, ensure_ascii=False, separators=(", ", ": "), allow_nan=False)
+# json.dumps with these options makes an encoder at each call: a third of writing a big page
+_compact = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": "), allow_nan=False).encode
 
 
 def _fmt_array(a: dict, ind: str) -> str:
