@@ -253,3 +253,11 @@ def test_a_member_of_another_type_is_refused_as_the_general_way_refuses_it(field
         general = _written_or_refused(project)
     assert type(general) is tuple and general[0] == f"pages[0].nodes[0].{field}"
     assert _written_or_refused(project) == general
+
+
+def test_an_empty_block_name_is_refused_after_an_empty_attr_name():
+    # the names found plain (block and attr names alike) held "" once an attr had that name, and
+    # a later node of block "" was written without the emptiness check: a file the reader refuses
+    nodes = {"A_1": Node("A_1", "Add", {"": 1}, {}, (0.0, 0.0)), "B_1": Node("B_1", "", {}, {}, (0.0, 0.0))}
+    assert _written_or_refused(Project([Page("main", nodes, [])])) == (
+        "pages[0].nodes[1].block", "the block name must not be empty")

@@ -129,8 +129,11 @@ def _plain_node(key, node, names: set):
         return None
     if not valid_node_id(key) or inputs or state or not label.isascii() or "\x00" in label:
         return None
+    # an empty name is a good attr name, in `names` once one was seen, but never a block name
+    if not block:
+        return None
     if block not in names:
-        if not block or not plain_name(block):
+        if not plain_name(block):
             return None
         names.add(block)
     if type(position) not in (tuple, list) or len(position) != 2:
