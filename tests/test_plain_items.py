@@ -25,7 +25,7 @@ SAMPLES = sorted((ROOT / "sample_projects").glob("*.bflow.json"))
 def _diagrams(doc):
     for page in doc.get("pages", []):
         yield page
-    for comp in doc.get("composites", {}).values() if isinstance(doc.get("composites"), dict) else ():
+    for comp in doc.get("composites", []):   # a list of objects, each with its diagram
         if isinstance(comp, dict) and isinstance(comp.get("diagram"), dict):
             yield comp["diagram"]
 
