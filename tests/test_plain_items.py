@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from blockflow.errors import ProjectFileError
 from blockflow.io import reader
 from blockflow.io.checks import DupDict, Invalid, object_pairs
 from blockflow.io.plain_items import plain_edge, plain_node
-from blockflow.project import Node
+from blockflow.project import Node, Page, Project
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = sorted((ROOT / "sample_projects").glob("*.bflow.json"))
@@ -24,7 +25,7 @@ SAMPLES = sorted((ROOT / "sample_projects").glob("*.bflow.json"))
 def _diagrams(doc):
     for page in doc.get("pages", []):
         yield page
-    for comp in doc.get("composites", {}).values() if isinstance(doc.get("composites"), dict) else ():
+    for comp in doc.get("composites", []):   # a list of objects, each with its diagram
         if isinstance(comp, dict) and isinstance(comp.get("diagram"), dict):
             yield comp["diagram"]
 
@@ -230,3 +231,33 @@ def test_every_sample_is_written_as_the_general_way_writes_it():
             mp.setattr(writer, "_plain_node", lambda key, node, names: None)
             general = dumps_project(project)
         assert fast == general, path.name
+
+
+def _written_or_refused(project):
+    try:
+        return dumps_project(project)
+    except ProjectFileError as exc:
+        return exc.where, exc.problem
+
+
+@pytest.mark.parametrize("field, value", [("block", ["Add"]), ("block", {"Add": 1}), ("inputs", np.zeros(3)),
+                                          ("state", np.zeros(3)), ("id", np.array(["Add_1"]))], ids=repr)
+def test_a_member_of_another_type_is_refused_as_the_general_way_refuses_it(field, value):
+    # the one-pass way looked an unhashable block up in a set (TypeError), tested an array's truth
+    # (ValueError) and took an id equal to its key (a 1-element array) for a string
+    node = Node("Add_1", "Add", {"a": 1}, {}, (1.0, 2.0))
+    setattr(node, field, value)
+    project = Project([Page("main", {"Add_1": node}, [])])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(writer, "_plain_node", lambda key, node, names: None)
+        general = _written_or_refused(project)
+    assert type(general) is tuple and general[0] == f"pages[0].nodes[0].{field}"
+    assert _written_or_refused(project) == general
+
+
+def test_an_empty_block_name_is_refused_after_an_empty_attr_name():
+    # the names found plain (block and attr names alike) held "" once an attr had that name, and
+    # a later node of block "" was written without the emptiness check: a file the reader refuses
+    nodes = {"A_1": Node("A_1", "Add", {"": 1}, {}, (0.0, 0.0)), "B_1": Node("B_1", "", {}, {}, (0.0, 0.0))}
+    assert _written_or_refused(Project([Page("main", nodes, [])])) == (
+        "pages[0].nodes[1].block", "the block name must not be empty")

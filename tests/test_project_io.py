@@ -271,6 +271,20 @@ def test_edges_sort_naturally():
         ("Add_2:output", "Add_1:x"), ("Add_10:output", "Add_1:x")]
 
 
+
+def test_names_with_runs_of_thousands_of_digits_are_saved_in_natural_order():
+    # int() refuses a run of digits past 4300 (sys.get_int_max_str_digits): a file with such a
+    # node id or attr name loaded, and saving it raised ValueError from the sort
+    long_id, longer_id = "n" + "9" * 4999, "n1" + "0" * 4999
+    doc = {"format": rules.FORMAT, "version": rules.VERSION, "pages": [{"name": "p", "nodes": [
+        {"id": longer_id, "block": "Add"}, {"id": long_id, "block": "Add", "attrs": {"7" * 6000: 1, "8": 2}},
+        {"id": "n2", "block": "Add"}], "edges": [{"from": f"{i}:output", "to": "n2:x"} for i in (longer_id, long_id)]}]}
+    project = io.loads_project(json.dumps(doc))
+    written = json.loads(io.dumps_project(project))["pages"][0]
+    assert [e["from"] for e in written["edges"]] == [f"{long_id}:output", f"{longer_id}:output"]
+    assert list(written["nodes"][1]["attrs"]) == ["8", "7" * 6000]
+    assert io.loads_project(io.dumps_project(project)).page().nodes == project.page().nodes
+
 def test_medium_array_is_written_in_rows():
     arr = np.arange(24, dtype=np.float32).reshape(2, 3, 4) / 7
     project = Project()

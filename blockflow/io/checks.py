@@ -5,6 +5,7 @@ objects, page names, node ids, ports, edges' ends, the loss and the metrics.
 from __future__ import annotations
 
 import json
+from itertools import repeat
 
 import numpy as np
 
@@ -92,7 +93,11 @@ def describe(v) -> str:
 def natural_key(s: str):
     """Sort key that puts ``Add_2`` before ``Add_10`` (ties broken by the plain string)."""
     parts = DIGITS_RE.split(s)
-    parts[1::2] = map(int, parts[1::2])   # the runs of digits (split keeps them at odd places)
+    # the runs of digits (split keeps them at odd places) as numbers: read in base 16, which orders
+    # runs of the digits 0-9 as base 10 does, and which, unlike int(run), is not refused past 4300
+    # digits (sys.get_int_max_str_digits: a file's node id or attr name of 5000 digits loaded but
+    # could not be saved)
+    parts[1::2] = map(int, parts[1::2], repeat(16))
     return parts, s
 
 

@@ -118,17 +118,24 @@ def _plain_node(key, node, names: set):
     attrs that are scalars or flat lists of them, no inline constants or state), made without
     the JSON paths _encode_node builds in case of an error; None for any other node, which
     _encode_node then writes or refuses. ``names``: block and attr names found plain already."""
-    if type(node) is not Node or node.id != key or type(key) is not str or not valid_node_id(key):
+    if type(node) is not Node or type(key) is not str or type(node.id) is not str or node.id != key:
         return None
-    block, label, position, attrs = node.block, node.label, node.position, node.attrs
+    block, label, position, attrs, inputs, state = (node.block, node.label, node.position, node.attrs,
+                                                    node.inputs, node.state)
+    # the types first: a set lookup or a truth test of another object may raise (a list, an array)
+    if type(block) is not str or type(label) is not str or type(attrs) is not dict:
+        return None
+    if type(inputs) is not dict or type(state) is not dict:
+        return None
+    if not valid_node_id(key) or inputs or state or not label.isascii() or "\x00" in label:
+        return None
+    # an empty name is a good attr name, in `names` once one was seen, but never a block name
+    if not block:
+        return None
     if block not in names:
-        if not block or not plain_name(block):
+        if not plain_name(block):
             return None
         names.add(block)
-    if type(label) is not str or not label.isascii() or "\x00" in label or node.inputs or node.state:
-        return None
-    if type(node.inputs) is not dict or type(node.state) is not dict or type(attrs) is not dict:
-        return None
     if type(position) not in (tuple, list) or len(position) != 2:
         return None
     x, y = position

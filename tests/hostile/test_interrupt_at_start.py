@@ -84,3 +84,24 @@ def test_an_uninterrupted_start_runs_the_command():
     r = _start("no.such.module", ["run", str(SAMPLE)])
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("page 'stable_softmax': 8 blocks, gradients of stable_softmax/Sum_1:output")
+
+
+@pytest.mark.parametrize("module", ["numpy", "blockflow.cli.parser"])
+def test_python_m_blockflow_loads_its_modules_inside_the_guard_too(module):
+    # docs/cli.md: `python -m blockflow` is the same command (its core); its __main__ imported
+    # blockflow.cli at its top, outside every handler: a traceback
+    code = CHILD.format(module=module, entry="", args=["run", str(SAMPLE)]).replace(
+        "sys.exit(main())", "import runpy\nrunpy.run_module('blockflow', run_name='__main__', alter_sys=True)")
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env,
+                       timeout=120)
+    assert r.stderr == "blockflow: interrupted\n", r.stderr
+    assert r.returncode == 130
+    assert r.stdout == ""
+
+
+def test_python_m_blockflow_runs_the_command():
+    r = subprocess.run([sys.executable, "-m", "blockflow", "run", str(SAMPLE)], capture_output=True, text=True,
+                       cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("page 'stable_softmax': 8 blocks, gradients of stable_softmax/Sum_1:output")
