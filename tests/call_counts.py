@@ -1,0 +1,29 @@
+"""Counting the calls of a function, for tests of work that a hostile input once made grow faster
+than its size (quadratic, exponential, or done again and again).
+
+A wall-clock bound on such work fails whenever the machine is busy, and a loose one misses a
+slow regression; the number of calls of the function whose repetition was the bug is the same on
+any machine, so its exact value (or its growth between two sizes) is what these tests assert.
+"""
+from __future__ import annotations
+
+
+class Calls:
+    """How many times ``owner.name`` was called through that attribute since it was wrapped."""
+
+    def __init__(self, monkeypatch, owner, name: str):
+        self.n = 0
+        real = getattr(owner, name)
+
+        def counting(*args, **kwargs):
+            self.n += 1
+            return real(*args, **kwargs)
+
+        # a staticmethod looked up on its class is a plain function: wrapped, it would become a
+        # method and get the instance as its first argument
+        if isinstance(owner, type) and isinstance(owner.__dict__.get(name), staticmethod):
+            counting = staticmethod(counting)
+        monkeypatch.setattr(owner, name, counting)
+
+    def __repr__(self) -> str:
+        return f"Calls({self.n})"
