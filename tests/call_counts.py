@@ -7,6 +7,8 @@ any machine, so its exact value (or its growth between two sizes) is what these 
 """
 from __future__ import annotations
 
+import sys
+
 
 class Calls:
     """How many times ``owner.name`` was called through that attribute since it was wrapped."""
@@ -27,3 +29,36 @@ class Calls:
 
     def __repr__(self) -> str:
         return f"Calls({self.n})"
+
+
+class TooMuchWork(AssertionError):
+    """Raised inside the traced call once it has run more lines than it may."""
+
+
+def lines_run(fn, folder: str, most: int) -> int:
+    """How many lines of Python in files under ``folder`` ran while ``fn()`` ran on this thread.
+
+    What a loop in Python costs, counted: a window looped over entry by entry, a list searched
+    once per item. Past ``most`` lines the call is stopped with TooMuchWork, so that a regression
+    that would run for minutes fails at once.
+    """
+    count = 0
+
+    def local(frame, event, arg):
+        nonlocal count
+        if event == "line":
+            count += 1
+            if count > most:
+                raise TooMuchWork(f"more than {most:,} lines run under {folder}")
+        return local
+
+    def calls(frame, event, arg):
+        return local if frame.f_code.co_filename.startswith(folder) else None
+
+    previous = sys.gettrace()
+    sys.settrace(calls)
+    try:
+        fn()
+    finally:
+        sys.settrace(previous)
+    return count
