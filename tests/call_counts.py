@@ -10,15 +10,23 @@ from __future__ import annotations
 import sys
 
 
-class Calls:
-    """How many times ``owner.name`` was called through that attribute since it was wrapped."""
+class TooMuchWork(AssertionError):
+    """Raised inside the counted call once it has done more than it may."""
 
-    def __init__(self, monkeypatch, owner, name: str):
+
+class Calls:
+    """How many times ``owner.name`` was called through that attribute since it was wrapped.
+    Past ``most`` calls the next one raises TooMuchWork, so that a regression that would run for
+    minutes (or for ever: an exponential count) fails at once."""
+
+    def __init__(self, monkeypatch, owner, name: str, most: int | None = None):
         self.n = 0
         real = getattr(owner, name)
 
         def counting(*args, **kwargs):
             self.n += 1
+            if most is not None and self.n > most:
+                raise TooMuchWork(f"{name} called more than {most:,} times")
             return real(*args, **kwargs)
 
         # a staticmethod looked up on its class is a plain function: wrapped, it would become a
@@ -29,10 +37,6 @@ class Calls:
 
     def __repr__(self) -> str:
         return f"Calls({self.n})"
-
-
-class TooMuchWork(AssertionError):
-    """Raised inside the traced call once it has run more lines than it may."""
 
 
 def lines_run(fn, folder: str, most: int) -> int:
