@@ -39,7 +39,7 @@ def test_importing_a_long_chain_of_composites_leaves_first(qtbot, tmp_path, monk
     # (uses as each module that imported it calls it)
     reading = [Calls(monkeypatch, module, "uses") for module in (composite, compiling, menu, pageresults)]
     searched = Calls(monkeypatch, composite_edits, "users_of")
-    n = 200
+    n = 100
     reads = {}
     for size in (n, 2 * n):
         before = (sum(r.n for r in reading), searched.n)
