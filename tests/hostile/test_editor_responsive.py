@@ -5,10 +5,13 @@ recompiled it on the UI thread, drawing the Variable's random first value again 
 a [4000, 4000] RandomNormal Variable, 1.7-3.4 s on slower machines). Now a label, a move or a
 note recompiles nothing, an edit that changes what the page computes recompiles that page off
 the UI thread, and the wire checks compile only what feeds the block being wired.
+
+The UI thread's work is counted (the compiles and Variables' first values drawn there, the
+diagnostics read, the blocks rebuilt), not timed: a loaded machine slows everything alike.
 """
 from __future__ import annotations
 
-import gc
+import threading
 import time
 
 import numpy as np
@@ -19,12 +22,11 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 from blockflow.gui.document import compiling
 from blockflow.gui.document import wiring
 from blockflow.gui.document.document import Document
+from blockflow import variables
 from blockflow.gui.main_window import MainWindow
 from blockflow.project import Project
 from blockflow.io.project_io import load_project, save_project
 
-#: UI-thread time allowed for one edit (the label edit took 0.5-3.4 s before)
-UI_BUDGET = 0.3
 N = 4000
 
 
@@ -47,40 +49,46 @@ def _big_project(path) -> None:
     save_project(project, path)
 
 
+def _on_ui_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
 class Compiles:
-    """Counts the compiles the editor makes (on any thread), and the pages they compile."""
+    """Counts the compiles the editor makes (on any thread), and the pages they compile; and the
+    work that kept the UI thread busy before: compiles and Variables' first values drawn there."""
 
     def __init__(self, monkeypatch):
         self.pages: list[str] = []
         self.sizes: list[int] = []
+        self.on_ui: list[str] = []      # what the UI thread did: "compile main", "draw w"
         for module in (compiling, wiring):
             real = module.compile_page
 
             def counting(page, *args, real=real, **kw):
                 self.pages.append(page.name)
                 self.sizes.append(len(page.nodes))
+                if _on_ui_thread():
+                    self.on_ui.append(f"compile {page.name}")
                 return real(page, *args, **kw)
 
             monkeypatch.setattr(module, "compile_page", counting)
+        real_draw = variables._Pending.draw
+
+        def drawing(pending, **overrides):
+            if _on_ui_thread():
+                self.on_ui.append(f"draw {pending.name}")
+            return real_draw(pending, **overrides)
+
+        monkeypatch.setattr(variables._Pending, "draw", drawing)
 
 
-class UiClock:
-    """The longest the UI thread was busy in one go while events were pumped."""
-
-    def __init__(self):
-        self.worst = 0.0
-
-    def timed(self, fn, *args):
-        start = time.perf_counter()
-        fn(*args)
-        self.worst = max(self.worst, time.perf_counter() - start)
-
-    def pump_until(self, condition, timeout: float = 20.0) -> None:
-        end = time.perf_counter() + timeout
-        while not condition():
-            assert time.perf_counter() < end, "timed out"
-            self.timed(QApplication.processEvents)
-            time.sleep(0.002)
+def pump_until(condition, timeout: float = 20.0) -> None:
+    """Events handled until ``condition()``; the timeout is a backstop for a hang."""
+    end = time.perf_counter() + timeout
+    while not condition():
+        assert time.perf_counter() < end, "timed out"
+        QApplication.processEvents()
+        time.sleep(0.002)
 
 
 @pytest.fixture
@@ -97,7 +105,7 @@ def window(qtbot, tmp_path, monkeypatch):
     win.show()
     qtbot.waitExposed(win)
     doc = win.document
-    UiClock().pump_until(lambda: doc.compiling() == 0 and doc.ready_program("main") is not None
+    pump_until(lambda: doc.compiling() == 0 and doc.ready_program("main") is not None
                          and doc.ready_program("other") is not None)
     win.compiles = compiles
     yield win
@@ -112,46 +120,48 @@ def _select(qtbot, win, node: str) -> None:
     qtbot.waitUntil(lambda: win.inspector.node_id == node and not win.inspector._refresh.pending())
 
 
-def _type_into(qtbot, clock: UiClock, edit, text: str) -> None:
-    """Real key events into a field; the Return that commits the edit is timed."""
+def _type_into(qtbot, edit, text: str) -> None:
+    """Real key events into a field, and the Return that commits the edit."""
     edit.setFocus()
     edit.selectAll()
     qtbot.keyClicks(edit, text)
-    clock.timed(qtbot.keyClick, edit, Qt.Key_Return)
+    qtbot.keyClick(edit, Qt.Key_Return)
 
 
 def test_a_label_edit_recompiles_nothing_and_keeps_the_ui_free(qtbot, window):
-    doc, compiles, clock = window.document, window.compiles, UiClock()
+    doc, compiles = window.document, window.compiles
     program = doc.ready_program("main")
     _select(qtbot, window, "s")
-    before = len(compiles.pages)
-    _type_into(qtbot, clock, window.inspector.field("label"), "total")
-    clock.pump_until(lambda: window.view.node_item("s").data.subtitle == "total")
+    before, ui_before = len(compiles.pages), len(compiles.on_ui)
+    _type_into(qtbot, window.inspector.field("label"), "total")
+    pump_until(lambda: window.view.node_item("s").data.subtitle == "total")
     end = time.perf_counter() + 0.3        # whatever the edit set off has time to run
-    clock.pump_until(lambda: time.perf_counter() > end)
+    pump_until(lambda: time.perf_counter() > end)
     assert doc.page().nodes["s"].label == "total"
     assert compiles.pages[before:] == []
     assert doc.ready_program("main") is program
-    assert clock.worst < UI_BUDGET, clock.worst
+    # The UI's time is what it does, counted (not timed: a loaded machine slows it all).
+    assert compiles.on_ui[ui_before:] == []
 
 
 def test_semantic_edits_recompile_their_page_off_the_ui_thread(qtbot, window):
-    doc, compiles, clock = window.document, window.compiles, UiClock()
+    doc, compiles = window.document, window.compiles
     other = doc.ready_program("other")
     _select(qtbot, window, "x")
-    before = len(compiles.pages)
+    before, ui_before = len(compiles.pages), len(compiles.on_ui)
     # A shape MatMul cannot take: the problems panel shows MatMul's error once the page compiled.
-    _type_into(qtbot, clock, window.inspector.field("attr:shape"), "[3, 1]")
-    clock.pump_until(lambda: any(node == "mm" for node, _ in window.problems.rows()))
+    _type_into(qtbot, window.inspector.field("attr:shape"), "[3, 1]")
+    pump_until(lambda: any(node == "mm" for node, _ in window.problems.rows()))
     assert compiles.pages[before:] == ["main"]        # that page only, once
     assert doc.ready_program("other") is other
     # ... and fixed again: no problem left.
-    _type_into(qtbot, clock, window.inspector.field("attr:shape"), f"[{N}, 1]")
-    clock.pump_until(lambda: doc.ready_program("main") is not None and window.problems.errors == 0
-                     and window.problems.checking == 0)
+    _type_into(qtbot, window.inspector.field("attr:shape"), f"[{N}, 1]")
+    pump_until(lambda: doc.ready_program("main") is not None and window.problems.errors == 0
+               and window.problems.checking == 0)
     assert window.problems.rows() == []
     assert window.inspector.output_labels["output"].text() == f"float32[{N},1]"
-    assert clock.worst < UI_BUDGET, clock.worst
+    # Both compiles ran off the UI thread, and no Variable's first value was drawn on it.
+    assert compiles.on_ui[ui_before:] == []
 
 
 def test_wire_checks_compile_only_what_feeds_the_block(qtbot, window):
@@ -170,10 +180,25 @@ def test_wire_checks_compile_only_what_feeds_the_block(qtbot, window):
     assert compiles.sizes[before:] == [1, 2, 2, 2], compiles.sizes[before:]
 
 
+class _CountedDiagnostics(tuple):
+    """A program's diagnostics, counting the times they are read through."""
+
+    def __iter__(self):
+        self.reads += 1
+        return super().__iter__()
+
+
+def _counted(program):
+    program.diagnostics = _CountedDiagnostics(program.diagnostics)
+    program.diagnostics.reads = 0
+    return program
+
+
 def test_a_new_program_redraws_only_the_blocks_it_changes(qtbot, monkeypatch):
     """10,000 blocks, each with an error: a block looked its errors up in every diagnostic (a
     page of 10,000 broken blocks took 5 s to open and each edit stalled the UI 3.9 s), and each
-    compile redrew every block."""
+    compile redrew every block. The work is counted, not timed: the diagnostics read through and
+    the blocks rebuilt."""
     from blockflow.compile.compiler import compile_page
     from blockflow.gui.canvas import scene as canvas
     from blockflow.gui.common.theme import Style
@@ -186,21 +211,16 @@ def test_a_new_program_redraws_only_the_blocks_it_changes(qtbot, monkeypatch):
     before = compile_page(page, registry)
     assert len(before.errors) == 10_000
     scene = canvas.DiagramScene(registry, Style())
-    start = time.perf_counter()
-    scene.load(page, before)
-    assert time.perf_counter() - start < 10.0
+    scene.load(page, _counted(before))
+    assert before.diagnostics.reads == 1          # once for all the blocks, not once per block
     assert scene.node_items["s7"].data.errors == ("input: input 'input' is not connected and has no inline value",)
     page.nodes["s7"].inputs["input"] = np.ones(3, np.float32)        # s7 is fine now
-    after = compile_page(page, registry)
+    after = _counted(compile_page(page, registry))
     built = []
     real = canvas.node_data
     monkeypatch.setattr(canvas, "node_data", lambda *a, **k: built.append(a[1]) or real(*a, **k))
-    # what earlier tests left for the collector is not this edit's cost: a full collection of it
-    # landing in the timed window failed this test under load (the scene's own garbage still counts)
-    gc.collect()
-    start = time.perf_counter()
-    scene.apply_program(after)
-    assert time.perf_counter() - start < UI_BUDGET
+    assert scene.apply_program(after)
     assert built == ["s7"] and scene.node_items["s7"].data.errors == ()
+    assert (before.diagnostics.reads, after.diagnostics.reads) == (1, 1)
     assert not scene.apply_program(compile_page(page, registry))      # the same again: nothing
     assert built == ["s7"]

@@ -56,7 +56,7 @@ def _plant(rec, stem: str, which: str, how: str) -> None:
 @pytest.mark.parametrize("how,says", [("fifo", "is not a regular file"), ("dev_zero", "is a symbolic link"),
                                       ("symlink_to_a_good_file", "is a symbolic link"), ("huge", "bytes; the limit is")])
 def test_a_planted_recovery_file_is_listed_unrecoverable_fast_and_the_good_one_still_offered(tmp_path, qapp, which,
-                                                                                            how, says):
+                                                                                            how, says, monkeypatch):
     """Found: a note or autosave that was a named pipe hung the editor's start for ever (the
     read, or the open, waited for a writer); one that was a symbolic link to /dev/zero read
     until memory ran out."""
@@ -67,9 +67,22 @@ def test_a_planted_recovery_file_is_listed_unrecoverable_fast_and_the_good_one_s
     save_project(_project(), rec / "good.bflow.json", backup=False)
     (rec / "good.recovery.json").write_text(_note(title="good", saved_at=2.0e9))
     _plant(rec, "planted", which, how)
+    opened = []
+    real_open = os.open
+
+    def recording(path, flags, *args, **kwargs):
+        opened.append((os.fspath(path), flags))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", recording)
     start = time.monotonic()
     found = find_recoveries(rec)
+    # A backstop for a hang (milliseconds are needed; a pipe opened to read waits for ever) ...
     assert time.monotonic() - start < 5
+    # ... and what prevents it: a planted file is only ever opened without waiting for a writer
+    # and without following a link.
+    planted = [flags for path, flags in opened if os.path.basename(path).startswith("planted")]
+    assert planted and all(flags & os.O_NONBLOCK and flags & os.O_NOFOLLOW for flags in planted), planted
     assert [r.title for r in found][0] == "good" and not found[0].problem
     assert "1 page, 1 block" in found[0].describe() and found[0].load().pages[0].nodes
     bad = found[1]
