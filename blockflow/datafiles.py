@@ -95,6 +95,11 @@ class DataFiles:
         self._held = 0          # bytes of what is kept
         self._reading = 0       # bytes the reads under way have counted so far
 
+    def __reduce__(self):
+        # a copy (a deep-copied or pickled project keeps its DataFiles) reads the same folder with
+        # nothing kept: what is kept is a cache, and its lock cannot be copied
+        return type(self), (self.base_dir,)
+
     @property
     def held_bytes(self) -> int:
         """The bytes of the arrays kept (counted against the memory budget)."""

@@ -114,3 +114,17 @@ def test_tables_and_archives_count_as_arrays_do(tmp_path, monkeypatch):
     files.arrays("n.npy")
     assert files.held_bytes == 3 * MiB        # the archive went, the table stayed
     assert files.table("t.csv")[1].shape == (65536, 2)
+
+
+def test_a_project_holding_its_data_files_still_copies_and_pickles(tmp_path):
+    # the compile keeps a DataFiles on the project; its lock could not be copied (deepcopy of a
+    # compiled project raised TypeError: cannot pickle '_thread.lock' object)
+    import copy
+    import pickle
+
+    from blockflow.datafiles import DataFiles
+
+    files = DataFiles(tmp_path)
+    for clone in (copy.deepcopy(files), copy.copy(files), pickle.loads(pickle.dumps(files))):
+        assert type(clone) is DataFiles and clone.base_dir == files.base_dir and clone.held_bytes == 0
+        assert clone._lock is not files._lock
