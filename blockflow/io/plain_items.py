@@ -69,15 +69,8 @@ def plain_node(obj, good_names: set):
     if xy is None or obj.get("inputs") or obj.get("state"):
         return None
     attrs = obj.get("attrs", {})
-    if type(attrs) is not dict:
+    if type(attrs) is not dict or not plain_attrs(attrs, good_names):
         return None
-    for k, v in attrs.items():
-        if k not in good_names:
-            if not plain_name(k):
-                return None
-            good_names.add(k)
-        if not plain_value(v):
-            return None
     inputs, state = obj.get("inputs", {}), obj.get("state", {})
     if type(inputs) is not dict or type(state) is not dict:
         return None
@@ -89,12 +82,30 @@ def _plain_position(obj):
     position = obj.get("position")
     if position is None:    # omitted: the one shared origin, as the general way gives it
         return None if "position" in obj else ORIGIN
-    if type(position) is not list or len(position) != 2:
+    return plain_xy(position)
+
+
+def plain_xy(position):
+    """(x, y) of a list or tuple of two finite floats, else None."""
+    if type(position) not in (list, tuple) or len(position) != 2:
         return None
     x, y = position
     if type(x) is not float or type(y) is not float or not (math.isfinite(x) and math.isfinite(y)):
         return None
     return x, y
+
+
+def plain_attrs(attrs: dict, good_names: set) -> bool:
+    """Whether every attr of ``attrs`` has a plain name and a plain value (``good_names``: names
+    found plain already, added to)."""
+    for k, v in attrs.items():
+        if k not in good_names:
+            if not plain_name(k):
+                return False
+            good_names.add(k)
+        if not plain_value(v):
+            return False
+    return True
 
 
 def plain_edge(obj, nodes, good_ports: set):

@@ -18,7 +18,7 @@ from blockflow.io.checks import (ArrayJSON, check_endpoint, check_loss, check_me
                                  check_node_id, check_page_name, check_port, check_text, describe, Invalid,
                                  key_path, natural_key)
 from blockflow.io.rules import INLINE_WIDTH
-from blockflow.io.plain_items import plain_name, plain_value
+from blockflow.io.plain_items import plain_attrs, plain_name, plain_xy
 from blockflow.io.values import encode_value
 from blockflow.project import Edge, Node, Page, Project
 from blockflow.textsafe import valid_node_id
@@ -136,22 +136,13 @@ def _plain_node(key, node, names: set):
         if not plain_name(block):
             return None
         names.add(block)
-    if type(position) not in (tuple, list) or len(position) != 2:
+    xy = plain_xy(position)
+    if xy is None or not plain_attrs(attrs, names):
         return None
-    x, y = position
-    if type(x) is not float or type(y) is not float or not (math.isfinite(x) and math.isfinite(y)):
-        return None
-    for k, v in attrs.items():
-        if k not in names:
-            if not plain_name(k):
-                return None
-            names.add(k)
-        if not plain_value(v):
-            return None
     collapsed = node.collapsed
     if collapsed is not True and collapsed is not False:
         return None
-    out = {"id": key, "block": block, "label": label, "position": [x, y],
+    out = {"id": key, "block": block, "label": label, "position": list(xy),
            "attrs": {k: list(attrs[k]) if type(attrs[k]) is list else attrs[k]
                      for k in sorted(attrs, key=natural_key)},
            "inputs": {}, "state": {}}
