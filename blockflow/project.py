@@ -35,7 +35,7 @@ def split_port(port: str) -> tuple[str, int | None]:
     """``"inputs[2]"`` -> ``("inputs", 2)``; ``"x"`` -> ``("x", None)``."""
     if port.endswith("]") and "[" in port:
         base, _, idx = port[:-1].partition("[")
-        if idx.isdigit():
+        if idx.isdigit() and len(idx) <= 9:   # longer names no entry (and int() refuses 4,301 digits)
             return base, int(idx)
     return port, None
 
