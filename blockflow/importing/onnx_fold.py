@@ -326,15 +326,18 @@ FOLDERS = {
 }
 
 
+def _fold_in_room(room, folder, node, ins, opset):
+    # set in a copy of the caller's context that goes with the fold: a Ctrl-C landing between a
+    # set and the try that would undo it cannot leave the room behind
+    _ROOM.set(room)
+    return folder(node, ins, opset)
+
+
 def fold(node, ins: list, opset: int, room: int | None = None) -> list:
     """The outputs of ``node`` from its known inputs ``ins`` (None for an omitted optional one);
     ``room``: the bytes the results may take. FoldRefused when a result would be over the limits
     or the room (checked before it is made), or the inputs do not fit the op."""
-    token = _ROOM.set(room)
-    try:
-        out = FOLDERS[node.op](node, ins, opset)
-    finally:
-        _ROOM.reset(token)
+    out = contextvars.copy_context().run(_fold_in_room, room, FOLDERS[node.op], node, ins, opset)
     for a in out:
         _size_ok(np.shape(a), f"{node.op}'s result")
     return [np.asarray(a) for a in out]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Mapping
+from contextvars import copy_context
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -143,7 +144,8 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
         else program.cache("runs").get((target, wrt, record, grad_seed is None, check_numerics))
     if (seen is not None and FAST_LANE and not record and grad_seed is None and not variables
             and memory_budget is None and type(held_bytes) is int and not held_bytes):
-        result = _rerun(program, seen[2], seen[1], feeds, check_numerics, step, split, run_seed)
+        result = copy_context().run(_rerun, program, seen[2], seen[1], feeds, check_numerics, step, split,
+                                    run_seed)
         if result is not None:
             return result
     t_slot, wrt, plan = seen or _plan_for(program, fetch, target, grad_seed, wrt, record, check_numerics)
@@ -155,12 +157,19 @@ def run(program: Program, feeds=None, *, fetch=None, target=None, grad_seed=None
         plan = plan.shaped_for(feed_list)
     # every array is checked before it is made (the walk cached per feed-shape signature)
     guard = plan.take_guard(budget, source, held_bytes, feed_list)
-    token = allocation_guard.set(guard)
+    return copy_context().run(_guarded, program, plan, guard, feed_list, variables, t_slot, grad_seed,
+                              check_numerics, commit, feeds, wrt, step, split, run_seed)
+
+
+# Both ways of running are called in a copy of the caller's context (contextvars), which the run's
+# allocation guard and numpy error state are set in and which goes with the run: a signal's
+# exception (Ctrl-C, a timer) can land between any two bytecodes, also between a set and the try
+# that would undo it, and a try/finally cannot close that gap (tests/hostile/test_interrupt_mid_run).
+def _guarded(program, plan, guard, *rest):
+    allocation_guard.set(guard)
     try:
-        return _run_planned(program, plan, guard, feed_list, variables, t_slot, grad_seed, check_numerics,
-                            commit, feeds, wrt, step, split, run_seed)
+        return _run_planned(program, plan, guard, *rest)
     finally:
-        allocation_guard.reset(token)
         plan.guards.append(guard)
 
 
@@ -190,7 +199,8 @@ def _rerun(program: Program, plan: "_Plan", wrt, feeds, check, step, split, run_
     seed, Variables, budget or held bytes, on a plan that keeps no arrays and updates no state (a
     training step, a benchmark's step, the CLI's run): the same work, with the steps between the
     call and the plan's code written inline. None, having done nothing, when the feeds, the budget
-    or numpy ask for the general path (which then says what is wrong).
+    or numpy ask for the general path (which then says what is wrong). Called in a copy of the
+    caller's context, as _guarded is: what it sets there goes with the run.
 
     Why: right after a large numpy step, whose arrays have pushed the interpreter's objects out
     of the CPU caches, each Python call costs a few cache misses; the general path's calls cost
@@ -221,7 +231,7 @@ def _rerun(program: Program, plan: "_Plan", wrt, feeds, check, step, split, run_
         guard = None
     if guard is None or not guard.restart(budget, source, 0, plan.fixed_feed_key):
         guard = plan.take_guard(budget, source, 0, feed_list)
-    token = allocation_guard.set(guard)
+    allocation_guard.set(guard)     # in the run's own context: see _guarded
     try:
         known = plan.last_variables
         if known is not None and known[0] == program.variable_values.version and not plan.state_keys:
@@ -231,16 +241,12 @@ def _rerun(program: Program, plan: "_Plan", wrt, feeds, check, step, split, run_
         data = plan.last_data
         if data.step != step or data.split != split or data.seed != run_seed:
             data = plan.last_data = DataRequest(step, split, run_seed)
-        errors = _ERRSTATE.set(ignore_all_state())
-        try:
-            out = plan.fn(var_list, feed_list, None, data, guard, [])
-            result = plan.pack(out)
-            if check and (plan.finite is None or not plan.finite(out)):
-                plan.check(result, out, None, feeds, None, wrt, step, split, run_seed)
-        finally:
-            _ERRSTATE.reset(errors)
+        _ERRSTATE.set(ignore_all_state())
+        out = plan.fn(var_list, feed_list, None, data, guard, [])
+        result = plan.pack(out)
+        if check and (plan.finite is None or not plan.finite(out)):
+            plan.check(result, out, None, feeds, None, wrt, step, split, run_seed)
     finally:
-        allocation_guard.reset(token)
         plan.guards.append(guard)
     return result
 
