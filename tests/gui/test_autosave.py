@@ -23,10 +23,14 @@ def test_autosave_writes_only_unsaved_changes_and_cleans_up(qapp, tmp_path, qtbo
     saver = Autosaver(doc, tmp_path / "rec", interval_seconds=0)
     assert not saver.autosave_now()                       # nothing to save
     doc.add_node("Tanh", (0, 0), node_id="t")
-    assert saver.autosave_now() and saver.project_file.exists() and saver.note_file.exists()
+    assert saver.autosave_now()
+    assert not saver.autosave_now()                       # under way already
+    saver.wait()
+    assert saver.project_file.exists() and saver.note_file.exists()
     assert not saver.autosave_now()                       # nothing new since
     doc.add_node("Exp", (100, 0), node_id="e")
     assert saver.autosave_now()
+    saver.wait()
     recs = find_recoveries(tmp_path / "rec")
     assert recs == []                                     # this editor is alive: not an orphan
     doc.save(tmp_path / "p.bflow.json")                   # saved: the recovery files go
@@ -133,3 +137,77 @@ def test_a_killed_editor_process_is_recovered_exactly_as_last_autosaved(qapp, tm
     recs = find_recoveries(rec_dir)
     assert len(recs) == 1 and not recs[0].problem and recs[0].original is None
     assert dumps_project(recs[0].load()) == expected.read_text()
+
+
+# ------------------------------------------------------------------ written off the UI thread
+@pytest.fixture
+def gated(monkeypatch):
+    """The autosave's project writer held until the test opens the gate; the threads it ran on."""
+    import threading
+
+    from blockflow.gui.document import autosave
+
+    gate, threads, real = threading.Event(), [], autosave.dumps_project
+
+    def held(project, **kw):
+        threads.append(threading.current_thread())
+        assert gate.wait(20), "the gate was never opened"
+        return real(project, **kw)
+
+    monkeypatch.setattr(autosave, "dumps_project", held)
+    yield gate, threads
+    gate.set()      # a test that failed before opening it does not hold the worker
+
+
+def _edited_document(tmp_path):
+    from blockflow.page_layout import Frame
+
+    doc = Document()
+    doc.add_node("Placeholder", (0, 0), node_id="x", attrs={"shape": [2]})
+    doc.add_node("Tanh", (100, 0), node_id="t")
+    doc.connect("x", "output", "t", "x")
+    page = doc.project.pages[0]
+    page.set_bends(page.edges[0], [(50.0, 40.0)])
+    page.insert_frame(Frame("input", "green", "a note", ("x",)))
+    return doc
+
+
+def test_an_autosave_is_written_off_the_ui_thread_as_the_project_was_when_it_started(qapp, tmp_path, gated):
+    import threading
+
+    gate, threads = gated
+    doc = _edited_document(tmp_path)
+    saver = Autosaver(doc, tmp_path / "rec", interval_seconds=0)
+    written = []
+    saver.autosaved.connect(written.append)
+    expected = dumps_project(doc.project)
+    assert saver.autosave_now()              # returns with the writer still held: not on this thread
+    doc.add_node("Exp", (200, 0), node_id="late")      # edits while it is written
+    doc.set_attr("x", "shape", [3])
+    doc.move_nodes({"t": ((100.0, 0.0), (300.0, 10.0))})
+    gate.set()
+    saver.wait()
+    assert threads and threading.main_thread() not in threads
+    assert saver.project_file.read_text() == expected and written == [str(saver.project_file)]
+    assert saver.autosave_now()              # the later edits are unsaved still: a new autosave
+    saver.wait()
+    assert saver.project_file.read_text() == dumps_project(doc.project) != expected
+
+
+@pytest.mark.parametrize("how", ["save", "replace"])
+def test_a_discard_while_an_autosave_is_written_leaves_no_recovery_files(qapp, tmp_path, gated, how):
+    gate, _ = gated
+    doc = _edited_document(tmp_path)
+    saver = Autosaver(doc, tmp_path / "rec", interval_seconds=0)
+    written, failed = [], []
+    saver.autosaved.connect(written.append)
+    saver.failed.connect(failed.append)
+    assert saver.autosave_now()
+    if how == "save":
+        doc.save(tmp_path / "p.bflow.json")      # clean: the recovery files go, and the one on its way
+    else:
+        doc.replace_project(Document().project, None)
+    gate.set()
+    saver.wait()
+    assert not saver.project_file.exists() and not saver.note_file.exists()
+    assert written == [] and failed == [] and not list((tmp_path / "rec").glob("*"))

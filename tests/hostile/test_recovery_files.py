@@ -128,6 +128,7 @@ def test_discarding_a_real_autosave_removes_it(tmp_path, qapp):
     saver = Autosaver(doc, rec_dir, interval_seconds=0)
     doc.add_node("Tanh", (0, 0), node_id="t")
     assert saver.autosave_now()
+    saver.wait()
     note = json.loads(saver.note_file.read_text())
     saver.note_file.write_text(json.dumps({**note, "pid": DEAD}))   # as if that editor had died
     (rec,) = find_recoveries(rec_dir)

@@ -162,6 +162,7 @@ def _legit_note(tmp_path, home):
     saver = Autosaver(doc, tmp_path / "rec", interval_seconds=0)
     doc.add_node("Relu", (100, 0), node_id="r")
     assert saver.autosave_now()
+    saver.wait()
     note = json.loads(saver.note_file.read_text())
     note["pid"] = DEAD                                   # its editor died
     saver.note_file.write_text(json.dumps(note))

@@ -219,6 +219,7 @@ def test_a_symlink_planted_at_an_autosave_is_not_followed(tmp_path, victim, qapp
     doc.add_node("Tanh", (0, 0), node_id="t")
     before = snapshot(tmp_path)
     assert saver.autosave_now()
+    saver.wait()
     assert saver.project_file != trap and saver.note_file != trap and saver.project_file.is_file()
     assert changed_paths(before, snapshot(tmp_path)) == {str(saver.project_file), str(saver.note_file)}
     assert victim.read_text() == "the user's precious file\n" and os.readlink(trap) == str(victim)
@@ -228,7 +229,9 @@ def test_a_symlink_planted_at_an_autosave_is_not_followed(tmp_path, victim, qapp
     saver.project_file.unlink()
     saver.project_file.write_text("the user's file")
     swapped = saver.project_file
-    assert saver.autosave_now() and saver.project_file != swapped
+    assert saver.autosave_now()
+    saver.wait()
+    assert saver.project_file != swapped
     assert swapped.read_text() == "the user's file"
     saver.discard()
     assert swapped.read_text() == "the user's file" and not saver.project_file.exists()

@@ -30,6 +30,7 @@ import os
 import secrets
 import socket
 import stat
+import threading
 import time
 import weakref
 from dataclasses import dataclass
@@ -41,6 +42,8 @@ from blockflow import ownfiles
 from blockflow.errors import ProjectFileError
 from blockflow.io import rules
 from blockflow.io.project_io import dumps_project, loads_project
+from blockflow.gui.common.worker import Worker
+from blockflow.gui.document.snapshots import project_snapshot
 
 __all__ = ["Autosaver", "Recovery", "find_recoveries", "recovery_dir", "DEFAULT_INTERVAL_SECONDS"]
 
@@ -279,8 +282,25 @@ def find_recoveries(directory: Path | None = None) -> list[Recovery]:
     return out
 
 
+@dataclass
+class _Pending:
+    """One autosave under way: the copy it writes and what its note says, taken on the UI thread."""
+
+    project: object
+    original: str | None
+    title: str
+    index: tuple          # the document's (project, undo index, undo count) it was taken at
+    generation: int       # the saver's generation then: a discard since makes it obsolete
+
+
 class Autosaver(QObject):
-    """Autosaves one Document while it has unsaved changes."""
+    """Autosaves one Document while it has unsaved changes.
+
+    The project is copied on the UI thread (snapshots.project_snapshot: 15 ms for 10,000
+    blocks) and written on a worker thread of the saver's own: writing the text took the UI
+    thread 0.4 s for 10,000 blocks and 5 s for 100,000, at every interval and before every run.
+    A discard (a save, a clean close, a new project) that comes while one is being written wins:
+    the writing is dropped, or its files removed if they were already there."""
 
     autosaved = Signal(str)      # the recovery file written
     failed = Signal(str)         # why an autosave could not be written
@@ -296,8 +316,15 @@ class Autosaver(QObject):
         if interval_seconds is None:
             env = os.environ.get("BLOCKFLOW_AUTOSAVE_SECONDS")
             interval_seconds = float(env) if env else DEFAULT_INTERVAL_SECONDS
+        # the names and the generation: changed by the worker (new names) and the UI thread
+        # (a discard) under this lock, so that no autosave lands after the discard that ends it
+        self._lock = threading.Lock()
+        self._generation = 0
         self._new_stem()
         self._written_index = None     # the undo index of the last autosave
+        self._pending_index = None     # the undo index of the autosave under way
+        self._finished: list = []      # outcomes the worker left for the UI thread (see _finish)
+        self._worker = Worker(self)
         self._timer = QTimer(self)
         self._timer.timeout.connect(self.autosave_now)
         self.set_interval(interval_seconds)
@@ -324,46 +351,97 @@ class Autosaver(QObject):
         self.note_file = self.directory / (self.stem + _NOTE)
 
     def autosave_now(self) -> bool:
-        """Write the recovery files if there are changes not yet autosaved. True when written."""
+        """Start writing the recovery files if there are changes not yet autosaved (nor being
+        autosaved). True when started; ``autosaved`` or ``failed`` says how it ended, and
+        ``wait()`` waits for it."""
         doc = self.document
         if doc is None or not doc.dirty:
             return False
         index = (id(doc.project), doc.undo_stack.index(), doc.undo_stack.count())
-        if index == self._written_index and self.project_file.exists():
+        if index == self._pending_index or index == self._written_index and self.project_file.exists():
             return False
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            data = dumps_project(doc.project, path=str(self.project_file)).encode("utf-8")
-            original = os.path.abspath(doc.path) if doc.path else None
-            for _attempt in range(5):
-                note = {"original": original, "identity": _identity(original) if original else None,
-                        "saved_at": time.time(), "title": doc.title.rstrip(" *"),
-                        "pid": os.getpid(), "host": socket.gethostname()}
-                try:    # both names are this editor's own files, or free: else two new names
-                    ownfiles.write_own(self.project_file, data, variants=False)
-                    ownfiles.write_own(self.note_file, json.dumps(note).encode("utf-8"), variants=False)
-                    break
-                except ownfiles.OwnFileError as exc:
-                    old = self.project_file
-                    ownfiles.remove_own(self.project_file)
-                    self._new_stem()
-                    self.moved.emit(f"autosave: {exc.strerror or exc}; autosaving to {self.project_file.name} "
-                                    f"instead of {old.name}")
-            else:
-                raise OSError(f"no free name for an autosave in {self.directory}")
-        except (OSError, ProjectFileError) as exc:
-            self.failed.emit(f"autosave failed: {exc}")
-            return False
-        self._written_index = index
-        self.autosaved.emit(str(self.project_file))
+        job = _Pending(project_snapshot(doc.project), os.path.abspath(doc.path) if doc.path else None,
+                       doc.title.rstrip(" *"), index, self._generation)
+        self._pending_index = index
+        self._worker.submit(lambda _post: self._write(job), self._finish)
         return True
+
+    def wait(self) -> None:
+        """Block until the autosaves started have been written (or have failed), their signals
+        emitted: for what must not go on before the work is on disk (a recovery's old files are
+        removed only after this window's own autosave) and for tests."""
+        self._worker.wait()
+        self._finish()
+
+    def _write(self, job: _Pending) -> None:
+        """On the worker thread: write ``job``, and leave what happened for _finish."""
+        outcome = self._written(job)
+        with self._lock:
+            self._finished.append((job, *outcome))
+
+    def _written(self, job: _Pending) -> tuple:
+        """The project file's text, then both files: (recovery file or None, problem or "",
+        notes on new names)."""
+        try:
+            data = dumps_project(job.project, path=str(self.project_file)).encode("utf-8")
+        except ProjectFileError as exc:
+            return None, f"autosave failed: {exc}", []
+        moves = []
+        with self._lock:
+            if job.generation != self._generation:
+                return None, "", []     # discarded meanwhile: nothing to keep
+            try:
+                self.directory.mkdir(parents=True, exist_ok=True)
+                for _attempt in range(5):
+                    note = {"original": job.original,
+                            "identity": _identity(job.original) if job.original else None,
+                            "saved_at": time.time(), "title": job.title,
+                            "pid": os.getpid(), "host": socket.gethostname()}
+                    try:    # both names are this editor's own files, or free: else two new names
+                        ownfiles.write_own(self.project_file, data, variants=False)
+                        ownfiles.write_own(self.note_file, json.dumps(note).encode("utf-8"), variants=False)
+                        break
+                    except ownfiles.OwnFileError as exc:
+                        old = self.project_file
+                        ownfiles.remove_own(self.project_file)
+                        self._new_stem()
+                        moves.append(f"autosave: {exc.strerror or exc}; autosaving to {self.project_file.name} "
+                                     f"instead of {old.name}")
+                else:
+                    raise OSError(f"no free name for an autosave in {self.directory}")
+            except OSError as exc:
+                return None, f"autosave failed: {exc}", moves
+            return str(self.project_file), "", moves
+
+    def _finish(self, _result=None) -> None:
+        """On the UI thread (the worker's report, or wait()): the signals of the autosaves that
+        ended, in order. A job that raised left no outcome; it says so through ``failed``."""
+        with self._lock:
+            done, self._finished = self._finished, []
+        if isinstance(_result, BaseException) and not done:
+            self._pending_index = None
+            self.failed.emit(f"autosave failed: {_result}")
+            return
+        for job, written, problem, moves in done:
+            if self._pending_index == job.index:
+                self._pending_index = None
+            for message in moves:
+                self.moved.emit(message)
+            if problem:
+                self.failed.emit(problem)
+            elif written is not None and job.generation == self._generation:
+                self._written_index = job.index
+                self.autosaved.emit(written)
 
     def discard(self) -> None:
         """Remove this editor's recovery files (after a save, a clean close, discarding changes):
-        only while they are still the files it wrote."""
-        ownfiles.remove_own(self.project_file)
-        ownfiles.remove_own(self.note_file)
+        only while they are still the files it wrote. An autosave still being written is dropped."""
+        with self._lock:
+            self._generation += 1
+            ownfiles.remove_own(self.project_file)
+            ownfiles.remove_own(self.note_file)
         self._written_index = None
+        self._pending_index = None
 
     def _on_clean_changed(self, clean: bool) -> None:
         if clean:

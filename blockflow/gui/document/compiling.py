@@ -8,16 +8,15 @@ project's folder); labels, positions, the page note and the plotted metrics keep
 they recompile nothing.
 
 Compiles run on one worker thread, on a copy of the page taken on the UI thread as the compile
-starts: the worker never reads the live model, which the UI thread goes on editing. The UI
-thread waits for a compile at most WAIT seconds, so a small page is compiled before the views
-look again, as if on the UI thread; a big one lands later, announced by ``ready``. A result
-whose stamp is no longer the page's is dropped. ``program(page)`` is for callers that need the
-program now (tests, code driving the editor): it waits for the compile under way of that very
-state, or compiles on the calling thread.
+starts (snapshots.py): the worker never reads the live model, which the UI thread goes on
+editing. The UI thread waits for a compile at most WAIT seconds, so a small page is compiled
+before the views look again, as if on the UI thread; a big one lands later, announced by
+``ready``. A result whose stamp is no longer the page's is dropped. ``program(page)`` is for
+callers that need the program now (tests, code driving the editor): it waits for the compile
+under way of that very state, or compiles on the calling thread.
 """
 from __future__ import annotations
 
-import gc
 import itertools
 import threading
 import time
@@ -31,10 +30,11 @@ from blockflow.compile.compiler import compile_page, project_files
 from blockflow.compile.flatten import flat_size
 from blockflow.compile.program import Program
 from blockflow.composite import Composite, composite_name, uses
-from blockflow.project import Node, Page
+from blockflow.project import Page
 from blockflow.gui.common.worker import Worker
+from blockflow.gui.document.snapshots import snapshot
 
-__all__ = ["PagePrograms", "snapshot", "snapshot_composites", "stop_every_queue", "users_of", "WAIT"]
+__all__ = ["PagePrograms", "snapshot_composites", "stop_every_queue", "users_of", "WAIT"]
 
 #: How long the UI thread waits for a compile before leaving it to land later (seconds).
 WAIT = 0.05
@@ -43,22 +43,6 @@ WAIT = 0.05
 #: scene being built for the first frame and delay that frame by about its own length.
 BIG_PAGE = 5_000
 FIRST_DELAY = 0.1
-
-
-def snapshot(page: Page) -> Page:
-    """A copy of ``page`` that another thread may compile while the UI thread edits the original:
-    new containers down to the values, which edits replace and never change in place."""
-    # Many new objects and no garbage: the cyclic collector would only rescan the editor's heap.
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        nodes = {nid: Node(n.id, n.block, dict(n.attrs), dict(n.inputs), n.position, n.label, dict(n.state))
-                 for nid, n in page.nodes.items()}
-        return Page(page.name, nodes, list(page.edges), page.loss, dict(page.feeds), page.text,
-                    list(page.metrics))
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _reachable(composites: dict, start) -> set[str]:

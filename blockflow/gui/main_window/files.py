@@ -128,7 +128,8 @@ class FilesMixin:
             QMessageBox.warning(self, "Recovery", literal(f"The autosave could not be loaded: {exc}"))
             return False
         self.document.recover(project, rec.target)
-        self.autosaver.autosave_now()     # this window's own autosave, then the old one goes
+        self.autosaver.autosave_now()     # this window's own autosave, written, then the old one goes
+        self.autosaver.wait()
         rec.discard()
         said = f"recovered {rec.describe()}; save it to keep it"
         if rec.refused:
