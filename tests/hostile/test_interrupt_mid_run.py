@@ -127,6 +127,31 @@ def _stop_after_call(fn, is_it, nth):
     return len(seen)
 
 
+def _is_errstate_set(c):
+    return ERRSTATE is not None and getattr(c, "__self__", None) is ERRSTATE and c.__name__ == "set"
+
+
+def test_a_training_step_stopped_after_any_error_state_set_leaves_the_callers_state():
+    """A trainer's updates ignore numpy's floating-point errors (their own check names an
+    overflow): a Ctrl-C right after that state is set, as after a run's, must not leave numpy
+    silent in the user's session."""
+    if ERRSTATE is None:
+        pytest.skip("numpy 1.x keeps its error state outside a context variable")
+    from blockflow.run.training import TrainConfig, Trainer
+
+    trainer = Trainer(_program(), TrainConfig(steps=3, optimizer="sgd", hyper={"lr": 0.1}),
+                      feeds={"x": _X})
+    trainer.step()
+    sets = _stop_after_call(trainer.step, _is_errstate_set, 0)
+    assert sets >= 2        # the run's and the updates'
+    with np.errstate(divide="warn", over="raise"):
+        before = np.geterr()
+        for nth in range(1, sets + 1):
+            with pytest.raises(Stop):
+                _stop_after_call(trainer.step, _is_errstate_set, nth)
+            assert np.geterr() == before, nth
+
+
 def _is_gc_disable(c):
     return c is gc.disable
 
