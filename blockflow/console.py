@@ -6,8 +6,8 @@ loading; here they load inside the same guard as the rest of the command, so an 
 as a later one does: ``blockflow: interrupted`` and exit code 130 (blockflow.cli.exits'
 EXIT_INTERRUPTED, a number written out: importing that module is itself interruptible).
 
-Both return the exit code as the process's last act (the console script and __main__ pass it to
-sys.exit), so the heap is frozen first: see _leaving.
+Called without argv, both return the exit code as the process's last act (the console script and
+__main__ pass it to sys.exit), so the heap is frozen first: see _leaving.
 """
 import gc
 import sys
@@ -24,7 +24,7 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         return _interrupted()
     finally:    # also when argparse exits (--help, a usage error)
-        _leaving()
+        _leaving(argv)
 
 
 def core_main(argv=None) -> int:
@@ -37,10 +37,10 @@ def core_main(argv=None) -> int:
     except KeyboardInterrupt:
         return _interrupted()
     finally:    # also when argparse exits (--help, a usage error)
-        _leaving()
+        _leaving(argv)
 
 
-def _leaving() -> None:
+def _leaving(argv) -> None:
     """Move every object to the collector's permanent generation before the interpreter exits.
 
     Why: at exit the interpreter runs full collections over everything still alive (numpy's
@@ -49,8 +49,10 @@ def _leaving() -> None:
     finalizing garbage in reference cycles at exit: the commands close every file they write
     before they return (with blocks, atomic replaces), the interpreter still flushes stdout and
     stderr and runs atexit handlers. Not after the editor or a render has run: Qt's objects
-    are torn down in an order PySide6 arranges, and that is left as it is."""
-    if "PySide6" not in sys.modules:
+    are torn down in an order PySide6 arranges, and that is left as it is. Not when the caller
+    gave argv (a test, a program embedding the command line): it goes on in this process, whose
+    heap would stay frozen, each command's cyclic garbage kept for good."""
+    if argv is None and "PySide6" not in sys.modules:
         gc.freeze()
 
 

@@ -59,8 +59,8 @@ def compile_page(page: Page, registry: Registry | None = None, files: DataFiles 
     # Compiling makes many small objects and frees none: the cyclic collector would rescan the
     # growing heap again and again (super-linear time on big pages), so it waits until the end.
     enabled = gc.isenabled()
-    gc.disable()
-    try:
+    try:    # off inside the try: an exception right after it still turns it back on
+        gc.disable()
         registry = registry or default_registry()
         try:   # most pages have no instance to flatten: _check_blocks finds out as it reads them
             program = _Compiler(page, registry, files, unflattened=True).run()

@@ -40,8 +40,8 @@ class GradientPaths:
         # As a compile does (compiler.compile_page): many small objects, no cycle among them, so
         # the collector waits instead of rescanning the growing lists and tables
         enabled = gc.isenabled()
-        gc.disable()
-        try:
+        try:    # off inside the try: an exception right after it still turns it back on
+            gc.disable()
             steps = program.steps if upto is None else program.steps[:upto]
             sweep = _BackwardSweep(program.slots, targets, program.steps, _float_slots(program))
             visit = sweep.visit

@@ -144,8 +144,8 @@ class MemoryPlan:
                 self._walks.clear()
                 self._types.clear()
             enabled = gc.isenabled()
-            gc.disable()    # the walk makes many small objects; see runtime._new_plan
-            try:
+            try:    # off inside the try: an exception right after it still turns it back on
+                gc.disable()    # the walk makes many small objects; see runtime._new_plan
                 walk = self._walks[full] = self._walk(budget, source, held, key)
             finally:
                 if enabled:

@@ -331,8 +331,8 @@ def _new_plan(program, fetch_slots, t_slot, wrt, record, check=False, types=None
     # Generating a plan makes many small objects and frees none: the cyclic collector would rescan
     # the growing heap again and again (as in compile_page), so it waits until the plan is made.
     enabled = gc.isenabled()
-    gc.disable()
-    try:
+    try:    # off inside the try: an exception right after it still turns it back on
+        gc.disable()
         return _Plan(program, fetch_slots, t_slot, wrt, record, check, types, seeded)
     finally:
         if enabled:

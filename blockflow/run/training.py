@@ -32,6 +32,7 @@ import math
 import numbers
 import time
 from collections.abc import Mapping
+from contextvars import copy_context
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -341,16 +342,7 @@ class Trainer:
         except NumericsError as exc:
             raise self._after_updates(exc, k) from None
         loss = float(r.value(*split_port_text(self.loss_key)))
-        new_values, new_slots = {}, {}
-        # An overflow in an update is found by its check and named with the step and the
-        # settings, not printed by numpy as a warning about the line that multiplied; one error
-        # state for every update (np.errstate on each cost a 1.5 ms MLP step 1 %).
-        with ignoring_fp_errors():
-            for v in self.trainable:
-                grad = r.variable_grads.get(v)
-                if grad is None:
-                    continue
-                new_values[v], new_slots[v] = self._update(v, grad, k)
+        new_values, new_slots = copy_context().run(self._updates, r, k)
         # the step's own updates of Variables the optimizer leaves alone (moving statistics)
         for node, changes in r.state_updates.items():
             if "value" in changes and node not in self._slots:
@@ -360,6 +352,21 @@ class Trainer:
         for v, slots in new_slots.items():
             self._slots[v].update(slots)
         return StepRecord(k, loss, {m: float(r.value(*split_port_text(m))) for m in self.metric_keys})
+
+    def _updates(self, r, k: int) -> tuple[dict, dict]:
+        """Every trainable Variable's new value and slots. An overflow in an update is found by
+        its check and named with the step and the settings, not printed by numpy as a warning
+        about the line that multiplied; one error state for every update (np.errstate on each
+        cost a 1.5 ms MLP step 1 %), set in a copy of the caller's context as a run's is
+        (runtime._guarded): a Ctrl-C right after the set cannot leave numpy silent."""
+        new_values, new_slots = {}, {}
+        with ignoring_fp_errors():
+            for v in self.trainable:
+                grad = r.variable_grads.get(v)
+                if grad is None:
+                    continue
+                new_values[v], new_slots[v] = self._update(v, grad, k)
+        return new_values, new_slots
 
     def _update(self, name: str, grad: np.ndarray, k: int) -> tuple[np.ndarray, dict]:
         """The optimizer's Apply* block on one Variable: its new value and slots (not yet kept)."""

@@ -9,6 +9,7 @@ The exception is raised deterministically by a profile hook on the return of the
 """
 from __future__ import annotations
 
+import gc
 import sys
 
 import numpy as np
@@ -105,3 +106,76 @@ def test_every_set_a_run_makes_can_be_stopped_without_a_leak(monkeypatch):
                 _stop_after(var, program, nth)
             assert np.geterr() == before and allocation_guard.get() is None, (var, nth)
     assert _bits(run(program, {"x": _X}, target="loss", record=False)) == want
+
+
+def _stop_after_call(fn, is_it, nth):
+    """``fn()`` with Stop raised right after the ``nth`` C call ``is_it(callable)`` accepts has
+    returned (nth=0: count them, stop nowhere); how many there were."""
+    seen = []
+
+    def hook(frame, event, arg):
+        if event == "c_return" and is_it(arg):
+            seen.append(1)
+            if len(seen) == nth:
+                raise Stop()
+
+    sys.setprofile(hook)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return len(seen)
+
+
+def _is_errstate_set(c):
+    return ERRSTATE is not None and getattr(c, "__self__", None) is ERRSTATE and c.__name__ == "set"
+
+
+def test_a_training_step_stopped_after_any_error_state_set_leaves_the_callers_state():
+    """A trainer's updates ignore numpy's floating-point errors (their own check names an
+    overflow): a Ctrl-C right after that state is set, as after a run's, must not leave numpy
+    silent in the user's session."""
+    if ERRSTATE is None:
+        pytest.skip("numpy 1.x keeps its error state outside a context variable")
+    from blockflow.run.training import TrainConfig, Trainer
+
+    trainer = Trainer(_program(), TrainConfig(steps=3, optimizer="sgd", hyper={"lr": 0.1}),
+                      feeds={"x": _X})
+    trainer.step()
+    sets = _stop_after_call(trainer.step, _is_errstate_set, 0)
+    assert sets >= 2        # the run's and the updates'
+    with np.errstate(divide="warn", over="raise"):
+        before = np.geterr()
+        for nth in range(1, sets + 1):
+            with pytest.raises(Stop):
+                _stop_after_call(trainer.step, _is_errstate_set, nth)
+            assert np.geterr() == before, nth
+
+
+def _is_gc_disable(c):
+    return c is gc.disable
+
+
+def test_a_compile_or_first_run_stopped_after_it_pauses_the_collector_turns_it_back_on():
+    """A compile, a gradient-paths sweep and a plan's making turn the cyclic collector off while
+    they make many objects: a Ctrl-C or a timer's exception right after gc.disable() must not
+    leave it off for the rest of the process (its cyclic garbage never collected)."""
+    from blockflow.compile.gradpaths import GradientPaths
+
+    assert gc.isenabled()
+
+    def work():
+        program = _program()
+        GradientPaths(program, program.slot_of("loss", None), None)
+        run(program, {"x": _X}, target="loss", record=False)
+        run(program, {"x": _X}, target="loss", record=True)
+
+    try:
+        calls = _stop_after_call(work, _is_gc_disable, 0)
+        assert calls >= 3
+        for nth in range(1, calls + 1):
+            with pytest.raises(Stop):
+                _stop_after_call(work, _is_gc_disable, nth)
+            assert gc.isenabled(), nth
+    finally:
+        gc.enable()

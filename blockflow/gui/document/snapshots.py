@@ -21,8 +21,8 @@ def snapshot(page: Page) -> Page:
     """A copy of ``page``: its nodes, wires, feeds, loss, note, metrics and layout."""
     # Many new objects and no garbage: the cyclic collector would only rescan the editor's heap.
     enabled = gc.isenabled()
-    gc.disable()
-    try:
+    try:    # off inside the try: an exception right after it still turns it back on
+        gc.disable()
         nodes = {nid: Node(n.id, n.block, dict(n.attrs), dict(n.inputs), n.position, n.label, dict(n.state),
                            n.collapsed)
                  for nid, n in page.nodes.items()}
