@@ -211,3 +211,42 @@ def test_a_discard_while_an_autosave_is_written_leaves_no_recovery_files(qapp, t
     saver.wait()
     assert not saver.project_file.exists() and not saver.note_file.exists()
     assert written == [] and failed == [] and not list((tmp_path / "rec").glob("*"))
+
+
+def test_an_autosave_that_raises_is_reported_in_order_and_frees_the_saver(qapp, tmp_path, monkeypatch, qtbot):
+    """A write that raises something unforeseen (no memory for the text of a huge project, a
+    bug): wait() reports it as it reports any ending, in order with the autosaves after it, and
+    the next autosave of that state is not refused as "under way"."""
+    from blockflow.gui.document import autosave
+
+    doc = _edited_document(tmp_path)
+    saver = Autosaver(doc, tmp_path / "rec", interval_seconds=0)
+    events = []
+    saver.autosaved.connect(lambda path: events.append("autosaved"))
+    saver.failed.connect(lambda msg: events.append(msg))
+    real, calls = autosave.dumps_project, []
+
+    def first_raises(project, **kw):
+        calls.append(1)
+        if len(calls) == 1:
+            raise MemoryError("no room for the text")
+        return real(project, **kw)
+
+    monkeypatch.setattr(autosave, "dumps_project", first_raises)
+    assert saver.autosave_now()
+    saver.wait()
+    assert events == ["autosave failed: no room for the text"]
+    assert saver.autosave_now()                  # nothing is under way: the same state again
+    saver.wait()
+    assert events[1:] == ["autosaved"] and saver.project_file.exists()
+
+    # two queued, the first raising: the UI thread hears of both, whichever report it reads first
+    del events[:], calls[:]
+    doc.add_node("Exp", (200, 0), node_id="e1")
+    assert saver.autosave_now()
+    doc.add_node("Exp", (300, 0), node_id="e2")
+    assert saver.autosave_now()
+    saver._worker.wait()                         # both ended before the UI thread reads a report
+    qtbot.waitUntil(lambda: len(events) >= 2, timeout=3000)
+    qapp.processEvents()
+    assert events == ["autosave failed: no room for the text", "autosaved"]

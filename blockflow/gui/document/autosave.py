@@ -374,8 +374,14 @@ class Autosaver(QObject):
         self._finish()
 
     def _write(self, job: _Pending) -> None:
-        """On the worker thread: write ``job``, and leave what happened for _finish."""
-        outcome = self._written(job)
+        """On the worker thread: write ``job``, and leave what happened for _finish. Whatever it
+        raises is its outcome too, left in its place among the others: a report read out of
+        order (a later job's outcome already there) or wait() must not lose it."""
+        try:
+            outcome = self._written(job)
+        except BaseException as exc:     # no memory for a huge project's text, a bug
+            log.exception("autosave failed")
+            outcome = None, f"autosave failed: {exc}", []
         with self._lock:
             self._finished.append((job, *outcome))
 
@@ -415,13 +421,9 @@ class Autosaver(QObject):
 
     def _finish(self, _result=None) -> None:
         """On the UI thread (the worker's report, or wait()): the signals of the autosaves that
-        ended, in order. A job that raised left no outcome; it says so through ``failed``."""
+        ended, in order (each job leaves its outcome, see _write)."""
         with self._lock:
             done, self._finished = self._finished, []
-        if isinstance(_result, BaseException) and not done:
-            self._pending_index = None
-            self.failed.emit(f"autosave failed: {_result}")
-            return
         for job, written, problem, moves in done:
             if self._pending_index == job.index:
                 self._pending_index = None
