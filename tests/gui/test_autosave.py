@@ -250,3 +250,28 @@ def test_an_autosave_that_raises_is_reported_in_order_and_frees_the_saver(qapp, 
     qtbot.waitUntil(lambda: len(events) >= 2, timeout=3000)
     qapp.processEvents()
     assert events == ["autosave failed: no room for the text", "autosaved"]
+
+
+def test_every_edit_is_autosaved_even_one_that_keeps_the_undo_index(qapp, tmp_path):
+    """A move merged into the gesture's step, or an undo then another edit, leaves the undo
+    stack's index and count as they were: the state is still new and must be autosaved (the
+    recovery held the state before, and a crash lost the edit)."""
+    doc = Document()
+    doc.add_node("Tanh", (0, 0), node_id="t")
+    saver = Autosaver(doc, tmp_path / "rec", interval_seconds=0)
+    gesture = doc.new_gesture()
+    doc.move_nodes({"t": ((0.0, 0.0), (10.0, 0.0))}, gesture=gesture)
+    assert saver.autosave_now()
+    saver.wait()
+    doc.move_nodes({"t": ((10.0, 0.0), (99.0, 0.0))}, gesture=gesture)    # the same drag, merged
+    assert saver.autosave_now()
+    saver.wait()
+    assert saver.project_file.read_text() == dumps_project(doc.project)
+    doc.add_node("Exp", (0, 100), node_id="a")
+    assert saver.autosave_now()
+    doc.undo_stack.undo()                        # while that is written: undone, another edit
+    doc.add_node("Relu", (0, 100), node_id="b")
+    assert saver.autosave_now()
+    saver.wait()
+    assert saver.project_file.read_text() == dumps_project(doc.project)
+    assert not saver.autosave_now()              # and nothing new since

@@ -289,7 +289,7 @@ class _Pending:
     project: object
     original: str | None
     title: str
-    index: tuple          # the document's (project, undo index, undo count) it was taken at
+    index: tuple          # the document's state it was taken at: (project, edits seen)
     generation: int       # the saver's generation then: a discard since makes it obsolete
 
 
@@ -321,8 +321,11 @@ class Autosaver(QObject):
         self._lock = threading.Lock()
         self._generation = 0
         self._new_stem()
-        self._written_index = None     # the undo index of the last autosave
-        self._pending_index = None     # the undo index of the autosave under way
+        # the undo stack's changes seen: what names a state of the document. Its index and count
+        # do not: a move merged into its gesture's step, an undo then another edit, keep them
+        self._edits = 0
+        self._written_index = None     # the state of the last autosave
+        self._pending_index = None     # the state of the autosave under way
         self._finished: list = []      # outcomes the worker left for the UI thread (see _finish)
         self._worker = Worker(self)
         self._timer = QTimer(self)
@@ -330,6 +333,7 @@ class Autosaver(QObject):
         self.set_interval(interval_seconds)
         stack = document.undo_stack
         stack.cleanChanged.connect(self._on_clean_changed)
+        stack.indexChanged.connect(self._on_index_changed)
         document.project_replaced.connect(self._on_replaced)
 
     @property
@@ -357,7 +361,7 @@ class Autosaver(QObject):
         doc = self.document
         if doc is None or not doc.dirty:
             return False
-        index = (id(doc.project), doc.undo_stack.index(), doc.undo_stack.count())
+        index = (id(doc.project), self._edits)
         if index == self._pending_index or index == self._written_index and self.project_file.exists():
             return False
         job = _Pending(project_snapshot(doc.project), os.path.abspath(doc.path) if doc.path else None,
@@ -444,6 +448,9 @@ class Autosaver(QObject):
             ownfiles.remove_own(self.note_file)
         self._written_index = None
         self._pending_index = None
+
+    def _on_index_changed(self, _index: int) -> None:
+        self._edits += 1
 
     def _on_clean_changed(self, clean: bool) -> None:
         if clean:
