@@ -327,6 +327,7 @@ class Autosaver(QObject):
         self._written_index = None     # the state of the last autosave
         self._pending_index = None     # the state of the autosave under way
         self._finished: list = []      # outcomes the worker left for the UI thread (see _finish)
+        self._superseded: list = []    # recoveries to remove once their work is safe (supersede)
         self._worker = Worker(self)
         self._timer = QTimer(self)
         self._timer.timeout.connect(self.autosave_now)
@@ -370,12 +371,28 @@ class Autosaver(QObject):
         self._worker.submit(lambda _post: self._write(job), self._finish)
         return True
 
-    def wait(self) -> None:
+    def wait(self) -> bool:
         """Block until the autosaves started have been written (or have failed), their signals
         emitted: for what must not go on before the work is on disk (a recovery's old files are
-        removed only after this window's own autosave) and for tests."""
+        removed only after this window's own autosave) and for tests. True when the document as
+        it is now is autosaved."""
         self._worker.wait()
         self._finish()
+        doc = self.document
+        return (doc is not None and self._written_index == (id(doc.project), self._edits)
+                and self.project_file.exists())
+
+    def supersede(self, recovery: Recovery) -> None:
+        """Remove ``recovery``, the autosave of a crashed editor whose work this document took
+        back, once that work is safe without it: this saver's own autosave of it written, or
+        the work saved or let go (discard). Not before: while this saver cannot write (a full
+        disk), the old files are the only copy on disk, and stay for the next start."""
+        self._superseded.append(recovery)
+
+    def _drop_superseded(self) -> None:
+        done, self._superseded = self._superseded, []
+        for recovery in done:
+            recovery.discard()
 
     def _write(self, job: _Pending) -> None:
         """On the worker thread: write ``job``, and leave what happened for _finish. Whatever it
@@ -437,6 +454,7 @@ class Autosaver(QObject):
                 self.failed.emit(problem)
             elif written is not None and job.generation == self._generation:
                 self._written_index = job.index
+                self._drop_superseded()
                 self.autosaved.emit(written)
 
     def discard(self) -> None:
@@ -448,6 +466,7 @@ class Autosaver(QObject):
             ownfiles.remove_own(self.note_file)
         self._written_index = None
         self._pending_index = None
+        self._drop_superseded()
 
     def _on_index_changed(self, _index: int) -> None:
         self._edits += 1
