@@ -275,3 +275,29 @@ def test_every_edit_is_autosaved_even_one_that_keeps_the_undo_index(qapp, tmp_pa
     saver.wait()
     assert saver.project_file.read_text() == dumps_project(doc.project)
     assert not saver.autosave_now()              # and nothing new since
+
+
+def test_the_note_names_the_file_as_it_was_when_the_work_was_copied(qapp, tmp_path, gated):
+    """The project file saved again by someone else (another editor, a checkout) while the
+    autosave is written: the note must not vouch for that newer file, or a recovery would
+    save over it without asking."""
+    import json
+
+    gate, _ = gated
+    mine = tmp_path / "mine.bflow.json"
+    save_project(_edited_document(tmp_path).project, mine, backup=False)
+    doc = Document()
+    doc.open(str(mine))
+    saver = Autosaver(doc, tmp_path / "rec", interval_seconds=0)
+    doc.add_node("Exp", (200, 0), node_id="mine")
+    assert saver.autosave_now()
+    other = Document()
+    other.open(str(mine))
+    other.add_node("Relu", (300, 0), node_id="theirs")
+    other.save()                                 # while this autosave is being written
+    gate.set()
+    saver.wait()
+    note = json.loads(saver.note_file.read_text())
+    saver.note_file.write_text(json.dumps({**note, "pid": dead_pid()}))   # then this editor died
+    (rec,) = find_recoveries(tmp_path / "rec")
+    assert rec.refused and rec.target is None    # recovered untitled: their save is not overwritten

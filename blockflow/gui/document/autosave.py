@@ -288,6 +288,7 @@ class _Pending:
 
     project: object
     original: str | None
+    identity: list | None # the original file's identity as the copy was taken (see _identity)
     title: str
     index: tuple          # the document's state it was taken at: (project, edits seen)
     generation: int       # the saver's generation then: a discard since makes it obsolete
@@ -365,7 +366,10 @@ class Autosaver(QObject):
         index = (id(doc.project), self._edits)
         if index == self._pending_index or index == self._written_index and self.project_file.exists():
             return False
-        job = _Pending(project_snapshot(doc.project), os.path.abspath(doc.path) if doc.path else None,
+        # the file's identity now, with the copy: one saved over by someone else while this is
+        # written is not the file this work came from, and its note must not say it is
+        original = os.path.abspath(doc.path) if doc.path else None
+        job = _Pending(project_snapshot(doc.project), original, _identity(original) if original else None,
                        doc.title.rstrip(" *"), index, self._generation)
         self._pending_index = index
         self._worker.submit(lambda _post: self._write(job), self._finish)
@@ -420,8 +424,7 @@ class Autosaver(QObject):
             try:
                 self.directory.mkdir(parents=True, exist_ok=True)
                 for _attempt in range(5):
-                    note = {"original": job.original,
-                            "identity": _identity(job.original) if job.original else None,
+                    note = {"original": job.original, "identity": job.identity,
                             "saved_at": time.time(), "title": job.title,
                             "pid": os.getpid(), "host": socket.gethostname()}
                     try:    # both names are this editor's own files, or free: else two new names
