@@ -301,3 +301,29 @@ def test_the_note_names_the_file_as_it_was_when_the_work_was_copied(qapp, tmp_pa
     saver.note_file.write_text(json.dumps({**note, "pid": dead_pid()}))   # then this editor died
     (rec,) = find_recoveries(tmp_path / "rec")
     assert rec.refused and rec.target is None    # recovered untitled: their save is not overwritten
+
+
+def test_an_autosave_let_go_says_nothing_even_when_it_failed(qapp, tmp_path, gated, monkeypatch):
+    """A state that could not be written, fixed and saved while its autosave was under way:
+    the save ended that autosave, whose failure is no news (the status bar said the autosave
+    failed right after the save)."""
+    from blockflow.errors import ProjectFileError
+    from blockflow.gui.document import autosave
+
+    gate, _ = gated
+    held = autosave.dumps_project
+
+    def held_then_refused(project, **kw):
+        held(project, **kw)
+        raise ProjectFileError("autosave", "pages[0]", "a state that cannot be written")
+
+    monkeypatch.setattr(autosave, "dumps_project", held_then_refused)
+    doc = _edited_document(tmp_path)
+    saver = Autosaver(doc, tmp_path / "rec", interval_seconds=0)
+    failed = []
+    saver.failed.connect(failed.append)
+    assert saver.autosave_now()
+    doc.save(tmp_path / "p.bflow.json")
+    gate.set()
+    saver.wait()
+    assert failed == [] and not list((tmp_path / "rec").glob("*"))

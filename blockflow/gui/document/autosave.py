@@ -453,9 +453,11 @@ class Autosaver(QObject):
                 self._pending_index = None
             for message in moves:
                 self.moved.emit(message)
+            if job.generation != self._generation:
+                continue        # let go by a discard (a save, a close): what came of it is no news
             if problem:
                 self.failed.emit(problem)
-            elif written is not None and job.generation == self._generation:
+            elif written is not None:
                 self._written_index = job.index
                 self._drop_superseded()
                 self.autosaved.emit(written)
