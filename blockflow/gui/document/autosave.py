@@ -288,7 +288,7 @@ class _Pending:
 
     project: object
     original: str | None
-    identity: list | None # the original file's identity as the copy was taken (see _identity)
+    identity: list | None  # the original file's identity as the copy was taken (see _identity)
     title: str
     index: tuple          # the document's state it was taken at: (project, edits seen)
     generation: int       # the saver's generation then: a discard since makes it obsolete
