@@ -89,6 +89,9 @@ def test_a_killed_editor_is_offered_and_recovered_exactly_as_last_autosaved(qtbo
     shown = []
     monkeypatch.setattr(QMessageBox, "exec", lambda box: (shown.append(box.text()), click("Recover")(box))[1])
     monkeypatch.setattr(QMessageBox, "clickedButton", lambda box: box._clicked)
+    # closing at the end, or at teardown when an assert below fails: the recovered work is unsaved,
+    # and a real "Unsaved changes" box would wait for a click forever (the suite hung)
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.Discard)
     assert window.offer_recovery()
     assert "did not close normally" in shown[0] and orphan.describe() in shown[0]
     assert dumps_project(window.document.project) == expected.read_text()   # exactly the last autosave
@@ -96,7 +99,6 @@ def test_a_killed_editor_is_offered_and_recovered_exactly_as_last_autosaved(qtbo
     assert not orphan.project_file.exists()               # taken back: the old autosave is gone
     assert window.autosaver.project_file.exists()         # and this window autosaved it at once
     assert find_recoveries(rec_dir) == []                 # this editor is alive
-    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.Discard)
     window.close()                                        # a clean close: nothing left to recover
     assert not window.autosaver.project_file.exists()
 
