@@ -211,3 +211,119 @@ def test_a_discard_while_an_autosave_is_written_leaves_no_recovery_files(qapp, t
     saver.wait()
     assert not saver.project_file.exists() and not saver.note_file.exists()
     assert written == [] and failed == [] and not list((tmp_path / "rec").glob("*"))
+
+
+def test_an_autosave_that_raises_is_reported_in_order_and_frees_the_saver(qapp, tmp_path, monkeypatch, qtbot):
+    """A write that raises something unforeseen (no memory for the text of a huge project, a
+    bug): wait() reports it as it reports any ending, in order with the autosaves after it, and
+    the next autosave of that state is not refused as "under way"."""
+    from blockflow.gui.document import autosave
+
+    doc = _edited_document(tmp_path)
+    saver = Autosaver(doc, tmp_path / "rec", interval_seconds=0)
+    events = []
+    saver.autosaved.connect(lambda path: events.append("autosaved"))
+    saver.failed.connect(lambda msg: events.append(msg))
+    real, calls = autosave.dumps_project, []
+
+    def first_raises(project, **kw):
+        calls.append(1)
+        if len(calls) == 1:
+            raise MemoryError("no room for the text")
+        return real(project, **kw)
+
+    monkeypatch.setattr(autosave, "dumps_project", first_raises)
+    assert saver.autosave_now()
+    saver.wait()
+    assert events == ["autosave failed: no room for the text"]
+    assert saver.autosave_now()                  # nothing is under way: the same state again
+    saver.wait()
+    assert events[1:] == ["autosaved"] and saver.project_file.exists()
+
+    # two queued, the first raising: the UI thread hears of both, whichever report it reads first
+    del events[:], calls[:]
+    doc.add_node("Exp", (200, 0), node_id="e1")
+    assert saver.autosave_now()
+    doc.add_node("Exp", (300, 0), node_id="e2")
+    assert saver.autosave_now()
+    saver._worker.wait()                         # both ended before the UI thread reads a report
+    qtbot.waitUntil(lambda: len(events) >= 2, timeout=3000)
+    qapp.processEvents()
+    assert events == ["autosave failed: no room for the text", "autosaved"]
+
+
+def test_every_edit_is_autosaved_even_one_that_keeps_the_undo_index(qapp, tmp_path):
+    """A move merged into the gesture's step, or an undo then another edit, leaves the undo
+    stack's index and count as they were: the state is still new and must be autosaved (the
+    recovery held the state before, and a crash lost the edit)."""
+    doc = Document()
+    doc.add_node("Tanh", (0, 0), node_id="t")
+    saver = Autosaver(doc, tmp_path / "rec", interval_seconds=0)
+    gesture = doc.new_gesture()
+    doc.move_nodes({"t": ((0.0, 0.0), (10.0, 0.0))}, gesture=gesture)
+    assert saver.autosave_now()
+    saver.wait()
+    doc.move_nodes({"t": ((10.0, 0.0), (99.0, 0.0))}, gesture=gesture)    # the same drag, merged
+    assert saver.autosave_now()
+    saver.wait()
+    assert saver.project_file.read_text() == dumps_project(doc.project)
+    doc.add_node("Exp", (0, 100), node_id="a")
+    assert saver.autosave_now()
+    doc.undo_stack.undo()                        # while that is written: undone, another edit
+    doc.add_node("Relu", (0, 100), node_id="b")
+    assert saver.autosave_now()
+    saver.wait()
+    assert saver.project_file.read_text() == dumps_project(doc.project)
+    assert not saver.autosave_now()              # and nothing new since
+
+
+def test_the_note_names_the_file_as_it_was_when_the_work_was_copied(qapp, tmp_path, gated):
+    """The project file saved again by someone else (another editor, a checkout) while the
+    autosave is written: the note must not vouch for that newer file, or a recovery would
+    save over it without asking."""
+    import json
+
+    gate, _ = gated
+    mine = tmp_path / "mine.bflow.json"
+    save_project(_edited_document(tmp_path).project, mine, backup=False)
+    doc = Document()
+    doc.open(str(mine))
+    saver = Autosaver(doc, tmp_path / "rec", interval_seconds=0)
+    doc.add_node("Exp", (200, 0), node_id="mine")
+    assert saver.autosave_now()
+    other = Document()
+    other.open(str(mine))
+    other.add_node("Relu", (300, 0), node_id="theirs")
+    other.save()                                 # while this autosave is being written
+    gate.set()
+    saver.wait()
+    note = json.loads(saver.note_file.read_text())
+    saver.note_file.write_text(json.dumps({**note, "pid": dead_pid()}))   # then this editor died
+    (rec,) = find_recoveries(tmp_path / "rec")
+    assert rec.refused and rec.target is None    # recovered untitled: their save is not overwritten
+
+
+def test_an_autosave_let_go_says_nothing_even_when_it_failed(qapp, tmp_path, gated, monkeypatch):
+    """A state that could not be written, fixed and saved while its autosave was under way:
+    the save ended that autosave, whose failure is no news (the status bar said the autosave
+    failed right after the save)."""
+    from blockflow.errors import ProjectFileError
+    from blockflow.gui.document import autosave
+
+    gate, _ = gated
+    held = autosave.dumps_project
+
+    def held_then_refused(project, **kw):
+        held(project, **kw)
+        raise ProjectFileError("autosave", "pages[0]", "a state that cannot be written")
+
+    monkeypatch.setattr(autosave, "dumps_project", held_then_refused)
+    doc = _edited_document(tmp_path)
+    saver = Autosaver(doc, tmp_path / "rec", interval_seconds=0)
+    failed = []
+    saver.failed.connect(failed.append)
+    assert saver.autosave_now()
+    doc.save(tmp_path / "p.bflow.json")
+    gate.set()
+    saver.wait()
+    assert failed == [] and not list((tmp_path / "rec").glob("*"))

@@ -89,6 +89,9 @@ def test_a_killed_editor_is_offered_and_recovered_exactly_as_last_autosaved(qtbo
     shown = []
     monkeypatch.setattr(QMessageBox, "exec", lambda box: (shown.append(box.text()), click("Recover")(box))[1])
     monkeypatch.setattr(QMessageBox, "clickedButton", lambda box: box._clicked)
+    # closing at the end, or at teardown when an assert below fails: the recovered work is unsaved,
+    # and a real "Unsaved changes" box would wait for a click forever (the suite hung)
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.Discard)
     assert window.offer_recovery()
     assert "did not close normally" in shown[0] and orphan.describe() in shown[0]
     assert dumps_project(window.document.project) == expected.read_text()   # exactly the last autosave
@@ -96,7 +99,6 @@ def test_a_killed_editor_is_offered_and_recovered_exactly_as_last_autosaved(qtbo
     assert not orphan.project_file.exists()               # taken back: the old autosave is gone
     assert window.autosaver.project_file.exists()         # and this window autosaved it at once
     assert find_recoveries(rec_dir) == []                 # this editor is alive
-    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.Discard)
     window.close()                                        # a clean close: nothing left to recover
     assert not window.autosaver.project_file.exists()
 
@@ -150,3 +152,47 @@ def test_the_train_dock_trains_and_shows_its_runs_on_the_canvas(qtbot, tmp_path,
     qtbot.waitUntil(lambda: window.view.gradients.current is not None, timeout=10000)
     results = window.run_controller.results()
     assert results.kind == "backward" and not results.stale and results.target == "loss:output"
+
+
+@pytest.mark.parametrize("then", ["autosave", "save"])
+def test_a_recovered_autosave_stays_until_this_window_has_the_work_on_disk(qtbot, tmp_path, monkeypatch, then):
+    """Recover, and this window's own autosave fails (a full disk): the crashed editor's files
+    are the only copy of the work on disk, so they stay until this window's autosave is written
+    or the work is saved (then they go, not to be offered again at the next start)."""
+    import errno
+    import json
+    import socket
+
+    from blockflow import ownfiles
+
+    rec_dir = tmp_path / "rec"
+    rec_dir.mkdir()
+    monkeypatch.setenv("BLOCKFLOW_RECOVERY_DIR", str(rec_dir))
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.Discard)   # closing at the end
+    ownfiles.write_own(rec_dir / "a.bflow.json", SAMPLE.read_bytes(), variants=False)   # as an editor wrote it
+    (rec_dir / "a.recovery.json").write_text(json.dumps(
+        {"original": None, "saved_at": 1.0e9, "pid": 2 ** 22 + 17, "host": socket.gethostname()}))
+    window = MainWindow(Document(), QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat))
+    qtbot.addWidget(window)
+    (rec,) = find_recoveries(rec_dir)
+    real = ownfiles.write_own
+
+    def full(*_a, **_k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ownfiles, "write_own", full)
+    assert window._recover(rec)
+    assert window.document.dirty and not window.autosaver.project_file.exists()
+    assert rec.project_file.exists() and rec.note_file.exists()         # the only copy on disk
+    assert "kept" in window.statusBar().currentMessage()
+    monkeypatch.setattr(ownfiles, "write_own", real)
+    if then == "autosave":
+        assert window.autosaver.autosave_now()
+        window.autosaver.wait()
+        assert window.autosaver.project_file.exists()
+    else:
+        window.document.save(tmp_path / "mine.bflow.json")
+    assert not rec.project_file.exists() and not rec.note_file.exists()
+    assert find_recoveries(rec_dir) == []
+    window.close()
+    assert list(rec_dir.iterdir()) == []

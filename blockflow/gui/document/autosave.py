@@ -288,8 +288,9 @@ class _Pending:
 
     project: object
     original: str | None
+    identity: list | None  # the original file's identity as the copy was taken (see _identity)
     title: str
-    index: tuple          # the document's (project, undo index, undo count) it was taken at
+    index: tuple          # the document's state it was taken at: (project, edits seen)
     generation: int       # the saver's generation then: a discard since makes it obsolete
 
 
@@ -321,15 +322,20 @@ class Autosaver(QObject):
         self._lock = threading.Lock()
         self._generation = 0
         self._new_stem()
-        self._written_index = None     # the undo index of the last autosave
-        self._pending_index = None     # the undo index of the autosave under way
+        # the undo stack's changes seen: what names a state of the document. Its index and count
+        # do not: a move merged into its gesture's step, an undo then another edit, keep them
+        self._edits = 0
+        self._written_index = None     # the state of the last autosave
+        self._pending_index = None     # the state of the autosave under way
         self._finished: list = []      # outcomes the worker left for the UI thread (see _finish)
+        self._superseded: list = []    # recoveries to remove once their work is safe (supersede)
         self._worker = Worker(self)
         self._timer = QTimer(self)
         self._timer.timeout.connect(self.autosave_now)
         self.set_interval(interval_seconds)
         stack = document.undo_stack
         stack.cleanChanged.connect(self._on_clean_changed)
+        stack.indexChanged.connect(self._on_index_changed)
         document.project_replaced.connect(self._on_replaced)
 
     @property
@@ -357,25 +363,50 @@ class Autosaver(QObject):
         doc = self.document
         if doc is None or not doc.dirty:
             return False
-        index = (id(doc.project), doc.undo_stack.index(), doc.undo_stack.count())
+        index = (id(doc.project), self._edits)
         if index == self._pending_index or index == self._written_index and self.project_file.exists():
             return False
-        job = _Pending(project_snapshot(doc.project), os.path.abspath(doc.path) if doc.path else None,
+        # the file's identity now, with the copy: one saved over by someone else while this is
+        # written is not the file this work came from, and its note must not say it is
+        original = os.path.abspath(doc.path) if doc.path else None
+        job = _Pending(project_snapshot(doc.project), original, _identity(original) if original else None,
                        doc.title.rstrip(" *"), index, self._generation)
         self._pending_index = index
         self._worker.submit(lambda _post: self._write(job), self._finish)
         return True
 
-    def wait(self) -> None:
+    def wait(self) -> bool:
         """Block until the autosaves started have been written (or have failed), their signals
         emitted: for what must not go on before the work is on disk (a recovery's old files are
-        removed only after this window's own autosave) and for tests."""
+        removed only after this window's own autosave) and for tests. True when the document as
+        it is now is autosaved."""
         self._worker.wait()
         self._finish()
+        doc = self.document
+        return (doc is not None and self._written_index == (id(doc.project), self._edits)
+                and self.project_file.exists())
+
+    def supersede(self, recovery: Recovery) -> None:
+        """Remove ``recovery``, the autosave of a crashed editor whose work this document took
+        back, once that work is safe without it: this saver's own autosave of it written, or
+        the work saved or let go (discard). Not before: while this saver cannot write (a full
+        disk), the old files are the only copy on disk, and stay for the next start."""
+        self._superseded.append(recovery)
+
+    def _drop_superseded(self) -> None:
+        done, self._superseded = self._superseded, []
+        for recovery in done:
+            recovery.discard()
 
     def _write(self, job: _Pending) -> None:
-        """On the worker thread: write ``job``, and leave what happened for _finish."""
-        outcome = self._written(job)
+        """On the worker thread: write ``job``, and leave what happened for _finish. Whatever it
+        raises is its outcome too, left in its place among the others: a report read out of
+        order (a later job's outcome already there) or wait() must not lose it."""
+        try:
+            outcome = self._written(job)
+        except BaseException as exc:     # no memory for a huge project's text, a bug
+            log.exception("autosave failed")
+            outcome = None, f"autosave failed: {exc}", []
         with self._lock:
             self._finished.append((job, *outcome))
 
@@ -393,8 +424,7 @@ class Autosaver(QObject):
             try:
                 self.directory.mkdir(parents=True, exist_ok=True)
                 for _attempt in range(5):
-                    note = {"original": job.original,
-                            "identity": _identity(job.original) if job.original else None,
+                    note = {"original": job.original, "identity": job.identity,
                             "saved_at": time.time(), "title": job.title,
                             "pid": os.getpid(), "host": socket.gethostname()}
                     try:    # both names are this editor's own files, or free: else two new names
@@ -415,22 +445,21 @@ class Autosaver(QObject):
 
     def _finish(self, _result=None) -> None:
         """On the UI thread (the worker's report, or wait()): the signals of the autosaves that
-        ended, in order. A job that raised left no outcome; it says so through ``failed``."""
+        ended, in order (each job leaves its outcome, see _write)."""
         with self._lock:
             done, self._finished = self._finished, []
-        if isinstance(_result, BaseException) and not done:
-            self._pending_index = None
-            self.failed.emit(f"autosave failed: {_result}")
-            return
         for job, written, problem, moves in done:
             if self._pending_index == job.index:
                 self._pending_index = None
             for message in moves:
                 self.moved.emit(message)
+            if job.generation != self._generation:
+                continue        # let go by a discard (a save, a close): what came of it is no news
             if problem:
                 self.failed.emit(problem)
-            elif written is not None and job.generation == self._generation:
+            elif written is not None:
                 self._written_index = job.index
+                self._drop_superseded()
                 self.autosaved.emit(written)
 
     def discard(self) -> None:
@@ -442,6 +471,10 @@ class Autosaver(QObject):
             ownfiles.remove_own(self.note_file)
         self._written_index = None
         self._pending_index = None
+        self._drop_superseded()
+
+    def _on_index_changed(self, _index: int) -> None:
+        self._edits += 1
 
     def _on_clean_changed(self, clean: bool) -> None:
         if clean:

@@ -128,10 +128,11 @@ class FilesMixin:
             QMessageBox.warning(self, "Recovery", literal(f"The autosave could not be loaded: {exc}"))
             return False
         self.document.recover(project, rec.target)
-        self.autosaver.autosave_now()     # this window's own autosave, written, then the old one goes
-        self.autosaver.wait()
-        rec.discard()
+        self.autosaver.supersede(rec)     # the old one goes once this window's own autosave is written
+        self.autosaver.autosave_now()
         said = f"recovered {rec.describe()}; save it to keep it"
+        if not self.autosaver.wait():     # (or once the work is saved): the only copy on disk till then
+            said += f"; this window could not autosave it, so the old autosave {rec.project_file.name} is kept"
         if rec.refused:
             said += f" (untitled: its note {rec.note_file.name} was refused, {rec.refused})"
         self.statusBar().showMessage(said, 20000)
