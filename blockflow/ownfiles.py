@@ -36,6 +36,7 @@ import logging
 import os
 import secrets
 import stat
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -277,10 +278,23 @@ def _open_ledger():
         return None, None
 
 
+#: the ledger's threads: flock serialises the editor's UI thread and its autosave's worker (two
+#: open files of one process lock each other out), but where there is no fcntl (Windows) this is
+#: all that keeps one thread's update from undoing the other's
+_THREADS = threading.Lock()
+
+
 @contextmanager
 def _ledger(write: bool):
     """The ledger's ``files`` dict, locked; written back on exit when ``write``. Yields None
     when there is no usable ledger."""
+    with _THREADS:
+        with _ledger_locked(write) as files:
+            yield files
+
+
+@contextmanager
+def _ledger_locked(write: bool):
     files, lock_fd = _open_ledger()
     try:
         yield files

@@ -196,3 +196,21 @@ def test_a_recovered_autosave_stays_until_this_window_has_the_work_on_disk(qtbot
     assert find_recoveries(rec_dir) == []
     window.close()
     assert list(rec_dir.iterdir()) == []
+
+
+def test_a_window_closed_with_its_changes_discarded_autosaves_no_more(qtbot, tmp_path, monkeypatch):
+    """The close lets the changes go: no timer tick before the application quits may write them
+    to the recovery folder again (they would be offered at the next start)."""
+    monkeypatch.setenv("BLOCKFLOW_RECOVERY_DIR", str(tmp_path / "rec"))
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.Discard)
+    window = MainWindow(Document(), QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat))
+    qtbot.addWidget(window)
+    window.autosaver.set_interval(0.02)
+    window.document.add_node("Tanh", (0, 0), node_id="t")
+    with qtbot.waitSignal(window.autosaver.autosaved, timeout=3000):
+        pass
+    window.close()
+    assert window.document.dirty and not window.autosaver.project_file.exists()
+    qtbot.wait(150)                                       # several intervals
+    window.autosaver.wait()
+    assert not window.autosaver.project_file.exists() and not list((tmp_path / "rec").glob("*.bflow.json"))

@@ -154,6 +154,7 @@ class MainWindow(FilesMixin, CompositesMixin, ModelExportMixin, ModelImportMixin
             self.train_panel.shutdown()
             self.document.stop_compiling()    # no compile queue running on until the app quits
             self.autosaver.discard()          # a clean close: nothing to recover
+            self.autosaver.set_interval(0)    # nor a tick before the app quits autosaving discarded work
             self.save_settings()
             for dialog in self.findChildren(QDialog):   # Keyboard Shortcuts and the like go with it
                 dialog.close()
