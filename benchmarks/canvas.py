@@ -18,6 +18,8 @@ Offscreen, 1920x1080, antialiasing on (as the editor draws). Prints, per size, m
               45 % of the wires carry gradient, the rest none): gradients.show(GradientView) on
               a page drawn plain, plus the frame that shows it, at the full view and at 100 %;
               and from one run's colours to another's (other feeds).
+  autosave    an autosave of the page with a change: the time the UI thread spends (a copy of
+              the project; the worker writes it), against 0.1 s, and until it is written
 against the targets of issues 4 and 5 (docs/qt.md §3). Frames are full repaints (viewport().grab()).
 Far out on pages of 500+ blocks one overview item draws the page (tiled, from a pixmap cache); a
 dragged block and its wires are drawn by their own items over it.
@@ -325,6 +327,41 @@ def bench_recolour(n: int, repeats: int) -> list[tuple]:
     ]
 
 
+#: what an autosave may take of the UI thread: the editor's frame budget (benchmarks/editor.py)
+AUTOSAVE_UI = 0.100
+
+
+def bench_autosave(n: int, repeats: int) -> list[tuple]:
+    """An autosave of the page with unsaved changes: the time on the UI thread (the copy, then
+    the worker takes over) and until the recovery files are written, against writing the project
+    file's text on the UI thread as it was done before (dumps_project, the same page)."""
+    import tempfile
+
+    from blockflow.gui.document.autosave import Autosaver
+    from blockflow.gui.document.document import Document
+
+    doc = Document(laid_out(n), registry=default_registry())
+    ui, written, text = [], [], []
+    with tempfile.TemporaryDirectory() as rec:
+        saver = Autosaver(doc, Path(rec), interval_seconds=0)
+        for k in range(repeats):
+            doc.add_node("Tanh", (0.0, -200.0 - 100 * k), node_id=f"autosaved_{k}")   # a change to save
+            gc.collect()
+            t0 = time.perf_counter()
+            assert saver.autosave_now()
+            t1 = time.perf_counter()
+            assert saver.wait()
+            written.append(time.perf_counter() - t0)
+            ui.append(t1 - t0)
+            t2 = time.perf_counter()
+            dumps_project(doc.project)
+            text.append(time.perf_counter() - t2)
+        saver.discard()
+    return [(f"{n} blocks: autosave, on the UI thread", statistics.median(ui), AUTOSAVE_UI,
+             f"written {statistics.median(written) * 1000:.0f} ms after, off the UI thread; the text alone "
+             f"on the UI thread (as before) {statistics.median(text) * 1000:.0f} ms")]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("sizes", nargs="*", type=int, default=[1000, 5000])
@@ -337,7 +374,8 @@ def main(argv=None) -> int:
           f"frames ({loads} load(s))")
     failed = 0
     for n in args.sizes:
-        for name, seconds, target, note in bench(n, repeats, loads) + bench_recolour(n, repeats):
+        for name, seconds, target, note in (bench(n, repeats, loads) + bench_recolour(n, repeats)
+                                            + bench_autosave(n, repeats)):
             verdict = ""
             if target is not None:
                 ok = seconds <= target
