@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import math
 
-from blockflow.io.rules import EDGE_KEYS, NODE_KEYS, ORIGIN, PORT_RE
+from blockflow.io.rules import EDGE_KEYS, NODE_KEYS, ORIGIN, PLAIN_INT_BITS, PORT_RE
 from blockflow.project import Edge, Node
 from blockflow.textsafe import valid_node_id
 
 _NODE_KEYS = frozenset(NODE_KEYS)
 _EDGE_KEYS = frozenset(EDGE_KEYS)
-_SCALARS = (int, bool, type(None))
+_SCALARS = (bool, type(None))
+#: an int this large may pass Python's limit on the digits of an int as text (4,300 by default):
+#: the general way decides (io/values.py)
+_PLAIN_INT = 1 << PLAIN_INT_BITS
 
 
 def plain_name(s) -> bool:
@@ -44,6 +47,8 @@ def _plain_scalar(x) -> bool:
         return x.isascii() and "\x00" not in x
     if t is float:
         return math.isfinite(x)
+    if t is int:
+        return -_PLAIN_INT < x < _PLAIN_INT
     return t in _SCALARS
 
 

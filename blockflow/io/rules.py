@@ -61,6 +61,10 @@ MAX_NODES_PER_PAGE = 200_000
 MAX_COMPOSITES = 10_000
 #: Deepest nesting of lists/objects inside one attr value or the metadata.
 MAX_DEPTH = 64
+#: An int of at most this many bits (602 digits) is below any limit Python may be set to on the
+#: digits it turns into text (sys.set_int_max_str_digits: 640 at the least, 4,300 by default):
+#: larger ones are tried before they are written (io/values.py)
+PLAIN_INT_BITS = 2_000
 #: Most dimensions of one array (numpy 1.x's own limit).
 MAX_NDIM = 32
 #: Loading a file takes at most LOAD_FACTOR times its size (bytes; characters for a ``str``) plus

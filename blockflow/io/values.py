@@ -5,6 +5,7 @@ non-finite floats) as array objects.
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
@@ -74,6 +75,15 @@ def _sub(where: str, key) -> str:
     return f"{where}[{key}]" if type(key) is int else key_path(where, key)
 
 
+def _too_long(v: int) -> bool:
+    """Whether ``v`` has more digits than Python turns into text (or reads back)."""
+    try:
+        str(v)
+    except ValueError:
+        return True
+    return False
+
+
 def encode_value(v, where: str, arrays: bool, depth: int = 0):
     """A Python value as JSON; with ``arrays``, numpy arrays (and numpy scalars, non-finite
     floats) become array objects; without, only plain JSON values are allowed."""
@@ -87,6 +97,9 @@ def encode_value(v, where: str, arrays: bool, depth: int = 0):
     if isinstance(v, str):
         return check_text(v, where, "a string")
     if isinstance(v, int):
+        if v.bit_length() > rules.PLAIN_INT_BITS and _too_long(v):
+            raise Invalid(where, f"an integer of more than {sys.get_int_max_str_digits():,} digits cannot be "
+                                 f"written: JSON readers refuse it (Python's limit for turning an int into text)")
         return int(v)
     if isinstance(v, float):
         if math.isfinite(v):
