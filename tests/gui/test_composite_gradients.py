@@ -99,8 +99,8 @@ def test_a_closed_instance_shows_its_boundary_gradients_badge_and_output_values(
 def test_static_gradient_paths_badge_instances_before_any_run(qtbot, tmp_path):
     window = make_window(qtbot, tmp_path, laid_out())
     window.actions["gradient_paths"].trigger()          # View > Gradient Paths
-    QApplication.processEvents()
     hl = window.view.gradients
+    qtbot.waitUntil(lambda: hl.current is not None, timeout=5000)   # the page's program is compiled off the UI thread
     assert hl.mode == "paths"
     assert hl.badges.text_of("d1b") == "shares d1 · cut"
     assert hl.badges.text_of("d1") == "∇ flows"

@@ -507,6 +507,8 @@ def test_gradient_paths_follow_the_backward_target_picked_in_the_run_toolbar(qtb
     qtbot.waitExposed(window)
     hl, combo = window.view.gradients, window.target_combo
     window.actions["gradient_paths"].trigger()
+    # the page compiles off the UI thread: the paths are shown once its program is ready
+    qtbot.waitUntil(lambda: hl.current is not None, timeout=5000)
     assert hl.current.target == ("Sum_1", "output")
     combo.setCurrentIndex(combo.findData("Max_1:output"))
     qtbot.waitUntil(lambda: hl.current is not None and hl.current.target == ("Max_1", "output"), timeout=2000)
@@ -639,6 +641,8 @@ def test_the_legend_can_be_hidden_from_the_view_menu_and_it_is_remembered(qtbot,
     qtbot.waitExposed(window)
     legend = window.view.gradients.legend_widget
     window.actions["gradient_paths"].trigger()
+    # the page compiles off the UI thread: the paths and their legend come once it is ready
+    qtbot.waitUntil(lambda: window.view.gradients.current is not None, timeout=5000)
     assert legend.isVisible()
     window.actions["gradient_legend"].trigger()            # hide it
     assert not legend.isVisible() and window.view.gradients.current is not None

@@ -261,7 +261,7 @@ def test_gradient_paths_follow_an_edit_made_inside_an_opened_instance(qtbot, tmp
     window = make_window(qtbot, tmp_path, laid_out())
     doc, view, hl = window.document, window.view, window.view.gradients
     window.actions["gradient_paths"].trigger()          # View > Gradient Paths
-    QApplication.processEvents()
+    qtbot.waitUntil(lambda: hl.current is not None, timeout=5000)   # the page's program is compiled off the UI thread
     double_click(qtbot, view, "d1")
     assert hl.mode == "paths" and hl.wire_style(Edge("W", "ref", "MatMul_1", "b")).state == "flows"
     before = window.session.gradients
