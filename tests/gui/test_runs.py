@@ -538,3 +538,21 @@ def test_results_screenshot_shows_every_blocks_result_and_the_value_viewer(qtbot
     assert yellow > 10                            # the largest softmax value, at the top of viridis
     if os.environ.get("BLOCKFLOW_UPDATE_SCREENSHOT"):
         image.save(str(ROOT / "docs" / "results.png"))
+
+
+@pytest.mark.parametrize("edit", [False, True], ids=["as opened", "after an edit"])
+def test_a_run_asked_for_while_its_page_compiles_starts_when_it_is_compiled(qtbot, tmp_path, monkeypatch, edit):
+    """Every compile slower than the UI thread's wait (WAIT at 0: a loaded machine, a big page).
+    The run waited for its page's program, but the first program to land, of any page (the
+    sample's other three pages compile too), ended the wait: the run never started."""
+    import blockflow.gui.document.compiling as compiling
+
+    monkeypatch.setattr(compiling, "WAIT", 0.0)
+    window = make_window(qtbot, tmp_path)
+    doc, rc = window.document, window.run_controller
+    if edit:
+        doc.disconnect([e for e in doc.page().edges if e.dst == "Softmax_1"])
+    signal = rc.run_failed if edit else rc.run_finished
+    with qtbot.waitSignal(signal, timeout=10_000):
+        qtbot.keyClick(window.view, Qt.Key_F5)
+    assert not rc.busy

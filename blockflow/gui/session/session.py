@@ -438,9 +438,11 @@ class Session(QObject):
             self._refresh_targets()
             if self._gradients is not None and not self._gradients.ran:
                 self._paths_timer.start(0)
-        waiting, self._waiting = self._waiting, None
-        if waiting is not None and waiting[0] == page == self.host and self._running is None:
-            self._start(waiting[1], waiting[2])
+        waiting = self._waiting
+        if waiting is not None and waiting[0] == page:    # another page's program: still waiting
+            self._waiting = None
+            if page == self.host and self._running is None:
+                self._start(waiting[1], waiting[2])
 
     def _on_structure(self, page: str) -> None:
         # Marked stale at once; whether the edits since the run cancel out (an undo) is checked
