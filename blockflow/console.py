@@ -10,6 +10,7 @@ Called without argv, both return the exit code as the process's last act (the co
 __main__ pass it to sys.exit), so the heap is frozen first: see _leaving.
 """
 import gc
+import importlib
 import sys
 
 INTERRUPTED = 130
@@ -17,23 +18,19 @@ INTERRUPTED = 130
 
 def main(argv=None) -> int:
     """``blockflow.gui.app.main``, loaded and run with Ctrl-C turned into its exit code."""
-    try:
-        from blockflow.gui.app import main as app_main
-
-        return app_main(argv)
-    except KeyboardInterrupt:
-        return _interrupted()
-    finally:    # also when argparse exits (--help, a usage error)
-        _leaving(argv)
+    return _guarded("blockflow.gui.app", argv)
 
 
 def core_main(argv=None) -> int:
     """``python -m blockflow``: the core command line (``blockflow.cli.main``, no Qt), loaded and
     run in the same guard (its __main__ imported it at its top, outside every handler)."""
-    try:
-        from blockflow.cli import main as cli_main
+    return _guarded("blockflow.cli", argv)
 
-        return cli_main(argv)
+
+def _guarded(module: str, argv) -> int:
+    """``module``'s ``main(argv)``, the module imported inside the guard."""
+    try:
+        return importlib.import_module(module).main(argv)
     except KeyboardInterrupt:
         return _interrupted()
     finally:    # also when argparse exits (--help, a usage error)
